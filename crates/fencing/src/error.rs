@@ -1,0 +1,212 @@
+//! The one error type every issuer and store returns.
+
+use std::time::Duration;
+
+use crate::FencingToken;
+
+/// A boxed error from a backend's client library, kept as the `source()`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A specialised `Result` for fencing operations.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong when issuing tokens or writing with them.
+///
+/// Variants name what happened, not which backend said it: each adapter maps
+/// its backend's codes into these in one place. [`Error::is_retryable`] says
+/// whether repeating the same call is safe.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The store refused a write because it has accepted a higher token.
+    /// Nothing was applied.
+    #[error(
+        "stale fencing token for key {key:?}: presented {presented}, but the store has already accepted {current}; nothing was written"
+    )]
+    StaleToken {
+        /// The key (or fence domain) written to.
+        key: String,
+        /// The token the caller presented.
+        presented: FencingToken,
+        /// The highest token the store holds for the key.
+        current: FencingToken,
+    },
+
+    /// The lease is no longer held by this holder: it expired, was released,
+    /// or was taken by another holder. Stop the work it guarded.
+    #[error("lease on {resource:?} with token {token} is no longer held")]
+    LeaseLost {
+        /// The leased resource.
+        resource: String,
+        /// The token of the lost lease.
+        token: FencingToken,
+    },
+
+    /// The operation did not finish within its time limit, and nothing was
+    /// granted or applied (an outcome that may have been applied is
+    /// [`Error::OutcomeUnknown`]).
+    #[error("timed out after {after:?} waiting to {operation}")]
+    Timeout {
+        /// What was being waited for, e.g. `acquire "jobs/nightly"`.
+        operation: String,
+        /// How long the caller waited.
+        after: Duration,
+    },
+
+    /// A token above what the backend can store (e.g. `i64::MAX` for SQL).
+    /// Refused before any request was sent.
+    #[error("fencing token {token} is out of range for this backend (max {max})")]
+    TokenOutOfRange {
+        /// The token presented.
+        token: FencingToken,
+        /// The largest token the backend can store.
+        max: FencingToken,
+    },
+
+    /// Bad input (an empty or oversize key, a value over the backend's limit,
+    /// a malformed URL or option). Refused before any request was sent.
+    #[error("invalid input: {message}")]
+    InvalidInput {
+        /// What is wrong and what the limit is.
+        message: String,
+    },
+
+    /// The backend is configured in a way that could let a token go
+    /// backwards (e.g. a Redis counter without persistence), and the caller
+    /// did not opt in.
+    #[error("unsafe {backend} configuration: {reason}")]
+    UnsafeConfiguration {
+        /// The backend, e.g. `"redis"`.
+        backend: &'static str,
+        /// Why it is unsafe and how to opt in or fix it.
+        reason: String,
+    },
+
+    /// Other writers kept changing the object between our read and our
+    /// conditional write, more often than the retry bound allows. Nothing of
+    /// ours was applied; retrying is safe.
+    #[error("gave up writing {key:?} after {attempts} attempts lost to concurrent writers")]
+    Contention {
+        /// The contended key.
+        key: String,
+        /// How many conditional writes were tried.
+        attempts: u32,
+    },
+
+    /// The request may or may not have been applied (e.g. a timeout or a
+    /// dropped connection after it was sent). Read back before deciding.
+    #[error("outcome unknown: {operation} on {backend} may have been applied")]
+    OutcomeUnknown {
+        /// The backend, e.g. `"postgres"`.
+        backend: &'static str,
+        /// What was sent.
+        operation: String,
+        /// The underlying failure.
+        #[source]
+        source: BoxError,
+    },
+
+    /// Any other backend failure: connection refused, permission denied, a
+    /// missing bucket or table. Nothing was applied.
+    #[error("{backend} error{}", if *.retryable { " (retryable)" } else { "" })]
+    Backend {
+        /// The backend, e.g. `"etcd"`.
+        backend: &'static str,
+        /// Whether repeating the call may succeed.
+        retryable: bool,
+        /// The underlying failure.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl Error {
+    /// An [`Error::InvalidInput`].
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            message: message.into(),
+        }
+    }
+
+    /// An [`Error::Backend`] wrapping a client-library error.
+    pub fn backend(
+        backend: &'static str,
+        retryable: bool,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Self::Backend {
+            backend,
+            retryable,
+            source: source.into(),
+        }
+    }
+
+    /// An [`Error::OutcomeUnknown`].
+    pub fn outcome_unknown(
+        backend: &'static str,
+        operation: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Self::OutcomeUnknown {
+            backend,
+            operation: operation.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Whether repeating the same call is safe and may succeed.
+    ///
+    /// A stale token never becomes fresh; an unknown outcome must be read
+    /// back first, so neither is retryable.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Timeout { .. } | Self::Contention { .. } => true,
+            Self::Backend { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+
+    /// The `(presented, current)` tokens of a [`Error::StaleToken`].
+    pub fn stale_tokens(&self) -> Option<(FencingToken, FencingToken)> {
+        match self {
+            Self::StaleToken {
+                presented, current, ..
+            } => Some((*presented, *current)),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn assert_send_sync<T: Send + Sync + 'static>() {}
+    const _: () = assert_send_sync::<Error>();
+
+    #[test]
+    fn stale_token_names_both_tokens_and_the_key() {
+        let e = Error::StaleToken {
+            key: "orders/7".into(),
+            presented: FencingToken::new(33),
+            current: FencingToken::new(34),
+        };
+        let text = e.to_string();
+        assert!(text.contains("33") && text.contains("34") && text.contains("orders/7"), "{text}");
+        assert_eq!(e.stale_tokens(), Some((33.into(), 34.into())));
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn sources_are_chained() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::backend("etcd", true, io);
+        let source = std::error::Error::source(&e).expect("source kept");
+        assert_eq!(source.to_string(), "refused");
+        assert!(e.is_retryable());
+        assert!(e.to_string().contains("retryable"));
+        let unknown = Error::outcome_unknown("postgres", "put \"k\"", "connection reset");
+        assert!(!unknown.is_retryable());
+        assert!(std::error::Error::source(&unknown).is_some());
+    }
+}

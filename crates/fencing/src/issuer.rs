@@ -1,0 +1,93 @@
+//! The issuer trait: lock services that grant leases with fencing tokens.
+
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use crate::{Error, Holding, Lease, LeaseRequest, Result};
+
+/// A lock service that grants leases, each carrying a fencing token.
+///
+/// Usable as `Arc<dyn TokenIssuer>`.
+///
+/// # Contract
+/// Every implementation guarantees, and `fencing-testkit`'s issuer suite
+/// checks:
+/// 1. **Tokens strictly increase per resource** with every grant, across
+///    issuer restarts and leader failovers.
+/// 2. **At most one live holder** per resource: while a lease is live (not
+///    expired, not released) no other holder is granted it.
+/// 3. **Expiry frees the resource.** After a holder stops renewing and its
+///    TTL passes, the next acquire succeeds, with a higher token.
+/// 4. **Renew keeps the token** and extends the lease; renewing a lease that
+///    is no longer held fails with [`Error::LeaseLost`].
+/// 5. **Release frees the resource at once**; releasing a lease that is no
+///    longer held fails with [`Error::LeaseLost`] and does not disturb the
+///    current holder.
+/// 6. A re-entrant acquire by the same [`HolderId`](crate::HolderId), where
+///    an issuer offers it ([`TokenIssuer::reentrant`]), keeps the token.
+/// 7. **Correctness never depends on clocks**: expiry is decided by the
+///    issuer's own clock; the wall clock is never compared across machines.
+///    A [`Lease`]'s deadline is local and conservative.
+/// 8. **Tokens never go backwards**: an issuer whose counter could be lost
+///    refuses with [`Error::UnsafeConfiguration`] unless the caller opts in.
+#[async_trait]
+pub trait TokenIssuer: Send + Sync + Debug {
+    /// A short name for messages, e.g. `"etcd"`.
+    fn name(&self) -> &'static str;
+
+    /// The shortest TTL this issuer accepts (etcd counts in seconds,
+    /// ZooKeeper in session ticks).
+    fn min_ttl(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
+    /// Whether the same holder acquiring a held resource again gets the same
+    /// lease back (same token) instead of waiting.
+    fn reentrant(&self) -> bool {
+        false
+    }
+
+    /// Tries once: `Ok(None)` if another holder has the resource.
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>>;
+
+    /// Acquires, waiting up to `wait` for the current holder to release or
+    /// expire; [`Error::Timeout`] after that.
+    ///
+    /// The default polls [`try_acquire`](Self::try_acquire) with a capped
+    /// backoff; issuers that can watch for release override it.
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(5);
+        loop {
+            if let Some(lease) = self.try_acquire(request).await? {
+                return Ok(lease);
+            }
+            let waited = started.elapsed();
+            if waited >= wait {
+                return Err(Error::Timeout {
+                    operation: format!("acquire {:?}", request.resource),
+                    after: waited,
+                });
+            }
+            tokio::time::sleep(backoff.min(wait - waited)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(100));
+        }
+    }
+
+    /// Extends a held lease by its TTL, keeping its token.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the lease expired or was taken.
+    async fn renew(&self, lease: &Lease) -> Result<Lease>;
+
+    /// Gives the lease up so the next holder gets in at once.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the lease was no longer held.
+    async fn release(&self, lease: &Lease) -> Result<()>;
+
+    /// Who holds the resource now, if anyone.
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>>;
+}

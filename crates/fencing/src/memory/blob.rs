@@ -1,0 +1,112 @@
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::MemoryStore;
+use crate::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobVersion, Precondition, WriteOutcome};
+use crate::{Limits, Result};
+
+/// Objects in process memory with a version that changes on every write,
+/// like a GCS generation. Wrap it in [`BlobStore`](crate::blob::BlobStore)
+/// to test the shared compare-and-swap loop with no server.
+#[derive(Debug, Default)]
+pub struct MemoryBlobBackend {
+    objects: Mutex<HashMap<String, Object>>,
+    generation: AtomicU64,
+    writes: AtomicU64,
+    precondition_failures: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+struct Object {
+    generation: u64,
+    body: Bytes,
+    meta: BlobMeta,
+}
+
+impl Object {
+    fn head(&self) -> BlobHead {
+        BlobHead {
+            version: BlobVersion::new(self.generation.to_string()),
+            meta: self.meta,
+        }
+    }
+}
+
+impl MemoryBlobBackend {
+    /// No objects.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Conditional writes that reached the backend, won or lost.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Writes refused because their precondition no longer held.
+    pub fn precondition_failures(&self) -> u64 {
+        self.precondition_failures.load(Ordering::Relaxed)
+    }
+
+    /// Writes an object unconditionally and without fencing metadata, as a
+    /// program that knows nothing of fencing would.
+    pub fn put_unfenced(&self, key: &str, body: Bytes) {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.objects.lock().expect("poisoned").insert(
+            key.to_owned(),
+            Object { generation, body, meta: BlobMeta::UNFENCED },
+        );
+    }
+}
+
+#[async_trait]
+impl BlobBackend for MemoryBlobBackend {
+    fn name(&self) -> &'static str {
+        "memory-blob"
+    }
+
+    fn limits(&self) -> Limits {
+        MemoryStore::LIMITS
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+        Ok(self.objects.lock().expect("poisoned").get(key).map(Object::head))
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+        Ok(self.objects.lock().expect("poisoned").get(key).map(|o| Blob {
+            head: o.head(),
+            body: o.body.clone(),
+        }))
+    }
+
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        meta: BlobMeta,
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome> {
+        // Yield first so racing writers really interleave between their read
+        // and their write, as they would over a network.
+        tokio::task::yield_now().await;
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let mut objects = self.objects.lock().expect("poisoned");
+        let holds = match (precondition, objects.get(key)) {
+            (Precondition::Absent, current) => current.is_none(),
+            (Precondition::Matches(v), Some(o)) => v.as_str() == o.generation.to_string(),
+            (Precondition::Matches(_), None) => false,
+        };
+        if !holds {
+            self.precondition_failures.fetch_add(1, Ordering::Relaxed);
+            return Ok(WriteOutcome::PreconditionFailed);
+        }
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        objects.insert(key.to_owned(), Object { generation, body, meta });
+        Ok(WriteOutcome::Written(BlobVersion::new(generation.to_string())))
+    }
+}

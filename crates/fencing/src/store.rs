@@ -1,0 +1,140 @@
+//! The store trait: storage that refuses writes carrying a stale token.
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::{Error, FencingToken, Result};
+
+/// A value read back together with the key's mark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Versioned {
+    /// The stored value.
+    pub value: Bytes,
+    /// The key's mark: the highest token accepted for it (by a write or a
+    /// [`fence`](FencedStore::fence)).
+    pub token: FencingToken,
+}
+
+/// What a store accepts. Checked before any request is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest key, in bytes.
+    pub max_key_len: usize,
+    /// The largest value, in bytes.
+    pub max_value_len: usize,
+    /// The highest token the backend can store.
+    pub max_token: FencingToken,
+}
+
+impl Limits {
+    /// Checks a key: non-empty, at most `max_key_len` bytes, no NUL.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the limit.
+    pub fn check_key(&self, key: &str) -> Result<()> {
+        if key.is_empty() {
+            return Err(Error::invalid_input("key is empty"));
+        }
+        if key.len() > self.max_key_len {
+            return Err(Error::invalid_input(format!(
+                "key is {} bytes; this store allows at most {}",
+                key.len(),
+                self.max_key_len
+            )));
+        }
+        if key.contains('\0') {
+            return Err(Error::invalid_input("key contains a NUL byte"));
+        }
+        Ok(())
+    }
+
+    /// Checks a token against `max_token`.
+    ///
+    /// # Errors
+    /// [`Error::TokenOutOfRange`].
+    pub fn check_token(&self, token: FencingToken) -> Result<()> {
+        if token > self.max_token {
+            return Err(Error::TokenOutOfRange {
+                token,
+                max: self.max_token,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a whole write: key, token and value size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] or [`Error::TokenOutOfRange`].
+    pub fn check_write(&self, key: &str, token: FencingToken, value_len: usize) -> Result<()> {
+        self.check_key(key)?;
+        self.check_token(token)?;
+        if value_len > self.max_value_len {
+            return Err(Error::invalid_input(format!(
+                "value is {value_len} bytes; this store allows at most {}",
+                self.max_value_len
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Storage that remembers, per key, the highest fencing token it has
+/// accepted (the *mark*) and refuses writes below it.
+///
+/// Usable as `Arc<dyn FencedStore>`.
+///
+/// # Contract
+/// Every implementation guarantees, and `fencing-testkit`'s store suite
+/// checks:
+/// 1. **`token >= mark` is accepted, `token < mark` is refused.** Equal is
+///    accepted: one holder writes many times with the same token.
+/// 2. **Accepting raises the mark atomically with the write**: no other
+///    writer can slip between the check and the write.
+/// 3. **A refusal applies nothing** (value and mark unchanged) and is
+///    [`Error::StaleToken`] naming the key, the token presented and the mark.
+/// 4. **[`fence`](Self::fence) advances the mark without writing a value**,
+///    so a new holder can shut out a zombie before its first write. A fence
+///    with a lower token is itself refused as stale.
+/// 5. **Scope is one key**: there are no multi-key transactions.
+/// 6. **[`delete`](Self::delete) keeps the mark**: the value goes, the mark
+///    stays, so a zombie cannot recreate the key with an old token.
+/// 7. **Bad input writes nothing**: an empty or oversize key, a value over
+///    the limit or a token over [`Limits::max_token`] is refused before any
+///    request with [`Error::InvalidInput`] or [`Error::TokenOutOfRange`].
+#[async_trait]
+pub trait FencedStore: Send + Sync + Debug {
+    /// A short name for messages, e.g. `"s3"`.
+    fn name(&self) -> &'static str;
+
+    /// What this store accepts.
+    fn limits(&self) -> Limits;
+
+    /// Writes `value` under `key` if `token >= mark`, raising the mark to
+    /// `token`.
+    ///
+    /// # Errors
+    /// [`Error::StaleToken`] if `token < mark`; nothing is written.
+    async fn put(&self, key: &str, value: Bytes, token: FencingToken) -> Result<()>;
+
+    /// The value and mark, or `None` if the key has no value (never written,
+    /// deleted, or only fenced).
+    async fn get(&self, key: &str) -> Result<Option<Versioned>>;
+
+    /// Raises the mark to `token` without writing a value; returns the mark.
+    ///
+    /// # Errors
+    /// [`Error::StaleToken`] if `token < mark`.
+    async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken>;
+
+    /// The mark, or `None` if the key was never written or fenced.
+    async fn mark(&self, key: &str) -> Result<Option<FencingToken>>;
+
+    /// Removes the value if `token >= mark`, keeping (and raising) the mark.
+    ///
+    /// # Errors
+    /// [`Error::StaleToken`] if `token < mark`; nothing is deleted.
+    async fn delete(&self, key: &str, token: FencingToken) -> Result<()>;
+}
