@@ -1,0 +1,121 @@
+//! Finding the real servers the suites run against.
+//!
+//! Endpoints come from `FENCING_*` environment variables whose defaults are
+//! the ports `integration/services.sh` and `docker-compose.yml` use. A test
+//! whose server does not answer **fails**, naming the server and how to
+//! start it. The only way to skip is to ask: `FENCING_SKIP=etcd,s3`.
+
+/// A server a test needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Server {
+    /// What to call it in messages, e.g. `"PostgreSQL"`.
+    pub name: &'static str,
+    /// The short name used by `FENCING_SKIP` and `services.sh`, e.g. `"postgres"`.
+    pub service: &'static str,
+    /// The environment variable holding its endpoint.
+    pub var: &'static str,
+    /// The endpoint when the variable is unset.
+    pub default: &'static str,
+}
+
+impl Server {
+    /// The endpoint: the variable if set, the default otherwise.
+    pub fn endpoint(&self) -> String {
+        std::env::var(self.var).unwrap_or_else(|_| self.default.to_owned())
+    }
+
+    /// Whether this run asked to skip the server (`FENCING_SKIP`). Prints
+    /// that it was skipped, so a skip is never silent.
+    pub fn skipped(&self) -> bool {
+        let skip = std::env::var("FENCING_SKIP").unwrap_or_default();
+        let asked = skip
+            .split(',')
+            .map(str::trim)
+            .any(|s| s == self.service || s == "all");
+        if asked {
+            eprintln!(
+                "SKIPPED: {} tests (FENCING_SKIP={skip}); remove it to run them",
+                self.name
+            );
+        }
+        asked
+    }
+
+    /// Fails the test with a message naming the server, the endpoint and
+    /// how to start it.
+    pub fn unavailable(&self, error: &dyn std::fmt::Display) -> ! {
+        panic!(
+            "{name} is not answering at {endpoint} ({var}): {error}\n\
+             Start it with `integration/services.sh up {service}` (or `docker compose up {service}`), \
+             point {var} at a running server, or skip these tests explicitly with FENCING_SKIP={service}.",
+            name = self.name,
+            endpoint = self.endpoint(),
+            var = self.var,
+            service = self.service,
+        )
+    }
+}
+
+/// etcd (a single member).
+pub const ETCD: Server = Server {
+    name: "etcd",
+    service: "etcd",
+    var: "FENCING_ETCD_ENDPOINTS",
+    default: "http://127.0.0.1:2379",
+};
+/// ZooKeeper (standalone).
+pub const ZOOKEEPER: Server = Server {
+    name: "ZooKeeper",
+    service: "zookeeper",
+    var: "FENCING_ZK_ADDR",
+    default: "127.0.0.1:2181",
+};
+/// Redis (the one without persistence).
+pub const REDIS: Server = Server {
+    name: "Redis",
+    service: "redis",
+    var: "FENCING_REDIS_URL",
+    default: "redis://127.0.0.1:6379",
+};
+/// Redis with `appendonly yes`.
+pub const REDIS_AOF: Server = Server {
+    name: "Redis (appendonly)",
+    service: "redis-aof",
+    var: "FENCING_REDIS_AOF_URL",
+    default: "redis://127.0.0.1:6380",
+};
+/// PostgreSQL.
+pub const POSTGRES: Server = Server {
+    name: "PostgreSQL",
+    service: "postgres",
+    var: "FENCING_PG_URL",
+    default: "postgres://fencing:fencing@127.0.0.1:5432/fencing",
+};
+/// MariaDB / MySQL.
+pub const MYSQL: Server = Server {
+    name: "MariaDB",
+    service: "mariadb",
+    var: "FENCING_MYSQL_URL",
+    default: "mysql://fencing:fencing@127.0.0.1:3306/fencing",
+};
+/// The S3 emulator (moto).
+pub const S3: Server = Server {
+    name: "S3 (moto)",
+    service: "s3",
+    var: "FENCING_S3_ENDPOINT",
+    default: "http://127.0.0.1:9000",
+};
+/// The GCS emulator (fake-gcs-server).
+pub const GCS: Server = Server {
+    name: "GCS (fake-gcs-server)",
+    service: "gcs",
+    var: "FENCING_GCS_ENDPOINT",
+    default: "http://127.0.0.1:4443",
+};
+/// The Azure Blob emulator (Azurite).
+pub const AZURE: Server = Server {
+    name: "Azure Blob (Azurite)",
+    service: "azurite",
+    var: "FENCING_AZURE_ENDPOINT",
+    default: "http://127.0.0.1:10000/devstoreaccount1",
+};

@@ -1,0 +1,217 @@
+//! The store suite: the [`FencedStore`] contract, one function per clause.
+//!
+//! Each function takes the store under test and panics with a message on
+//! any breach. Run them all with
+//! [`store_conformance!`](crate::store_conformance).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fencing::{Error, FencedStore, FencingToken};
+use rand::Rng;
+
+use crate::history::History;
+use crate::unique_name;
+
+fn t(n: u64) -> FencingToken {
+    FencingToken::new(n)
+}
+
+async fn assert_state(store: &dyn FencedStore, key: &str, value: Option<&str>, mark: Option<u64>) {
+    let got = store.get(key).await.expect("get");
+    assert_eq!(
+        got.as_ref().map(|v| v.value.clone()),
+        value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
+        "value of {key:?}"
+    );
+    if let (Some(v), Some(m)) = (&got, mark) {
+        assert_eq!(v.token, t(m), "get's token for {key:?}");
+    }
+    assert_eq!(store.mark(key).await.expect("mark"), mark.map(t), "mark of {key:?}");
+}
+
+fn assert_stale<T: std::fmt::Debug>(result: Result<T, Error>, key: &str, presented: u64, current: u64) {
+    match result {
+        Err(Error::StaleToken { key: k, presented: p, current: c }) => {
+            assert_eq!((k.as_str(), p, c), (key, t(presented), t(current)), "StaleToken fields");
+        }
+        other => panic!("expected StaleToken {{ presented: {presented}, current: {current} }}, got {other:?}"),
+    }
+}
+
+/// Equal and higher tokens are accepted; the mark follows.
+pub async fn equal_and_higher_accepted(store: &dyn FencedStore) {
+    let key = unique_name("accept");
+    assert_state(store, &key, None, None).await;
+    store.put(&key, "a".into(), t(5)).await.expect("first write");
+    assert_state(store, &key, Some("a"), Some(5)).await;
+    store.put(&key, "b".into(), t(5)).await.expect("equal token must be accepted");
+    assert_state(store, &key, Some("b"), Some(5)).await;
+    store.put(&key, "c".into(), t(6)).await.expect("higher token");
+    assert_state(store, &key, Some("c"), Some(6)).await;
+    store.put(&key, "d".into(), t(1_000_000)).await.expect("much higher token");
+    assert_state(store, &key, Some("d"), Some(1_000_000)).await;
+}
+
+/// A lower token is refused with both tokens named, and nothing changes.
+pub async fn lower_refused_nothing_applied(store: &dyn FencedStore) {
+    let key = unique_name("refuse");
+    store.put(&key, "holder 34".into(), t(34)).await.expect("write");
+    assert_stale(store.put(&key, "zombie 33".into(), t(33)).await, &key, 33, 34);
+    assert_state(store, &key, Some("holder 34"), Some(34)).await;
+    assert_stale(store.put(&key, "zombie 1".into(), t(1)).await, &key, 1, 34);
+    assert_stale(store.delete(&key, t(2)).await, &key, 2, 34);
+    assert_state(store, &key, Some("holder 34"), Some(34)).await;
+}
+
+/// `fence` raises the mark without writing; a lower fence is stale.
+pub async fn fence_advances_mark(store: &dyn FencedStore) {
+    let key = unique_name("fence");
+    store.put(&key, "v".into(), t(3)).await.expect("write");
+    assert_eq!(store.fence(&key, t(10)).await.expect("fence"), t(10));
+    assert_state(store, &key, Some("v"), Some(10)).await;
+    assert_stale(store.put(&key, "zombie".into(), t(9)).await, &key, 9, 10);
+    assert_eq!(store.fence(&key, t(10)).await.expect("equal fence"), t(10));
+    assert_stale(store.fence(&key, t(4)).await, &key, 4, 10);
+    store.put(&key, "new holder".into(), t(10)).await.expect("the fencer writes");
+    assert_state(store, &key, Some("new holder"), Some(10)).await;
+
+    // Fencing a key with no value leaves a mark but no value.
+    let fresh = unique_name("fence-absent");
+    store.fence(&fresh, t(7)).await.expect("fence absent key");
+    assert_state(store, &fresh, None, Some(7)).await;
+    assert_stale(store.put(&fresh, "zombie".into(), t(6)).await, &fresh, 6, 7);
+    assert_state(store, &fresh, None, Some(7)).await;
+    store.put(&fresh, "first".into(), t(7)).await.expect("write at the fenced token");
+    assert_state(store, &fresh, Some("first"), Some(7)).await;
+}
+
+/// `delete` removes the value and keeps the mark.
+pub async fn delete_keeps_mark(store: &dyn FencedStore) {
+    let key = unique_name("delete");
+    store.put(&key, "v".into(), t(4)).await.expect("write");
+    store.delete(&key, t(5)).await.expect("delete");
+    assert_state(store, &key, None, Some(5)).await;
+    assert_stale(store.put(&key, "zombie".into(), t(4)).await, &key, 4, 5);
+    assert_state(store, &key, None, Some(5)).await;
+    store.put(&key, "again".into(), t(5)).await.expect("write after delete");
+    assert_state(store, &key, Some("again"), Some(5)).await;
+}
+
+/// Keys are fenced independently.
+pub async fn keys_are_independent(store: &dyn FencedStore) {
+    let a = unique_name("indep-a");
+    let b = format!("{a}-b");
+    store.fence(&a, t(100)).await.expect("fence a");
+    store.put(&b, "b".into(), t(1)).await.expect("a low token on another key is fine");
+    assert_state(store, &b, Some("b"), Some(1)).await;
+    assert_state(store, &a, None, Some(100)).await;
+}
+
+/// Values come back byte for byte: empty, binary, and large.
+pub async fn values_round_trip(store: &dyn FencedStore) {
+    let key = unique_name("bytes");
+    let size = store.limits().max_value_len.min(256 * 1024);
+    let binary: Vec<u8> = (0..=255u8).cycle().take(size).collect();
+    for (i, value) in [Bytes::new(), Bytes::from_static(&[0, 159, 146, 150, 255]), Bytes::from(binary)]
+        .into_iter()
+        .enumerate()
+    {
+        store.put(&key, value.clone(), t(1)).await.unwrap_or_else(|e| panic!("value #{i}: {e}"));
+        let got = store.get(&key).await.expect("get").expect("present");
+        assert_eq!(got.value.len(), value.len(), "value #{i} length");
+        assert!(got.value == value, "value #{i} changed on the way");
+    }
+}
+
+/// Bad input is refused with a typed error and writes nothing.
+pub async fn bad_input_writes_nothing(store: &dyn FencedStore) {
+    let limits = store.limits();
+    let key = unique_name("bad-input");
+    store.put(&key, "kept".into(), t(2)).await.expect("write");
+
+    for (what, bad_key) in [("an empty key", String::new()), ("an oversize key", "k".repeat(limits.max_key_len + 1))] {
+        for (op, result) in [
+            ("put", store.put(&bad_key, "x".into(), t(3)).await.map(|_| ())),
+            ("fence", store.fence(&bad_key, t(3)).await.map(|_| ())),
+            ("delete", store.delete(&bad_key, t(3)).await),
+        ] {
+            assert!(
+                matches!(result, Err(Error::InvalidInput { .. })),
+                "{op} with {what} must be InvalidInput, got {result:?}"
+            );
+        }
+    }
+
+    if limits.max_token < FencingToken::new(u64::MAX) {
+        let above = FencingToken::new(limits.max_token.get() + 1);
+        for (op, result) in [
+            ("put", store.put(&key, "x".into(), above).await.map(|_| ())),
+            ("fence", store.fence(&key, above).await.map(|_| ())),
+            ("delete", store.delete(&key, above).await),
+        ] {
+            assert!(
+                matches!(result, Err(Error::TokenOutOfRange { .. })),
+                "{op} with token {above} must be TokenOutOfRange, got {result:?}"
+            );
+        }
+    }
+
+    // Only allocate an oversize value where the limit is small enough.
+    if limits.max_value_len <= 64 * 1024 * 1024 {
+        let huge = Bytes::from(vec![b'x'; limits.max_value_len + 1]);
+        let result = store.put(&key, huge, t(3)).await;
+        assert!(
+            matches!(result, Err(Error::InvalidInput { .. })),
+            "a value over {} bytes must be InvalidInput, got {result:?}",
+            limits.max_value_len
+        );
+    }
+    assert_state(store, &key, Some("kept"), Some(2)).await;
+}
+
+/// 8 tasks × 25 writes with random interleaved tokens on one key: the
+/// accepted history never goes backwards, every refusal was truly stale,
+/// and the final state is the highest accepted write.
+pub async fn racing_writers(store: Arc<dyn FencedStore>) {
+    racing_writers_with(store, 8, 25).await;
+}
+
+/// [`racing_writers`] with a chosen number of writers and writes each.
+pub async fn racing_writers_with(store: Arc<dyn FencedStore>, writers: usize, writes: usize) {
+    let key = unique_name("race");
+    let history = History::new();
+    let mut tasks = Vec::new();
+    for writer in 0..writers {
+        let (store, history, key) = (store.clone(), history.clone(), key.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..writes {
+                // Tokens drift upward with interleaving, so writers race on
+                // both sides of the mark.
+                let base = (i * writers) as u64;
+                let token = t(base + rand::rng().random_range(0..(writers as u64 * 3)) + 1);
+                if rand::rng().random_bool(0.1) {
+                    let _ = history.fence(&*store, writer, &key, token).await;
+                } else {
+                    let value = Bytes::from(format!("writer {writer} write {i} token {token}"));
+                    let _ = history.put(&*store, writer, &key, value, token).await;
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("writer panicked");
+    }
+    let final_state = (store.get(&key).await.expect("get"), store.mark(&key).await.expect("mark"));
+    let tally = history.check(Some(final_state));
+    assert!(tally.violations.is_empty(), "racing writers on {}:\n  {}", store.name(), tally.violations.join("\n  "));
+    assert_eq!(tally.failed, 0, "writes failed with errors other than StaleToken: {:?}", history
+        .ops()
+        .iter()
+        .filter_map(|o| match &o.outcome {
+            crate::history::Outcome::Failed(e) => Some(e.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>());
+    assert!(tally.accepted > 0 && tally.refused > 0, "the race proved nothing: {tally:?}");
+}

