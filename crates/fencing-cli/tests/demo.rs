@@ -1,0 +1,37 @@
+//! `fence demo` run as a user runs it: the real binary.
+
+use std::process::Command;
+
+fn fence(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_fence")).args(args).output().expect("run fence")
+}
+
+#[test]
+fn demo_shows_the_zombie_refused_with_the_typed_error() {
+    let out = fence(&["demo", "--ttl", "100ms"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "fence demo failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("-> token 1") && stdout.contains("-> token 2"), "{stdout}");
+    assert!(stdout.contains("REFUSED (store holds 2)"), "{stdout}");
+    assert!(stdout.contains("stale fencing token") && stdout.contains("presented 1"), "{stdout}");
+    assert!(stdout.contains("client 2's data is intact"), "{stdout}");
+}
+
+#[test]
+fn demo_with_fence_on_acquire_refuses_before_the_new_holder_writes() {
+    let out = fence(&["demo", "--ttl", "100ms", "--fence-on-acquire"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    let fenced = stdout.find("fences the file").expect("fence step");
+    let refused = stdout.find("REFUSED").expect("refusal");
+    let wrote = stdout.find("-> accepted").expect("client 2 writes");
+    assert!(fenced < refused && refused < wrote, "{stdout}");
+}
+
+#[test]
+fn bad_durations_are_explained() {
+    let out = fence(&["demo", "--ttl", "soon"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("try e.g. 300ms"), "{stderr}");
+}
