@@ -15,11 +15,12 @@
 //! use fencing::{FencedStore, TokenIssuer};
 //! use fencing_testkit::issuer::IssuerProfile;
 //!
-//! async fn issuer() -> Arc<dyn TokenIssuer> {
-//!     Arc::new(MemoryIssuer::new())
+//! // `None` means this run asked to skip the backend (see `env`).
+//! async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+//!     Some(Arc::new(MemoryIssuer::new()))
 //! }
-//! async fn store() -> Arc<dyn FencedStore> {
-//!     Arc::new(MemoryStore::new())
+//! async fn store() -> Option<Arc<dyn FencedStore>> {
+//!     Some(Arc::new(MemoryStore::new()))
 //! }
 //!
 //! fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_millis(200)));
@@ -41,7 +42,8 @@ pub use names::{unique_name, unique_prefix};
 
 /// Expands to one `#[tokio::test]` per issuer-contract clause.
 ///
-/// `$make` is an async fn returning `Arc<dyn TokenIssuer>`; `$profile` an
+/// `$make` is an async fn returning `Option<Arc<dyn TokenIssuer>>` (`None`
+/// when the run asked to skip the backend, see [`env::Server::skipped`]); `$profile` an
 /// [`issuer::IssuerProfile`]. The calling crate needs `tokio` (with
 /// `macros` and `rt-multi-thread`) as a dev-dependency.
 #[macro_export]
@@ -62,7 +64,7 @@ macro_rules! issuer_conformance {
         );
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn concurrent_acquirers_hold_one_at_a_time() {
-            let issuer = $make().await;
+            let Some(issuer) = $make().await else { return };
             $crate::issuer::concurrent_acquirers_hold_one_at_a_time(issuer, &$profile).await;
         }
     };
@@ -70,7 +72,7 @@ macro_rules! issuer_conformance {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let issuer = $make().await;
+                let Some(issuer) = $make().await else { return };
                 $crate::issuer::$name(&*issuer, &$profile).await;
             }
         )+
@@ -79,7 +81,7 @@ macro_rules! issuer_conformance {
 
 /// Expands to one `#[tokio::test]` per store-contract clause.
 ///
-/// `$make` is an async fn returning `Arc<dyn FencedStore>`.
+/// `$make` is an async fn returning `Option<Arc<dyn FencedStore>>`.
 #[macro_export]
 macro_rules! store_conformance {
     ($make:path) => {
@@ -94,7 +96,7 @@ macro_rules! store_conformance {
         );
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn racing_writers() {
-            let store = $make().await;
+            let Some(store) = $make().await else { return };
             $crate::store::racing_writers(store).await;
         }
     };
@@ -102,7 +104,7 @@ macro_rules! store_conformance {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                let store = $make().await;
+                let Some(store) = $make().await else { return };
                 $crate::store::$name(&*store).await;
             }
         )+

@@ -7,8 +7,8 @@ use fencing::TokenIssuer;
 use fencing::memory::MemoryIssuer;
 use fencing_testkit::issuer::IssuerProfile;
 
-async fn issuer() -> Arc<dyn TokenIssuer> {
-    Arc::new(MemoryIssuer::new())
+async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+    Some(Arc::new(MemoryIssuer::new()))
 }
 
 fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_millis(200)));

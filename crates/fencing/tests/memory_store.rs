@@ -15,16 +15,16 @@ const TTL: Duration = Duration::from_millis(150);
 
 mod memory_store {
     use super::*;
-    async fn store() -> Arc<dyn FencedStore> {
-        Arc::new(MemoryStore::new())
+    async fn store() -> Option<Arc<dyn FencedStore>> {
+        Some(Arc::new(MemoryStore::new()))
     }
     fencing_testkit::store_conformance!(store);
 }
 
 mod blob_store {
     use super::*;
-    async fn store() -> Arc<dyn FencedStore> {
-        Arc::new(BlobStore::new(MemoryBlobBackend::new()))
+    async fn store() -> Option<Arc<dyn FencedStore>> {
+        Some(Arc::new(BlobStore::new(MemoryBlobBackend::new())))
     }
     fencing_testkit::store_conformance!(store);
 }

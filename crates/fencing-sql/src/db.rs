@@ -1,0 +1,269 @@
+//! The connection pool, the dialect, table names and table creation.
+
+use std::fmt;
+
+use fencing::{Error, Result};
+
+use crate::error::map_error;
+
+/// Which SQL database a [`Db`] talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dialect {
+    /// PostgreSQL.
+    Postgres,
+    /// MySQL or MariaDB.
+    MySql,
+    /// SQLite.
+    Sqlite,
+}
+
+impl Dialect {
+    /// The backend name used in errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres",
+            Self::MySql => "mysql",
+            Self::Sqlite => "sqlite",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Pool {
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::MySqlPool),
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+}
+
+/// Runs the same code on whichever pool is inside: the statements differ by
+/// dialect, the calls that run them do not.
+macro_rules! on_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            #[cfg(feature = "postgres")]
+            $crate::db::Pool::Postgres($p) => $body,
+            #[cfg(feature = "mysql")]
+            $crate::db::Pool::MySql($p) => $body,
+            #[cfg(feature = "sqlite")]
+            $crate::db::Pool::Sqlite($p) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// The names of the tables this crate uses, all sharing one prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tables {
+    /// Fenced key-value records: `key`, `value`, `lock_token`.
+    pub records: String,
+    /// Fence domains for [`crate::fence_transaction`]: `domain`, `lock_token`.
+    pub domains: String,
+    /// Leases of [`crate::SqlIssuer`].
+    pub leases: String,
+}
+
+impl Tables {
+    /// The default prefix.
+    pub const DEFAULT_PREFIX: &'static str = "fencing_";
+
+    /// Tables named `{prefix}records`, `{prefix}domains`, `{prefix}leases`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] unless the prefix is 1..=40 ASCII letters,
+    /// digits or underscores (it is spliced into SQL).
+    pub fn with_prefix(prefix: &str) -> Result<Self> {
+        let ok = !prefix.is_empty()
+            && prefix.len() <= 40
+            && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(Error::invalid_input(format!(
+                "table prefix {prefix:?} must be 1..=40 ASCII letters, digits or underscores"
+            )));
+        }
+        Ok(Self {
+            records: format!("{prefix}records"),
+            domains: format!("{prefix}domains"),
+            leases: format!("{prefix}leases"),
+        })
+    }
+}
+
+impl Default for Tables {
+    fn default() -> Self {
+        Self::with_prefix(Self::DEFAULT_PREFIX).expect("valid default prefix")
+    }
+}
+
+/// A connection pool to PostgreSQL, MySQL/MariaDB or SQLite, and the tables
+/// to use there. Cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) pool: Pool,
+    pub(crate) tables: Tables,
+}
+
+impl fmt::Debug for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Db")
+            .field("dialect", &self.dialect())
+            .field("tables", &self.tables)
+            .finish()
+    }
+}
+
+impl Db {
+    /// Connects by URL: `postgres://…`, `mysql://…` (also `mariadb://…`),
+    /// `sqlite://path` (created if missing, WAL journal) or `sqlite::memory:`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an unknown scheme or malformed URL;
+    /// [`Error::Backend`] if the server does not answer.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
+        let pool = match scheme {
+            #[cfg(feature = "postgres")]
+            "postgres" | "postgresql" => {
+                let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| bad_url(url, e))?;
+                Pool::Postgres(
+                    pool_options()
+                        .connect_with(options)
+                        .await
+                        .map_err(|e| map_error(Dialect::Postgres, "connect", false, e))?,
+                )
+            }
+            #[cfg(feature = "mysql")]
+            "mysql" | "mariadb" => {
+                let url = url.replacen("mariadb:", "mysql:", 1);
+                let options: sqlx::mysql::MySqlConnectOptions = url.parse().map_err(|e| bad_url(&url, e))?;
+                Pool::MySql(
+                    pool_options()
+                        .connect_with(options)
+                        .await
+                        .map_err(|e| map_error(Dialect::MySql, "connect", false, e))?,
+                )
+            }
+            #[cfg(feature = "sqlite")]
+            "sqlite" => {
+                let options: sqlx::sqlite::SqliteConnectOptions = url.parse().map_err(|e| bad_url(url, e))?;
+                let options = options
+                    .create_if_missing(true)
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .busy_timeout(std::time::Duration::from_secs(30));
+                // Every connection to `:memory:` is a database of its own.
+                let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+                let pool = pool_options().max_connections(if in_memory { 1 } else { 16 });
+                Pool::Sqlite(
+                    pool.connect_with(options)
+                        .await
+                        .map_err(|e| map_error(Dialect::Sqlite, "connect", false, e))?,
+                )
+            }
+            _ => {
+                return Err(Error::invalid_input(format!(
+                    "unsupported database URL {url:?}: expected postgres://, mysql://, mariadb:// or sqlite:// \
+                     (with the matching fencing-sql feature enabled)"
+                )));
+            }
+        };
+        Ok(Self { pool, tables: Tables::default() })
+    }
+
+    /// Uses an existing PostgreSQL pool.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(pool: sqlx::PgPool) -> Self {
+        Self { pool: Pool::Postgres(pool), tables: Tables::default() }
+    }
+
+    /// Uses an existing MySQL/MariaDB pool.
+    #[cfg(feature = "mysql")]
+    pub fn mysql(pool: sqlx::MySqlPool) -> Self {
+        Self { pool: Pool::MySql(pool), tables: Tables::default() }
+    }
+
+    /// Uses an existing SQLite pool. Give it a `busy_timeout` (and WAL) so
+    /// concurrent writers wait instead of failing with `SQLITE_BUSY`.
+    #[cfg(feature = "sqlite")]
+    pub fn sqlite(pool: sqlx::SqlitePool) -> Self {
+        Self { pool: Pool::Sqlite(pool), tables: Tables::default() }
+    }
+
+    /// Uses other table names.
+    #[must_use]
+    pub fn with_tables(mut self, tables: Tables) -> Self {
+        self.tables = tables;
+        self
+    }
+
+    /// The tables in use.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Which database this is.
+    pub fn dialect(&self) -> Dialect {
+        match &self.pool {
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(_) => Dialect::Postgres,
+            #[cfg(feature = "mysql")]
+            Pool::MySql(_) => Dialect::MySql,
+            #[cfg(feature = "sqlite")]
+            Pool::Sqlite(_) => Dialect::Sqlite,
+        }
+    }
+
+    /// Creates the three tables if they do not exist.
+    ///
+    /// # Errors
+    /// [`Error::Backend`] if the database refuses (e.g. no `CREATE` right).
+    pub async fn create_tables(&self) -> Result<()> {
+        for sql in crate::sql::create_tables(self.dialect(), &self.tables) {
+            // Two processes creating the same table at once can collide in
+            // PostgreSQL's catalog; the second attempt sees the table.
+            let mut attempt = 0;
+            loop {
+                let result = on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()));
+                match result {
+                    Ok(()) => break,
+                    Err(_) if attempt == 0 => {
+                        attempt += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                    Err(e) => return Err(map_error(self.dialect(), "create tables", false, e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the three tables (for tests and clean-up).
+    ///
+    /// # Errors
+    /// [`Error::Backend`] if the database refuses.
+    pub async fn drop_tables(&self) -> Result<()> {
+        for table in [&self.tables.records, &self.tables.domains, &self.tables.leases] {
+            let sql = format!("DROP TABLE IF EXISTS {table}");
+            on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()))
+                .map_err(|e| map_error(self.dialect(), "drop tables", false, e))?;
+        }
+        Ok(())
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        on_pool!(&self.pool, p => p.close().await);
+    }
+}
+
+fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+}
+
+fn bad_url(url: &str, e: sqlx::Error) -> Error {
+    Error::invalid_input(format!("malformed database URL {url:?}: {e}"))
+}

@@ -1,0 +1,129 @@
+//! Fencing the caller's own transaction.
+
+use async_trait::async_trait;
+use fencing::{Error, FencingToken, Result};
+
+use crate::error::map_error;
+use crate::{Dialect, Tables, sql};
+
+/// Checks and advances a **fence domain** inside the caller's transaction:
+/// if `token` is at least the domain's mark, the mark is raised to `token`
+/// and the row stays locked until the transaction ends; otherwise
+/// [`Error::StaleToken`] is returned and the caller rolls back.
+///
+/// Call it first in the transaction. Every write the transaction then makes
+/// — any rows, any tables — commits only if no higher token has fenced the
+/// domain, and a zombie's transaction waits for the current holder's to
+/// finish and is then refused. The domain row is a lock shared by everyone
+/// writing under that domain; pick domains as wide as the lease (one per
+/// leased resource, typically).
+///
+/// Run it at `READ COMMITTED` (PostgreSQL's and MariaDB's default is fine
+/// for MariaDB's `REPEATABLE READ` too, as the upsert reads the latest row);
+/// on SQLite begin the transaction with `BEGIN IMMEDIATE` so two writers do
+/// not deadlock upgrading their locks.
+///
+/// ```no_run
+/// # async fn example(pool: sqlx::PgPool, token: fencing::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+/// use fencing_sql::{Tables, fence_transaction};
+///
+/// let tables = Tables::default();
+/// let mut tx = pool.begin().await?;
+/// fence_transaction(&mut *tx, &tables, "orders", token).await?; // StaleToken → tx is dropped, rolled back
+/// sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1").bind(7_i64).execute(&mut *tx).await?;
+/// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+/// [`Error::StaleToken`] naming the domain, `token` and the mark;
+/// [`Error::TokenOutOfRange`] above `i64::MAX`; [`Error::InvalidInput`] for
+/// an empty domain or one over 512 bytes.
+pub async fn fence_transaction<C>(conn: &mut C, tables: &Tables, domain: &str, token: FencingToken) -> Result<()>
+where
+    C: FenceConnection + ?Sized,
+{
+    if domain.is_empty() || domain.len() > crate::SqlStore::MAX_KEY_LEN || domain.contains('\0') {
+        return Err(Error::invalid_input(format!(
+            "fence domain must be 1..={} bytes without NUL, got {} bytes",
+            crate::SqlStore::MAX_KEY_LEN,
+            domain.len()
+        )));
+    }
+    let raw = token.to_i64()?;
+    let dialect = conn.dialect();
+    let op = format!("fence domain {domain:?}");
+    let stmt = sql::fenced_upsert(dialect, &tables.domains, "domain", None);
+    let mark = match conn.upsert(&stmt, domain, raw).await.map_err(|e| map_error(dialect, &op, true, e))? {
+        Some(mark) => mark,
+        None => {
+            let select = sql::select_mark(dialect, &tables.domains, "domain");
+            conn.select(&select, domain).await.map_err(|e| map_error(dialect, &op, false, e))?.unwrap_or(0)
+        }
+    };
+    if mark <= raw {
+        return Ok(());
+    }
+    Err(Error::StaleToken {
+        key: domain.to_owned(),
+        presented: token,
+        current: FencingToken::from_i64(mark)?,
+    })
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A connection [`fence_transaction`] can run on: `&mut *tx` of a
+/// PostgreSQL, MySQL or SQLite transaction (or a bare connection).
+#[async_trait]
+pub trait FenceConnection: sealed::Sealed + Send {
+    #[doc(hidden)]
+    fn dialect(&self) -> Dialect;
+    /// Runs the domain upsert; `Some(mark)` if it reports one, `None` if
+    /// refused without saying the mark.
+    #[doc(hidden)]
+    async fn upsert(&mut self, sql: &str, domain: &str, token: i64) -> Result<Option<i64>, sqlx::Error>;
+    #[doc(hidden)]
+    async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error>;
+}
+
+macro_rules! returning_connection {
+    ($feature:literal, $conn:ty, $dialect:expr) => {
+        #[cfg(feature = $feature)]
+        impl sealed::Sealed for $conn {}
+        #[cfg(feature = $feature)]
+        #[async_trait]
+        impl FenceConnection for $conn {
+            fn dialect(&self) -> Dialect {
+                $dialect
+            }
+            async fn upsert(&mut self, sql: &str, domain: &str, token: i64) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql).bind(domain).bind(token).fetch_optional(&mut *self).await
+            }
+            async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql).bind(domain).fetch_optional(&mut *self).await
+            }
+        }
+    };
+}
+returning_connection!("postgres", sqlx::PgConnection, Dialect::Postgres);
+returning_connection!("sqlite", sqlx::SqliteConnection, Dialect::Sqlite);
+
+#[cfg(feature = "mysql")]
+impl sealed::Sealed for sqlx::MySqlConnection {}
+#[cfg(feature = "mysql")]
+#[async_trait]
+impl FenceConnection for sqlx::MySqlConnection {
+    fn dialect(&self) -> Dialect {
+        Dialect::MySql
+    }
+    async fn upsert(&mut self, sql: &str, domain: &str, token: i64) -> Result<Option<i64>, sqlx::Error> {
+        let result = sqlx::query(sql).bind(domain).bind(token).execute(&mut *self).await?;
+        Ok(Some(crate::store::mysql_mark(&result)))
+    }
+    async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error> {
+        sqlx::query_scalar(sql).bind(domain).fetch_optional(&mut *self).await
+    }
+}
