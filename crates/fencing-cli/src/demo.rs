@@ -1,9 +1,12 @@
 //! `fence demo`: the Figure 9-6 timeline, narrated.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 use fencing::memory::{MemoryIssuer, MemoryStore};
+use fencing::{FencedStore, TokenIssuer};
+use fencing_sql::{SqlIssuer, SqlStore};
 use fencing_testkit::zombie::{Event, Step, zombie_scenario};
 
 #[derive(Debug, Args)]
@@ -11,25 +14,49 @@ pub(crate) struct DemoArgs {
     /// The lease's time-to-live; client 1 pauses for 1.5× this.
     #[arg(long, default_value = "300ms", value_parser = crate::parse_duration)]
     ttl: Duration,
-    /// Have client 2 fence the key as soon as it acquires, before writing:
+    /// Have client 2 fence the file as soon as it acquires, before writing:
     /// the zombie is refused even though client 2 has not written yet.
     #[arg(long)]
     fence_on_acquire: bool,
+    /// The SQLite file that plays the lock service and the storage service
+    /// (created if missing). Defaults to a fresh file in the temp directory.
+    #[arg(long, value_name = "PATH", conflicts_with = "memory")]
+    sqlite: Option<PathBuf>,
+    /// Use the in-memory issuer and store instead of SQLite.
+    #[arg(long)]
+    memory: bool,
 }
 
 pub(crate) async fn run(args: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let issuer = MemoryIssuer::new();
-    let store = MemoryStore::new();
-    println!("Figure 9-6 (Kleppmann & Riccomini, DDIA ch. 9), run for real:");
-    println!(
-        "a lock service ({}) grants leases with fencing tokens; a store ({}) refuses stale tokens.\n",
-        "in-memory issuer", "in-memory store"
-    );
-    zombie_scenario(&issuer, &store, args.ttl, args.fence_on_acquire, print_event).await;
+    let mut scratch = None;
+    let (issuer, store, place): (Box<dyn TokenIssuer>, Box<dyn FencedStore>, String) = if args.memory {
+        (Box::new(MemoryIssuer::new()), Box::new(MemoryStore::new()), "process memory".into())
+    } else {
+        let path = args.sqlite.unwrap_or_else(|| {
+            let path = std::env::temp_dir().join(format!("fence-demo-{}.sqlite", std::process::id()));
+            scratch = Some(path.clone());
+            path
+        });
+        let url = format!("sqlite://{}", path.display());
+        let db = fencing_sql::Db::connect(&url).await?;
+        (
+            Box::new(SqlIssuer::new(db.clone()).await?),
+            Box::new(SqlStore::new(db).await?),
+            format!("the SQLite file {}", path.display()),
+        )
+    };
+    println!("Figure 9-6 (Kleppmann & Riccomini, DDIA ch. 9), run for real in {place}:");
+    println!("a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n");
+    zombie_scenario(&*issuer, &*store, args.ttl, args.fence_on_acquire, print_event).await;
     println!(
         "\nClient 1's lease expired while it was paused, but it never noticed. The lock alone could not\n\
-         stop its write; the store did, because client 2's token was higher."
+         stop its write; the storage did, because client 2's token was higher."
     );
+    if let Some(path) = scratch {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
     Ok(())
 }
 

@@ -35,3 +35,19 @@ fn bad_durations_are_explained() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("try e.g. 300ms"), "{stderr}");
 }
+
+#[test]
+fn demo_runs_on_a_named_sqlite_file_and_in_memory() {
+    let dir = std::env::temp_dir().join(format!("fence-demo-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("demo.sqlite");
+    let out = fence(&["demo", "--ttl", "100ms", "--sqlite", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("the SQLite file"));
+    assert!(file.exists(), "the named file is kept for inspection");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let out = fence(&["demo", "--ttl", "100ms", "--memory"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("REFUSED"));
+}
