@@ -70,19 +70,21 @@ kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 
   esac
 }
 
-# Expand command-line names: none -> the standard eight, `all` -> every service.
+# Expand command-line names into NAMES: none -> the standard eight, `all` -> every service.
 expand_names() {
   local n
+  NAMES=()
   if (($# == 0)); then set -- "${STANDARD[@]}"; fi
   for n in "$@"; do
     if [[ $n == all ]]; then
-      printf '%s\n' "${STANDARD[@]}" "${EXTRAS[@]}"
+      NAMES+=("${STANDARD[@]}" "${EXTRAS[@]}")
     elif is_known "$n"; then
-      echo "$n"
+      NAMES+=("$n")
     else
       die "unknown service '$n' (known: ${STANDARD[*]} ${EXTRAS[*]} all)"
     fi
-  done | awk '!seen[$0]++'
+  done
+  mapfile -t NAMES < <(printf '%s\n' "${NAMES[@]}" | awk '!seen[$0]++')
 }
 
 # ---------------------------------------------------------------------------
@@ -105,7 +107,7 @@ answering() { # INSTANCE PORT
   zk) [[ -n $(zk_mode "$port") ]] ;; # `ruok` answers imok before the server serves; `srvr` does not
   redis) [[ $(timeout 3 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] ;;
   postgres) timeout 3 pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null ;;
-  mariadb) # root via the socket; over TCP only the test user can log in
+  mariadb) # root through the socket (works before the test user exists), else the test user over TCP
     port_open "$port" && { mariadb_root -e 'SELECT 1' || timeout 3 mariadb-admin --protocol=tcp -h 127.0.0.1 -P "$port" \
       -u fencing -pfencing ping; } >/dev/null 2>&1 ;;
   azurite) out=$(http_get -o /dev/null -D - "http://127.0.0.1:$port/devstoreaccount1?comp=list") && [[ ${out,,} == *"server: azurite"* ]] ;;
@@ -137,7 +139,8 @@ our_pid() { # INSTANCE -> pid, if the process we recorded is still alive
 }
 
 listener_pid() { # PORT -> pid of whatever listens there (for `leader` on members we did not start)
-  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n1
+  # (awk reads to the end: an early exit would SIGPIPE the producer, fatal under pipefail)
+  ss -Hltnp "sport = :$1" 2>/dev/null | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | awk 'NR == 1'
 }
 
 # Start a server detached from the caller (own session: a Ctrl-C in the terminal
@@ -155,10 +158,9 @@ spawn() { # INSTANCE WORKDIR CMD...
     cd "$1" || exit 1
     echo $$ >"$2"
     shift 2
-    for fd in /proc/$$/fd/*; do
-      fd=${fd##*/}
+    for fd in $(ls /proc/$$/fd); do
       if [ "$fd" -gt 2 ]; then eval "exec $fd>&-"; fi
-    done 2>/dev/null
+    done
     exec "$@"' spawn "$dir" "$pidf.new" "$@" </dev/null >>"$LOGS/$inst.log" 2>&1 &
   for _ in $(seq 50); do [[ -s $pidf.new ]] && break; sleep 0.1; done
   pid=$(cat "$pidf.new" 2>/dev/null) || die "$inst did not start; see $LOGS/$inst.log"
@@ -235,7 +237,7 @@ start_instance() { # INSTANCE PORT
     # QuorumPeerMain directly (no zkServer.sh, no systemd); a standalone server when the cfg has no server.N lines.
     if [[ $inst == zookeeper ]]; then write_zk_cfg "$dir" "$port"; else write_zk_cfg "$dir" "$port" "${inst##*-}"; fi
     spawn "$inst" "$dir" java -Xms32m -Xmx256m -XX:+UseSerialGC \
-      -Dlog4j.configuration="file:$dir/log4j.properties" -Dzookeeper.log.dir="$dir" \
+      -Dlog4j.configuration="file:$dir/log4j.properties" \
       -cp "$(zk_classpath):$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
     ;;
   redis | redis-aof)
@@ -274,7 +276,9 @@ start_instance() { # INSTANCE PORT
     spawn "$inst" "$dir" "$TOOLS/venv/bin/python" "$TOOLS/moto_s3_server.py" 127.0.0.1 "$port"
     ;;
   gcs)
-    spawn "$inst" "$dir" "$(gcs_binary)" -scheme http -host 127.0.0.1 -port "$port" -backend memory \
+    local bin
+    bin=$(gcs_binary)
+    spawn "$inst" "$dir" "$bin" -scheme http -host 127.0.0.1 -port "$port" -backend memory \
       -public-host "127.0.0.1:$port" -external-url "http://127.0.0.1:$port"
     ;;
   esac
@@ -362,15 +366,15 @@ EOF
 
 cluster_ports() { members "$1" | awk '{print $2}'; }
 
-etcd_cluster_status() { # -> lines "PORT MEMBER_ID LEADER_ID", one per member that answers
+etcd_cluster_status() { # -> lines "PORT MEMBER_ID LEADER_ID", one per member that answers (Endpoint ends each block)
   local eps
   eps=$(cluster_ports etcd-cluster | sed 's|^|http://127.0.0.1:|' | paste -sd,)
-  { ETCDCTL_API=3 timeout 10 etcdctl --endpoints="$eps" --dial-timeout=2s --command-timeout=3s \
+  { ETCDCTL_API=3 timeout 10 etcdctl --endpoints="$eps" --dial-timeout=1s --command-timeout=2s \
     endpoint status -w fields 2>/dev/null || true; } |
     awk -F' : ' '
-      $1 == "\"Endpoint\"" { gsub(/"/, "", $2); n = split($2, a, ":"); port = a[n] }
       $1 == "\"MemberID\"" { member = $2 }
-      $1 == "\"Leader\""   { print port, member, $2 }'
+      $1 == "\"Leader\""   { leader = $2 }
+      $1 == "\"Endpoint\"" { gsub(/"/, "", $2); n = split($2, a, ":"); print a[n], member, leader }'
 }
 
 zk_ensemble_modes() { # -> lines "PORT MODE" (MODE empty while a member is not serving)
@@ -378,25 +382,24 @@ zk_ensemble_modes() { # -> lines "PORT MODE" (MODE empty while a member is not s
   for p in $(cluster_ports zk-ensemble); do echo "$p $(zk_mode "$p")"; done
 }
 
-cluster_formed() { # CLUSTER: every member answers and agrees on one leader
-  local out
+cluster_formed() { # CLUSTER [MIN]: at least MIN (default all 3) members answer and agree on one leader among them
+  local out min=${2:-3}
   case $1 in
   etcd-cluster)
     out=$(etcd_cluster_status)
-    [[ $(wc -l <<<"$out") -eq 3 ]] &&
-      awk 'BEGIN { ok = 1 } { leader[$3] = 1; if ($3 == 0) ok = 0; if ($2 "" == $3 "") l++ }
-           END { n = 0; for (k in leader) n++; exit !(ok && n == 1 && l == 1) }' <<<"$out"
+    awk -v min="$min" 'BEGIN { ok = 1 } NF == 3 { n++; leader[$3] = 1; if ($3 == 0) ok = 0; if ($2 "" == $3 "") l++ }
+         END { k = 0; for (x in leader) k++; exit !(ok && n >= min && k == 1 && l == 1) }' <<<"$out"
     ;;
   zk-ensemble)
     out=$(zk_ensemble_modes)
-    [[ $(grep -c ' leader$' <<<"$out") -eq 1 && $(grep -c ' follower$' <<<"$out") -eq 2 ]]
+    [[ $(grep -c ' leader$' <<<"$out") -eq 1 && $(grep -cE ' (leader|follower)$' <<<"$out") -ge $min ]]
     ;;
   esac
 }
 
-wait_cluster() { # CLUSTER
+wait_cluster() { # CLUSTER [MIN]
   local deadline=$((SECONDS + WAIT_SECS))
-  until cluster_formed "$1"; do
+  until cluster_formed "$@"; do
     if ((SECONDS >= deadline)); then
       log "$1: the members did not agree on a leader within ${WAIT_SECS}s; what they say:"
       if [[ $1 == etcd-cluster ]]; then etcd_cluster_status >&2; else zk_ensemble_modes >&2; fi
@@ -409,8 +412,8 @@ wait_cluster() { # CLUSTER
 
 leader_port() { # CLUSTER -> client port of the current leader
   case $1 in
-  etcd-cluster) etcd_cluster_status | awk '$2 "" == $3 "" && $3 != 0 { print $1; exit }' ;;
-  zk-ensemble) zk_ensemble_modes | awk '$2 == "leader" { print $1; exit }' ;;
+  etcd-cluster) etcd_cluster_status | awk '!found && $2 "" == $3 "" && $3 != 0 { print $1; found = 1 }' ;;
+  zk-ensemble) zk_ensemble_modes | awk '!found && $2 == "leader" { print $1; found = 1 }' ;;
   esac
 }
 
@@ -435,7 +438,8 @@ install_azurite() {
 
 cmd_deps() {
   local names svc apt=() need_py='' need_node=''
-  mapfile -t names < <(expand_names "$@")
+  expand_names "$@"
+  names=("${NAMES[@]}")
   have protoc || apt+=(protobuf-compiler) # the etcd-client crate generates code from .proto files
   have nc || apt+=(netcat-openbsd)
   have curl || apt+=(curl)
@@ -542,7 +546,8 @@ wait_answering() { # INSTANCE PORT
 
 cmd_up() {
   local names svc inst port pid waits=()
-  mapfile -t names < <(expand_names "$@")
+  expand_names "$@"
+  names=("${NAMES[@]}")
   lock
   cmd_deps "${names[@]}"
   # Start everything first, then wait: the JVMs, etcd and the emulators boot in parallel.
@@ -574,13 +579,15 @@ cmd_up() {
 }
 
 # SIGTERM (postgres: SIGINT, its fast shutdown) to every pid we recorded, wait, then SIGKILL.
+# Azurite closes on the first SIGTERM but then idles ~10 s on its timers; a second one ends it.
 stop_instances() { # INSTANCE...
-  local inst pid sig targets=() alive deadline
+  local inst pid sig targets=() alive deadline resend=$((SECONDS + 1))
   for inst in "$@"; do
     if pid=$(our_pid "$inst"); then
       sig=TERM
       [[ $inst == postgres ]] && sig=INT
       kill -s "$sig" "$pid" 2>/dev/null || true
+      kill -s CONT "$pid" 2>/dev/null || true # a test may have SIGSTOPped it; a stopped process ignores TERM until continued
       targets+=("$inst:$pid")
       log "$inst: stopping pid $pid (SIG$sig)"
     elif [[ -f $PIDS/$inst.pid ]]; then
@@ -594,6 +601,12 @@ stop_instances() { # INSTANCE...
       our_pid "${inst%%:*}" >/dev/null && alive+=("$inst")
     done
     ((${#alive[@]})) || break
+    if ((resend && SECONDS >= resend)); then
+      for inst in "${alive[@]}"; do
+        if [[ $inst == azurite:* ]]; then kill -s TERM "${inst##*:}" 2>/dev/null || true; fi
+      done
+      resend=0
+    fi
     if ((SECONDS >= deadline)); then
       for inst in "${alive[@]}"; do
         log "${inst%%:*}: still running after ${STOP_SECS}s, SIGKILL"
@@ -609,7 +622,8 @@ stop_instances() { # INSTANCE...
 
 cmd_down() {
   local names svc insts=() inst port
-  mapfile -t names < <(expand_names "$@")
+  expand_names "$@"
+  names=("${NAMES[@]}")
   lock
   for svc in "${names[@]}"; do
     while read -r inst port; do
@@ -681,7 +695,7 @@ cmd_leader() { # CLUSTER -> "PID PORT" of the leader
 
 cmd_restart_member() { # CLUSTER PORT -> "PID PORT" of the restarted member
   check_cluster_name "${1:-}"
-  local cluster=$1 port=${2:-} inst pid
+  local cluster=$1 port=${2:-} inst pid p others=0
   inst=$(members "$cluster" | awk -v p="$port" '$2 == p { print $1 }')
   [[ -n $inst ]] || die "$cluster has no member on port '$port' (members: $(cluster_ports "$cluster" | paste -sd' '))"
   lock
@@ -690,9 +704,20 @@ cmd_restart_member() { # CLUSTER PORT -> "PID PORT" of the restarted member
     die "$inst is still running on 127.0.0.1:$port (pid ${pid:-?}); kill it first"
   fi
   cmd_deps "$cluster"
+  for p in $(cluster_ports "$cluster"); do
+    if [[ $p != "$port" ]] && port_open "$p"; then others=$((others + 1)); fi # running, serving or not
+  done
   start_instance "$inst" "$port"
-  wait_answering "$inst" "$port"
-  wait_cluster "$cluster"
+  if ((others > 0)); then
+    # With this member a majority runs: wait until it serves and the running members agree on a leader.
+    wait_answering "$inst" "$port"
+    wait_cluster "$cluster" $((others + 1))
+  else
+    # Alone it cannot serve (an etcd member does not even answer /version before it joins a quorum).
+    sleep 1
+    our_pid "$inst" >/dev/null || die "$inst exited right away; see $LOGS/$inst.log"
+    log "$inst: running, but no other member serves: it answers once 2 of 3 run; restart another member"
+  fi
   echo "$(our_pid "$inst") $port"
 }
 
