@@ -29,25 +29,40 @@ pub(crate) struct DemoArgs {
 
 pub(crate) async fn run(args: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut scratch = None;
-    let (issuer, store, place): (Box<dyn TokenIssuer>, Box<dyn FencedStore>, String) = if args.memory {
-        (Box::new(MemoryIssuer::new()), Box::new(MemoryStore::new()), "process memory".into())
-    } else {
-        let path = args.sqlite.unwrap_or_else(|| {
-            let path = std::env::temp_dir().join(format!("fence-demo-{}.sqlite", std::process::id()));
-            scratch = Some(path.clone());
-            path
-        });
-        let url = format!("sqlite://{}", path.display());
-        let db = fencing_sql::Db::connect(&url).await?;
-        (
-            Box::new(SqlIssuer::new(db.clone()).await?),
-            Box::new(SqlStore::new(db).await?),
-            format!("the SQLite file {}", path.display()),
-        )
-    };
+    let (issuer, store, place): (Box<dyn TokenIssuer>, Box<dyn FencedStore>, String) =
+        if args.memory {
+            (
+                Box::new(MemoryIssuer::new()),
+                Box::new(MemoryStore::new()),
+                "process memory".into(),
+            )
+        } else {
+            let path = args.sqlite.unwrap_or_else(|| {
+                let path =
+                    std::env::temp_dir().join(format!("fence-demo-{}.sqlite", std::process::id()));
+                scratch = Some(path.clone());
+                path
+            });
+            let url = format!("sqlite://{}", path.display());
+            let db = fencing_sql::Db::connect(&url).await?;
+            (
+                Box::new(SqlIssuer::new(db.clone()).await?),
+                Box::new(SqlStore::new(db).await?),
+                format!("the SQLite file {}", path.display()),
+            )
+        };
     println!("Figure 9-6 (Kleppmann & Riccomini, DDIA ch. 9), run for real in {place}:");
-    println!("a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n");
-    zombie_scenario(&*issuer, &*store, args.ttl, args.fence_on_acquire, print_event).await;
+    println!(
+        "a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n"
+    );
+    zombie_scenario(
+        &*issuer,
+        &*store,
+        args.ttl,
+        args.fence_on_acquire,
+        print_event,
+    )
+    .await;
     println!(
         "\nClient 1's lease expired while it was paused, but it never noticed. The lock alone could not\n\
          stop its write; the storage did, because client 2's token was higher."
@@ -64,10 +79,14 @@ fn print_event(event: &Event) {
     let at = format!("{:>8.3}s", event.at.as_secs_f64());
     match &event.step {
         Step::Acquired { client, token, ttl } => {
-            println!("{at}  client {client}  acquires the lease (TTL {ttl:?})        -> token {token}");
+            println!(
+                "{at}  client {client}  acquires the lease (TTL {ttl:?})        -> token {token}"
+            );
         }
         Step::Paused { client, duration } => {
-            println!("{at}  client {client}  pauses for {duration:?} (GC, VM freeze): its lease expires meanwhile");
+            println!(
+                "{at}  client {client}  pauses for {duration:?} (GC, VM freeze): its lease expires meanwhile"
+            );
         }
         Step::Resumed { client } => {
             println!("{at}  client {client}  wakes up, still believing it holds the lease");
@@ -75,11 +94,22 @@ fn print_event(event: &Event) {
         Step::Fenced { client, token } => {
             println!("{at}  client {client}  fences the file at token {token} before writing");
         }
-        Step::Wrote { client, token, value } => {
+        Step::Wrote {
+            client,
+            token,
+            value,
+        } => {
             println!("{at}  client {client}  writes {value:?} with token {token}   -> accepted");
         }
-        Step::Refused { client, presented, current, error } => {
-            println!("{at}  client {client}  writes with token {presented}                    -> REFUSED (store holds {current})");
+        Step::Refused {
+            client,
+            presented,
+            current,
+            error,
+        } => {
+            println!(
+                "{at}  client {client}  writes with token {presented}                    -> REFUSED (store holds {current})"
+            );
             println!("{:>11}error: {error}", "");
         }
         Step::Final { value, token } => {

@@ -3,17 +3,30 @@
 use std::process::Command;
 
 fn fence(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_fence")).args(args).output().expect("run fence")
+    Command::new(env!("CARGO_BIN_EXE_fence"))
+        .args(args)
+        .output()
+        .expect("run fence")
 }
 
 #[test]
 fn demo_shows_the_zombie_refused_with_the_typed_error() {
     let out = fence(&["demo", "--ttl", "100ms"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "fence demo failed: {}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.contains("-> token 1") && stdout.contains("-> token 2"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "fence demo failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("-> token 1") && stdout.contains("-> token 2"),
+        "{stdout}"
+    );
     assert!(stdout.contains("REFUSED (store holds 2)"), "{stdout}");
-    assert!(stdout.contains("stale fencing token") && stdout.contains("presented 1"), "{stdout}");
+    assert!(
+        stdout.contains("stale fencing token") && stdout.contains("presented 1"),
+        "{stdout}"
+    );
     assert!(stdout.contains("client 2's data is intact"), "{stdout}");
 }
 
@@ -42,7 +55,11 @@ fn demo_runs_on_a_named_sqlite_file_and_in_memory() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("demo.sqlite");
     let out = fence(&["demo", "--ttl", "100ms", "--sqlite", file.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("the SQLite file"));
     assert!(file.exists(), "the named file is kept for inspection");
     std::fs::remove_dir_all(&dir).unwrap();

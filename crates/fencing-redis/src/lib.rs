@@ -50,7 +50,9 @@ pub struct RedisIssuer {
 
 impl std::fmt::Debug for RedisIssuer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisIssuer").field("prefix", &self.prefix).finish_non_exhaustive()
+        f.debug_struct("RedisIssuer")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
     }
 }
 
@@ -78,7 +80,10 @@ impl RedisIssuer {
     ///
     /// # Errors
     /// As [`RedisIssuer::connect`].
-    pub async fn new(mut connection: MultiplexedConnection, durability: Durability) -> Result<Self> {
+    pub async fn new(
+        mut connection: MultiplexedConnection,
+        durability: Durability,
+    ) -> Result<Self> {
         if durability == Durability::Required {
             check_durability(&mut connection).await?;
         }
@@ -170,7 +175,10 @@ async fn check_durability(conn: &mut MultiplexedConnection) -> Result<()> {
 }
 
 fn unsafe_config(reason: String) -> Error {
-    Error::UnsafeConfiguration { backend: BACKEND, reason }
+    Error::UnsafeConfiguration {
+        backend: BACKEND,
+        reason,
+    }
 }
 
 /// Maps a Redis error: an I/O failure once a write was sent is an unknown
@@ -187,8 +195,9 @@ fn map_error(operation: &str, write: bool, e: redis::RedisError) -> Error {
 }
 
 fn parse_token(raw: &str) -> Result<FencingToken> {
-    raw.parse()
-        .map_err(|_| Error::invalid_input(format!("Redis fence counter holds {raw:?}, not a token")))
+    raw.parse().map_err(|_| {
+        Error::invalid_input(format!("Redis fence counter holds {raw:?}, not a token"))
+    })
 }
 
 fn ttl_ms(ttl: Duration) -> u64 {
@@ -200,7 +209,10 @@ fn lock_value(lease: &Lease) -> String {
 }
 
 fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost { resource: lease.resource().to_owned(), token: lease.token() }
+    Error::LeaseLost {
+        resource: lease.resource().to_owned(),
+        token: lease.token(),
+    }
 }
 
 #[async_trait]
@@ -227,9 +239,15 @@ impl TokenIssuer for RedisIssuer {
             .await
             .map_err(|e| map_error(&format!("acquire {:?}", request.resource), true, e))?;
         match reply.as_slice() {
-            [granted, token, ..] if granted == "1" => Ok(Some(Lease::new(request, parse_token(token)?, sent_at))),
+            [granted, token, ..] if granted == "1" => {
+                Ok(Some(Lease::new(request, parse_token(token)?, sent_at)))
+            }
             [_, ..] => Ok(None),
-            [] => Err(Error::backend(BACKEND, false, "acquire script returned nothing")),
+            [] => Err(Error::backend(
+                BACKEND,
+                false,
+                "acquire script returned nothing",
+            )),
         }
     }
 
@@ -244,7 +262,11 @@ impl TokenIssuer for RedisIssuer {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(&format!("renew {:?}", lease.resource()), true, e))?;
-        if renewed == 1 { Ok(lease.renewed(sent_at)) } else { Err(lost(lease)) }
+        if renewed == 1 {
+            Ok(lease.renewed(sent_at))
+        } else {
+            Err(lost(lease))
+        }
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {
@@ -256,7 +278,11 @@ impl TokenIssuer for RedisIssuer {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(&format!("release {:?}", lease.resource()), true, e))?;
-        if released == 1 { Ok(()) } else { Err(lost(lease)) }
+        if released == 1 {
+            Ok(())
+        } else {
+            Err(lost(lease))
+        }
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
@@ -267,10 +293,13 @@ impl TokenIssuer for RedisIssuer {
             .map_err(|e| map_error("read holder", false, e))?;
         current
             .map(|value| {
-                let (token, holder) = value
-                    .split_once(':')
-                    .ok_or_else(|| Error::invalid_input(format!("lock key holds {value:?}, not token:holder")))?;
-                Ok(Holding { holder: HolderId::new(holder)?, token: parse_token(token)? })
+                let (token, holder) = value.split_once(':').ok_or_else(|| {
+                    Error::invalid_input(format!("lock key holds {value:?}, not token:holder"))
+                })?;
+                Ok(Holding {
+                    holder: HolderId::new(holder)?,
+                    token: parse_token(token)?,
+                })
             })
             .transpose()
     }

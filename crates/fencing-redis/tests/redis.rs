@@ -19,7 +19,9 @@ async fn connect(server: &Server, durability: Durability) -> Option<RedisIssuer>
     }
     match RedisIssuer::connect(&server.endpoint(), durability).await {
         Ok(issuer) => Some(issuer.with_prefix(format!("{}:", fencing_testkit::unique_prefix()))),
-        Err(e @ Error::UnsafeConfiguration { .. }) => panic!("{} at {}: {e}", server.name, server.endpoint()),
+        Err(e @ Error::UnsafeConfiguration { .. }) => {
+            panic!("{} at {}: {e}", server.name, server.endpoint())
+        }
         Err(e) => server.unavailable(&e),
     }
 }
@@ -38,7 +40,14 @@ fencing_testkit::issuer_conformance!(issuer, profile());
 async fn zombie_is_refused() {
     let Some(issuer) = issuer().await else { return };
     for fence_on_acquire in [false, true] {
-        zombie_scenario(&*issuer, &MemoryStore::new(), profile().ttl, fence_on_acquire, |_| {}).await;
+        zombie_scenario(
+            &*issuer,
+            &MemoryStore::new(),
+            profile().ttl,
+            fence_on_acquire,
+            |_| {},
+        )
+        .await;
     }
 }
 
@@ -57,16 +66,24 @@ async fn a_redis_without_persistence_is_refused_unless_accepted() {
         return;
     }
     match RedisIssuer::connect(&REDIS.endpoint(), Durability::Required).await {
-        Err(Error::UnsafeConfiguration { backend: "redis", reason }) => {
+        Err(Error::UnsafeConfiguration {
+            backend: "redis",
+            reason,
+        }) => {
             assert!(reason.contains("appendonly"), "{reason}");
         }
         Err(e @ Error::Backend { .. }) => REDIS.unavailable(&e),
         other => panic!("a Redis without an append-only file must be refused, got {other:?}"),
     }
     // Opting in works, and says what it risks in the docs.
-    let volatile = connect(&REDIS, Durability::AcceptVolatileCounter).await.expect("not skipped");
+    let volatile = connect(&REDIS, Durability::AcceptVolatileCounter)
+        .await
+        .expect("not skipped");
     let lease = volatile
-        .acquire(&LeaseRequest::new("r", Duration::from_secs(5)), Duration::from_secs(1))
+        .acquire(
+            &LeaseRequest::new("r", Duration::from_secs(5)),
+            Duration::from_secs(1),
+        )
         .await
         .expect("acquire on an accepted volatile Redis");
     volatile.release(&lease).await.unwrap();
@@ -74,26 +91,54 @@ async fn a_redis_without_persistence_is_refused_unless_accepted() {
 
 #[tokio::test]
 async fn raise_floor_moves_tokens_above_it_and_never_lowers() {
-    let Some(issuer) = connect(&REDIS_AOF, Durability::Required).await else { return };
+    let Some(issuer) = connect(&REDIS_AOF, Durability::Required).await else {
+        return;
+    };
     let ttl = Duration::from_secs(5);
-    let first = issuer.try_acquire(&LeaseRequest::new("migrated", ttl)).await.unwrap().unwrap();
+    let first = issuer
+        .try_acquire(&LeaseRequest::new("migrated", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     issuer.release(&first).await.unwrap();
-    assert_eq!(issuer.raise_floor("migrated", 1_000_000.into()).await.unwrap(), 1_000_000.into());
-    assert_eq!(issuer.raise_floor("migrated", 10.into()).await.unwrap(), 1_000_000.into(), "a floor never lowers");
-    let next = issuer.try_acquire(&LeaseRequest::new("migrated", ttl)).await.unwrap().unwrap();
+    assert_eq!(
+        issuer
+            .raise_floor("migrated", 1_000_000.into())
+            .await
+            .unwrap(),
+        1_000_000.into()
+    );
+    assert_eq!(
+        issuer.raise_floor("migrated", 10.into()).await.unwrap(),
+        1_000_000.into(),
+        "a floor never lowers"
+    );
+    let next = issuer
+        .try_acquire(&LeaseRequest::new("migrated", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(next.token(), 1_000_001.into());
     // Lua numbers are doubles; the counter stays exact above 2^53.
     let big = (1u64 << 60) + 1;
     issuer.release(&next).await.unwrap();
     issuer.raise_floor("migrated", big.into()).await.unwrap();
-    let huge = issuer.try_acquire(&LeaseRequest::new("migrated", ttl)).await.unwrap().unwrap();
+    let huge = issuer
+        .try_acquire(&LeaseRequest::new("migrated", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(huge.token().get(), big + 1);
 }
 
 #[tokio::test]
 async fn an_unreachable_redis_is_a_retryable_backend_error() {
     match RedisIssuer::connect("redis://127.0.0.1:1", Durability::Required).await {
-        Err(e @ Error::Backend { retryable: true, .. }) => assert!(e.to_string().contains("redis")),
+        Err(
+            e @ Error::Backend {
+                retryable: true, ..
+            },
+        ) => assert!(e.to_string().contains("redis")),
         other => panic!("expected a retryable backend error, got {other:?}"),
     }
     assert!(matches!(

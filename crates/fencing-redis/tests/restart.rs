@@ -24,7 +24,10 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
     let ttl = Duration::from_secs(30);
     let mut last = None;
     for _ in 0..20 {
-        let lease = issuer.acquire(&LeaseRequest::new("crash", ttl), Duration::from_secs(5)).await.unwrap();
+        let lease = issuer
+            .acquire(&LeaseRequest::new("crash", ttl), Duration::from_secs(5))
+            .await
+            .unwrap();
         issuer.release(&lease).await.unwrap();
         last = Some(lease.token());
     }
@@ -33,22 +36,42 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
     // Crash: SIGKILL, no chance to save anything beyond what AOF fsynced.
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = redis::cmd("INFO").arg("server").query_async(&mut conn).await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
     let pid = info
         .lines()
         .find_map(|l| l.strip_prefix("process_id:"))
         .expect("process_id in INFO")
         .trim()
         .to_owned();
-    assert!(Command::new("kill").args(["-9", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let up = Command::new("bash").args([SERVICES, "up", "redis-aof"]).status().expect("run services.sh");
+    let up = Command::new("bash")
+        .args([SERVICES, "up", "redis-aof"])
+        .status()
+        .expect("run services.sh");
     assert!(up.success(), "integration/services.sh up redis-aof failed");
 
     let issuer = RedisIssuer::connect(&url, Durability::Required)
         .await
         .expect("reconnect after restart")
         .with_prefix(issuer.prefix());
-    let after = issuer.acquire(&LeaseRequest::new("crash", ttl), Duration::from_secs(5)).await.unwrap();
-    assert!(after.token() > before, "token went from {before} to {} across the restart", after.token());
+    let after = issuer
+        .acquire(&LeaseRequest::new("crash", ttl), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        after.token() > before,
+        "token went from {before} to {} across the restart",
+        after.token()
+    );
 }

@@ -11,12 +11,20 @@ use sqlx::PgPool;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("FENCING_PG_URL").unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into());
+    let url = std::env::var("FENCING_PG_URL")
+        .unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into());
     let pool = PgPool::connect(&url).await?;
     let tables = Tables::default();
-    Db::postgres(pool.clone()).with_tables(tables.clone()).create_tables().await?;
+    Db::postgres(pool.clone())
+        .with_tables(tables.clone())
+        .create_tables()
+        .await?;
 
-    sqlx::query("CREATE TABLE IF NOT EXISTS example_orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)").execute(&pool).await?;
+    sqlx::query(
+        "CREATE TABLE IF NOT EXISTS example_orders (id BIGINT PRIMARY KEY, status TEXT NOT NULL)",
+    )
+    .execute(&pool)
+    .await?;
     sqlx::query("INSERT INTO example_orders VALUES (1, 'new'), (2, 'new') ON CONFLICT (id) DO UPDATE SET status = 'new'")
         .execute(&pool)
         .await?;
@@ -25,7 +33,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The current holder (token 34) ships both orders in one transaction.
     let mut tx = pool.begin().await?;
     fence_transaction(&mut *tx, &tables, &domain, FencingToken::new(34)).await?;
-    sqlx::query("UPDATE example_orders SET status = 'shipped'").execute(&mut *tx).await?;
+    sqlx::query("UPDATE example_orders SET status = 'shipped'")
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
 
     // The zombie (token 33) tries to cancel them: its transaction is refused.
@@ -38,7 +48,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         other => panic!("the zombie was let in: {other:?}"),
     }
 
-    let statuses: Vec<(i64, String)> = sqlx::query_as("SELECT id, status FROM example_orders ORDER BY id").fetch_all(&pool).await?;
+    let statuses: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, status FROM example_orders ORDER BY id")
+            .fetch_all(&pool)
+            .await?;
     println!("orders: {statuses:?}");
     assert!(statuses.iter().all(|(_, s)| s == "shipped"));
     Ok(())

@@ -13,20 +13,38 @@ use fencing_sql::SqlIssuer;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let url = std::env::args().nth(1).unwrap_or_else(|| {
-        std::env::var("FENCING_PG_URL").unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into())
+        std::env::var("FENCING_PG_URL")
+            .unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into())
     });
     let issuer = SqlIssuer::connect(&url).await?;
     let resource = format!("examples/issuer/{}", std::process::id());
     let ttl = Duration::from_secs(2);
 
-    let lease = issuer.acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5)).await?;
-    println!("granted token {} (deadline in {:?})", lease.token(), lease.remaining());
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await?;
+    println!(
+        "granted token {} (deadline in {:?})",
+        lease.token(),
+        lease.remaining()
+    );
     let lease = issuer.renew(&lease).await?;
     println!("renewed, same token {}", lease.token());
-    let waiting = issuer.try_acquire(&LeaseRequest::new(&resource, ttl)).await?;
-    println!("another holder meanwhile: {}", if waiting.is_some() { "granted (bug!)" } else { "refused, held" });
+    let waiting = issuer
+        .try_acquire(&LeaseRequest::new(&resource, ttl))
+        .await?;
+    println!(
+        "another holder meanwhile: {}",
+        if waiting.is_some() {
+            "granted (bug!)"
+        } else {
+            "refused, held"
+        }
+    );
     issuer.release(&lease).await?;
-    let next = issuer.acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5)).await?;
+    let next = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await?;
     println!("after release: token {}", next.token());
     issuer.release(&next).await
 }

@@ -13,19 +13,41 @@ use fencing_sql::SqlStore;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     let url = std::env::args().nth(1).unwrap_or_else(|| {
-        std::env::var("FENCING_PG_URL").unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into())
+        std::env::var("FENCING_PG_URL")
+            .unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into())
     });
     let store = SqlStore::connect(&url).await?;
     let key = format!("examples/store/{}", std::process::id());
 
-    store.put(&key, "first write by holder 33".into(), FencingToken::new(33)).await?;
-    store.put(&key, "second write by holder 33".into(), FencingToken::new(33)).await?; // equal: accepted
-    store.put(&key, "holder 34 took over".into(), FencingToken::new(34)).await?;
-    match store.put(&key, "zombie 33 woke up".into(), FencingToken::new(33)).await {
+    store
+        .put(
+            &key,
+            "first write by holder 33".into(),
+            FencingToken::new(33),
+        )
+        .await?;
+    store
+        .put(
+            &key,
+            "second write by holder 33".into(),
+            FencingToken::new(33),
+        )
+        .await?; // equal: accepted
+    store
+        .put(&key, "holder 34 took over".into(), FencingToken::new(34))
+        .await?;
+    match store
+        .put(&key, "zombie 33 woke up".into(), FencingToken::new(33))
+        .await
+    {
         Err(e @ Error::StaleToken { .. }) => println!("refused as it should be: {e}"),
         other => panic!("the zombie's write went through: {other:?}"),
     }
     let record = store.get(&key).await?.expect("written");
-    println!("{key} = {:?} at token {}", String::from_utf8_lossy(&record.value), record.token);
+    println!(
+        "{key} = {:?} at token {}",
+        String::from_utf8_lossy(&record.value),
+        record.token
+    );
     Ok(())
 }

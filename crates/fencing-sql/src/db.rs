@@ -78,7 +78,9 @@ impl Tables {
     pub fn with_prefix(prefix: &str) -> Result<Self> {
         let ok = !prefix.is_empty()
             && prefix.len() <= 40
-            && prefix.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
         if !ok {
             return Err(Error::invalid_input(format!(
                 "table prefix {prefix:?} must be 1..=40 ASCII letters, digits or underscores"
@@ -127,7 +129,8 @@ impl Db {
         let pool = match scheme {
             #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => {
-                let options: sqlx::postgres::PgConnectOptions = url.parse().map_err(|e| bad_url(url, e))?;
+                let options: sqlx::postgres::PgConnectOptions =
+                    url.parse().map_err(|e| bad_url(url, e))?;
                 Pool::Postgres(
                     pool_options()
                         .connect_with(options)
@@ -138,7 +141,8 @@ impl Db {
             #[cfg(feature = "mysql")]
             "mysql" | "mariadb" => {
                 let url = url.replacen("mariadb:", "mysql:", 1);
-                let options: sqlx::mysql::MySqlConnectOptions = url.parse().map_err(|e| bad_url(&url, e))?;
+                let options: sqlx::mysql::MySqlConnectOptions =
+                    url.parse().map_err(|e| bad_url(&url, e))?;
                 Pool::MySql(
                     pool_options()
                         .connect_with(options)
@@ -148,7 +152,8 @@ impl Db {
             }
             #[cfg(feature = "sqlite")]
             "sqlite" => {
-                let options: sqlx::sqlite::SqliteConnectOptions = url.parse().map_err(|e| bad_url(url, e))?;
+                let options: sqlx::sqlite::SqliteConnectOptions =
+                    url.parse().map_err(|e| bad_url(url, e))?;
                 let options = options
                     .create_if_missing(true)
                     .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
@@ -169,26 +174,38 @@ impl Db {
                 )));
             }
         };
-        Ok(Self { pool, tables: Tables::default() })
+        Ok(Self {
+            pool,
+            tables: Tables::default(),
+        })
     }
 
     /// Uses an existing PostgreSQL pool.
     #[cfg(feature = "postgres")]
     pub fn postgres(pool: sqlx::PgPool) -> Self {
-        Self { pool: Pool::Postgres(pool), tables: Tables::default() }
+        Self {
+            pool: Pool::Postgres(pool),
+            tables: Tables::default(),
+        }
     }
 
     /// Uses an existing MySQL/MariaDB pool.
     #[cfg(feature = "mysql")]
     pub fn mysql(pool: sqlx::MySqlPool) -> Self {
-        Self { pool: Pool::MySql(pool), tables: Tables::default() }
+        Self {
+            pool: Pool::MySql(pool),
+            tables: Tables::default(),
+        }
     }
 
     /// Uses an existing SQLite pool. Give it a `busy_timeout` (and WAL) so
     /// concurrent writers wait instead of failing with `SQLITE_BUSY`.
     #[cfg(feature = "sqlite")]
     pub fn sqlite(pool: sqlx::SqlitePool) -> Self {
-        Self { pool: Pool::Sqlite(pool), tables: Tables::default() }
+        Self {
+            pool: Pool::Sqlite(pool),
+            tables: Tables::default(),
+        }
     }
 
     /// Uses other table names.
@@ -225,7 +242,8 @@ impl Db {
             // PostgreSQL's catalog; the second attempt sees the table.
             let mut attempt = 0;
             loop {
-                let result = on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()));
+                let result =
+                    on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()));
                 match result {
                     Ok(()) => break,
                     Err(_) if attempt == 0 => {
@@ -244,7 +262,11 @@ impl Db {
     /// # Errors
     /// [`Error::Backend`] if the database refuses.
     pub async fn drop_tables(&self) -> Result<()> {
-        for table in [&self.tables.records, &self.tables.domains, &self.tables.leases] {
+        for table in [
+            &self.tables.records,
+            &self.tables.domains,
+            &self.tables.leases,
+        ] {
             let sql = format!("DROP TABLE IF EXISTS {table}");
             on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()))
                 .map_err(|e| map_error(self.dialect(), "drop tables", false, e))?;

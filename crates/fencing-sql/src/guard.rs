@@ -39,7 +39,12 @@ use crate::{Dialect, Tables, sql};
 /// [`Error::StaleToken`] naming the domain, `token` and the mark;
 /// [`Error::TokenOutOfRange`] above `i64::MAX`; [`Error::InvalidInput`] for
 /// an empty domain or one over 512 bytes.
-pub async fn fence_transaction<C>(conn: &mut C, tables: &Tables, domain: &str, token: FencingToken) -> Result<()>
+pub async fn fence_transaction<C>(
+    conn: &mut C,
+    tables: &Tables,
+    domain: &str,
+    token: FencingToken,
+) -> Result<()>
 where
     C: FenceConnection + ?Sized,
 {
@@ -54,11 +59,18 @@ where
     let dialect = conn.dialect();
     let op = format!("fence domain {domain:?}");
     let stmt = sql::fenced_upsert(dialect, &tables.domains, "domain", None);
-    let mark = match conn.upsert(&stmt, domain, raw).await.map_err(|e| map_error(dialect, &op, true, e))? {
+    let mark = match conn
+        .upsert(&stmt, domain, raw)
+        .await
+        .map_err(|e| map_error(dialect, &op, true, e))?
+    {
         Some(mark) => mark,
         None => {
             let select = sql::select_mark(dialect, &tables.domains, "domain");
-            conn.select(&select, domain).await.map_err(|e| map_error(dialect, &op, false, e))?.unwrap_or(0)
+            conn.select(&select, domain)
+                .await
+                .map_err(|e| map_error(dialect, &op, false, e))?
+                .unwrap_or(0)
         }
     };
     if mark <= raw {
@@ -84,7 +96,12 @@ pub trait FenceConnection: sealed::Sealed + Send {
     /// Runs the domain upsert; `Some(mark)` if it reports one, `None` if
     /// refused without saying the mark.
     #[doc(hidden)]
-    async fn upsert(&mut self, sql: &str, domain: &str, token: i64) -> Result<Option<i64>, sqlx::Error>;
+    async fn upsert(
+        &mut self,
+        sql: &str,
+        domain: &str,
+        token: i64,
+    ) -> Result<Option<i64>, sqlx::Error>;
     #[doc(hidden)]
     async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error>;
 }
@@ -99,11 +116,27 @@ macro_rules! returning_connection {
             fn dialect(&self) -> Dialect {
                 $dialect
             }
-            async fn upsert(&mut self, sql: &str, domain: &str, token: i64) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::query_scalar(sql).bind(domain).bind(token).fetch_optional(&mut *self).await
+            async fn upsert(
+                &mut self,
+                sql: &str,
+                domain: &str,
+                token: i64,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql)
+                    .bind(domain)
+                    .bind(token)
+                    .fetch_optional(&mut *self)
+                    .await
             }
-            async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::query_scalar(sql).bind(domain).fetch_optional(&mut *self).await
+            async fn select(
+                &mut self,
+                sql: &str,
+                domain: &str,
+            ) -> Result<Option<i64>, sqlx::Error> {
+                sqlx::query_scalar(sql)
+                    .bind(domain)
+                    .fetch_optional(&mut *self)
+                    .await
             }
         }
     };
@@ -119,11 +152,23 @@ impl FenceConnection for sqlx::MySqlConnection {
     fn dialect(&self) -> Dialect {
         Dialect::MySql
     }
-    async fn upsert(&mut self, sql: &str, domain: &str, token: i64) -> Result<Option<i64>, sqlx::Error> {
-        let result = sqlx::query(sql).bind(domain).bind(token).execute(&mut *self).await?;
+    async fn upsert(
+        &mut self,
+        sql: &str,
+        domain: &str,
+        token: i64,
+    ) -> Result<Option<i64>, sqlx::Error> {
+        let result = sqlx::query(sql)
+            .bind(domain)
+            .bind(token)
+            .execute(&mut *self)
+            .await?;
         Ok(Some(crate::store::mysql_mark(&result)))
     }
     async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error> {
-        sqlx::query_scalar(sql).bind(domain).fetch_optional(&mut *self).await
+        sqlx::query_scalar(sql)
+            .bind(domain)
+            .fetch_optional(&mut *self)
+            .await
     }
 }

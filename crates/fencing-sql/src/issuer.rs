@@ -65,7 +65,10 @@ impl SqlIssuer {
 }
 
 fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost { resource: lease.resource().to_owned(), token: lease.token() }
+    Error::LeaseLost {
+        resource: lease.resource().to_owned(),
+        token: lease.token(),
+    }
 }
 
 #[async_trait]
@@ -81,13 +84,30 @@ impl TokenIssuer for SqlIssuer {
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let ttl = sql::ttl_units(self.db.dialect(), request.ttl);
-        let (resource, holder) = (request.resource.as_str(), request.holder.as_str().as_bytes());
+        let (resource, holder) = (
+            request.resource.as_str(),
+            request.holder.as_str().as_bytes(),
+        );
         let sent_at = Instant::now();
         let token: Option<i64> = match &self.db.pool {
             #[cfg(feature = "postgres")]
-            Pool::Postgres(p) => sqlx::query_scalar(&self.acquire).bind(resource).bind(holder).bind(ttl).fetch_optional(p).await,
+            Pool::Postgres(p) => {
+                sqlx::query_scalar(&self.acquire)
+                    .bind(resource)
+                    .bind(holder)
+                    .bind(ttl)
+                    .fetch_optional(p)
+                    .await
+            }
             #[cfg(feature = "sqlite")]
-            Pool::Sqlite(p) => sqlx::query_scalar(&self.acquire).bind(resource).bind(holder).bind(ttl).fetch_optional(p).await,
+            Pool::Sqlite(p) => {
+                sqlx::query_scalar(&self.acquire)
+                    .bind(resource)
+                    .bind(holder)
+                    .bind(ttl)
+                    .fetch_optional(p)
+                    .await
+            }
             #[cfg(feature = "mysql")]
             Pool::MySql(p) => sqlx::query(&self.acquire)
                 .bind(resource)
@@ -95,7 +115,11 @@ impl TokenIssuer for SqlIssuer {
                 .bind(ttl)
                 .execute(p)
                 .await
-                .map(|r| i64::try_from(r.last_insert_id() & !sql::MYSQL_HELD_BIT).ok().filter(|_| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0)),
+                .map(|r| {
+                    i64::try_from(r.last_insert_id() & !sql::MYSQL_HELD_BIT)
+                        .ok()
+                        .filter(|_| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0)
+                }),
         }
         .map_err(self.map(&format!("acquire {resource:?}"), true))?;
         token
@@ -110,7 +134,11 @@ impl TokenIssuer for SqlIssuer {
         let sent_at = Instant::now();
         let changed = on_pool!(&self.db.pool, p => sqlx::query(&self.renew).bind(ttl).bind(resource).bind(holder).bind(token).execute(p).await.map(|r| r.rows_affected()))
             .map_err(self.map(&format!("renew {resource:?}"), true))?;
-        if changed == 1 { Ok(lease.renewed(sent_at)) } else { Err(lost(lease)) }
+        if changed == 1 {
+            Ok(lease.renewed(sent_at))
+        } else {
+            Err(lost(lease))
+        }
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {
@@ -118,7 +146,11 @@ impl TokenIssuer for SqlIssuer {
         let (resource, holder) = (lease.resource(), lease.holder().as_str().as_bytes());
         let changed = on_pool!(&self.db.pool, p => sqlx::query(&self.release).bind(resource).bind(holder).bind(token).execute(p).await.map(|r| r.rows_affected()))
             .map_err(self.map(&format!("release {resource:?}"), true))?;
-        if changed == 1 { Ok(()) } else { Err(lost(lease)) }
+        if changed == 1 {
+            Ok(())
+        } else {
+            Err(lost(lease))
+        }
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
@@ -131,8 +163,12 @@ impl TokenIssuer for SqlIssuer {
         })
         .map_err(self.map(&format!("read holder of {resource:?}"), false))?;
         row.map(|(holder, token)| {
-            let holder = String::from_utf8(holder).map_err(|_| Error::invalid_input("stored holder id is not UTF-8"))?;
-            Ok(Holding { holder: HolderId::new(holder)?, token: FencingToken::from_i64(token)? })
+            let holder = String::from_utf8(holder)
+                .map_err(|_| Error::invalid_input("stored holder id is not UTF-8"))?;
+            Ok(Holding {
+                holder: HolderId::new(holder)?,
+                token: FencingToken::from_i64(token)?,
+            })
         })
         .transpose()
     }

@@ -11,11 +11,19 @@ pub(crate) fn create_tables(d: Dialect, t: &Tables) -> Vec<String> {
         // SQLite keeps lease expiry as integer milliseconds of its own clock.
         Dialect::Sqlite => ("TEXT", "BLOB", "INTEGER", "INTEGER"),
     };
-    let granted = if d == Dialect::MySql { ", granted BIGINT UNSIGNED NOT NULL DEFAULT 0" } else { "" };
+    let granted = if d == Dialect::MySql {
+        ", granted BIGINT UNSIGNED NOT NULL DEFAULT 0"
+    } else {
+        ""
+    };
     // Not LONGBLOB on MariaDB: after `holder = IF(.., VALUES(holder), holder)`
     // a BLOB column compares equal to VALUES(holder) even when unchanged
     // (seen on MariaDB 10.11), which would hand a held lease to anyone.
-    let holder = if d == Dialect::MySql { "VARBINARY(256)" } else { blob };
+    let holder = if d == Dialect::MySql {
+        "VARBINARY(256)"
+    } else {
+        blob
+    };
     vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {} (k {key} NOT NULL PRIMARY KEY, v {blob}, lock_token {token} NOT NULL)",
@@ -50,12 +58,21 @@ pub(crate) enum ValueChange {
 /// `IF(lock_token <= new, new, old)` (assignments run left to right, so the
 /// token is updated last), and `LAST_INSERT_ID(x)` hands the resulting mark
 /// back in the OK packet: equal to ours = accepted, higher = refused.
-pub(crate) fn fenced_upsert(d: Dialect, table: &str, key_col: &str, value: Option<ValueChange>) -> String {
+pub(crate) fn fenced_upsert(
+    d: Dialect,
+    table: &str,
+    key_col: &str,
+    value: Option<ValueChange>,
+) -> String {
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
             let p = |n| placeholder(d, n);
             let (cols, vals, set_v) = match value {
-                None => (format!("{key_col}, lock_token"), format!("{}, {}", p(1), p(2)), ""),
+                None => (
+                    format!("{key_col}, lock_token"),
+                    format!("{}, {}", p(1), p(2)),
+                    "",
+                ),
                 Some(change) => (
                     format!("{key_col}, v, lock_token"),
                     format!("{}, {}, {}", p(1), p(2), p(3)),
@@ -75,7 +92,11 @@ pub(crate) fn fenced_upsert(d: Dialect, table: &str, key_col: &str, value: Optio
         Dialect::MySql => {
             let ok = "lock_token <= VALUES(lock_token)";
             let (cols, vals, set_v) = match value {
-                None => (format!("{key_col}, lock_token"), "?, LAST_INSERT_ID(?)", String::new()),
+                None => (
+                    format!("{key_col}, lock_token"),
+                    "?, LAST_INSERT_ID(?)",
+                    String::new(),
+                ),
                 Some(change) => (
                     format!("{key_col}, v, lock_token"),
                     "?, ?, LAST_INSERT_ID(?)",
@@ -96,12 +117,18 @@ pub(crate) fn fenced_upsert(d: Dialect, table: &str, key_col: &str, value: Optio
 
 /// Binds: key.
 pub(crate) fn select_mark(d: Dialect, table: &str, key_col: &str) -> String {
-    format!("SELECT lock_token FROM {table} WHERE {key_col} = {}", placeholder(d, 1))
+    format!(
+        "SELECT lock_token FROM {table} WHERE {key_col} = {}",
+        placeholder(d, 1)
+    )
 }
 
 /// Binds: key.
 pub(crate) fn select_record(d: Dialect, table: &str) -> String {
-    format!("SELECT v, lock_token FROM {table} WHERE k = {}", placeholder(d, 1))
+    format!(
+        "SELECT v, lock_token FROM {table} WHERE k = {}",
+        placeholder(d, 1)
+    )
 }
 
 /// The database's clock, and a TTL added to it (the TTL is bound in
@@ -109,7 +136,10 @@ pub(crate) fn select_record(d: Dialect, table: &str) -> String {
 fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
     let p = placeholder(d, ttl_param);
     match d {
-        Dialect::Postgres => ("now()", format!("now() + {p}::float8 * interval '1 millisecond'")),
+        Dialect::Postgres => (
+            "now()",
+            format!("now() + {p}::float8 * interval '1 millisecond'"),
+        ),
         Dialect::MySql => ("NOW(6)", format!("NOW(6) + INTERVAL {p} MICROSECOND")),
         Dialect::Sqlite => {
             const NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";

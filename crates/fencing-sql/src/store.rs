@@ -5,10 +5,10 @@ use bytes::Bytes;
 use fencing::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
 
+use crate::Dialect;
 use crate::db::{Db, Pool, on_pool};
 use crate::error::map_error;
 use crate::sql::{self, ValueChange};
-use crate::Dialect;
 
 /// A [`FencedStore`] on a SQL table (`key`, `value`, `lock_token BIGINT`).
 ///
@@ -55,7 +55,9 @@ impl SqlStore {
             // A value near max_allowed_packet would be cut off by the server.
             let packet: i64 = on_pool!(&db.pool, p => sqlx::query_scalar("SELECT CAST(@@max_allowed_packet AS SIGNED)").fetch_one(p).await)
                 .map_err(|e| map_error(d, "read max_allowed_packet", false, e))?;
-            let room = usize::try_from(packet).unwrap_or(0).saturating_sub(64 * 1024);
+            let room = usize::try_from(packet)
+                .unwrap_or(0)
+                .saturating_sub(64 * 1024);
             max_value_len = max_value_len.min(room);
         }
         Ok(Self {
@@ -89,16 +91,41 @@ impl SqlStore {
     }
 
     /// Runs one fenced upsert and decides accepted or stale.
-    async fn upsert(&self, sql: &str, op: &str, key: &str, value: Option<&[u8]>, token: FencingToken) -> Result<()> {
+    async fn upsert(
+        &self,
+        sql: &str,
+        op: &str,
+        key: &str,
+        value: Option<&[u8]>,
+        token: FencingToken,
+    ) -> Result<()> {
         let d = self.db.dialect();
         let raw = token.to_i64()?;
         let mark = match &self.db.pool {
             #[cfg(feature = "postgres")]
-            Pool::Postgres(p) => sqlx::query(sql).bind(key).bind(value).bind(raw).fetch_optional(p).await.map(|row| row.map(|_| raw)),
+            Pool::Postgres(p) => sqlx::query(sql)
+                .bind(key)
+                .bind(value)
+                .bind(raw)
+                .fetch_optional(p)
+                .await
+                .map(|row| row.map(|_| raw)),
             #[cfg(feature = "sqlite")]
-            Pool::Sqlite(p) => sqlx::query(sql).bind(key).bind(value).bind(raw).fetch_optional(p).await.map(|row| row.map(|_| raw)),
+            Pool::Sqlite(p) => sqlx::query(sql)
+                .bind(key)
+                .bind(value)
+                .bind(raw)
+                .fetch_optional(p)
+                .await
+                .map(|row| row.map(|_| raw)),
             #[cfg(feature = "mysql")]
-            Pool::MySql(p) => sqlx::query(sql).bind(key).bind(value).bind(raw).execute(p).await.map(|r| Some(mysql_mark(&r))),
+            Pool::MySql(p) => sqlx::query(sql)
+                .bind(key)
+                .bind(value)
+                .bind(raw)
+                .execute(p)
+                .await
+                .map(|r| Some(mysql_mark(&r))),
         }
         .map_err(|e| map_error(d, &format!("{op} {key:?}"), true, e))?;
         match mark {
@@ -108,7 +135,11 @@ impl SqlStore {
             // is above our token.
             None => {
                 let current = self.read_mark(key).await?.unwrap_or(FencingToken::ZERO);
-                Err(Error::StaleToken { key: key.to_owned(), presented: token, current })
+                Err(Error::StaleToken {
+                    key: key.to_owned(),
+                    presented: token,
+                    current,
+                })
             }
         }
     }
@@ -148,7 +179,8 @@ impl FencedStore for SqlStore {
 
     async fn put(&self, key: &str, value: Bytes, token: FencingToken) -> Result<()> {
         self.limits.check_write(key, token, value.len())?;
-        self.upsert(&self.statements.put, "put", key, Some(&value), token).await
+        self.upsert(&self.statements.put, "put", key, Some(&value), token)
+            .await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
@@ -173,7 +205,8 @@ impl FencedStore for SqlStore {
 
     async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
         self.limits.check_write(key, token, 0)?;
-        self.upsert(&self.statements.fence, "fence", key, None, token).await?;
+        self.upsert(&self.statements.fence, "fence", key, None, token)
+            .await?;
         Ok(token)
     }
 
@@ -184,6 +217,7 @@ impl FencedStore for SqlStore {
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
         self.limits.check_write(key, token, 0)?;
-        self.upsert(&self.statements.delete, "delete", key, None, token).await
+        self.upsert(&self.statements.delete, "delete", key, None, token)
+            .await
     }
 }

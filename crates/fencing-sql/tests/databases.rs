@@ -25,7 +25,9 @@ fn tables() -> Tables {
 
 fn sqlite_url() -> String {
     static PATH: OnceLock<std::path::PathBuf> = OnceLock::new();
-    let path = PATH.get_or_init(|| std::env::temp_dir().join(format!("fencing-test-{}.sqlite", tables().records)));
+    let path = PATH.get_or_init(|| {
+        std::env::temp_dir().join(format!("fencing-test-{}.sqlite", tables().records))
+    });
     format!("sqlite://{}", path.display())
 }
 
@@ -44,7 +46,10 @@ async fn connect(server: Option<&Server>, url: &str) -> Option<Db> {
 
 fn profile() -> IssuerProfile {
     // The database's clock decides expiry; allow for a slow shared machine.
-    IssuerProfile { expiry_slack: Duration::from_secs(2), ..IssuerProfile::with_ttl(Duration::from_millis(400)) }
+    IssuerProfile {
+        expiry_slack: Duration::from_secs(2),
+        ..IssuerProfile::with_ttl(Duration::from_millis(400))
+    }
 }
 
 macro_rules! database_suite {
@@ -79,9 +84,12 @@ macro_rules! database_suite {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn zombie_is_refused() {
-                let (Some(issuer), Some(store)) = (issuer().await, store().await) else { return };
+                let (Some(issuer), Some(store)) = (issuer().await, store().await) else {
+                    return;
+                };
                 for fence_on_acquire in [false, true] {
-                    zombie_scenario(&*issuer, &*store, profile().ttl, fence_on_acquire, |_| {}).await;
+                    zombie_scenario(&*issuer, &*store, profile().ttl, fence_on_acquire, |_| {})
+                        .await;
                 }
                 // And with the in-memory issuer in front of this store.
                 zombie_scenario(&MemoryIssuer::new(), &*store, profile().ttl, false, |_| {}).await;
@@ -89,7 +97,9 @@ macro_rules! database_suite {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn history_checker_finds_no_stale_accept() {
-                let (Some(issuer), Some(store)) = (issuer().await, store().await) else { return };
+                let (Some(issuer), Some(store)) = (issuer().await, store().await) else {
+                    return;
+                };
                 let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), profile().ttl);
                 let report = run_history(issuer, store, &config).await;
                 println!("{report}");
@@ -98,13 +108,24 @@ macro_rules! database_suite {
 
             #[tokio::test]
             async fn tokens_above_i64_max_are_refused_before_any_statement() {
-                let (Some(issuer), Some(store)) = (issuer().await, store().await) else { return };
+                let (Some(issuer), Some(store)) = (issuer().await, store().await) else {
+                    return;
+                };
                 let above = FencingToken::new(i64::MAX as u64 + 1);
                 let key = fencing_testkit::unique_name("range");
-                assert!(matches!(store.put(&key, "x".into(), above).await, Err(Error::TokenOutOfRange { .. })));
-                assert!(matches!(store.fence(&key, FencingToken::new(u64::MAX)).await, Err(Error::TokenOutOfRange { .. })));
+                assert!(matches!(
+                    store.put(&key, "x".into(), above).await,
+                    Err(Error::TokenOutOfRange { .. })
+                ));
+                assert!(matches!(
+                    store.fence(&key, FencingToken::new(u64::MAX)).await,
+                    Err(Error::TokenOutOfRange { .. })
+                ));
                 assert_eq!(store.mark(&key).await.unwrap(), None);
-                store.put(&key, "max".into(), FencingToken::MAX_I64).await.expect("i64::MAX itself fits");
+                store
+                    .put(&key, "max".into(), FencingToken::MAX_I64)
+                    .await
+                    .expect("i64::MAX itself fits");
                 assert_eq!(store.mark(&key).await.unwrap(), Some(FencingToken::MAX_I64));
                 let _ = issuer;
             }
@@ -126,41 +147,79 @@ macro_rules! guard_suite {
             async fn pool() -> Option<(sqlx::Pool<$pool>, Tables)> {
                 let db = connect($server, &$url).await?;
                 db.create_tables().await.expect("tables");
-                let pool = sqlx::pool::PoolOptions::<$pool>::new().max_connections(4).connect(&$url).await.expect("pool");
+                let pool = sqlx::pool::PoolOptions::<$pool>::new()
+                    .max_connections(4)
+                    .connect(&$url)
+                    .await
+                    .expect("pool");
                 Some((pool, tables()))
             }
 
             async fn orders(pool: &sqlx::Pool<$pool>) -> String {
-                let table = format!("{}orders_{}", tables().records, fencing_testkit::unique_prefix().replace('-', "_"));
-                sqlx::query(&format!("CREATE TABLE {table} (id INTEGER PRIMARY KEY, status VARCHAR(32))")).execute(pool).await.unwrap();
-                sqlx::query(&format!("INSERT INTO {table} (id, status) VALUES (1, 'new'), (2, 'new'), (3, 'new')")).execute(pool).await.unwrap();
+                let table = format!(
+                    "{}orders_{}",
+                    tables().records,
+                    fencing_testkit::unique_prefix().replace('-', "_")
+                );
+                sqlx::query(&format!(
+                    "CREATE TABLE {table} (id INTEGER PRIMARY KEY, status VARCHAR(32))"
+                ))
+                .execute(pool)
+                .await
+                .unwrap();
+                sqlx::query(&format!(
+                    "INSERT INTO {table} (id, status) VALUES (1, 'new'), (2, 'new'), (3, 'new')"
+                ))
+                .execute(pool)
+                .await
+                .unwrap();
                 table
             }
 
             async fn statuses(pool: &sqlx::Pool<$pool>, table: &str) -> Vec<(i32, String)> {
-                sqlx::query_as(&format!("SELECT id, status FROM {table} ORDER BY id")).fetch_all(pool).await.unwrap()
+                sqlx::query_as(&format!("SELECT id, status FROM {table} ORDER BY id"))
+                    .fetch_all(pool)
+                    .await
+                    .unwrap()
             }
 
             #[tokio::test]
             async fn zombie_transaction_is_rolled_back_entirely() {
-                let Some((pool, tables)) = pool().await else { return };
+                let Some((pool, tables)) = pool().await else {
+                    return;
+                };
                 let table = orders(&pool).await;
                 let domain = fencing_testkit::unique_name("orders");
 
                 // The current holder (token 2) fences and ships every order.
                 let mut conn = pool.acquire().await.unwrap();
                 sqlx::query($begin).execute(&mut *conn).await.unwrap();
-                fence_transaction(&mut *conn, &tables, &domain, FencingToken::new(2)).await.expect("holder fences");
-                sqlx::query(&format!("UPDATE {table} SET status = 'shipped by 2'")).execute(&mut *conn).await.unwrap();
+                fence_transaction(&mut *conn, &tables, &domain, FencingToken::new(2))
+                    .await
+                    .expect("holder fences");
+                sqlx::query(&format!("UPDATE {table} SET status = 'shipped by 2'"))
+                    .execute(&mut *conn)
+                    .await
+                    .unwrap();
                 sqlx::query("COMMIT").execute(&mut *conn).await.unwrap();
 
                 // The zombie (token 1) writes many rows, then checks its fence
                 // before committing: refused, and it rolls back all of it.
                 sqlx::query($begin).execute(&mut *conn).await.unwrap();
-                sqlx::query(&format!("UPDATE {table} SET status = 'zombie'")).execute(&mut *conn).await.unwrap();
-                sqlx::query(&format!("INSERT INTO {table} (id, status) VALUES (4, 'zombie')")).execute(&mut *conn).await.unwrap();
+                sqlx::query(&format!("UPDATE {table} SET status = 'zombie'"))
+                    .execute(&mut *conn)
+                    .await
+                    .unwrap();
+                sqlx::query(&format!(
+                    "INSERT INTO {table} (id, status) VALUES (4, 'zombie')"
+                ))
+                .execute(&mut *conn)
+                .await
+                .unwrap();
                 match fence_transaction(&mut *conn, &tables, &domain, FencingToken::new(1)).await {
-                    Err(Error::StaleToken { presented, current, .. }) => {
+                    Err(Error::StaleToken {
+                        presented, current, ..
+                    }) => {
                         assert_eq!((presented.get(), current.get()), (1, 2));
                     }
                     other => panic!("the zombie's fence must be stale, got {other:?}"),
@@ -179,26 +238,43 @@ macro_rules! guard_suite {
                 let rows = statuses(&pool, &table).await;
                 assert_eq!(
                     rows,
-                    vec![(1, "shipped by 2".to_owned()), (2, "shipped by 2".to_owned()), (3, "shipped by 2".to_owned())],
+                    vec![
+                        (1, "shipped by 2".to_owned()),
+                        (2, "shipped by 2".to_owned()),
+                        (3, "shipped by 2".to_owned())
+                    ],
                     "the zombie's transaction left traces"
                 );
-                sqlx::query(&format!("DROP TABLE {table}")).execute(&pool).await.unwrap();
+                sqlx::query(&format!("DROP TABLE {table}"))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
             }
 
             #[tokio::test]
             async fn domains_fence_independently() {
-                let Some((pool, tables)) = pool().await else { return };
+                let Some((pool, tables)) = pool().await else {
+                    return;
+                };
                 let a = fencing_testkit::unique_name("domain-a");
                 let b = fencing_testkit::unique_name("domain-b");
                 let mut conn = pool.acquire().await.unwrap();
-                fence_transaction(&mut *conn, &tables, &a, FencingToken::new(5)).await.unwrap();
-                fence_transaction(&mut *conn, &tables, &b, FencingToken::new(1)).await.expect("b is not fenced by a");
+                fence_transaction(&mut *conn, &tables, &a, FencingToken::new(5))
+                    .await
+                    .unwrap();
+                fence_transaction(&mut *conn, &tables, &b, FencingToken::new(1))
+                    .await
+                    .expect("b is not fenced by a");
                 assert!(matches!(
                     fence_transaction(&mut *conn, &tables, &a, FencingToken::new(4)).await,
                     Err(Error::StaleToken { .. })
                 ));
-                fence_transaction(&mut *conn, &tables, &a, FencingToken::new(5)).await.expect("equal is accepted");
-                fence_transaction(&mut *conn, &tables, &b, FencingToken::new(1)).await.expect("equal is accepted");
+                fence_transaction(&mut *conn, &tables, &a, FencingToken::new(5))
+                    .await
+                    .expect("equal is accepted");
+                fence_transaction(&mut *conn, &tables, &b, FencingToken::new(1))
+                    .await
+                    .expect("equal is accepted");
                 assert!(matches!(
                     fence_transaction(&mut *conn, &tables, "", FencingToken::new(1)).await,
                     Err(Error::InvalidInput { .. })
@@ -212,14 +288,44 @@ macro_rules! guard_suite {
     };
 }
 
-guard_suite!(guard_postgres, Some(&POSTGRES), POSTGRES.endpoint(), sqlx::Postgres, "BEGIN");
-guard_suite!(guard_mariadb, Some(&MYSQL), MYSQL.endpoint(), sqlx::MySql, "START TRANSACTION");
-guard_suite!(guard_sqlite, None, sqlite_url(), sqlx::Sqlite, "BEGIN IMMEDIATE");
+guard_suite!(
+    guard_postgres,
+    Some(&POSTGRES),
+    POSTGRES.endpoint(),
+    sqlx::Postgres,
+    "BEGIN"
+);
+guard_suite!(
+    guard_mariadb,
+    Some(&MYSQL),
+    MYSQL.endpoint(),
+    sqlx::MySql,
+    "START TRANSACTION"
+);
+guard_suite!(
+    guard_sqlite,
+    None,
+    sqlite_url(),
+    sqlx::Sqlite,
+    "BEGIN IMMEDIATE"
+);
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_clear_backend_error() {
-    let e = Db::connect("postgres://fencing:fencing@127.0.0.1:1/fencing").await.expect_err("nothing listens on port 1");
-    assert!(matches!(e, Error::Backend { backend: "postgres", retryable: true, .. }), "{e:?}");
+    let e = Db::connect("postgres://fencing:fencing@127.0.0.1:1/fencing")
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "postgres",
+                retryable: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     let e = Db::connect("oracle://x").await.expect_err("unsupported");
     assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
     assert!(Tables::with_prefix("x; DROP TABLE y").is_err());

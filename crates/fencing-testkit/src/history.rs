@@ -146,13 +146,19 @@ impl History {
     ///   before the refusal returned;
     /// - the final state (if given) holds the highest accepted token, and a
     ///   value that an accepted put at that token wrote.
-    pub fn check(&self, final_state: Option<(Option<fencing::Versioned>, Option<FencingToken>)>) -> Tally {
+    pub fn check(
+        &self,
+        final_state: Option<(Option<fencing::Versioned>, Option<FencingToken>)>,
+    ) -> Tally {
         let ops = self.ops();
         let mut tally = Tally {
             operations: ops.len(),
             ..Tally::default()
         };
-        let accepted: Vec<&Op> = ops.iter().filter(|o| o.outcome == Outcome::Accepted).collect();
+        let accepted: Vec<&Op> = ops
+            .iter()
+            .filter(|o| o.outcome == Outcome::Accepted)
+            .collect();
         tally.accepted = accepted.len();
 
         // Stale accepts: sweep accepted ops by start time, keeping the highest
@@ -210,7 +216,11 @@ impl History {
                     "final mark is {mark:?}, but the highest accepted token is {top:?}"
                 ));
             }
-            let last_put_token = accepted.iter().filter(|o| o.kind == OpKind::Put).map(|o| o.token).max();
+            let last_put_token = accepted
+                .iter()
+                .filter(|o| o.kind == OpKind::Put)
+                .map(|o| o.token)
+                .max();
             match (value, last_put_token) {
                 (Some(v), Some(t)) => {
                     let written = accepted
@@ -229,9 +239,9 @@ impl History {
                         ));
                     }
                 }
-                (None, Some(t)) => tally
-                    .violations
-                    .push(format!("value lost: puts up to token {t} were accepted but the key is empty")),
+                (None, Some(t)) => tally.violations.push(format!(
+                    "value lost: puts up to token {t} were accepted but the key is empty"
+                )),
                 (Some(v), None) => tally.violations.push(format!(
                     "value {:?} present though no put was accepted",
                     String::from_utf8_lossy(&v.value)
@@ -350,16 +360,26 @@ pub async fn run_history(
     let errors = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for client in 0..config.clients {
-        let (issuer, store, history, errors) = (issuer.clone(), store.clone(), history.clone(), errors.clone());
+        let (issuer, store, history, errors) = (
+            issuer.clone(),
+            store.clone(),
+            history.clone(),
+            errors.clone(),
+        );
         let (resource, key, config) = (resource.clone(), key.clone(), config.clone());
         tasks.push(tokio::spawn(async move {
-            let mut rng = StdRng::seed_from_u64(config.seed ^ (client as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut rng = StdRng::seed_from_u64(
+                config.seed ^ (client as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
             for cycle in 0..config.cycles_per_client {
                 let request = LeaseRequest::new(resource.clone(), config.ttl);
                 let lease = match issuer.acquire(&request, config.acquire_wait).await {
                     Ok(lease) => lease,
                     Err(e) => {
-                        errors.lock().expect("poisoned").push(format!("client {client}: {e}"));
+                        errors
+                            .lock()
+                            .expect("poisoned")
+                            .push(format!("client {client}: {e}"));
                         continue;
                     }
                 };
@@ -374,8 +394,13 @@ pub async fn run_history(
                     tokio::time::sleep(config.ttl + config.ttl / 2).await;
                 }
                 for w in 0..writes {
-                    let value = Bytes::from(format!("client {client} cycle {cycle} write {w} token {}", lease.token()));
-                    let _ = history.put(&*store, client, &key, value, lease.token()).await;
+                    let value = Bytes::from(format!(
+                        "client {client} cycle {cycle} write {w} token {}",
+                        lease.token()
+                    ));
+                    let _ = history
+                        .put(&*store, client, &key, value, lease.token())
+                        .await;
                 }
                 // Losing the lease here is expected after a pause.
                 let _ = issuer.release(&lease).await;

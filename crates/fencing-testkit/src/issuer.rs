@@ -48,7 +48,11 @@ pub async fn tokens_strictly_increase(issuer: &dyn TokenIssuer, p: &IssuerProfil
             .await
             .unwrap_or_else(|e| panic!("acquire #{i}: {e}"));
         if let Some(prev) = last {
-            assert!(lease.token() > prev, "grant #{i} got token {} after {prev}", lease.token());
+            assert!(
+                lease.token() > prev,
+                "grant #{i} got token {} after {prev}",
+                lease.token()
+            );
         }
         last = Some(lease.token());
         issuer.release(&lease).await.expect("release");
@@ -63,9 +67,19 @@ pub async fn one_live_holder(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
         .await
         .expect("try_acquire")
         .expect("a free resource is granted");
-    let b = issuer.try_acquire(&LeaseRequest::new(&resource, p.long_ttl)).await.expect("try_acquire");
-    assert!(b.is_none(), "a second holder was granted a live lease: {b:?}");
-    let holding = issuer.holder(&resource).await.expect("holder").expect("someone holds it");
+    let b = issuer
+        .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
+        .await
+        .expect("try_acquire");
+    assert!(
+        b.is_none(),
+        "a second holder was granted a live lease: {b:?}"
+    );
+    let holding = issuer
+        .holder(&resource)
+        .await
+        .expect("holder")
+        .expect("someone holds it");
     assert_eq!(holding.holder, *a.holder());
     assert_eq!(holding.token, a.token());
     issuer.release(&a).await.expect("release");
@@ -81,10 +95,18 @@ pub async fn expiry_frees_the_resource(issuer: &dyn TokenIssuer, p: &IssuerProfi
         .await
         .expect("acquire");
     let second = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), p.ttl + p.expiry_slack + WAIT)
+        .acquire(
+            &LeaseRequest::new(&resource, p.long_ttl),
+            p.ttl + p.expiry_slack + WAIT,
+        )
         .await
         .expect("the resource is free once the TTL has passed");
-    assert!(second.token() > first.token(), "{} after {}", second.token(), first.token());
+    assert!(
+        second.token() > first.token(),
+        "{} after {}",
+        second.token(),
+        first.token()
+    );
     // The first lease cannot have expired before its deadline, which counts
     // from before its request was sent.
     assert!(
@@ -109,34 +131,60 @@ pub async fn renew_keeps_token_and_extends(issuer: &dyn TokenIssuer, p: &IssuerP
         tokio::time::sleep(p.ttl * 2 / 5).await;
         current = issuer.renew(&current).await.expect("renew of a live lease");
         assert_eq!(current.token(), lease.token(), "renew changed the token");
-        assert!(current.deadline() > lease.deadline(), "renew did not move the deadline");
+        assert!(
+            current.deadline() > lease.deadline(),
+            "renew did not move the deadline"
+        );
     }
-    let other = issuer.try_acquire(&LeaseRequest::new(&resource, p.long_ttl)).await.expect("try_acquire");
-    assert!(other.is_none(), "a renewed lease was granted to someone else");
+    let other = issuer
+        .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
+        .await
+        .expect("try_acquire");
+    assert!(
+        other.is_none(),
+        "a renewed lease was granted to someone else"
+    );
     issuer.release(&current).await.expect("release");
 }
 
 /// Renewing a lease that expired and was taken fails with `LeaseLost`.
 pub async fn renew_after_loss_fails(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("renew-lost");
-    let zombie = issuer.acquire(&LeaseRequest::new(&resource, p.ttl), WAIT).await.expect("acquire");
+    let zombie = issuer
+        .acquire(&LeaseRequest::new(&resource, p.ttl), WAIT)
+        .await
+        .expect("acquire");
     let next = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), p.ttl + p.expiry_slack + WAIT)
+        .acquire(
+            &LeaseRequest::new(&resource, p.long_ttl),
+            p.ttl + p.expiry_slack + WAIT,
+        )
         .await
         .expect("acquire after expiry");
     match issuer.renew(&zombie).await {
         Err(Error::LeaseLost { token, .. }) => assert_eq!(token, zombie.token()),
         other => panic!("renewing a lost lease must fail with LeaseLost, got {other:?}"),
     }
-    let holding = issuer.holder(&resource).await.expect("holder").expect("held");
-    assert_eq!(holding.token, next.token(), "the zombie's renew disturbed the new holder");
+    let holding = issuer
+        .holder(&resource)
+        .await
+        .expect("holder")
+        .expect("held");
+    assert_eq!(
+        holding.token,
+        next.token(),
+        "the zombie's renew disturbed the new holder"
+    );
     issuer.release(&next).await.expect("release");
 }
 
 /// Release lets the next holder in at once (not after the TTL).
 pub async fn release_lets_next_in_at_once(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("release");
-    let a = issuer.acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT).await.expect("acquire");
+    let a = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("acquire");
     issuer.release(&a).await.expect("release");
     let b = issuer
         .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
@@ -150,16 +198,26 @@ pub async fn release_lets_next_in_at_once(issuer: &dyn TokenIssuer, p: &IssuerPr
 /// Releasing a lost lease fails with `LeaseLost` and leaves the new holder.
 pub async fn release_after_loss_keeps_new_holder(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("release-lost");
-    let zombie = issuer.acquire(&LeaseRequest::new(&resource, p.ttl), WAIT).await.expect("acquire");
+    let zombie = issuer
+        .acquire(&LeaseRequest::new(&resource, p.ttl), WAIT)
+        .await
+        .expect("acquire");
     let next = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), p.ttl + p.expiry_slack + WAIT)
+        .acquire(
+            &LeaseRequest::new(&resource, p.long_ttl),
+            p.ttl + p.expiry_slack + WAIT,
+        )
         .await
         .expect("acquire after expiry");
     match issuer.release(&zombie).await {
         Err(Error::LeaseLost { .. }) => {}
         other => panic!("releasing a lost lease must fail with LeaseLost, got {other:?}"),
     }
-    let holding = issuer.holder(&resource).await.expect("holder").expect("still held");
+    let holding = issuer
+        .holder(&resource)
+        .await
+        .expect("holder")
+        .expect("still held");
     assert_eq!(holding.token, next.token());
     issuer.release(&next).await.expect("release");
 }
@@ -167,14 +225,23 @@ pub async fn release_after_loss_keeps_new_holder(issuer: &dyn TokenIssuer, p: &I
 /// `acquire` gives up with `Timeout` after its wait while the lease is held.
 pub async fn acquire_times_out_while_held(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("timeout");
-    let a = issuer.acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT).await.expect("acquire");
+    let a = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("acquire");
     let wait = Duration::from_millis(300);
     let started = Instant::now();
-    match issuer.acquire(&LeaseRequest::new(&resource, p.long_ttl), wait).await {
+    match issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), wait)
+        .await
+    {
         Err(Error::Timeout { .. }) => {
             let took = started.elapsed();
             assert!(took >= wait, "gave up early, after {took:?}");
-            assert!(took < wait + Duration::from_secs(5), "gave up late, after {took:?}");
+            assert!(
+                took < wait + Duration::from_secs(5),
+                "gave up late, after {took:?}"
+            );
         }
         other => panic!("expected Timeout while held, got {other:?}"),
     }
@@ -183,13 +250,21 @@ pub async fn acquire_times_out_while_held(issuer: &dyn TokenIssuer, p: &IssuerPr
 
 /// Many tasks acquiring at once: at most one holds at any moment, and every
 /// grant's token is distinct and increasing in grant order.
-pub async fn concurrent_acquirers_hold_one_at_a_time(issuer: Arc<dyn TokenIssuer>, p: &IssuerProfile) {
+pub async fn concurrent_acquirers_hold_one_at_a_time(
+    issuer: Arc<dyn TokenIssuer>,
+    p: &IssuerProfile,
+) {
     let resource = unique_name("concurrent");
     let inside = Arc::new(AtomicUsize::new(0));
     let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for _ in 0..8 {
-        let (issuer, inside, tokens, resource) = (issuer.clone(), inside.clone(), tokens.clone(), resource.clone());
+        let (issuer, inside, tokens, resource) = (
+            issuer.clone(),
+            inside.clone(),
+            tokens.clone(),
+            resource.clone(),
+        );
         let ttl = p.long_ttl;
         tasks.push(tokio::spawn(async move {
             for _ in 0..4 {
@@ -223,12 +298,26 @@ pub async fn same_holder_keeps_its_token(issuer: &dyn TokenIssuer, p: &IssuerPro
     let resource = unique_name("reentrant");
     let holder = HolderId::unique();
     let request = LeaseRequest::new(&resource, p.long_ttl).with_holder(holder);
-    let first = issuer.try_acquire(&request).await.expect("try_acquire").expect("free");
-    let again = issuer.try_acquire(&request).await.expect("try_acquire again");
+    let first = issuer
+        .try_acquire(&request)
+        .await
+        .expect("try_acquire")
+        .expect("free");
+    let again = issuer
+        .try_acquire(&request)
+        .await
+        .expect("try_acquire again");
     match (issuer.reentrant(), again) {
-        (true, Some(again)) => assert_eq!(again.token(), first.token(), "re-entrant acquire changed the token"),
+        (true, Some(again)) => assert_eq!(
+            again.token(),
+            first.token(),
+            "re-entrant acquire changed the token"
+        ),
         (true, None) => panic!("issuer says it is re-entrant but refused its own holder"),
-        (false, Some(again)) => panic!("non-re-entrant issuer granted a held lease again with token {}", again.token()),
+        (false, Some(again)) => panic!(
+            "non-re-entrant issuer granted a held lease again with token {}",
+            again.token()
+        ),
         (false, None) => {}
     }
     issuer.release(&first).await.expect("release");
@@ -238,10 +327,19 @@ pub async fn same_holder_keeps_its_token(issuer: &dyn TokenIssuer, p: &IssuerPro
 pub async fn deadline_is_conservative(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("deadline");
     let before = Instant::now();
-    let lease = issuer.acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT).await.expect("acquire");
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("acquire");
     let after = Instant::now();
-    assert!(lease.deadline() >= before + p.long_ttl, "deadline earlier than the request");
-    assert!(lease.deadline() <= after + p.long_ttl, "deadline counted from after the grant");
+    assert!(
+        lease.deadline() >= before + p.long_ttl,
+        "deadline earlier than the request"
+    );
+    assert!(
+        lease.deadline() <= after + p.long_ttl,
+        "deadline counted from after the grant"
+    );
     issuer.release(&lease).await.expect("release");
 }
 
@@ -250,8 +348,14 @@ pub async fn bad_requests_are_refused(issuer: &dyn TokenIssuer, p: &IssuerProfil
     for (what, request) in [
         ("an empty resource", LeaseRequest::new("", p.long_ttl)),
         ("a resource with NUL", LeaseRequest::new("a\0b", p.long_ttl)),
-        ("an oversize resource", LeaseRequest::new("r".repeat(LeaseRequest::MAX_RESOURCE_LEN + 1), p.long_ttl)),
-        ("a zero TTL", LeaseRequest::new(unique_name("zero-ttl"), Duration::ZERO)),
+        (
+            "an oversize resource",
+            LeaseRequest::new("r".repeat(LeaseRequest::MAX_RESOURCE_LEN + 1), p.long_ttl),
+        ),
+        (
+            "a zero TTL",
+            LeaseRequest::new(unique_name("zero-ttl"), Duration::ZERO),
+        ),
     ] {
         match issuer.try_acquire(&request).await {
             Err(Error::InvalidInput { .. }) => {}

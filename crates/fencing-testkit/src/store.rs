@@ -27,15 +27,34 @@ async fn assert_state(store: &dyn FencedStore, key: &str, value: Option<&str>, m
     if let (Some(v), Some(m)) = (&got, mark) {
         assert_eq!(v.token, t(m), "get's token for {key:?}");
     }
-    assert_eq!(store.mark(key).await.expect("mark"), mark.map(t), "mark of {key:?}");
+    assert_eq!(
+        store.mark(key).await.expect("mark"),
+        mark.map(t),
+        "mark of {key:?}"
+    );
 }
 
-fn assert_stale<T: std::fmt::Debug>(result: Result<T, Error>, key: &str, presented: u64, current: u64) {
+fn assert_stale<T: std::fmt::Debug>(
+    result: Result<T, Error>,
+    key: &str,
+    presented: u64,
+    current: u64,
+) {
     match result {
-        Err(Error::StaleToken { key: k, presented: p, current: c }) => {
-            assert_eq!((k.as_str(), p, c), (key, t(presented), t(current)), "StaleToken fields");
+        Err(Error::StaleToken {
+            key: k,
+            presented: p,
+            current: c,
+        }) => {
+            assert_eq!(
+                (k.as_str(), p, c),
+                (key, t(presented), t(current)),
+                "StaleToken fields"
+            );
         }
-        other => panic!("expected StaleToken {{ presented: {presented}, current: {current} }}, got {other:?}"),
+        other => panic!(
+            "expected StaleToken {{ presented: {presented}, current: {current} }}, got {other:?}"
+        ),
     }
 }
 
@@ -43,21 +62,41 @@ fn assert_stale<T: std::fmt::Debug>(result: Result<T, Error>, key: &str, present
 pub async fn equal_and_higher_accepted(store: &dyn FencedStore) {
     let key = unique_name("accept");
     assert_state(store, &key, None, None).await;
-    store.put(&key, "a".into(), t(5)).await.expect("first write");
+    store
+        .put(&key, "a".into(), t(5))
+        .await
+        .expect("first write");
     assert_state(store, &key, Some("a"), Some(5)).await;
-    store.put(&key, "b".into(), t(5)).await.expect("equal token must be accepted");
+    store
+        .put(&key, "b".into(), t(5))
+        .await
+        .expect("equal token must be accepted");
     assert_state(store, &key, Some("b"), Some(5)).await;
-    store.put(&key, "c".into(), t(6)).await.expect("higher token");
+    store
+        .put(&key, "c".into(), t(6))
+        .await
+        .expect("higher token");
     assert_state(store, &key, Some("c"), Some(6)).await;
-    store.put(&key, "d".into(), t(1_000_000)).await.expect("much higher token");
+    store
+        .put(&key, "d".into(), t(1_000_000))
+        .await
+        .expect("much higher token");
     assert_state(store, &key, Some("d"), Some(1_000_000)).await;
 }
 
 /// A lower token is refused with both tokens named, and nothing changes.
 pub async fn lower_refused_nothing_applied(store: &dyn FencedStore) {
     let key = unique_name("refuse");
-    store.put(&key, "holder 34".into(), t(34)).await.expect("write");
-    assert_stale(store.put(&key, "zombie 33".into(), t(33)).await, &key, 33, 34);
+    store
+        .put(&key, "holder 34".into(), t(34))
+        .await
+        .expect("write");
+    assert_stale(
+        store.put(&key, "zombie 33".into(), t(33)).await,
+        &key,
+        33,
+        34,
+    );
     assert_state(store, &key, Some("holder 34"), Some(34)).await;
     assert_stale(store.put(&key, "zombie 1".into(), t(1)).await, &key, 1, 34);
     assert_stale(store.delete(&key, t(2)).await, &key, 2, 34);
@@ -73,7 +112,10 @@ pub async fn fence_advances_mark(store: &dyn FencedStore) {
     assert_stale(store.put(&key, "zombie".into(), t(9)).await, &key, 9, 10);
     assert_eq!(store.fence(&key, t(10)).await.expect("equal fence"), t(10));
     assert_stale(store.fence(&key, t(4)).await, &key, 4, 10);
-    store.put(&key, "new holder".into(), t(10)).await.expect("the fencer writes");
+    store
+        .put(&key, "new holder".into(), t(10))
+        .await
+        .expect("the fencer writes");
     assert_state(store, &key, Some("new holder"), Some(10)).await;
 
     // Fencing a key with no value leaves a mark but no value.
@@ -82,7 +124,10 @@ pub async fn fence_advances_mark(store: &dyn FencedStore) {
     assert_state(store, &fresh, None, Some(7)).await;
     assert_stale(store.put(&fresh, "zombie".into(), t(6)).await, &fresh, 6, 7);
     assert_state(store, &fresh, None, Some(7)).await;
-    store.put(&fresh, "first".into(), t(7)).await.expect("write at the fenced token");
+    store
+        .put(&fresh, "first".into(), t(7))
+        .await
+        .expect("write at the fenced token");
     assert_state(store, &fresh, Some("first"), Some(7)).await;
 }
 
@@ -94,7 +139,10 @@ pub async fn delete_keeps_mark(store: &dyn FencedStore) {
     assert_state(store, &key, None, Some(5)).await;
     assert_stale(store.put(&key, "zombie".into(), t(4)).await, &key, 4, 5);
     assert_state(store, &key, None, Some(5)).await;
-    store.put(&key, "again".into(), t(5)).await.expect("write after delete");
+    store
+        .put(&key, "again".into(), t(5))
+        .await
+        .expect("write after delete");
     assert_state(store, &key, Some("again"), Some(5)).await;
 }
 
@@ -103,7 +151,10 @@ pub async fn keys_are_independent(store: &dyn FencedStore) {
     let a = unique_name("indep-a");
     let b = format!("{a}-b");
     store.fence(&a, t(100)).await.expect("fence a");
-    store.put(&b, "b".into(), t(1)).await.expect("a low token on another key is fine");
+    store
+        .put(&b, "b".into(), t(1))
+        .await
+        .expect("a low token on another key is fine");
     assert_state(store, &b, Some("b"), Some(1)).await;
     assert_state(store, &a, None, Some(100)).await;
 }
@@ -113,11 +164,18 @@ pub async fn values_round_trip(store: &dyn FencedStore) {
     let key = unique_name("bytes");
     let size = store.limits().max_value_len.min(256 * 1024);
     let binary: Vec<u8> = (0..=255u8).cycle().take(size).collect();
-    for (i, value) in [Bytes::new(), Bytes::from_static(&[0, 159, 146, 150, 255]), Bytes::from(binary)]
-        .into_iter()
-        .enumerate()
+    for (i, value) in [
+        Bytes::new(),
+        Bytes::from_static(&[0, 159, 146, 150, 255]),
+        Bytes::from(binary),
+    ]
+    .into_iter()
+    .enumerate()
     {
-        store.put(&key, value.clone(), t(1)).await.unwrap_or_else(|e| panic!("value #{i}: {e}"));
+        store
+            .put(&key, value.clone(), t(1))
+            .await
+            .unwrap_or_else(|e| panic!("value #{i}: {e}"));
         let got = store.get(&key).await.expect("get").expect("present");
         assert_eq!(got.value.len(), value.len(), "value #{i} length");
         assert!(got.value == value, "value #{i} changed on the way");
@@ -130,9 +188,15 @@ pub async fn bad_input_writes_nothing(store: &dyn FencedStore) {
     let key = unique_name("bad-input");
     store.put(&key, "kept".into(), t(2)).await.expect("write");
 
-    for (what, bad_key) in [("an empty key", String::new()), ("an oversize key", "k".repeat(limits.max_key_len + 1))] {
+    for (what, bad_key) in [
+        ("an empty key", String::new()),
+        ("an oversize key", "k".repeat(limits.max_key_len + 1)),
+    ] {
         for (op, result) in [
-            ("put", store.put(&bad_key, "x".into(), t(3)).await.map(|_| ())),
+            (
+                "put",
+                store.put(&bad_key, "x".into(), t(3)).await.map(|_| ()),
+            ),
             ("fence", store.fence(&bad_key, t(3)).await.map(|_| ())),
             ("delete", store.delete(&bad_key, t(3)).await),
         ] {
@@ -202,16 +266,32 @@ pub async fn racing_writers_with(store: Arc<dyn FencedStore>, writers: usize, wr
     for task in tasks {
         task.await.expect("writer panicked");
     }
-    let final_state = (store.get(&key).await.expect("get"), store.mark(&key).await.expect("mark"));
+    let final_state = (
+        store.get(&key).await.expect("get"),
+        store.mark(&key).await.expect("mark"),
+    );
     let tally = history.check(Some(final_state));
-    assert!(tally.violations.is_empty(), "racing writers on {}:\n  {}", store.name(), tally.violations.join("\n  "));
-    assert_eq!(tally.failed, 0, "writes failed with errors other than StaleToken: {:?}", history
-        .ops()
-        .iter()
-        .filter_map(|o| match &o.outcome {
-            crate::history::Outcome::Failed(e) => Some(e.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>());
-    assert!(tally.accepted > 0 && tally.refused > 0, "the race proved nothing: {tally:?}");
+    assert!(
+        tally.violations.is_empty(),
+        "racing writers on {}:\n  {}",
+        store.name(),
+        tally.violations.join("\n  ")
+    );
+    assert_eq!(
+        tally.failed,
+        0,
+        "writes failed with errors other than StaleToken: {:?}",
+        history
+            .ops()
+            .iter()
+            .filter_map(|o| match &o.outcome {
+                crate::history::Outcome::Failed(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        tally.accepted > 0 && tally.refused > 0,
+        "the race proved nothing: {tally:?}"
+    );
 }

@@ -98,7 +98,10 @@ pub async fn zombie_scenario(
     let started = Instant::now();
     let mut events = Vec::new();
     let mut log = |step: Step| {
-        let event = Event { at: started.elapsed(), step };
+        let event = Event {
+            at: started.elapsed(),
+            step,
+        };
         observe(&event);
         events.push(event);
     };
@@ -108,11 +111,18 @@ pub async fn zombie_scenario(
         .acquire(&LeaseRequest::new(&resource, ttl), wait)
         .await
         .expect("client 1 acquires");
-    log(Step::Acquired { client: 1, token: lease1.token(), ttl });
+    log(Step::Acquired {
+        client: 1,
+        token: lease1.token(),
+        ttl,
+    });
 
     // Client 1 stops while its lease runs out.
     let pause = ttl + ttl / 2;
-    log(Step::Paused { client: 1, duration: pause });
+    log(Step::Paused {
+        client: 1,
+        duration: pause,
+    });
     tokio::time::sleep(pause).await;
 
     let lease2 = issuer
@@ -125,24 +135,64 @@ pub async fn zombie_scenario(
         lease2.token(),
         lease1.token()
     );
-    log(Step::Acquired { client: 2, token: lease2.token(), ttl: ttl * 10 });
+    log(Step::Acquired {
+        client: 2,
+        token: lease2.token(),
+        ttl: ttl * 10,
+    });
 
     let value2 = "written by client 2";
     if fence_on_acquire {
-        store.fence(&key, lease2.token()).await.expect("client 2 fences");
-        log(Step::Fenced { client: 2, token: lease2.token() });
+        store
+            .fence(&key, lease2.token())
+            .await
+            .expect("client 2 fences");
+        log(Step::Fenced {
+            client: 2,
+            token: lease2.token(),
+        });
     } else {
-        store.put(&key, Bytes::from_static(value2.as_bytes()), lease2.token()).await.expect("client 2 writes");
-        log(Step::Wrote { client: 2, token: lease2.token(), value: value2.into() });
+        store
+            .put(&key, Bytes::from_static(value2.as_bytes()), lease2.token())
+            .await
+            .expect("client 2 writes");
+        log(Step::Wrote {
+            client: 2,
+            token: lease2.token(),
+            value: value2.into(),
+        });
     }
 
     log(Step::Resumed { client: 1 });
-    let zombie = store.put(&key, Bytes::from_static(b"written by client 1 (zombie)"), lease1.token()).await;
+    let zombie = store
+        .put(
+            &key,
+            Bytes::from_static(b"written by client 1 (zombie)"),
+            lease1.token(),
+        )
+        .await;
     match zombie {
-        Err(ref e @ Error::StaleToken { presented, current, .. }) => {
-            assert_eq!(presented, lease1.token(), "the refusal names the zombie's token");
-            assert_eq!(current, lease2.token(), "the refusal names the store's mark");
-            log(Step::Refused { client: 1, presented, current, error: e.to_string() });
+        Err(
+            ref e @ Error::StaleToken {
+                presented, current, ..
+            },
+        ) => {
+            assert_eq!(
+                presented,
+                lease1.token(),
+                "the refusal names the zombie's token"
+            );
+            assert_eq!(
+                current,
+                lease2.token(),
+                "the refusal names the store's mark"
+            );
+            log(Step::Refused {
+                client: 1,
+                presented,
+                current,
+                error: e.to_string(),
+            });
         }
         other => panic!(
             "{} × {}: the zombie's write with token {} must be refused with StaleToken, got {other:?}",
@@ -153,13 +203,31 @@ pub async fn zombie_scenario(
     }
 
     if fence_on_acquire {
-        store.put(&key, Bytes::from_static(value2.as_bytes()), lease2.token()).await.expect("client 2 writes");
-        log(Step::Wrote { client: 2, token: lease2.token(), value: value2.into() });
+        store
+            .put(&key, Bytes::from_static(value2.as_bytes()), lease2.token())
+            .await
+            .expect("client 2 writes");
+        log(Step::Wrote {
+            client: 2,
+            token: lease2.token(),
+            value: value2.into(),
+        });
     }
-    let stored = store.get(&key).await.expect("read back").expect("client 2's value is there");
-    assert_eq!(stored.value, value2.as_bytes(), "client 2's data was changed");
+    let stored = store
+        .get(&key)
+        .await
+        .expect("read back")
+        .expect("client 2's value is there");
+    assert_eq!(
+        stored.value,
+        value2.as_bytes(),
+        "client 2's data was changed"
+    );
     assert_eq!(stored.token, lease2.token());
-    log(Step::Final { value: String::from_utf8_lossy(&stored.value).into_owned(), token: stored.token });
+    log(Step::Final {
+        value: String::from_utf8_lossy(&stored.value).into_owned(),
+        token: stored.token,
+    });
     // The zombie's own lease is gone; the issuer says so.
     assert!(
         matches!(issuer.renew(&lease1).await, Err(Error::LeaseLost { .. })),

@@ -89,7 +89,9 @@ impl BlobMeta {
         for (key, value) in pairs {
             if key.eq_ignore_ascii_case(TOKEN_METADATA_KEY) {
                 meta.token = value.parse().map_err(|_| {
-                    Error::invalid_input(format!("unreadable {TOKEN_METADATA_KEY} metadata {value:?}"))
+                    Error::invalid_input(format!(
+                        "unreadable {TOKEN_METADATA_KEY} metadata {value:?}"
+                    ))
                 })?;
             } else if key.eq_ignore_ascii_case(STATE_METADATA_KEY) {
                 meta.has_value = value != "marker";
@@ -233,7 +235,13 @@ impl<B: BlobBackend> BlobStore<B> {
     /// The loop shared by `put`, `fence` and `delete`. `next` sees the
     /// current object (or `None`) and returns what to write, or `None` when
     /// nothing needs writing.
-    async fn update<F>(&self, key: &str, token: FencingToken, need_body: bool, next: F) -> Result<()>
+    async fn update<F>(
+        &self,
+        key: &str,
+        token: FencingToken,
+        need_body: bool,
+        next: F,
+    ) -> Result<()>
     where
         F: Fn(Option<&Blob>) -> Option<(Bytes, BlobMeta)> + Send + Sync,
     {
@@ -248,19 +256,31 @@ impl<B: BlobBackend> BlobStore<B> {
                 Some((version, mark)) => {
                     let head = BlobHead {
                         version: version.clone(),
-                        meta: BlobMeta { token: mark, has_value: true },
+                        meta: BlobMeta {
+                            token: mark,
+                            has_value: true,
+                        },
                     };
-                    (Some(Blob { head, body: Bytes::new() }), Precondition::Matches(version))
+                    (
+                        Some(Blob {
+                            head,
+                            body: Bytes::new(),
+                        }),
+                        Precondition::Matches(version),
+                    )
                 }
                 None => {
                     let current = if need_body {
                         self.backend.read(key).await?
                     } else {
-                        self.backend.head(key).await?.map(|head| Blob { head, body: Bytes::new() })
+                        self.backend.head(key).await?.map(|head| Blob {
+                            head,
+                            body: Bytes::new(),
+                        })
                     };
-                    let precondition = current
-                        .as_ref()
-                        .map_or(Precondition::Absent, |b| Precondition::Matches(b.head.version.clone()));
+                    let precondition = current.as_ref().map_or(Precondition::Absent, |b| {
+                        Precondition::Matches(b.head.version.clone())
+                    });
                     (current, precondition)
                 }
             };
@@ -285,7 +305,12 @@ impl<B: BlobBackend> BlobStore<B> {
                 }
                 WriteOutcome::PreconditionFailed => {
                     self.remember(key, None);
-                    tracing::debug!(key, attempt, backend = self.backend.name(), "lost a race; reading again");
+                    tracing::debug!(
+                        key,
+                        attempt,
+                        backend = self.backend.name(),
+                        "lost a race; reading again"
+                    );
                     tokio::time::sleep(retry_pause(attempt)).await;
                 }
             }
@@ -326,8 +351,12 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn put(&self, key: &str, value: Bytes, token: FencingToken) -> Result<()> {
         self.limits().check_write(key, token, value.len())?;
-        let meta = BlobMeta { token, has_value: true };
-        self.update(key, token, false, |_| Some((value.clone(), meta))).await
+        let meta = BlobMeta {
+            token,
+            has_value: true,
+        };
+        self.update(key, token, false, |_| Some((value.clone(), meta)))
+            .await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
@@ -346,9 +375,18 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
             Some(blob) if blob.head.meta.token == token => None,
             Some(blob) => Some((
                 blob.body.clone(),
-                BlobMeta { token, has_value: blob.head.meta.has_value },
+                BlobMeta {
+                    token,
+                    has_value: blob.head.meta.has_value,
+                },
             )),
-            None => Some((Bytes::new(), BlobMeta { token, has_value: false })),
+            None => Some((
+                Bytes::new(),
+                BlobMeta {
+                    token,
+                    has_value: false,
+                },
+            )),
         })
         .await?;
         Ok(token)
@@ -363,7 +401,13 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
         self.limits().check_write(key, token, 0)?;
         self.update(key, token, false, |current| match current {
             Some(blob) if !blob.head.meta.has_value && blob.head.meta.token == token => None,
-            _ => Some((Bytes::new(), BlobMeta { token, has_value: false })),
+            _ => Some((
+                Bytes::new(),
+                BlobMeta {
+                    token,
+                    has_value: false,
+                },
+            )),
         })
         .await
     }
@@ -375,13 +419,21 @@ mod tests {
 
     #[test]
     fn metadata_round_trips_and_refuses_garbage() {
-        let meta = BlobMeta { token: FencingToken::new(34), has_value: false };
+        let meta = BlobMeta {
+            token: FencingToken::new(34),
+            has_value: false,
+        };
         let pairs = meta.to_pairs();
         let back = BlobMeta::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
         assert_eq!(back, meta);
-        assert_eq!(BlobMeta::from_pairs([("Content-Type", "x")]).unwrap(), BlobMeta::UNFENCED);
         assert_eq!(
-            BlobMeta::from_pairs([("FENCING-TOKEN", "7")]).unwrap().token,
+            BlobMeta::from_pairs([("Content-Type", "x")]).unwrap(),
+            BlobMeta::UNFENCED
+        );
+        assert_eq!(
+            BlobMeta::from_pairs([("FENCING-TOKEN", "7")])
+                .unwrap()
+                .token,
             FencingToken::new(7)
         );
         assert!(BlobMeta::from_pairs([("fencing-token", "seven")]).is_err());

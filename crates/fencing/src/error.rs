@@ -129,11 +129,7 @@ impl Error {
     }
 
     /// An [`Error::Backend`] wrapping a client-library error.
-    pub fn backend(
-        backend: &'static str,
-        retryable: bool,
-        source: impl Into<BoxError>,
-    ) -> Self {
+    pub fn backend(backend: &'static str, retryable: bool, source: impl Into<BoxError>) -> Self {
         Self::Backend {
             backend,
             retryable,
@@ -192,7 +188,10 @@ mod tests {
             current: FencingToken::new(34),
         };
         let text = e.to_string();
-        assert!(text.contains("33") && text.contains("34") && text.contains("orders/7"), "{text}");
+        assert!(
+            text.contains("33") && text.contains("34") && text.contains("orders/7"),
+            "{text}"
+        );
         assert_eq!(e.stale_tokens(), Some((33.into(), 34.into())));
         assert!(!e.is_retryable());
     }

@@ -218,9 +218,21 @@ mod tests {
     fn requests_are_validated() {
         let ok = LeaseRequest::new("jobs/a", Duration::from_secs(1));
         ok.validate(Duration::from_millis(10)).unwrap();
-        assert!(LeaseRequest::new("", Duration::from_secs(1)).validate(Duration::ZERO).is_err());
-        assert!(LeaseRequest::new("a\0b", Duration::from_secs(1)).validate(Duration::ZERO).is_err());
-        assert!(LeaseRequest::new("x".repeat(513), Duration::from_secs(1)).validate(Duration::ZERO).is_err());
+        assert!(
+            LeaseRequest::new("", Duration::from_secs(1))
+                .validate(Duration::ZERO)
+                .is_err()
+        );
+        assert!(
+            LeaseRequest::new("a\0b", Duration::from_secs(1))
+                .validate(Duration::ZERO)
+                .is_err()
+        );
+        assert!(
+            LeaseRequest::new("x".repeat(513), Duration::from_secs(1))
+                .validate(Duration::ZERO)
+                .is_err()
+        );
         assert!(ok.validate(Duration::from_secs(2)).is_err());
         assert!(HolderId::new("").is_err());
         assert_ne!(HolderId::unique(), HolderId::unique());

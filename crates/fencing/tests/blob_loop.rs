@@ -17,7 +17,10 @@ async fn racing_writers_lose_preconditions_and_retry() {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..10u8 {
-                store.put("k", Bytes::from(vec![w, i]), FencingToken::new(1)).await.expect("equal tokens never go stale");
+                store
+                    .put("k", Bytes::from(vec![w, i]), FencingToken::new(1))
+                    .await
+                    .expect("equal tokens never go stale");
             }
         }));
     }
@@ -25,8 +28,15 @@ async fn racing_writers_lose_preconditions_and_retry() {
         t.await.unwrap();
     }
     let backend = store.backend();
-    assert!(backend.precondition_failures() > 0, "the race never lost a precondition: the retry path was not exercised");
-    assert_eq!(backend.writes() - backend.precondition_failures(), 160, "every put was applied exactly once");
+    assert!(
+        backend.precondition_failures() > 0,
+        "the race never lost a precondition: the retry path was not exercised"
+    );
+    assert_eq!(
+        backend.writes() - backend.precondition_failures(),
+        160,
+        "every put was applied exactly once"
+    );
 }
 
 #[tokio::test]
@@ -35,9 +45,16 @@ async fn a_holders_next_write_skips_the_read() {
     store.put("k", "1".into(), 5.into()).await.unwrap();
     let before = store.backend().writes();
     for i in 0..5 {
-        store.put("k", Bytes::from(i.to_string()), 5.into()).await.unwrap();
+        store
+            .put("k", Bytes::from(i.to_string()), 5.into())
+            .await
+            .unwrap();
     }
-    assert_eq!(store.backend().writes() - before, 5, "one conditional write per put");
+    assert_eq!(
+        store.backend().writes() - before,
+        5,
+        "one conditional write per put"
+    );
 
     // Someone else writes: our cached version is stale, the precondition
     // fails, and the loop reads and decides again.
@@ -53,7 +70,9 @@ async fn a_stale_token_is_refused_even_on_the_fast_path() {
     a.put("k", "a".into(), 5.into()).await.unwrap();
     a.fence("k", 9.into()).await.unwrap();
     match a.put("k", "late".into(), 5.into()).await {
-        Err(Error::StaleToken { presented, current, .. }) => assert_eq!((presented.get(), current.get()), (5, 9)),
+        Err(Error::StaleToken {
+            presented, current, ..
+        }) => assert_eq!((presented.get(), current.get()), (5, 9)),
         other => panic!("expected StaleToken, got {other:?}"),
     }
 }

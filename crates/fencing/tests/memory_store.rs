@@ -30,7 +30,10 @@ mod blob_store {
 }
 
 fn stores() -> Vec<Arc<dyn FencedStore>> {
-    vec![Arc::new(MemoryStore::new()), Arc::new(BlobStore::new(MemoryBlobBackend::new()))]
+    vec![
+        Arc::new(MemoryStore::new()),
+        Arc::new(BlobStore::new(MemoryBlobBackend::new())),
+    ]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +42,11 @@ async fn zombie_is_refused() {
         for fence_on_acquire in [false, true] {
             let issuer = MemoryIssuer::new();
             let events = zombie_scenario(&issuer, &*store, TTL, fence_on_acquire, |_| {}).await;
-            assert!(events.iter().any(|e| matches!(e.step, fencing_testkit::zombie::Step::Refused { .. })));
+            assert!(
+                events
+                    .iter()
+                    .any(|e| matches!(e.step, fencing_testkit::zombie::Step::Refused { .. }))
+            );
         }
     }
 }

@@ -58,7 +58,11 @@ impl MemoryBlobBackend {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.objects.lock().expect("poisoned").insert(
             key.to_owned(),
-            Object { generation, body, meta: BlobMeta::UNFENCED },
+            Object {
+                generation,
+                body,
+                meta: BlobMeta::UNFENCED,
+            },
         );
     }
 }
@@ -74,14 +78,24 @@ impl BlobBackend for MemoryBlobBackend {
     }
 
     async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        Ok(self.objects.lock().expect("poisoned").get(key).map(Object::head))
+        Ok(self
+            .objects
+            .lock()
+            .expect("poisoned")
+            .get(key)
+            .map(Object::head))
     }
 
     async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        Ok(self.objects.lock().expect("poisoned").get(key).map(|o| Blob {
-            head: o.head(),
-            body: o.body.clone(),
-        }))
+        Ok(self
+            .objects
+            .lock()
+            .expect("poisoned")
+            .get(key)
+            .map(|o| Blob {
+                head: o.head(),
+                body: o.body.clone(),
+            }))
     }
 
     async fn write(
@@ -106,7 +120,16 @@ impl BlobBackend for MemoryBlobBackend {
             return Ok(WriteOutcome::PreconditionFailed);
         }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        objects.insert(key.to_owned(), Object { generation, body, meta });
-        Ok(WriteOutcome::Written(BlobVersion::new(generation.to_string())))
+        objects.insert(
+            key.to_owned(),
+            Object {
+                generation,
+                body,
+                meta,
+            },
+        );
+        Ok(WriteOutcome::Written(BlobVersion::new(
+            generation.to_string(),
+        )))
     }
 }

@@ -75,7 +75,10 @@ impl TokenIssuer for MemoryIssuer {
             return Ok(Some(Lease::new(request, held.token, now)));
         }
         let next = r.last_token.checked_add(1).ok_or_else(|| {
-            Error::invalid_input(format!("token counter for {:?} is exhausted", request.resource))
+            Error::invalid_input(format!(
+                "token counter for {:?} is exhausted",
+                request.resource
+            ))
         })?;
         r.last_token = next;
         let token = FencingToken::new(next);

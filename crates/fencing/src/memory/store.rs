@@ -33,7 +33,12 @@ impl MemoryStore {
 
     /// Checks `token` against `key`'s mark and, if accepted, applies
     /// `change` and raises the mark, all under one lock.
-    fn apply(&self, key: &str, token: FencingToken, change: impl FnOnce(&mut Option<Bytes>)) -> Result<()> {
+    fn apply(
+        &self,
+        key: &str,
+        token: FencingToken,
+        change: impl FnOnce(&mut Option<Bytes>),
+    ) -> Result<()> {
         let mut entries = self.entries.lock().expect("poisoned");
         let entry = entries.entry(key.to_owned()).or_insert(Entry {
             value: None,
@@ -71,7 +76,10 @@ impl FencedStore for MemoryStore {
         Self::LIMITS.check_key(key)?;
         let entries = self.entries.lock().expect("poisoned");
         Ok(entries.get(key).and_then(|e| {
-            e.value.clone().map(|value| Versioned { value, token: e.mark })
+            e.value.clone().map(|value| Versioned {
+                value,
+                token: e.mark,
+            })
         }))
     }
 
@@ -83,7 +91,12 @@ impl FencedStore for MemoryStore {
 
     async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
         Self::LIMITS.check_key(key)?;
-        Ok(self.entries.lock().expect("poisoned").get(key).map(|e| e.mark))
+        Ok(self
+            .entries
+            .lock()
+            .expect("poisoned")
+            .get(key)
+            .map(|e| e.mark))
     }
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
