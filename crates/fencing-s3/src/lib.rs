@@ -1,0 +1,233 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod frame;
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::Bytes;
+use fencing::blob::{
+    Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, BlobVersion, Precondition, WriteOutcome,
+};
+use fencing::{Error, FencingToken, Limits, Result};
+
+use crate::error::{Failure, Op, classify};
+pub use crate::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
+
+/// A fenced store on S3: the shared compare-and-swap loop of
+/// [`fencing::blob::BlobStore`] on an [`S3Backend`].
+pub type S3Store = BlobStore<S3Backend>;
+
+/// A fenced [`S3Store`] on `bucket`, through your configured `client`.
+///
+/// The same as `S3Store::new(S3Backend::new(client, bucket))`.
+pub fn s3_store(client: Client, bucket: impl Into<String>) -> S3Store {
+    BlobStore::new(S3Backend::new(client, bucket))
+}
+
+/// The largest object one `PutObject` request may carry: 5 GiB.
+const S3_SINGLE_PUT_MAX: u64 = 5 * 1024 * 1024 * 1024;
+
+/// S3 keys are at most 1024 bytes of UTF-8.
+const S3_MAX_KEY_LEN: usize = 1024;
+
+/// An ETag that no object has, for a write whose response carried none: the
+/// next fast-path write then fails its precondition and reads again.
+const UNKNOWN_ETAG: &str = "\"fencing-s3-unknown-etag\"";
+
+/// The [`BlobBackend`] for one S3 bucket: head, read and conditional
+/// `PutObject` (`If-Match: <ETag>`, `If-None-Match: *`).
+///
+/// It takes your own [`aws_sdk_s3::Client`], already configured with
+/// credentials, region and endpoint. Objects are stored *framed* (see the
+/// crate docs) so that the ETag covers the token.
+#[derive(Clone, Debug)]
+pub struct S3Backend {
+    client: Client,
+    bucket: String,
+}
+
+impl S3Backend {
+    /// A backend writing to `bucket` through `client`. Nothing is sent until
+    /// the first operation; a missing bucket is then an
+    /// [`Error::Backend`] that is not retryable.
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+        }
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Wraps the backend in the shared fenced-write loop.
+    pub fn into_store(self) -> S3Store {
+        BlobStore::new(self)
+    }
+
+    /// The limits this backend enforces before sending anything: keys up to
+    /// 1024 bytes, values up to 5 GiB less the frame header, any `u64` token.
+    pub fn limits() -> Limits {
+        let max_object = usize::try_from(S3_SINGLE_PUT_MAX).unwrap_or(usize::MAX);
+        Limits {
+            max_key_len: S3_MAX_KEY_LEN,
+            max_value_len: max_object - FRAME_HEADER_LEN,
+            max_token: FencingToken::new(u64::MAX),
+        }
+    }
+}
+
+/// Reads the fencing metadata from S3 user metadata (which S3 lowercases).
+fn meta_from(
+    metadata: Option<&std::collections::HashMap<String, String>>,
+) -> Result<(BlobMeta, bool)> {
+    let Some(metadata) = metadata else {
+        return Ok((BlobMeta::UNFENCED, false));
+    };
+    let fenced = metadata
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case(fencing::blob::TOKEN_METADATA_KEY));
+    let meta = BlobMeta::from_pairs(metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
+    Ok((meta, fenced))
+}
+
+fn version_from(e_tag: Option<&str>) -> BlobVersion {
+    BlobVersion::new(e_tag.unwrap_or(UNKNOWN_ETAG))
+}
+
+#[async_trait]
+impl BlobBackend for S3Backend {
+    fn name(&self) -> &'static str {
+        "s3"
+    }
+
+    fn limits(&self) -> Limits {
+        Self::limits()
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+        let result = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        let output = match result {
+            Ok(output) => output,
+            Err(err) => {
+                return match classify(Op::Head, &self.bucket, key, err) {
+                    Failure::NotFound => Ok(None),
+                    Failure::PreconditionFailed => unreachable!("head sends no precondition"),
+                    Failure::Error(e) => Err(e),
+                };
+            }
+        };
+        let (meta, _) = meta_from(output.metadata())?;
+        Ok(Some(BlobHead {
+            version: version_from(output.e_tag()),
+            meta,
+        }))
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+        let result = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        let output = match result {
+            Ok(output) => output,
+            Err(err) => {
+                return match classify(Op::Read, &self.bucket, key, err) {
+                    Failure::NotFound => Ok(None),
+                    Failure::PreconditionFailed => unreachable!("get sends no precondition"),
+                    Failure::Error(e) => Err(e),
+                };
+            }
+        };
+        let version = version_from(output.e_tag());
+        let (meta, fenced) = meta_from(output.metadata())?;
+        let stored = output
+            .body
+            .collect()
+            .await
+            .map_err(|e| Error::backend("s3", true, e))?
+            .into_bytes();
+        if !fenced {
+            // Written by a program that knows nothing of fencing: its bytes
+            // are the value, and its mark is zero.
+            return Ok(Some(Blob {
+                head: BlobHead { version, meta },
+                body: stored,
+            }));
+        }
+        let (framed_meta, body) =
+            frame::decode(&stored).map_err(|reason| corrupt(&self.bucket, key, &reason))?;
+        if framed_meta != meta {
+            return Err(corrupt(
+                &self.bucket,
+                key,
+                &format!("metadata says {meta:?} but the frame says {framed_meta:?}"),
+            ));
+        }
+        Ok(Some(Blob {
+            head: BlobHead { version, meta },
+            body,
+        }))
+    }
+
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        meta: BlobMeta,
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome> {
+        let mut request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_type("application/octet-stream")
+            .body(ByteStream::from(frame::encode(meta, &body)));
+        for (name, value) in meta.to_pairs() {
+            request = request.metadata(name, value);
+        }
+        request = match precondition {
+            Precondition::Absent => request.if_none_match("*"),
+            Precondition::Matches(version) => request.if_match(version.as_str()),
+        };
+        match request.send().await {
+            Ok(output) => Ok(WriteOutcome::Written(version_from(output.e_tag()))),
+            Err(err) => match classify(Op::Write, &self.bucket, key, err) {
+                Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
+                Failure::NotFound => {
+                    unreachable!("a write's 404 is a failed precondition or an error")
+                }
+                Failure::Error(e) => Err(e),
+            },
+        }
+    }
+}
+
+fn corrupt(bucket: &str, key: &str, reason: &str) -> Error {
+    Error::backend(
+        "s3",
+        false,
+        format!(
+            "s3://{bucket}/{key} carries fencing metadata but its body is not a valid fencing frame: {reason}"
+        ),
+    )
+}

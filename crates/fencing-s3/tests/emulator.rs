@@ -1,0 +1,465 @@
+//! The conformance suite, the zombie scenario, the history checker, a
+//! 16-writer race and the identical-body (ETag = MD5) case, against the S3
+//! emulator at `FENCING_S3_ENDPOINT` (default: `integration/services.sh`'s
+//! moto on 127.0.0.1:9000). One bucket per test run, named at random.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::DisplayErrorContext;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::Bytes;
+use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
+use fencing::memory::MemoryIssuer;
+use fencing::{Error, FencedStore, FencingToken, Limits, Result};
+use fencing_s3::{S3Backend, S3Store};
+use fencing_testkit::env::S3;
+use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_testkit::zombie::zombie_scenario;
+
+fn t(n: u64) -> FencingToken {
+    FencingToken::new(n)
+}
+
+fn client_for(endpoint: &str) -> Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "fencing-tests",
+        ))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    Client::from_conf(config)
+}
+
+/// This run's bucket.
+fn bucket_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| format!("{}-s3", fencing_testkit::unique_prefix()))
+}
+
+/// A backend on this run's bucket (created if needed), or `None` when the
+/// run asked to skip S3. A server that does not answer fails the test.
+async fn backend() -> Option<S3Backend> {
+    if S3.skipped() {
+        return None;
+    }
+    let client = client_for(&S3.endpoint());
+    match client.create_bucket().bucket(bucket_name()).send().await {
+        Ok(_) => {}
+        Err(e)
+            if e.as_service_error().is_some_and(|s| {
+                s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()
+            }) => {}
+        Err(e) if e.raw_response().is_none() => S3.unavailable(&DisplayErrorContext(&e)),
+        Err(e) => panic!(
+            "cannot create bucket {}: {}",
+            bucket_name(),
+            DisplayErrorContext(&e)
+        ),
+    }
+    Some(S3Backend::new(client, bucket_name()))
+}
+
+async fn store() -> Option<Arc<dyn FencedStore>> {
+    Some(Arc::new(S3Store::new(backend().await?)))
+}
+
+/// Deletes `keys` (best effort: the bucket is this run's own).
+async fn clean_up(backend: &S3Backend, keys: &[&str]) {
+    for key in keys {
+        let _ = backend
+            .client()
+            .delete_object()
+            .bucket(backend.bucket())
+            .key(*key)
+            .send()
+            .await;
+    }
+}
+
+mod suite {
+    use super::*;
+    fencing_testkit::store_conformance!(store);
+}
+
+/// Counts conditional writes and lost preconditions, to prove a race took
+/// the 412/409 path.
+#[derive(Debug)]
+struct Counting {
+    inner: S3Backend,
+    writes: AtomicU64,
+    lost: AtomicU64,
+}
+
+#[async_trait]
+impl BlobBackend for Counting {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn limits(&self) -> Limits {
+        BlobBackend::limits(&self.inner)
+    }
+    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+        self.inner.head(key).await
+    }
+    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+        self.inner.read(key).await
+    }
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        meta: BlobMeta,
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.inner.write(key, body, meta, precondition).await?;
+        if outcome == WriteOutcome::PreconditionFailed {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = Arc::new(BlobStore::new(Counting {
+        inner: backend,
+        writes: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
+    }));
+    fencing_testkit::store::racing_writers_with(store.clone(), 16, 50).await;
+    let counting = store.backend();
+    let (writes, lost) = (
+        counting.writes.load(Ordering::Relaxed),
+        counting.lost.load(Ordering::Relaxed),
+    );
+    println!(
+        "race: {writes} conditional PutObjects, {lost} lost their precondition (412/409) and re-read"
+    );
+    assert!(
+        lost > 0,
+        "no write lost its precondition in {writes} writes: the 412/409 path was not exercised"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_is_refused() {
+    let Some(store) = store().await else { return };
+    let issuer = MemoryIssuer::new();
+    for fence_on_acquire in [false, true] {
+        zombie_scenario(
+            &issuer,
+            &*store,
+            Duration::from_millis(200),
+            fence_on_acquire,
+            |_| {},
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_checker_finds_no_stale_accept() {
+    let Some(store) = store().await else { return };
+    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), Duration::from_millis(200));
+    let report = run_history(Arc::new(MemoryIssuer::new()), store, &config).await;
+    println!("{report}");
+    report.assert_clean();
+}
+
+/// S3's ETag is the MD5 of the body. A design that kept the token only in
+/// metadata would let a stale writer's `If-Match` match again after the
+/// same bytes were rewritten with a higher token. The frame prevents that.
+#[tokio::test]
+async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_old_version() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let key = fencing_testkit::unique_name("same-bytes");
+    let meta = |token: u64| BlobMeta {
+        token: t(token),
+        has_value: true,
+    };
+
+    // The emulator behaves like S3: identical bytes, identical ETag, whatever
+    // the metadata. This is what fools a metadata-only design.
+    let naive = format!("{key}-naive");
+    let put_raw = |token: &'static str| {
+        backend
+            .client()
+            .put_object()
+            .bucket(backend.bucket())
+            .key(&naive)
+            .metadata("fencing-token", token)
+            .body(ByteStream::from_static(b"A"))
+            .send()
+    };
+    let naive_5 = put_raw("5")
+        .await
+        .expect("raw put")
+        .e_tag()
+        .map(str::to_owned);
+    let naive_6 = put_raw("6")
+        .await
+        .expect("raw put")
+        .e_tag()
+        .map(str::to_owned);
+    assert_eq!(
+        naive_5, naive_6,
+        "the emulator's ETag should be the MD5 of the body, as on S3"
+    );
+    // ... so a stale writer holding the token-5 ETag would get through.
+    backend
+        .client()
+        .put_object()
+        .bucket(backend.bucket())
+        .key(&naive)
+        .metadata("fencing-token", "5")
+        .if_match(naive_5.as_deref().expect("an ETag"))
+        .body(ByteStream::from_static(b"B"))
+        .send()
+        .await
+        .expect(
+            "a metadata-only design is fooled: If-Match still matches after the token moved to 6",
+        );
+
+    // Through the backend: A@5, then the fencer rewrites A@6.
+    let WriteOutcome::Written(v5) = backend
+        .write(&key, "A".into(), meta(5), &Precondition::Absent)
+        .await
+        .unwrap()
+    else {
+        panic!("first write lost its precondition");
+    };
+    let WriteOutcome::Written(v6) = backend
+        .write(
+            &key,
+            "A".into(),
+            meta(6),
+            &Precondition::Matches(v5.clone()),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the fencer's rewrite lost its precondition");
+    };
+    assert_ne!(v5, v6, "same bytes at a higher token must change the ETag");
+
+    // The stale writer read the version at token 5 and writes conditionally on it.
+    let stale = backend
+        .write(
+            &key,
+            "B".into(),
+            meta(5),
+            &Precondition::Matches(v5.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stale,
+        WriteOutcome::PreconditionFailed,
+        "a write conditional on the token-5 version went through"
+    );
+    let blob = backend.read(&key).await.unwrap().expect("present");
+    assert_eq!(
+        (blob.body, blob.head.meta.token, blob.head.version),
+        (Bytes::from("A"), t(6), v6)
+    );
+
+    // The same through two stores: A's fast path remembers the token-5 ETag.
+    let key2 = format!("{key}-stores");
+    let holder = S3Store::new(backend.clone());
+    let fencer = S3Store::new(backend.clone());
+    holder.put(&key2, "A".into(), t(5)).await.unwrap();
+    fencer.fence(&key2, t(6)).await.unwrap();
+    match holder.put(&key2, "A".into(), t(5)).await {
+        Err(Error::StaleToken {
+            presented, current, ..
+        }) => assert_eq!((presented, current), (t(5), t(6))),
+        other => panic!("the warm holder's stale write must be refused, got {other:?}"),
+    }
+    let got = fencer.get(&key2).await.unwrap().expect("value kept");
+    assert_eq!((got.value, got.token), (Bytes::from("A"), t(6)));
+    clean_up(&backend, &[&key, &key2, &naive]).await;
+}
+
+#[tokio::test]
+async fn objects_written_without_fencing_are_read_as_is_and_taken_over() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let key = fencing_testkit::unique_name("foreign");
+    backend
+        .client()
+        .put_object()
+        .bucket(backend.bucket())
+        .key(&key)
+        .body(ByteStream::from_static(b"legacy bytes"))
+        .send()
+        .await
+        .expect("raw put");
+    let store = S3Store::new(backend.clone());
+    assert_eq!(store.mark(&key).await.unwrap(), Some(FencingToken::ZERO));
+    let got = store.get(&key).await.unwrap().expect("present");
+    assert_eq!(
+        (got.value, got.token),
+        (Bytes::from("legacy bytes"), FencingToken::ZERO)
+    );
+    store.fence(&key, t(3)).await.unwrap();
+    let got = store.get(&key).await.unwrap().expect("body kept by fence");
+    assert_eq!((got.value, got.token), (Bytes::from("legacy bytes"), t(3)));
+
+    // The frame is really there, and the metadata agrees with it.
+    let raw = backend
+        .client()
+        .get_object()
+        .bucket(backend.bucket())
+        .key(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.metadata()
+            .and_then(|m| m.get("fencing-token"))
+            .map(String::as_str),
+        Some("3")
+    );
+    let raw = raw.body.collect().await.unwrap().into_bytes();
+    assert_eq!(&raw[..8], &fencing_s3::FRAME_MAGIC);
+    assert_eq!(
+        raw.len(),
+        fencing_s3::FRAME_HEADER_LEN + "legacy bytes".len()
+    );
+    clean_up(&backend, &[&key]).await;
+}
+
+#[tokio::test]
+async fn a_missing_bucket_is_a_permanent_backend_error() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let missing = S3Store::new(S3Backend::new(
+        backend.client().clone(),
+        format!("{}-missing", bucket_name()),
+    ));
+    let e = missing
+        .put("k", "v".into(), t(1))
+        .await
+        .expect_err("no such bucket");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "s3",
+                retryable: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let source = std::error::Error::source(&e).expect("the SDK error is chained");
+    assert!(
+        format!("{}", DisplayErrorContext(source)).contains("NoSuchBucket"),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
+    let store = S3Store::new(S3Backend::new(client_for("http://127.0.0.1:1"), "nowhere"));
+    for result in [
+        store.put("k", "v".into(), t(1)).await,
+        store.mark("k").await.map(|_| ()),
+    ] {
+        let e = result.expect_err("nothing listens on port 1");
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    backend: "s3",
+                    retryable: true,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn limits_are_s3s_single_put_limits() {
+    let limits = S3Backend::limits();
+    assert_eq!(limits.max_key_len, 1024);
+    assert_eq!(
+        limits.max_value_len as u64 + fencing_s3::FRAME_HEADER_LEN as u64,
+        5 << 30
+    );
+    assert_eq!(limits.max_token, t(u64::MAX));
+    // An oversize value is refused before any request (no allocation needed
+    // to check the length).
+    assert!(matches!(
+        limits.check_write("k", t(1), limits.max_value_len + 1),
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        limits.check_write(&"k".repeat(1025), t(1), 1),
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+/// Times N warm fenced puts (one conditional `PutObject` each, the fast
+/// path) against N plain unconditional `PutObject`s of the same payload,
+/// interleaved. Prints the ratio; asserts nothing about timing.
+#[tokio::test]
+async fn warm_fast_path_cost() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    const N: u32 = 100;
+    let key = fencing_testkit::unique_name("warm");
+    let plain_key = format!("{key}-plain");
+    let store = S3Store::new(backend.clone());
+    let payload = Bytes::from(vec![b'x'; 1024]);
+    store.put(&key, payload.clone(), t(1)).await.unwrap(); // warm the cache
+    let (mut fenced, mut plain) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..N {
+        let started = Instant::now();
+        store.put(&key, payload.clone(), t(1)).await.unwrap();
+        fenced += started.elapsed();
+        let started = Instant::now();
+        backend
+            .client()
+            .put_object()
+            .bucket(backend.bucket())
+            .key(&plain_key)
+            .body(ByteStream::from(payload.clone()))
+            .send()
+            .await
+            .unwrap();
+        plain += started.elapsed();
+    }
+    println!(
+        "s3 warm fast path: {N} fenced puts {:?} ({:?}/put), {N} plain puts {:?} ({:?}/put), ratio {:.2}",
+        fenced,
+        fenced / N,
+        plain,
+        plain / N,
+        fenced.as_secs_f64() / plain.as_secs_f64()
+    );
+    clean_up(&backend, &[&key, &plain_key]).await;
+}
