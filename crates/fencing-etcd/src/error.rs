@@ -1,0 +1,219 @@
+//! etcd errors → [`fencing::Error`], in one place.
+
+use std::time::Duration;
+
+use fencing::{Error, FencingToken};
+use tonic::Code;
+
+/// The backend name in errors.
+pub(crate) const BACKEND: &str = "etcd";
+
+/// Why an etcd call failed: the client said so, or it did not answer in time.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// An error from `etcd-client`.
+    Etcd(etcd_client::Error),
+    /// No answer within the operation timeout: the request may have been sent.
+    Elapsed(Duration),
+}
+
+impl From<etcd_client::Error> for Failure {
+    fn from(e: etcd_client::Error) -> Self {
+        Self::Etcd(e)
+    }
+}
+
+/// What was being done when a call failed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Op<'a> {
+    /// For messages, e.g. `"create lock key"`.
+    pub(crate) name: &'a str,
+    /// Whether the call changes state on the server: a write whose answer
+    /// was lost is [`Error::OutcomeUnknown`], not a retryable failure.
+    pub(crate) write: bool,
+    /// The lease the call was about: "lease not found" means it is lost.
+    pub(crate) lease: Option<(&'a str, FencingToken)>,
+}
+
+impl<'a> Op<'a> {
+    /// A call that changes nothing (or whose unknown outcome is harmless).
+    pub(crate) const fn read(name: &'a str) -> Self {
+        Self {
+            name,
+            write: false,
+            lease: None,
+        }
+    }
+
+    /// A call that changes state.
+    pub(crate) const fn write(name: &'a str) -> Self {
+        Self {
+            name,
+            write: true,
+            lease: None,
+        }
+    }
+
+    /// The same call, about the lease on `resource` with `token`.
+    pub(crate) const fn on_lease(mut self, resource: &'a str, token: FencingToken) -> Self {
+        self.lease = Some((resource, token));
+        self
+    }
+}
+
+/// Whether the failure says the etcd lease does not exist (expired or
+/// revoked).
+pub(crate) fn lease_not_found(failure: &Failure) -> bool {
+    match failure {
+        Failure::Etcd(etcd_client::Error::LeaseKeepAliveError(message)) => {
+            message.contains("not found")
+        }
+        Failure::Etcd(etcd_client::Error::GRpcStatus(status)) => {
+            status.code() == Code::NotFound && status.message().contains("lease not found")
+        }
+        _ => false,
+    }
+}
+
+/// Maps a failed etcd call. The only place that decides what an etcd
+/// failure means:
+/// - the lease is gone (`lease not found`) → [`Error::LeaseLost`] when the
+///   call was about a lease;
+/// - no answer, `Unavailable`, `DeadlineExceeded`, `Cancelled`, a broken
+///   connection → [`Error::OutcomeUnknown`] for a write (etcd may have
+///   applied it), a retryable [`Error::Backend`] otherwise;
+/// - `InvalidArgument`, `OutOfRange` (a request etcd refuses, e.g. too
+///   large) → [`Error::InvalidInput`];
+/// - `ResourceExhausted`, `Aborted` → retryable; anything else → not.
+pub(crate) fn map_error(failure: Failure, op: Op<'_>) -> Error {
+    if let Some((resource, token)) = op.lease
+        && lease_not_found(&failure)
+    {
+        return Error::LeaseLost {
+            resource: resource.to_owned(),
+            token,
+        };
+    }
+    let e = match failure {
+        Failure::Elapsed(after) => {
+            let source = format!("no answer from etcd within {after:?} to {}", op.name);
+            return if op.write {
+                Error::outcome_unknown(BACKEND, op.name, source)
+            } else {
+                Error::backend(BACKEND, true, source)
+            };
+        }
+        Failure::Etcd(e) => e,
+    };
+    let transient = match &e {
+        etcd_client::Error::GRpcStatus(status) => match status.code() {
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => true,
+            Code::InvalidArgument | Code::OutOfRange => {
+                return Error::invalid_input(format!(
+                    "etcd refused {}: {}",
+                    op.name,
+                    status.message()
+                ));
+            }
+            Code::ResourceExhausted | Code::Aborted => {
+                return Error::backend(BACKEND, true, e);
+            }
+            _ => return Error::backend(BACKEND, false, e),
+        },
+        etcd_client::Error::TransportError(_)
+        | etcd_client::Error::IoError(_)
+        | etcd_client::Error::WatchError(_)
+        | etcd_client::Error::LeaseKeepAliveError(_) => true,
+        etcd_client::Error::InvalidArgs(_)
+        | etcd_client::Error::InvalidUri(_)
+        | etcd_client::Error::EndpointError(_) => {
+            return Error::invalid_input(format!("etcd {}: {e}", op.name));
+        }
+        _ => false,
+    };
+    if transient && op.write {
+        Error::outcome_unknown(BACKEND, op.name, e)
+    } else {
+        Error::backend(BACKEND, transient, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_is_unknown_for_writes_and_retryable_for_reads() {
+        let unavailable =
+            || Failure::Etcd(tonic::Status::unavailable("etcdserver: no leader").into());
+        let e = map_error(unavailable(), Op::write("create lock key"));
+        assert!(
+            matches!(
+                e,
+                Error::OutcomeUnknown {
+                    backend: "etcd",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(!e.is_retryable());
+        let e = map_error(unavailable(), Op::read("find holder"));
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    retryable: true,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let e = map_error(
+            Failure::Elapsed(Duration::from_secs(1)),
+            Op::write("revoke lease"),
+        );
+        assert!(matches!(e, Error::OutcomeUnknown { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn lease_not_found_is_lease_lost_only_for_a_lease() {
+        let gone = || {
+            Failure::Etcd(tonic::Status::not_found("etcdserver: requested lease not found").into())
+        };
+        let e = map_error(
+            gone(),
+            Op::write("revoke lease").on_lease("r", FencingToken::new(7)),
+        );
+        assert!(
+            matches!(e, Error::LeaseLost { token, .. } if token.get() == 7),
+            "{e:?}"
+        );
+        let e = map_error(gone(), Op::write("revoke lease"));
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    retryable: false,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let keep_alive = Failure::Etcd(etcd_client::Error::LeaseKeepAliveError(
+            "lease not found".into(),
+        ));
+        assert!(lease_not_found(&keep_alive));
+    }
+
+    #[test]
+    fn refused_requests_are_invalid_input() {
+        let big = Failure::Etcd(
+            tonic::Status::invalid_argument("etcdserver: request is too large").into(),
+        );
+        assert!(matches!(
+            map_error(big, Op::write("put")),
+            Error::InvalidInput { .. }
+        ));
+    }
+}

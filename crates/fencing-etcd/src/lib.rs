@@ -1,0 +1,9 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod issuer;
+mod keep_alive;
+
+pub use etcd_client;
+pub use issuer::{DEFAULT_MIN_TTL, DEFAULT_PREFIX, EtcdIssuer};
+pub use keep_alive::KeepAlive;

@@ -1,0 +1,390 @@
+//! The issuer suite, the zombie scenario, the history checker and the
+//! etcd#11456 case on a real etcd (`FENCING_ETCD_ENDPOINTS`, default
+//! `http://127.0.0.1:2379`; start it with `integration/services.sh up etcd`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fencing::memory::MemoryStore;
+use fencing::{Error, LeaseRequest, TokenIssuer};
+use fencing_etcd::EtcdIssuer;
+use fencing_etcd::etcd_client::GetOptions;
+use fencing_testkit::env::ETCD;
+use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_testkit::issuer::IssuerProfile;
+use fencing_testkit::zombie::zombie_scenario;
+
+fn endpoints() -> Vec<String> {
+    ETCD.endpoint()
+        .split(',')
+        .map(str::trim)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An issuer under a fresh prefix, or `None` if this run skips etcd.
+async fn connect() -> Option<EtcdIssuer> {
+    if ETCD.skipped() {
+        return None;
+    }
+    match EtcdIssuer::connect(&endpoints()).await {
+        Ok(issuer) => Some(
+            issuer
+                .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
+                .expect("valid prefix"),
+        ),
+        Err(e) => ETCD.unavailable(&e),
+    }
+}
+
+async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+    Some(Arc::new(connect().await?))
+}
+
+fn profile() -> IssuerProfile {
+    // etcd's shortest lease is 2 s; the leader expires leases on a 500 ms
+    // loop, and a lease's clock restarts if the leader changes.
+    IssuerProfile {
+        expiry_slack: Duration::from_secs(3),
+        ..IssuerProfile::with_ttl(Duration::from_secs(2))
+    }
+}
+
+fencing_testkit::issuer_conformance!(issuer, profile());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_is_refused() {
+    let Some(issuer) = issuer().await else { return };
+    for fence_on_acquire in [false, true] {
+        zombie_scenario(
+            &*issuer,
+            &MemoryStore::new(),
+            profile().ttl,
+            fence_on_acquire,
+            |_| {},
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_checker_finds_no_stale_accept() {
+    let Some(issuer) = issuer().await else { return };
+    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), profile().ttl);
+    let report = run_history(issuer, Arc::new(MemoryStore::new()), &config).await;
+    println!("{report}");
+    report.assert_clean();
+}
+
+/// The number of lock keys (holder and waiters) of a resource.
+async fn keys_of(issuer: &EtcdIssuer, resource: &str) -> usize {
+    let dir = format!(
+        "{}{}/",
+        issuer.prefix(),
+        resource.replace('%', "%25").replace('/', "%2F")
+    );
+    let mut kv = issuer.client().kv_client();
+    let response = kv
+        .get(dir, Some(GetOptions::new().with_prefix().with_count_only()))
+        .await
+        .expect("count keys");
+    usize::try_from(response.count()).expect("a count")
+}
+
+/// etcd#11456 (Jepsen, etcd 3.4.3): a client queued for a lock was paused,
+/// its lease expired while it waited, and it was still told it held the
+/// lock. Here the waiter's whole runtime (its client, its keep-alives) is
+/// frozen past its TTL while it is queued; the holder then releases. The
+/// waiter must not be granted, and nobody holds the resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_lease_expired_while_queued_is_never_granted() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("etcd-11456");
+    let ttl = Duration::from_secs(2);
+    let holder = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_secs(60)),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("holder acquires");
+
+    // The waiter runs on its own single-threaded runtime, so blocking that
+    // thread freezes the waiter like a stopped process.
+    let (pause_tx, pause_rx) = tokio::sync::oneshot::channel::<Duration>();
+    let (result_tx, result_rx) = tokio::sync::oneshot::channel();
+    let waiter_issuer = issuer.clone();
+    let waiter_resource = resource.clone();
+    let waiter = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            // A client of its own, on this runtime.
+            let own = EtcdIssuer::connect(&endpoints())
+                .await
+                .expect("waiter connects");
+            let own = own.with_prefix(waiter_issuer.prefix()).expect("prefix");
+            tokio::spawn(async move {
+                if let Ok(pause) = pause_rx.await {
+                    std::thread::sleep(pause); // the whole waiter stops
+                }
+            });
+            let result = own
+                .acquire(
+                    &LeaseRequest::new(&waiter_resource, ttl),
+                    Duration::from_secs(60),
+                )
+                .await;
+            let _ = result_tx.send(result);
+        });
+    });
+
+    let queued_by = Instant::now() + Duration::from_secs(10);
+    while keys_of(&issuer, &resource).await < 2 {
+        assert!(Instant::now() < queued_by, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pause_tx.send(ttl * 3).expect("pause the waiter");
+    // etcd expires the waiter's lease and deletes its key.
+    let expired_by = Instant::now() + ttl * 3;
+    while keys_of(&issuer, &resource).await > 1 {
+        assert!(
+            Instant::now() < expired_by,
+            "the frozen waiter's lease did not expire"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    issuer
+        .release(&holder)
+        .await
+        .expect("holder releases while the waiter is frozen");
+
+    let result = result_rx.await.expect("the waiter answers");
+    waiter.join().expect("waiter thread");
+    match result {
+        Err(Error::LeaseLost { .. }) => {}
+        other => {
+            panic!("a waiter whose lease expired while queued must not be granted, got {other:?}")
+        }
+    }
+    assert_eq!(
+        issuer.holder(&resource).await.expect("holder"),
+        None,
+        "someone holds the resource"
+    );
+    let next = issuer
+        .try_acquire(&LeaseRequest::new(&resource, ttl))
+        .await
+        .expect("try")
+        .expect("the resource is free");
+    assert!(next.token() > holder.token());
+    issuer.release(&next).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_the_lock_keys_create_revision() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("create-revision");
+    let lease = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_secs(30)),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("acquire");
+    let mut kv = issuer.client().kv_client();
+    let dir = format!("{}{}/", issuer.prefix(), resource.replace('/', "%2F"));
+    let response = kv
+        .get(dir, Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("get");
+    let keys = response.kvs();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(
+        u64::try_from(keys[0].create_revision()).unwrap(),
+        lease.token().get()
+    );
+    assert_eq!(keys[0].value_str().unwrap(), lease.holder().as_str());
+    // Writes elsewhere move the cluster revision; renewing keeps the token.
+    kv.put(format!("{}unrelated", issuer.prefix()), "x", None)
+        .await
+        .expect("put");
+    let renewed = issuer.renew(&lease).await.expect("renew");
+    assert_eq!(renewed.token(), lease.token());
+    issuer.release(&lease).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_resource_names_are_independent() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let parent = fencing_testkit::unique_name("a");
+    let child = format!("{parent}/b");
+    let long = Duration::from_secs(30);
+    let p = issuer
+        .try_acquire(&LeaseRequest::new(&parent, long))
+        .await
+        .unwrap()
+        .expect("parent is free");
+    let c = issuer
+        .try_acquire(&LeaseRequest::new(&child, long))
+        .await
+        .unwrap()
+        .expect("child is not locked by its parent");
+    assert_eq!(
+        issuer.holder(&parent).await.unwrap().unwrap().token,
+        p.token()
+    );
+    assert_eq!(
+        issuer.holder(&child).await.unwrap().unwrap().token,
+        c.token()
+    );
+    issuer.release(&p).await.unwrap();
+    assert_eq!(
+        issuer.holder(&child).await.unwrap().unwrap().token,
+        c.token()
+    );
+    issuer.release(&c).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_handle_holds_the_lease_until_dropped() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("keep-alive");
+    let ttl = Duration::from_secs(2);
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await
+        .expect("acquire");
+    let keep_alive = issuer.keep_alive(&lease);
+    tokio::time::sleep(ttl * 3).await;
+    assert!(!keep_alive.is_lost());
+    let current = keep_alive.lease().expect("alive");
+    assert_eq!(current.token(), lease.token());
+    assert!(
+        current.deadline() > lease.deadline() + ttl,
+        "the handle's lease was not renewed"
+    );
+    let other = issuer
+        .try_acquire(&LeaseRequest::new(&resource, ttl))
+        .await
+        .expect("try");
+    assert!(
+        other.is_none(),
+        "a kept-alive lease was granted to someone else"
+    );
+
+    // Stop it: the lease runs out like any unrenewed lease.
+    drop(keep_alive);
+    let next = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), ttl * 4)
+        .await
+        .expect("free after the TTL once the keep-alive stops");
+    assert!(next.token() > lease.token());
+    assert!(matches!(
+        issuer.renew(&lease).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    issuer.release(&next).await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_handle_reports_a_revoked_lease_lost() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("keep-alive-lost");
+    let ttl = Duration::from_secs(3);
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await
+        .expect("acquire");
+    let mut keep_alive = issuer.keep_alive(&lease);
+    // Someone (an operator, `etcdctl lease revoke`) ends the etcd lease.
+    let mut kv = issuer.client().kv_client();
+    let dir = format!("{}{}/", issuer.prefix(), resource.replace('/', "%2F"));
+    let key = kv
+        .get(dir, Some(GetOptions::new().with_prefix()))
+        .await
+        .unwrap()
+        .kvs()[0]
+        .clone();
+    issuer
+        .client()
+        .lease_client()
+        .revoke(key.lease())
+        .await
+        .expect("revoke");
+    tokio::time::timeout(ttl * 2, keep_alive.lost())
+        .await
+        .expect("the handle notices within a TTL");
+    assert!(keep_alive.lease().is_none());
+    assert!(matches!(
+        issuer.renew(&lease).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        issuer.release(&lease).await,
+        Err(Error::LeaseLost { .. })
+    ));
+}
+
+#[tokio::test]
+async fn ttls_below_the_server_minimum_are_refused() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    assert_eq!(issuer.min_ttl(), Duration::from_secs(2));
+    let request = LeaseRequest::new(
+        fencing_testkit::unique_name("short"),
+        Duration::from_millis(1500),
+    );
+    assert!(matches!(
+        issuer.try_acquire(&request).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[tokio::test]
+async fn an_unreachable_etcd_is_a_retryable_backend_error() {
+    let started = Instant::now();
+    let e = EtcdIssuer::connect(&["http://127.0.0.1:1"])
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "etcd",
+                retryable: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    let e = EtcdIssuer::connect(&["not a url at all \u{0}"])
+        .await
+        .expect_err("malformed");
+    assert!(
+        matches!(e, Error::InvalidInput { .. } | Error::Backend { .. }),
+        "{e:?}"
+    );
+    assert!(matches!(
+        EtcdIssuer::connect::<&str>(&[]).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
