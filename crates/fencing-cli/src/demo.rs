@@ -27,7 +27,7 @@ pub(crate) struct DemoArgs {
     memory: bool,
 }
 
-pub(crate) async fn run(args: DemoArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
     let mut scratch = None;
     let (issuer, store, place): (Box<dyn TokenIssuer>, Box<dyn FencedStore>, String) =
         if args.memory {
@@ -72,7 +72,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<(), Box<dyn std::error::Error>
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
     }
-    Ok(())
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 fn print_event(event: &Event) {

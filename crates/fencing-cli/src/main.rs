@@ -5,12 +5,43 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod backends;
 mod demo;
+mod lease_cmds;
+mod output;
+mod store_cmds;
 
-/// Fencing tokens for distributed locks: see a zombie refused, then fence
-/// your own writes.
+/// Exit codes, documented in `fence --help`.
+pub(crate) mod exit {
+    /// Any other failure (server down, permission denied…).
+    pub(crate) const FAILURE: u8 = 1;
+    /// Bad input: a malformed URL, a key over the limit, a token out of range.
+    pub(crate) const INVALID: u8 = 2;
+    /// The store refused a stale token; nothing was written.
+    pub(crate) const STALE: u8 = 3;
+    /// The lease was lost (expired or taken).
+    pub(crate) const LEASE_LOST: u8 = 4;
+    /// The resource is held by someone else (and `--wait` ran out).
+    pub(crate) const HELD: u8 = 5;
+    /// `get`: the key has no value.
+    pub(crate) const NOT_FOUND: u8 = 6;
+}
+
+const AFTER_HELP: &str = "\
+Backends are named by URL:
+  issuers: sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://…, redis://HOST:PORT[?volatile=1]
+  stores:  sqlite://PATH, postgres://…, mysql://…
+Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
+
+Exit codes: 0 ok, 1 failure, 2 bad input, 3 stale token refused (nothing written),
+4 lease lost, 5 resource held, 6 no value. `fence run` exits with its command's code.
+
+Start here: `fence demo` shows a paused lock holder refused by the store.";
+
+/// Fencing tokens for distributed locks: run jobs under a lease, write with
+/// its token, and watch a paused holder's late write be refused.
 #[derive(Debug, Parser)]
-#[command(name = "fence", version, about, long_about = None)]
+#[command(name = "fence", version, about, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -21,7 +52,29 @@ enum Command {
     /// Run Figure 9-6 for real: a client pauses past its lease, another takes
     /// over, and the store refuses the paused client's write. Needs no server.
     Demo(demo::DemoArgs),
+    /// Run a command while holding a lease; it gets FENCING_TOKEN to write
+    /// with, and is signalled if the lease is lost.
+    Run(lease_cmds::RunArgs),
+    /// Acquire a lease and print its token and holder id.
+    Acquire(lease_cmds::AcquireArgs),
+    /// Renew a lease (same token).
+    Renew(lease_cmds::LeaseArgs),
+    /// Release a lease so the next holder gets in at once.
+    Release(lease_cmds::LeaseArgs),
+    /// Show who holds a resource.
+    Holder(lease_cmds::HolderArgs),
+    /// Write a value with a fencing token; a stale token is refused (exit 3).
+    Put(store_cmds::PutArgs),
+    /// Read a value and its mark.
+    Get(store_cmds::KeyArgs),
+    /// Show a key's mark: the highest token the store has accepted for it.
+    Mark(store_cmds::KeyArgs),
+    /// Raise a key's mark without writing, shutting out older tokens.
+    Fence(store_cmds::FenceArgs),
 }
+
+/// What a command returns: its exit code, or an error to report.
+pub(crate) type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// Parses durations like `300ms`, `2s`, `1m 30s`.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -33,17 +86,35 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args).await,
+        Command::Run(args) => lease_cmds::run(args).await,
+        Command::Acquire(args) => lease_cmds::acquire(args).await,
+        Command::Renew(args) => lease_cmds::renew(args).await,
+        Command::Release(args) => lease_cmds::release(args).await,
+        Command::Holder(args) => lease_cmds::holder(args).await,
+        Command::Put(args) => store_cmds::put(args).await,
+        Command::Get(args) => store_cmds::get(args).await,
+        Command::Mark(args) => store_cmds::mark(args).await,
+        Command::Fence(args) => store_cmds::fence(args).await,
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("fence: {e}");
-            let mut source = std::error::Error::source(&*e);
-            while let Some(s) = source {
-                eprintln!("  caused by: {s}");
-                source = s.source();
-            }
-            ExitCode::FAILURE
-        }
+    result.unwrap_or_else(|e| report(&*e))
+}
+
+/// Prints an error with its chain of causes and picks the exit code.
+fn report(e: &(dyn std::error::Error + 'static)) -> ExitCode {
+    eprintln!("fence: {e}");
+    let mut source = e.source();
+    while let Some(s) = source {
+        eprintln!("  caused by: {s}");
+        source = s.source();
     }
+    let code = match e.downcast_ref::<fencing::Error>() {
+        Some(fencing::Error::StaleToken { .. }) => exit::STALE,
+        Some(fencing::Error::LeaseLost { .. }) => exit::LEASE_LOST,
+        Some(fencing::Error::Timeout { .. }) => exit::HELD,
+        Some(fencing::Error::InvalidInput { .. } | fencing::Error::TokenOutOfRange { .. }) => {
+            exit::INVALID
+        }
+        _ => exit::FAILURE,
+    };
+    ExitCode::from(code)
 }

@@ -131,6 +131,7 @@ impl Db {
             "postgres" | "postgresql" => {
                 let options: sqlx::postgres::PgConnectOptions =
                     url.parse().map_err(|e| bad_url(url, e))?;
+                probe(Dialect::Postgres, &options).await?;
                 Pool::Postgres(
                     pool_options()
                         .connect_with(options)
@@ -143,6 +144,7 @@ impl Db {
                 let url = url.replacen("mariadb:", "mysql:", 1);
                 let options: sqlx::mysql::MySqlConnectOptions =
                     url.parse().map_err(|e| bad_url(&url, e))?;
+                probe(Dialect::MySql, &options).await?;
                 Pool::MySql(
                     pool_options()
                         .connect_with(options)
@@ -278,6 +280,22 @@ impl Db {
     pub async fn close(&self) {
         on_pool!(&self.pool, p => p.close().await);
     }
+}
+
+/// Opens and closes one connection, so a server that is down or refuses
+/// the credentials is reported as such (a pool only says it timed out).
+async fn probe<O>(dialect: Dialect, options: &O) -> Result<()>
+where
+    O: sqlx::ConnectOptions,
+    O::Connection: Sized,
+{
+    use sqlx::Connection;
+    let conn = options
+        .connect()
+        .await
+        .map_err(|e| map_error(dialect, "connect", false, e))?;
+    let _ = conn.close().await;
+    Ok(())
 }
 
 fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {

@@ -1,0 +1,303 @@
+//! `acquire`, `renew`, `release`, `holder` and `run`: leases from the shell.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use fencing::{Error, FencingToken, HolderId, Lease, LeaseRequest, TokenIssuer};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::Command;
+
+use crate::output::LeaseView;
+use crate::{CliResult, backends, exit};
+
+/// Where the lease lives.
+#[derive(Debug, Args)]
+pub(crate) struct Target {
+    /// The lock service, by URL (or FENCE_ISSUER).
+    #[arg(long, env = "FENCE_ISSUER", value_name = "URL")]
+    issuer: String,
+    /// The resource the lease is on.
+    #[arg(long, value_name = "NAME")]
+    resource: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AcquireArgs {
+    #[command(flatten)]
+    target: Target,
+    /// How long the lease lives without renewal.
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
+    ttl: Duration,
+    /// How long to wait while someone else holds it (0 = try once).
+    #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
+    wait: Duration,
+    /// The holder id (default: a fresh one, printed).
+    #[arg(long)]
+    holder: Option<String>,
+    /// Keep the lease, renewing it, until interrupted (Ctrl-C), then release.
+    #[arg(long)]
+    hold: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A lease named on the command line, for `renew` and `release`.
+#[derive(Debug, Args)]
+pub(crate) struct LeaseArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The holder id `acquire` printed.
+    #[arg(long)]
+    holder: String,
+    /// The token `acquire` printed.
+    #[arg(long)]
+    token: FencingToken,
+    /// The TTL to renew for.
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
+    ttl: Duration,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HolderArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    target: Target,
+    /// How long the lease lives without renewal; `fence` renews it every
+    /// third of this while the command runs.
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
+    ttl: Duration,
+    /// How long to wait while someone else holds it (0 = give up at once
+    /// with exit code 5).
+    #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
+    wait: Duration,
+    /// The signal sent to the command when the lease is lost.
+    #[arg(long, default_value = "SIGTERM")]
+    signal: Signal,
+    /// How long the command may take to stop after that signal before it
+    /// is killed.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+    grace: Duration,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+fn lease_of(args: &LeaseArgs) -> Result<Lease, Error> {
+    let request = LeaseRequest::new(&args.target.resource, args.ttl)
+        .with_holder(HolderId::new(&args.holder)?);
+    Ok(Lease::new(&request, args.token, std::time::Instant::now()))
+}
+
+pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
+    let issuer = backends::issuer(&args.target.issuer).await?;
+    let mut request = LeaseRequest::new(&args.target.resource, args.ttl);
+    if let Some(holder) = &args.holder {
+        request = request.with_holder(HolderId::new(holder)?);
+    }
+    let Some(lease) = acquire_or_wait(&*issuer, &request, args.wait).await? else {
+        return held(&*issuer, &request.resource).await;
+    };
+    LeaseView::of_lease(&lease).print(args.json);
+    if args.hold {
+        eprintln!(
+            "fence: holding {:?} with token {}; Ctrl-C releases it",
+            lease.resource(),
+            lease.token()
+        );
+        let lease = keep_until(&*issuer, lease, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+        issuer.release(&lease).await?;
+        eprintln!("fence: released");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Renews `lease` every third of its TTL until `stop` completes. Returns
+/// the latest lease, or `LeaseLost` once it can no longer be renewed.
+async fn keep_until(
+    issuer: &dyn TokenIssuer,
+    mut lease: Lease,
+    stop: impl Future<Output = ()>,
+) -> Result<Lease, Error> {
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => return Ok(lease),
+            () = tokio::time::sleep(lease.ttl() / 3) => lease = renew_or_lose(issuer, &lease).await?,
+        }
+    }
+}
+
+/// One renewal, retrying transient failures until the lease's local
+/// deadline; past it the lease may be gone, so it counts as lost.
+async fn renew_or_lose(issuer: &dyn TokenIssuer, lease: &Lease) -> Result<Lease, Error> {
+    loop {
+        match issuer.renew(lease).await {
+            Ok(renewed) => return Ok(renewed),
+            Err(e @ Error::LeaseLost { .. }) => return Err(e),
+            Err(e) if lease.is_expired() => {
+                eprintln!("fence: could not renew before the lease's deadline: {e}");
+                return Err(Error::LeaseLost {
+                    resource: lease.resource().to_owned(),
+                    token: lease.token(),
+                });
+            }
+            Err(e) => {
+                eprintln!("fence: renew failed, retrying: {e}");
+                tokio::time::sleep((lease.ttl() / 20).min(lease.remaining())).await;
+            }
+        }
+    }
+}
+
+pub(crate) async fn renew(args: LeaseArgs) -> CliResult {
+    let issuer = backends::issuer(&args.target.issuer).await?;
+    let lease = issuer.renew(&lease_of(&args)?).await?;
+    LeaseView::of_lease(&lease).print(args.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn release(args: LeaseArgs) -> CliResult {
+    let issuer = backends::issuer(&args.target.issuer).await?;
+    issuer.release(&lease_of(&args)?).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "released": true, "resource": args.target.resource, "token": args.token })
+        );
+    } else {
+        println!("released {:?} (token {})", args.target.resource, args.token);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn holder(args: HolderArgs) -> CliResult {
+    let issuer = backends::issuer(&args.target.issuer).await?;
+    match issuer.holder(&args.target.resource).await? {
+        Some(holding) => LeaseView::of_holding(&args.target.resource, &holding).print(args.json),
+        None if args.json => println!("null"),
+        None => println!("{:?} is free", args.target.resource),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a command under a lease: the batch job that must not run twice.
+pub(crate) async fn run(args: RunArgs) -> CliResult {
+    let issuer = backends::issuer(&args.target.issuer).await?;
+    let request = LeaseRequest::new(&args.target.resource, args.ttl);
+    let Some(lease) = acquire_or_wait(&*issuer, &request, args.wait).await? else {
+        return held(&*issuer, &request.resource).await;
+    };
+
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    let mut child = Command::new(program)
+        .args(rest)
+        .env("FENCING_TOKEN", lease.token().to_string())
+        .env("FENCING_RESOURCE", lease.resource())
+        .env("FENCING_HOLDER", lease.holder().as_str())
+        .env("FENCING_ISSUER", &args.target.issuer)
+        .spawn()
+        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    eprintln!(
+        "fence: {:?} held with token {}; running {program}",
+        lease.resource(),
+        lease.token()
+    );
+
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut lease = lease;
+    let lost = loop {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status?;
+                if let Err(e) = issuer.release(&lease).await {
+                    eprintln!("fence: release after the command finished: {e}");
+                }
+                return Ok(ExitCode::from(exit_code(status)));
+            }
+            () = tokio::time::sleep(lease.ttl() / 3) => match renew_or_lose(&*issuer, &lease).await {
+                Ok(renewed) => lease = renewed,
+                Err(e) => break e,
+            },
+            // Pass interrupts on, then wait for the command as usual.
+            _ = tokio::signal::ctrl_c() => signal_child(pid, Signal::SIGINT),
+            _ = terminate.recv() => signal_child(pid, Signal::SIGTERM),
+        }
+    };
+
+    eprintln!("fence: {lost}; sending {} to the command", args.signal);
+    signal_child(pid, args.signal);
+    if tokio::time::timeout(args.grace, child.wait())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "fence: the command did not stop within {:?}; killing it",
+            args.grace
+        );
+        let _ = child.kill().await;
+    }
+    Ok(ExitCode::from(exit::LEASE_LOST))
+}
+
+/// Tries once (`wait` zero) or waits up to `wait`; `None` if still held.
+async fn acquire_or_wait(
+    issuer: &dyn TokenIssuer,
+    request: &LeaseRequest,
+    wait: Duration,
+) -> Result<Option<Lease>, Error> {
+    if wait.is_zero() {
+        return issuer.try_acquire(request).await;
+    }
+    match issuer.acquire(request, wait).await {
+        Ok(lease) => Ok(Some(lease)),
+        Err(Error::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Says who holds the resource and exits with [`exit::HELD`].
+async fn held(issuer: &dyn TokenIssuer, resource: &str) -> CliResult {
+    let by = issuer.holder(resource).await.ok().flatten();
+    let by = by.map_or_else(String::new, |h| {
+        format!(" by {} (token {})", h.holder, h.token)
+    });
+    eprintln!("fence: {resource:?} is held{by}");
+    Ok(ExitCode::from(exit::HELD))
+}
+
+fn signal_child(pid: Option<Pid>, signal: Signal) {
+    if let Some(pid) = pid {
+        let _ = kill(pid, signal);
+    }
+}
+
+/// The command's exit code, or 128 + the signal that ended it (as shells do).
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .and_then(|c| u8::try_from(c).ok())
+        .unwrap_or(1)
+}

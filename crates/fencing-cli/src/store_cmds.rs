@@ -1,0 +1,121 @@
+//! `put`, `get`, `mark` and `fence`: fenced writes from the shell.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use clap::Args;
+use fencing::FencingToken;
+
+use crate::{CliResult, backends};
+
+#[derive(Debug, Args)]
+pub(crate) struct KeyArgs {
+    /// The store, by URL (or FENCE_STORE).
+    #[arg(long, env = "FENCE_STORE", value_name = "URL")]
+    store: String,
+    /// The key.
+    key: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PutArgs {
+    #[command(flatten)]
+    target: KeyArgs,
+    /// The fencing token of your lease (e.g. $FENCING_TOKEN under `fence run`).
+    #[arg(long, env = "FENCING_TOKEN")]
+    token: FencingToken,
+    /// The value; `-` or absent reads standard input.
+    value: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FenceArgs {
+    #[command(flatten)]
+    target: KeyArgs,
+    /// The token to raise the mark to.
+    #[arg(long, env = "FENCING_TOKEN")]
+    token: FencingToken,
+}
+
+pub(crate) async fn put(args: PutArgs) -> CliResult {
+    let store = backends::store(&args.target.store).await?;
+    let value = match args.value.as_deref() {
+        Some("-") | None => {
+            let mut buf = Vec::new();
+            std::io::stdin().read_to_end(&mut buf)?;
+            Bytes::from(buf)
+        }
+        Some(v) => Bytes::copy_from_slice(v.as_bytes()),
+    };
+    let len = value.len();
+    store.put(&args.target.key, value, args.token).await?;
+    if args.target.json {
+        println!(
+            "{}",
+            serde_json::json!({"key": args.target.key, "token": args.token, "bytes": len, "accepted": true})
+        );
+    } else {
+        println!(
+            "accepted: {:?} ({len} bytes) at token {}",
+            args.target.key, args.token
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn get(args: KeyArgs) -> CliResult {
+    let store = backends::store(&args.store).await?;
+    let record = store.get(&args.key).await?;
+    match (record, args.json) {
+        (Some(r), true) => println!(
+            "{}",
+            serde_json::json!({"key": args.key, "token": r.token, "value": String::from_utf8_lossy(&r.value)})
+        ),
+        (Some(r), false) => {
+            use std::io::Write;
+            std::io::stdout().write_all(&r.value)?;
+            if !r.value.ends_with(b"\n") {
+                println!();
+            }
+            eprintln!("(token {})", r.token);
+        }
+        (None, true) => println!("null"),
+        (None, false) => {
+            eprintln!("{:?} has no value", args.key);
+            return Ok(ExitCode::from(crate::exit::NOT_FOUND));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn mark(args: KeyArgs) -> CliResult {
+    let store = backends::store(&args.store).await?;
+    let mark = store.mark(&args.key).await?;
+    if args.json {
+        println!("{}", serde_json::json!({"key": args.key, "mark": mark}));
+    } else {
+        match mark {
+            Some(m) => println!("{m}"),
+            None => println!("none (never written or fenced)"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) async fn fence(args: FenceArgs) -> CliResult {
+    let store = backends::store(&args.target.store).await?;
+    let mark = store.fence(&args.target.key, args.token).await?;
+    if args.target.json {
+        println!(
+            "{}",
+            serde_json::json!({"key": args.target.key, "mark": mark})
+        );
+    } else {
+        println!("fenced {:?} at token {mark}", args.target.key);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,337 @@
+//! `fence run`, `acquire`/`renew`/`release`/`holder` and `put`/`get`/`mark`/
+//! `fence`, run as a user runs them: the real binary, a real SQLite file.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const FENCE: &str = env!("CARGO_BIN_EXE_fence");
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("fence-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.join("db.sqlite").display())
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn fence(args: &[&str]) -> Output {
+    Command::new(FENCE).args(args).output().expect("run fence")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn put_get_mark_fence_and_the_stale_exit_code() {
+    let s = Scratch::new("kv");
+    let url = s.url();
+    let ok = fence(&["put", "--store", &url, "k", "--token", "5", "hello"]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    let stale = fence(&["put", "--store", &url, "k", "--token", "4", "zombie"]);
+    assert_eq!(stale.status.code(), Some(3), "{}", text(&stale));
+    let err = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        err.contains("presented 4")
+            && err.contains("already accepted 5")
+            && err.contains("nothing was written"),
+        "{err}"
+    );
+
+    let got = fence(&["get", "--store", &url, "k", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"key": "k", "token": 5, "value": "hello"})
+    );
+
+    let fenced = fence(&["fence", "--store", &url, "k", "--token", "9"]);
+    assert!(fenced.status.success(), "{}", text(&fenced));
+    let mark = fence(&["mark", "--store", &url, "k", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&mark.stdout).unwrap()["mark"],
+        9
+    );
+    assert_eq!(
+        fence(&["put", "--store", &url, "k", "--token", "8", "x"])
+            .status
+            .code(),
+        Some(3)
+    );
+    assert_eq!(
+        fence(&["get", "--store", &url, "missing"]).status.code(),
+        Some(6)
+    );
+
+    // Bad input: exit 2 with a message, nothing written.
+    let big = fence(&[
+        "put",
+        "--store",
+        &url,
+        "k",
+        "--token",
+        "18446744073709551615",
+        "x",
+    ]);
+    assert_eq!(big.status.code(), Some(2), "{}", text(&big));
+    assert!(String::from_utf8_lossy(&big.stderr).contains("out of range"));
+    let bad_url = fence(&["get", "--store", "ftp://x", "k"]);
+    assert_eq!(bad_url.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_url.stderr).contains("unsupported store URL"));
+}
+
+#[test]
+fn acquire_renew_release_holder() {
+    let s = Scratch::new("lease");
+    let url = s.url();
+    let out = fence(&[
+        "acquire",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--ttl",
+        "30s",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let lease: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (token, holder) = (
+        lease["token"].to_string(),
+        lease["holder"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(token, "1");
+
+    let busy = fence(&["acquire", "--issuer", &url, "--resource", "job"]);
+    assert_eq!(busy.status.code(), Some(5), "{}", text(&busy));
+    assert!(String::from_utf8_lossy(&busy.stderr).contains(&holder));
+
+    let who = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    let who: serde_json::Value = serde_json::from_slice(&who.stdout).unwrap();
+    assert_eq!(who["holder"], holder.as_str());
+
+    let renew = fence(&[
+        "renew",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--holder",
+        &holder,
+        "--token",
+        &token,
+        "--json",
+    ]);
+    assert!(renew.status.success(), "{}", text(&renew));
+    let wrong = fence(&[
+        "renew",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--holder",
+        "someone-else",
+        "--token",
+        &token,
+    ]);
+    assert_eq!(wrong.status.code(), Some(4), "{}", text(&wrong));
+
+    let release = fence(&[
+        "release",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--holder",
+        &holder,
+        "--token",
+        &token,
+    ]);
+    assert!(release.status.success(), "{}", text(&release));
+    let free = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "null");
+    let next = fence(&["acquire", "--issuer", &url, "--resource", "job", "--json"]);
+    let next: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
+    assert_eq!(next["token"], 2);
+}
+
+#[test]
+fn run_passes_the_token_releases_and_keeps_the_exit_code() {
+    let s = Scratch::new("run");
+    let url = s.url();
+    let script = format!(
+        "{FENCE} put --store {url} job-output --token $FENCING_TOKEN \"ran with $FENCING_TOKEN\" && exit 7"
+    );
+    let out = fence(&[
+        "run",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--ttl",
+        "2s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    let got = fence(&["get", "--store", &url, "job-output", "--json"]);
+    let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(got["value"], "ran with 1");
+    let free = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    assert_eq!(
+        String::from_utf8_lossy(&free.stdout).trim(),
+        "null",
+        "released after the command"
+    );
+
+    // Held by someone else: not run, exit 5.
+    let held = fence(&[
+        "acquire",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--ttl",
+        "30s",
+    ]);
+    assert!(held.status.success());
+    let marker = s.path("ran");
+    let touch = format!("touch {}", marker.display());
+    let out = fence(&[
+        "run",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        &touch,
+    ]);
+    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
+    assert!(
+        !marker.exists(),
+        "the command ran although the lease was held"
+    );
+}
+
+/// The batch job from the field: `fence run` is stopped (SIGSTOP) past its
+/// TTL, a second run takes the lease and writes, and when the first wakes
+/// its command's write is refused and `fence` exits with "lease lost".
+#[test]
+fn a_stopped_run_is_refused_after_it_wakes() {
+    let s = Scratch::new("sigstop");
+    let url = s.url();
+    let result = s.path("zombie-exit-code");
+    // The command writes once, then (after the pause) writes again with the
+    // same token. SIGWINCH, which sh ignores, is the "lease lost" signal,
+    // so the command really attempts its late write.
+    let script = format!(
+        "{FENCE} put --store {url} report --token $FENCING_TOKEN 'first run, early' || exit 1; \
+         sleep 2; {FENCE} put --store {url} report --token $FENCING_TOKEN 'first run, late'; echo $? > {}",
+        result.display()
+    );
+    let mut first = Command::new(FENCE)
+        .args([
+            "run",
+            "--issuer",
+            &url,
+            "--resource",
+            "report",
+            "--ttl",
+            "1s",
+            "--signal",
+            "SIGWINCH",
+            "--grace",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .process_group(0)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = format!("-{}", first.id());
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", "--", &group])
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    // Paused past its TTL: the second run gets the lease and writes.
+    std::thread::sleep(Duration::from_millis(1600));
+    let second_script =
+        format!("{FENCE} put --store {url} report --token $FENCING_TOKEN 'second run'");
+    let second = fence(&[
+        "run",
+        "--issuer",
+        &url,
+        "--resource",
+        "report",
+        "--ttl",
+        "10s",
+        "--wait",
+        "10s",
+        "--",
+        "sh",
+        "-c",
+        &second_script,
+    ]);
+    assert!(second.status.success(), "{}", text(&second));
+
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", "--", &group])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = first.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(
+        status.code(),
+        Some(4),
+        "the first run must exit with 'lease lost'; stderr: {stderr}"
+    );
+    assert!(stderr.contains("no longer held"), "{stderr}");
+
+    let code = std::fs::read_to_string(&result).expect("the zombie command tried its late write");
+    assert_eq!(
+        code.trim(),
+        "3",
+        "the zombie's late write must be refused as stale"
+    );
+    let got = fence(&["get", "--store", &url, "report", "--json"]);
+    let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    assert_eq!(got["value"], "second run");
+    assert_eq!(got["token"], 2);
+}
