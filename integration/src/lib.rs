@@ -1,0 +1,189 @@
+//! Every issuer and every store of the workspace, by name, on the servers of
+//! `integration/services.sh`: what the cross-backend matrix, the fault tests
+//! and the benchmarks iterate over.
+//!
+//! A backend whose server does not answer fails loudly (naming the server
+//! and `integration/services.sh up`); `FENCING_SKIP=name,…` skips it on
+//! request. All names of one run share a random prefix.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use fencing::blob::BlobStore;
+use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
+use fencing::{FencedStore, TokenIssuer};
+use fencing_sql::{Db, SqlIssuer, SqlStore, Tables};
+use fencing_testkit::env::{self, Server};
+
+/// The issuers, by name.
+pub const ISSUERS: &[&str] = &["memory", "sqlite", "postgres", "mariadb", "redis", "etcd"];
+
+/// The stores, by name.
+pub const STORES: &[&str] = &[
+    "memory",
+    "memory-blob",
+    "sqlite",
+    "postgres",
+    "mariadb",
+    "s3",
+];
+
+/// This run's random prefix, for tables, buckets and keys.
+pub fn run_prefix() -> &'static str {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    PREFIX.get_or_init(|| fencing_testkit::unique_prefix().replace('-', "_"))
+}
+
+fn tables() -> Tables {
+    Tables::with_prefix(&format!("{}_", run_prefix())).expect("valid prefix")
+}
+
+fn sqlite_url() -> String {
+    let path = std::env::temp_dir().join(format!("fencing-integration-{}.sqlite", run_prefix()));
+    format!("sqlite://{}", path.display())
+}
+
+/// Connects `make`, failing loudly (or `None` if the run skips `server`).
+async fn on<T, F>(server: Option<&Server>, make: F) -> Option<T>
+where
+    F: Future<Output = fencing::Result<T>>,
+{
+    if server.is_some_and(Server::skipped) {
+        return None;
+    }
+    match make.await {
+        Ok(backend) => Some(backend),
+        Err(e) => match server {
+            Some(server) => server.unavailable(&e),
+            None => panic!("cannot open an embedded backend: {e}"),
+        },
+    }
+}
+
+async fn sql_db(server: Option<&Server>, url: String) -> Option<Db> {
+    on(server, async {
+        Ok(Db::connect(&url).await?.with_tables(tables()))
+    })
+    .await
+}
+
+/// A fresh issuer by name, with the TTL its tests use; `None` if skipped.
+///
+/// # Panics
+/// For an unknown name, or a server that does not answer.
+pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
+    let ms = Duration::from_millis;
+    Some(match name {
+        "memory" => (Arc::new(MemoryIssuer::new()), ms(150)),
+        "sqlite" => (
+            Arc::new(
+                SqlIssuer::new(sql_db(None, sqlite_url()).await?)
+                    .await
+                    .ok()?,
+            ),
+            ms(400),
+        ),
+        "postgres" => {
+            let db = sql_db(Some(&env::POSTGRES), env::POSTGRES.endpoint()).await?;
+            (
+                Arc::new(SqlIssuer::new(db).await.expect("lease table")),
+                ms(400),
+            )
+        }
+        "mariadb" => {
+            let db = sql_db(Some(&env::MYSQL), env::MYSQL.endpoint()).await?;
+            (
+                Arc::new(SqlIssuer::new(db).await.expect("lease table")),
+                ms(400),
+            )
+        }
+        "redis" => {
+            let url = env::REDIS_AOF.endpoint();
+            let issuer = on(Some(&env::REDIS_AOF), async {
+                fencing_redis::RedisIssuer::connect(&url, fencing_redis::Durability::Required).await
+            })
+            .await?;
+            (
+                Arc::new(issuer.with_prefix(format!("{}:", run_prefix()))),
+                ms(300),
+            )
+        }
+        "etcd" => {
+            let endpoints: Vec<String> =
+                env::ETCD.endpoint().split(',').map(str::to_owned).collect();
+            let issuer = on(
+                Some(&env::ETCD),
+                fencing_etcd::EtcdIssuer::connect(&endpoints),
+            )
+            .await?;
+            let issuer = issuer
+                .with_prefix(format!("{}/", run_prefix()))
+                .expect("valid prefix");
+            (Arc::new(issuer), Duration::from_secs(2))
+        }
+        other => panic!("unknown issuer {other:?}; known: {ISSUERS:?}"),
+    })
+}
+
+/// A fresh store by name; `None` if skipped.
+///
+/// # Panics
+/// For an unknown name, or a server that does not answer.
+pub async fn store(name: &str) -> Option<Arc<dyn FencedStore>> {
+    Some(match name {
+        "memory" => Arc::new(MemoryStore::new()),
+        "memory-blob" => Arc::new(BlobStore::new(MemoryBlobBackend::new())),
+        "sqlite" => Arc::new(
+            SqlStore::new(sql_db(None, sqlite_url()).await?)
+                .await
+                .expect("table"),
+        ),
+        "postgres" => {
+            let db = sql_db(Some(&env::POSTGRES), env::POSTGRES.endpoint()).await?;
+            Arc::new(SqlStore::new(db).await.expect("table"))
+        }
+        "mariadb" => {
+            let db = sql_db(Some(&env::MYSQL), env::MYSQL.endpoint()).await?;
+            Arc::new(SqlStore::new(db).await.expect("table"))
+        }
+        "s3" => Arc::new(s3().await?),
+        other => panic!("unknown store {other:?}; known: {STORES:?}"),
+    })
+}
+
+/// An S3 store on this run's bucket at `FENCING_S3_ENDPOINT` (moto).
+pub async fn s3() -> Option<fencing_s3::S3Store> {
+    if env::S3.skipped() {
+        return None;
+    }
+    s3_at(&env::S3.endpoint()).await
+}
+
+/// An S3 store on this run's bucket at `endpoint` (e.g. through a proxy).
+pub async fn s3_at(endpoint: &str) -> Option<fencing_s3::S3Store> {
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "fencing-integration",
+        ))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    let client = aws_sdk_s3::Client::from_conf(config);
+    let bucket = format!("{}-matrix", run_prefix().replace('_', "-"));
+    if let Err(e) = client.create_bucket().bucket(&bucket).send().await {
+        let mine = e
+            .as_service_error()
+            .is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists());
+        if !mine {
+            env::S3.unavailable(&aws_sdk_s3::error::DisplayErrorContext(&e));
+        }
+    }
+    Some(fencing_s3::S3Backend::new(client, bucket).into_store())
+}

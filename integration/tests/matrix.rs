@@ -1,0 +1,85 @@
+//! Figure 9-6 and the randomized history checker on every issuer × every
+//! store. One test per issuer runs all stores at once; a failure names the
+//! pair and the seed (replay with `FENCING_SEED`).
+//!
+//! `FENCING_MATRIX_LONG=1` runs the long mode: 16 clients and at least
+//! 10,000 operations per pair.
+
+use std::time::Duration;
+
+use fencing_integration::{ISSUERS, STORES, issuer, store};
+use fencing_testkit::history::{HistoryConfig, HistoryReport, run_history};
+use fencing_testkit::zombie::zombie_scenario;
+
+fn config(ttl: Duration) -> HistoryConfig {
+    let seed = HistoryConfig::seed_from_env();
+    if std::env::var("FENCING_MATRIX_LONG").is_ok_and(|v| v == "1") {
+        // ~1.75 operations per cycle: 16 × 360 cycles ≈ 10,000 operations.
+        HistoryConfig {
+            clients: 16,
+            cycles_per_client: 360,
+            pause_probability: 0.005,
+            ..HistoryConfig::quick(seed, ttl)
+        }
+    } else {
+        HistoryConfig::quick(seed, ttl)
+    }
+}
+
+async fn row(issuer_name: &'static str) {
+    let Some((_, ttl)) = issuer(issuer_name).await else {
+        return;
+    };
+    let mut pairs = Vec::new();
+    for &store_name in STORES {
+        pairs.push(tokio::spawn(async move {
+            let (Some((issuer, ttl)), Some(store)) =
+                (issuer(issuer_name).await, store(store_name).await)
+            else {
+                return Ok(None);
+            };
+            let pair = format!("{issuer_name} × {store_name}");
+            zombie_scenario(&*issuer, &*store, ttl, false, |_| {}).await;
+            let report = run_history(issuer, store, &config(ttl)).await;
+            let report = HistoryReport { pair, ..report };
+            if report.tally.violations.is_empty() && report.tally.accepted > 0 {
+                Ok(Some(report))
+            } else {
+                Err(report)
+            }
+        }));
+    }
+    let mut failures = Vec::new();
+    for (pair, &store_name) in pairs.into_iter().zip(STORES) {
+        match pair.await {
+            Ok(Ok(Some(report))) => println!("{report}"),
+            Ok(Ok(None)) => println!("{issuer_name} × {store_name}: skipped (FENCING_SKIP)"),
+            Ok(Err(report)) => failures.push(format!("{report}: {:?}", report.tally.violations)),
+            Err(panic) => failures.push(format!(
+                "{issuer_name} × {store_name} (ttl {ttl:?}): {panic}"
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "matrix failures:\n{}",
+        failures.join("\n")
+    );
+}
+
+macro_rules! matrix_rows {
+    ($($issuer:ident),+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $issuer() {
+                row(stringify!($issuer)).await;
+            }
+        )+
+        #[test]
+        fn every_issuer_has_a_row() {
+            assert_eq!([$(stringify!($issuer)),+].as_slice(), ISSUERS);
+        }
+    };
+}
+
+matrix_rows!(memory, sqlite, postgres, mariadb, redis, etcd);
