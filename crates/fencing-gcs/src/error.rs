@@ -1,0 +1,120 @@
+//! The one place GCS failures become [`fencing::Error`]s.
+
+use fencing::Error;
+
+const BACKEND: &str = "gcs";
+
+/// What was being done when the client failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// A read for the generation and metadata only.
+    Head,
+    /// A whole read.
+    Read,
+    /// An upload with `ifGenerationMatch=0`.
+    Create,
+    /// An upload with `ifGenerationMatch=<generation>`.
+    Update,
+}
+
+/// What a failure means to the fenced-write loop.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// 404 on a read: the object is absent. Only for `Head`/`Read`.
+    NotFound,
+    /// 412: the generation did not match; nothing was written. Also a 404
+    /// on `Update` (the object went away meanwhile). Only for writes.
+    PreconditionFailed,
+    /// Anything else.
+    Error(Error),
+}
+
+/// Maps a client failure of `op` on `bucket`/`key`.
+pub(crate) fn classify(
+    op: Op,
+    bucket: &str,
+    key: &str,
+    err: google_cloud_storage::Error,
+) -> Failure {
+    let write = matches!(op, Op::Create | Op::Update);
+    let fail = |retryable: bool, err: google_cloud_storage::Error| {
+        Failure::Error(Error::backend(BACKEND, retryable, err))
+    };
+    let unknown = |err: google_cloud_storage::Error| {
+        Failure::Error(Error::outcome_unknown(
+            BACKEND,
+            format!("conditional upload of {key:?} to {bucket}"),
+            err,
+        ))
+    };
+
+    if let Some(status) = err.http_status_code() {
+        return match status {
+            412 if write => Failure::PreconditionFailed,
+            404 if op == Op::Update => Failure::PreconditionFailed,
+            // Creating in a bucket that does not exist.
+            404 if write => fail(false, err),
+            404 => Failure::NotFound,
+            // Rate limited: not applied.
+            429 => fail(true, err),
+            408 | 500..=599 if write => unknown(err),
+            408 | 500..=599 => fail(true, err),
+            // 400, 401, 403 …: bad name, credentials, permissions.
+            _ => fail(false, err),
+        };
+    }
+    if err.is_connect() || refused(&err) {
+        // Nothing was sent.
+        return fail(true, err);
+    }
+    if err.is_authentication() {
+        let transient = err.is_transient_and_before_rpc();
+        return fail(transient, err);
+    }
+    if err.is_binding() {
+        return fail(false, err);
+    }
+    if err.is_serialization() && !checksum_mismatch(&err) {
+        // The request could not be built; nothing was sent.
+        return fail(false, err);
+    }
+    // Timeouts, broken connections, an unreadable response or a checksum
+    // mismatch reported after the upload: a write may have been applied.
+    if write { unknown(err) } else { fail(true, err) }
+}
+
+/// A connection refused or unreachable before anything was sent.
+fn refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused
+                    | ErrorKind::HostUnreachable
+                    | ErrorKind::NetworkUnreachable
+            ) {
+                return true;
+            }
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// The client reports a checksum mismatch found *after* the upload
+/// completed as a serialization error; the object was written.
+fn checksum_mismatch(err: &google_cloud_storage::Error) -> bool {
+    let mut cause = std::error::Error::source(err);
+    while let Some(e) = cause {
+        if let Some(write) = e.downcast_ref::<google_cloud_storage::error::WriteError>() {
+            return matches!(
+                write,
+                google_cloud_storage::error::WriteError::ChecksumMismatch { .. }
+            );
+        }
+        cause = e.source();
+    }
+    false
+}

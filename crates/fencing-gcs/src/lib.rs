@@ -1,0 +1,209 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use fencing::blob::{
+    Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, BlobVersion, Precondition, WriteOutcome,
+};
+use fencing::{Error, FencingToken, Limits, Result};
+use google_cloud_storage::client::Storage;
+use google_cloud_storage::model_ext::ObjectHighlights;
+
+use crate::error::{Failure, Op, classify};
+
+/// A fenced store on GCS: the shared compare-and-swap loop of
+/// [`fencing::blob::BlobStore`] on a [`GcsBackend`].
+pub type GcsStore = BlobStore<GcsBackend>;
+
+/// A fenced [`GcsStore`] on `bucket`, through your configured `client`.
+///
+/// The same as `GcsStore::new(GcsBackend::new(client, bucket))`.
+pub fn gcs_store(client: Storage, bucket: impl Into<String>) -> GcsStore {
+    BlobStore::new(GcsBackend::new(client, bucket))
+}
+
+/// The largest value this crate writes: 16 MiB, sent as one multipart
+/// upload (`uploadType=multipart`), the only upload kind whose
+/// `ifGenerationMatch` every server (the emulator included) honours.
+pub const MAX_VALUE_LEN: usize = 16 * 1024 * 1024;
+
+/// GCS object names are 1 to 1024 bytes of UTF-8.
+const GCS_MAX_KEY_LEN: usize = 1024;
+
+/// The [`BlobBackend`] for one GCS bucket: reads and conditional
+/// single-request uploads with `ifGenerationMatch` (`0` when the object must
+/// not exist). The generation changes on every write, so it is the version.
+///
+/// It takes your own [`Storage`] client, already configured with
+/// credentials and endpoint.
+#[derive(Clone, Debug)]
+pub struct GcsBackend {
+    client: Storage,
+    /// `projects/_/buckets/<name>`, as the client expects it.
+    bucket: String,
+}
+
+impl GcsBackend {
+    /// A backend writing to `bucket` (`my-bucket` or
+    /// `projects/_/buckets/my-bucket`) through `client`. Nothing is sent
+    /// until the first operation; a missing bucket is then an
+    /// [`Error::Backend`] that is not retryable.
+    pub fn new(client: Storage, bucket: impl Into<String>) -> Self {
+        let bucket = bucket.into();
+        let bucket = if bucket.starts_with("projects/") {
+            bucket
+        } else {
+            format!("projects/_/buckets/{bucket}")
+        };
+        Self { client, bucket }
+    }
+
+    /// The bucket, as `projects/_/buckets/<name>`.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Storage {
+        &self.client
+    }
+
+    /// Wraps the backend in the shared fenced-write loop.
+    pub fn into_store(self) -> GcsStore {
+        BlobStore::new(self)
+    }
+
+    /// The limits this backend enforces before sending anything: keys up to
+    /// 1024 bytes, values up to [`MAX_VALUE_LEN`], any `u64` token.
+    pub fn limits() -> Limits {
+        Limits {
+            max_key_len: GCS_MAX_KEY_LEN,
+            max_value_len: MAX_VALUE_LEN,
+            max_token: FencingToken::new(u64::MAX),
+        }
+    }
+
+    /// Starts a read; `Ok(None)` if the object is absent.
+    async fn open(
+        &self,
+        op: Op,
+        key: &str,
+    ) -> Result<Option<google_cloud_storage::read_object::ReadObjectResponse>> {
+        match self.client.read_object(&self.bucket, key).send().await {
+            Ok(response) => Ok(Some(response)),
+            Err(err) => match classify(op, &self.bucket, key, err) {
+                Failure::NotFound => Ok(None),
+                Failure::PreconditionFailed => Err(Error::backend(
+                    "gcs",
+                    false,
+                    format!(
+                        "unexpected precondition failure reading {key:?}: no precondition was sent"
+                    ),
+                )),
+                Failure::Error(e) => Err(e),
+            },
+        }
+    }
+}
+
+fn head_from(object: &ObjectHighlights) -> Result<BlobHead> {
+    Ok(BlobHead {
+        version: BlobVersion::new(object.generation.to_string()),
+        meta: BlobMeta::from_pairs(
+            object
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )?,
+    })
+}
+
+#[async_trait]
+impl BlobBackend for GcsBackend {
+    fn name(&self) -> &'static str {
+        "gcs"
+    }
+
+    fn limits(&self) -> Limits {
+        Self::limits()
+    }
+
+    /// The JSON API's metadata-only `objects.get` is served by the
+    /// `StorageControl` client, which speaks gRPC only; the `Storage` client
+    /// reads the generation and metadata from a media download's headers.
+    /// The body is not read: dropping the response closes the stream.
+    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+        let Some(response) = self.open(Op::Head, key).await? else {
+            return Ok(None);
+        };
+        head_from(&response.object()).map(Some)
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+        let Some(mut response) = self.open(Op::Read, key).await? else {
+            return Ok(None);
+        };
+        let head = head_from(&response.object())?;
+        let mut body = BytesMut::new();
+        while let Some(chunk) = response.next().await {
+            let chunk = chunk.map_err(|err| match classify(Op::Read, &self.bucket, key, err) {
+                Failure::Error(e) => e,
+                _ => Error::backend("gcs", true, format!("reading {key:?} was cut short")),
+            })?;
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Some(Blob {
+            head,
+            body: body.freeze(),
+        }))
+    }
+
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        meta: BlobMeta,
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome> {
+        let (op, generation) = match precondition {
+            Precondition::Absent => (Op::Create, 0),
+            Precondition::Matches(version) => {
+                let generation = version.as_str().parse::<i64>().map_err(|_| {
+                    Error::invalid_input(format!("{:?} is not a GCS generation", version.as_str()))
+                })?;
+                (Op::Update, generation)
+            }
+        };
+        let result = self
+            .client
+            .write_object(&self.bucket, key, body)
+            .set_content_type("application/octet-stream")
+            .set_metadata(meta.to_pairs())
+            .set_if_generation_match(generation)
+            // Keep every value we accept on the single-request multipart
+            // path: a resumable upload's preconditions are not honoured by
+            // the emulator.
+            .with_resumable_upload_threshold(MAX_VALUE_LEN + 1)
+            // Buffered: the checksums go in the metadata part up front. The
+            // unbuffered path appends them as a third multipart part, which
+            // fake-gcs-server stores as the object's content.
+            .send_buffered()
+            .await;
+        match result {
+            Ok(object) => Ok(WriteOutcome::Written(BlobVersion::new(
+                object.generation.to_string(),
+            ))),
+            Err(err) => match classify(op, &self.bucket, key, err) {
+                Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
+                Failure::NotFound => Err(Error::backend(
+                    "gcs",
+                    false,
+                    format!("unexpected 'not found' writing {key:?}"),
+                )),
+                Failure::Error(e) => Err(e),
+            },
+        }
+    }
+}

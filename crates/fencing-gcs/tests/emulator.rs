@@ -1,0 +1,331 @@
+//! The conformance suite, the zombie scenario, the history checker and a
+//! 16-writer race against the GCS emulator at `FENCING_GCS_ENDPOINT`
+//! (default: `integration/services.sh`'s fake-gcs-server on 127.0.0.1:4443).
+//! One bucket per test run, named at random, created over the emulator's
+//! JSON API (the client library creates buckets over gRPC only).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
+use fencing::memory::MemoryIssuer;
+use fencing::{Error, FencedStore, FencingToken, Limits, Result};
+use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN};
+use fencing_testkit::env::GCS;
+use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_testkit::zombie::zombie_scenario;
+use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
+use google_cloud_storage::client::Storage;
+
+fn t(n: u64) -> FencingToken {
+    FencingToken::new(n)
+}
+
+async fn client_for(endpoint: &str) -> Storage {
+    Storage::builder()
+        .with_endpoint(endpoint)
+        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+        .build()
+        .await
+        .expect("a storage client")
+}
+
+/// This run's bucket.
+fn bucket_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| format!("{}-gcs", fencing_testkit::unique_prefix()))
+}
+
+/// Creates `bucket` over the emulator's JSON API; an existing one is fine.
+async fn create_bucket(endpoint: &str, bucket: &str) {
+    let url = format!(
+        "{}/storage/v1/b?project=test",
+        endpoint.trim_end_matches('/')
+    );
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(format!("{{\"name\":\"{bucket}\"}}"))
+        .send()
+        .await;
+    match response {
+        Ok(r) if r.status().is_success() || r.status().as_u16() == 409 => {}
+        Ok(r) => panic!("cannot create bucket {bucket} at {url}: {}", r.status()),
+        Err(e) => GCS.unavailable(&e),
+    }
+}
+
+/// A backend on this run's bucket, or `None` when the run asked to skip GCS.
+async fn backend() -> Option<GcsBackend> {
+    if GCS.skipped() {
+        return None;
+    }
+    let endpoint = GCS.endpoint();
+    create_bucket(&endpoint, bucket_name()).await;
+    Some(GcsBackend::new(client_for(&endpoint).await, bucket_name()))
+}
+
+async fn store() -> Option<Arc<dyn FencedStore>> {
+    Some(Arc::new(GcsStore::new(backend().await?)))
+}
+
+mod suite {
+    use super::*;
+    fencing_testkit::store_conformance!(store);
+}
+
+/// Counts conditional writes and lost preconditions.
+#[derive(Debug)]
+struct Counting {
+    inner: GcsBackend,
+    writes: AtomicU64,
+    lost: AtomicU64,
+}
+
+#[async_trait]
+impl BlobBackend for Counting {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn limits(&self) -> Limits {
+        BlobBackend::limits(&self.inner)
+    }
+    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+        self.inner.head(key).await
+    }
+    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+        self.inner.read(key).await
+    }
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        meta: BlobMeta,
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.inner.write(key, body, meta, precondition).await?;
+        if outcome == WriteOutcome::PreconditionFailed {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = Arc::new(BlobStore::new(Counting {
+        inner: backend,
+        writes: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
+    }));
+    fencing_testkit::store::racing_writers_with(store.clone(), 16, 50).await;
+    let counting = store.backend();
+    let (writes, lost) = (
+        counting.writes.load(Ordering::Relaxed),
+        counting.lost.load(Ordering::Relaxed),
+    );
+    println!(
+        "race: {writes} conditional uploads, {lost} lost their precondition (412) and re-read"
+    );
+    assert!(
+        lost > 0,
+        "no write lost its precondition in {writes} writes: the 412 path was not exercised"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_is_refused() {
+    let Some(store) = store().await else { return };
+    let issuer = MemoryIssuer::new();
+    for fence_on_acquire in [false, true] {
+        zombie_scenario(
+            &issuer,
+            &*store,
+            Duration::from_millis(200),
+            fence_on_acquire,
+            |_| {},
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_checker_finds_no_stale_accept() {
+    let Some(store) = store().await else { return };
+    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), Duration::from_millis(200));
+    let report = run_history(Arc::new(MemoryIssuer::new()), store, &config).await;
+    println!("{report}");
+    report.assert_clean();
+}
+
+/// The upload path really carries `ifGenerationMatch` and the server really
+/// checks it, up to the largest value we accept (a media or resumable upload
+/// would be accepted here by the emulator, whatever the generation).
+#[tokio::test]
+async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    for size in [1, MAX_VALUE_LEN] {
+        let key = fencing_testkit::unique_name(&format!("precondition-{size}"));
+        let value = Bytes::from(vec![b'g'; size]);
+        let meta = |token: u64| BlobMeta {
+            token: t(token),
+            has_value: true,
+        };
+        let WriteOutcome::Written(first) = backend
+            .write(&key, value.clone(), meta(1), &Precondition::Absent)
+            .await
+            .unwrap()
+        else {
+            panic!("the first create lost its precondition");
+        };
+        assert_eq!(
+            backend
+                .write(&key, value.clone(), meta(1), &Precondition::Absent)
+                .await
+                .unwrap(),
+            WriteOutcome::PreconditionFailed,
+            "{size} bytes: ifGenerationMatch=0 on an existing object must fail"
+        );
+        let WriteOutcome::Written(second) = backend
+            .write(
+                &key,
+                value.clone(),
+                meta(2),
+                &Precondition::Matches(first.clone()),
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("{size} bytes: the update at the current generation lost its precondition");
+        };
+        assert_ne!(first, second, "the generation changes on every write");
+        assert_eq!(
+            backend
+                .write(&key, value.clone(), meta(1), &Precondition::Matches(first))
+                .await
+                .unwrap(),
+            WriteOutcome::PreconditionFailed,
+            "{size} bytes: a write at an old generation must fail"
+        );
+        let blob = backend.read(&key).await.unwrap().expect("present");
+        assert_eq!(
+            (blob.body.len(), blob.head.meta.token, blob.head.version),
+            (size, t(2), second)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_missing_bucket_is_a_permanent_backend_error() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let missing = GcsStore::new(GcsBackend::new(
+        backend.client().clone(),
+        format!("{}-missing", bucket_name()),
+    ));
+    let e = missing
+        .put("k", "v".into(), t(1))
+        .await
+        .expect_err("no such bucket");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "gcs",
+                retryable: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        std::error::Error::source(&e).is_some(),
+        "the client error is chained"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
+    // One attempt: the client's default policy retries a refused connection
+    // for minutes.
+    let client = Storage::builder()
+        .with_endpoint("http://127.0.0.1:1")
+        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+        .with_retry_policy(AlwaysRetry.with_attempt_limit(1))
+        .build()
+        .await
+        .unwrap();
+    let store = GcsStore::new(GcsBackend::new(client, "nowhere"));
+    for result in [
+        store.put("k", "v".into(), t(1)).await,
+        store.mark("k").await.map(|_| ()),
+    ] {
+        let e = result.expect_err("nothing listens on port 1");
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    backend: "gcs",
+                    retryable: true,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn limits_are_the_single_request_upload_limits() {
+    let limits = GcsBackend::limits();
+    assert_eq!((limits.max_key_len, limits.max_value_len), (1024, 16 << 20));
+    assert_eq!(limits.max_token, t(u64::MAX));
+}
+
+/// Times N warm fenced puts (one conditional upload each, the fast path)
+/// against N plain unconditional uploads of the same payload, interleaved.
+/// Prints the ratio; asserts nothing about timing.
+#[tokio::test]
+async fn warm_fast_path_cost() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    const N: u32 = 100;
+    let key = fencing_testkit::unique_name("warm");
+    let plain_key = format!("{key}-plain");
+    let store = GcsStore::new(backend.clone());
+    let payload = Bytes::from(vec![b'x'; 1024]);
+    store.put(&key, payload.clone(), t(1)).await.unwrap(); // warm the cache
+    let (mut fenced, mut plain) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..N {
+        let started = Instant::now();
+        store.put(&key, payload.clone(), t(1)).await.unwrap();
+        fenced += started.elapsed();
+        let started = Instant::now();
+        backend
+            .client()
+            .write_object(backend.bucket(), &plain_key, payload.clone())
+            .send_buffered()
+            .await
+            .unwrap();
+        plain += started.elapsed();
+    }
+    println!(
+        "gcs warm fast path: {N} fenced puts {:?} ({:?}/put), {N} plain puts {:?} ({:?}/put), ratio {:.2}",
+        fenced,
+        fenced / N,
+        plain,
+        plain / N,
+        fenced.as_secs_f64() / plain.as_secs_f64()
+    );
+}
