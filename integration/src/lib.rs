@@ -28,10 +28,16 @@ pub const STORES: &[&str] = &[
     "s3",
 ];
 
-/// This run's random prefix, for tables, buckets and keys.
+/// The variable that hands a run's prefix to the processes it starts.
+pub const RUN_PREFIX_VAR: &str = "FENCING_RUN_PREFIX";
+
+/// This run's random prefix, for tables, buckets and keys (inherited from
+/// [`RUN_PREFIX_VAR`] by child processes, so they see the same backends).
 pub fn run_prefix() -> &'static str {
     static PREFIX: OnceLock<String> = OnceLock::new();
-    PREFIX.get_or_init(|| fencing_testkit::unique_prefix().replace('-', "_"))
+    PREFIX.get_or_init(|| {
+        std::env::var(RUN_PREFIX_VAR).unwrap_or_else(|_| fencing_testkit::unique_prefix().replace('-', "_"))
+    })
 }
 
 fn tables() -> Tables {
