@@ -75,10 +75,38 @@ pub(crate) fn lease_not_found(failure: &Failure) -> bool {
     }
 }
 
+/// Whether a call failed before it left this process: no connection could
+/// be made to the member the client picked (e.g. a killed leader). Such a
+/// call changed nothing, so even a write is safe to repeat.
+pub(crate) fn never_sent(e: &etcd_client::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
+        etcd_client::Error::GRpcStatus(status) => {
+            if status.code() == Code::Unavailable && status.message() == "tcp connect error" {
+                return true;
+            }
+            std::error::Error::source(status)
+        }
+        etcd_client::Error::TransportError(t) => Some(t),
+        _ => None,
+    };
+    while let Some(s) = source {
+        if s.to_string().contains("tcp connect error")
+            || s.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Maps a failed etcd call. The only place that decides what an etcd
 /// failure means:
 /// - the lease is gone (`lease not found`) → [`Error::LeaseLost`] when the
 ///   call was about a lease;
+/// - a call that never left this process (connection refused) → a
+///   retryable [`Error::Backend`], even for a write;
 /// - no answer, `Unavailable`, `DeadlineExceeded`, `Cancelled`, a broken
 ///   connection → [`Error::OutcomeUnknown`] for a write (etcd may have
 ///   applied it), a retryable [`Error::Backend`] otherwise;
@@ -105,6 +133,9 @@ pub(crate) fn map_error(failure: Failure, op: Op<'_>) -> Error {
         }
         Failure::Etcd(e) => e,
     };
+    if never_sent(&e) {
+        return Error::backend(BACKEND, true, e);
+    }
     let transient = match &e {
         etcd_client::Error::GRpcStatus(status) => match status.code() {
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => true,
@@ -204,6 +235,25 @@ mod tests {
             "lease not found".into(),
         ));
         assert!(lease_not_found(&keep_alive));
+    }
+
+    #[test]
+    fn a_call_that_never_left_is_retryable_even_for_a_write() {
+        let refused = tonic::Status::unavailable("tcp connect error");
+        assert!(never_sent(&refused.clone().into()));
+        let e = map_error(Failure::Etcd(refused.into()), Op::write("create lock key"));
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    retryable: true,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let leader_changed = tonic::Status::unavailable("etcdserver: leader changed");
+        assert!(!never_sent(&leader_changed.into()));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use etcd_client::{
 };
 use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 
-use crate::error::{BACKEND, Failure, Op, lease_not_found, map_error};
+use crate::error::{BACKEND, Failure, Op, lease_not_found, map_error, never_sent};
 use crate::keep_alive::KeepAlive;
 
 /// The key prefix when none is given.
@@ -217,21 +217,76 @@ impl EtcdIssuer {
         resource_dir(&self.inner.prefix, resource)
     }
 
-    /// Runs one call with the operation timeout.
-    async fn timed<T>(
-        &self,
-        call: impl Future<Output = std::result::Result<T, etcd_client::Error>>,
-    ) -> std::result::Result<T, Failure> {
-        match tokio::time::timeout(self.inner.operation_timeout, call).await {
-            Ok(result) => result.map_err(Failure::Etcd),
-            Err(_) => Err(Failure::Elapsed(self.inner.operation_timeout)),
+    /// Runs one call with the operation timeout, on a clone of the client.
+    /// A call that never left this process (no connection to the member
+    /// the balancer picked, e.g. a killed leader) is tried again, up to
+    /// four times: the balancer then picks another member.
+    async fn call<T, F, Fut>(&self, mut call: F) -> std::result::Result<T, Failure>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
+    {
+        let mut attempt = 0_u32;
+        loop {
+            let client = self.inner.client.clone();
+            match tokio::time::timeout(self.inner.operation_timeout, call(client)).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) if attempt < 4 && never_sent(&e) => {
+                    attempt += 1;
+                    tracing::debug!(attempt, error = %e, "etcd call not sent; trying again");
+                    tokio::time::sleep(Duration::from_millis(25) * attempt).await;
+                }
+                Ok(Err(e)) => return Err(Failure::Etcd(e)),
+                Err(_) => return Err(Failure::Elapsed(self.inner.operation_timeout)),
+            }
         }
     }
 
+    async fn get(
+        &self,
+        key: String,
+        options: GetOptions,
+    ) -> std::result::Result<GetResponse, Failure> {
+        self.call(|mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.get(key, Some(options)).await }
+        })
+        .await
+    }
+
+    async fn txn(&self, txn: Txn) -> std::result::Result<etcd_client::TxnResponse, Failure> {
+        self.call(|mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await
+    }
+
+    async fn grant(&self, ttl: i64) -> std::result::Result<i64, Failure> {
+        self.call(|mut c| async move { c.lease_grant(ttl, None).await.map(|g| g.id()) })
+            .await
+    }
+
+    async fn revoke(&self, lease_id: i64) -> std::result::Result<(), Failure> {
+        self.call(|mut c| async move { c.lease_revoke(lease_id).await.map(drop) })
+            .await
+    }
+
+    async fn watch(
+        &self,
+        key: Vec<u8>,
+        options: WatchOptions,
+    ) -> std::result::Result<etcd_client::WatchStream, Failure> {
+        self.call(|mut c| {
+            let (key, options) = (key.clone(), options.clone());
+            async move { c.watch(key, Some(options)).await }
+        })
+        .await
+    }
+
     async fn ping(&self) -> Result<()> {
-        let mut kv = self.inner.client.kv_client();
         let options = GetOptions::new().with_prefix().with_count_only();
-        self.timed(kv.get(self.inner.prefix.clone(), Some(options)))
+        self.get(self.inner.prefix.clone(), options)
             .await
             .map(drop)
             .map_err(|e| map_error(e, Op::read("read")))
@@ -244,14 +299,12 @@ impl EtcdIssuer {
         let ttl = whole_seconds(request.ttl)?;
         let dir = self.dir(&request.resource);
         let granted_at = Instant::now();
-        let mut lease_client = self.inner.client.lease_client();
         // An orphan lease (its grant answer lost) has no key and expires by
         // itself, so an unknown grant is merely retryable.
-        let grant = self
-            .timed(lease_client.grant(ttl, None))
+        let lease_id = self
+            .grant(ttl)
             .await
             .map_err(|e| map_error(e, Op::read("grant lease")))?;
-        let lease_id = grant.id();
         let key = format!("{dir}{lease_id:016x}");
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -264,8 +317,7 @@ impl EtcdIssuer {
                 TxnOp::get(key.clone(), None),
                 TxnOp::get(dir, Some(first_created())),
             ]);
-        let mut kv = self.inner.client.kv_client();
-        let response = match self.timed(kv.txn(txn)).await {
+        let response = match self.txn(txn).await {
             Ok(response) => response,
             Err(e) => {
                 // The key may exist: revoking the lease removes it either way.
@@ -327,8 +379,6 @@ impl EtcdIssuer {
         let mut alive_since = q.granted_at;
         let mut next_refresh = alive_since + interval;
         let mut last_error: Option<Error> = None;
-        let mut kv = self.inner.client.kv_client();
-        let mut watch_client = self.inner.client.watch_client();
 
         'recheck: loop {
             if Instant::now() >= give_up {
@@ -344,7 +394,7 @@ impl EtcdIssuer {
                 .with_sort(SortTarget::Create, SortOrder::Descend)
                 .with_limit(1)
                 .with_keys_only();
-            let ahead: GetResponse = match self.timed(kv.get(dir.clone(), Some(options))).await {
+            let ahead: GetResponse = match self.get(dir.clone(), options).await {
                 Ok(r) => r,
                 Err(e) => {
                     last_error = Some(map_error(e, Op::read("find the key ahead")));
@@ -369,7 +419,7 @@ impl EtcdIssuer {
                 .with_start_revision(from)
                 .with_filters([WatchFilterType::NoPut]);
             let stream = self
-                .timed(watch_client.watch(predecessor.key().to_vec(), Some(watch_options.clone())))
+                .watch(predecessor.key().to_vec(), watch_options.clone())
                 .await;
             let mut stream = match stream {
                 Ok(s) => s,
@@ -436,7 +486,7 @@ impl EtcdIssuer {
                         Compare::create_revision(q.key.clone(), CompareOp::Equal, q.revision),
                         Compare::lease(q.key.clone(), CompareOp::Equal, q.lease_id),
                     ]);
-                    match self.timed(kv.txn(txn)).await {
+                    match self.txn(txn).await {
                         Ok(r) if r.succeeded() => return Ok(sent),
                         Ok(_) => return Err(lost()),
                         Err(e) => last_error = Some(map_error(e, Op::read("check our key"))),
@@ -509,15 +559,15 @@ impl EtcdIssuer {
 
     /// One keep-alive: `Ok` if etcd extended the lease.
     async fn keep_alive_once(&self, lease_id: i64) -> std::result::Result<(), Failure> {
-        let mut lease_client = self.inner.client.lease_client();
-        let (_keeper, _stream) = self.timed(lease_client.keep_alive(lease_id)).await?;
+        let (_keeper, _stream) = self
+            .call(|mut c| async move { c.lease_keep_alive(lease_id).await })
+            .await?;
         Ok(())
     }
 
     /// Revokes a lease, ignoring failures (it expires by itself).
     async fn revoke_quietly(&self, lease_id: i64) {
-        let mut lease_client = self.inner.client.lease_client();
-        if let Err(e) = self.timed(lease_client.revoke(lease_id)).await {
+        if let Err(e) = self.revoke(lease_id).await {
             tracing::debug!(lease_id, error = ?e, "revoking a lease failed; it will expire by itself");
         }
     }
@@ -532,9 +582,8 @@ impl EtcdIssuer {
             .with_min_create_revision(revision)
             .with_max_create_revision(revision)
             .with_limit(1);
-        let mut kv = self.inner.client.kv_client();
         let mut response = self
-            .timed(kv.get(self.dir(lease.resource()), Some(options)))
+            .get(self.dir(lease.resource()), options)
             .await
             .map_err(|e| map_error(e, Op::read(op)))?;
         Ok(response.take_kvs().into_iter().next())
@@ -592,8 +641,7 @@ impl TokenIssuer for EtcdIssuer {
         }
         // Someone holds it: take our key out of the queue again.
         guard.disarm();
-        let mut lease_client = self.inner.client.lease_client();
-        self.timed(lease_client.revoke(queued.lease_id))
+        self.revoke(queued.lease_id)
             .await
             .map_err(|e| map_error(e, Op::write("revoke the lease of a refused try")))?;
         Ok(None)
@@ -651,15 +699,12 @@ impl TokenIssuer for EtcdIssuer {
                 token: lease.token(),
             });
         };
-        let mut lease_client = self.inner.client.lease_client();
-        self.timed(lease_client.revoke(key.lease()))
-            .await
-            .map_err(|e| {
-                map_error(
-                    e,
-                    Op::write("revoke the lease").on_lease(lease.resource(), lease.token()),
-                )
-            })?;
+        self.revoke(key.lease()).await.map_err(|e| {
+            map_error(
+                e,
+                Op::write("revoke the lease").on_lease(lease.resource(), lease.token()),
+            )
+        })?;
         self.inner
             .abandoned
             .lock()
@@ -669,9 +714,8 @@ impl TokenIssuer for EtcdIssuer {
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
-        let mut kv = self.inner.client.kv_client();
         let mut response = self
-            .timed(kv.get(self.dir(resource), Some(first_created())))
+            .get(self.dir(resource), first_created())
             .await
             .map_err(|e| map_error(e, Op::read("find the holder")))?;
         let Some(first) = response.take_kvs().into_iter().next() else {
