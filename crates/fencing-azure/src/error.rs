@@ -1,0 +1,77 @@
+//! The one place Azure Blob failures become [`fencing::Error`]s.
+
+use azure_core::error::ErrorKind;
+use fencing::Error;
+
+const BACKEND: &str = "azure";
+
+/// What was being done when the client failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    /// Get Blob Properties.
+    Head,
+    /// Get Blob (possibly in ranges, each conditional on the first's ETag).
+    Read,
+    /// Put Blob with `If-None-Match: *`.
+    Create,
+    /// Put Blob with `If-Match: <ETag>`.
+    Update,
+}
+
+/// What a failure means to the fenced-write loop.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// 404 `BlobNotFound` on a read: the blob is absent.
+    NotFound,
+    /// The condition did not hold; nothing was written: 412, or 409
+    /// `BlobAlreadyExists` (Azure's answer to `If-None-Match: *` on an
+    /// existing blob). On `Read`: the blob changed between two ranges.
+    PreconditionFailed,
+    /// Anything else.
+    Error(Error),
+}
+
+/// Maps a client failure of `op` on `container`/`key`.
+pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Error) -> Failure {
+    let write = matches!(op, Op::Create | Op::Update);
+    let fail = |retryable: bool, err: azure_core::Error| {
+        Failure::Error(Error::backend(BACKEND, retryable, err))
+    };
+    let unknown = |err: azure_core::Error| {
+        Failure::Error(Error::outcome_unknown(
+            BACKEND,
+            format!("conditional Put Blob of {key:?} in container {container:?}"),
+            err,
+        ))
+    };
+
+    let (status, code) = match err.kind() {
+        ErrorKind::HttpResponse {
+            status, error_code, ..
+        } => (u16::from(*status), error_code.clone()),
+        // The connection failed before the request went out.
+        ErrorKind::Connection => return fail(true, err),
+        // Sent (or partly sent) and then lost: a timeout, a reset.
+        ErrorKind::Io if write => return unknown(err),
+        ErrorKind::Io => return fail(true, err),
+        // A write's response that cannot be read: it went through.
+        ErrorKind::DataConversion if write => return unknown(err),
+        // Bad credentials, a request that cannot be built.
+        _ => return fail(false, err),
+    };
+    let code = code.as_deref();
+    match status {
+        412 => Failure::PreconditionFailed,
+        409 if write && code == Some("BlobAlreadyExists") => Failure::PreconditionFailed,
+        404 if code == Some("ContainerNotFound") => fail(false, err),
+        404 if write => Failure::PreconditionFailed,
+        404 => Failure::NotFound,
+        // Throttled: not applied.
+        429 | 503 => fail(true, err),
+        408 | 500..=599 if write => unknown(err),
+        408 | 500..=599 => fail(true, err),
+        // 400, 401, 403 (AuthenticationFailed, AuthorizationPermissionMismatch),
+        // other 409s (a lease, an archived blob): retrying will not help.
+        _ => fail(false, err),
+    }
+}

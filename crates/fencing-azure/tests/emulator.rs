@@ -1,0 +1,422 @@
+//! The conformance suite, the zombie scenario, the history checker and a
+//! 16-writer race against Azurite at `FENCING_AZURE_ENDPOINT` (default:
+//! `integration/services.sh`'s Azurite at
+//! `http://127.0.0.1:10000/devstoreaccount1`). One container per test run,
+//! named at random, reached with an account SAS signed in `common/sas.rs`.
+
+mod common {
+    pub(crate) mod sas;
+}
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
+use azure_storage_blob::models::BlockBlobClientUploadOptions;
+use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
+use bytes::Bytes;
+use common::sas::{DEV_ACCOUNT, DEV_ACCOUNT_KEY, container_url};
+use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
+use fencing::memory::MemoryIssuer;
+use fencing::{Error, FencedStore, FencingToken, Limits, Result};
+use fencing_azure::{AzureBackend, AzureStore};
+use fencing_testkit::env::AZURE;
+use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_testkit::zombie::zombie_scenario;
+
+fn t(n: u64) -> FencingToken {
+    FencingToken::new(n)
+}
+
+fn container_client(
+    endpoint: &str,
+    container: &str,
+    options: Option<BlobContainerClientOptions>,
+) -> BlobContainerClient {
+    let url = container_url(endpoint, container, DEV_ACCOUNT, DEV_ACCOUNT_KEY);
+    BlobContainerClient::new(url.parse().expect("a container URL"), None, options)
+        .expect("a container client")
+}
+
+/// This run's container.
+fn container_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| format!("{}-az", fencing_testkit::unique_prefix()))
+}
+
+/// A backend on this run's container (created if needed), or `None` when
+/// the run asked to skip Azure. A server that does not answer fails the test.
+async fn backend() -> Option<AzureBackend> {
+    if AZURE.skipped() {
+        return None;
+    }
+    let client = container_client(&AZURE.endpoint(), container_name(), None);
+    if let Err(e) = client.create(None).await {
+        match e.kind() {
+            azure_core::error::ErrorKind::HttpResponse { error_code, .. }
+                if error_code.as_deref() == Some("ContainerAlreadyExists") => {}
+            azure_core::error::ErrorKind::Connection | azure_core::error::ErrorKind::Io => {
+                AZURE.unavailable(&e)
+            }
+            _ => panic!("cannot create container {}: {e:?}", container_name()),
+        }
+    }
+    Some(AzureBackend::new(client))
+}
+
+async fn store() -> Option<Arc<dyn FencedStore>> {
+    Some(Arc::new(AzureStore::new(backend().await?)))
+}
+
+mod suite {
+    use super::*;
+    fencing_testkit::store_conformance!(store);
+}
+
+/// Counts conditional writes and lost preconditions.
+#[derive(Debug)]
+struct Counting {
+    inner: AzureBackend,
+    writes: AtomicU64,
+    lost: AtomicU64,
+}
+
+#[async_trait]
+impl BlobBackend for Counting {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn limits(&self) -> Limits {
+        BlobBackend::limits(&self.inner)
+    }
+    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+        self.inner.head(key).await
+    }
+    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+        self.inner.read(key).await
+    }
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        meta: BlobMeta,
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let outcome = self.inner.write(key, body, meta, precondition).await?;
+        if outcome == WriteOutcome::PreconditionFailed {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outcome)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = Arc::new(BlobStore::new(Counting {
+        inner: backend,
+        writes: AtomicU64::new(0),
+        lost: AtomicU64::new(0),
+    }));
+    fencing_testkit::store::racing_writers_with(store.clone(), 16, 50).await;
+    let counting = store.backend();
+    let (writes, lost) = (
+        counting.writes.load(Ordering::Relaxed),
+        counting.lost.load(Ordering::Relaxed),
+    );
+    println!(
+        "race: {writes} conditional Put Blobs, {lost} lost their precondition (412/409) and re-read"
+    );
+    assert!(
+        lost > 0,
+        "no write lost its precondition in {writes} writes: the 412/409 path was not exercised"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_is_refused() {
+    let Some(store) = store().await else { return };
+    let issuer = MemoryIssuer::new();
+    for fence_on_acquire in [false, true] {
+        zombie_scenario(
+            &issuer,
+            &*store,
+            Duration::from_millis(200),
+            fence_on_acquire,
+            |_| {},
+        )
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_checker_finds_no_stale_accept() {
+    let Some(store) = store().await else { return };
+    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), Duration::from_millis(200));
+    let report = run_history(Arc::new(MemoryIssuer::new()), store, &config).await;
+    println!("{report}");
+    report.assert_clean();
+}
+
+/// `If-None-Match: *` on an existing blob answers 409 `BlobAlreadyExists`
+/// (not 412); both are a failed precondition. Rewriting the same bytes with
+/// a higher token changes the ETag, so a stale `If-Match` fails.
+#[tokio::test]
+async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let key = fencing_testkit::unique_name("conditions");
+    let meta = |token: u64| BlobMeta {
+        token: t(token),
+        has_value: true,
+    };
+    let WriteOutcome::Written(v5) = backend
+        .write(&key, "A".into(), meta(5), &Precondition::Absent)
+        .await
+        .unwrap()
+    else {
+        panic!("the first create lost its precondition");
+    };
+    assert_eq!(
+        backend
+            .write(&key, "A".into(), meta(5), &Precondition::Absent)
+            .await
+            .unwrap(),
+        WriteOutcome::PreconditionFailed,
+        "a create over an existing blob (409 BlobAlreadyExists) must be a failed precondition"
+    );
+    let WriteOutcome::Written(v6) = backend
+        .write(
+            &key,
+            "A".into(),
+            meta(6),
+            &Precondition::Matches(v5.clone()),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the fencer's rewrite lost its precondition");
+    };
+    assert_ne!(v5, v6, "same bytes at a higher token must change the ETag");
+    assert_eq!(
+        backend
+            .write(&key, "B".into(), meta(5), &Precondition::Matches(v5))
+            .await
+            .unwrap(),
+        WriteOutcome::PreconditionFailed,
+        "a write conditional on the token-5 version went through"
+    );
+    let blob = backend.read(&key).await.unwrap().expect("present");
+    assert_eq!(
+        (blob.body, blob.head.meta.token, blob.head.version),
+        (Bytes::from("A"), t(6), v6)
+    );
+    let _ = backend.container().blob_client(&key).delete(None).await;
+}
+
+/// Committed blocks of `key`: empty for a single Put Blob, one per staged
+/// block for a partitioned upload.
+async fn committed_blocks(backend: &AzureBackend, key: &str) -> usize {
+    let list = backend
+        .container()
+        .blob_client(key)
+        .block_blob_client()
+        .get_block_list(azure_storage_blob::models::BlockListType::Committed, None)
+        .await
+        .expect("get block list")
+        .into_model()
+        .expect("a block list");
+    list.committed_blocks.map_or(0, |b| b.len())
+}
+
+/// A value above the client's upload and download partitions (4 MiB) is
+/// still one Put Blob, and comes back whole through the ranged,
+/// ETag-locked download.
+#[tokio::test]
+async fn a_large_value_is_one_put_and_reads_back_whole() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = AzureStore::new(backend.clone());
+    let key = fencing_testkit::unique_name("large");
+    let value: Bytes = (0..9 * 1024 * 1024)
+        .map(|i: u32| i.to_le_bytes()[0] ^ 0x5a)
+        .collect::<Vec<u8>>()
+        .into();
+    store.put(&key, value.clone(), t(1)).await.unwrap();
+    let got = store.get(&key).await.unwrap().expect("present");
+    assert!(got.value == value, "the large value changed on the way");
+    assert_eq!(
+        committed_blocks(&backend, &key).await,
+        0,
+        "the value was uploaded in staged blocks"
+    );
+
+    // The control: the client's default upload of the same value stages blocks.
+    let control = format!("{key}-control");
+    backend
+        .container()
+        .blob_client(&control)
+        .upload(
+            <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(value),
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        committed_blocks(&backend, &control).await > 1,
+        "the default upload should have staged blocks"
+    );
+    for k in [&key, &control] {
+        let _ = backend.container().blob_client(k).delete(None).await;
+    }
+}
+
+#[tokio::test]
+async fn a_missing_container_is_a_permanent_backend_error() {
+    let Some(_) = backend().await else { return };
+    let missing = AzureStore::new(AzureBackend::new(container_client(
+        &AZURE.endpoint(),
+        &format!("{}-missing", container_name()),
+        None,
+    )));
+    let e = missing
+        .put("k", "v".into(), t(1))
+        .await
+        .expect_err("no such container");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "azure",
+                retryable: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let source = std::error::Error::source(&e).expect("the client error is chained");
+    assert!(format!("{source:?}").contains("ContainerNotFound"), "{e:?}");
+    let e = missing.mark("k").await.expect_err("no such container");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "azure",
+                retryable: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
+    let options = BlobContainerClientOptions {
+        client_options: ClientOptions {
+            retry: RetryOptions::none(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let store = AzureStore::new(AzureBackend::new(container_client(
+        "http://127.0.0.1:1/devstoreaccount1",
+        "nowhere",
+        Some(options),
+    )));
+    for result in [
+        store.put("k", "v".into(), t(1)).await,
+        store.mark("k").await.map(|_| ()),
+    ] {
+        let e = result.expect_err("nothing listens on port 1");
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    backend: "azure",
+                    retryable: true,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+}
+
+#[test]
+fn limits_are_one_put_blob() {
+    let limits = AzureBackend::limits();
+    assert_eq!(limits.max_key_len, 1024);
+    assert_eq!(limits.max_value_len as u64, 5000 << 20);
+    assert_eq!(limits.max_token, t(u64::MAX));
+    assert!(matches!(
+        limits.check_write("k", t(1), limits.max_value_len + 1),
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[test]
+fn debug_output_hides_the_sas() {
+    let backend = AzureBackend::new(container_client(
+        "http://127.0.0.1:10000/devstoreaccount1",
+        "c",
+        None,
+    ));
+    let shown = format!("{backend:?}");
+    assert!(
+        shown.contains("/devstoreaccount1/c") && !shown.contains("sig="),
+        "{shown}"
+    );
+}
+
+/// Times N warm fenced puts (one conditional Put Blob each, the fast path)
+/// against N plain unconditional Put Blobs of the same payload, interleaved.
+/// Prints the ratio; asserts nothing about timing.
+#[tokio::test]
+async fn warm_fast_path_cost() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    const N: u32 = 100;
+    let key = fencing_testkit::unique_name("warm");
+    let plain_key = format!("{key}-plain");
+    let store = AzureStore::new(backend.clone());
+    let payload = Bytes::from(vec![b'x'; 1024]);
+    store.put(&key, payload.clone(), t(1)).await.unwrap(); // warm the cache
+    let plain = backend.container().blob_client(&plain_key);
+    let (mut fenced_time, mut plain_time) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..N {
+        let started = Instant::now();
+        store.put(&key, payload.clone(), t(1)).await.unwrap();
+        fenced_time += started.elapsed();
+        let started = Instant::now();
+        plain
+            .upload(
+                <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(
+                    payload.clone(),
+                ),
+                Some(BlockBlobClientUploadOptions::default()),
+            )
+            .await
+            .unwrap();
+        plain_time += started.elapsed();
+    }
+    println!(
+        "azure warm fast path: {N} fenced puts {:?} ({:?}/put), {N} plain puts {:?} ({:?}/put), ratio {:.2}",
+        fenced_time,
+        fenced_time / N,
+        plain_time,
+        plain_time / N,
+        fenced_time.as_secs_f64() / plain_time.as_secs_f64()
+    );
+    for k in [&key, &plain_key] {
+        let _ = backend.container().blob_client(k).delete(None).await;
+    }
+}
