@@ -1,0 +1,253 @@
+//! The text and JSON reports.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::rules::Category;
+use super::scan::{Finding, Scan};
+
+/// In the text report, mentions (not lock sites) of one kind in one file are
+/// listed up to this many, then counted.
+const MENTIONS_PER_FILE: usize = 3;
+
+/// The version of the JSON schema; bumped only for incompatible changes.
+pub(crate) const JSON_VERSION: u32 = 1;
+
+/// Counts; the JSON `summary` object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub(crate) struct Summary {
+    /// Source files read and matched.
+    pub(crate) files_scanned: u64,
+    /// Source files skipped as too large (over 2 MiB) or binary.
+    pub(crate) files_skipped: u64,
+    /// Entries that could not be read (listed on stderr).
+    pub(crate) errors: usize,
+    /// Findings reported (after `--category`).
+    pub(crate) findings: usize,
+    /// Findings per category.
+    pub(crate) by_category: ByCategory,
+    /// Findings that take a lock, lease or leadership (`fenced` not null).
+    pub(crate) lock_sites: usize,
+    /// Lock sites with a fencing token nearby.
+    pub(crate) fenced: usize,
+    /// Lock sites without one: these make the exit code 1.
+    pub(crate) unfenced: usize,
+}
+
+/// Findings per category.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct ByCategory {
+    /// [`Category::Lock`]
+    pub(crate) lock: usize,
+    /// [`Category::Optimistic`]
+    pub(crate) optimistic: usize,
+    /// [`Category::Leader`]
+    pub(crate) leader: usize,
+    /// [`Category::Hint`]
+    pub(crate) hint: usize,
+}
+
+impl ByCategory {
+    fn get(&self, c: Category) -> usize {
+        match c {
+            Category::Lock => self.lock,
+            Category::Optimistic => self.optimistic,
+            Category::Leader => self.leader,
+            Category::Hint => self.hint,
+        }
+    }
+
+    fn bump(&mut self, c: Category) {
+        match c {
+            Category::Lock => self.lock += 1,
+            Category::Optimistic => self.optimistic += 1,
+            Category::Leader => self.leader += 1,
+            Category::Hint => self.hint += 1,
+        }
+    }
+}
+
+/// Counts the findings of a scan.
+pub(crate) fn summarize(scan: &Scan) -> Summary {
+    let mut by_category = ByCategory::default();
+    for f in &scan.findings {
+        by_category.bump(f.category);
+    }
+    let count = |v: bool| scan.findings.iter().filter(|f| f.fenced == Some(v)).count();
+    let (fenced, unfenced) = (count(true), count(false));
+    Summary {
+        files_scanned: scan.files_scanned,
+        files_skipped: scan.files_skipped,
+        errors: scan.errors.len(),
+        findings: scan.findings.len(),
+        by_category,
+        lock_sites: fenced + unfenced,
+        fenced,
+        unfenced,
+    }
+}
+
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    version: u32,
+    root: String,
+    findings: &'a [Finding],
+    summary: &'a Summary,
+}
+
+/// Writes the JSON report (one document, pretty-printed, newline-terminated).
+pub(crate) fn write_json(
+    out: &mut dyn Write,
+    root: &Path,
+    scan: &Scan,
+    summary: &Summary,
+) -> io::Result<()> {
+    let report = JsonReport {
+        version: JSON_VERSION,
+        root: root.display().to_string(),
+        findings: &scan.findings,
+        summary,
+    };
+    serde_json::to_writer_pretty(&mut *out, &report)?;
+    writeln!(out)
+}
+
+fn label(f: &Finding) -> &'static str {
+    match (f.fenced, f.category) {
+        (Some(false), _) => "UNFENCED",
+        (Some(true), _) => "fenced",
+        (None, Category::Optimistic) => "check",
+        (None, Category::Hint) => "hint",
+        (None, _) => "usage",
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Writes the human-readable report: findings grouped by category, then a
+/// summary line.
+pub(crate) fn write_text(
+    out: &mut dyn Write,
+    root: &Path,
+    scan: &Scan,
+    summary: &Summary,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "fence audit: {} ({} scanned)\n",
+        root.display(),
+        plural(
+            summary.files_scanned.try_into().unwrap_or(usize::MAX),
+            "source file",
+            "source files"
+        ),
+    )?;
+    for category in Category::ALL {
+        let findings: Vec<&Finding> = scan
+            .findings
+            .iter()
+            .filter(|f| f.category == category)
+            .collect();
+        if findings.is_empty() {
+            continue;
+        }
+        let sites = findings.iter().filter(|f| f.fenced.is_some()).count();
+        let unfenced = findings.iter().filter(|f| f.fenced == Some(false)).count();
+        if sites > 0 {
+            writeln!(
+                out,
+                "{}: {} ({}, {} unfenced)",
+                category.title(),
+                findings.len(),
+                plural(sites, "lock site", "lock sites"),
+                unfenced
+            )?;
+        } else {
+            writeln!(out, "{}: {}", category.title(), findings.len())?;
+        }
+        // Generated clients repeat a header name hundreds of times in one
+        // file: past a few, mentions of one kind in one file are counted.
+        let mut totals: HashMap<(&str, &str), usize> = HashMap::new();
+        for f in findings.iter().filter(|f| f.fenced.is_none()) {
+            *totals.entry((&f.file, f.kind)).or_default() += 1;
+        }
+        let mut shown: HashMap<(&str, &str), usize> = HashMap::new();
+        for f in findings {
+            let key = (f.file.as_str(), f.kind);
+            if f.fenced.is_none() {
+                let n = shown.entry(key).or_default();
+                *n += 1;
+                if *n > MENTIONS_PER_FILE {
+                    continue;
+                }
+            }
+            writeln!(
+                out,
+                "  {:<9}{}:{}:{}  [{}]",
+                label(f),
+                f.shown,
+                f.line,
+                f.column,
+                f.kind
+            )?;
+            writeln!(out, "           {}", f.snippet)?;
+            writeln!(out, "           {}", f.message)?;
+            let total = totals.get(&key).copied().unwrap_or(0);
+            if f.fenced.is_none() && shown[&key] == MENTIONS_PER_FILE && total > MENTIONS_PER_FILE {
+                writeln!(
+                    out,
+                    "  {:<9}… and {} more [{}] in {} (all of them in --json)",
+                    "",
+                    total - MENTIONS_PER_FILE,
+                    f.kind,
+                    f.shown
+                )?;
+            }
+        }
+        writeln!(out)?;
+    }
+    if summary.findings == 0 {
+        writeln!(
+            out,
+            "No distributed locks, leases, leader election or optimistic checks found.\n"
+        )?;
+    }
+    let per_category = Category::ALL
+        .iter()
+        .map(|&c| format!("{} {}", summary.by_category.get(c), c.name()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let secs = scan.elapsed.as_secs_f64();
+    writeln!(
+        out,
+        "Summary: {} ({per_category}); {}, {} unfenced, {} fenced; {} ({:.1} MB) in {secs:.2}s{}{}.",
+        plural(summary.findings, "finding", "findings"),
+        plural(summary.lock_sites, "lock site", "lock sites"),
+        summary.unfenced,
+        summary.fenced,
+        plural(
+            summary.files_scanned.try_into().unwrap_or(usize::MAX),
+            "file",
+            "files"
+        ),
+        scan.bytes_scanned as f64 / 1e6,
+        if summary.files_skipped > 0 {
+            format!(" ({} skipped: too large or binary)", summary.files_skipped)
+        } else {
+            String::new()
+        },
+        if summary.errors > 0 {
+            format!(
+                ", {} unreadable (see stderr)",
+                plural(summary.errors, "entry", "entries")
+            )
+        } else {
+            String::new()
+        },
+    )
+}
