@@ -666,6 +666,8 @@ mod tests {
     fn generic_lock_calls_need_a_lock_service_in_the_file() {
         let local = "_imp.acquire_lock()\ntry:\n    pass\nfinally:\n    _imp.release_lock()\n";
         assert!(hits(Language::Python, local).is_empty());
+        let licensed = format!("# distributed under the License on an AS IS BASIS\n{local}");
+        assert!(hits(Language::Python, &licensed).is_empty());
         let remote = format!("# the lease lives in etcd\n{local}");
         assert_eq!(
             summary(&hits(Language::Python, &remote)),
