@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+mod audit;
 mod backends;
 mod demo;
 mod lease_cmds;
@@ -71,6 +72,9 @@ enum Command {
     Mark(store_cmds::KeyArgs),
     /// Raise a key's mark without writing, shutting out older tokens.
     Fence(store_cmds::FenceArgs),
+    /// Scan a source tree for distributed locks, leases and leader election,
+    /// and flag those whose writes carry no fencing token (exit 1).
+    Audit(audit::AuditArgs),
 }
 
 /// What a command returns: its exit code, or an error to report.
@@ -95,6 +99,7 @@ async fn main() -> ExitCode {
         Command::Get(args) => store_cmds::get(args).await,
         Command::Mark(args) => store_cmds::mark(args).await,
         Command::Fence(args) => store_cmds::fence(args).await,
+        Command::Audit(args) => audit::run(args),
     };
     result.unwrap_or_else(|e| report(&*e))
 }
