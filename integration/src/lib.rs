@@ -36,7 +36,8 @@ pub const RUN_PREFIX_VAR: &str = "FENCING_RUN_PREFIX";
 pub fn run_prefix() -> &'static str {
     static PREFIX: OnceLock<String> = OnceLock::new();
     PREFIX.get_or_init(|| {
-        std::env::var(RUN_PREFIX_VAR).unwrap_or_else(|_| fencing_testkit::unique_prefix().replace('-', "_"))
+        std::env::var(RUN_PREFIX_VAR)
+            .unwrap_or_else(|_| fencing_testkit::unique_prefix().replace('-', "_"))
     })
 }
 
@@ -155,6 +156,19 @@ pub async fn store(name: &str) -> Option<Arc<dyn FencedStore>> {
         "s3" => Arc::new(s3().await?),
         other => panic!("unknown store {other:?}; known: {STORES:?}"),
     })
+}
+
+/// A SQL store on this run's tables at `url` (e.g. through a proxy).
+///
+/// # Panics
+/// If the database does not answer.
+pub async fn sql_store_at(url: &str) -> SqlStore {
+    let db = Db::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
+    SqlStore::new(db.with_tables(tables()))
+        .await
+        .expect("table")
 }
 
 /// An S3 store on this run's bucket at `FENCING_S3_ENDPOINT` (moto).

@@ -11,7 +11,10 @@ use fencing::LeaseRequest;
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix, store};
 
 async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
-    let (Some((issuer, ttl)), Some(store)) = (issuer(issuer_name).await, store(store_name).await) else { return };
+    let (Some((issuer, ttl)), Some(store)) = (issuer(issuer_name).await, store(store_name).await)
+    else {
+        return;
+    };
     let resource = fencing_testkit::unique_name("paused");
     let key = fencing_testkit::unique_name("paused-key");
 
@@ -30,17 +33,35 @@ async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
         .unwrap();
 
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     tokio::time::sleep(ttl + ttl / 2).await;
 
     let lease = issuer
-        .acquire(&LeaseRequest::new(&resource, ttl * 10), ttl * 10 + Duration::from_secs(10))
+        .acquire(
+            &LeaseRequest::new(&resource, ttl * 10),
+            ttl * 10 + Duration::from_secs(10),
+        )
         .await
         .expect("the lease passes on while the first process is stopped");
     assert!(lease.token().get() > zombie_token);
-    store.put(&key, "written by the new holder".into(), lease.token()).await.expect("new holder writes");
+    store
+        .put(&key, "written by the new holder".into(), lease.token())
+        .await
+        .expect("new holder writes");
 
-    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let verdict = lines.next().expect("a verdict").expect("readable");
     let status = child.wait().unwrap();
     assert_eq!(

@@ -35,6 +35,7 @@ pub mod env;
 pub mod history;
 pub mod issuer;
 mod names;
+pub mod proxy;
 pub mod store;
 pub mod zombie;
 

@@ -15,10 +15,17 @@ async fn main() -> std::process::ExitCode {
         eprintln!("usage: zombie-client ISSUER STORE RESOURCE KEY");
         return std::process::ExitCode::from(2);
     };
-    let (issuer, ttl) = fencing_integration::issuer(issuer_name).await.expect("issuer not skipped");
-    let store = fencing_integration::store(store_name).await.expect("store not skipped");
+    let (issuer, ttl) = fencing_integration::issuer(issuer_name)
+        .await
+        .expect("issuer not skipped");
+    let store = fencing_integration::store(store_name)
+        .await
+        .expect("store not skipped");
     let lease = issuer
-        .acquire(&LeaseRequest::new(resource, ttl), ttl * 10 + Duration::from_secs(10))
+        .acquire(
+            &LeaseRequest::new(resource, ttl),
+            ttl * 10 + Duration::from_secs(10),
+        )
         .await
         .expect("acquire");
     println!("acquired {}", lease.token());
@@ -26,12 +33,17 @@ async fn main() -> std::process::ExitCode {
 
     // About to write: this is where the test stops the process.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    match store.put(key, "written by the zombie process".into(), lease.token()).await {
+    match store
+        .put(key, "written by the zombie process".into(), lease.token())
+        .await
+    {
         Ok(()) => {
             println!("accepted");
             std::process::ExitCode::SUCCESS
         }
-        Err(Error::StaleToken { presented, current, .. }) => {
+        Err(Error::StaleToken {
+            presented, current, ..
+        }) => {
             println!("refused {presented} {current}");
             std::process::ExitCode::from(3)
         }
