@@ -75,3 +75,117 @@ pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Erro
         _ => fail(false, err),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use azure_core::http::StatusCode;
+
+    use super::*;
+
+    fn answered(status: StatusCode, code: Option<&str>) -> azure_core::Error {
+        ErrorKind::HttpResponse {
+            status,
+            error_code: code.map(str::to_owned),
+            raw_response: None,
+        }
+        .into_error()
+    }
+
+    fn kind(failure: &Failure) -> String {
+        match failure {
+            Failure::NotFound => "not found".into(),
+            Failure::PreconditionFailed => "precondition".into(),
+            Failure::Error(Error::Backend { retryable, .. }) => {
+                format!("backend retryable={retryable}")
+            }
+            Failure::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
+            Failure::Error(e) => format!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn codes_and_statuses_map_to_the_loop() {
+        let cases = [
+            (
+                Op::Update,
+                answered(StatusCode::PreconditionFailed, Some("ConditionNotMet")),
+                "precondition",
+            ),
+            (
+                Op::Create,
+                answered(StatusCode::Conflict, Some("BlobAlreadyExists")),
+                "precondition",
+            ),
+            (
+                Op::Update,
+                answered(StatusCode::Conflict, Some("LeaseIdMissing")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Create,
+                answered(StatusCode::NotFound, Some("ContainerNotFound")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Head,
+                answered(StatusCode::NotFound, Some("ContainerNotFound")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Head,
+                answered(StatusCode::NotFound, Some("BlobNotFound")),
+                "not found",
+            ),
+            (
+                Op::Read,
+                answered(StatusCode::NotFound, Some("BlobNotFound")),
+                "not found",
+            ),
+            (
+                Op::Read,
+                answered(StatusCode::PreconditionFailed, None),
+                "precondition",
+            ),
+            (
+                Op::Update,
+                answered(StatusCode::Forbidden, Some("AuthenticationFailed")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Update,
+                answered(StatusCode::ServiceUnavailable, Some("ServerBusy")),
+                "backend retryable=true",
+            ),
+            (
+                Op::Update,
+                answered(StatusCode::InternalServerError, None),
+                "unknown",
+            ),
+            (
+                Op::Head,
+                answered(StatusCode::InternalServerError, None),
+                "backend retryable=true",
+            ),
+            (
+                Op::Update,
+                ErrorKind::Connection.into_error(),
+                "backend retryable=true",
+            ),
+            (Op::Update, ErrorKind::Io.into_error(), "unknown"),
+            (
+                Op::Read,
+                ErrorKind::Io.into_error(),
+                "backend retryable=true",
+            ),
+            (
+                Op::Update,
+                ErrorKind::Credential.into_error(),
+                "backend retryable=false",
+            ),
+        ];
+        for (op, err, want) in cases {
+            let what = format!("{op:?} {:?}", err.kind());
+            assert_eq!(kind(&classify(op, "c", "k", err)), want, "{what}");
+        }
+    }
+}

@@ -118,3 +118,62 @@ fn checksum_mismatch(err: &google_cloud_storage::Error) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use google_cloud_storage::http::HeaderMap;
+
+    use super::*;
+
+    fn answered(status: u16) -> google_cloud_storage::Error {
+        google_cloud_storage::Error::http(status, HeaderMap::new(), bytes::Bytes::new())
+    }
+
+    fn kind(failure: &Failure) -> String {
+        match failure {
+            Failure::NotFound => "not found".into(),
+            Failure::PreconditionFailed => "precondition".into(),
+            Failure::Error(Error::Backend { retryable, .. }) => {
+                format!("backend retryable={retryable}")
+            }
+            Failure::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
+            Failure::Error(e) => format!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn statuses_and_transport_failures_map_to_the_loop() {
+        use google_cloud_storage::Error as E;
+        let cases = [
+            (Op::Update, answered(412), "precondition"),
+            (Op::Create, answered(412), "precondition"),
+            (Op::Update, answered(404), "precondition"),
+            (Op::Create, answered(404), "backend retryable=false"),
+            (Op::Head, answered(404), "not found"),
+            (Op::Read, answered(404), "not found"),
+            (Op::Head, answered(412), "backend retryable=false"),
+            (Op::Update, answered(403), "backend retryable=false"),
+            (Op::Update, answered(429), "backend retryable=true"),
+            (Op::Update, answered(503), "unknown"),
+            (Op::Read, answered(503), "backend retryable=true"),
+            (Op::Update, E::connect("refused"), "backend retryable=true"),
+            (Op::Update, E::timeout("deadline"), "unknown"),
+            (Op::Head, E::timeout("deadline"), "backend retryable=true"),
+            (Op::Update, E::io("reset"), "unknown"),
+            (
+                Op::Update,
+                E::binding("bad bucket"),
+                "backend retryable=false",
+            ),
+            (
+                Op::Update,
+                E::ser("cannot encode"),
+                "backend retryable=false",
+            ),
+        ];
+        for (op, err, want) in cases {
+            let what = format!("{op:?} {err}");
+            assert_eq!(kind(&classify(op, "b", "k", err)), want, "{what}");
+        }
+    }
+}

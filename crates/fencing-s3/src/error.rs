@@ -116,3 +116,156 @@ fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_s3::config::http::HttpResponse;
+    use aws_sdk_s3::error::{ConnectorError, ErrorMetadata};
+    use aws_sdk_s3::operation::put_object::PutObjectError;
+    use aws_sdk_s3::primitives::SdkBody;
+
+    use super::*;
+
+    /// A service error as the SDK surfaces it: S3's 412 and 409 carry no
+    /// modelled variant, only a status and perhaps a code.
+    fn answered(status: u16, code: Option<&str>) -> SdkError<PutObjectError> {
+        let mut meta = ErrorMetadata::builder();
+        if let Some(code) = code {
+            meta = meta.code(code);
+        }
+        let raw = HttpResponse::new(status.try_into().expect("a status"), SdkBody::empty());
+        SdkError::service_error(PutObjectError::generic(meta.build()), raw)
+    }
+
+    fn io(kind: std::io::ErrorKind) -> SdkError<PutObjectError> {
+        SdkError::dispatch_failure(ConnectorError::io(Box::new(std::io::Error::from(kind))))
+    }
+
+    fn kind(failure: &Failure) -> String {
+        match failure {
+            Failure::NotFound => "not found".into(),
+            Failure::PreconditionFailed => "precondition".into(),
+            Failure::Error(Error::Backend { retryable, .. }) => {
+                format!("backend retryable={retryable}")
+            }
+            Failure::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
+            Failure::Error(e) => format!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn statuses_decide_not_modelled_variants() {
+        let cases = [
+            (Op::Write, answered(412, None), "precondition"),
+            (
+                Op::Write,
+                answered(412, Some("PreconditionFailed")),
+                "precondition",
+            ),
+            (
+                Op::Write,
+                answered(409, Some("ConditionalRequestConflict")),
+                "precondition",
+            ),
+            (
+                Op::Write,
+                answered(409, Some("OperationAborted")),
+                "backend retryable=true",
+            ),
+            (Op::Write, answered(404, Some("NoSuchKey")), "precondition"),
+            (
+                Op::Write,
+                answered(404, Some("NoSuchBucket")),
+                "backend retryable=false",
+            ),
+            (Op::Head, answered(404, None), "not found"),
+            (Op::Read, answered(404, Some("NoSuchKey")), "not found"),
+            (
+                Op::Read,
+                answered(404, Some("NoSuchBucket")),
+                "backend retryable=false",
+            ),
+            (Op::Head, answered(412, None), "backend retryable=false"),
+            (
+                Op::Write,
+                answered(403, Some("AccessDenied")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Write,
+                answered(503, Some("SlowDown")),
+                "backend retryable=true",
+            ),
+            (Op::Write, answered(500, Some("InternalError")), "unknown"),
+            (
+                Op::Read,
+                answered(500, Some("InternalError")),
+                "backend retryable=true",
+            ),
+        ];
+        for (op, err, want) in cases {
+            let what = format!(
+                "{op:?} {:?}",
+                err.raw_response().map(|r| r.status().as_u16())
+            );
+            assert_eq!(kind(&classify(op, "b", "k", err)), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_write_that_may_have_been_sent_is_an_unknown_outcome() {
+        use std::io::ErrorKind;
+        let timeout = || SdkError::<PutObjectError>::timeout_error("deadline");
+        assert_eq!(kind(&classify(Op::Write, "b", "k", timeout())), "unknown");
+        assert_eq!(
+            kind(&classify(Op::Head, "b", "k", timeout())),
+            "backend retryable=true"
+        );
+        assert_eq!(
+            kind(&classify(
+                Op::Write,
+                "b",
+                "k",
+                io(ErrorKind::ConnectionReset)
+            )),
+            "unknown"
+        );
+        assert_eq!(
+            kind(&classify(
+                Op::Read,
+                "b",
+                "k",
+                io(ErrorKind::ConnectionReset)
+            )),
+            "backend retryable=true"
+        );
+        // Refused: nothing was sent, so even a write may be retried.
+        assert_eq!(
+            kind(&classify(
+                Op::Write,
+                "b",
+                "k",
+                io(ErrorKind::ConnectionRefused)
+            )),
+            "backend retryable=true"
+        );
+        let built = SdkError::<PutObjectError>::construction_failure("bad input");
+        assert_eq!(
+            kind(&classify(Op::Write, "b", "k", built)),
+            "backend retryable=false"
+        );
+    }
+
+    #[test]
+    fn the_sdk_error_is_kept_as_the_source() {
+        let Failure::Error(e) = classify(Op::Write, "b", "k", answered(403, Some("AccessDenied")))
+        else {
+            panic!("an error");
+        };
+        let source = std::error::Error::source(&e).expect("chained");
+        assert!(
+            format!("{}", aws_sdk_s3::error::DisplayErrorContext(source)).contains("AccessDenied"),
+            "{e:?}"
+        );
+    }
+}
