@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 
 const BACKEND: &str = "redis";
@@ -40,7 +40,7 @@ pub enum Durability {
 /// primary-only, persistent server.
 #[derive(Clone)]
 pub struct RedisIssuer {
-    connection: MultiplexedConnection,
+    connection: ConnectionManager,
     prefix: String,
     acquire: Script,
     renew: Script,
@@ -69,21 +69,26 @@ impl RedisIssuer {
     pub async fn connect(url: &str, durability: Durability) -> Result<Self> {
         let client = redis::Client::open(url)
             .map_err(|e| Error::invalid_input(format!("malformed Redis URL {url:?}: {e}")))?;
+        // Reconnects on its own after a server restart; bounded waits so a
+        // dead server surfaces as an error, not a hang.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
         let connection = client
-            .get_multiplexed_async_connection()
+            .get_connection_manager_with_config(config)
             .await
             .map_err(|e| map_error("connect", false, e))?;
         Self::new(connection, durability).await
     }
 
-    /// Uses an existing connection and checks durability.
+    /// Uses an existing connection manager and checks durability.
     ///
     /// # Errors
     /// As [`RedisIssuer::connect`].
-    pub async fn new(
-        mut connection: MultiplexedConnection,
-        durability: Durability,
-    ) -> Result<Self> {
+    pub async fn new(mut connection: ConnectionManager, durability: Durability) -> Result<Self> {
         if durability == Durability::Required {
             check_durability(&mut connection).await?;
         }
@@ -138,7 +143,7 @@ impl RedisIssuer {
 /// Refuses a server that could lose the counter: no AOF, AOF without
 /// `fsync` on every write (a crash loses the last second of `INCR`s), or an
 /// eviction policy that may evict keys without a TTL.
-async fn check_durability(conn: &mut MultiplexedConnection) -> Result<()> {
+async fn check_durability(conn: &mut ConnectionManager) -> Result<()> {
     let config = |name: &'static str| {
         let mut conn = conn.clone();
         async move {
