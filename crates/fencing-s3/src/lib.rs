@@ -127,7 +127,9 @@ impl BlobBackend for S3Backend {
             Err(err) => {
                 return match classify(Op::Head, &self.bucket, key, err) {
                     Failure::NotFound => Ok(None),
-                    Failure::PreconditionFailed => unreachable!("head sends no precondition"),
+                    Failure::PreconditionFailed => {
+                        Err(unexpected("a failed precondition on HeadObject", key))
+                    }
                     Failure::Error(e) => Err(e),
                 };
             }
@@ -152,7 +154,9 @@ impl BlobBackend for S3Backend {
             Err(err) => {
                 return match classify(Op::Read, &self.bucket, key, err) {
                     Failure::NotFound => Ok(None),
-                    Failure::PreconditionFailed => unreachable!("get sends no precondition"),
+                    Failure::PreconditionFailed => {
+                        Err(unexpected("a failed precondition on GetObject", key))
+                    }
                     Failure::Error(e) => Err(e),
                 };
             }
@@ -213,13 +217,17 @@ impl BlobBackend for S3Backend {
             Ok(output) => Ok(WriteOutcome::Written(version_from(output.e_tag()))),
             Err(err) => match classify(Op::Write, &self.bucket, key, err) {
                 Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound => {
-                    unreachable!("a write's 404 is a failed precondition or an error")
-                }
+                Failure::NotFound => Err(unexpected("'not found' on PutObject", key)),
                 Failure::Error(e) => Err(e),
             },
         }
     }
+}
+
+/// An answer `classify` never gives for the operation (kept as an error, not
+/// a panic).
+fn unexpected(what: &str, key: &str) -> Error {
+    Error::backend("s3", false, format!("unexpected {what} for {key:?}"))
 }
 
 fn corrupt(bucket: &str, key: &str, reason: &str) -> Error {
