@@ -10,6 +10,7 @@
 #   services.sh deps [NAMES...]      only install the packages and tools (up does this too)
 #   services.sh leader CLUSTER       print "PID PORT" of the leader of etcd-cluster or zk-ensemble
 #   services.sh restart-member CLUSTER PORT   start a killed member again; prints "PID PORT"
+#   services.sh restart NAME         stop a single server (ours or not: for fault tests) and start it as ours
 #   services.sh clean                down all, then delete data and logs (keeps installed tools)
 #
 # NAMES default to the eight standard servers; `all` adds the on-demand ones.
@@ -721,6 +722,36 @@ cmd_restart_member() { # CLUSTER PORT -> "PID PORT" of the restarted member
   echo "$(our_pid "$inst") $port"
 }
 
+cmd_restart() { # SERVICE: stop one single-server service, whoever started it, then start it as ours
+  local svc=${1:-} inst port pid sig deadline
+  is_known "$svc" || die "unknown service '$svc'"
+  [[ $(members "$svc" | wc -l) -eq 1 ]] || die "restart takes a single-server service, not '$svc' (use restart-member)"
+  read -r inst port < <(members "$svc")
+  lock
+  pid=$(our_pid "$inst") || pid=$(listener_pid "$port")
+  if [[ -n $pid ]]; then
+    sig=TERM
+    [[ $inst == postgres ]] && sig=INT # fast shutdown: rolls back open transactions, then exits
+    log "$inst: restarting, stopping pid $pid (SIG$sig)"
+    kill -s "$sig" "$pid" 2>/dev/null || true
+    kill -s CONT "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + STOP_SECS))
+    while kill -0 "$pid" 2>/dev/null || port_open "$port"; do
+      if ((SECONDS >= deadline)); then kill -s KILL "$pid" 2>/dev/null || true; fi
+      sleep 0.2
+    done
+  fi
+  rm -f "$PIDS/$inst.pid"
+  cmd_deps "$svc"
+  start_instance "$inst" "$port"
+  wait_answering "$inst" "$port"
+  case $svc in
+  postgres) setup_postgres ;;
+  mariadb) setup_mariadb ;;
+  esac
+  log "$inst: restarted"
+}
+
 cmd_clean() {
   cmd_down all
   rm -rf "$DATA" "$LOGS" "$PIDS"
@@ -728,7 +759,7 @@ cmd_clean() {
 }
 
 usage() {
-  sed -n '6,15s/^# \{0,1\}//p' "$0"
+  sed -n '6,16s/^# \{0,1\}//p' "$0"
   exit "${1:-0}"
 }
 
@@ -743,6 +774,7 @@ main() {
   deps) lock && cmd_deps "$@" ;;
   leader) cmd_leader "$@" ;;
   restart-member) cmd_restart_member "$@" ;;
+  restart) cmd_restart "$@" ;;
   clean) cmd_clean ;;
   -h | --help | help) usage 0 ;;
   *) usage 2 >&2 ;;
