@@ -1,0 +1,7 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod issuer;
+
+pub use issuer::{DEFAULT_PREFIX, TokenSource, ZkIssuer};
+pub use zookeeper_client;

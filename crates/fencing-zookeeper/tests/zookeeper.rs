@@ -1,0 +1,415 @@
+//! The issuer suite (with both token sources), the zombie scenario, the
+//! history checker and real pauses on a real ZooKeeper (`FENCING_ZK_ADDR`,
+//! default `127.0.0.1:2181`; start it with
+//! `integration/services.sh up zookeeper`).
+//!
+//! The short TTL is 2 s: the smallest session `integration/services.sh`'s
+//! ZooKeeper grants (2 × tickTime, tickTime = 1000 ms).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fencing::memory::MemoryStore;
+use fencing::{Error, LeaseRequest, TokenIssuer};
+use fencing_testkit::env::ZOOKEEPER;
+use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_testkit::issuer::IssuerProfile;
+use fencing_testkit::zombie::zombie_scenario;
+use fencing_zookeeper::{TokenSource, ZkIssuer};
+
+/// An issuer under a fresh prefix znode, or `None` if this run skips ZooKeeper.
+async fn connect(source: TokenSource) -> Option<ZkIssuer> {
+    if ZOOKEEPER.skipped() {
+        return None;
+    }
+    let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
+    match ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, source).await {
+        Ok(issuer) => Some(issuer),
+        Err(e) => ZOOKEEPER.unavailable(&chain(&e)),
+    }
+}
+
+/// An error with its sources.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+fn profile() -> IssuerProfile {
+    IssuerProfile {
+        // A session closed at the deadline goes at once; allow for a slow machine.
+        expiry_slack: Duration::from_secs(2),
+        // Longer than the server's maxSessionTimeout (20 s) would be shortened.
+        long_ttl: Duration::from_secs(20),
+        ..IssuerProfile::with_ttl(Duration::from_secs(2))
+    }
+}
+
+mod czxid {
+    use super::*;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(connect(TokenSource::Czxid).await?))
+    }
+
+    fencing_testkit::issuer_conformance!(issuer, profile());
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zombie_is_refused() {
+        let Some(issuer) = issuer().await else { return };
+        for fence_on_acquire in [false, true] {
+            zombie_scenario(
+                &*issuer,
+                &MemoryStore::new(),
+                profile().ttl,
+                fence_on_acquire,
+                |_| {},
+            )
+            .await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn history_checker_finds_no_stale_accept() {
+        let Some(issuer) = issuer().await else { return };
+        let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), profile().ttl);
+        let report = run_history(issuer, Arc::new(MemoryStore::new()), &config).await;
+        println!("{report}");
+        report.assert_clean();
+    }
+}
+
+mod parent_cversion {
+    use super::*;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(connect(TokenSource::ParentCversion).await?))
+    }
+
+    fencing_testkit::issuer_conformance!(issuer, profile());
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn zombie_is_refused() {
+        let Some(issuer) = issuer().await else { return };
+        zombie_scenario(&*issuer, &MemoryStore::new(), profile().ttl, true, |_| {}).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_the_czxid_or_the_parent_cversion() {
+    let Some(by_czxid) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("czxid");
+    let long = Duration::from_secs(10);
+    let lease = by_czxid
+        .acquire(&LeaseRequest::new(&resource, long), long)
+        .await
+        .expect("acquire");
+    let dir = by_czxid.resource_path(&resource);
+    let children = by_czxid
+        .client()
+        .list_children(&dir)
+        .await
+        .expect("children");
+    assert_eq!(children.len(), 1, "{children:?}");
+    let stat = by_czxid
+        .client()
+        .check_stat(&format!("{dir}/{}", children[0]))
+        .await
+        .unwrap()
+        .expect("the lock node");
+    assert_eq!(u64::try_from(stat.czxid).unwrap(), lease.token().get());
+    by_czxid.release(&lease).await.expect("release");
+
+    let by_cversion = ZkIssuer::connect_with(
+        &ZOOKEEPER.endpoint(),
+        by_czxid.prefix(),
+        TokenSource::ParentCversion,
+    )
+    .await
+    .expect("connect");
+    let resource = fencing_testkit::unique_name("cversion");
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        let lease = by_cversion
+            .acquire(&LeaseRequest::new(&resource, long), long)
+            .await
+            .expect("acquire");
+        tokens.push(lease.token().get());
+        by_cversion.release(&lease).await.expect("release");
+    }
+    let (_, stat) = by_cversion
+        .client()
+        .get_data(&by_cversion.resource_path(&resource))
+        .await
+        .expect("parent");
+    println!(
+        "cversion tokens {tokens:?}; the resource znode's cversion is now {}",
+        stat.cversion
+    );
+    // One create and one delete per grant on a fresh resource znode.
+    assert_eq!(tokens, [1, 3, 5]);
+    assert_eq!(stat.cversion, 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_bounds_come_from_the_server() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let (min, max) = issuer.session_timeouts();
+    assert_eq!(issuer.min_ttl(), min);
+    assert!(
+        min >= Duration::from_millis(200) && min < max,
+        "{min:?}..{max:?}"
+    );
+    println!("ZooKeeper negotiates sessions within {min:?}..={max:?}");
+    // A TTL the server cannot keep through a pause is shortened, so the
+    // local deadline stays conservative.
+    let resource = fencing_testkit::unique_name("long");
+    let lease = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, max * 3),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("acquire");
+    assert_eq!(lease.ttl(), max);
+    issuer.release(&lease).await.expect("release");
+    let short = LeaseRequest::new(&resource, min / 2);
+    assert!(matches!(
+        issuer.try_acquire(&short).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_resource_names_are_independent() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let parent = fencing_testkit::unique_name("a");
+    let child = format!("{parent}/b");
+    let long = Duration::from_secs(10);
+    let p = issuer
+        .try_acquire(&LeaseRequest::new(&parent, long))
+        .await
+        .unwrap()
+        .expect("parent is free");
+    let c = issuer
+        .try_acquire(&LeaseRequest::new(&child, long))
+        .await
+        .unwrap()
+        .expect("child is not locked by its parent");
+    assert_eq!(
+        issuer.holder(&parent).await.unwrap().unwrap().token,
+        p.token()
+    );
+    assert_eq!(
+        issuer.holder(&child).await.unwrap().unwrap().token,
+        c.token()
+    );
+    issuer.release(&p).await.unwrap();
+    issuer.release(&c).await.unwrap();
+}
+
+/// Runs `work` on a runtime of its own, on its own thread, which a message
+/// on the returned sender freezes (every task on it, the ZooKeeper session
+/// included) for the given time: a stopped process.
+fn frozen_client<T: Send + 'static>(
+    work: impl FnOnce(
+        tokio::sync::oneshot::Receiver<Duration>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = T> + Send>>
+    + Send
+    + 'static,
+) -> (
+    tokio::sync::oneshot::Sender<Duration>,
+    std::thread::JoinHandle<T>,
+) {
+    let (pause_tx, pause_rx) = tokio::sync::oneshot::channel();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(work(pause_rx))
+    });
+    (pause_tx, thread)
+}
+
+async fn freeze_on(pause: tokio::sync::oneshot::Receiver<Duration>) {
+    if let Ok(pause) = pause.await {
+        std::thread::sleep(pause); // the whole client stops
+    }
+}
+
+/// A holder whose process stops for longer than its session timeout loses
+/// the lease *while stopped* (ZooKeeper expires the session: the issuer's
+/// own deadline watchdog is stopped too); another client gets it, and the
+/// woken holder's renew fails with `LeaseLost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_holder_loses_its_session() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("paused-holder");
+    let ttl = Duration::from_secs(4);
+    let freeze = Duration::from_secs(12);
+    let (granted_tx, granted_rx) = tokio::sync::oneshot::channel();
+    let (prefix, holder_resource) = (issuer.prefix().to_owned(), resource.clone());
+    let (pause, holder) = frozen_client(move |pause_rx| {
+        Box::pin(async move {
+            let own = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, TokenSource::Czxid)
+                .await
+                .expect("connect");
+            let lease = own
+                .acquire(
+                    &LeaseRequest::new(&holder_resource, ttl),
+                    Duration::from_secs(5),
+                )
+                .await
+                .expect("acquire");
+            let renewed = own.renew(&lease).await.expect("renew before the pause");
+            granted_tx.send(renewed.token()).expect("report the grant");
+            freeze_on(pause_rx).await;
+            own.renew(&renewed).await.map(|l| l.token())
+        })
+    });
+    let zombie_token = granted_rx.await.expect("the holder was granted");
+    pause.send(freeze).expect("freeze the holder");
+    let frozen_at = Instant::now();
+
+    let next = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_secs(20)),
+            freeze - Duration::from_secs(2),
+        )
+        .await
+        .expect("granted while the holder is still stopped");
+    let took = frozen_at.elapsed();
+    assert!(
+        took < freeze,
+        "granted only after the holder woke ({took:?})"
+    );
+    assert!(next.token() > zombie_token);
+    println!("granted {took:?} into a {freeze:?} pause of a holder with a {ttl:?} session");
+
+    match holder.join().expect("holder thread") {
+        Err(Error::LeaseLost { token, .. }) => assert_eq!(token, zombie_token),
+        other => panic!("the woken holder's renew must fail with LeaseLost, got {other:?}"),
+    }
+    assert_eq!(
+        issuer.holder(&resource).await.unwrap().unwrap().token,
+        next.token()
+    );
+    issuer.release(&next).await.expect("release");
+}
+
+/// The ZooKeeper side of etcd#11456: a waiter whose session expires while
+/// it is queued (its process stopped) is never granted when it wakes, even
+/// though the holder released meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_session_expired_while_queued_is_never_granted() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("expired-waiter");
+    let ttl = Duration::from_secs(2);
+    let holder = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_secs(20)),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("holder");
+    let (prefix, waiter_resource) = (issuer.prefix().to_owned(), resource.clone());
+    let (pause, waiter) = frozen_client(move |pause_rx| {
+        Box::pin(async move {
+            let own = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, TokenSource::Czxid)
+                .await
+                .expect("connect");
+            tokio::spawn(freeze_on(pause_rx));
+            own.acquire(
+                &LeaseRequest::new(&waiter_resource, ttl),
+                Duration::from_secs(60),
+            )
+            .await
+        })
+    });
+    let dir = issuer.resource_path(&resource);
+    let queued_by = Instant::now() + Duration::from_secs(10);
+    while issuer
+        .client()
+        .list_children(&dir)
+        .await
+        .expect("children")
+        .len()
+        < 2
+    {
+        assert!(Instant::now() < queued_by, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pause.send(ttl * 4).expect("freeze the waiter");
+    let expired_by = Instant::now() + ttl * 3;
+    while issuer
+        .client()
+        .list_children(&dir)
+        .await
+        .expect("children")
+        .len()
+        > 1
+    {
+        assert!(
+            Instant::now() < expired_by,
+            "the stopped waiter's session did not expire"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    issuer
+        .release(&holder)
+        .await
+        .expect("the holder releases while the waiter is stopped");
+    match waiter.join().expect("waiter thread") {
+        Err(Error::LeaseLost { .. }) => {}
+        other => panic!("a waiter whose session expired must not be granted, got {other:?}"),
+    }
+    assert_eq!(
+        issuer.holder(&resource).await.unwrap(),
+        None,
+        "someone holds the resource"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_retryable_backend_error() {
+    let started = Instant::now();
+    let e = ZkIssuer::connect("127.0.0.1:1")
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "zookeeper",
+                retryable: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(matches!(
+        ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), "/zookeeper", TokenSource::Czxid).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
