@@ -14,13 +14,7 @@ use fencing_testkit::zombie::zombie_scenario;
 fn config(ttl: Duration) -> HistoryConfig {
     let seed = HistoryConfig::seed_from_env();
     if std::env::var("FENCING_MATRIX_LONG").is_ok_and(|v| v == "1") {
-        // ~1.75 operations per cycle: 16 × 360 cycles ≈ 10,000 operations.
-        HistoryConfig {
-            clients: 16,
-            cycles_per_client: 360,
-            pause_probability: 0.005,
-            ..HistoryConfig::quick(seed, ttl)
-        }
+        HistoryConfig::long(seed, ttl)
     } else {
         HistoryConfig::quick(seed, ttl)
     }

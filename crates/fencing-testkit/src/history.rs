@@ -283,6 +283,17 @@ impl HistoryConfig {
         }
     }
 
+    /// The long mode: 16 clients × 400 cycles (over 10,000 operations), a
+    /// pause past the TTL in one cycle of 200.
+    pub fn long(seed: u64, ttl: Duration) -> Self {
+        Self {
+            clients: 16,
+            cycles_per_client: 400,
+            pause_probability: 0.005,
+            ..Self::quick(seed, ttl)
+        }
+    }
+
     /// The seed from `FENCING_SEED` if set, else a random one (printed by
     /// the report so a failure can be replayed).
     pub fn seed_from_env() -> u64 {
