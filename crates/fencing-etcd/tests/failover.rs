@@ -31,19 +31,26 @@ fn services_sh() -> PathBuf {
 }
 
 /// Runs `services.sh ARGS`, returning its stdout; fails the test naming
-/// how to bring the cluster up.
+/// how to bring the cluster up. A busy machine can make a status probe
+/// miss, so a failure is tried again for up to 15 s.
 fn services(args: &[&str]) -> String {
-    let out = std::process::Command::new(services_sh())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", services_sh().display()));
-    assert!(
-        out.status.success(),
-        "`integration/services.sh {}` failed: {}\nIs the cluster up? Start it with `integration/services.sh up etcd-cluster`.",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    let give_up = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = std::process::Command::new(services_sh())
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", services_sh().display()));
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        }
+        assert!(
+            Instant::now() < give_up,
+            "`integration/services.sh {}` failed: {}\nIs the cluster up? Start it with `integration/services.sh up etcd-cluster`.",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// `(pid, port)` of the leader.
@@ -169,7 +176,7 @@ async fn leader_kill_keeps_tokens_increasing_and_refuses_stale_writes() {
                         continue;
                     }
                 };
-                if cycle % 3 == 0 {
+                if matches!(cycle % 3, 0) {
                     let _ = history.fence(&*store, client, &key, lease.token()).await;
                 }
                 let value = format!("client {client} cycle {cycle} token {}", lease.token());
