@@ -121,23 +121,6 @@ impl RedisIssuer {
     fn fence_key(&self, resource: &str) -> String {
         format!("{}{resource}:fence", self.prefix)
     }
-
-    /// Raises the resource's counter so every later token is above `floor`
-    /// (taking a resource over from another issuer). Never lowers it.
-    ///
-    /// # Errors
-    /// [`Error::Backend`] if Redis fails.
-    pub async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<FencingToken> {
-        let mut conn = self.connection.clone();
-        let counter: String = self
-            .raise_floor
-            .key(self.fence_key(resource))
-            .arg(floor.get().to_string())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| map_error("raise floor", true, e))?;
-        parse_token(&counter)
-    }
 }
 
 /// Refuses a server that could lose the counter: no AOF, AOF without
@@ -288,6 +271,18 @@ impl TokenIssuer for RedisIssuer {
         } else {
             Err(lost(lease))
         }
+    }
+
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        let mut conn = self.connection.clone();
+        let counter: String = self
+            .raise_floor
+            .key(self.fence_key(resource))
+            .arg(floor.get().to_string())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| map_error("raise floor", true, e))?;
+        parse_token(&counter).map(|_| ())
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {

@@ -26,6 +26,7 @@ pub struct SqlIssuer {
     renew: String,
     release: String,
     holder: String,
+    raise_floor: String,
 }
 
 impl SqlIssuer {
@@ -41,6 +42,7 @@ impl SqlIssuer {
             renew: sql::renew(d, &t),
             release: sql::release(d, &t),
             holder: sql::holder(d, &t),
+            raise_floor: sql::raise_floor(d, &t),
             db,
         })
     }
@@ -150,6 +152,44 @@ impl TokenIssuer for SqlIssuer {
             Ok(())
         } else {
             Err(lost(lease))
+        }
+    }
+
+    /// Raises the counter of a **free** resource (a live holder's token is
+    /// its lease, so a held resource is refused: raise the floor before the
+    /// first grant, as `fence migrate` does).
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        let raw = floor.to_i64()?;
+        let raised = match &self.db.pool {
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(p) => sqlx::query(&self.raise_floor)
+                .bind(resource)
+                .bind(raw)
+                .fetch_optional(p)
+                .await
+                .map(|r| r.is_some()),
+            #[cfg(feature = "sqlite")]
+            Pool::Sqlite(p) => sqlx::query(&self.raise_floor)
+                .bind(resource)
+                .bind(raw)
+                .fetch_optional(p)
+                .await
+                .map(|r| r.is_some()),
+            #[cfg(feature = "mysql")]
+            Pool::MySql(p) => sqlx::query(&self.raise_floor)
+                .bind(resource)
+                .bind(raw)
+                .execute(p)
+                .await
+                .map(|r| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0),
+        }
+        .map_err(self.map(&format!("raise floor of {resource:?}"), true))?;
+        if raised {
+            Ok(())
+        } else {
+            Err(Error::invalid_input(format!(
+                "{resource:?} is held; raise its floor while it is free"
+            )))
         }
     }
 

@@ -193,6 +193,36 @@ pub(crate) fn acquire(d: Dialect, t: &str) -> String {
     }
 }
 
+/// Raises a free resource's counter to at least the floor (a live holder's
+/// row is left alone: its token is its lease). Binds: resource, floor.
+/// One row changed or inserted = raised (or already above).
+pub(crate) fn raise_floor(d: Dialect, t: &str) -> String {
+    let (now, _) = now_and_later(d, 9);
+    match d {
+        Dialect::Postgres | Dialect::Sqlite => {
+            let (p1, p2) = (placeholder(d, 1), placeholder(d, 2));
+            let greatest = if d == Dialect::Sqlite {
+                "MAX"
+            } else {
+                "GREATEST"
+            };
+            format!(
+                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, NULL, {p2}, NULL) \
+                 ON CONFLICT (resource) DO UPDATE SET token = {greatest}({t}.token, excluded.token) \
+                 WHERE {t}.holder IS NULL OR {t}.expires_at <= {now} RETURNING token"
+            )
+        }
+        // The token is only raised while the lease is free; LAST_INSERT_ID
+        // reports whether it was (the held bit) as for acquire.
+        Dialect::MySql => format!(
+            "INSERT INTO {t} (resource, holder, token, expires_at, granted) VALUES (?, NULL, ?, NULL, LAST_INSERT_ID(1)) \
+             ON DUPLICATE KEY UPDATE \
+             granted = LAST_INSERT_ID(IF(holder IS NULL OR expires_at <= {now}, 1, {MYSQL_HELD_BIT})), \
+             token = IF(holder IS NULL OR expires_at <= {now}, GREATEST(token, VALUES(token)), token)"
+        ),
+    }
+}
+
 /// Tokens fit in 63 bits, so the top bit can say "held by someone else".
 pub(crate) const MYSQL_HELD_BIT: u64 = 1 << 63;
 

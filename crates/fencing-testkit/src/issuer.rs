@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fencing::{Error, HolderId, LeaseRequest, TokenIssuer};
+use fencing::{Error, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 
 use crate::unique_name;
 
@@ -362,4 +362,40 @@ pub async fn bad_requests_are_refused(issuer: &dyn TokenIssuer, p: &IssuerProfil
             other => panic!("{what} must be refused with InvalidInput, got {other:?}"),
         }
     }
+}
+
+/// After `raise_floor`, grants are above the floor; a lower floor changes
+/// nothing; tokens keep rising.
+pub async fn floor_puts_later_tokens_above_it(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
+    let resource = unique_name("floor");
+    let first = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("acquire");
+    issuer.release(&first).await.expect("release");
+    let floor = FencingToken::new(first.token().get() + 1_000_000);
+    issuer
+        .raise_floor(&resource, floor)
+        .await
+        .expect("raise_floor on a free resource");
+    issuer
+        .raise_floor(&resource, first.token())
+        .await
+        .expect("a lower floor is accepted and changes nothing");
+    let next = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("acquire");
+    assert!(
+        next.token() > floor,
+        "token {} after a floor of {floor}",
+        next.token()
+    );
+    issuer.release(&next).await.expect("release");
+    let after = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("acquire");
+    assert!(after.token() > next.token());
+    issuer.release(&after).await.expect("release");
 }

@@ -61,7 +61,8 @@ macro_rules! issuer_conformance {
             acquire_times_out_while_held,
             same_holder_keeps_its_token,
             deadline_is_conservative,
-            bad_requests_are_refused
+            bad_requests_are_refused,
+            floor_puts_later_tokens_above_it
         );
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn concurrent_acquirers_hold_one_at_a_time() {

@@ -82,6 +82,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// The backend cannot do this operation (e.g. an issuer that cannot take
+    /// a token floor).
+    #[error("{backend} does not support {operation}")]
+    Unsupported {
+        /// The backend.
+        backend: &'static str,
+        /// The operation asked for.
+        operation: &'static str,
+    },
+
     /// Other writers kept changing the object between our read and our
     /// conditional write, more often than the retry bound allows. Nothing of
     /// ours was applied; retrying is safe.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::{Error, Holding, Lease, LeaseRequest, Result};
+use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Result};
 
 /// A lock service that grants leases, each carrying a fencing token.
 ///
@@ -31,7 +31,8 @@ use crate::{Error, Holding, Lease, LeaseRequest, Result};
 ///    issuer's own clock; the wall clock is never compared across machines.
 ///    A [`Lease`]'s deadline is local and conservative.
 /// 8. **Tokens never go backwards**: an issuer whose counter could be lost
-///    refuses with [`Error::UnsafeConfiguration`] unless the caller opts in.
+///    refuses with [`Error::UnsafeConfiguration`] unless the caller opts in;
+///    after [`raise_floor`](Self::raise_floor) every grant is above the floor.
 #[async_trait]
 pub trait TokenIssuer: Send + Sync + Debug {
     /// A short name for messages, e.g. `"etcd"`.
@@ -90,4 +91,19 @@ pub trait TokenIssuer: Send + Sync + Debug {
 
     /// Who holds the resource now, if anyone.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>>;
+
+    /// Makes every later grant on `resource` carry a token above `floor`,
+    /// for taking a resource over from another issuer without a token ever
+    /// going backwards. A floor only rises: a lower one changes nothing.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] from an issuer that cannot take a floor (the
+    /// default).
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        let _ = (resource, floor);
+        Err(Error::Unsupported {
+            backend: self.name(),
+            operation: "raise_floor",
+        })
+    }
 }

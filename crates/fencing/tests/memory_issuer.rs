@@ -16,8 +16,8 @@ fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::f
 #[tokio::test]
 async fn raised_floor_puts_the_next_token_above_it() {
     let issuer = MemoryIssuer::new();
-    issuer.raise_floor("r", 1000.into());
-    issuer.raise_floor("r", 10.into()); // never lowers
+    issuer.raise_floor("r", 1000.into()).await.unwrap();
+    issuer.raise_floor("r", 10.into()).await.unwrap(); // never lowers
     let lease = issuer
         .try_acquire(&fencing::LeaseRequest::new("r", Duration::from_secs(5)))
         .await

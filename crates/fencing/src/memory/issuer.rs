@@ -35,14 +35,6 @@ impl MemoryIssuer {
         Self::default()
     }
 
-    /// Raises a resource's counter so its next token is above `floor`
-    /// (used when taking a resource over from another issuer). Never lowers.
-    pub fn raise_floor(&self, resource: &str, floor: FencingToken) {
-        let mut resources = self.resources.lock().expect("poisoned");
-        let r = resources.entry(resource.to_owned()).or_default();
-        r.last_token = r.last_token.max(floor.get());
-    }
-
     /// When the current holder's lease runs out, if it is held by someone
     /// other than `holder`.
     fn blocked_until(&self, resource: &str, holder: &HolderId) -> Option<Instant> {
@@ -146,6 +138,13 @@ impl TokenIssuer for MemoryIssuer {
         r.held = None;
         drop(resources);
         self.released.notify_waiters();
+        Ok(())
+    }
+
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        let mut resources = self.resources.lock().expect("poisoned");
+        let r = resources.entry(resource.to_owned()).or_default();
+        r.last_token = r.last_token.max(floor.get());
         Ok(())
     }
 
