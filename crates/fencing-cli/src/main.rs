@@ -9,6 +9,7 @@ mod audit;
 mod backends;
 mod demo;
 mod lease_cmds;
+mod migrate;
 mod output;
 mod store_cmds;
 
@@ -72,6 +73,9 @@ enum Command {
     Mark(store_cmds::KeyArgs),
     /// Raise a key's mark without writing, shutting out older tokens.
     Fence(store_cmds::FenceArgs),
+    /// Move a resource to another issuer without a token ever going back.
+    #[command(subcommand)]
+    Migrate(migrate::MigrateCommand),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
     Audit(audit::AuditArgs),
@@ -99,6 +103,7 @@ async fn main() -> ExitCode {
         Command::Get(args) => store_cmds::get(args).await,
         Command::Mark(args) => store_cmds::mark(args).await,
         Command::Fence(args) => store_cmds::fence(args).await,
+        Command::Migrate(command) => migrate::run(command).await,
         Command::Audit(args) => audit::run(args),
     };
     result.unwrap_or_else(|e| report(&*e))

@@ -1,0 +1,163 @@
+//! `fence migrate issuer`: move a resource to another lock service without
+//! a token ever going backwards.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use fencing::{FencingToken, LeaseRequest};
+use serde::Serialize;
+
+use crate::{CliResult, backends, exit};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum MigrateCommand {
+    /// Move a resource to a new issuer: its tokens start above every token
+    /// the old issuer granted and every mark the named stores hold.
+    Issuer(IssuerArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct IssuerArgs {
+    /// The issuer the resource leaves.
+    #[arg(long, value_name = "URL")]
+    from: String,
+    /// The issuer the resource moves to.
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// The resource.
+    #[arg(long, value_name = "NAME")]
+    resource: String,
+    /// A store the resource's holders write to, and the key they write, as
+    /// `URL#KEY`; its mark is included in the floor. Repeat for each key.
+    #[arg(long = "store", value_name = "URL#KEY")]
+    stores: Vec<String>,
+    /// Migrate even while the old issuer has a live holder (its token is
+    /// included in the floor; it keeps writing until its lease runs out, and
+    /// every later holder's token is above it).
+    #[arg(long)]
+    force: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report<'a> {
+    resource: &'a str,
+    from: &'a str,
+    to: &'a str,
+    /// The token a probe grant on the old issuer got: above all it granted.
+    old_issuer_next: Option<FencingToken>,
+    /// A live holder on the old issuer, if `--force` let it be.
+    live_holder_token: Option<FencingToken>,
+    marks: Vec<(String, Option<FencingToken>)>,
+    floor: FencingToken,
+    first_new_token: FencingToken,
+}
+
+pub(crate) async fn run(command: MigrateCommand) -> CliResult {
+    match command {
+        MigrateCommand::Issuer(args) => issuer(args).await,
+    }
+}
+
+async fn issuer(args: IssuerArgs) -> CliResult {
+    let from = backends::issuer(&args.from).await?;
+    let to = backends::issuer(&args.to).await?;
+
+    // The old issuer's counter: a probe grant is above every earlier grant.
+    let probe_request =
+        LeaseRequest::new(&args.resource, Duration::from_secs(5).max(from.min_ttl()));
+    let (old_issuer_next, live_holder_token) = match from.try_acquire(&probe_request).await? {
+        Some(probe) => {
+            from.release(&probe).await?;
+            (Some(probe.token()), None)
+        }
+        None => {
+            let holding = from.holder(&args.resource).await?;
+            let Some(holding) = holding.filter(|_| args.force) else {
+                eprintln!(
+                    "fence: {:?} has a live holder on {}; migrate when it is free, or pass --force",
+                    args.resource, args.from
+                );
+                return Ok(ExitCode::from(exit::HELD));
+            };
+            (None, Some(holding.token))
+        }
+    };
+
+    let mut marks = Vec::new();
+    for spec in &args.stores {
+        let (url, key) = spec.rsplit_once('#').ok_or_else(|| {
+            fencing::Error::invalid_input(format!("--store takes URL#KEY, got {spec:?}"))
+        })?;
+        let store = backends::store(url).await?;
+        marks.push((format!("{url}#{key}"), store.mark(key).await?));
+    }
+
+    let floor = [old_issuer_next, live_holder_token]
+        .into_iter()
+        .chain(marks.iter().map(|(_, m)| *m))
+        .flatten()
+        .max()
+        .unwrap_or(FencingToken::ZERO);
+    to.raise_floor(&args.resource, floor).await?;
+
+    // Prove it: the first grant on the new issuer is above the floor.
+    let check = to
+        .acquire(
+            &LeaseRequest::new(&args.resource, Duration::from_secs(5).max(to.min_ttl())),
+            Duration::from_secs(10),
+        )
+        .await?;
+    to.release(&check).await?;
+    let report = Report {
+        resource: &args.resource,
+        from: &args.from,
+        to: &args.to,
+        old_issuer_next,
+        live_holder_token,
+        marks,
+        floor,
+        first_new_token: check.token(),
+    };
+    if check.token() <= floor {
+        return Err(format!(
+            "the new issuer granted {} after a floor of {floor}; not migrated",
+            check.token()
+        )
+        .into());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "migrating {:?} from {} to {}",
+            report.resource, report.from, report.to
+        );
+        match (report.old_issuer_next, report.live_holder_token) {
+            (Some(t), _) => {
+                println!("  old issuer: next token would have been {t} (probe grant, released)")
+            }
+            (None, Some(t)) => println!("  old issuer: live holder with token {t} (--force)"),
+            (None, None) => {}
+        }
+        for (store, mark) in &report.marks {
+            match mark {
+                Some(m) => println!("  store {store}: mark {m}"),
+                None => println!("  store {store}: no mark yet"),
+            }
+        }
+        println!("  floor set on the new issuer: {}", report.floor);
+        println!(
+            "  first token from the new issuer: {} (a probe grant, released)",
+            report.first_new_token
+        );
+        println!(
+            "Point your holders at {} now; stop using {} for {:?}.",
+            report.to, report.from, report.resource
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,168 @@
+//! `fence migrate issuer` with the real binary: from a SQLite issuer to the
+//! append-only Redis of `integration/services.sh`; the first token after
+//! the migration is above every earlier token and every mark.
+
+use std::process::{Command, Output};
+
+const FENCE: &str = env!("CARGO_BIN_EXE_fence");
+
+fn fence(args: &[&str]) -> Output {
+    Command::new(FENCE).args(args).output().expect("run fence")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+fn redis_url() -> Option<String> {
+    let server = fencing_testkit::env::REDIS_AOF;
+    (!server.skipped()).then(|| server.endpoint())
+}
+
+#[test]
+fn sql_to_redis_never_goes_backwards() {
+    let Some(redis) = redis_url() else { return };
+    let dir = std::env::temp_dir().join(format!("fence-migrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let old = format!("sqlite://{}", dir.join("old.sqlite").display());
+    let resource = fencing_testkit::unique_name("migrated-job");
+
+    // History on the old issuer: tokens 1..=3, and a store mark of 40 (a
+    // holder that fenced far ahead).
+    let mut last = 0;
+    for _ in 0..3 {
+        let lease = json(&fence(&[
+            "acquire",
+            "--issuer",
+            &old,
+            "--resource",
+            &resource,
+            "--json",
+        ]));
+        last = lease["token"].as_u64().unwrap();
+        let (holder, token) = (
+            lease["holder"].as_str().unwrap().to_owned(),
+            last.to_string(),
+        );
+        assert!(
+            fence(&[
+                "release",
+                "--issuer",
+                &old,
+                "--resource",
+                &resource,
+                "--holder",
+                &holder,
+                "--token",
+                &token
+            ])
+            .status
+            .success()
+        );
+    }
+    assert_eq!(last, 3);
+    assert!(
+        fence(&["fence", "--store", &old, "report", "--token", "40"])
+            .status
+            .success()
+    );
+
+    // Held on the old issuer: refused unless forced.
+    let held = json(&fence(&[
+        "acquire",
+        "--issuer",
+        &old,
+        "--resource",
+        &resource,
+        "--ttl",
+        "60s",
+        "--json",
+    ]));
+    let store_arg = format!("{old}#report");
+    let refused = fence(&[
+        "migrate",
+        "issuer",
+        "--from",
+        &old,
+        "--to",
+        &redis,
+        "--resource",
+        &resource,
+        "--store",
+        &store_arg,
+    ]);
+    assert_eq!(
+        refused.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
+    let (holder, token) = (
+        held["holder"].as_str().unwrap().to_owned(),
+        held["token"].to_string(),
+    );
+    assert!(
+        fence(&[
+            "release",
+            "--issuer",
+            &old,
+            "--resource",
+            &resource,
+            "--holder",
+            &holder,
+            "--token",
+            &token
+        ])
+        .status
+        .success()
+    );
+
+    let report = json(&fence(&[
+        "migrate",
+        "issuer",
+        "--from",
+        &old,
+        "--to",
+        &redis,
+        "--resource",
+        &resource,
+        "--store",
+        &store_arg,
+        "--json",
+    ]));
+    assert_eq!(report["floor"], 40, "{report}");
+    assert!(report["first_new_token"].as_u64().unwrap() > 40, "{report}");
+
+    // Holders on the new issuer write above the old mark.
+    let lease = json(&fence(&[
+        "acquire",
+        "--issuer",
+        &redis,
+        "--resource",
+        &resource,
+        "--json",
+    ]));
+    let token = lease["token"].as_u64().unwrap();
+    assert!(token > 40 && token > last);
+    let put = fence(&[
+        "put",
+        "--store",
+        &old,
+        "report",
+        "--token",
+        &token.to_string(),
+        "after the migration",
+    ]);
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
