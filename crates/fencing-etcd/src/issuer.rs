@@ -80,6 +80,8 @@ struct Queued {
     lease_id: i64,
     key: String,
     revision: i64,
+    /// The resource's floor offset when the key was created.
+    offset: u64,
     /// When the grant request was sent: the lease lives at least the TTL
     /// from here.
     granted_at: Instant,
@@ -87,7 +89,7 @@ struct Queued {
 
 impl Queued {
     fn token(&self) -> FencingToken {
-        token_of(self.revision)
+        token_of(self.revision, self.offset)
     }
 }
 
@@ -316,6 +318,7 @@ impl EtcdIssuer {
                 ),
                 TxnOp::get(key.clone(), None),
                 TxnOp::get(dir, Some(first_created())),
+                TxnOp::get(self.floor_key(&request.resource), None),
             ]);
         let response = match self.txn(txn).await {
             Ok(response) => response,
@@ -329,7 +332,7 @@ impl EtcdIssuer {
             TxnOpResponse::Get(get) => Some(get),
             _ => None,
         });
-        let (own, first) = (gets.next(), gets.next());
+        let (own, first, floor) = (gets.next(), gets.next(), gets.next());
         let own = own
             .as_ref()
             .and_then(|g| g.kvs().first())
@@ -346,10 +349,29 @@ impl EtcdIssuer {
                 format!("lock key {key:?} of a fresh lease already existed or was not read back"),
             ));
         };
+        let offset = match parse_floor(floor.as_ref()) {
+            Ok(offset) => offset,
+            Err(e) => {
+                self.revoke_quietly(lease_id).await;
+                return Err(e);
+            }
+        };
+        if u64::try_from(revision)
+            .ok()
+            .and_then(|r| r.checked_add(offset))
+            .is_none()
+        {
+            self.revoke_quietly(lease_id).await;
+            return Err(Error::invalid_input(format!(
+                "the floor of {:?} leaves no room for tokens",
+                request.resource
+            )));
+        }
         let queued = Queued {
             lease_id,
             key,
             revision,
+            offset,
             granted_at,
         };
         Ok((queued, first == Some(revision)))
@@ -574,19 +596,45 @@ impl EtcdIssuer {
 
     /// Our lock key for `lease`, found by its create revision (the token).
     async fn find_key(&self, lease: &Lease, op: &str) -> Result<Option<KeyValue>> {
-        let revision = i64::try_from(lease.token().get()).map_err(|_| {
-            Error::invalid_input(format!("token {} is not an etcd revision", lease.token()))
-        })?;
-        let options = GetOptions::new()
-            .with_prefix()
-            .with_min_create_revision(revision)
-            .with_max_create_revision(revision)
-            .with_limit(1);
-        let mut response = self
-            .get(self.dir(lease.resource()), options)
+        let (offset, keys) = self
+            .floor_and(lease.resource(), GetOptions::new().with_prefix())
             .await
             .map_err(|e| map_error(e, Op::read(op)))?;
-        Ok(response.take_kvs().into_iter().next())
+        Ok(keys
+            .into_iter()
+            .find(|kv| token_of(kv.create_revision(), offset) == lease.token()))
+    }
+
+    /// `{prefix}%floor/{escaped resource}`: the resource's floor offset,
+    /// added to every create revision. (No resource directory can contain
+    /// it: escaped names have `%` only in `%25` and `%2F`.)
+    fn floor_key(&self, resource: &str) -> String {
+        format!("{}%floor/{}", self.inner.prefix, escape(resource))
+    }
+
+    /// The resource's floor offset and its lock keys (as `options` select
+    /// them), read in one transaction.
+    async fn floor_and(
+        &self,
+        resource: &str,
+        options: GetOptions,
+    ) -> std::result::Result<(u64, Vec<KeyValue>), Failure> {
+        let txn = Txn::new().and_then([
+            TxnOp::get(self.floor_key(resource), None),
+            TxnOp::get(self.dir(resource), Some(options)),
+        ]);
+        let response = self.txn(txn).await?;
+        let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
+            TxnOpResponse::Get(get) => Some(get),
+            _ => None,
+        });
+        let (floor, mut keys) = (gets.next(), gets.next());
+        let offset = parse_floor(floor.as_ref())
+            .map_err(|e| Failure::Etcd(etcd_client::Error::InvalidArgs(e.to_string())))?;
+        Ok((
+            offset,
+            keys.as_mut().map(GetResponse::take_kvs).unwrap_or_default(),
+        ))
     }
 }
 
@@ -639,11 +687,13 @@ impl TokenIssuer for EtcdIssuer {
             guard.disarm();
             return Ok(Some(Lease::new(request, queued.token(), queued.granted_at)));
         }
-        // Someone holds it: take our key out of the queue again.
-        guard.disarm();
+        // Someone holds it: take our key out of the queue again. (Should
+        // this future be dropped meanwhile, the guard revokes in the
+        // background.)
         self.revoke(queued.lease_id)
             .await
             .map_err(|e| map_error(e, Op::write("revoke the lease of a refused try")))?;
+        guard.disarm();
         Ok(None)
     }
 
@@ -714,11 +764,11 @@ impl TokenIssuer for EtcdIssuer {
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
-        let mut response = self
-            .get(self.dir(resource), first_created())
+        let (offset, keys) = self
+            .floor_and(resource, first_created())
             .await
             .map_err(|e| map_error(e, Op::read("find the holder")))?;
-        let Some(first) = response.take_kvs().into_iter().next() else {
+        let Some(first) = keys.into_iter().next() else {
             return Ok(None);
         };
         let holder = first
@@ -737,15 +787,78 @@ impl TokenIssuer for EtcdIssuer {
             })?;
         Ok(Some(Holding {
             holder,
-            token: token_of(first.create_revision()),
+            token: token_of(first.create_revision(), offset),
         }))
+    }
+
+    /// Adds an offset to the resource's tokens so that every later grant is
+    /// above `floor`: tokens are `create_revision + offset`, and the offset
+    /// is set to `floor - current revision` if that is more. Only while the
+    /// resource is free (no holder, nobody queued; checked in the same
+    /// transaction), so every live key carries the offset it was created
+    /// with.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] while the resource is held or waited for.
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        let floor_key = self.floor_key(resource);
+        let op = Op::write("raise the floor");
+        for _ in 0..20 {
+            let response = self
+                .get(floor_key.clone(), GetOptions::new())
+                .await
+                .map_err(|e| map_error(e, Op::read("read the floor")))?;
+            let offset = parse_floor(Some(&response))?;
+            let version = response.kvs().first().map_or(0, KeyValue::mod_revision);
+            let revision = response.header().map_or(0, |h| h.revision());
+            // The next key's revision is above `revision`.
+            let needed = floor
+                .get()
+                .saturating_sub(u64::try_from(revision).unwrap_or(0));
+            if needed <= offset {
+                return Ok(());
+            }
+            let txn = Txn::new()
+                .when([
+                    Compare::create_revision(self.dir(resource), CompareOp::Equal, 0).with_prefix(),
+                    Compare::mod_revision(floor_key.clone(), CompareOp::Equal, version),
+                ])
+                .and_then([TxnOp::put(floor_key.clone(), needed.to_string(), None)])
+                .or_else([TxnOp::get(
+                    self.dir(resource),
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )]);
+            let response = self.txn(txn).await.map_err(|e| map_error(e, op))?;
+            if response.succeeded() {
+                return Ok(());
+            }
+            let busy = response
+                .op_responses()
+                .into_iter()
+                .any(|r| matches!(r, TxnOpResponse::Get(g) if g.count() > 0));
+            if busy {
+                return Err(Error::invalid_input(format!(
+                    "{resource:?} is held or waited for; raise its floor while it is free"
+                )));
+            }
+            // The floor moved under us: read it again.
+        }
+        Err(Error::Contention {
+            key: floor_key,
+            attempts: 20,
+        })
     }
 }
 
 /// `{prefix}{escaped resource}/`: every lock key of the resource, and only
 /// its keys, start with this (`/` is escaped as `%2F`, `%` as `%25`).
 fn resource_dir(prefix: &str, resource: &str) -> String {
-    let mut dir = prefix.to_owned();
+    format!("{prefix}{}/", escape(resource))
+}
+
+/// A resource name with `%` and `/` escaped.
+fn escape(resource: &str) -> String {
+    let mut dir = String::with_capacity(resource.len());
     for c in resource.chars() {
         match c {
             '%' => dir.push_str("%25"),
@@ -753,7 +866,6 @@ fn resource_dir(prefix: &str, resource: &str) -> String {
             c => dir.push(c),
         }
     }
-    dir.push('/');
     dir
 }
 
@@ -766,8 +878,30 @@ fn first_created() -> GetOptions {
 }
 
 /// etcd revisions start at 1 and never go negative.
-fn token_of(revision: i64) -> FencingToken {
-    FencingToken::new(u64::try_from(revision).unwrap_or(0))
+/// A token: the create revision plus the resource's floor offset
+/// (checked for room when the key is created).
+fn token_of(revision: i64, offset: u64) -> FencingToken {
+    FencingToken::new(u64::try_from(revision).unwrap_or(0).saturating_add(offset))
+}
+
+/// The floor offset stored at a floor key: 0 if absent.
+fn parse_floor(response: Option<&GetResponse>) -> Result<u64> {
+    let Some(kv) = response.and_then(|r| r.kvs().first()) else {
+        return Ok(0);
+    };
+    kv.value_str()
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| {
+            Error::backend(
+                BACKEND,
+                false,
+                format!(
+                    "floor key {:?} holds no number",
+                    String::from_utf8_lossy(kv.key())
+                ),
+            )
+        })
 }
 
 /// A TTL in whole etcd seconds, rounded up.

@@ -388,3 +388,46 @@ async fn an_unreachable_etcd_is_a_retryable_backend_error() {
         Err(Error::InvalidInput { .. })
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floor_is_refused_while_held_and_survives_other_resources() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("floor-held");
+    let long = Duration::from_secs(30);
+    let held = issuer
+        .acquire(&LeaseRequest::new(&resource, long), long)
+        .await
+        .expect("acquire");
+    let floor = fencing::FencingToken::new(held.token().get() + 5_000);
+    assert!(matches!(
+        issuer.raise_floor(&resource, floor).await,
+        Err(Error::InvalidInput { .. })
+    ));
+    // The holder's lease is undisturbed: renew and release find it.
+    let held = issuer.renew(&held).await.expect("renew");
+    issuer.release(&held).await.expect("release");
+    issuer
+        .raise_floor(&resource, floor)
+        .await
+        .expect("free now");
+    let next = issuer
+        .acquire(&LeaseRequest::new(&resource, long), long)
+        .await
+        .expect("acquire");
+    assert!(next.token() > floor);
+    assert_eq!(
+        issuer.holder(&resource).await.unwrap().unwrap().token,
+        next.token()
+    );
+    let next = issuer.renew(&next).await.expect("renew above the floor");
+    // Another resource keeps plain create revisions.
+    let other = issuer
+        .acquire(&LeaseRequest::new(format!("{resource}-other"), long), long)
+        .await
+        .expect("acquire");
+    assert!(other.token() < floor);
+    issuer.release(&other).await.expect("release");
+    issuer.release(&next).await.expect("release");
+}
