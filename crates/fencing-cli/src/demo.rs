@@ -25,6 +25,9 @@ pub(crate) struct DemoArgs {
     /// Use the in-memory issuer and store instead of SQLite.
     #[arg(long)]
     memory: bool,
+    /// Also draw this run's timeline as an SVG picture.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
 }
 
 pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
@@ -55,7 +58,7 @@ pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
     println!(
         "a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n"
     );
-    zombie_scenario(
+    let events = zombie_scenario(
         &*issuer,
         &*store,
         args.ttl,
@@ -67,6 +70,11 @@ pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
         "\nClient 1's lease expired while it was paused, but it never noticed. The lock alone could not\n\
          stop its write; the storage did, because client 2's token was higher."
     );
+    if let Some(file) = &args.svg {
+        std::fs::write(file, crate::svg::timeline(&events, args.ttl))
+            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+        println!("\nTimeline drawn to {}", file.display());
+    }
     if let Some(path) = scratch {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));

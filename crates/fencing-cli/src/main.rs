@@ -12,6 +12,7 @@ mod lease_cmds;
 mod migrate;
 mod output;
 mod store_cmds;
+mod svg;
 
 /// Exit codes, documented in `fence --help`.
 pub(crate) mod exit {

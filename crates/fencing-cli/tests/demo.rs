@@ -68,3 +68,33 @@ fn demo_runs_on_a_named_sqlite_file_and_in_memory() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("REFUSED"));
 }
+
+#[test]
+fn demo_draws_its_real_timeline_as_svg() {
+    let file = std::env::temp_dir().join(format!("fence-demo-{}.svg", std::process::id()));
+    let out = fence(&[
+        "demo",
+        "--ttl",
+        "100ms",
+        "--memory",
+        "--svg",
+        file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&file).expect("svg written");
+    std::fs::remove_file(&file).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    for needle in [
+        "lease, token 1",
+        "lease, token 2",
+        "paused",
+        "token 2: accepted",
+        "token 1: REFUSED (2 seen)",
+    ] {
+        assert!(svg.contains(needle), "{needle:?} missing from the timeline");
+    }
+}
