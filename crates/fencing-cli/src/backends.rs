@@ -6,7 +6,7 @@ use fencing::{Error, FencedStore, TokenIssuer};
 
 /// The issuer URLs `fence` understands, for help texts.
 pub(crate) const ISSUER_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
-     redis://HOST:PORT[/DB][?volatile=1]";
+     redis://HOST:PORT[/DB][?volatile=1], etcd://HOST:PORT[,HOST:PORT…], zk://HOST:PORT[,HOST:PORT…][/PREFIX]";
 
 /// The store URLs `fence` understands, for help texts.
 pub(crate) const STORE_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…)";
@@ -31,6 +31,31 @@ pub(crate) async fn issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
             Ok(Arc::new(
                 fencing_redis::RedisIssuer::connect(&url, durability).await?,
             ))
+        }
+        "etcd" => {
+            let hosts = url.trim_start_matches("etcd://").trim_end_matches('/');
+            let endpoints: Vec<String> = hosts.split(',').map(|h| format!("http://{h}")).collect();
+            Ok(Arc::new(
+                fencing_etcd::EtcdIssuer::connect(&endpoints).await?,
+            ))
+        }
+        "zk" | "zookeeper" => {
+            let rest = url.split_once("://").map_or("", |(_, r)| r);
+            let (hosts, prefix) = rest
+                .split_once('/')
+                .map_or((rest, None), |(h, p)| (h, Some(format!("/{p}"))));
+            let issuer = match prefix {
+                Some(prefix) => {
+                    fencing_zookeeper::ZkIssuer::connect_with(
+                        hosts,
+                        &prefix,
+                        fencing_zookeeper::TokenSource::default(),
+                    )
+                    .await?
+                }
+                None => fencing_zookeeper::ZkIssuer::connect(hosts).await?,
+            };
+            Ok(Arc::new(issuer))
         }
         _ => Err(Error::invalid_input(format!(
             "unsupported issuer URL {url:?}; expected one of: {ISSUER_URLS}"

@@ -32,7 +32,9 @@ pub(crate) mod exit {
 
 const AFTER_HELP: &str = "\
 Backends are named by URL:
-  issuers: sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://…, redis://HOST:PORT[?volatile=1]
+  issuers: sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://…, redis://HOST:PORT[?volatile=1],
+           etcd://HOST:PORT[,…], zk://HOST:PORT[,…][/PREFIX]  (a ZooKeeper lease is its
+           process's session: use it with `run` or `acquire --hold`)
   stores:  sqlite://PATH, postgres://…, mysql://…
 Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
 
