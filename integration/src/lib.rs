@@ -26,6 +26,8 @@ pub const STORES: &[&str] = &[
     "postgres",
     "mariadb",
     "s3",
+    "gcs",
+    "azure",
 ];
 
 /// The variable that hands a run's prefix to the processes it starts.
@@ -61,10 +63,31 @@ where
     match make.await {
         Ok(backend) => Some(backend),
         Err(e) => match server {
-            Some(server) => server.unavailable(&e),
-            None => panic!("cannot open an embedded backend: {e}"),
+            Some(server) => server.unavailable(&Causes(&e)),
+            None => panic!("cannot open an embedded backend: {}", Causes(&e)),
         },
     }
+}
+
+/// An error and its causes, `: `-separated, for failure messages.
+struct Causes<'a>(&'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+/// This run's bucket or container name: the run prefix in the characters
+/// every object store accepts.
+fn bucket_name() -> String {
+    format!("{}-matrix", run_prefix().replace('_', "-"))
 }
 
 async fn sql_db(server: Option<&Server>, url: String) -> Option<Db> {
@@ -154,6 +177,8 @@ pub async fn store(name: &str) -> Option<Arc<dyn FencedStore>> {
             Arc::new(SqlStore::new(db).await.expect("table"))
         }
         "s3" => Arc::new(s3().await?),
+        "gcs" => Arc::new(gcs().await?),
+        "azure" => Arc::new(azure().await?),
         other => panic!("unknown store {other:?}; known: {STORES:?}"),
     })
 }
@@ -173,37 +198,43 @@ pub async fn sql_store_at(url: &str) -> SqlStore {
 
 /// An S3 store on this run's bucket at `FENCING_S3_ENDPOINT` (moto).
 pub async fn s3() -> Option<fencing_s3::S3Store> {
-    if env::S3.skipped() {
-        return None;
-    }
     s3_at(&env::S3.endpoint()).await
 }
 
 /// An S3 store on this run's bucket at `endpoint` (e.g. through a proxy).
+///
+/// # Panics
+/// If the emulator does not answer (naming `FENCING_S3_ENDPOINT`).
 pub async fn s3_at(endpoint: &str) -> Option<fencing_s3::S3Store> {
-    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "fencing-integration",
-        ))
-        .endpoint_url(endpoint)
-        .force_path_style(true)
-        .build();
-    let client = aws_sdk_s3::Client::from_conf(config);
-    let bucket = format!("{}-matrix", run_prefix().replace('_', "-"));
-    if let Err(e) = client.create_bucket().bucket(&bucket).send().await {
-        let mine = e
-            .as_service_error()
-            .is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists());
-        if !mine {
-            env::S3.unavailable(&aws_sdk_s3::error::DisplayErrorContext(&e));
-        }
-    }
-    Some(fencing_s3::S3Backend::new(client, bucket).into_store())
+    on(
+        Some(&env::S3),
+        fencing_s3::emulator::store(endpoint, &bucket_name()),
+    )
+    .await
+}
+
+/// A GCS store on this run's bucket at `FENCING_GCS_ENDPOINT`
+/// (fake-gcs-server).
+///
+/// # Panics
+/// If the emulator does not answer.
+pub async fn gcs() -> Option<fencing_gcs::GcsStore> {
+    on(
+        Some(&env::GCS),
+        fencing_gcs::emulator::store(&env::GCS.endpoint(), &bucket_name()),
+    )
+    .await
+}
+
+/// An Azure Blob store on this run's container at `FENCING_AZURE_ENDPOINT`
+/// (Azurite).
+///
+/// # Panics
+/// If the emulator does not answer.
+pub async fn azure() -> Option<fencing_azure::AzureStore> {
+    on(
+        Some(&env::AZURE),
+        fencing_azure::azurite::store(&env::AZURE.endpoint(), &bucket_name()),
+    )
+    .await
 }

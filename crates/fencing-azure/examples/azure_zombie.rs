@@ -11,13 +11,8 @@
 //! an account SAS for its development account), the container from
 //! `FENCING_AZURE_CONTAINER` (default `fencing-example`, created if missing).
 
-#[path = "../tests/common/sas.rs"]
-mod sas;
-
 use std::time::Duration;
 
-use azure_core::error::ErrorKind;
-use azure_storage_blob::BlobContainerClient;
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
 
@@ -28,21 +23,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let container =
         std::env::var("FENCING_AZURE_CONTAINER").unwrap_or_else(|_| "fencing-example".into());
 
-    // Your own client, configured as usual. Here: a container URL with a SAS.
-    let url = sas::container_url(
-        &endpoint,
-        &container,
-        sas::DEV_ACCOUNT,
-        sas::DEV_ACCOUNT_KEY,
-    );
-    let client = BlobContainerClient::new(url.parse()?, None, None)?;
-    if let Err(e) = client.create(None).await {
-        let exists = matches!(e.kind(), ErrorKind::HttpResponse { error_code: Some(code), .. } if code == "ContainerAlreadyExists");
-        if !exists {
-            return Err(format!("cannot create container {container} at {endpoint}: {e}").into());
-        }
-    }
-    let store = fencing_azure::azure_store(client);
+    // Azurite's development account, reached with an account SAS; the
+    // container is created if missing. Against Azure, build your own
+    // `BlobContainerClient` and call `fencing_azure::azure_store`.
+    let store = fencing_azure::azurite::store(&endpoint, &container).await?;
 
     let issuer = MemoryIssuer::new();
     let ttl = Duration::from_millis(200);

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "azurite")]
+pub mod azurite;
 mod error;
 
 use std::collections::HashMap;

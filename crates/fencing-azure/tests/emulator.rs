@@ -2,11 +2,8 @@
 //! 16-writer race against Azurite at `FENCING_AZURE_ENDPOINT` (default:
 //! `integration/services.sh`'s Azurite at
 //! `http://127.0.0.1:10000/devstoreaccount1`). One container per test run,
-//! named at random, reached with an account SAS signed in `common/sas.rs`.
-
-mod common {
-    pub(crate) mod sas;
-}
+//! named at random, reached with an account SAS signed by
+//! `fencing_azure::azurite`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -17,11 +14,10 @@ use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
-use common::sas::{DEV_ACCOUNT, DEV_ACCOUNT_KEY, container_url};
 use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, FencingToken, Limits, Result};
-use fencing_azure::{AzureBackend, AzureStore};
+use fencing_azure::{AzureBackend, AzureStore, azurite};
 use fencing_testkit::env::AZURE;
 use fencing_testkit::history::{HistoryConfig, run_history};
 use fencing_testkit::zombie::zombie_scenario;
@@ -35,9 +31,18 @@ fn container_client(
     container: &str,
     options: Option<BlobContainerClientOptions>,
 ) -> BlobContainerClient {
-    let url = container_url(endpoint, container, DEV_ACCOUNT, DEV_ACCOUNT_KEY);
-    BlobContainerClient::new(url.parse().expect("a container URL"), None, options)
-        .expect("a container client")
+    azurite::container_client(endpoint, container, options).expect("a container client")
+}
+
+/// `e` and its causes, for a failure message.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
 }
 
 /// This run's container.
@@ -52,18 +57,15 @@ async fn backend() -> Option<AzureBackend> {
     if AZURE.skipped() {
         return None;
     }
-    let client = container_client(&AZURE.endpoint(), container_name(), None);
-    if let Err(e) = client.create(None).await {
-        match e.kind() {
-            azure_core::error::ErrorKind::HttpResponse { error_code, .. }
-                if error_code.as_deref() == Some("ContainerAlreadyExists") => {}
-            azure_core::error::ErrorKind::Connection | azure_core::error::ErrorKind::Io => {
-                AZURE.unavailable(&e)
-            }
-            _ => panic!("cannot create container {}: {e:?}", container_name()),
-        }
+    match azurite::store(&AZURE.endpoint(), container_name()).await {
+        Ok(store) => Some(store.backend().clone()),
+        Err(e) if e.is_retryable() => AZURE.unavailable(&chain(&e)),
+        Err(e) => panic!(
+            "cannot create container {}: {}",
+            container_name(),
+            chain(&e)
+        ),
     }
-    Some(AzureBackend::new(client))
 }
 
 async fn store() -> Option<Arc<dyn FencedStore>> {
@@ -348,6 +350,37 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
             "{e:?}"
         );
     }
+}
+
+/// `azurite::create_container` may be called again on this run's container.
+#[tokio::test]
+async fn azurite_container_creation_is_idempotent() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    azurite::create_container(backend.container())
+        .await
+        .expect("creating an existing container again is fine");
+}
+
+/// No emulator: a retryable backend error (what a test turns into "start it
+/// with integration/services.sh up azurite").
+#[tokio::test]
+async fn azurite_setup_without_a_server_is_a_retryable_backend_error() {
+    let e = azurite::store("http://127.0.0.1:1/devstoreaccount1", "nowhere")
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "azure",
+                retryable: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
-use google_cloud_storage::client::Storage;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -23,29 +22,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::var("FENCING_GCS_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:4443".into());
     let bucket = std::env::var("FENCING_GCS_BUCKET").unwrap_or_else(|_| "fencing-example".into());
 
-    // The emulator's JSON API creates buckets (the client library does so
-    // over gRPC only). 409: it exists already.
-    let created = reqwest::Client::new()
-        .post(format!("{endpoint}/storage/v1/b?project=test"))
-        .header("content-type", "application/json")
-        .body(format!("{{\"name\":\"{bucket}\"}}"))
-        .send()
-        .await?;
-    if !(created.status().is_success() || created.status().as_u16() == 409) {
-        return Err(format!(
-            "cannot create bucket {bucket} at {endpoint}: {}",
-            created.status()
-        )
-        .into());
-    }
-
-    // Your own client, configured as usual. Here: the emulator, anonymously.
-    let client = Storage::builder()
-        .with_endpoint(&endpoint)
-        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
-        .build()
-        .await?;
-    let store = fencing_gcs::gcs_store(client, &bucket);
+    // The emulator, reached anonymously; the bucket is created over its JSON
+    // API. Against real GCS, build your own `Storage` client and call
+    // `fencing_gcs::gcs_store`.
+    let store = fencing_gcs::emulator::store(&endpoint, &bucket).await?;
 
     let issuer = MemoryIssuer::new();
     let ttl = Duration::from_millis(200);

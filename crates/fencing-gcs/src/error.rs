@@ -49,9 +49,13 @@ pub(crate) fn classify(
     };
 
     if let Some(status) = err.http_status_code() {
+        let lost = || {
+            tracing::debug!(bucket, key, status, ?op, "conditional upload refused");
+            Failure::PreconditionFailed
+        };
         return match status {
-            412 if write => Failure::PreconditionFailed,
-            404 if op == Op::Update => Failure::PreconditionFailed,
+            412 if write => lost(),
+            404 if op == Op::Update => lost(),
             // Creating in a bucket that does not exist.
             404 if write => fail(false, err),
             404 => Failure::NotFound,
@@ -88,15 +92,15 @@ fn refused(err: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
                 io.kind(),
                 ErrorKind::ConnectionRefused
                     | ErrorKind::HostUnreachable
                     | ErrorKind::NetworkUnreachable
-            ) {
-                return true;
-            }
+            )
+        {
+            return true;
         }
         cause = e.source();
     }

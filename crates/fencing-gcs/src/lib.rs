@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "emulator")]
+pub mod emulator;
 mod error;
 
 use async_trait::async_trait;

@@ -13,24 +13,14 @@ use bytes::Bytes;
 use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, FencingToken, Limits, Result};
-use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN};
+use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
 use fencing_testkit::env::GCS;
 use fencing_testkit::history::{HistoryConfig, run_history};
 use fencing_testkit::zombie::zombie_scenario;
 use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
-use google_cloud_storage::client::Storage;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
-}
-
-async fn client_for(endpoint: &str) -> Storage {
-    Storage::builder()
-        .with_endpoint(endpoint)
-        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
-        .build()
-        .await
-        .expect("a storage client")
 }
 
 /// This run's bucket.
@@ -39,33 +29,28 @@ fn bucket_name() -> &'static str {
     NAME.get_or_init(|| format!("{}-gcs", fencing_testkit::unique_prefix()))
 }
 
-/// Creates `bucket` over the emulator's JSON API; an existing one is fine.
-async fn create_bucket(endpoint: &str, bucket: &str) {
-    let url = format!(
-        "{}/storage/v1/b?project=test",
-        endpoint.trim_end_matches('/')
-    );
-    let response = reqwest::Client::new()
-        .post(&url)
-        .header("content-type", "application/json")
-        .body(format!("{{\"name\":\"{bucket}\"}}"))
-        .send()
-        .await;
-    match response {
-        Ok(r) if r.status().is_success() || r.status().as_u16() == 409 => {}
-        Ok(r) => panic!("cannot create bucket {bucket} at {url}: {}", r.status()),
-        Err(e) => GCS.unavailable(&e),
+/// `e` and its causes, for a failure message.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
     }
+    text
 }
 
-/// A backend on this run's bucket, or `None` when the run asked to skip GCS.
+/// A backend on this run's bucket (created if needed), or `None` when the
+/// run asked to skip GCS. A server that does not answer fails the test.
 async fn backend() -> Option<GcsBackend> {
     if GCS.skipped() {
         return None;
     }
-    let endpoint = GCS.endpoint();
-    create_bucket(&endpoint, bucket_name()).await;
-    Some(GcsBackend::new(client_for(&endpoint).await, bucket_name()))
+    match emulator::store(&GCS.endpoint(), bucket_name()).await {
+        Ok(store) => Some(store.backend().clone()),
+        Err(e) if e.is_retryable() => GCS.unavailable(&chain(&e)),
+        Err(e) => panic!("cannot create bucket {}: {}", bucket_name(), chain(&e)),
+    }
 }
 
 async fn store() -> Option<Arc<dyn FencedStore>> {
@@ -258,9 +243,7 @@ async fn a_missing_bucket_is_a_permanent_backend_error() {
 async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
     // One attempt: the client's default policy retries a refused connection
     // for minutes.
-    let client = Storage::builder()
-        .with_endpoint("http://127.0.0.1:1")
-        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build())
+    let client = emulator::builder("http://127.0.0.1:1")
         .with_retry_policy(AlwaysRetry.with_attempt_limit(1))
         .build()
         .await
@@ -283,6 +266,41 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
             "{e:?}"
         );
     }
+}
+
+/// `emulator::create_bucket` may be called again on this run's bucket.
+#[tokio::test]
+async fn emulator_bucket_creation_is_idempotent() {
+    if backend().await.is_none() {
+        return;
+    }
+    emulator::create_bucket(&GCS.endpoint(), bucket_name())
+        .await
+        .expect("creating an existing bucket again is fine");
+    assert!(matches!(
+        emulator::create_bucket(&GCS.endpoint(), "Not A Bucket").await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+/// No emulator: a retryable backend error (what a test turns into "start it
+/// with integration/services.sh up gcs").
+#[tokio::test]
+async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
+    let e = emulator::store("http://127.0.0.1:1", "nowhere")
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "gcs",
+                retryable: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]

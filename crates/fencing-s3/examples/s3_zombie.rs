@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
 
@@ -22,28 +21,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::var("FENCING_S3_ENDPOINT").unwrap_or_else(|_| "http://127.0.0.1:9000".into());
     let bucket = std::env::var("FENCING_S3_BUCKET").unwrap_or_else(|_| "fencing-example".into());
 
-    // Your own client, configured as usual. Here: the emulator's test keys.
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "example"))
-        .endpoint_url(&endpoint)
-        .force_path_style(true)
-        .build();
-    let client = aws_sdk_s3::Client::from_conf(config);
-    if let Err(e) = client.create_bucket().bucket(&bucket).send().await {
-        let exists = e
-            .as_service_error()
-            .is_some_and(|s| s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists());
-        if !exists {
-            return Err(format!(
+    // The emulator's client (static test keys, path-style) and the bucket.
+    // Against real S3, build your own client and call `fencing_s3::s3_store`.
+    let store = fencing_s3::emulator::store(&endpoint, &bucket)
+        .await
+        .map_err(|e| {
+            format!(
                 "cannot create bucket {bucket} at {endpoint}: {}",
                 aws_sdk_s3::error::DisplayErrorContext(&e)
             )
-            .into());
-        }
-    }
-    let store = fencing_s3::s3_store(client, &bucket);
+        })?;
 
     let issuer = MemoryIssuer::new();
     let ttl = Duration::from_millis(200);

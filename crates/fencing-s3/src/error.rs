@@ -68,14 +68,16 @@ where
         // An answer came back.
         (_, Some(status)) => {
             let code = err.as_service_error().and_then(ProvideErrorMetadata::code);
+            let lost = || {
+                tracing::debug!(bucket, key, status, code, "conditional PutObject refused");
+                Failure::PreconditionFailed
+            };
             match status {
-                412 if write => Failure::PreconditionFailed,
-                409 if write && code == Some("ConditionalRequestConflict") => {
-                    Failure::PreconditionFailed
-                }
+                412 if write => lost(),
+                409 if write && code == Some("ConditionalRequestConflict") => lost(),
                 404 if code == Some("NoSuchBucket") => fail(false, err),
                 // `If-Match` on a key that no longer exists.
-                404 if write => Failure::PreconditionFailed,
+                404 if write => lost(),
                 404 => Failure::NotFound,
                 // Throttled or asked to retry: not applied.
                 408 | 429 | 503 => fail(true, err),
@@ -102,15 +104,15 @@ fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
     use std::io::ErrorKind;
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
                 io.kind(),
                 ErrorKind::ConnectionRefused
                     | ErrorKind::HostUnreachable
                     | ErrorKind::NetworkUnreachable
-            ) {
-                return true;
-            }
+            )
+        {
+            return true;
         }
         cause = e.source();
     }

@@ -8,38 +8,19 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use aws_sdk_s3::Client;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, FencingToken, Limits, Result};
-use fencing_s3::{S3Backend, S3Store};
+use fencing_s3::{S3Backend, S3Store, emulator};
 use fencing_testkit::env::S3;
 use fencing_testkit::history::{HistoryConfig, run_history};
 use fencing_testkit::zombie::zombie_scenario;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
-}
-
-fn client_for(endpoint: &str) -> Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            "test",
-            "test",
-            None,
-            None,
-            "fencing-tests",
-        ))
-        .endpoint_url(endpoint)
-        .force_path_style(true)
-        .build();
-    Client::from_conf(config)
 }
 
 /// This run's bucket.
@@ -54,14 +35,10 @@ async fn backend() -> Option<S3Backend> {
     if S3.skipped() {
         return None;
     }
-    let client = client_for(&S3.endpoint());
-    match client.create_bucket().bucket(bucket_name()).send().await {
-        Ok(_) => {}
-        Err(e)
-            if e.as_service_error().is_some_and(|s| {
-                s.is_bucket_already_owned_by_you() || s.is_bucket_already_exists()
-            }) => {}
-        Err(e) if e.raw_response().is_none() => S3.unavailable(&DisplayErrorContext(&e)),
+    let client = emulator::client(&S3.endpoint());
+    match emulator::create_bucket(&client, bucket_name()).await {
+        Ok(()) => {}
+        Err(e) if e.is_retryable() => S3.unavailable(&DisplayErrorContext(&e)),
         Err(e) => panic!(
             "cannot create bucket {}: {}",
             bucket_name(),
@@ -381,7 +358,10 @@ async fn a_missing_bucket_is_a_permanent_backend_error() {
 
 #[tokio::test]
 async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
-    let store = S3Store::new(S3Backend::new(client_for("http://127.0.0.1:1"), "nowhere"));
+    let store = S3Store::new(S3Backend::new(
+        emulator::client("http://127.0.0.1:1"),
+        "nowhere",
+    ));
     for result in [
         store.put("k", "v".into(), t(1)).await,
         store.mark("k").await.map(|_| ()),
@@ -399,6 +379,41 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
             "{e:?}"
         );
     }
+}
+
+/// `emulator::create_bucket` may be called again on this run's bucket.
+#[tokio::test]
+async fn emulator_bucket_creation_is_idempotent() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    emulator::create_bucket(backend.client(), bucket_name())
+        .await
+        .expect("creating an owned bucket again is fine");
+    let store = emulator::store(&S3.endpoint(), bucket_name())
+        .await
+        .expect("store on the same bucket");
+    assert_eq!(store.backend().bucket(), bucket_name());
+}
+
+/// No emulator: a retryable backend error (what a test turns into "start it
+/// with integration/services.sh up s3").
+#[tokio::test]
+async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
+    let e = emulator::store("http://127.0.0.1:1", "nowhere")
+        .await
+        .expect_err("nothing listens on port 1");
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                backend: "s3",
+                retryable: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -1,0 +1,78 @@
+//! Pointing the SDK at a local S3 emulator, for tests (feature `emulator`).
+//!
+//! The standard emulator is moto (`integration/services.sh up s3`, or
+//! `docker compose up s3`) on `http://127.0.0.1:9000`; any S3-compatible
+//! server that accepts static test keys and path-style addressing works.
+//! Failures are [`fencing::Error`]s, so a test can tell "the emulator is not
+//! running" ([`Error::Backend`] with `retryable: true`) from a real problem.
+//!
+//! ```no_run
+//! # async fn demo() -> fencing::Result<()> {
+//! let store = fencing_s3::emulator::store("http://127.0.0.1:9000", "my-test-bucket").await?;
+//! # Ok(()) }
+//! ```
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::DisplayErrorContext;
+use fencing::{Error, Result};
+
+use crate::{S3Backend, S3Store};
+
+/// The access key and secret the emulator is reached with (moto accepts any).
+const TEST_KEY: &str = "test";
+
+/// A client for the emulator at `endpoint`: static test credentials, region
+/// `us-east-1`, path-style addressing, the SDK's default retries.
+pub fn client(endpoint: &str) -> Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            TEST_KEY,
+            TEST_KEY,
+            None,
+            None,
+            "fencing-s3-emulator",
+        ))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    Client::from_conf(config)
+}
+
+/// Creates `bucket`; one this account owns already is fine.
+///
+/// # Errors
+/// [`Error::Backend`] from backend `"s3"`: retryable when no answer came
+/// back (nothing listening, a timeout) or the server asked to retry, not
+/// retryable when it refused (a bucket owned by someone else, a bad name,
+/// wrong credentials). The SDK error is the `source()`.
+pub async fn create_bucket(client: &Client, bucket: &str) -> Result<()> {
+    let Err(e) = client.create_bucket().bucket(bucket).send().await else {
+        return Ok(());
+    };
+    if e.as_service_error()
+        .is_some_and(|s| s.is_bucket_already_owned_by_you())
+    {
+        tracing::debug!(bucket, "bucket exists already; reusing it");
+        return Ok(());
+    }
+    let retryable = match e.raw_response().map(|r| r.status().as_u16()) {
+        None => true,
+        Some(status) => status == 429 || status >= 500,
+    };
+    tracing::debug!(bucket, retryable, error = %DisplayErrorContext(&e), "cannot create bucket");
+    Err(Error::backend("s3", retryable, e))
+}
+
+/// A fenced store on `bucket` at the emulator at `endpoint`, creating the
+/// bucket if needed: [`client`], then [`create_bucket`].
+///
+/// # Errors
+/// As [`create_bucket`].
+pub async fn store(endpoint: &str, bucket: &str) -> Result<S3Store> {
+    let client = client(endpoint);
+    create_bucket(&client, bucket).await?;
+    Ok(S3Backend::new(client, bucket).into_store())
+}
