@@ -23,6 +23,10 @@ const LOCK_PREFIX: &str = "lock-";
 
 type ZkResult<T> = std::result::Result<T, zk::Error>;
 
+/// How often a create may lose the race for the resource znode's version
+/// to other creates before giving up (retryable).
+const CREATE_ATTEMPTS: u32 = 50;
+
 const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
@@ -91,8 +95,9 @@ pub struct ZkIssuer {
 
 struct Inner {
     connect_string: String,
-    /// The issuer's own session: holder lookups and creating resource znodes.
-    client: zk::Client,
+    /// The issuer's own session: holder lookups and creating resource
+    /// znodes. Replaced when it expires (e.g. after this process stopped).
+    client: Mutex<zk::Client>,
     prefix: String,
     token_source: TokenSource,
     min_session: Duration,
@@ -209,7 +214,7 @@ impl ZkIssuer {
         let issuer = Self {
             inner: Arc::new(Inner {
                 connect_string: connect_string.to_owned(),
-                client,
+                client: Mutex::new(client),
                 prefix,
                 token_source,
                 min_session,
@@ -218,9 +223,7 @@ impl ZkIssuer {
                 held: Mutex::new(HashMap::new()),
             }),
         };
-        issuer
-            .mkdir(&issuer.inner.client, &issuer.inner.prefix)
-            .await?;
+        issuer.mkdir(&issuer.client(), &issuer.inner.prefix).await?;
         Ok(issuer)
     }
 
@@ -240,8 +243,27 @@ impl ZkIssuer {
     }
 
     /// The issuer's own ZooKeeper client (not a lease's session).
-    pub fn client(&self) -> &zk::Client {
-        &self.inner.client
+    pub fn client(&self) -> zk::Client {
+        self.inner.client.lock().expect("poisoned").clone()
+    }
+
+    /// The issuer's own client, with a new session if the old one ended.
+    async fn live_main_client(&self) -> Result<zk::Client> {
+        let current = self.client();
+        if !matches!(
+            current.state(),
+            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+        ) {
+            return Ok(current);
+        }
+        let fresh = session(
+            &self.inner.connect_string,
+            Duration::from_secs(3600),
+            self.inner.operation_timeout,
+        )
+        .await?;
+        *self.inner.client.lock().expect("poisoned") = fresh.clone();
+        Ok(fresh)
     }
 
     /// The znode of a resource: `{prefix}/{escaped resource}`.
@@ -288,12 +310,12 @@ impl ZkIssuer {
         }
         // On any failure the session is dropped here, closing it: a node it
         // may have created goes with it.
-        let (name, czxid, cversion) =
+        let (name, czxid, cversion, offset) =
             created.map_err(|e| map_error(e, Op::create("create the lock node")))?;
         let token = match self.inner.token_source {
-            TokenSource::Czxid => czxid_token(czxid)?,
+            TokenSource::Czxid => with_offset(czxid_token(czxid)?, offset)?,
             TokenSource::ParentCversion => {
-                let token = cversion_token(cversion)?;
+                let token = with_offset(cversion_token(cversion)?, offset)?;
                 // Record the token in the node, for `holder`.
                 let data = format!("{}\n{token}", request.holder);
                 self.timed(client.set_data(&format!("{dir}/{name}"), data.as_bytes(), Some(0)))
@@ -312,53 +334,75 @@ impl ZkIssuer {
     }
 
     /// Creates `{dir}/lock-NNNNNNNNNN` (ephemeral, sequential) in `client`'s
-    /// session: its name, its czxid and, with [`TokenSource::ParentCversion`],
-    /// the resource znode's cversion right after the create (read in the
-    /// same transaction, by touching the resource znode's data).
+    /// session, in one transaction with a write of the resource znode's
+    /// data (its floor offset, unchanged) at the version just read: so every
+    /// create bumps that version, a floor can be raised only when no create
+    /// came between (see [`TokenIssuer::raise_floor`]), and the transaction
+    /// answers with the resource znode's `cversion` right after our create
+    /// and its new `mzxid`, which is our node's czxid (one transaction, one
+    /// zxid). Returns the node's name, its czxid, that cversion and the
+    /// offset.
     async fn create_lock_node(
         &self,
         client: &zk::Client,
         dir: &str,
         prefix: &str,
         holder: &[u8],
-    ) -> ZkResult<(String, i64, i32)> {
+    ) -> ZkResult<(String, i64, i32, u64)> {
         let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-        if self.inner.token_source == TokenSource::Czxid {
-            let (stat, sequence) = self.timed(client.create(prefix, holder, &options)).await?;
-            return Ok((format!("{LOCK_PREFIX}{sequence}"), stat.czxid, 0));
-        }
-        let mut writer = client.new_multi_writer();
-        writer.add_create(prefix, holder, &options)?;
-        writer.add_set_data(dir, &[], None)?;
-        let results = self
-            .timed(async { writer.commit().await.map_err(zk::Error::from) })
-            .await?;
-        let mut created = None;
-        let mut cversion = None;
-        for result in results {
-            match result {
-                zk::MultiWriteResult::Create { path, stat } => created = Some((path, stat.czxid)),
-                zk::MultiWriteResult::SetData { stat } => cversion = Some(stat.cversion),
-                _ => {}
+        for attempt in 0..CREATE_ATTEMPTS {
+            let (data, stat) = self.timed(client.get_data(dir)).await?;
+            let offset = parse_offset(&data)?;
+            let mut writer = client.new_multi_writer();
+            writer.add_create(prefix, holder, &options)?;
+            writer.add_set_data(dir, &data, Some(stat.version))?;
+            let committed = self
+                .timed(async { writer.commit().await.map_err(zk::Error::from) })
+                .await;
+            let results = match committed {
+                Ok(results) => results,
+                Err(zk::Error::BadVersion) => {
+                    // Another create (or a floor) came first: read again.
+                    tokio::time::sleep(Duration::from_millis(2 * u64::from(attempt))).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // One transaction, one zxid: the resource znode's new mzxid is
+            // our node's czxid. (ZooKeeper 3.8 answers a create inside a
+            // multi with an invalid stat, ZOOKEEPER-4026.)
+            let mut created = None;
+            let mut parent = None;
+            for result in results {
+                match result {
+                    zk::MultiWriteResult::Create { path, .. } => created = Some(path),
+                    zk::MultiWriteResult::SetData { stat } => {
+                        parent = Some((stat.mzxid, stat.cversion));
+                    }
+                    _ => {}
+                }
             }
+            return match (created, parent) {
+                (Some(path), Some((czxid, cversion))) => {
+                    let name = path.rsplit('/').next().unwrap_or_default().to_owned();
+                    Ok((name, czxid, cversion, offset))
+                }
+                _ => Err(zk::Error::UnexpectedError(
+                    "a lock-node transaction answered without its results".into(),
+                )),
+            };
         }
-        match (created, cversion) {
-            (Some((path, czxid)), Some(cversion)) => {
-                let name = path.rsplit('/').next().unwrap_or_default().to_owned();
-                Ok((name, czxid, cversion))
-            }
-            _ => Err(zk::Error::UnexpectedError(
-                "a lock-node transaction answered without its results".into(),
-            )),
-        }
+        Err(zk::Error::Throttled)
     }
 
     /// The lock nodes under `dir`, read through `client`, in creation order
     /// (by `czxid`: the sequence suffix wraps).
-    async fn lock_nodes(&self, client: &zk::Client, dir: &str) -> ZkResult<Vec<LockNode>> {
+    /// With them, the resource's floor offset (read in the same multi-read
+    /// as the nodes' data: every node there was created with it).
+    async fn lock_nodes(&self, client: &zk::Client, dir: &str) -> ZkResult<(u64, Vec<LockNode>)> {
         let children = match self.timed(client.list_children(dir)).await {
             Ok(children) => children,
-            Err(zk::Error::NoNode) => return Ok(Vec::new()),
+            Err(zk::Error::NoNode) => return Ok((0, Vec::new())),
             Err(e) => return Err(e),
         };
         let names: Vec<String> = children
@@ -366,13 +410,18 @@ impl ZkIssuer {
             .filter(|c| c.starts_with(LOCK_PREFIX))
             .collect();
         if names.is_empty() {
-            return Ok(Vec::new());
+            return Ok((0, Vec::new()));
         }
         let mut reader = client.new_multi_reader();
+        reader.add_get_data(dir)?;
         for name in &names {
             reader.add_get_data(&format!("{dir}/{name}"))?;
         }
-        let results = self.timed(reader.commit()).await?;
+        let mut results = self.timed(reader.commit()).await?.into_iter();
+        let offset = match results.next() {
+            Some(zk::MultiReadResult::Data { data, .. }) => parse_offset(&data)?,
+            _ => return Ok((0, Vec::new())),
+        };
         let mut nodes: Vec<LockNode> = names
             .into_iter()
             .zip(results)
@@ -386,12 +435,12 @@ impl ZkIssuer {
             })
             .collect();
         nodes.sort_by_key(|n| n.czxid);
-        Ok(nodes)
+        Ok((offset, nodes))
     }
 
     /// Where our node stands: `Ok(None)` if first, else the node ahead.
     async fn ahead_of(&self, q: &Queued) -> Result<Option<String>> {
-        let nodes = self.lock_nodes(&q.client, &q.dir).await.map_err(|e| {
+        let (_, nodes) = self.lock_nodes(&q.client, &q.dir).await.map_err(|e| {
             map_error(
                 e,
                 Op::read("list the lock nodes").on_lease(&q.request.resource, q.token),
@@ -613,10 +662,73 @@ impl TokenIssuer for ZkIssuer {
         }
     }
 
+    /// Adds an offset to the resource's tokens so that every later grant is
+    /// above `floor`. The offset is the resource znode's data; it is written
+    /// at the version of a snapshot that showed no lock node, and since
+    /// every create rewrites that data at the version it read, the write
+    /// fails if any create came in between. So every live lock node carries
+    /// the offset it was created with, and tokens keep strictly increasing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] while the resource is held or waited for.
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        let client = self.live_main_client().await?;
+        let dir = self.resource_path(resource);
+        self.mkdir(&client, &dir).await?;
+        let read = |e| map_error(e, Op::read("read the resource znode"));
+        for _ in 0..CREATE_ATTEMPTS {
+            let mut reader = client.new_multi_reader();
+            reader.add_get_data(&dir).map_err(read)?;
+            reader.add_get_children(&dir).map_err(read)?;
+            let mut results = self.timed(reader.commit()).await.map_err(read)?.into_iter();
+            let (
+                Some(zk::MultiReadResult::Data { data, stat }),
+                Some(zk::MultiReadResult::Children { children }),
+            ) = (results.next(), results.next())
+            else {
+                return Err(Error::backend(
+                    BACKEND,
+                    true,
+                    format!("could not read {dir}"),
+                ));
+            };
+            if children.iter().any(|c| c.starts_with(LOCK_PREFIX)) {
+                return Err(Error::invalid_input(format!(
+                    "{resource:?} is held or waited for; raise its floor while it is free"
+                )));
+            }
+            let offset = parse_offset(&data).map_err(read)?;
+            // The next create's token source is above what this snapshot shows.
+            let below_next = match self.inner.token_source {
+                TokenSource::Czxid => stat.czxid.max(stat.mzxid).max(stat.pzxid),
+                TokenSource::ParentCversion => i64::from(stat.cversion),
+            };
+            let needed = floor
+                .get()
+                .saturating_sub(u64::try_from(below_next).unwrap_or(0));
+            if needed <= offset {
+                return Ok(());
+            }
+            match self
+                .timed(client.set_data(&dir, needed.to_string().as_bytes(), Some(stat.version)))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(zk::Error::BadVersion) => {} // a create came first: look again
+                Err(e) => return Err(map_error(e, Op::read("write the floor"))),
+            }
+        }
+        Err(Error::Contention {
+            key: dir,
+            attempts: CREATE_ATTEMPTS,
+        })
+    }
+
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let dir = self.resource_path(resource);
-        let nodes = self
-            .lock_nodes(&self.inner.client, &dir)
+        let client = self.live_main_client().await?;
+        let (offset, nodes) = self
+            .lock_nodes(&client, &dir)
             .await
             .map_err(|e| map_error(e, Op::read("list the lock nodes")))?;
         let Some(first) = nodes.into_iter().next() else {
@@ -631,7 +743,7 @@ impl TokenIssuer for ZkIssuer {
         };
         let data = std::str::from_utf8(&first.data).map_err(|_| unreadable())?;
         let (holder, token) = match self.inner.token_source {
-            TokenSource::Czxid => (data, czxid_token(first.czxid)?),
+            TokenSource::Czxid => (data, with_offset(czxid_token(first.czxid)?, offset)?),
             TokenSource::ParentCversion => {
                 // `holder\ntoken`, written right after the create.
                 let (holder, token) = data.rsplit_once('\n').ok_or_else(unreadable)?;
@@ -686,6 +798,29 @@ async fn session(
         Ok(Err(e)) => Err(map_error(e, Op::read("open a session"))),
         Err(_) => Err(map_error(zk::Error::Timeout, Op::read("open a session"))),
     }
+}
+
+/// A resource znode's data: its floor offset, empty for none.
+fn parse_offset(data: &[u8]) -> ZkResult<u64> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| {
+            zk::Error::UnexpectedError("a resource znode's data is not a floor offset".into())
+        })
+}
+
+fn with_offset(token: FencingToken, offset: u64) -> Result<FencingToken> {
+    token
+        .get()
+        .checked_add(offset)
+        .map(FencingToken::new)
+        .ok_or_else(|| {
+            Error::invalid_input(format!("a floor of {offset} leaves no room for tokens"))
+        })
 }
 
 fn czxid_token(czxid: i64) -> Result<FencingToken> {

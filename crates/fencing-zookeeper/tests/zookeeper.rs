@@ -413,3 +413,56 @@ async fn an_unreachable_server_is_a_retryable_backend_error() {
         Err(Error::InvalidInput { .. })
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floor_is_refused_while_held_and_keeps_other_resources_alone() {
+    for source in [TokenSource::Czxid, TokenSource::ParentCversion] {
+        let Some(issuer) = connect(source).await else {
+            return;
+        };
+        let resource = fencing_testkit::unique_name("floor-held");
+        let long = Duration::from_secs(10);
+        let held = issuer
+            .acquire(&LeaseRequest::new(&resource, long), long)
+            .await
+            .expect("acquire");
+        let floor = fencing::FencingToken::new(held.token().get() + 5_000);
+        assert!(matches!(
+            issuer.raise_floor(&resource, floor).await,
+            Err(Error::InvalidInput { .. })
+        ));
+        let held = issuer
+            .renew(&held)
+            .await
+            .expect("the holder is undisturbed");
+        issuer.release(&held).await.expect("release");
+        issuer
+            .raise_floor(&resource, floor)
+            .await
+            .expect("free now");
+        let next = issuer
+            .acquire(&LeaseRequest::new(&resource, long), long)
+            .await
+            .expect("acquire");
+        assert!(
+            next.token() > floor,
+            "{source:?}: {} after a floor of {floor}",
+            next.token()
+        );
+        assert_eq!(
+            issuer.holder(&resource).await.unwrap().unwrap().token,
+            next.token()
+        );
+        let other = issuer
+            .acquire(&LeaseRequest::new(format!("{resource}-other"), long), long)
+            .await
+            .expect("acquire");
+        assert!(
+            other.token() < floor,
+            "{source:?}: another resource's token {} jumped",
+            other.token()
+        );
+        issuer.release(&other).await.expect("release");
+        issuer.release(&next).await.expect("release");
+    }
+}
