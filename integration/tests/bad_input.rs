@@ -197,6 +197,8 @@ per_store! {
     postgres => "postgres",
     mariadb => "mariadb",
     s3 => "s3",
+    gcs => "gcs",
+    azure => "azure",
 }
 
 /// Endpoints and credentials that cannot work: typed errors, retryable
@@ -223,7 +225,8 @@ async fn unreachable_endpoints_and_wrong_credentials() {
     };
     let invalid = |e: &Error| matches!(e, Error::InvalidInput { .. });
 
-    let cases: Vec<(&str, Error, &dyn Fn(&Error) -> bool)> = vec![
+    type Case<'a> = (&'a str, Error, &'a dyn Fn(&Error) -> bool);
+    let cases: Vec<Case<'_>> = vec![
         (
             "postgres, nothing listening",
             fencing_sql::Db::connect("postgres://fencing:fencing@127.0.0.1:1/fencing")
