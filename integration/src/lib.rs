@@ -16,7 +16,15 @@ use fencing_sql::{Db, SqlIssuer, SqlStore, Tables};
 use fencing_testkit::env::{self, Server};
 
 /// The issuers, by name.
-pub const ISSUERS: &[&str] = &["memory", "sqlite", "postgres", "mariadb", "redis", "etcd"];
+pub const ISSUERS: &[&str] = &[
+    "memory",
+    "sqlite",
+    "postgres",
+    "mariadb",
+    "redis",
+    "etcd",
+    "zookeeper",
+];
 
 /// The stores, by name.
 pub const STORES: &[&str] = &[
@@ -149,6 +157,19 @@ pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
             let issuer = issuer
                 .with_prefix(format!("{}/", run_prefix()))
                 .expect("valid prefix");
+            (Arc::new(issuer), Duration::from_secs(2))
+        }
+        "zookeeper" => {
+            let prefix = format!("/{}", run_prefix());
+            let issuer = on(Some(&env::ZOOKEEPER), async {
+                fencing_zookeeper::ZkIssuer::connect_with(
+                    &env::ZOOKEEPER.endpoint(),
+                    &prefix,
+                    fencing_zookeeper::TokenSource::Czxid,
+                )
+                .await
+            })
+            .await?;
             (Arc::new(issuer), Duration::from_secs(2))
         }
         other => panic!("unknown issuer {other:?}; known: {ISSUERS:?}"),

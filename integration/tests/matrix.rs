@@ -76,4 +76,4 @@ macro_rules! matrix_rows {
     };
 }
 
-matrix_rows!(memory, sqlite, postgres, mariadb, redis, etcd);
+matrix_rows!(memory, sqlite, postgres, mariadb, redis, etcd, zookeeper);

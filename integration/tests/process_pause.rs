@@ -92,4 +92,6 @@ pause_pairs! {
     redis_x_s3: "redis", "s3",
     postgres_x_s3: "postgres", "s3",
     mariadb_x_sqlite: "mariadb", "sqlite",
+    zookeeper_x_gcs: "zookeeper", "gcs",
+    sqlite_x_azure: "sqlite", "azure",
 }

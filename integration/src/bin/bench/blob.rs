@@ -1,0 +1,145 @@
+//! Object stores (S3, GCS, Azure Blob): the fenced put of `BlobStore`, warm
+//! (the holder's cached version: one conditional put) and cold (a fresh
+//! store: read, then conditional put), against a plain unconditional put
+//! of the same bytes through the same SDK client.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::num::NonZero;
+use std::sync::Arc;
+
+use azure_core::http::{NoFormat, RequestContent};
+use azure_storage_blob::models::BlockBlobClientUploadOptions;
+use bytes::Bytes;
+use fencing::blob::{BlobBackend, BlobStore};
+use fencing::{FencedStore, FencingToken};
+
+use crate::BoxResult;
+use crate::contention::{Outcome, Writer};
+
+/// An object store's client, for the plain side: one unconditional
+/// single-request upload of the same shape as the fenced one (content
+/// type, one request, no metadata, no precondition).
+pub(crate) trait Plain: BlobBackend + Clone + Debug + 'static {
+    /// Uploads `body` to `key`, overwriting whatever is there.
+    fn plain_put(&self, key: &str, body: Bytes) -> impl Future<Output = BoxResult<()>> + Send;
+}
+
+impl Plain for fencing_s3::S3Backend {
+    async fn plain_put(&self, key: &str, body: Bytes) -> BoxResult<()> {
+        self.client()
+            .put_object()
+            .bucket(self.bucket())
+            .key(key)
+            .content_type("application/octet-stream")
+            .body(aws_sdk_s3::primitives::ByteStream::from(body))
+            .send()
+            .await
+            .map_err(aws_sdk_s3::error::DisplayErrorContext)?;
+        Ok(())
+    }
+}
+
+impl Plain for fencing_gcs::GcsBackend {
+    async fn plain_put(&self, key: &str, body: Bytes) -> BoxResult<()> {
+        self.client()
+            .write_object(self.bucket(), key, body)
+            .set_content_type("application/octet-stream")
+            // The fenced side's upload: one multipart request, buffered.
+            .with_resumable_upload_threshold(fencing_gcs::MAX_VALUE_LEN + 1)
+            .send_buffered()
+            .await?;
+        Ok(())
+    }
+}
+
+impl Plain for fencing_azure::AzureBackend {
+    async fn plain_put(&self, key: &str, body: Bytes) -> BoxResult<()> {
+        let len = u64::try_from(body.len())?.max(1);
+        let options = BlockBlobClientUploadOptions {
+            blob_content_type: Some("application/octet-stream".to_owned()),
+            // One Put Blob, as on the fenced side.
+            partition_size: NonZero::new(len),
+            ..Default::default()
+        };
+        self.container()
+            .blob_client(key)
+            .upload(
+                <RequestContent<Bytes, NoFormat> as From<Bytes>>::from(body),
+                Some(options),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// The fenced and plain sides on one backend (one client).
+#[derive(Debug)]
+pub(crate) struct Sides<B: Plain> {
+    backend: B,
+    /// The warm store: it keeps the version of its last write.
+    warm: BlobStore<B>,
+}
+
+impl<B: Plain> Sides<B> {
+    pub(crate) fn new(store: BlobStore<B>) -> Self {
+        Self {
+            backend: store.backend().clone(),
+            warm: store,
+        }
+    }
+
+    /// A put through the store that wrote `key` last: its cached version
+    /// makes it one conditional request.
+    pub(crate) async fn warm_put(&self, key: &str, value: Bytes, token: u64) -> BoxResult<()> {
+        Ok(self.warm.put(key, value, FencingToken::new(token)).await?)
+    }
+
+    /// A put through a fresh store on the same client (a new holder, or a
+    /// holder in a new process): it reads the object's version first.
+    pub(crate) async fn cold_put(&self, key: &str, value: Bytes, token: u64) -> BoxResult<()> {
+        let fresh = BlobStore::new(self.backend.clone());
+        Ok(fresh.put(key, value, FencingToken::new(token)).await?)
+    }
+
+    /// The plain unconditional put.
+    pub(crate) async fn plain_put(&self, key: &str, value: Bytes) -> BoxResult<()> {
+        self.backend.plain_put(key, value).await
+    }
+
+    /// `writers` fenced writers on `key`, each with a store of its own (as
+    /// separate processes would have) on the same client.
+    pub(crate) fn fenced_writers(&self, writers: usize, key: &str, value: &Bytes) -> Vec<Writer> {
+        (0..writers)
+            .map(|_| {
+                let store = Arc::new(BlobStore::new(self.backend.clone()));
+                let (key, value) = (key.to_owned(), value.clone());
+                let writer: Writer = Arc::new(move |token| {
+                    let (store, key, value) = (store.clone(), key.clone(), value.clone());
+                    Box::pin(async move {
+                        crate::sql::outcome(store.put(&key, value, FencingToken::new(token)).await)
+                    })
+                });
+                writer
+            })
+            .collect()
+    }
+
+    /// `writers` plain writers on `key`.
+    pub(crate) fn plain_writers(&self, writers: usize, key: &str, value: &Bytes) -> Vec<Writer> {
+        (0..writers)
+            .map(|_| {
+                let backend = self.backend.clone();
+                let (key, value) = (key.to_owned(), value.clone());
+                let writer: Writer = Arc::new(move |_| {
+                    let (backend, key, value) = (backend.clone(), key.clone(), value.clone());
+                    Box::pin(async move {
+                        backend.plain_put(&key, value).await?;
+                        Ok(Outcome::Written)
+                    })
+                });
+                writer
+            })
+            .collect()
+    }
+}

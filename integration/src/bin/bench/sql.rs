@@ -1,0 +1,312 @@
+//! SQL (PostgreSQL, MariaDB, SQLite): the fenced upsert of [`SqlStore`]
+//! against a plain upsert of the same table shape, and the statements of
+//! [`SqlIssuer`] against the same statements run bare through sqlx, all on
+//! one shared pool.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use fencing::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
+use fencing_sql::{Db, SqlIssuer, SqlStore, Tables};
+use sqlx::{MySqlPool, PgPool, SqlitePool};
+
+use crate::BoxResult;
+use crate::contention::Outcome;
+
+/// A SQL database under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Postgres,
+    MariaDb,
+    Sqlite,
+}
+
+/// A pool of the one dialect.
+#[derive(Clone, Debug)]
+enum Pool {
+    Pg(PgPool),
+    My(MySqlPool),
+    Lite(SqlitePool),
+}
+
+/// Runs the same code on whichever pool is inside.
+macro_rules! on_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            Pool::Pg($p) => $body,
+            Pool::My($p) => $body,
+            Pool::Lite($p) => $body,
+        }
+    };
+}
+
+/// `SqlIssuer` marks a MySQL acquire refused with this bit (see
+/// `fencing-sql/src/sql.rs`).
+const MYSQL_HELD_BIT: u64 = 1 << 63;
+
+/// The lease TTL of the acquire benchmarks (released at once in any case).
+const TTL: Duration = Duration::from_secs(10);
+
+/// The fenced and plain sides on one pool.
+#[derive(Clone, Debug)]
+pub(crate) struct Sides {
+    dialect: Dialect,
+    pool: Pool,
+    store: SqlStore,
+    issuer: SqlIssuer,
+    db: Db,
+    plain_put: String,
+    acquire: String,
+    release: String,
+}
+
+impl Sides {
+    /// Opens a pool to `url` with the options of `Db::connect` (16
+    /// connections, sqlx's defaults otherwise, so a connection is pinged
+    /// each time it leaves the pool) unless `ping` is false, and puts the
+    /// store, the issuer and the bare statements on it, on tables named
+    /// `{prefix}…`.
+    pub(crate) async fn connect(
+        dialect: Dialect,
+        url: &str,
+        prefix: &str,
+        ping: bool,
+    ) -> BoxResult<Self> {
+        let options = |max| {
+            sqlx::pool::PoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(10))
+                .test_before_acquire(ping)
+        };
+        let pool = match dialect {
+            Dialect::Postgres => {
+                let o: sqlx::postgres::PgConnectOptions = url.parse()?;
+                Pool::Pg(options(16).connect_with(o).await?)
+            }
+            Dialect::MariaDb => {
+                let o: sqlx::mysql::MySqlConnectOptions =
+                    url.replacen("mariadb:", "mysql:", 1).parse()?;
+                Pool::My(options(16).connect_with(o).await?)
+            }
+            Dialect::Sqlite => {
+                let o: sqlx::sqlite::SqliteConnectOptions = url.parse()?;
+                let o = o
+                    .create_if_missing(true)
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+                    .busy_timeout(Duration::from_secs(30));
+                Pool::Lite(options(16).connect_with(o).await?)
+            }
+        };
+        let tables = Tables::with_prefix(prefix)?;
+        let db = match &pool {
+            Pool::Pg(p) => Db::postgres(p.clone()),
+            Pool::My(p) => Db::mysql(p.clone()),
+            Pool::Lite(p) => Db::sqlite(p.clone()),
+        }
+        .with_tables(tables.clone());
+        let store = SqlStore::new(db.clone()).await?;
+        let issuer = SqlIssuer::new(db.clone()).await?;
+        Ok(Self {
+            dialect,
+            plain_put: plain_upsert(dialect, &tables.records),
+            acquire: acquire(dialect, &tables.leases),
+            release: release(dialect, &tables.leases),
+            pool,
+            store,
+            issuer,
+            db,
+        })
+    }
+
+    /// The fenced store.
+    pub(crate) fn store(&self) -> &SqlStore {
+        &self.store
+    }
+
+    /// `SqlStore::put`.
+    pub(crate) async fn fenced_put(&self, key: &str, value: Bytes, token: u64) -> BoxResult<()> {
+        Ok(self.store.put(key, value, FencingToken::new(token)).await?)
+    }
+
+    /// The plain upsert: the same row shape, no condition.
+    pub(crate) async fn plain_put(&self, key: &str, value: &[u8], token: u64) -> BoxResult<()> {
+        let token = i64::try_from(token)?;
+        on_pool!(&self.pool, p => sqlx::query(&self.plain_put).bind(key).bind(value).bind(token).execute(p).await.map(drop))?;
+        Ok(())
+    }
+
+    /// `SqlIssuer::try_acquire` then `release`.
+    pub(crate) async fn fenced_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
+        let request = LeaseRequest::new(resource, TTL).with_holder(holder.clone());
+        let lease = self
+            .issuer
+            .try_acquire(&request)
+            .await?
+            .ok_or("the fenced side's resource was held")?;
+        Ok(self.issuer.release(&lease).await?)
+    }
+
+    /// The issuer's two statements, bare.
+    pub(crate) async fn raw_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
+        let holder = holder.as_str().as_bytes();
+        let ttl = match self.dialect {
+            Dialect::MariaDb => i64::try_from(TTL.as_micros())?,
+            Dialect::Postgres | Dialect::Sqlite => i64::try_from(TTL.as_millis())?,
+        };
+        let token: Option<i64> = match &self.pool {
+            Pool::Pg(p) => {
+                sqlx::query_scalar(&self.acquire)
+                    .bind(resource)
+                    .bind(holder)
+                    .bind(ttl)
+                    .fetch_optional(p)
+                    .await?
+            }
+            Pool::Lite(p) => {
+                sqlx::query_scalar(&self.acquire)
+                    .bind(resource)
+                    .bind(holder)
+                    .bind(ttl)
+                    .fetch_optional(p)
+                    .await?
+            }
+            Pool::My(p) => {
+                let id = sqlx::query(&self.acquire)
+                    .bind(resource)
+                    .bind(holder)
+                    .bind(ttl)
+                    .execute(p)
+                    .await?
+                    .last_insert_id();
+                (id & MYSQL_HELD_BIT == 0)
+                    .then(|| i64::try_from(id))
+                    .transpose()?
+            }
+        };
+        let token = token.ok_or("the raw side's resource was held")?;
+        let released = on_pool!(&self.pool, p => sqlx::query(&self.release).bind(resource).bind(holder).bind(token).execute(p).await?.rows_affected());
+        if released != 1 {
+            return Err("the raw release changed no row".into());
+        }
+        Ok(())
+    }
+
+    /// The server's version.
+    pub(crate) async fn version(&self) -> BoxResult<String> {
+        let v: String = match &self.pool {
+            Pool::Pg(p) => sqlx::query_scalar("SHOW server_version").fetch_one(p).await?,
+            Pool::My(p) => sqlx::query_scalar("SELECT VERSION()").fetch_one(p).await?,
+            Pool::Lite(p) => sqlx::query_scalar("SELECT sqlite_version()").fetch_one(p).await?,
+        };
+        Ok(match self.dialect {
+            Dialect::Postgres => format!("PostgreSQL {v}"),
+            Dialect::MariaDb => format!("MariaDB {v}"),
+            Dialect::Sqlite => format!("SQLite {v} (bundled by sqlx)"),
+        })
+    }
+
+    /// Drops the tables and closes the pool.
+    pub(crate) async fn clean_up(&self) {
+        if let Err(e) = self.db.drop_tables().await {
+            eprintln!("bench: could not drop the {:?} tables: {e}", self.dialect);
+        }
+        on_pool!(&self.pool, p => p.close().await);
+    }
+}
+
+/// What a fenced write under contention came to.
+pub(crate) fn outcome(result: fencing::Result<()>) -> BoxResult<Outcome> {
+    match result {
+        Ok(()) => Ok(Outcome::Written),
+        Err(Error::StaleToken { .. }) => Ok(Outcome::Stale),
+        Err(Error::Contention { .. }) => Ok(Outcome::GaveUp),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn placeholder(d: Dialect, n: usize) -> String {
+    match d {
+        Dialect::Postgres => format!("${n}"),
+        Dialect::MariaDb | Dialect::Sqlite => "?".to_owned(),
+    }
+}
+
+/// The plain upsert: the fenced one without its `WHERE lock_token <= …`
+/// (PostgreSQL, SQLite) or `IF(lock_token <= …)` (MySQL), and without
+/// reading the mark back. Binds: key, value, token.
+fn plain_upsert(d: Dialect, t: &str) -> String {
+    let p = |n| placeholder(d, n);
+    match d {
+        Dialect::Postgres | Dialect::Sqlite => format!(
+            "INSERT INTO {t} (k, v, lock_token) VALUES ({}, {}, {}) \
+             ON CONFLICT (k) DO UPDATE SET v = excluded.v, lock_token = excluded.lock_token",
+            p(1),
+            p(2),
+            p(3)
+        ),
+        Dialect::MariaDb => format!(
+            "INSERT INTO {t} (k, v, lock_token) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE v = VALUES(v), lock_token = VALUES(lock_token)"
+        ),
+    }
+}
+
+// The issuer's statements, copied from `fencing-sql/src/sql.rs` (which
+// keeps them private) so that the raw side runs exactly what the issuer
+// runs; keep the two in step.
+
+fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
+    let p = placeholder(d, ttl_param);
+    match d {
+        Dialect::Postgres => (
+            "now()",
+            format!("now() + {p}::float8 * interval '1 millisecond'"),
+        ),
+        Dialect::MariaDb => ("NOW(6)", format!("NOW(6) + INTERVAL {p} MICROSECOND")),
+        Dialect::Sqlite => {
+            const NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+            (NOW, format!("{NOW} + {p}"))
+        }
+    }
+}
+
+/// `SqlIssuer`'s acquire. Binds: resource, holder, ttl.
+fn acquire(d: Dialect, t: &str) -> String {
+    let (now, later) = now_and_later(d, 3);
+    match d {
+        Dialect::Postgres | Dialect::Sqlite => {
+            let (p1, p2) = (placeholder(d, 1), placeholder(d, 2));
+            format!(
+                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, {p2}, 1, {later}) \
+                 ON CONFLICT (resource) DO UPDATE SET \
+                 token = CASE WHEN {t}.holder = excluded.holder AND {t}.expires_at > {now} \
+                         THEN {t}.token ELSE {t}.token + 1 END, \
+                 holder = excluded.holder, expires_at = excluded.expires_at \
+                 WHERE {t}.holder IS NULL OR {t}.expires_at <= {now} OR {t}.holder = excluded.holder \
+                 RETURNING token"
+            )
+        }
+        Dialect::MariaDb => format!(
+            "INSERT INTO {t} (resource, holder, token, expires_at, granted) \
+             VALUES (?, ?, 1, {later}, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE \
+             token = IF(holder <=> VALUES(holder) AND expires_at > {now}, token, \
+                        IF(holder IS NULL OR expires_at <= {now}, token + 1, token)), \
+             holder = IF(holder IS NULL OR expires_at <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
+             expires_at = IF(holder <=> VALUES(holder), VALUES(expires_at), expires_at), \
+             granted = LAST_INSERT_ID(token | IF(holder <=> VALUES(holder), 0, {MYSQL_HELD_BIT}))"
+        ),
+    }
+}
+
+/// `SqlIssuer`'s release. Binds: resource, holder, token.
+fn release(d: Dialect, t: &str) -> String {
+    let (now, _) = now_and_later(d, 9);
+    let p = |n| placeholder(d, n);
+    format!(
+        "UPDATE {t} SET holder = NULL, expires_at = NULL \
+         WHERE resource = {} AND holder = {} AND token = {} AND expires_at > {now}",
+        p(1),
+        p(2),
+        p(3)
+    )
+}
