@@ -55,10 +55,12 @@ members() { # SERVICE -> lines "INSTANCE PORT"
   azurite) echo "azurite 10000" ;;
   s3) echo "s3 9000" ;;
   gcs) echo "gcs 4443" ;;
-  # member i: client port i2379, peer port i2380
-  etcd-cluster) for i in 1 2 3; do echo "etcd-cluster-$i ${i}2379"; done ;;
-  # member i: client port i2181, quorum port i2888, election port i3888
-  zk-ensemble) for i in 1 2 3; do echo "zk-ensemble-$i ${i}2181"; done ;;
+  # Cluster ports stay below 32768, out of Linux's ephemeral range: a client
+  # socket that happened to hold a member's port kept it from leading.
+  # member i: client port 1i379, peer port 1i380
+  etcd-cluster) for i in 1 2 3; do echo "etcd-cluster-$i 1${i}379"; done ;;
+  # member i: client port 1i181, quorum port 1i888, election port 1i889
+  zk-ensemble) for i in 1 2 3; do echo "zk-ensemble-$i 1${i}181"; done ;;
   esac
 }
 
@@ -203,7 +205,7 @@ admin.enableServer=false
 EOF
   if [[ -n $id ]]; then
     echo "$id" >"$dir/data/myid"
-    printf 'server.%s=127.0.0.1:%s2888:%s3888\n' 1 1 1 2 2 2 3 3 3 >>"$dir/zoo.cfg"
+    printf 'server.%s=127.0.0.1:1%s888:1%s889\n' 1 1 1 2 2 2 3 3 3 >>"$dir/zoo.cfg"
   fi
   cat >"$dir/log4j.properties" <<'EOF'
 log4j.rootLogger=INFO, CONSOLE
@@ -213,7 +215,7 @@ log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%
 EOF
 }
 
-etcd_initial_cluster() { echo "m1=http://127.0.0.1:12380,m2=http://127.0.0.1:22380,m3=http://127.0.0.1:32380"; }
+etcd_initial_cluster() { echo "m1=http://127.0.0.1:11380,m2=http://127.0.0.1:12380,m3=http://127.0.0.1:13380"; }
 
 start_instance() { # INSTANCE PORT
   local inst=$1 port=$2 dir=$DATA/$1 ver i
@@ -230,7 +232,7 @@ start_instance() { # INSTANCE PORT
     i=${inst##*-}
     spawn "$inst" "$dir" etcd --name "m$i" --data-dir "$dir/member-data" \
       --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
-      --listen-peer-urls "http://127.0.0.1:${i}2380" --initial-advertise-peer-urls "http://127.0.0.1:${i}2380" \
+      --listen-peer-urls "http://127.0.0.1:1${i}380" --initial-advertise-peer-urls "http://127.0.0.1:1${i}380" \
       --initial-cluster "$(etcd_initial_cluster)" --initial-cluster-token fencing-etcd-cluster \
       --initial-cluster-state new
     ;;
@@ -442,6 +444,8 @@ cmd_deps() {
   expand_names "$@"
   names=("${NAMES[@]}")
   have protoc || apt+=(protobuf-compiler) # the etcd-client crate generates code from .proto files
+  # ... and imports google/protobuf/*.proto, which come with libprotobuf-dev
+  [[ -f /usr/include/google/protobuf/descriptor.proto ]] || apt+=(libprotobuf-dev)
   have nc || apt+=(netcat-openbsd)
   have curl || apt+=(curl)
   have ss || apt+=(iproute2)
@@ -661,9 +665,9 @@ cmd_env() {
   # shellcheck disable=SC2054 # the commas are inside values
   local v name val defaults=(
     FENCING_ETCD_ENDPOINTS=http://127.0.0.1:2379
-    FENCING_ETCD_CLUSTER_ENDPOINTS=http://127.0.0.1:12379,http://127.0.0.1:22379,http://127.0.0.1:32379
+    FENCING_ETCD_CLUSTER_ENDPOINTS=http://127.0.0.1:11379,http://127.0.0.1:12379,http://127.0.0.1:13379
     FENCING_ZK_ADDR=127.0.0.1:2181
-    FENCING_ZK_ENSEMBLE=127.0.0.1:12181,127.0.0.1:22181,127.0.0.1:32181
+    FENCING_ZK_ENSEMBLE=127.0.0.1:11181,127.0.0.1:12181,127.0.0.1:13181
     FENCING_REDIS_URL=redis://127.0.0.1:6379
     FENCING_REDIS_AOF_URL=redis://127.0.0.1:6380
     FENCING_PG_URL=postgres://fencing:fencing@127.0.0.1:5432/fencing

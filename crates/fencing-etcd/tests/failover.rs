@@ -1,5 +1,5 @@
 //! Leader failover on the 3-member etcd cluster
-//! (`FENCING_ETCD_CLUSTER_ENDPOINTS`, default ports 12379/22379/32379;
+//! (`FENCING_ETCD_CLUSTER_ENDPOINTS`, default ports 11379/12379/13379;
 //! start it with `integration/services.sh up etcd-cluster`).
 //!
 //! Clients acquire, fence, write, renew, write and release in a loop, with
@@ -23,7 +23,7 @@ const ETCD_CLUSTER: Server = Server {
     name: "etcd cluster (3 members)",
     service: "etcd-cluster",
     var: "FENCING_ETCD_CLUSTER_ENDPOINTS",
-    default: "http://127.0.0.1:12379,http://127.0.0.1:22379,http://127.0.0.1:32379",
+    default: "http://127.0.0.1:11379,http://127.0.0.1:12379,http://127.0.0.1:13379",
 };
 
 fn services_sh() -> PathBuf {

@@ -1,5 +1,5 @@
 //! Leader change on the 3-server ZooKeeper ensemble (`FENCING_ZK_ENSEMBLE`,
-//! default ports 12181/22181/32181; start it with
+//! default ports 11181/12181/13181; start it with
 //! `integration/services.sh up zk-ensemble`).
 //!
 //! Clients acquire, fence, write, renew, write and release in a loop, with
@@ -23,7 +23,7 @@ const ZK_ENSEMBLE: Server = Server {
     name: "ZooKeeper ensemble (3 servers)",
     service: "zk-ensemble",
     var: "FENCING_ZK_ENSEMBLE",
-    default: "127.0.0.1:12181,127.0.0.1:22181,127.0.0.1:32181",
+    default: "127.0.0.1:11181,127.0.0.1:12181,127.0.0.1:13181",
 };
 
 fn services_sh() -> PathBuf {
