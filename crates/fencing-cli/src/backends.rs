@@ -9,7 +9,8 @@ pub(crate) const ISSUER_URLS: &str = "sqlite://PATH, postgres://…, mysql://…
      redis://HOST:PORT[/DB][?volatile=1], etcd://HOST:PORT[,HOST:PORT…], zk://HOST:PORT[,HOST:PORT…][/PREFIX]";
 
 /// The store URLs `fence` understands, for help texts.
-pub(crate) const STORE_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…)";
+pub(crate) const STORE_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
+     s3://BUCKET[?endpoint=URL&region=R], gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]";
 
 fn scheme(url: &str) -> &str {
     url.split_once(':').map_or("", |(s, _)| s)
@@ -69,10 +70,115 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
         "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
             Ok(Arc::new(fencing_sql::SqlStore::connect(url).await?))
         }
+        "s3" => {
+            let (bucket, query) = bucket_and_query(url)?;
+            Ok(Arc::new(
+                fencing_s3::S3Backend::new(s3_client(&query)?, bucket).into_store(),
+            ))
+        }
+        "gs" => {
+            let (bucket, query) = bucket_and_query(url)?;
+            let client = match query.get("endpoint") {
+                Some(endpoint) => fencing_gcs::emulator::client(endpoint).await?,
+                None => google_cloud_storage::client::Storage::builder()
+                    .build()
+                    .await
+                    .map_err(|e| Error::backend("gcs", false, e))?,
+            };
+            Ok(Arc::new(
+                fencing_gcs::GcsBackend::new(client, bucket).into_store(),
+            ))
+        }
+        "az" => {
+            let (container, query) = bucket_and_query(url)?;
+            let endpoint = query.get("endpoint").ok_or_else(|| {
+                Error::invalid_input("az:// needs ?endpoint=https://ACCOUNT.blob.core.windows.net")
+            })?;
+            let client = match query.get("sas") {
+                Some(sas) => {
+                    let url = format!("{}/{container}?{sas}", endpoint.trim_end_matches('/'));
+                    let url = url
+                        .parse()
+                        .map_err(|e| Error::invalid_input(format!("bad Azure URL: {e}")))?;
+                    azure_storage_blob::BlobContainerClient::new(url, None, None).map_err(|e| {
+                        Error::invalid_input(format!("cannot make an Azure client: {e}"))
+                    })?
+                }
+                // No SAS: Azurite's well-known development account.
+                None => fencing_azure::azurite::container_client(endpoint, &container, None)?,
+            };
+            Ok(Arc::new(
+                fencing_azure::AzureBackend::new(client).into_store(),
+            ))
+        }
         _ => Err(Error::invalid_input(format!(
             "unsupported store URL {url:?}; expected one of: {STORE_URLS}"
         ))),
     }
+}
+
+/// `scheme://NAME?k=v&…` → (`NAME`, the query pairs).
+fn bucket_and_query(
+    url: &str,
+) -> Result<(String, std::collections::HashMap<String, String>), Error> {
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let name = name.trim_end_matches('/');
+    if name.is_empty() || name.contains('/') {
+        return Err(Error::invalid_input(format!(
+            "{url:?}: expected scheme://BUCKET[?options]"
+        )));
+    }
+    let pairs = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_owned(), v.to_owned())
+        })
+        .collect();
+    Ok((name.to_owned(), pairs))
+}
+
+/// An S3 client: credentials from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`
+/// (and `AWS_SESSION_TOKEN`), region from `?region=` or `AWS_REGION`; with
+/// `?endpoint=` and no credentials set, the emulator's test credentials.
+fn s3_client(
+    query: &std::collections::HashMap<String, String>,
+) -> Result<aws_sdk_s3::Client, Error> {
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+    let endpoint = query.get("endpoint");
+    let (Ok(key), Ok(secret)) = (
+        std::env::var("AWS_ACCESS_KEY_ID"),
+        std::env::var("AWS_SECRET_ACCESS_KEY"),
+    ) else {
+        return match endpoint {
+            Some(endpoint) => Ok(fencing_s3::emulator::client(endpoint)),
+            None => Err(Error::invalid_input(
+                "s3:// needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or ?endpoint= for an emulator)",
+            )),
+        };
+    };
+    let region = query
+        .get("region")
+        .cloned()
+        .or_else(|| std::env::var("AWS_REGION").ok())
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let credentials = Credentials::new(
+        key,
+        secret,
+        std::env::var("AWS_SESSION_TOKEN").ok(),
+        None,
+        "fence",
+    );
+    let mut config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .credentials_provider(credentials);
+    if let Some(endpoint) = endpoint {
+        config = config.endpoint_url(endpoint).force_path_style(true);
+    }
+    Ok(aws_sdk_s3::Client::from_conf(config.build()))
 }
 
 /// Removes `name=1|true|yes` (or a bare `name`) from a URL's query string.

@@ -35,7 +35,9 @@ Backends are named by URL:
   issuers: sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://…, redis://HOST:PORT[?volatile=1],
            etcd://HOST:PORT[,…], zk://HOST:PORT[,…][/PREFIX]  (a ZooKeeper lease is its
            process's session: use it with `run` or `acquire --hold`)
-  stores:  sqlite://PATH, postgres://…, mysql://…
+  stores:  sqlite://PATH, postgres://…, mysql://…, s3://BUCKET[?endpoint=URL&region=R],
+           gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]
+           (an endpoint without credentials means the local emulator)
 Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
 
 Exit codes: 0 ok, 1 failure, 2 bad input, 3 stale token refused (nothing written),
