@@ -15,6 +15,39 @@ pub(crate) enum MigrateCommand {
     /// Move a resource to a new issuer: its tokens start above every token
     /// the old issuer granted and every mark the named stores hold.
     Issuer(IssuerArgs),
+    /// Copy records with their marks to another store: a key whose mark in
+    /// the target is already at or above the source's is left alone, so a
+    /// mark never goes down and a rerun picks up where one stopped.
+    Store(StoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StoreArgs {
+    /// The store the records leave.
+    #[arg(long, value_name = "URL")]
+    from: String,
+    /// The store they move to.
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// A key to copy; repeat for each. Stores have no common way to list
+    /// keys, so name them (or pass --keys-from).
+    #[arg(long = "key", value_name = "KEY")]
+    keys: Vec<String>,
+    /// A file with one key per line (`-` for standard input).
+    #[arg(long, value_name = "FILE")]
+    keys_from: Option<std::path::PathBuf>,
+    /// Print JSON lines, one per key.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What happened to one key.
+#[derive(Debug, Serialize)]
+struct KeyReport {
+    key: String,
+    outcome: &'static str,
+    source_mark: Option<FencingToken>,
+    target_mark: Option<FencingToken>,
 }
 
 #[derive(Debug, Args)]
@@ -59,6 +92,94 @@ struct Report<'a> {
 pub(crate) async fn run(command: MigrateCommand) -> CliResult {
     match command {
         MigrateCommand::Issuer(args) => issuer(args).await,
+        MigrateCommand::Store(args) => store(args).await,
+    }
+}
+
+async fn store(args: StoreArgs) -> CliResult {
+    let mut keys = args.keys.clone();
+    if let Some(file) = &args.keys_from {
+        let text = if file.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())?
+        } else {
+            std::fs::read_to_string(file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+        };
+        keys.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    if keys.is_empty() {
+        return Err(fencing::Error::invalid_input(
+            "no keys to copy: pass --key KEY or --keys-from FILE",
+        )
+        .into());
+    }
+    let from = backends::store(&args.from).await?;
+    let to = backends::store(&args.to).await?;
+    let mut failed = 0;
+    for key in keys {
+        let report = match copy_one(&*from, &*to, &key).await {
+            Ok(report) => report,
+            Err(e) => {
+                failed += 1;
+                eprintln!("fence: {key:?}: {e}");
+                continue;
+            }
+        };
+        if args.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            let show =
+                |t: Option<FencingToken>| t.map_or_else(|| "none".to_owned(), |t| t.to_string());
+            println!(
+                "{:<10} {key:?} (source mark {}, target mark {})",
+                report.outcome,
+                show(report.source_mark),
+                show(report.target_mark)
+            );
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::FAILURE)
+    })
+}
+
+/// Copies one key: its value at its mark, or just the mark. The target's
+/// own fencing refuses anything below its mark, so a concurrent writer on
+/// the target with a newer token wins and the key is reported as newer.
+async fn copy_one(
+    from: &dyn fencing::FencedStore,
+    to: &dyn fencing::FencedStore,
+    key: &str,
+) -> Result<KeyReport, fencing::Error> {
+    let source_mark = from.mark(key).await?;
+    let target_mark = to.mark(key).await?;
+    let report = |outcome, target_mark| KeyReport {
+        key: key.to_owned(),
+        outcome,
+        source_mark,
+        target_mark,
+    };
+    let Some(mark) = source_mark else {
+        return Ok(report("absent", target_mark));
+    };
+    if target_mark.is_some_and(|t| t >= mark) {
+        return Ok(report("up-to-date", target_mark));
+    }
+    let result = match from.get(key).await? {
+        Some(record) => to.put(key, record.value, record.token).await,
+        None => to.fence(key, mark).await.map(|_| ()),
+    };
+    match result {
+        Ok(()) => Ok(report("copied", Some(mark))),
+        Err(fencing::Error::StaleToken { current, .. }) => Ok(report("newer", Some(current))),
+        Err(e) => Err(e),
     }
 }
 
