@@ -27,7 +27,22 @@ fn redis_url() -> Option<String> {
 #[test]
 fn sql_to_redis_never_goes_backwards() {
     let Some(redis) = redis_url() else { return };
-    let dir = std::env::temp_dir().join(format!("fence-migrate-{}", std::process::id()));
+    sql_to(&redis, "redis");
+}
+
+#[test]
+fn sql_to_etcd_never_goes_backwards() {
+    let server = fencing_testkit::env::ETCD;
+    if server.skipped() {
+        return;
+    }
+    let hosts = server.endpoint().replace("http://", "");
+    sql_to(&format!("etcd://{hosts}"), "etcd");
+}
+
+/// Migrates a resource with history from a SQLite issuer to `target`.
+fn sql_to(target: &str, name: &str) {
+    let dir = std::env::temp_dir().join(format!("fence-migrate-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let old = format!("sqlite://{}", dir.join("old.sqlite").display());
     let resource = fencing_testkit::unique_name("migrated-job");
@@ -90,7 +105,7 @@ fn sql_to_redis_never_goes_backwards() {
         "--from",
         &old,
         "--to",
-        &redis,
+        target,
         "--resource",
         &resource,
         "--store",
@@ -129,7 +144,7 @@ fn sql_to_redis_never_goes_backwards() {
         "--from",
         &old,
         "--to",
-        &redis,
+        target,
         "--resource",
         &resource,
         "--store",
@@ -143,7 +158,7 @@ fn sql_to_redis_never_goes_backwards() {
     let lease = json(&fence(&[
         "acquire",
         "--issuer",
-        &redis,
+        target,
         "--resource",
         &resource,
         "--json",
