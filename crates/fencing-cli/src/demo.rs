@@ -54,10 +54,8 @@ pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
                 format!("the SQLite file {}", path.display()),
             )
         };
-    println!("Figure 9-6 (Kleppmann & Riccomini, DDIA ch. 9), run for real in {place}:");
-    println!(
-        "a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n"
-    );
+    out!("Figure 9-6 (Kleppmann & Riccomini, DDIA ch. 9), run for real in {place}:");
+    out!("a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n");
     let events = zombie_scenario(
         &*issuer,
         &*store,
@@ -66,14 +64,14 @@ pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
         print_event,
     )
     .await;
-    println!(
+    out!(
         "\nClient 1's lease expired while it was paused, but it never noticed. The lock alone could not\n\
          stop its write; the storage did, because client 2's token was higher."
     );
     if let Some(file) = &args.svg {
         std::fs::write(file, crate::svg::timeline(&events, args.ttl))
             .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-        println!("\nTimeline drawn to {}", file.display());
+        out!("\nTimeline drawn to {}", file.display());
     }
     if let Some(path) = scratch {
         for suffix in ["", "-wal", "-shm"] {
@@ -87,27 +85,25 @@ fn print_event(event: &Event) {
     let at = format!("{:>8.3}s", event.at.as_secs_f64());
     match &event.step {
         Step::Acquired { client, token, ttl } => {
-            println!(
-                "{at}  client {client}  acquires the lease (TTL {ttl:?})        -> token {token}"
-            );
+            out!("{at}  client {client}  acquires the lease (TTL {ttl:?})        -> token {token}");
         }
         Step::Paused { client, duration } => {
-            println!(
+            out!(
                 "{at}  client {client}  pauses for {duration:?} (GC, VM freeze): its lease expires meanwhile"
             );
         }
         Step::Resumed { client } => {
-            println!("{at}  client {client}  wakes up, still believing it holds the lease");
+            out!("{at}  client {client}  wakes up, still believing it holds the lease");
         }
         Step::Fenced { client, token } => {
-            println!("{at}  client {client}  fences the file at token {token} before writing");
+            out!("{at}  client {client}  fences the file at token {token} before writing");
         }
         Step::Wrote {
             client,
             token,
             value,
         } => {
-            println!("{at}  client {client}  writes {value:?} with token {token}   -> accepted");
+            out!("{at}  client {client}  writes {value:?} with token {token}   -> accepted");
         }
         Step::Refused {
             client,
@@ -115,13 +111,13 @@ fn print_event(event: &Event) {
             current,
             error,
         } => {
-            println!(
+            out!(
                 "{at}  client {client}  writes with token {presented}                    -> REFUSED (store holds {current})"
             );
-            println!("{:>11}error: {error}", "");
+            out!("{:>11}error: {error}", "");
         }
         Step::Final { value, token } => {
-            println!("{at}  store    holds {value:?} at token {token}: client 2's data is intact");
+            out!("{at}  store    holds {value:?} at token {token}: client 2's data is intact");
         }
     }
 }

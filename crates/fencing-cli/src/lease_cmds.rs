@@ -177,12 +177,12 @@ pub(crate) async fn release(args: LeaseArgs) -> CliResult {
     let issuer = backends::issuer(&args.target.issuer).await?;
     issuer.release(&lease_of(&args)?).await?;
     if args.json {
-        println!(
+        out!(
             "{}",
             serde_json::json!({ "released": true, "resource": args.target.resource, "token": args.token })
         );
     } else {
-        println!("released {:?} (token {})", args.target.resource, args.token);
+        out!("released {:?} (token {})", args.target.resource, args.token);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -191,8 +191,8 @@ pub(crate) async fn holder(args: HolderArgs) -> CliResult {
     let issuer = backends::issuer(&args.target.issuer).await?;
     match issuer.holder(&args.target.resource).await? {
         Some(holding) => LeaseView::of_holding(&args.target.resource, &holding).print(args.json),
-        None if args.json => println!("null"),
-        None => println!("{:?} is free", args.target.resource),
+        None if args.json => out!("null"),
+        None => out!("{:?} is free", args.target.resource),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,15 +5,6 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-mod audit;
-mod backends;
-mod demo;
-mod lease_cmds;
-mod migrate;
-mod output;
-mod store_cmds;
-mod svg;
-
 /// Exit codes, documented in `fence --help`.
 pub(crate) mod exit {
     /// Any other failure (server down, permission denied…).
@@ -85,6 +76,37 @@ enum Command {
     /// and flag those whose writes carry no fencing token (exit 1).
     Audit(audit::AuditArgs),
 }
+
+/// Prints a line to stdout. A reader that went away (`fence … | head`)
+/// ends the process quietly, as a shell tool should, instead of a panic.
+macro_rules! out {
+    () => {
+        $crate::print_out(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::print_out(format_args!($($arg)*))
+    };
+}
+
+pub(crate) fn print_out(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if let Err(e) = writeln!(std::io::stdout().lock(), "{line}") {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("fence: cannot write to stdout: {e}");
+        std::process::exit(i32::from(exit::FAILURE));
+    }
+}
+
+mod audit;
+mod backends;
+mod demo;
+mod lease_cmds;
+mod migrate;
+mod output;
+mod store_cmds;
+mod svg;
 
 /// What a command returns: its exit code, or an error to report.
 pub(crate) type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;

@@ -131,11 +131,11 @@ async fn store(args: StoreArgs) -> CliResult {
             }
         };
         if args.json {
-            println!("{}", serde_json::to_string(&report)?);
+            out!("{}", serde_json::to_string(&report)?);
         } else {
             let show =
                 |t: Option<FencingToken>| t.map_or_else(|| "none".to_owned(), |t| t.to_string());
-            println!(
+            out!(
                 "{:<10} {key:?} (source mark {}, target mark {})",
                 report.outcome,
                 show(report.source_mark),
@@ -251,33 +251,37 @@ async fn issuer(args: IssuerArgs) -> CliResult {
         .into());
     }
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        out!("{}", serde_json::to_string(&report)?);
     } else {
-        println!(
+        out!(
             "migrating {:?} from {} to {}",
-            report.resource, report.from, report.to
+            report.resource,
+            report.from,
+            report.to
         );
         match (report.old_issuer_next, report.live_holder_token) {
             (Some(t), _) => {
-                println!("  old issuer: next token would have been {t} (probe grant, released)")
+                out!("  old issuer: next token would have been {t} (probe grant, released)")
             }
-            (None, Some(t)) => println!("  old issuer: live holder with token {t} (--force)"),
+            (None, Some(t)) => out!("  old issuer: live holder with token {t} (--force)"),
             (None, None) => {}
         }
         for (store, mark) in &report.marks {
             match mark {
-                Some(m) => println!("  store {store}: mark {m}"),
-                None => println!("  store {store}: no mark yet"),
+                Some(m) => out!("  store {store}: mark {m}"),
+                None => out!("  store {store}: no mark yet"),
             }
         }
-        println!("  floor set on the new issuer: {}", report.floor);
-        println!(
+        out!("  floor set on the new issuer: {}", report.floor);
+        out!(
             "  first token from the new issuer: {} (a probe grant, released)",
             report.first_new_token
         );
-        println!(
+        out!(
             "Point your holders at {} now; stop using {} for {:?}.",
-            report.to, report.from, report.resource
+            report.to,
+            report.from,
+            report.resource
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -38,13 +38,13 @@ impl<'a> LeaseView<'a> {
 
     pub(crate) fn print(&self, json: bool) {
         if json {
-            println!("{}", serde_json::to_string(self).expect("serializable"));
+            out!("{}", serde_json::to_string(self).expect("serializable"));
         } else {
-            println!("resource {:?}", self.resource);
-            println!("token    {}", self.token);
-            println!("holder   {}", self.holder);
+            out!("resource {:?}", self.resource);
+            out!("token    {}", self.token);
+            out!("holder   {}", self.holder);
             if let (Some(ttl), Some(left)) = (self.ttl_ms, self.expires_in_ms) {
-                println!("ttl      {ttl}ms ({left}ms left)");
+                out!("ttl      {ttl}ms ({left}ms left)");
             }
         }
     }

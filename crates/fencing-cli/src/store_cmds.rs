@@ -54,14 +54,15 @@ pub(crate) async fn put(args: PutArgs) -> CliResult {
     let len = value.len();
     store.put(&args.target.key, value, args.token).await?;
     if args.target.json {
-        println!(
+        out!(
             "{}",
             serde_json::json!({"key": args.target.key, "token": args.token, "bytes": len, "accepted": true})
         );
     } else {
-        println!(
+        out!(
             "accepted: {:?} ({len} bytes) at token {}",
-            args.target.key, args.token
+            args.target.key,
+            args.token
         );
     }
     Ok(ExitCode::SUCCESS)
@@ -71,19 +72,17 @@ pub(crate) async fn get(args: KeyArgs) -> CliResult {
     let store = backends::store(&args.store).await?;
     let record = store.get(&args.key).await?;
     match (record, args.json) {
-        (Some(r), true) => println!(
+        (Some(r), true) => out!(
             "{}",
             serde_json::json!({"key": args.key, "token": r.token, "value": String::from_utf8_lossy(&r.value)})
         ),
         (Some(r), false) => {
-            use std::io::Write;
-            std::io::stdout().write_all(&r.value)?;
-            if !r.value.ends_with(b"\n") {
-                println!();
-            }
+            // Values are bytes: print them as they are.
+            let text = String::from_utf8_lossy(&r.value);
+            out!("{}", text.strip_suffix('\n').unwrap_or(&text));
             eprintln!("(token {})", r.token);
         }
-        (None, true) => println!("null"),
+        (None, true) => out!("null"),
         (None, false) => {
             eprintln!("{:?} has no value", args.key);
             return Ok(ExitCode::from(crate::exit::NOT_FOUND));
@@ -96,11 +95,11 @@ pub(crate) async fn mark(args: KeyArgs) -> CliResult {
     let store = backends::store(&args.store).await?;
     let mark = store.mark(&args.key).await?;
     if args.json {
-        println!("{}", serde_json::json!({"key": args.key, "mark": mark}));
+        out!("{}", serde_json::json!({"key": args.key, "mark": mark}));
     } else {
         match mark {
-            Some(m) => println!("{m}"),
-            None => println!("none (never written or fenced)"),
+            Some(m) => out!("{m}"),
+            None => out!("none (never written or fenced)"),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -110,12 +109,12 @@ pub(crate) async fn fence(args: FenceArgs) -> CliResult {
     let store = backends::store(&args.target.store).await?;
     let mark = store.fence(&args.target.key, args.token).await?;
     if args.target.json {
-        println!(
+        out!(
             "{}",
             serde_json::json!({"key": args.target.key, "mark": mark})
         );
     } else {
-        println!("fenced {:?} at token {mark}", args.target.key);
+        out!("fenced {:?} at token {mark}", args.target.key);
     }
     Ok(ExitCode::SUCCESS)
 }

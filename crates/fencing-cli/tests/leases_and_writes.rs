@@ -335,3 +335,20 @@ fn a_stopped_run_is_refused_after_it_wakes() {
     assert_eq!(got["value"], "second run");
     assert_eq!(got["token"], 2);
 }
+
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    let s = Scratch::new("pipe");
+    let url = s.url();
+    let mut child = Command::new(FENCE)
+        .args(["acquire", "--issuer", &url, "--resource", "job"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader (`| head -0`) is gone
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{stderr}");
+}
