@@ -1,26 +1,25 @@
-//! The conformance suite, the zombie scenario, the history checker and a
-//! 16-writer race against Azurite at `FENCING_AZURE_ENDPOINT` (default:
+//! The object-store conformance suite of `fencing_testkit` (the store
+//! contract, the zombie scenario, the history checker, a 16-writer race that
+//! must lose preconditions) and the Azure-only cases (409 on create, one Put
+//! Blob for large values, error classification, the SAS kept out of
+//! `Debug`), against Azurite at `FENCING_AZURE_ENDPOINT` (default:
 //! `integration/services.sh`'s Azurite at
 //! `http://127.0.0.1:10000/devstoreaccount1`). One container per test run,
 //! named at random, reached with an account SAS signed by
 //! `fencing_azure::azurite`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
-use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
-use fencing::memory::MemoryIssuer;
-use fencing::{Error, FencedStore, FencingToken, Limits, Result};
+use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
+use fencing::{Error, FencedStore, FencingToken};
 use fencing_azure::{AzureBackend, AzureStore, azurite};
 use fencing_testkit::env::AZURE;
-use fencing_testkit::history::{HistoryConfig, run_history};
-use fencing_testkit::zombie::zombie_scenario;
+use fencing_testkit::error_chain;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -32,17 +31,6 @@ fn container_client(
     options: Option<BlobContainerClientOptions>,
 ) -> BlobContainerClient {
     azurite::container_client(endpoint, container, options).expect("a container client")
-}
-
-/// `e` and its causes, for a failure message.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text = format!("{text}: {c}");
-        cause = c.source();
-    }
-    text
 }
 
 /// This run's container.
@@ -59,110 +47,18 @@ async fn backend() -> Option<AzureBackend> {
     }
     match azurite::store(&AZURE.endpoint(), container_name()).await {
         Ok(store) => Some(store.backend().clone()),
-        Err(e) if e.is_retryable() => AZURE.unavailable(&chain(&e)),
+        Err(e) if e.is_retryable() => AZURE.unavailable(&error_chain(&e)),
         Err(e) => panic!(
             "cannot create container {}: {}",
             container_name(),
-            chain(&e)
+            error_chain(&e)
         ),
     }
 }
 
-async fn store() -> Option<Arc<dyn FencedStore>> {
-    Some(Arc::new(AzureStore::new(backend().await?)))
-}
-
 mod suite {
     use super::*;
-    fencing_testkit::store_conformance!(store);
-}
-
-/// Counts conditional writes and lost preconditions.
-#[derive(Debug)]
-struct Counting {
-    inner: AzureBackend,
-    writes: AtomicU64,
-    lost: AtomicU64,
-}
-
-#[async_trait]
-impl BlobBackend for Counting {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> Limits {
-        BlobBackend::limits(&self.inner)
-    }
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        self.inner.head(key).await
-    }
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        self.inner.read(key).await
-    }
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        meta: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.inner.write(key, body, meta, precondition).await?;
-        if outcome == WriteOutcome::PreconditionFailed {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(outcome)
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let store = Arc::new(BlobStore::new(Counting {
-        inner: backend,
-        writes: AtomicU64::new(0),
-        lost: AtomicU64::new(0),
-    }));
-    fencing_testkit::store::racing_writers_with(store.clone(), 16, 50).await;
-    let counting = store.backend();
-    let (writes, lost) = (
-        counting.writes.load(Ordering::Relaxed),
-        counting.lost.load(Ordering::Relaxed),
-    );
-    println!(
-        "race: {writes} conditional Put Blobs, {lost} lost their precondition (412/409) and re-read"
-    );
-    assert!(
-        lost > 0,
-        "no write lost its precondition in {writes} writes: the 412/409 path was not exercised"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zombie_is_refused() {
-    let Some(store) = store().await else { return };
-    let issuer = MemoryIssuer::new();
-    for fence_on_acquire in [false, true] {
-        zombie_scenario(
-            &issuer,
-            &*store,
-            Duration::from_millis(200),
-            fence_on_acquire,
-            |_| {},
-        )
-        .await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn history_checker_finds_no_stale_accept() {
-    let Some(store) = store().await else { return };
-    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), Duration::from_millis(200));
-    let report = run_history(Arc::new(MemoryIssuer::new()), store, &config).await;
-    println!("{report}");
-    report.assert_clean();
+    fencing_testkit::blob_store_conformance!(backend);
 }
 
 /// `If-None-Match: *` on an existing blob answers 409 `BlobAlreadyExists`

@@ -1,18 +1,17 @@
-//! The issuer suite, the zombie scenario, the history checker and the
-//! etcd#11456 case on a real etcd (`FENCING_ETCD_ENDPOINTS`, default
+//! The issuer suite of `fencing_testkit` (the zombie scenario, the history
+//! checker and nested names included) and the etcd-only cases (etcd#11456,
+//! the create revision as the token, keep-alive handles, floors while held)
+//! on a real etcd (`FENCING_ETCD_ENDPOINTS`, default
 //! `http://127.0.0.1:2379`; start it with `integration/services.sh up etcd`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing::memory::MemoryStore;
 use fencing::{Error, LeaseRequest, TokenIssuer};
 use fencing_etcd::EtcdIssuer;
 use fencing_etcd::etcd_client::GetOptions;
 use fencing_testkit::env::ETCD;
-use fencing_testkit::history::{HistoryConfig, run_history};
 use fencing_testkit::issuer::IssuerProfile;
-use fencing_testkit::zombie::zombie_scenario;
 
 fn endpoints() -> Vec<String> {
     ETCD.endpoint()
@@ -51,30 +50,6 @@ fn profile() -> IssuerProfile {
 }
 
 fencing_testkit::issuer_conformance!(issuer, profile());
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zombie_is_refused() {
-    let Some(issuer) = issuer().await else { return };
-    for fence_on_acquire in [false, true] {
-        zombie_scenario(
-            &*issuer,
-            &MemoryStore::new(),
-            profile().ttl,
-            fence_on_acquire,
-            |_| {},
-        )
-        .await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn history_checker_finds_no_stale_accept() {
-    let Some(issuer) = issuer().await else { return };
-    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), profile().ttl);
-    let report = run_history(issuer, Arc::new(MemoryStore::new()), &config).await;
-    println!("{report}");
-    report.assert_clean();
-}
 
 /// The number of lock keys (holder and waiters) of a resource.
 async fn keys_of(issuer: &EtcdIssuer, resource: &str) -> usize {
@@ -218,40 +193,6 @@ async fn the_token_is_the_lock_keys_create_revision() {
     let renewed = issuer.renew(&lease).await.expect("renew");
     assert_eq!(renewed.token(), lease.token());
     issuer.release(&lease).await.expect("release");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nested_resource_names_are_independent() {
-    let Some(issuer) = connect().await else {
-        return;
-    };
-    let parent = fencing_testkit::unique_name("a");
-    let child = format!("{parent}/b");
-    let long = Duration::from_secs(30);
-    let p = issuer
-        .try_acquire(&LeaseRequest::new(&parent, long))
-        .await
-        .unwrap()
-        .expect("parent is free");
-    let c = issuer
-        .try_acquire(&LeaseRequest::new(&child, long))
-        .await
-        .unwrap()
-        .expect("child is not locked by its parent");
-    assert_eq!(
-        issuer.holder(&parent).await.unwrap().unwrap().token,
-        p.token()
-    );
-    assert_eq!(
-        issuer.holder(&child).await.unwrap().unwrap().token,
-        c.token()
-    );
-    issuer.release(&p).await.unwrap();
-    assert_eq!(
-        issuer.holder(&child).await.unwrap().unwrap().token,
-        c.token()
-    );
-    issuer.release(&c).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

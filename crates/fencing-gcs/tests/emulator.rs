@@ -1,22 +1,21 @@
-//! The conformance suite, the zombie scenario, the history checker and a
-//! 16-writer race against the GCS emulator at `FENCING_GCS_ENDPOINT`
-//! (default: `integration/services.sh`'s fake-gcs-server on 127.0.0.1:4443).
+//! The object-store conformance suite of `fencing_testkit` (the store
+//! contract, the zombie scenario, the history checker, a 16-writer race that
+//! must lose preconditions) and the GCS-only cases (preconditions up to the
+//! 16 MiB single-request limit, error classification), against the GCS
+//! emulator at `FENCING_GCS_ENDPOINT` (default: `integration/services.sh`'s
+//! fake-gcs-server on 127.0.0.1:4443).
 //! One bucket per test run, named at random, created over the emulator's
 //! JSON API (the client library creates buckets over gRPC only).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
-use fencing::memory::MemoryIssuer;
-use fencing::{Error, FencedStore, FencingToken, Limits, Result};
+use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
+use fencing::{Error, FencedStore, FencingToken};
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
 use fencing_testkit::env::GCS;
-use fencing_testkit::history::{HistoryConfig, run_history};
-use fencing_testkit::zombie::zombie_scenario;
+use fencing_testkit::error_chain;
 use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
 
 fn t(n: u64) -> FencingToken {
@@ -29,17 +28,6 @@ fn bucket_name() -> &'static str {
     NAME.get_or_init(|| format!("{}-gcs", fencing_testkit::unique_prefix()))
 }
 
-/// `e` and its causes, for a failure message.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text = format!("{text}: {c}");
-        cause = c.source();
-    }
-    text
-}
-
 /// A backend on this run's bucket (created if needed), or `None` when the
 /// run asked to skip GCS. A server that does not answer fails the test.
 async fn backend() -> Option<GcsBackend> {
@@ -48,106 +36,18 @@ async fn backend() -> Option<GcsBackend> {
     }
     match emulator::store(&GCS.endpoint(), bucket_name()).await {
         Ok(store) => Some(store.backend().clone()),
-        Err(e) if e.is_retryable() => GCS.unavailable(&chain(&e)),
-        Err(e) => panic!("cannot create bucket {}: {}", bucket_name(), chain(&e)),
+        Err(e) if e.is_retryable() => GCS.unavailable(&error_chain(&e)),
+        Err(e) => panic!(
+            "cannot create bucket {}: {}",
+            bucket_name(),
+            error_chain(&e)
+        ),
     }
-}
-
-async fn store() -> Option<Arc<dyn FencedStore>> {
-    Some(Arc::new(GcsStore::new(backend().await?)))
 }
 
 mod suite {
     use super::*;
-    fencing_testkit::store_conformance!(store);
-}
-
-/// Counts conditional writes and lost preconditions.
-#[derive(Debug)]
-struct Counting {
-    inner: GcsBackend,
-    writes: AtomicU64,
-    lost: AtomicU64,
-}
-
-#[async_trait]
-impl BlobBackend for Counting {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> Limits {
-        BlobBackend::limits(&self.inner)
-    }
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        self.inner.head(key).await
-    }
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        self.inner.read(key).await
-    }
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        meta: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.inner.write(key, body, meta, precondition).await?;
-        if outcome == WriteOutcome::PreconditionFailed {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(outcome)
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let store = Arc::new(BlobStore::new(Counting {
-        inner: backend,
-        writes: AtomicU64::new(0),
-        lost: AtomicU64::new(0),
-    }));
-    fencing_testkit::store::racing_writers_with(store.clone(), 16, 50).await;
-    let counting = store.backend();
-    let (writes, lost) = (
-        counting.writes.load(Ordering::Relaxed),
-        counting.lost.load(Ordering::Relaxed),
-    );
-    println!(
-        "race: {writes} conditional uploads, {lost} lost their precondition (412) and re-read"
-    );
-    assert!(
-        lost > 0,
-        "no write lost its precondition in {writes} writes: the 412 path was not exercised"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zombie_is_refused() {
-    let Some(store) = store().await else { return };
-    let issuer = MemoryIssuer::new();
-    for fence_on_acquire in [false, true] {
-        zombie_scenario(
-            &issuer,
-            &*store,
-            Duration::from_millis(200),
-            fence_on_acquire,
-            |_| {},
-        )
-        .await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn history_checker_finds_no_stale_accept() {
-    let Some(store) = store().await else { return };
-    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), Duration::from_millis(200));
-    let report = run_history(Arc::new(MemoryIssuer::new()), store, &config).await;
-    println!("{report}");
-    report.assert_clean();
+    fencing_testkit::blob_store_conformance!(backend);
 }
 
 /// The upload path really carries `ifGenerationMatch` and the server really

@@ -1,17 +1,15 @@
-//! The issuer suite, the zombie scenario and the history checker on a real
-//! Redis with `appendonly yes` (`FENCING_REDIS_AOF_URL`), and the refusal of
-//! a Redis without persistence (`FENCING_REDIS_URL`).
+//! The issuer suite of `fencing_testkit` (the zombie scenario and the
+//! history checker included) on a real Redis with `appendonly yes`
+//! (`FENCING_REDIS_AOF_URL`), and the refusal of a Redis without
+//! persistence (`FENCING_REDIS_URL`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::memory::MemoryStore;
 use fencing::{Error, LeaseRequest, TokenIssuer};
 use fencing_redis::{Durability, RedisIssuer};
 use fencing_testkit::env::{REDIS, REDIS_AOF, Server};
-use fencing_testkit::history::{HistoryConfig, run_history};
 use fencing_testkit::issuer::IssuerProfile;
-use fencing_testkit::zombie::zombie_scenario;
 
 async fn connect(server: &Server, durability: Durability) -> Option<RedisIssuer> {
     if server.skipped() {
@@ -35,30 +33,6 @@ fn profile() -> IssuerProfile {
 }
 
 fencing_testkit::issuer_conformance!(issuer, profile());
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zombie_is_refused() {
-    let Some(issuer) = issuer().await else { return };
-    for fence_on_acquire in [false, true] {
-        zombie_scenario(
-            &*issuer,
-            &MemoryStore::new(),
-            profile().ttl,
-            fence_on_acquire,
-            |_| {},
-        )
-        .await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn history_checker_finds_no_stale_accept() {
-    let Some(issuer) = issuer().await else { return };
-    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), profile().ttl);
-    let report = run_history(issuer, Arc::new(MemoryStore::new()), &config).await;
-    println!("{report}");
-    report.assert_clean();
-}
 
 #[tokio::test]
 async fn a_redis_without_persistence_is_refused_unless_accepted() {

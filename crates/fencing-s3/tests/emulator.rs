@@ -1,23 +1,21 @@
-//! The conformance suite, the zombie scenario, the history checker, a
-//! 16-writer race and the identical-body (ETag = MD5) case, against the S3
-//! emulator at `FENCING_S3_ENDPOINT` (default: `integration/services.sh`'s
-//! moto on 127.0.0.1:9000). One bucket per test run, named at random.
+//! The object-store conformance suite of `fencing_testkit` (the store
+//! contract, the zombie scenario, the history checker, a 16-writer race that
+//! must lose preconditions) and the S3-only cases (the identical-body ETag =
+//! MD5 hazard, objects written without fencing, error classification),
+//! against the S3 emulator at `FENCING_S3_ENDPOINT` (default:
+//! `integration/services.sh`'s moto on 127.0.0.1:9000). One bucket per test
+//! run, named at random.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
-use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
-use fencing::memory::MemoryIssuer;
-use fencing::{Error, FencedStore, FencingToken, Limits, Result};
+use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
+use fencing::{Error, FencedStore, FencingToken};
 use fencing_s3::{S3Backend, S3Store, emulator};
 use fencing_testkit::env::S3;
-use fencing_testkit::history::{HistoryConfig, run_history};
-use fencing_testkit::zombie::zombie_scenario;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -48,10 +46,6 @@ async fn backend() -> Option<S3Backend> {
     Some(S3Backend::new(client, bucket_name()))
 }
 
-async fn store() -> Option<Arc<dyn FencedStore>> {
-    Some(Arc::new(S3Store::new(backend().await?)))
-}
-
 /// Deletes `keys` (best effort: the bucket is this run's own).
 async fn clean_up(backend: &S3Backend, keys: &[&str]) {
     for key in keys {
@@ -67,96 +61,7 @@ async fn clean_up(backend: &S3Backend, keys: &[&str]) {
 
 mod suite {
     use super::*;
-    fencing_testkit::store_conformance!(store);
-}
-
-/// Counts conditional writes and lost preconditions, to prove a race took
-/// the 412/409 path.
-#[derive(Debug)]
-struct Counting {
-    inner: S3Backend,
-    writes: AtomicU64,
-    lost: AtomicU64,
-}
-
-#[async_trait]
-impl BlobBackend for Counting {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> Limits {
-        BlobBackend::limits(&self.inner)
-    }
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        self.inner.head(key).await
-    }
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        self.inner.read(key).await
-    }
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        meta: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.inner.write(key, body, meta, precondition).await?;
-        if outcome == WriteOutcome::PreconditionFailed {
-            self.lost.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(outcome)
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let store = Arc::new(BlobStore::new(Counting {
-        inner: backend,
-        writes: AtomicU64::new(0),
-        lost: AtomicU64::new(0),
-    }));
-    fencing_testkit::store::racing_writers_with(store.clone(), 16, 50).await;
-    let counting = store.backend();
-    let (writes, lost) = (
-        counting.writes.load(Ordering::Relaxed),
-        counting.lost.load(Ordering::Relaxed),
-    );
-    println!(
-        "race: {writes} conditional PutObjects, {lost} lost their precondition (412/409) and re-read"
-    );
-    assert!(
-        lost > 0,
-        "no write lost its precondition in {writes} writes: the 412/409 path was not exercised"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn zombie_is_refused() {
-    let Some(store) = store().await else { return };
-    let issuer = MemoryIssuer::new();
-    for fence_on_acquire in [false, true] {
-        zombie_scenario(
-            &issuer,
-            &*store,
-            Duration::from_millis(200),
-            fence_on_acquire,
-            |_| {},
-        )
-        .await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn history_checker_finds_no_stale_accept() {
-    let Some(store) = store().await else { return };
-    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), Duration::from_millis(200));
-    let report = run_history(Arc::new(MemoryIssuer::new()), store, &config).await;
-    println!("{report}");
-    report.assert_clean();
+    fencing_testkit::blob_store_conformance!(backend);
 }
 
 /// S3's ETag is the MD5 of the body. A design that kept the token only in

@@ -119,3 +119,19 @@ pub const AZURE: Server = Server {
     var: "FENCING_AZURE_ENDPOINT",
     default: "http://127.0.0.1:10000/devstoreaccount1",
 };
+/// The 3-member etcd cluster of `integration/services.sh up etcd-cluster`,
+/// for the failover tests.
+pub const ETCD_CLUSTER: Server = Server {
+    name: "etcd cluster (3 members)",
+    service: "etcd-cluster",
+    var: "FENCING_ETCD_CLUSTER_ENDPOINTS",
+    default: "http://127.0.0.1:11379,http://127.0.0.1:12379,http://127.0.0.1:13379",
+};
+/// The 3-server ZooKeeper ensemble of `integration/services.sh up
+/// zk-ensemble`, for the failover tests.
+pub const ZK_ENSEMBLE: Server = Server {
+    name: "ZooKeeper ensemble (3 servers)",
+    service: "zk-ensemble",
+    var: "FENCING_ZK_ENSEMBLE",
+    default: "127.0.0.1:11181,127.0.0.1:12181,127.0.0.1:13181",
+};

@@ -356,6 +356,22 @@ impl std::fmt::Display for HistoryReport {
     }
 }
 
+/// A [`HistoryConfig::quick`] run at `ttl` with the seed of
+/// [`HistoryConfig::seed_from_env`]: prints the report (with the seed that
+/// replays it), panics on any violation, and returns the report for further
+/// checks. The `history_checker_finds_no_stale_accept` test of every suite.
+pub async fn quick_check(
+    issuer: Arc<dyn TokenIssuer>,
+    store: Arc<dyn FencedStore>,
+    ttl: Duration,
+) -> HistoryReport {
+    let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), ttl);
+    let report = run_history(issuer, store, &config).await;
+    println!("{report}");
+    report.assert_clean();
+    report
+}
+
 /// Runs `config.clients` clients that loop acquire → maybe pause past the
 /// TTL → maybe fence → write → release against one resource and one key,
 /// then checks the whole history.

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use fencing::memory::MemoryStore;
 use fencing::{Error, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 
+use crate::history::{HistoryReport, quick_check};
 use crate::unique_name;
 
 /// How to exercise an issuer.
@@ -248,6 +250,41 @@ pub async fn acquire_times_out_while_held(issuer: &dyn TokenIssuer, p: &IssuerPr
     issuer.release(&a).await.expect("release");
 }
 
+/// Resources are independent, nested names included: a holder of `a` does
+/// not hold `a/b`, nor the other way round (a hazard where names become
+/// key prefixes or tree paths, as in etcd and ZooKeeper).
+pub async fn nested_resource_names_are_independent(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
+    let parent = unique_name("a");
+    let child = format!("{parent}/b");
+    let parent_lease = issuer
+        .try_acquire(&LeaseRequest::new(&parent, p.long_ttl))
+        .await
+        .expect("try_acquire")
+        .expect("the parent is free");
+    let child_lease = issuer
+        .try_acquire(&LeaseRequest::new(&child, p.long_ttl))
+        .await
+        .expect("try_acquire")
+        .expect("the child is not locked by its parent");
+    let token_of = async |resource: &str| {
+        issuer
+            .holder(resource)
+            .await
+            .expect("holder")
+            .unwrap_or_else(|| panic!("nobody holds {resource}"))
+            .token
+    };
+    assert_eq!(token_of(&parent).await, parent_lease.token());
+    assert_eq!(token_of(&child).await, child_lease.token());
+    issuer.release(&parent_lease).await.expect("release");
+    assert_eq!(
+        token_of(&child).await,
+        child_lease.token(),
+        "releasing the parent disturbed the child"
+    );
+    issuer.release(&child_lease).await.expect("release");
+}
+
 /// Many tasks acquiring at once: at most one holds at any moment, and every
 /// grant's token is distinct and increasing in grant order.
 pub async fn concurrent_acquirers_hold_one_at_a_time(
@@ -398,4 +435,21 @@ pub async fn floor_puts_later_tokens_above_it(issuer: &dyn TokenIssuer, p: &Issu
         .expect("acquire");
     assert!(after.token() > next.token());
     issuer.release(&after).await.expect("release");
+}
+
+/// The Figure 9-6 zombie, with this issuer's short TTL and an in-memory
+/// store (so only the issuer is under test), with and without fencing on
+/// acquire. See [`zombie::zombie_is_refused`](crate::zombie::zombie_is_refused).
+pub async fn zombie_is_refused(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
+    crate::zombie::zombie_is_refused(issuer, &MemoryStore::new(), p.ttl).await;
+}
+
+/// The randomized history checker with this issuer's short TTL and an
+/// in-memory store: no stale write accepted, every refusal truly stale.
+/// See [`quick_check`].
+pub async fn history_checker_finds_no_stale_accept(
+    issuer: Arc<dyn TokenIssuer>,
+    p: &IssuerProfile,
+) -> HistoryReport {
+    quick_check(issuer, Arc::new(MemoryStore::new()), p.ttl).await
 }

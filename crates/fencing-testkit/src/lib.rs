@@ -2,11 +2,15 @@
 //!
 //! Plain async functions, one per clause of the contracts in
 //! [`fencing::TokenIssuer`] and [`fencing::FencedStore`], plus the Figure 9-6
-//! [`zombie`] scenario and a randomized [`history`] checker. Adapters call
-//! them against their real server; the in-memory backends run them first.
+//! [`zombie`] scenario, a randomized [`history`] checker, the object-store
+//! race of [`blob`] and the leader-kill harness of [`failover`]. Adapters
+//! call them against their real server; the in-memory backends run them
+//! first.
 //!
-//! The macros [`issuer_conformance!`] and [`store_conformance!`] expand to
-//! one `#[tokio::test]` per clause, so the list of checks lives here once:
+//! The macros [`issuer_conformance!`], [`store_conformance!`] and
+//! [`blob_store_conformance!`] expand to one `#[tokio::test]` per check, so
+//! the list of checks lives here once and every adapter runs all of it
+//! (the zombie scenario and the history checker included):
 //!
 //! ```
 //! use std::sync::Arc;
@@ -25,13 +29,26 @@
 //!
 //! fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_millis(200)));
 //! fencing_testkit::store_conformance!(store);
+//!
+//! // An object store: the backend, not the store (tests of the same names,
+//! // so in a module of their own).
+//! mod blob {
+//!     use fencing::memory::MemoryBlobBackend;
+//!     async fn backend() -> Option<MemoryBlobBackend> {
+//!         Some(MemoryBlobBackend::new())
+//!     }
+//!     fencing_testkit::blob_store_conformance!(backend);
+//! }
 //! # fn main() {}
 //! ```
 //!
 //! Servers are found through [`env`]: a missing server fails the test with a
 //! message naming it and how to start it.
 
+pub mod blob;
 pub mod env;
+mod errors;
+pub mod failover;
 pub mod history;
 pub mod issuer;
 mod names;
@@ -39,14 +56,26 @@ pub mod proxy;
 pub mod store;
 pub mod zombie;
 
+pub use errors::error_chain;
 pub use names::{unique_name, unique_prefix};
 
-/// Expands to one `#[tokio::test]` per issuer-contract clause.
+/// What the macros name in the calling crate, which may not depend on
+/// `fencing` under that name.
+#[doc(hidden)]
+pub mod __private {
+    pub use fencing::FencedStore;
+}
+
+/// Expands to one `#[tokio::test]` per issuer-contract clause, plus the
+/// zombie scenario and the history checker with the issuer in front of an
+/// in-memory store (`zombie_is_refused`,
+/// `history_checker_finds_no_stale_accept`).
 ///
 /// `$make` is an async fn returning `Option<Arc<dyn TokenIssuer>>` (`None`
 /// when the run asked to skip the backend, see [`env::Server::skipped`]); `$profile` an
-/// [`issuer::IssuerProfile`]. The calling crate needs `tokio` (with
-/// `macros` and `rt-multi-thread`) as a dev-dependency.
+/// [`issuer::IssuerProfile`], whose short TTL the zombie and the history
+/// use. The calling crate needs `tokio` (with `macros` and
+/// `rt-multi-thread`) as a dev-dependency.
 #[macro_export]
 macro_rules! issuer_conformance {
     ($make:path, $profile:expr) => {
@@ -62,12 +91,19 @@ macro_rules! issuer_conformance {
             same_holder_keeps_its_token,
             deadline_is_conservative,
             bad_requests_are_refused,
-            floor_puts_later_tokens_above_it
+            floor_puts_later_tokens_above_it,
+            nested_resource_names_are_independent,
+            zombie_is_refused
         );
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn concurrent_acquirers_hold_one_at_a_time() {
             let Some(issuer) = $make().await else { return };
             $crate::issuer::concurrent_acquirers_hold_one_at_a_time(issuer, &$profile).await;
+        }
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn history_checker_finds_no_stale_accept() {
+            let Some(issuer) = $make().await else { return };
+            $crate::issuer::history_checker_finds_no_stale_accept(issuer, &$profile).await;
         }
     };
     (@by_ref $make:path, $profile:expr; $($name:ident),+) => {
@@ -81,12 +117,20 @@ macro_rules! issuer_conformance {
     };
 }
 
-/// Expands to one `#[tokio::test]` per store-contract clause.
+/// Expands to one `#[tokio::test]` per store-contract clause, plus the
+/// zombie scenario and the history checker with an in-memory issuer in
+/// front of the store (`zombie_is_refused`,
+/// `history_checker_finds_no_stale_accept`).
 ///
-/// `$make` is an async fn returning `Option<Arc<dyn FencedStore>>`.
+/// `$make` is an async fn returning `Option<Arc<dyn FencedStore>>`. The
+/// in-memory issuer's lease TTL is [`store::DEFAULT_TTL`] unless given as a
+/// second argument (a `Duration`).
 #[macro_export]
 macro_rules! store_conformance {
     ($make:path) => {
+        $crate::store_conformance!($make, $crate::store::DEFAULT_TTL);
+    };
+    ($make:path, $ttl:expr) => {
         $crate::store_conformance!(@by_ref $make;
             equal_and_higher_accepted,
             lower_refused_nothing_applied,
@@ -101,6 +145,16 @@ macro_rules! store_conformance {
             let Some(store) = $make().await else { return };
             $crate::store::racing_writers(store).await;
         }
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn zombie_is_refused() {
+            let Some(store) = $make().await else { return };
+            $crate::store::zombie_is_refused(&*store, $ttl).await;
+        }
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn history_checker_finds_no_stale_accept() {
+            let Some(store) = $make().await else { return };
+            $crate::store::history_checker_finds_no_stale_accept(store, $ttl).await;
+        }
     };
     (@by_ref $make:path; $($name:ident),+) => {
         $(
@@ -110,5 +164,36 @@ macro_rules! store_conformance {
                 $crate::store::$name(&*store).await;
             }
         )+
+    };
+}
+
+/// Expands to the [`store_conformance!`] tests on `BlobStore::new(backend)`,
+/// plus `racing_16_writers_x_50_writes_take_the_precondition_path`
+/// ([`blob::racing_writers_take_the_precondition_path`]): a race that must
+/// make some writes lose their precondition.
+///
+/// `$backend` is an async fn returning `Option<B>` for a
+/// `B: fencing::blob::BlobBackend + 'static`; an optional second argument is
+/// the in-memory issuer's TTL, as for [`store_conformance!`]. It defines a
+/// function `blob_store` beside the tests, so call it in a module of its
+/// own.
+#[macro_export]
+macro_rules! blob_store_conformance {
+    ($backend:path) => {
+        $crate::blob_store_conformance!($backend, $crate::store::DEFAULT_TTL);
+    };
+    ($backend:path, $ttl:expr) => {
+        async fn blob_store()
+        -> ::std::option::Option<::std::sync::Arc<dyn $crate::__private::FencedStore>> {
+            ::std::option::Option::Some($crate::blob::fenced($backend().await?))
+        }
+        $crate::store_conformance!(blob_store, $ttl);
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn racing_16_writers_x_50_writes_take_the_precondition_path() {
+            let Some(backend) = $backend().await else {
+                return;
+            };
+            $crate::blob::racing_writers_take_the_precondition_path(backend, 16, 50).await;
+        }
     };
 }

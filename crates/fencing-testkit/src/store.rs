@@ -5,13 +5,22 @@
 //! [`store_conformance!`](crate::store_conformance).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, FencingToken};
 use rand::Rng;
 
-use crate::history::History;
+use crate::history::{History, HistoryReport, quick_check};
 use crate::unique_name;
+
+/// The lease TTL of the in-memory issuer the zombie and history checks put
+/// in front of a store. The in-memory issuer honours any TTL exactly, so
+/// this only has to stay well above a store's round trip on a busy machine
+/// (a zombie pauses for 1.5 TTLs, and client 2 must write inside its own
+/// lease) while keeping the pauses short.
+pub const DEFAULT_TTL: Duration = Duration::from_millis(200);
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -294,4 +303,20 @@ pub async fn racing_writers_with(store: Arc<dyn FencedStore>, writers: usize, wr
         tally.accepted > 0 && tally.refused > 0,
         "the race proved nothing: {tally:?}"
     );
+}
+
+/// The Figure 9-6 zombie against this store, with an in-memory issuer (so
+/// only the store is under test) at `ttl`, with and without fencing on
+/// acquire. See [`zombie::zombie_is_refused`](crate::zombie::zombie_is_refused).
+pub async fn zombie_is_refused(store: &dyn FencedStore, ttl: Duration) {
+    crate::zombie::zombie_is_refused(&MemoryIssuer::new(), store, ttl).await;
+}
+
+/// The randomized history checker against this store, with an in-memory
+/// issuer at `ttl`. See [`quick_check`].
+pub async fn history_checker_finds_no_stale_accept(
+    store: Arc<dyn FencedStore>,
+    ttl: Duration,
+) -> HistoryReport {
+    quick_check(Arc::new(MemoryIssuer::new()), store, ttl).await
 }

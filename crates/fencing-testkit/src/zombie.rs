@@ -82,6 +82,25 @@ pub struct Event {
     pub step: Step,
 }
 
+/// The scenario twice: client 2 writing straight away, then client 2 only
+/// fencing before the zombie wakes. Panics unless the zombie is refused
+/// both times. This is what every adapter's suite runs (the
+/// `zombie_is_refused` test of [`issuer_conformance!`](crate::issuer_conformance)
+/// and [`store_conformance!`](crate::store_conformance)).
+pub async fn zombie_is_refused(issuer: &dyn TokenIssuer, store: &dyn FencedStore, ttl: Duration) {
+    for fence_on_acquire in [false, true] {
+        let events = zombie_scenario(issuer, store, ttl, fence_on_acquire, |_| {}).await;
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e.step, Step::Refused { client: 1, .. })),
+            "{} × {} (fence_on_acquire: {fence_on_acquire}): no refusal in the timeline {events:?}",
+            issuer.name(),
+            store.name()
+        );
+    }
+}
+
 /// Runs the scenario on `key`-less fresh names, calling `observe` as each
 /// step happens, and returns the timeline. Panics on any breach of the
 /// contract.

@@ -1,7 +1,7 @@
-//! The issuer suite (with both token sources), the zombie scenario, the
-//! history checker and real pauses on a real ZooKeeper (`FENCING_ZK_ADDR`,
-//! default `127.0.0.1:2181`; start it with
-//! `integration/services.sh up zookeeper`).
+//! The issuer suite of `fencing_testkit` with both token sources (the zombie
+//! scenario, the history checker and nested names included), and real
+//! pauses, on a real ZooKeeper (`FENCING_ZK_ADDR`, default `127.0.0.1:2181`;
+//! start it with `integration/services.sh up zookeeper`).
 //!
 //! The short TTL is 2 s: the smallest session `integration/services.sh`'s
 //! ZooKeeper grants (2 × tickTime, tickTime = 1000 ms).
@@ -9,12 +9,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing::memory::MemoryStore;
 use fencing::{Error, LeaseRequest, TokenIssuer};
 use fencing_testkit::env::ZOOKEEPER;
-use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_testkit::error_chain;
 use fencing_testkit::issuer::IssuerProfile;
-use fencing_testkit::zombie::zombie_scenario;
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 /// An issuer under a fresh prefix znode, or `None` if this run skips ZooKeeper.
@@ -25,19 +23,8 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
     match ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, source).await {
         Ok(issuer) => Some(issuer),
-        Err(e) => ZOOKEEPER.unavailable(&chain(&e)),
+        Err(e) => ZOOKEEPER.unavailable(&error_chain(&e)),
     }
-}
-
-/// An error with its sources.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    text
 }
 
 fn profile() -> IssuerProfile {
@@ -58,30 +45,6 @@ mod czxid {
     }
 
     fencing_testkit::issuer_conformance!(issuer, profile());
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn zombie_is_refused() {
-        let Some(issuer) = issuer().await else { return };
-        for fence_on_acquire in [false, true] {
-            zombie_scenario(
-                &*issuer,
-                &MemoryStore::new(),
-                profile().ttl,
-                fence_on_acquire,
-                |_| {},
-            )
-            .await;
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn history_checker_finds_no_stale_accept() {
-        let Some(issuer) = issuer().await else { return };
-        let config = HistoryConfig::quick(HistoryConfig::seed_from_env(), profile().ttl);
-        let report = run_history(issuer, Arc::new(MemoryStore::new()), &config).await;
-        println!("{report}");
-        report.assert_clean();
-    }
 }
 
 mod parent_cversion {
@@ -92,12 +55,6 @@ mod parent_cversion {
     }
 
     fencing_testkit::issuer_conformance!(issuer, profile());
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn zombie_is_refused() {
-        let Some(issuer) = issuer().await else { return };
-        zombie_scenario(&*issuer, &MemoryStore::new(), profile().ttl, true, |_| {}).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,36 +144,6 @@ async fn session_bounds_come_from_the_server() {
         issuer.try_acquire(&short).await,
         Err(Error::InvalidInput { .. })
     ));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nested_resource_names_are_independent() {
-    let Some(issuer) = connect(TokenSource::Czxid).await else {
-        return;
-    };
-    let parent = fencing_testkit::unique_name("a");
-    let child = format!("{parent}/b");
-    let long = Duration::from_secs(10);
-    let p = issuer
-        .try_acquire(&LeaseRequest::new(&parent, long))
-        .await
-        .unwrap()
-        .expect("parent is free");
-    let c = issuer
-        .try_acquire(&LeaseRequest::new(&child, long))
-        .await
-        .unwrap()
-        .expect("child is not locked by its parent");
-    assert_eq!(
-        issuer.holder(&parent).await.unwrap().unwrap().token,
-        p.token()
-    );
-    assert_eq!(
-        issuer.holder(&child).await.unwrap().unwrap().token,
-        c.token()
-    );
-    issuer.release(&p).await.unwrap();
-    issuer.release(&c).await.unwrap();
 }
 
 /// Runs `work` on a runtime of its own, on its own thread, which a message

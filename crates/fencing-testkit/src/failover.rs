@@ -1,0 +1,440 @@
+//! Killing a cluster's leader under load.
+//!
+//! Clients acquire, fence, write, renew, write and release in a loop, with
+//! every write recorded by the [`History`] checker, while the harness kills
+//! the leader (SIGKILL) and later restarts it, both through
+//! `integration/services.sh` (`leader …`, `restart-member …`). Tokens must
+//! stay strictly increasing in grant order and no stale write may be
+//! accepted. The [`FailoverReport`] says how long acquires stalled, and
+//! carries the grants for checks of the adapter's own (ZooKeeper's epoch).
+//!
+//! etcd and ZooKeeper run the same harness: only the issuer, the cluster
+//! and the TTL differ, so they are its parameters.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fencing::memory::MemoryIssuer;
+//! use fencing_testkit::env::ETCD_CLUSTER;
+//! use fencing_testkit::failover::{Cluster, FailoverConfig, leader_kill};
+//!
+//! # async fn run() {
+//! let config = FailoverConfig::with_ttl(Duration::from_secs(3));
+//! // `None`: this run skips the cluster (FENCING_SKIP=etcd-cluster).
+//! let Some(report) = leader_kill(&Cluster::new(ETCD_CLUSTER), &config, |endpoints| async move {
+//!     // Connect a real issuer to `endpoints` here.
+//!     # let _ = endpoints;
+//!     Ok::<_, fencing::Error>(MemoryIssuer::new())
+//! })
+//! .await
+//! else {
+//!     return;
+//! };
+//! println!("{report}");
+//! # }
+//! ```
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fencing::memory::MemoryStore;
+use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+
+use crate::env::Server;
+use crate::error_chain;
+use crate::history::{History, Tally};
+
+/// A cluster `integration/services.sh` runs and can kill a member of.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// The cluster's endpoints, skip flag and name in `services.sh`.
+    pub server: Server,
+    /// The `services.sh` to drive it with.
+    pub services_sh: PathBuf,
+}
+
+impl Cluster {
+    /// `server`, driven by the `services.sh` named in `FENCING_SERVICES_SH`,
+    /// or else by this workspace's `integration/services.sh`. The script
+    /// must own the cluster: a member it restarts into another checkout's
+    /// cluster on the same ports joins it with other data.
+    pub fn new(server: Server) -> Self {
+        let services_sh = std::env::var_os("FENCING_SERVICES_SH").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integration/services.sh"),
+            PathBuf::from,
+        );
+        Self {
+            server,
+            services_sh,
+        }
+    }
+
+    /// Drives the cluster with another `services.sh`.
+    #[must_use]
+    pub fn with_services_sh(mut self, path: impl Into<PathBuf>) -> Self {
+        self.services_sh = path.into();
+        self
+    }
+
+    /// Runs `services.sh ARGS`, returning its stdout; fails the test naming
+    /// how to bring the cluster up. A busy machine can make a status probe
+    /// miss, so a failure is tried again for up to 15 s.
+    pub fn services(&self, args: &[&str]) -> String {
+        let give_up = Instant::now() + Duration::from_secs(15);
+        loop {
+            let out = Command::new(&self.services_sh)
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.services_sh.display()));
+            if out.status.success() {
+                return String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            }
+            assert!(
+                Instant::now() < give_up,
+                "`integration/services.sh {}` failed: {}\nIs the cluster up? Start it with `integration/services.sh up {}`.",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim(),
+                self.server.service
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `(pid, port)` of the leader.
+    pub fn leader(&self) -> (u32, u16) {
+        let service = self.server.service;
+        let line = self.services(&["leader", service]);
+        let mut parts = line.split_whitespace();
+        let pid = parts.next().and_then(|p| p.parse().ok());
+        let port = parts.next().and_then(|p| p.parse().ok());
+        match (pid, port) {
+            (Some(pid), Some(port)) => (pid, port),
+            _ => panic!("unexpected output from `services.sh leader {service}`: {line:?}"),
+        }
+    }
+}
+
+/// Restarts a killed member when dropped, so a failing test leaves the
+/// cluster as it found it.
+struct Restart {
+    cluster: Cluster,
+    port: Option<u16>,
+}
+
+impl Restart {
+    fn now(mut self) -> Duration {
+        let started = Instant::now();
+        if let Some(port) = self.port.take() {
+            self.cluster.services(&[
+                "restart-member",
+                self.cluster.server.service,
+                &port.to_string(),
+            ]);
+        }
+        started.elapsed()
+    }
+}
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        if let Some(port) = self.port.take() {
+            let _ = Command::new(&self.cluster.services_sh)
+                .args([
+                    "restart-member",
+                    self.cluster.server.service,
+                    &port.to_string(),
+                ])
+                .status();
+        }
+    }
+}
+
+/// How to run the failover.
+#[derive(Clone, Debug)]
+pub struct FailoverConfig {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// Their lease TTL: long enough that a renew survives the leader
+    /// election.
+    pub ttl: Duration,
+    /// How long the clients loop.
+    pub run_for: Duration,
+    /// When the leader is killed, after the clients warmed up.
+    pub kill_after: Duration,
+    /// How long the killed member stays down.
+    pub down_for: Duration,
+    /// How long one acquire may wait.
+    pub acquire_wait: Duration,
+    /// Fewer grants than this prove nothing.
+    pub min_grants: usize,
+}
+
+impl FailoverConfig {
+    /// 3 clients for 30 s, the leader killed at 5 s and restarted 10 s
+    /// later, acquires waiting up to 30 s, more than 20 grants required.
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            clients: 3,
+            ttl,
+            run_for: Duration::from_secs(30),
+            kill_after: Duration::from_secs(5),
+            down_for: Duration::from_secs(10),
+            acquire_wait: Duration::from_secs(30),
+            min_grants: 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Attempt {
+    started: Instant,
+    took: Duration,
+    granted: bool,
+}
+
+/// What a failover run saw. Its checks have passed when it is returned.
+#[derive(Clone, Debug)]
+pub struct FailoverReport {
+    /// The cluster's name.
+    pub cluster: &'static str,
+    /// Every granted token, in grant order (strictly increasing).
+    pub grants: Vec<FencingToken>,
+    /// Acquires that failed.
+    pub failed_acquires: usize,
+    /// Acquire, renew and release errors, with when and which client.
+    pub errors: Vec<String>,
+    /// When the leader was killed, from the start.
+    pub killed_at: Duration,
+    /// The slowest acquire.
+    pub slowest_acquire: Duration,
+    /// When it started, from the start.
+    pub slowest_acquire_started: Duration,
+    /// The longest time without a grant.
+    pub longest_gap: Duration,
+    /// When that gap began, from the start.
+    pub longest_gap_from: Duration,
+    /// The checked history of writes.
+    pub tally: Tally,
+}
+
+impl std::fmt::Display for FailoverReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} failover: {} grants, {} failed acquires, {} errors; leader killed at {:.1}s; \
+             slowest acquire {:.2}s (started at {:.1}s); longest time without a grant {:.2}s (from {:.1}s); \
+             {} accepted writes, {} refused as stale",
+            self.cluster,
+            self.grants.len(),
+            self.failed_acquires,
+            self.errors.len(),
+            self.killed_at.as_secs_f64(),
+            self.slowest_acquire.as_secs_f64(),
+            self.slowest_acquire_started.as_secs_f64(),
+            self.longest_gap.as_secs_f64(),
+            self.longest_gap_from.as_secs_f64(),
+            self.tally.accepted,
+            self.tally.refused,
+        )
+    }
+}
+
+/// Runs the failover on `cluster`, or returns `None` if this run skips it
+/// (`FENCING_SKIP`). `connect` gets the cluster's endpoint string (the
+/// variable or the default) and returns the issuer under test; an error
+/// fails the test naming the cluster and how to start it.
+///
+/// Panics unless tokens strictly increase in grant order, more than
+/// `min_grants` were granted, and the history shows no stale accept and at
+/// least one accepted write. Prints the report and the first 20 errors.
+pub async fn leader_kill<I, E, F, Fut>(
+    cluster: &Cluster,
+    config: &FailoverConfig,
+    connect: F,
+) -> Option<FailoverReport>
+where
+    I: TokenIssuer + 'static,
+    E: std::fmt::Display,
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = Result<I, E>>,
+{
+    let server = cluster.server;
+    if server.skipped() {
+        return None;
+    }
+    let issuer: Arc<dyn TokenIssuer> = match connect(server.endpoint()).await {
+        Ok(issuer) => Arc::new(issuer),
+        Err(e) => server.unavailable(&e),
+    };
+    let (first_leader, _) = cluster.leader();
+    assert!(first_leader > 0);
+
+    let resource = format!("{}/failover", crate::unique_prefix());
+    let key = format!("{resource}/data");
+    let store: Arc<dyn FencedStore> = Arc::new(MemoryStore::new());
+    let history = History::new();
+    let grants: Arc<Mutex<Vec<FencingToken>>> = Arc::default();
+    let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let t0 = Instant::now();
+    let error = move |errors: &Mutex<Vec<String>>, what: String, e: &dyn std::error::Error| {
+        errors.lock().expect("poisoned").push(format!(
+            "{:.1}s {what}: {}",
+            t0.elapsed().as_secs_f64(),
+            error_chain(e)
+        ));
+    };
+
+    let mut clients = Vec::new();
+    for client in 0..config.clients {
+        let (issuer, store, history) = (issuer.clone(), store.clone(), history.clone());
+        let (grants, attempts, errors) = (grants.clone(), attempts.clone(), errors.clone());
+        let (resource, key, config) = (resource.clone(), key.clone(), config.clone());
+        clients.push(tokio::spawn(async move {
+            let mut cycle = 0_u32;
+            while t0.elapsed() < config.run_for {
+                cycle += 1;
+                let started = Instant::now();
+                let acquired = issuer
+                    .acquire(
+                        &LeaseRequest::new(&resource, config.ttl),
+                        config.acquire_wait,
+                    )
+                    .await;
+                attempts.lock().expect("poisoned").push(Attempt {
+                    started,
+                    took: started.elapsed(),
+                    granted: acquired.is_ok(),
+                });
+                let lease = match acquired {
+                    Ok(lease) => {
+                        grants.lock().expect("poisoned").push(lease.token());
+                        lease
+                    }
+                    Err(e) => {
+                        error(&errors, format!("client {client} acquire"), &e);
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                };
+                if cycle.is_multiple_of(3) {
+                    let _ = history.fence(&*store, client, &key, lease.token()).await;
+                }
+                let value = format!("client {client} cycle {cycle} token {}", lease.token());
+                let _ = history
+                    .put(&*store, client, &key, value.clone().into(), lease.token())
+                    .await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let lease = match issuer.renew(&lease).await {
+                    Ok(renewed) => renewed,
+                    Err(e) => {
+                        error(&errors, format!("client {client} renew"), &e);
+                        lease
+                    }
+                };
+                let _ = history
+                    .put(
+                        &*store,
+                        client,
+                        &key,
+                        (value + " again").into(),
+                        lease.token(),
+                    )
+                    .await;
+                if let Err(e) = issuer.release(&lease).await {
+                    error(&errors, format!("client {client} release"), &e);
+                }
+            }
+        }));
+    }
+
+    // Kill the leader after the clients warm up; restart it later.
+    tokio::time::sleep(config.kill_after).await;
+    let (pid, port) = cluster.leader();
+    let killed_at = t0.elapsed();
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "could not kill the leader (pid {pid})");
+    let restart = Restart {
+        cluster: cluster.clone(),
+        port: Some(port),
+    };
+    eprintln!(
+        "{:.1}s: killed the leader of the {} (pid {pid}, port {port})",
+        killed_at.as_secs_f64(),
+        server.name
+    );
+    tokio::time::sleep(config.down_for).await;
+    let restart_started = t0.elapsed();
+    let restart_took = tokio::task::spawn_blocking(move || restart.now())
+        .await
+        .expect("restart");
+    let (new_pid, new_port) = cluster.leader();
+    eprintln!(
+        "{:.1}s: restarted port {port} (took {restart_took:?}); leader now pid {new_pid} port {new_port}",
+        restart_started.as_secs_f64()
+    );
+
+    for c in clients {
+        c.await.expect("client panicked");
+    }
+
+    // Tokens strictly increase in grant order.
+    let grants = grants.lock().expect("poisoned").clone();
+    assert!(
+        grants.len() > config.min_grants,
+        "too few grants to prove anything: {grants:?}"
+    );
+    assert!(
+        grants.windows(2).all(|w| w[0] < w[1]),
+        "tokens in grant order are not strictly increasing: {grants:?}"
+    );
+    // No stale write was accepted.
+    let final_state = (
+        store.get(&key).await.expect("final get"),
+        store.mark(&key).await.expect("final mark"),
+    );
+    let tally = history.check(Some(final_state));
+    assert!(
+        tally.violations.is_empty(),
+        "history violations:\n  {}",
+        tally.violations.join("\n  ")
+    );
+
+    // How long did acquires stall around the kill?
+    let attempts = attempts.lock().expect("poisoned").clone();
+    let slowest = attempts.iter().max_by_key(|a| a.took).expect("attempts");
+    let mut grant_times: Vec<Duration> = attempts
+        .iter()
+        .filter(|a| a.granted)
+        .map(|a| a.started.duration_since(t0) + a.took)
+        .collect();
+    grant_times.sort();
+    let (longest_gap_from, longest_gap) = grant_times
+        .windows(2)
+        .map(|w| (w[0], w[1] - w[0]))
+        .max_by_key(|(_, gap)| *gap)
+        .expect("grants");
+    let report = FailoverReport {
+        cluster: server.name,
+        grants,
+        failed_acquires: attempts.iter().filter(|a| !a.granted).count(),
+        errors: errors.lock().expect("poisoned").clone(),
+        killed_at,
+        slowest_acquire: slowest.took,
+        slowest_acquire_started: slowest.started.duration_since(t0),
+        longest_gap,
+        longest_gap_from,
+        tally,
+    };
+    println!("{report}");
+    for e in report.errors.iter().take(20) {
+        println!("  {e}");
+    }
+    assert!(report.tally.accepted > 0);
+    Some(report)
+}
