@@ -35,7 +35,7 @@ impl Plain for fencing_s3::S3Backend {
             .body(aws_sdk_s3::primitives::ByteStream::from(body))
             .send()
             .await
-            .map_err(aws_sdk_s3::error::DisplayErrorContext)?;
+            .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(e).to_string())?;
         Ok(())
     }
 }
@@ -100,6 +100,15 @@ impl<B: Plain> Sides<B> {
     pub(crate) async fn cold_put(&self, key: &str, value: Bytes, token: u64) -> BoxResult<()> {
         let fresh = BlobStore::new(self.backend.clone());
         Ok(fresh.put(key, value, FencingToken::new(token)).await?)
+    }
+
+    /// The request a cold put makes first: the object's version and token.
+    pub(crate) async fn read_version(&self, key: &str) -> BoxResult<()> {
+        self.backend
+            .head(key)
+            .await?
+            .ok_or("the object to read was missing")?;
+        Ok(())
     }
 
     /// The plain unconditional put.

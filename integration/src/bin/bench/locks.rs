@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use fencing_etcd::etcd_client::{Compare, CompareOp, PutOptions, Txn, TxnOp};
 use fencing::{HolderId, LeaseRequest, TokenIssuer};
 use fencing_etcd::EtcdIssuer;
+use fencing_etcd::etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use fencing_redis::{Durability, RedisIssuer};
+use fencing_zookeeper::zookeeper_client as zk;
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use fencing_zookeeper::zookeeper_client as zk;
 
 use crate::BoxResult;
 
@@ -51,6 +51,17 @@ impl Etcd {
 
     /// The raw calls, on the issuer's own client.
     pub(crate) async fn raw(&self) -> BoxResult<()> {
+        self.raw_lock(false).await
+    }
+
+    /// The raw calls, plus the read the issuer's release makes before it
+    /// revokes (one transaction: the resource's floor key and its lock
+    /// keys).
+    pub(crate) async fn raw_with_lookup(&self) -> BoxResult<()> {
+        self.raw_lock(true).await
+    }
+
+    async fn raw_lock(&self, lookup: bool) -> BoxResult<()> {
         let mut client = self.issuer.client().clone();
         let ttl = i64::try_from(Self::TTL.as_secs())?;
         let lease = client.lease_grant(ttl, None).await?.id();
@@ -64,6 +75,16 @@ impl Etcd {
             )]);
         if !client.txn(txn).await?.succeeded() {
             return Err("the raw lock key existed".into());
+        }
+        if lookup {
+            let read = Txn::new().and_then([
+                TxnOp::get(format!("{}/%floor/raw", self.prefix), None),
+                TxnOp::get(
+                    format!("{}/raw/", self.prefix),
+                    Some(GetOptions::new().with_prefix()),
+                ),
+            ]);
+            client.txn(read).await?;
         }
         client.lease_revoke(lease).await?;
         Ok(())

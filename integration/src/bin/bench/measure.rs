@@ -13,7 +13,6 @@ pub(crate) struct Summary {
     pub(crate) median: Duration,
     pub(crate) min: Duration,
     pub(crate) max: Duration,
-    pub(crate) samples: usize,
 }
 
 impl Summary {
@@ -24,14 +23,13 @@ impl Summary {
         let n = sorted.len();
         let median = match n {
             0 => Duration::ZERO,
-            _ if n % 2 == 1 => sorted[n / 2],
+            _ if !n.is_multiple_of(2) => sorted[n / 2],
             _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
         };
         Self {
             median,
             min: sorted.first().copied().unwrap_or_default(),
             max: sorted.last().copied().unwrap_or_default(),
-            samples: n,
         }
     }
 }
@@ -165,16 +163,22 @@ where
     Ok((f, p))
 }
 
+/// Calls before counting starts: a pool opens a few connections before it
+/// settles, and each prepares its statements once.
+const WARM_UP_CALLS: usize = 5;
+
 /// Counts the exchanges of `ops` sequential calls of `op` through `proxy`,
-/// after one uncounted call (which opens connections and fills caches).
+/// after a few uncounted calls (which open connections and fill caches).
 pub(crate) async fn count<F>(proxy: &CountingProxy, ops: usize, mut op: F) -> BoxResult<PerOp>
 where
     F: AsyncFnMut(usize) -> BoxResult<()>,
 {
-    op(0).await?;
-    let before = proxy.exchanges();
-    for i in 1..=ops {
+    for i in 0..WARM_UP_CALLS {
         op(i).await?;
+    }
+    let before = proxy.exchanges();
+    for i in 0..ops {
+        op(WARM_UP_CALLS + i).await?;
     }
     let seen: Exchanges = proxy.exchanges() - before;
     // Counts stay far below 2^52, where f64 is exact.
@@ -192,7 +196,9 @@ pub(crate) fn loopback(hostport: &str) -> BoxResult<SocketAddr> {
         .parse()
         .map_err(|e| format!("{hostport:?} is not an ip:port: {e}"))?;
     if !addr.ip().is_loopback() {
-        return Err(format!("{addr} is not on loopback; the counting proxy only runs there").into());
+        return Err(
+            format!("{addr} is not on loopback; the counting proxy only runs there").into(),
+        );
     }
     Ok(addr)
 }

@@ -72,21 +72,15 @@ impl Sides {
         prefix: &str,
         ping: bool,
     ) -> BoxResult<Self> {
-        let options = |max| {
-            sqlx::pool::PoolOptions::new()
-                .max_connections(max)
-                .acquire_timeout(Duration::from_secs(10))
-                .test_before_acquire(ping)
-        };
         let pool = match dialect {
             Dialect::Postgres => {
                 let o: sqlx::postgres::PgConnectOptions = url.parse()?;
-                Pool::Pg(options(16).connect_with(o).await?)
+                Pool::Pg(pool_options(ping).connect_with(o).await?)
             }
             Dialect::MariaDb => {
                 let o: sqlx::mysql::MySqlConnectOptions =
                     url.replacen("mariadb:", "mysql:", 1).parse()?;
-                Pool::My(options(16).connect_with(o).await?)
+                Pool::My(pool_options(ping).connect_with(o).await?)
             }
             Dialect::Sqlite => {
                 let o: sqlx::sqlite::SqliteConnectOptions = url.parse()?;
@@ -94,7 +88,7 @@ impl Sides {
                     .create_if_missing(true)
                     .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
                     .busy_timeout(Duration::from_secs(30));
-                Pool::Lite(options(16).connect_with(o).await?)
+                Pool::Lite(pool_options(ping).connect_with(o).await?)
             }
         };
         let tables = Tables::with_prefix(prefix)?;
@@ -194,9 +188,17 @@ impl Sides {
     /// The server's version.
     pub(crate) async fn version(&self) -> BoxResult<String> {
         let v: String = match &self.pool {
-            Pool::Pg(p) => sqlx::query_scalar("SHOW server_version").fetch_one(p).await?,
+            Pool::Pg(p) => {
+                sqlx::query_scalar("SHOW server_version")
+                    .fetch_one(p)
+                    .await?
+            }
             Pool::My(p) => sqlx::query_scalar("SELECT VERSION()").fetch_one(p).await?,
-            Pool::Lite(p) => sqlx::query_scalar("SELECT sqlite_version()").fetch_one(p).await?,
+            Pool::Lite(p) => {
+                sqlx::query_scalar("SELECT sqlite_version()")
+                    .fetch_one(p)
+                    .await?
+            }
         };
         Ok(match self.dialect {
             Dialect::Postgres => format!("PostgreSQL {v}"),
@@ -222,6 +224,14 @@ pub(crate) fn outcome(result: fencing::Result<()>) -> BoxResult<Outcome> {
         Err(Error::Contention { .. }) => Ok(Outcome::GaveUp),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The pool options of `Db::connect`, pinging or not.
+fn pool_options<DB: sqlx::Database>(ping: bool) -> sqlx::pool::PoolOptions<DB> {
+    sqlx::pool::PoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .test_before_acquire(ping)
 }
 
 fn placeholder(d: Dialect, n: usize) -> String {

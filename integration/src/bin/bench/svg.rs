@@ -5,7 +5,6 @@ use std::fmt::Write;
 
 use crate::measure::{RatioKind, Row};
 
-const LABEL_WIDTH: f64 = 430.0;
 const PLOT_WIDTH: f64 = 420.0;
 const BAR_HEIGHT: f64 = 16.0;
 const ROW_HEIGHT: f64 = 22.0;
@@ -19,14 +18,31 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A row's label: backend, operation, payload.
+fn label(row: &Row) -> String {
+    let payload = row.payload.map(crate::report::size).unwrap_or_default();
+    if payload.is_empty() {
+        format!("{} · {}", row.backend, row.operation)
+    } else {
+        format!("{} · {} · {payload}", row.backend, row.operation)
+    }
+}
+
 /// One bar per row: the ratio, a line at 1.0, a tick at the row's target;
 /// bars that miss their target are orange.
 pub(crate) fn chart(rows: &[Row], title: &str) -> String {
+    // About 6.6 px per character of 12 px sans-serif.
+    let longest = rows
+        .iter()
+        .map(|r| label(r).chars().count())
+        .max()
+        .unwrap_or(0);
+    let label_width = (longest as f64 * 6.6 + 24.0).max(200.0);
     let finite = rows.iter().map(|r| r.ratio).filter(|r| r.is_finite());
     let top = (finite.fold(2.0_f64, f64::max) * 1.1).ceil().max(2.0);
-    let x = |ratio: f64| LABEL_WIDTH + (ratio.clamp(0.0, top) / top) * PLOT_WIDTH;
+    let x = |ratio: f64| label_width + (ratio.clamp(0.0, top) / top) * PLOT_WIDTH;
     let height = TOP + ROW_HEIGHT * rows.len() as f64 + 40.0;
-    let width = LABEL_WIDTH + PLOT_WIDTH + 70.0;
+    let width = (label_width + PLOT_WIDTH + 70.0).max(760.0);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -36,7 +52,7 @@ pub(crate) fn chart(rows: &[Row], title: &str) -> String {
         s,
         r##"<rect width="100%" height="100%" fill="#ffffff"/>
 <text x="10" y="20" font-size="15" font-weight="bold">{}</text>
-<text x="10" y="38" fill="#555">fenced ÷ plain (median latency; contention rows: plain ÷ fenced throughput). Orange: above the target (tick).</text>"##,
+<text x="10" y="38" fill="#555">Fenced ÷ plain median latency (blue; orange: above the target, the black tick); green: contention, plain ÷ fenced throughput.</text>"##,
         esc(title)
     );
     // Grid: every 0.5 up to `top`.
@@ -60,17 +76,7 @@ pub(crate) fn chart(rows: &[Row], title: &str) -> String {
     }
     for (i, row) in rows.iter().enumerate() {
         let y = TOP + ROW_HEIGHT * i as f64;
-        let payload = row.payload.map(crate::report::size).unwrap_or_default();
-        let label = format!(
-            "{} · {}{}",
-            row.backend,
-            row.operation,
-            if payload.is_empty() {
-                String::new()
-            } else {
-                format!(" · {payload}")
-            }
-        );
+        let label = label(row);
         let color = if row.misses_target() {
             "#d9822b"
         } else if row.kind == RatioKind::Throughput {
@@ -78,18 +84,23 @@ pub(crate) fn chart(rows: &[Row], title: &str) -> String {
         } else {
             "#4a7ebb"
         };
-        let ratio = if row.ratio.is_finite() { row.ratio } else { 0.0 };
+        let ratio = if row.ratio.is_finite() {
+            row.ratio
+        } else {
+            0.0
+        };
+        // The value goes right of the bar and of the target tick.
+        let text_x = x(ratio).max(row.target.map_or(0.0, x)) + 5.0;
         let _ = writeln!(
             s,
             r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>
-<rect x="{LABEL_WIDTH:.1}" y="{:.1}" width="{:.1}" height="{BAR_HEIGHT}" fill="{color}"/>
-<text x="{:.1}" y="{:.1}">{ratio:.2}×</text>"##,
-            LABEL_WIDTH - 8.0,
+<rect x="{label_width:.1}" y="{:.1}" width="{:.1}" height="{BAR_HEIGHT}" fill="{color}"/>
+<text x="{text_x:.1}" y="{:.1}">{ratio:.2}×</text>"##,
+            label_width - 8.0,
             y + 12.5,
             esc(&label),
             y + 1.0,
-            (x(ratio) - LABEL_WIDTH).max(1.0),
-            x(ratio) + 4.0,
+            (x(ratio) - label_width).max(1.0),
             y + 12.5
         );
         if let Some(target) = row.target {

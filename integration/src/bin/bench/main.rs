@@ -1,0 +1,326 @@
+//! `bench`: what fencing costs, per backend, on the servers of
+//! `integration/services.sh`.
+//!
+//! For each backend it times a fenced operation against its plain
+//! counterpart, interleaved (same payload, same server, same run), counts
+//! the round trips of each side through a loopback proxy, and runs many
+//! writers on one key both ways. The report is a markdown table (and, with
+//! `--svg`, a bar chart of the ratios). `integration/bench.sh` starts the
+//! servers and runs it; see `BENCHMARKS.md` for a full run.
+
+mod blob;
+mod contention;
+mod locks;
+mod measure;
+mod report;
+mod sql;
+mod suite;
+mod svg;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, ValueEnum};
+
+use crate::contention::Load;
+use crate::suite::{Output, Plan};
+
+/// Errors of the benchmark code: anything, with its message.
+pub(crate) type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The explanations that go under the table (kept beside the code, so a
+/// rerun regenerates the whole report).
+const FINDINGS: &str = include_str!("findings.md");
+
+/// What fencing costs: fenced vs plain operations on every backend,
+/// interleaved in one run.
+#[derive(Debug, Parser)]
+#[command(name = "bench", version)]
+struct Args {
+    /// A smoke test: few iterations, 1 KiB payloads only, little contention.
+    #[arg(long)]
+    quick: bool,
+
+    /// Timed rounds per case; each round times one fenced and one plain
+    /// operation [default: 5 with --quick, else 1000].
+    #[arg(long, value_name = "N")]
+    iterations: Option<usize>,
+
+    /// Only these backends.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "BACKEND,...")]
+    only: Vec<Backend>,
+
+    /// Write the markdown report to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+
+    /// Also draw the ratios as a bar chart (SVG) to FILE, linked from the
+    /// report.
+    #[arg(long, value_name = "FILE")]
+    svg: Option<PathBuf>,
+
+    /// Do not count round trips (no proxy).
+    #[arg(long)]
+    no_count: bool,
+}
+
+/// A backend of the suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    Sqlite,
+    Postgres,
+    Mariadb,
+    S3,
+    Gcs,
+    Azure,
+    Etcd,
+    Zookeeper,
+    Redis,
+}
+
+impl Backend {
+    const ALL: [Self; 9] = [
+        Self::Sqlite,
+        Self::Postgres,
+        Self::Mariadb,
+        Self::S3,
+        Self::Gcs,
+        Self::Azure,
+        Self::Etcd,
+        Self::Zookeeper,
+        Self::Redis,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::Mariadb => "mariadb",
+            Self::S3 => "s3",
+            Self::Gcs => "gcs",
+            Self::Azure => "azure",
+            Self::Etcd => "etcd",
+            Self::Zookeeper => "zookeeper",
+            Self::Redis => "redis",
+        }
+    }
+
+    async fn run(self, plan: &Plan, out: &mut Output) -> BoxResult<()> {
+        match self {
+            Self::Sqlite => suite::sql(sql::Dialect::Sqlite, plan, out).await,
+            Self::Postgres => suite::sql(sql::Dialect::Postgres, plan, out).await,
+            Self::Mariadb => suite::sql(sql::Dialect::MariaDb, plan, out).await,
+            Self::S3 => suite::s3(plan, out).await,
+            Self::Gcs => suite::gcs(plan, out).await,
+            Self::Azure => suite::azure(plan, out).await,
+            Self::Etcd => suite::etcd(plan, out).await,
+            Self::Zookeeper => suite::zookeeper(plan, out).await,
+            Self::Redis => suite::redis(plan, out).await,
+        }
+    }
+}
+
+impl Args {
+    fn plan(&self) -> Plan {
+        let writers = 16;
+        if self.quick {
+            Plan {
+                iterations: self.iterations.unwrap_or(5),
+                warmup: 1,
+                payloads: vec![1024],
+                count_ops: 3,
+                load: Load {
+                    writers,
+                    ops_per_writer: 2,
+                    rounds: 2,
+                },
+                count: !self.no_count,
+            }
+        } else {
+            Plan {
+                iterations: self.iterations.unwrap_or(1000),
+                warmup: 5,
+                payloads: vec![1024, 64 * 1024],
+                count_ops: 20,
+                load: Load {
+                    writers,
+                    ops_per_writer: 25,
+                    rounds: 6,
+                },
+                count: !self.no_count,
+            }
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of now (days to civil date: H. Hinnant's
+/// algorithm).
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60
+    )
+}
+
+/// Versions of the emulators: what `bench.sh` found installed
+/// (`FENCING_BENCH_VERSIONS="s3=moto 5.2.5;…"`), else the HTTP `Server`
+/// header.
+async fn emulator_versions(selected: &[Backend]) -> Vec<String> {
+    use fencing_testkit::env;
+    let given = std::env::var("FENCING_BENCH_VERSIONS").unwrap_or_default();
+    let given = |name: &str| {
+        given
+            .split(';')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| k.trim() == name)
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    let mut out = Vec::new();
+    for (backend, server, path) in [
+        (Backend::S3, env::S3, "/"),
+        (Backend::Gcs, env::GCS, "/storage/v1/b"),
+        (Backend::Azure, env::AZURE, "/devstoreaccount1?comp=list"),
+    ] {
+        if !selected.contains(&backend) {
+            continue;
+        }
+        let found = match given(backend.name()) {
+            Some(v) => Some(v),
+            None => match measure::split_url(&server.endpoint()) {
+                Ok((addr, _)) => report::http_server_header(addr, path).await,
+                Err(_) => None,
+            },
+        };
+        out.push(format!(
+            "{} emulator: {}",
+            backend.name(),
+            found.unwrap_or_else(|| "version not reported".to_owned())
+        ));
+    }
+    out
+}
+
+/// How the report links the chart: its path relative to the report's
+/// directory when it lies under it.
+fn chart_link(out: Option<&Path>, svg: &Path) -> String {
+    let base = out.and_then(Path::parent).unwrap_or(Path::new(""));
+    svg.strip_prefix(base)
+        .unwrap_or(svg)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let plan = args.plan();
+    let selected: Vec<Backend> = if args.only.is_empty() {
+        Backend::ALL.to_vec()
+    } else {
+        Backend::ALL
+            .into_iter()
+            .filter(|b| args.only.contains(b))
+            .collect()
+    };
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    let mut servers = Vec::new();
+    let mut failures = Vec::new();
+    for backend in &selected {
+        eprintln!("bench: {} …", backend.name());
+        let t = Instant::now();
+        let mut out = Output::default();
+        let result = backend.run(&plan, &mut out).await;
+        rows.append(&mut out.rows);
+        servers.append(&mut out.versions);
+        match result {
+            Ok(()) => eprintln!(
+                "bench: {} done in {:.1} s",
+                backend.name(),
+                t.elapsed().as_secs_f64()
+            ),
+            Err(e) => {
+                eprintln!("bench: {} FAILED: {e}", backend.name());
+                failures.push(format!("{}: {e}", backend.name()));
+            }
+        }
+    }
+    servers.extend(emulator_versions(&selected).await);
+
+    let invocation = std::env::args()
+        .skip(1)
+        .fold(String::from("bench"), |s, a| s + " " + &a);
+    let ctx = report::Context {
+        command: std::env::var("FENCING_BENCH_COMMAND").unwrap_or_else(|_| invocation.clone()),
+        invocation: std::env::var("FENCING_BENCH_INVOCATION").unwrap_or(invocation),
+        date: utc_now(),
+        machine: report::machine(),
+        servers,
+        iterations: plan.iterations,
+        warmup: plan.warmup,
+        count_ops: plan.count_ops,
+        took: started.elapsed(),
+        chart: args
+            .svg
+            .as_deref()
+            .map(|svg| chart_link(args.out.as_deref(), svg)),
+        failures: failures.clone(),
+    };
+    let markdown = report::markdown(&rows, &ctx, FINDINGS);
+    let written = write_outputs(&args, &markdown, &rows);
+    eprintln!(
+        "bench: {} rows in {:.0} s",
+        rows.len(),
+        ctx.took.as_secs_f64()
+    );
+    match (written, failures.is_empty()) {
+        (Err(e), _) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+        (Ok(()), true) => ExitCode::SUCCESS,
+        (Ok(()), false) => {
+            eprintln!("bench: {} backend(s) failed", failures.len());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn write_outputs(args: &Args, markdown: &str, rows: &[measure::Row]) -> BoxResult<()> {
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, markdown)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            eprintln!("bench: wrote {}", path.display());
+        }
+        None => print!("{markdown}"),
+    }
+    if let Some(path) = &args.svg {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let title = format!(
+            "What fencing costs: fenced ÷ plain, one interleaved run ({})",
+            utc_now()
+        );
+        std::fs::write(path, svg::chart(rows, &title))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,568 @@
+//! The cases, per backend.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fencing::HolderId;
+use fencing::blob::BlobStore;
+use fencing_integration::run_prefix;
+use fencing_testkit::env::{self, Server};
+use fencing_testkit::proxy::CountingProxy;
+
+use crate::BoxResult;
+use crate::blob::{self, Plain};
+use crate::contention::{self, Load, Outcome, Writer};
+use crate::locks;
+use crate::measure::{Row, Trips, count, interleave, loopback, split_url};
+use crate::sql::{self, Dialect};
+
+/// The targets.
+pub(crate) mod target {
+    /// Fenced upsert ÷ plain upsert.
+    pub(crate) const SQL_PUT: f64 = 1.10;
+    /// Warm fenced put ÷ plain put.
+    pub(crate) const BLOB_WARM: f64 = 1.15;
+    /// Cold fenced put ÷ plain put.
+    pub(crate) const BLOB_COLD: f64 = 2.1;
+    /// Acquire + release ÷ the raw calls.
+    pub(crate) const LOCK: f64 = 1.2;
+}
+
+/// How much to run.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub(crate) iterations: usize,
+    pub(crate) warmup: usize,
+    pub(crate) payloads: Vec<usize>,
+    pub(crate) count_ops: usize,
+    pub(crate) load: Load,
+    /// Whether to count round trips through a proxy.
+    pub(crate) count: bool,
+}
+
+/// What one backend's run adds to the report.
+#[derive(Debug, Default)]
+pub(crate) struct Output {
+    pub(crate) rows: Vec<Row>,
+    pub(crate) versions: Vec<String>,
+}
+
+/// Bytes of a payload (not all zero, not compressible to nothing).
+fn payload(len: usize) -> Bytes {
+    (0..len)
+        .map(|i| u8::try_from(i % 251).unwrap_or(0))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// Names everything of this run: tables, buckets, keys.
+fn prefix() -> String {
+    format!("{}_bench", run_prefix())
+}
+
+/// Wraps a connection failure in the message of `server` (what is missing,
+/// how to start it).
+fn reach<T>(server: &Server, result: BoxResult<T>) -> BoxResult<T> {
+    result.map_err(|e| {
+        format!(
+            "{} is not answering at {} ({}): {e}; start it with `integration/services.sh up {}`",
+            server.name,
+            server.endpoint(),
+            server.var,
+            server.service
+        )
+        .into()
+    })
+}
+
+// --- SQL -------------------------------------------------------------------
+
+pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let (name, url, server) = match dialect {
+        Dialect::Postgres => ("postgres", env::POSTGRES.endpoint(), Some(&env::POSTGRES)),
+        Dialect::MariaDb => ("mariadb", env::MYSQL.endpoint(), Some(&env::MYSQL)),
+        Dialect::Sqlite => {
+            let path = std::env::temp_dir().join(format!("fencing-bench-{}.sqlite", run_prefix()));
+            ("sqlite", format!("sqlite://{}", path.display()), None)
+        }
+    };
+    let tables = format!("{}_", prefix());
+    let connect = async |url: &str, ping: bool| {
+        let sides = sql::Sides::connect(dialect, url, &tables, ping).await;
+        match server {
+            Some(server) => reach(server, sides),
+            None => sides,
+        }
+    };
+    let direct = Arc::new(connect(&url, true).await?);
+    let direct_unpinged = connect(&url, false).await?;
+    out.versions.push(direct.version().await?);
+    // The same sides through a counting proxy (not for SQLite: no network).
+    let counted = match (plan.count, server) {
+        (true, Some(_)) => {
+            let (target, via) = split_url(&url)?;
+            let proxy = CountingProxy::start(target).await;
+            let pinged = connect(&via(proxy.addr()), true).await?;
+            let unpinged = connect(&via(proxy.addr()), false).await?;
+            Some((proxy, pinged, unpinged))
+        }
+        _ => None,
+    };
+    let embedded = "embedded: no network, no round trips";
+
+    for &len in &plan.payloads {
+        let value = payload(len);
+        let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
+        let timed = interleave(
+            plan.iterations,
+            plan.warmup,
+            async |_| direct.fenced_put(&fk, value.clone(), 1).await,
+            async |_| direct.plain_put(&pk, &value, 1).await,
+        )
+        .await?;
+        let trips = match &counted {
+            Some((proxy, sides, _)) => Some(Trips {
+                fenced: count(proxy, plan.count_ops, async |_| {
+                    sides.fenced_put(&fk, value.clone(), 1).await
+                })
+                .await?,
+                plain: count(proxy, plan.count_ops, async |_| {
+                    sides.plain_put(&pk, &value, 1).await
+                })
+                .await?,
+            }),
+            None => None,
+        };
+        let mut row = Row::latency(
+            name,
+            "put: fenced vs plain upsert",
+            Some(len),
+            timed,
+            Some(target::SQL_PUT),
+        )
+        .with_trips(trips);
+        if counted.is_some() {
+            row = row
+                .note("pool pings each connection it hands out (sqlx default, as `Db::connect`)");
+        } else if server.is_none() {
+            row = row.note(embedded);
+        }
+        out.rows.push(row);
+    }
+
+    // The same on a pool that does not ping: the write itself.
+    if server.is_some() {
+        let len = plan.payloads[0];
+        let value = payload(len);
+        let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
+        let timed = interleave(
+            plan.iterations,
+            plan.warmup,
+            async |_| direct_unpinged.fenced_put(&fk, value.clone(), 1).await,
+            async |_| direct_unpinged.plain_put(&pk, &value, 1).await,
+        )
+        .await?;
+        let trips = match &counted {
+            Some((proxy, _, sides)) => Some(Trips {
+                fenced: count(proxy, plan.count_ops, async |_| {
+                    sides.fenced_put(&fk, value.clone(), 1).await
+                })
+                .await?,
+                plain: count(proxy, plan.count_ops, async |_| {
+                    sides.plain_put(&pk, &value, 1).await
+                })
+                .await?,
+            }),
+            None => None,
+        };
+        out.rows.push(
+            Row::latency(
+                name,
+                "put, pool without ping",
+                Some(len),
+                timed,
+                Some(target::SQL_PUT),
+            )
+            .with_trips(trips)
+            .note("`test_before_acquire(false)`: a pool you build and pass to `Db::postgres`/`Db::mysql`"),
+        );
+    }
+
+    // Acquire + release: the issuer vs its own statements, bare.
+    let (fh, rh) = (HolderId::unique(), HolderId::unique());
+    let timed = interleave(
+        plan.iterations,
+        plan.warmup,
+        async |_| direct.fenced_lock("fenced", &fh).await,
+        async |_| direct.raw_lock("raw", &rh).await,
+    )
+    .await?;
+    let trips = match &counted {
+        Some((proxy, sides, _)) => Some(Trips {
+            fenced: count(proxy, plan.count_ops, async |_| {
+                sides.fenced_lock("fenced", &fh).await
+            })
+            .await?,
+            plain: count(proxy, plan.count_ops, async |_| {
+                sides.raw_lock("raw", &rh).await
+            })
+            .await?,
+        }),
+        None => None,
+    };
+    let mut row = Row::latency(
+        name,
+        "acquire + release vs its 2 statements bare",
+        None,
+        timed,
+        Some(target::LOCK),
+    )
+    .with_trips(trips)
+    .note("`SqlIssuer::try_acquire` + `release` vs its two statements run through sqlx");
+    if server.is_none() {
+        row = row.note(embedded);
+    }
+    out.rows.push(row);
+
+    // Contention on one key.
+    let len = plan.payloads[0];
+    let value = payload(len);
+    let store = direct.store().clone();
+    let fenced: Writer = {
+        let value = value.clone();
+        Arc::new(move |token| {
+            let (store, value) = (store.clone(), value.clone());
+            Box::pin(async move {
+                use fencing::FencedStore;
+                sql::outcome(
+                    store
+                        .put("contended-fenced", value, fencing::FencingToken::new(token))
+                        .await,
+                )
+            })
+        })
+    };
+    let plain: Writer = {
+        let (sides, value) = (direct.clone(), value.clone());
+        Arc::new(move |token| {
+            let (sides, value) = (sides.clone(), value.clone());
+            Box::pin(async move {
+                sides.plain_put("contended-plain", &value, token).await?;
+                Ok(Outcome::Written)
+            })
+        })
+    };
+    out.rows
+        .push(contention::run(name, len, plan.load, &[fenced], &[plain]).await?);
+
+    direct.clean_up().await;
+    if let Dialect::Sqlite = dialect {
+        let path = url.trim_start_matches("sqlite://");
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{path}{suffix}"));
+        }
+    }
+    Ok(())
+}
+
+// --- Object stores ---------------------------------------------------------
+
+/// The object-store cases on `B`, whose store at an endpoint `make` opens.
+async fn objects<B, F>(
+    name: &'static str,
+    server: &Server,
+    endpoint: &str,
+    plan: &Plan,
+    out: &mut Output,
+    make: F,
+) -> BoxResult<()>
+where
+    B: Plain,
+    F: AsyncFn(&str) -> fencing::Result<BlobStore<B>>,
+{
+    let open = async |endpoint: &str| reach(server, make(endpoint).await.map_err(Into::into));
+    let direct = blob::Sides::new(open(endpoint).await?);
+    let counted = if plan.count {
+        let (target, via) = split_url(endpoint)?;
+        let proxy = CountingProxy::start(target).await;
+        let sides = blob::Sides::new(open(&via(proxy.addr())).await?);
+        Some((proxy, sides))
+    } else {
+        None
+    };
+
+    for &len in &plan.payloads {
+        let value = payload(len);
+        for cold in [false, true] {
+            let kind = if cold { "cold" } else { "warm" };
+            let (fk, pk) = (
+                format!("fenced-{kind}-{len}"),
+                format!("plain-{kind}-{len}"),
+            );
+            let fenced = async |sides: &blob::Sides<B>| {
+                if cold {
+                    sides.cold_put(&fk, value.clone(), 1).await
+                } else {
+                    sides.warm_put(&fk, value.clone(), 1).await
+                }
+            };
+            let timed = interleave(
+                plan.iterations,
+                plan.warmup.max(1),
+                async |_| fenced(&direct).await,
+                async |_| direct.plain_put(&pk, value.clone()).await,
+            )
+            .await?;
+            let trips = match &counted {
+                Some((proxy, sides)) => Some(Trips {
+                    fenced: count(proxy, plan.count_ops, async |_| fenced(sides).await).await?,
+                    plain: count(proxy, plan.count_ops, async |_| {
+                        sides.plain_put(&pk, value.clone()).await
+                    })
+                    .await?,
+                }),
+                None => None,
+            };
+            let (operation, target) = if cold {
+                ("put, cold (read + conditional put)", target::BLOB_COLD)
+            } else {
+                ("put, warm (conditional put)", target::BLOB_WARM)
+            };
+            let note = if cold {
+                "a fresh `BlobStore` per write reads version and token first; plain: an unconditional put, same client"
+            } else {
+                "the store that wrote last has the version cached; plain: an unconditional put, same client"
+            };
+            out.rows.push(
+                Row::latency(name, operation, Some(len), timed, Some(target))
+                    .with_trips(trips)
+                    .note(note),
+            );
+        }
+    }
+
+    // What the cold path adds: the read, against a plain put.
+    let len = plan.payloads[0];
+    let value = payload(len);
+    let (rk, pk) = (format!("fenced-cold-{len}"), format!("plain-read-{len}"));
+    let timed = interleave(
+        plan.iterations,
+        plan.warmup,
+        async |_| direct.read_version(&rk).await,
+        async |_| direct.plain_put(&pk, value.clone()).await,
+    )
+    .await?;
+    let trips = match &counted {
+        Some((proxy, sides)) => Some(Trips {
+            fenced: count(proxy, plan.count_ops, async |_| {
+                sides.read_version(&rk).await
+            })
+            .await?,
+            plain: count(proxy, plan.count_ops, async |_| {
+                sides.plain_put(&pk, value.clone()).await
+            })
+            .await?,
+        }),
+        None => None,
+    };
+    out.rows.push(
+        Row::latency(name, "the cold read alone vs a put", Some(len), timed, None)
+            .with_trips(trips)
+            .note("what a cold put adds to a warm one"),
+    );
+
+    let writers = plan.load.writers;
+    let fenced = direct.fenced_writers(writers, "contended-fenced", &value);
+    let plain = direct.plain_writers(writers, "contended-plain", &value);
+    out.rows
+        .push(contention::run(name, len, plan.load, &fenced, &plain).await?);
+    Ok(())
+}
+
+/// Bucket or container of this run.
+fn bucket() -> String {
+    prefix().replace('_', "-")
+}
+
+pub(crate) async fn s3(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let endpoint = env::S3.endpoint();
+    let bucket = bucket();
+    objects("s3", &env::S3, &endpoint, plan, out, async |e: &str| {
+        fencing_s3::emulator::store(e, &bucket).await
+    })
+    .await
+}
+
+pub(crate) async fn gcs(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let endpoint = env::GCS.endpoint();
+    let bucket = bucket();
+    objects("gcs", &env::GCS, &endpoint, plan, out, async |e: &str| {
+        fencing_gcs::emulator::store(e, &bucket).await
+    })
+    .await
+}
+
+pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let endpoint = env::AZURE.endpoint();
+    let bucket = bucket();
+    objects(
+        "azure",
+        &env::AZURE,
+        &endpoint,
+        plan,
+        out,
+        async |e: &str| fencing_azure::azurite::store(e, &bucket).await,
+    )
+    .await
+}
+
+// --- Lock services ---------------------------------------------------------
+
+/// Times and counts `fenced` against `raw` on sides made by `make` at an
+/// endpoint (direct, then through the proxy).
+async fn lock_row<S>(
+    name: &'static str,
+    operation: &str,
+    plan: &Plan,
+    direct: &S,
+    counted: Option<&(CountingProxy, S)>,
+    fenced: impl AsyncFn(&S) -> BoxResult<()>,
+    raw: impl AsyncFn(&S) -> BoxResult<()>,
+) -> BoxResult<Row> {
+    let timed = interleave(
+        plan.iterations,
+        plan.warmup,
+        async |_| fenced(direct).await,
+        async |_| raw(direct).await,
+    )
+    .await?;
+    let trips = match counted {
+        Some((proxy, sides)) => Some(Trips {
+            fenced: count(proxy, plan.count_ops, async |_| fenced(sides).await).await?,
+            plain: count(proxy, plan.count_ops, async |_| raw(sides).await).await?,
+        }),
+        None => None,
+    };
+    Ok(Row::latency(name, operation, None, timed, Some(target::LOCK)).with_trips(trips))
+}
+
+pub(crate) async fn etcd(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let endpoints = env::ETCD.endpoint();
+    let endpoint = endpoints.split(',').next().unwrap_or_default().to_owned();
+    let p = prefix();
+    let direct = reach(&env::ETCD, locks::Etcd::connect(&endpoint, &p).await)?;
+    out.versions.push(direct.version().await?);
+    let counted = if plan.count {
+        let (target, via) = split_url(&endpoint)?;
+        let proxy = CountingProxy::start(target).await;
+        let sides = locks::Etcd::connect(&via(proxy.addr()), &p).await?;
+        Some((proxy, sides))
+    } else {
+        None
+    };
+    out.rows.push(
+        lock_row(
+            "etcd",
+            "acquire + release vs grant + txn + revoke",
+            plan,
+            &direct,
+            counted.as_ref(),
+            async |s: &locks::Etcd| s.fenced().await,
+            async |s: &locks::Etcd| s.raw().await,
+        )
+        .await?
+        .note("raw: lease grant, a txn creating the key with the lease if absent, lease revoke; same client"),
+    );
+    let mut row = lock_row(
+        "etcd",
+        "… vs grant + txn + read + revoke",
+        plan,
+        &direct,
+        counted.as_ref(),
+        async |s: &locks::Etcd| s.fenced().await,
+        async |s: &locks::Etcd| s.raw_with_lookup().await,
+    )
+    .await?
+    .note("release finds its lock key (and the lease id) by the token before revoking");
+    row.target = None;
+    out.rows.push(row);
+    Ok(())
+}
+
+pub(crate) async fn zookeeper(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let addr = env::ZOOKEEPER.endpoint();
+    let addr = addr.split(',').next().unwrap_or_default().to_owned();
+    let p = prefix();
+    let direct = reach(&env::ZOOKEEPER, locks::ZooKeeper::connect(&addr, &p).await)?;
+    if let Some(v) = crate::report::zookeeper_version(loopback(&addr)?).await {
+        out.versions.push(v);
+    }
+    let counted = if plan.count {
+        let proxy = CountingProxy::start(loopback(&addr)?).await;
+        let sides = locks::ZooKeeper::connect(&proxy.addr().to_string(), &p).await?;
+        Some((proxy, sides))
+    } else {
+        None
+    };
+    out.rows.push(
+        lock_row(
+            "zookeeper",
+            "acquire + release vs create + delete",
+            plan,
+            &direct,
+            counted.as_ref(),
+            async |s: &locks::ZooKeeper| s.fenced().await,
+            async |s: &locks::ZooKeeper| s.raw().await,
+        )
+        .await?
+        .note("raw: create an ephemeral sequential znode and delete it, on a session opened beforehand"),
+    );
+    out.rows.push(
+        lock_row(
+            "zookeeper",
+            "… vs session + create + delete + close",
+            plan,
+            &direct,
+            counted.as_ref(),
+            async |s: &locks::ZooKeeper| s.fenced().await,
+            async |s: &locks::ZooKeeper| s.raw_with_session().await,
+        )
+        .await?
+        .note("the issuer opens a session per lease; this raw side does too"),
+    );
+    if let Some(row) = out.rows.last_mut() {
+        row.target = None;
+    }
+    direct.clean_up().await;
+    Ok(())
+}
+
+pub(crate) async fn redis(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let url = env::REDIS_AOF.endpoint();
+    let p = prefix();
+    let direct = reach(&env::REDIS_AOF, locks::Redis::connect(&url, &p).await)?;
+    out.versions.push(direct.version().await?);
+    let counted = if plan.count {
+        let (target, via) = split_url(&url)?;
+        let proxy = CountingProxy::start(target).await;
+        let sides = locks::Redis::connect(&via(proxy.addr()), &p).await?;
+        Some((proxy, sides))
+    } else {
+        None
+    };
+    out.rows.push(
+        lock_row(
+            "redis",
+            "acquire + release vs SET NX PX + INCR + DEL",
+            plan,
+            &direct,
+            counted.as_ref(),
+            async |s: &locks::Redis| s.fenced().await,
+            async |s: &locks::Redis| s.raw().await,
+        )
+        .await?
+        .note("the issuer's acquire and release scripts; both on the append-only server (`appendfsync always`)"),
+    );
+    direct.clean_up().await;
+    Ok(())
+}
