@@ -136,7 +136,7 @@ pub(crate) fn markdown(rows: &[Row], ctx: &Context, findings: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "- Per case: {} warm-up rounds (not timed), then {} timed rounds, each one fenced and \
+        "- Per case: untimed warm-up rounds ({}), then {} timed rounds, each one fenced and \
          one plain operation. Contention rows: many writers at once, whole rounds alternating.",
         ctx.warmup, ctx.iterations
     );
