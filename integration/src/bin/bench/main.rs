@@ -47,6 +47,11 @@ struct Args {
     #[arg(long, value_name = "N")]
     iterations: Option<usize>,
 
+    /// Timed rounds per object-store case [default: as --iterations with
+    /// --quick, else 300: the emulators keep every version in memory].
+    #[arg(long, value_name = "N")]
+    object_iterations: Option<usize>,
+
     /// Only these backends.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "BACKEND,...")]
     only: Vec<Backend>,
@@ -125,21 +130,26 @@ impl Args {
     fn plan(&self) -> Plan {
         let writers = 16;
         if self.quick {
+            let load = Load {
+                writers,
+                ops_per_writer: 2,
+                rounds: 2,
+            };
+            let iterations = self.iterations.unwrap_or(5);
             Plan {
-                iterations: self.iterations.unwrap_or(5),
+                iterations,
+                object_iterations: self.object_iterations.unwrap_or(iterations),
                 warmup: 1,
                 payloads: vec![1024],
                 count_ops: 3,
-                load: Load {
-                    writers,
-                    ops_per_writer: 2,
-                    rounds: 2,
-                },
+                load,
+                object_load: load,
                 count: !self.no_count,
             }
         } else {
             Plan {
                 iterations: self.iterations.unwrap_or(1000),
+                object_iterations: self.object_iterations.unwrap_or(300),
                 warmup: 5,
                 payloads: vec![1024, 64 * 1024],
                 count_ops: 20,
@@ -147,6 +157,11 @@ impl Args {
                     writers,
                     ops_per_writer: 25,
                     rounds: 6,
+                },
+                object_load: Load {
+                    writers,
+                    ops_per_writer: 10,
+                    rounds: 4,
                 },
                 count: !self.no_count,
             }
@@ -272,6 +287,7 @@ async fn main() -> ExitCode {
         machine: report::machine(),
         servers,
         iterations: plan.iterations,
+        object_iterations: plan.object_iterations,
         warmup: plan.warmup,
         count_ops: plan.count_ops,
         took: started.elapsed(),

@@ -18,6 +18,7 @@ pub(crate) struct Context {
     pub(crate) machine: String,
     pub(crate) servers: Vec<String>,
     pub(crate) iterations: usize,
+    pub(crate) object_iterations: usize,
     pub(crate) warmup: usize,
     pub(crate) count_ops: usize,
     pub(crate) took: Duration,
@@ -136,9 +137,10 @@ pub(crate) fn markdown(rows: &[Row], ctx: &Context, findings: &str) -> String {
     );
     let _ = writeln!(
         s,
-        "- Per case: untimed warm-up rounds ({}), then {} timed rounds, each one fenced and \
-         one plain operation. Contention rows: many writers at once, whole rounds alternating.",
-        ctx.warmup, ctx.iterations
+        "- Per case: untimed warm-up rounds ({}), then {} timed rounds ({} for object stores, \
+         whose emulators keep every write in memory), each one fenced and one plain \
+         operation. Contention rows: many writers at once, whole rounds alternating.",
+        ctx.warmup, ctx.iterations, ctx.object_iterations
     );
     let _ = writeln!(
         s,

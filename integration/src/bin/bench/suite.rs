@@ -32,10 +32,17 @@ pub(crate) mod target {
 #[derive(Clone, Debug)]
 pub(crate) struct Plan {
     pub(crate) iterations: usize,
+    /// Timed rounds of the object-store cases: fewer, to spare the
+    /// emulators (Azurite's in-memory garbage collection takes time
+    /// quadratic in the number of objects written, and stops answering
+    /// meanwhile).
+    pub(crate) object_iterations: usize,
     pub(crate) warmup: usize,
     pub(crate) payloads: Vec<usize>,
     pub(crate) count_ops: usize,
     pub(crate) load: Load,
+    /// The contention of the object-store cases (lighter, as above).
+    pub(crate) object_load: Load,
     /// Whether to count round trips through a proxy.
     pub(crate) count: bool,
 }
@@ -307,7 +314,7 @@ where
                 }
             };
             let timed = interleave(
-                plan.iterations,
+                plan.object_iterations,
                 plan.warmup.max(1),
                 async |_| fenced(&direct).await,
                 async |_| direct.plain_put(&pk, value.clone()).await,
@@ -346,7 +353,7 @@ where
     let value = payload(len);
     let (rk, pk) = (format!("fenced-cold-{len}"), format!("plain-read-{len}"));
     let timed = interleave(
-        plan.iterations,
+        plan.object_iterations,
         plan.warmup,
         async |_| direct.read_version(&rk).await,
         async |_| direct.plain_put(&pk, value.clone()).await,
@@ -371,11 +378,11 @@ where
             .note("what a cold put adds to a warm one"),
     );
 
-    let writers = plan.load.writers;
+    let writers = plan.object_load.writers;
     let fenced = direct.fenced_writers(writers, "contended-fenced", &value);
     let plain = direct.plain_writers(writers, "contended-plain", &value);
     out.rows
-        .push(contention::run(name, len, plan.load, &fenced, &plain).await?);
+        .push(contention::run(name, len, plan.object_load, &fenced, &plain).await?);
     Ok(())
 }
 
