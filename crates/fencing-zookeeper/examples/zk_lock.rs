@@ -4,8 +4,8 @@
 //!
 //! ```sh
 //! integration/services.sh up zookeeper
-//! cargo run -p fencing-zookeeper --example lock                      # FENCING_ZK_ADDR, default 127.0.0.1:2181
-//! cargo run -p fencing-zookeeper --example lock -- --cversion        # tokens from the parent's cversion
+//! cargo run -p fencing-zookeeper --example zk_lock                      # FENCING_ZK_ADDR, default 127.0.0.1:2181
+//! cargo run -p fencing-zookeeper --example zk_lock -- --cversion        # tokens from the parent's cversion
 //! ```
 
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! integration/services.sh up etcd
-//! cargo run -p fencing-etcd --example lock     # etcd from FENCING_ETCD_ENDPOINTS (comma-separated)
+//! cargo run -p fencing-etcd --example etcd_lock     # etcd from FENCING_ETCD_ENDPOINTS (comma-separated)
 //! ```
 
 use std::time::Duration;
