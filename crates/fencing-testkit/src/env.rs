@@ -84,6 +84,20 @@ pub const REDIS_AOF: Server = Server {
     var: "FENCING_REDIS_AOF_URL",
     default: "redis://127.0.0.1:6380",
 };
+/// The primary of a replicated Redis pair (append-only, one replica).
+pub const REDIS_PRIMARY: Server = Server {
+    name: "Redis (replicated primary)",
+    service: "redis-replica",
+    var: "FENCING_REDIS_PRIMARY_URL",
+    default: "redis://127.0.0.1:6381",
+};
+/// The replica following [`REDIS_PRIMARY`].
+pub const REDIS_REPLICA: Server = Server {
+    name: "Redis (replica)",
+    service: "redis-replica",
+    var: "FENCING_REDIS_REPLICA_URL",
+    default: "redis://127.0.0.1:6382",
+};
 /// PostgreSQL.
 pub const POSTGRES: Server = Server {
     name: "PostgreSQL",
