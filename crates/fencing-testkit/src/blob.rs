@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fencing::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, Precondition, WriteOutcome};
+use fencing::blob::{
+    BlobBackend, BlobMeta, BlobStore, BlobVersion, Precondition, StoredObject, WriteOutcome,
+};
 use fencing::{FencedStore, Limits, Result};
 
 /// A [`BlobBackend`] that forwards to `B` and counts conditional writes and
@@ -61,12 +63,16 @@ impl<B: BlobBackend> BlobBackend for CountingBackend<B> {
         self.inner.limits()
     }
 
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        self.inner.head(key).await
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+        self.inner.read_prefix(key, len).await
     }
 
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
         self.inner.read(key).await
+    }
+
+    fn unmatchable_version(&self) -> BlobVersion {
+        self.inner.unmatchable_version()
     }
 
     async fn write(

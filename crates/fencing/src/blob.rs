@@ -3,15 +3,27 @@
 //!
 //! Object stores have no "write if the stored token is lower" operation, but
 //! they do have compare-and-swap on an object version (an ETag or a
-//! generation). [`BlobStore`] keeps the token in the object's metadata,
-//! reads the version and token, refuses a stale token itself, and writes
-//! *conditionally on the version it read*. If another writer got in between,
-//! the precondition fails and the loop reads again and decides again. A
-//! backend implements only [`BlobBackend`].
+//! generation). [`BlobStore`] keeps the token in a small header at the front
+//! of the object's body (the [`frame`]), reads the version and header, refuses
+//! a stale token itself, and writes *conditionally on the version it read*.
+//! If another writer got in between, the precondition fails and the loop
+//! reads again and decides again. A backend implements only [`BlobBackend`].
 //!
-//! A backend's version must change whenever the token changes. S3's ETag is
-//! the MD5 of the body, so a backend whose version covers only the body must
-//! make the token part of what it stores (see `fencing-s3`).
+//! The token is in the body because the body is what every store's version
+//! covers: a metadata-only change (an S3 copy-in-place, a GCS metadata patch,
+//! an Azure set-metadata) can neither drop nor lower the mark. Metadata is
+//! written too, as a hint for people, and never read.
+//!
+//! An object without a frame was written by a program that knows nothing of
+//! fencing; it is refused with [`Error::Unfenced`] unless the store was told
+//! to adopt such objects at mark 0 ([`BlobStore::adopt_unfenced`]).
+//!
+//! Conditional writes are never retried inside an SDK (a retry of an applied
+//! write fails its precondition and would read as "nothing was written");
+//! this loop retries them, and reports [`Error::OutcomeUnknown`] whenever an
+//! earlier attempt may have been applied.
+
+pub mod frame;
 
 use std::collections::HashMap;
 use std::fmt::{self, Debug};
@@ -21,11 +33,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use self::frame::Header;
+pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
+use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
-/// The metadata key holding the token.
+/// The metadata key of the token hint (never read back: the frame decides).
 pub const TOKEN_METADATA_KEY: &str = "fencing-token";
-/// The metadata key saying whether the object holds a value or only a mark.
+/// The metadata key of the state hint (`value` or `marker`).
 pub const STATE_METADATA_KEY: &str = "fencing-state";
 
 /// An object's version as its backend names it: an ETag, a generation.
@@ -50,7 +65,7 @@ impl fmt::Debug for BlobVersion {
     }
 }
 
-/// What fencing stores beside an object's body.
+/// What the frame says about an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlobMeta {
     /// The object's mark.
@@ -60,15 +75,8 @@ pub struct BlobMeta {
 }
 
 impl BlobMeta {
-    /// Metadata for an object that carries none (written by someone else):
-    /// mark zero, so any token may overwrite it.
-    pub const UNFENCED: Self = Self {
-        token: FencingToken::ZERO,
-        has_value: true,
-    };
-
-    /// The metadata as `(key, value)` pairs, for backends with string
-    /// metadata.
+    /// The hint as `(key, value)` pairs, for backends that also write it as
+    /// user metadata (for people and tools; the store never reads it).
     pub fn to_pairs(self) -> [(&'static str, String); 2] {
         let state = if self.has_value { "value" } else { "marker" };
         [
@@ -76,47 +84,16 @@ impl BlobMeta {
             (STATE_METADATA_KEY, state.to_owned()),
         ]
     }
-
-    /// Reads the metadata back from string pairs; keys are matched
-    /// case-insensitively (HTTP headers). An object without our keys is
-    /// [`BlobMeta::UNFENCED`].
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] if the token is present but unreadable:
-    /// treating it as zero would let a stale writer in.
-    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Result<Self> {
-        let mut meta = Self::UNFENCED;
-        for (key, value) in pairs {
-            if key.eq_ignore_ascii_case(TOKEN_METADATA_KEY) {
-                meta.token = value.parse().map_err(|_| {
-                    Error::invalid_input(format!(
-                        "unreadable {TOKEN_METADATA_KEY} metadata {value:?}"
-                    ))
-                })?;
-            } else if key.eq_ignore_ascii_case(STATE_METADATA_KEY) {
-                meta.has_value = value != "marker";
-            }
-        }
-        Ok(meta)
-    }
 }
 
-/// An object's version and fencing metadata.
+/// An object as stored: its version and its bytes (all of them, or the
+/// first ones for [`BlobBackend::read_prefix`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BlobHead {
+pub struct StoredObject {
     /// The version a conditional write must match.
     pub version: BlobVersion,
-    /// The stored mark.
-    pub meta: BlobMeta,
-}
-
-/// An object read whole.
-#[derive(Clone, Debug)]
-pub struct Blob {
-    /// Version and metadata.
-    pub head: BlobHead,
-    /// The body.
-    pub body: Bytes,
+    /// The stored bytes, frame included.
+    pub bytes: Bytes,
 }
 
 /// The condition a write is made under.
@@ -140,51 +117,113 @@ pub enum WriteOutcome {
 }
 
 /// The small trait an object store implements to be fenced by [`BlobStore`].
+///
+/// Bodies are opaque to the backend: the store frames and unframes them.
 #[async_trait]
 pub trait BlobBackend: Send + Sync + Debug {
     /// A short name for messages, e.g. `"gcs"`.
     fn name(&self) -> &'static str;
 
-    /// The backend's key, value and token limits.
+    /// The backend's key, value and token limits; `max_value_len` is the
+    /// largest *value*, the object size limit less [`FRAME_HEADER_LEN`].
     fn limits(&self) -> Limits;
 
-    /// The object's version and metadata, or `None` if absent.
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>>;
+    /// The object's version and its first `len` bytes (all of them if it is
+    /// shorter), in one request; `None` if absent. This is the loop's cheap
+    /// read: a ranged GET costs what a HEAD costs and returns the token.
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>>;
 
     /// The whole object, or `None` if absent.
-    async fn read(&self, key: &str) -> Result<Option<Blob>>;
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>>;
 
-    /// Writes `body` with `meta` if `precondition` holds, in one request.
-    /// A failed precondition is [`WriteOutcome::PreconditionFailed`], not an
-    /// error.
+    /// Writes `body` if `precondition` holds, in one request, **without
+    /// retrying inside the SDK** (a retried write that was applied fails its
+    /// precondition and would look like a lost race). `hint` may be stored
+    /// as user metadata. A failed precondition is
+    /// [`WriteOutcome::PreconditionFailed`], not an error; a write that may
+    /// have been applied is [`Error::OutcomeUnknown`].
     async fn write(
         &self,
         key: &str,
         body: Bytes,
-        meta: BlobMeta,
+        hint: BlobMeta,
         precondition: &Precondition,
     ) -> Result<WriteOutcome>;
+
+    /// A version no object can have, for [`FencedStore::verify`]'s probe
+    /// that the server refuses a write conditioned on it.
+    fn unmatchable_version(&self) -> BlobVersion {
+        BlobVersion::new("\"fencing-verify-never-matches\"")
+    }
+}
+
+/// Forwards to the backend behind the reference (two stores, or a test and
+/// a store, on one backend).
+macro_rules! forward_blob_backend {
+    ($($ty:ty),*) => {$(
+        #[async_trait]
+        impl<B: BlobBackend + ?Sized> BlobBackend for $ty {
+            fn name(&self) -> &'static str {
+                (**self).name()
+            }
+            fn limits(&self) -> Limits {
+                (**self).limits()
+            }
+            async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+                (**self).read_prefix(key, len).await
+            }
+            async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
+                (**self).read(key).await
+            }
+            async fn write(
+                &self,
+                key: &str,
+                body: Bytes,
+                hint: BlobMeta,
+                precondition: &Precondition,
+            ) -> Result<WriteOutcome> {
+                (**self).write(key, body, hint, precondition).await
+            }
+            fn unmatchable_version(&self) -> BlobVersion {
+                (**self).unmatchable_version()
+            }
+        }
+    )*};
+}
+forward_blob_backend!(&B, std::sync::Arc<B>);
+
+/// An object read and unframed.
+#[derive(Clone, Debug)]
+struct Current {
+    version: BlobVersion,
+    meta: BlobMeta,
+    /// Empty when only the header was read.
+    value: Bytes,
 }
 
 /// A [`FencedStore`] on any [`BlobBackend`]: the shared compare-and-swap
 /// loop.
 ///
-/// A write reads the object's version and token, refuses a stale token, and
-/// writes conditionally on the version it read (create-only if absent). On a
-/// failed precondition it reads again and decides again, up to
+/// A write reads the object's version and frame header, refuses a stale
+/// token, and writes conditionally on the version it read (create-only if
+/// absent). On a failed precondition it reads again and decides again, up to
 /// [`max_attempts`](Self::with_max_attempts), then returns
-/// [`Error::Contention`].
+/// [`Error::Contention`]. A write whose outcome was unknown (a timeout or a
+/// dropped connection after sending) is retried the same way, and if the
+/// loop cannot then finish it, the call reports [`Error::OutcomeUnknown`],
+/// never "nothing was written".
 ///
 /// **Fast path**: after a write, the store remembers the object's new
 /// version, so the same holder's next write skips the read and goes straight
 /// to the conditional write (one request). If someone else wrote meanwhile,
 /// the precondition fails and the loop falls back to reading.
 ///
-/// `fence` and `delete` rewrite the object (a marker with an empty body
+/// `fence` and `delete` rewrite the object (a marker with an empty value
 /// when there is no value), so the mark stays with the key.
 pub struct BlobStore<B> {
     backend: B,
     max_attempts: u32,
+    adopt_unfenced: bool,
     known: Mutex<HashMap<String, (BlobVersion, FencingToken)>>,
 }
 
@@ -192,11 +231,13 @@ pub struct BlobStore<B> {
 const KNOWN_VERSIONS_CAP: usize = 4096;
 
 impl<B: BlobBackend> BlobStore<B> {
-    /// A fenced store on `backend`, retrying a lost race up to 32 times.
+    /// A fenced store on `backend`, retrying a lost race up to 32 times and
+    /// refusing objects that carry no fencing frame.
     pub fn new(backend: B) -> Self {
         Self {
             backend,
             max_attempts: 32,
+            adopt_unfenced: false,
             known: Mutex::new(HashMap::new()),
         }
     }
@@ -205,6 +246,17 @@ impl<B: BlobBackend> BlobStore<B> {
     #[must_use]
     pub fn with_max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Whether objects without a fencing frame (written by a program that
+    /// knows nothing of fencing) are taken over at mark 0 instead of refused
+    /// with [`Error::Unfenced`]. Off by default: an object whose frame was
+    /// stripped by a foreign overwrite would otherwise let any stale token
+    /// in. Turn it on to adopt existing data once, e.g. for a migration.
+    #[must_use]
+    pub fn adopt_unfenced(mut self, adopt: bool) -> Self {
+        self.adopt_unfenced = adopt;
         self
     }
 
@@ -232,9 +284,46 @@ impl<B: BlobBackend> BlobStore<B> {
         }
     }
 
+    /// Unframes a stored object, applying the policy for foreign objects.
+    fn unframe(&self, key: &str, stored: StoredObject) -> Result<Current> {
+        match frame::decode_header(&stored.bytes) {
+            Ok(Header::Framed(meta)) => Ok(Current {
+                version: stored.version,
+                meta,
+                value: frame::value_of(&stored.bytes),
+            }),
+            Ok(Header::Foreign) if self.adopt_unfenced => Ok(Current {
+                version: stored.version,
+                meta: BlobMeta {
+                    token: FencingToken::ZERO,
+                    has_value: true,
+                },
+                value: stored.bytes,
+            }),
+            Ok(Header::Foreign) => Err(Error::Unfenced {
+                key: key.to_owned(),
+            }),
+            Err(damage) => Err(Error::backend(
+                self.backend.name(),
+                false,
+                format!("{key:?} starts with the fencing magic but is not a valid frame: {damage}"),
+            )),
+        }
+    }
+
+    /// The object's version and header (`need_body: false`) or all of it.
+    async fn load(&self, key: &str, need_body: bool) -> Result<Option<Current>> {
+        let stored = if need_body {
+            self.backend.read(key).await?
+        } else {
+            self.backend.read_prefix(key, FRAME_HEADER_LEN).await?
+        };
+        stored.map(|s| self.unframe(key, s)).transpose()
+    }
+
     /// The loop shared by `put`, `fence` and `delete`. `next` sees the
-    /// current object (or `None`) and returns what to write, or `None` when
-    /// nothing needs writing.
+    /// current object (or `None`) and returns the value and frame to write,
+    /// or `None` when nothing needs writing.
     async fn update<F>(
         &self,
         key: &str,
@@ -243,7 +332,7 @@ impl<B: BlobBackend> BlobStore<B> {
         next: F,
     ) -> Result<()>
     where
-        F: Fn(Option<&Blob>) -> Option<(Bytes, BlobMeta)> + Send + Sync,
+        F: Fn(Option<&Current>) -> Option<(Bytes, BlobMeta)> + Send + Sync,
     {
         // The fast path needs no body, so it only serves puts.
         let mut cached = if need_body {
@@ -251,59 +340,49 @@ impl<B: BlobBackend> BlobStore<B> {
         } else {
             self.known(key).filter(|(_, mark)| token >= *mark)
         };
+        // Set once a write may have been applied without our seeing the
+        // answer: from then on, any way out but success is OutcomeUnknown.
+        let mut unknown: Option<Error> = None;
         for attempt in 1..=self.max_attempts {
-            let (current, precondition) = match cached.take() {
-                Some((version, mark)) => {
-                    let head = BlobHead {
-                        version: version.clone(),
-                        meta: BlobMeta {
-                            token: mark,
-                            has_value: true,
-                        },
-                    };
-                    (
-                        Some(Blob {
-                            head,
-                            body: Bytes::new(),
-                        }),
-                        Precondition::Matches(version),
-                    )
-                }
-                None => {
-                    let current = if need_body {
-                        self.backend.read(key).await?
-                    } else {
-                        self.backend.head(key).await?.map(|head| Blob {
-                            head,
-                            body: Bytes::new(),
-                        })
-                    };
-                    let precondition = current.as_ref().map_or(Precondition::Absent, |b| {
-                        Precondition::Matches(b.head.version.clone())
-                    });
-                    (current, precondition)
-                }
+            let current = match cached.take() {
+                Some((version, mark)) => Some(Current {
+                    version,
+                    meta: BlobMeta {
+                        token: mark,
+                        has_value: true,
+                    },
+                    value: Bytes::new(),
+                }),
+                None => match self.load(key, need_body).await {
+                    Ok(current) => current,
+                    Err(e) => return Err(unknown.unwrap_or(e)),
+                },
             };
-            if let Some(blob) = &current {
-                let mark = blob.head.meta.token;
+            let precondition = current.as_ref().map_or(Precondition::Absent, |c| {
+                Precondition::Matches(c.version.clone())
+            });
+            if let Some(current) = &current {
+                let mark = current.meta.token;
                 if token < mark {
-                    self.remember(key, Some((blob.head.version.clone(), mark)));
-                    return Err(Error::StaleToken {
+                    self.remember(key, Some((current.version.clone(), mark)));
+                    // Ours may have been applied and then overwritten.
+                    return Err(unknown.unwrap_or(Error::StaleToken {
                         key: key.to_owned(),
                         presented: token,
                         current: mark,
-                    });
+                    }));
                 }
             }
-            let Some((body, meta)) = next(current.as_ref()) else {
+            let Some((value, meta)) = next(current.as_ref()) else {
                 return Ok(());
             };
-            match self.backend.write(key, body, meta, &precondition).await? {
-                WriteOutcome::Written(version) => {
+            let body = frame::encode(meta, &value);
+            match self.backend.write(key, body, meta, &precondition).await {
+                Ok(WriteOutcome::Written(version)) => {
                     self.remember(key, Some((version, meta.token)));
                     return Ok(());
                 }
-                WriteOutcome::PreconditionFailed => {
+                Ok(WriteOutcome::PreconditionFailed) => {
                     self.remember(key, None);
                     tracing::debug!(
                         key,
@@ -311,23 +390,81 @@ impl<B: BlobBackend> BlobStore<B> {
                         backend = self.backend.name(),
                         "lost a race; reading again"
                     );
-                    tokio::time::sleep(retry_pause(attempt)).await;
                 }
+                Err(e @ Error::OutcomeUnknown { .. }) => {
+                    self.remember(key, None);
+                    tracing::warn!(
+                        key,
+                        attempt,
+                        backend = self.backend.name(),
+                        error = %e,
+                        "a conditional write may have been applied; reading again"
+                    );
+                    unknown = Some(e);
+                }
+                Err(e) => return Err(unknown.unwrap_or(e)),
             }
+            tokio::time::sleep(retry_pause(attempt)).await;
         }
-        Err(Error::Contention {
+        Err(unknown.unwrap_or(Error::Contention {
             key: key.to_owned(),
             attempts: self.max_attempts,
-        })
+        }))
+    }
+
+    /// The precondition checks of [`FencedStore::verify`], on the probe
+    /// object the generic probe left: the same bytes written back under a
+    /// version that cannot match, then create-only. Both must be refused;
+    /// either way the object is unchanged.
+    async fn verify_preconditions(&self) -> Result<Vec<SafetyCheck>> {
+        let key = safety::PROBE_KEY;
+        let Some(stored) = self.backend.read(key).await? else {
+            return Ok(vec![SafetyCheck::unsafe_(
+                "probe object readable",
+                format!("{key:?} was written but reads as absent"),
+            )]);
+        };
+        let current = self.unframe(key, stored.clone())?;
+        let name = self.backend.name();
+        let mut checks = Vec::new();
+        let cases = [
+            (
+                "refuses a write under a stale version (If-Match / ifGenerationMatch)",
+                Precondition::Matches(self.backend.unmatchable_version()),
+            ),
+            (
+                "refuses a create-only write over an existing object (If-None-Match / ifGenerationMatch=0)",
+                Precondition::Absent,
+            ),
+        ];
+        for (check, precondition) in cases {
+            let outcome = self
+                .backend
+                .write(key, stored.bytes.clone(), current.meta, &precondition)
+                .await?;
+            checks.push(match outcome {
+                WriteOutcome::PreconditionFailed => {
+                    SafetyCheck::pass(check, format!("{name} answered: precondition failed"))
+                }
+                WriteOutcome::Written(_) => SafetyCheck::unsafe_(
+                    check,
+                    format!(
+                        "{name} APPLIED a write whose precondition ({precondition:?}) cannot hold: \
+                         this server ignores conditional-write headers, so racing writers can \
+                         overwrite each other and a stale token can win. Do not fence on it."
+                    ),
+                ),
+            });
+        }
+        self.remember(key, None);
+        Ok(checks)
     }
 }
 
 /// A short, jittered pause so racing writers do not collide in lockstep.
 fn retry_pause(attempt: u32) -> Duration {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() % 1000);
-    Duration::from_micros(u64::from(attempt.min(10)) * 500 + u64::from(jitter))
+    let jitter: u64 = rand::random_range(0..1000);
+    Duration::from_micros(u64::from(attempt.min(10)) * 500 + jitter)
 }
 
 impl<B: BlobBackend> Debug for BlobStore<B> {
@@ -335,6 +472,7 @@ impl<B: BlobBackend> Debug for BlobStore<B> {
         f.debug_struct("BlobStore")
             .field("backend", &self.backend)
             .field("max_attempts", &self.max_attempts)
+            .field("adopt_unfenced", &self.adopt_unfenced)
             .finish_non_exhaustive()
     }
 }
@@ -361,10 +499,10 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         self.limits().check_key(key)?;
-        Ok(self.backend.read(key).await?.and_then(|blob| {
-            blob.head.meta.has_value.then_some(Versioned {
-                value: blob.body,
-                token: blob.head.meta.token,
+        Ok(self.load(key, true).await?.and_then(|current| {
+            current.meta.has_value.then_some(Versioned {
+                value: current.value,
+                token: current.meta.token,
             })
         }))
     }
@@ -372,12 +510,12 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
     async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
         self.limits().check_write(key, token, 0)?;
         self.update(key, token, true, |current| match current {
-            Some(blob) if blob.head.meta.token == token => None,
-            Some(blob) => Some((
-                blob.body.clone(),
+            Some(c) if c.meta.token == token => None,
+            Some(c) => Some((
+                c.value.clone(),
                 BlobMeta {
                     token,
-                    has_value: blob.head.meta.has_value,
+                    has_value: c.meta.has_value,
                 },
             )),
             None => Some((
@@ -394,13 +532,13 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
         self.limits().check_key(key)?;
-        Ok(self.backend.head(key).await?.map(|head| head.meta.token))
+        Ok(self.load(key, false).await?.map(|c| c.meta.token))
     }
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
         self.limits().check_write(key, token, 0)?;
         self.update(key, token, false, |current| match current {
-            Some(blob) if !blob.head.meta.has_value && blob.head.meta.token == token => None,
+            Some(c) if !c.meta.has_value && c.meta.token == token => None,
             _ => Some((
                 Bytes::new(),
                 BlobMeta {
@@ -411,31 +549,10 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
         })
         .await
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metadata_round_trips_and_refuses_garbage() {
-        let meta = BlobMeta {
-            token: FencingToken::new(34),
-            has_value: false,
-        };
-        let pairs = meta.to_pairs();
-        let back = BlobMeta::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
-        assert_eq!(back, meta);
-        assert_eq!(
-            BlobMeta::from_pairs([("Content-Type", "x")]).unwrap(),
-            BlobMeta::UNFENCED
-        );
-        assert_eq!(
-            BlobMeta::from_pairs([("FENCING-TOKEN", "7")])
-                .unwrap()
-                .token,
-            FencingToken::new(7)
-        );
-        assert!(BlobMeta::from_pairs([("fencing-token", "seven")]).is_err());
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let mut checks = safety::probe_store(self).await?;
+        checks.extend(self.verify_preconditions().await?);
+        Ok(checks)
     }
 }

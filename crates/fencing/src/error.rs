@@ -32,6 +32,19 @@ pub enum Error {
         current: FencingToken,
     },
 
+    /// The object holds data that was not written through fencing (it has no
+    /// fencing frame: a program that knows nothing of fencing wrote it), so
+    /// its mark is unknown and treating it as zero would let any stale token
+    /// in. Nothing was written. Adopting such objects at mark 0 is an
+    /// explicit option of the store (`BlobStore::adopt_unfenced`).
+    #[error(
+        "{key:?} holds data that was not written through fencing (no fencing frame), so its mark is unknown; nothing was written. To take such objects over at mark 0, open the store with `adopt_unfenced` (URL option `?adopt_unfenced=true`), or delete the object"
+    )]
+    Unfenced {
+        /// The key.
+        key: String,
+    },
+
     /// The lease is no longer held by this holder: it expired, was released,
     /// or was taken by another holder. Stop the work it guarded.
     #[error("lease on {resource:?} with token {token} is no longer held")]

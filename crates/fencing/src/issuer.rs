@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Result};
 
 /// A lock service that grants leases, each carrying a fencing token.
@@ -105,5 +106,19 @@ pub trait TokenIssuer: Send + Sync + Debug {
             backend: self.name(),
             operation: "raise_floor",
         })
+    }
+
+    /// Checks that this deployment cannot re-issue a token: the generic
+    /// probe ([`safety::probe_issuer`]: two grants on
+    /// [`safety::PROBE_RESOURCE`], the second above the first) plus the
+    /// backend's own checks (Redis persistence and replication, etcd and
+    /// ZooKeeper membership, the SQL lease clock). `fence doctor` prints
+    /// them.
+    ///
+    /// # Errors
+    /// A failure that kept the checks from running. Findings, safe or not,
+    /// are [`SafetyCheck`]s.
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        safety::probe_issuer(self).await
     }
 }

@@ -1,8 +1,7 @@
 //! Leases: what an issuer grants.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crate::{Error, FencingToken, Result};
 
@@ -27,15 +26,18 @@ impl HolderId {
         Ok(Self(id))
     }
 
-    /// A fresh id, unique to this process and call: `host:pid:n:nanos`.
+    /// A fresh, unguessable id: `host:pid:` and 128 random bits in hex.
+    ///
+    /// Host and pid are only there for people reading `holder` output; the
+    /// random part makes the id unique. On a re-entrant issuer (Redis, SQL,
+    /// memory) an id is a capability: whoever presents it gets the holder's
+    /// lease and token back. That is why a restarted process must not reuse
+    /// a stable, hand-picked id: it would be handed the token of its paused
+    /// predecessor, and both would write with it.
     pub fn unique() -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
-        Self(format!("{host}:{}:{n}:{nanos:09}", std::process::id()))
+        let random: u128 = rand::random();
+        Self(format!("{host}:{}:{random:032x}", std::process::id()))
     }
 
     /// The id as a string.
@@ -70,6 +72,11 @@ pub struct LeaseRequest {
 impl LeaseRequest {
     /// The longest resource name any issuer accepts.
     pub const MAX_RESOURCE_LEN: usize = 512;
+
+    /// The longest TTL any issuer accepts: one year. Far above any sane
+    /// lease, far below where `Instant + ttl` or a server's millisecond
+    /// counter could overflow.
+    pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
     /// A request for `resource` with a fresh holder id.
     pub fn new(resource: impl Into<String>, ttl: Duration) -> Self {
@@ -110,8 +117,46 @@ impl LeaseRequest {
                 self.ttl
             )));
         }
-        Ok(())
+        check_ttl(self.ttl)
     }
+
+    /// The TTL in whole milliseconds, rounded **up**, for a server that
+    /// counts in milliseconds (Redis `PX`, SQL intervals): rounding down would
+    /// let the server expire the lease before the holder's local deadline.
+    pub fn ttl_millis_ceil(&self) -> u64 {
+        ttl_millis_ceil(self.ttl)
+    }
+
+    /// The TTL in whole seconds, rounded up (etcd leases count in seconds).
+    pub fn ttl_secs_ceil(&self) -> u64 {
+        self.ttl.as_secs() + u64::from(self.ttl.subsec_nanos() > 0)
+    }
+}
+
+/// Refuses a TTL above [`LeaseRequest::MAX_TTL`] (for renewals too).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the limit.
+pub fn check_ttl(ttl: Duration) -> Result<()> {
+    if ttl > LeaseRequest::MAX_TTL {
+        return Err(Error::invalid_input(format!(
+            "ttl {ttl:?} is above the maximum of {:?} (one year)",
+            LeaseRequest::MAX_TTL
+        )));
+    }
+    Ok(())
+}
+
+/// `ttl` in whole milliseconds, rounded up, saturating at `u64::MAX`.
+pub fn ttl_millis_ceil(ttl: Duration) -> u64 {
+    let millis = ttl.as_millis() + u128::from(ttl.subsec_nanos() % 1_000_000 > 0);
+    u64::try_from(millis).unwrap_or(u64::MAX)
+}
+
+/// `at + ttl`, capped at `at + MAX_TTL` so that no TTL can overflow an
+/// `Instant` (validated requests never reach the cap).
+fn deadline_after(at: Instant, ttl: Duration) -> Instant {
+    at.checked_add(ttl.min(LeaseRequest::MAX_TTL)).unwrap_or(at)
 }
 
 /// A granted lease, carrying its fencing token.
@@ -138,7 +183,7 @@ impl Lease {
             token,
             holder: request.holder.clone(),
             ttl: request.ttl,
-            deadline: sent_at + request.ttl,
+            deadline: deadline_after(sent_at, request.ttl),
         }
     }
 
@@ -147,7 +192,7 @@ impl Lease {
     #[must_use]
     pub fn renewed(&self, sent_at: Instant) -> Self {
         Self {
-            deadline: sent_at + self.ttl,
+            deadline: deadline_after(sent_at, self.ttl),
             ..self.clone()
         }
     }
@@ -235,6 +280,45 @@ mod tests {
         );
         assert!(ok.validate(Duration::from_secs(2)).is_err());
         assert!(HolderId::new("").is_err());
-        assert_ne!(HolderId::unique(), HolderId::unique());
+    }
+
+    #[test]
+    fn a_ttl_that_would_overflow_an_instant_is_refused_not_a_panic() {
+        for ttl in [
+            Duration::MAX,
+            LeaseRequest::MAX_TTL + Duration::from_nanos(1),
+        ] {
+            let req = LeaseRequest::new("r", ttl);
+            let err = req.validate(Duration::ZERO).unwrap_err();
+            assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+            // Building a lease from an unvalidated request must not panic.
+            let lease = Lease::new(&req, FencingToken::new(1), Instant::now());
+            let _ = lease.renewed(Instant::now());
+        }
+        LeaseRequest::new("r", LeaseRequest::MAX_TTL)
+            .validate(Duration::ZERO)
+            .unwrap();
+    }
+
+    #[test]
+    fn ttls_round_up() {
+        let ms = |d| ttl_millis_ceil(d);
+        assert_eq!(ms(Duration::from_micros(1500)), 2);
+        assert_eq!(ms(Duration::from_nanos(1)), 1);
+        assert_eq!(ms(Duration::from_millis(7)), 7);
+        assert_eq!(ms(Duration::MAX), u64::MAX);
+        let secs = |d| LeaseRequest::new("r", d).ttl_secs_ceil();
+        assert_eq!(secs(Duration::from_millis(2001)), 3);
+        assert_eq!(secs(Duration::from_secs(2)), 2);
+    }
+
+    #[test]
+    fn unique_holder_ids_are_random_and_unguessable() {
+        let ids: std::collections::HashSet<_> = (0..1000).map(|_| HolderId::unique()).collect();
+        assert_eq!(ids.len(), 1000);
+        let id = HolderId::unique();
+        let random = id.as_str().rsplit(':').next().unwrap();
+        assert_eq!(random.len(), 32, "{id}");
+        assert!(random.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
     }
 }

@@ -5,12 +5,13 @@ mod error;
 mod issuer;
 mod lease;
 pub mod memory;
+pub mod safety;
 mod store;
 mod token;
 
 pub use error::{BoxError, Error, Result};
 pub use issuer::TokenIssuer;
-pub use lease::{HolderId, Holding, Lease, LeaseRequest};
+pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
 pub use store::{FencedStore, Limits, Versioned};
 pub use token::FencingToken;
 

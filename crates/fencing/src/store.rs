@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencingToken, Result};
 
 /// A value read back together with the key's mark.
@@ -137,4 +138,20 @@ pub trait FencedStore: Send + Sync + Debug {
     /// # Errors
     /// [`Error::StaleToken`] if `token < mark`; nothing is deleted.
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()>;
+
+    /// Proves that the server enforces what this store relies on: the
+    /// generic probe ([`safety::probe_store`] on [`safety::PROBE_KEY`]:
+    /// a lower token is refused and the refusal changes nothing), plus, on
+    /// object stores, that a write conditioned on a version that cannot
+    /// match fails and a second create-only write fails. `fence doctor`
+    /// prints the checks.
+    ///
+    /// Writes to [`safety::PROBE_KEY`], which keeps a mark afterwards.
+    ///
+    /// # Errors
+    /// A failure that kept the probe from running. Findings, safe or not,
+    /// are [`SafetyCheck`]s.
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        safety::probe_store(self).await
+    }
 }

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobStore};
+use fencing::blob::{BlobBackend, BlobMeta, BlobStore, Precondition, StoredObject, WriteOutcome};
 use fencing::memory::MemoryBlobBackend;
+use fencing::safety::Verdict;
 use fencing::{Error, FencedStore, FencingToken};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -58,7 +59,8 @@ async fn a_holders_next_write_skips_the_read() {
 
     // Someone else writes: our cached version is stale, the precondition
     // fails, and the loop reads and decides again.
-    store.backend().put_unfenced("k", "foreign".into());
+    let other = BlobStore::new(store.backend());
+    other.put("k", "other".into(), 6.into()).await.unwrap();
     store.put("k", "mine".into(), 6.into()).await.unwrap();
     assert_eq!(store.backend().precondition_failures(), 1);
     assert_eq!(store.get("k").await.unwrap().unwrap().value, "mine");
@@ -78,15 +80,66 @@ async fn a_stale_token_is_refused_even_on_the_fast_path() {
 }
 
 #[tokio::test]
-async fn unfenced_objects_are_taken_over_and_fence_keeps_the_body() {
+async fn unfenced_objects_are_refused_by_default_and_nothing_is_written() {
     let store = BlobStore::new(MemoryBlobBackend::new());
+    store.backend().put_unfenced("k", "foreign".into());
+    let unfenced = |r: Result<(), Error>| match r {
+        Err(Error::Unfenced { key }) => assert_eq!(key, "k"),
+        other => panic!("expected Unfenced, got {other:?}"),
+    };
+    unfenced(store.put("k", "zombie".into(), 1.into()).await);
+    unfenced(store.fence("k", 1.into()).await.map(drop));
+    unfenced(store.delete("k", 1.into()).await);
+    unfenced(store.mark("k").await.map(drop));
+    unfenced(store.get("k").await.map(drop));
+    let raw = store.backend().read("k").await.unwrap().unwrap();
+    assert_eq!(raw.bytes, "foreign", "the foreign object is untouched");
+    let text = store.mark("k").await.unwrap_err().to_string();
+    assert!(text.contains("adopt_unfenced"), "says how to adopt: {text}");
+}
+
+#[tokio::test]
+async fn adopted_unfenced_objects_start_at_mark_zero_and_fence_keeps_the_body() {
+    let store = BlobStore::new(MemoryBlobBackend::new()).adopt_unfenced(true);
     store.backend().put_unfenced("k", "legacy".into());
     assert_eq!(store.mark("k").await.unwrap(), Some(FencingToken::ZERO));
     store.fence("k", 3.into()).await.unwrap();
     let got = store.get("k").await.unwrap().unwrap();
     assert_eq!((got.value, got.token), (Bytes::from("legacy"), 3.into()));
-    let head = store.backend().head("k").await.unwrap().unwrap();
-    assert_eq!(head.meta.token, 3.into());
+    // Adopted once, the object is framed: a store that does not adopt reads it.
+    let strict = BlobStore::new(store.backend());
+    assert_eq!(strict.mark("k").await.unwrap(), Some(3.into()));
+}
+
+#[tokio::test]
+async fn a_foreign_overwrite_of_a_fenced_object_does_not_reset_its_mark() {
+    let store = BlobStore::new(MemoryBlobBackend::new());
+    store.put("k", "v".into(), 34.into()).await.unwrap();
+    // A program that knows nothing of fencing rewrites the object.
+    store.backend().put_unfenced("k", "plain".into());
+    match store.put("k", "zombie".into(), 33.into()).await {
+        Err(Error::Unfenced { .. }) => {}
+        other => panic!("a zombie must not be let in by a stripped frame: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_damaged_frame_is_an_error_not_a_zero_mark() {
+    let store = BlobStore::new(MemoryBlobBackend::new()).adopt_unfenced(true);
+    store
+        .backend()
+        .put_unfenced("k", Bytes::from_static(b"fencing1\0\0\0\0\0\0\0\x05?"));
+    let err = store.put("k", "v".into(), 1.into()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Backend {
+                retryable: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -102,10 +155,14 @@ async fn contention_past_the_bound_is_a_typed_error() {
         fn limits(&self) -> fencing::Limits {
             self.0.limits()
         }
-        async fn head(&self, key: &str) -> fencing::Result<Option<fencing::blob::BlobHead>> {
-            self.0.head(key).await
+        async fn read_prefix(
+            &self,
+            key: &str,
+            len: usize,
+        ) -> fencing::Result<Option<StoredObject>> {
+            self.0.read_prefix(key, len).await
         }
-        async fn read(&self, key: &str) -> fencing::Result<Option<fencing::blob::Blob>> {
+        async fn read(&self, key: &str) -> fencing::Result<Option<StoredObject>> {
             self.0.read(key).await
         }
         async fn write(
@@ -124,4 +181,147 @@ async fn contention_past_the_bound_is_a_typed_error() {
         other => panic!("expected Contention after 3 attempts, got {other:?}"),
     }
     assert_eq!(store.mark("k").await.unwrap(), None, "nothing was written");
+}
+
+/// A backend that applies every `n`th write but reports its outcome as
+/// unknown (the response was lost), and can let another writer in right
+/// after: what an SDK's internal retry would turn into "nothing was written".
+#[derive(Debug)]
+struct LosesAnswers {
+    inner: MemoryBlobBackend,
+    lose_next: std::sync::atomic::AtomicBool,
+    /// Written (with a higher token) right after the lost answer.
+    then: Option<(Bytes, FencingToken)>,
+}
+
+#[async_trait::async_trait]
+impl BlobBackend for LosesAnswers {
+    fn name(&self) -> &'static str {
+        "loses-answers"
+    }
+    fn limits(&self) -> fencing::Limits {
+        self.inner.limits()
+    }
+    async fn read_prefix(&self, key: &str, len: usize) -> fencing::Result<Option<StoredObject>> {
+        self.inner.read_prefix(key, len).await
+    }
+    async fn read(&self, key: &str) -> fencing::Result<Option<StoredObject>> {
+        self.inner.read(key).await
+    }
+    async fn write(
+        &self,
+        key: &str,
+        body: Bytes,
+        hint: BlobMeta,
+        precondition: &Precondition,
+    ) -> fencing::Result<WriteOutcome> {
+        let outcome = self.inner.write(key, body, hint, precondition).await?;
+        if self
+            .lose_next
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            assert!(matches!(outcome, WriteOutcome::Written(_)));
+            if let Some((value, token)) = &self.then {
+                BlobStore::new(&self.inner)
+                    .put(key, value.clone(), *token)
+                    .await
+                    .unwrap();
+            }
+            return Err(Error::outcome_unknown(
+                "loses-answers",
+                format!("conditional write of {key:?}"),
+                "connection reset after the request was sent",
+            ));
+        }
+        Ok(outcome)
+    }
+}
+
+#[tokio::test]
+async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written() {
+    let backend = LosesAnswers {
+        inner: MemoryBlobBackend::new(),
+        lose_next: true.into(),
+        then: Some((Bytes::from("newer"), 8.into())),
+    };
+    let store = BlobStore::new(backend);
+    // Ours (token 7) is applied, its answer lost, then token 8 lands: the
+    // loop must not say "stale: nothing was written".
+    match store.put("k", "ours".into(), 7.into()).await {
+        Err(Error::OutcomeUnknown { .. }) => {}
+        other => panic!("expected OutcomeUnknown, got {other:?}"),
+    }
+    assert_eq!(store.get("k").await.unwrap().unwrap().value, "newer");
+}
+
+#[tokio::test]
+async fn a_lost_answer_is_retried_by_the_loop_and_succeeds() {
+    let backend = LosesAnswers {
+        inner: MemoryBlobBackend::new(),
+        lose_next: true.into(),
+        then: None,
+    };
+    let store = BlobStore::new(backend);
+    store.put("k", "v1".into(), 7.into()).await.unwrap();
+    let got = store.get("k").await.unwrap().unwrap();
+    assert_eq!((got.value, got.token), (Bytes::from("v1"), 7.into()));
+}
+
+#[tokio::test]
+async fn verify_passes_a_store_that_honours_preconditions() {
+    let store = BlobStore::new(MemoryBlobBackend::new());
+    let checks = store.verify().await.unwrap();
+    assert!(checks.len() >= 5, "{checks:#?}");
+    assert!(
+        checks.iter().all(|c| c.verdict == Verdict::Pass),
+        "{checks:#?}"
+    );
+    // And again: the probe key keeps its mark, the probe goes above it.
+    assert!(fencing::safety::all_safe(&store.verify().await.unwrap()));
+}
+
+#[tokio::test]
+async fn verify_flags_a_server_that_ignores_preconditions() {
+    #[derive(Debug)]
+    struct IgnoresPreconditions(MemoryBlobBackend);
+    #[async_trait::async_trait]
+    impl BlobBackend for IgnoresPreconditions {
+        fn name(&self) -> &'static str {
+            "ignores-preconditions"
+        }
+        fn limits(&self) -> fencing::Limits {
+            self.0.limits()
+        }
+        async fn read_prefix(
+            &self,
+            key: &str,
+            len: usize,
+        ) -> fencing::Result<Option<StoredObject>> {
+            self.0.read_prefix(key, len).await
+        }
+        async fn read(&self, key: &str) -> fencing::Result<Option<StoredObject>> {
+            self.0.read(key).await
+        }
+        async fn write(
+            &self,
+            key: &str,
+            body: Bytes,
+            hint: BlobMeta,
+            _: &Precondition,
+        ) -> fencing::Result<WriteOutcome> {
+            let version = match self.0.read_prefix(key, 0).await? {
+                Some(o) => Precondition::Matches(o.version),
+                None => Precondition::Absent,
+            };
+            self.0.write(key, body, hint, &version).await
+        }
+    }
+    let store = BlobStore::new(IgnoresPreconditions(MemoryBlobBackend::new()));
+    let checks = store.verify().await.unwrap();
+    let unsafe_checks: Vec<_> = checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Unsafe)
+        .collect();
+    assert_eq!(unsafe_checks.len(), 2, "{checks:#?}");
+    assert!(unsafe_checks[0].detail.contains("ignores"), "{checks:#?}");
 }

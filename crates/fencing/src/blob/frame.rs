@@ -1,4 +1,10 @@
-//! The framed body: what makes S3's ETag cover the token.
+//! The framed body: the token travels inside what the precondition compares.
+//!
+//! An object store's compare-and-swap compares a version that covers the
+//! body (S3's ETag is its MD5; a GCS generation and an Azure ETag change on
+//! every upload), but not always the metadata: a GCS metadata patch keeps the
+//! generation, an S3 copy-in-place keeps the ETag. So the mark lives in the
+//! body, and user metadata is at most a hint for people.
 //!
 //! ```text
 //! offset  length  content
@@ -9,10 +15,11 @@
 //! ```
 
 use bytes::{BufMut, Bytes, BytesMut};
-use fencing::FencingToken;
-use fencing::blob::BlobMeta;
 
-/// The first eight bytes of every object this crate writes.
+use super::BlobMeta;
+use crate::FencingToken;
+
+/// The first eight bytes of every object the blob store writes.
 pub const FRAME_MAGIC: [u8; 8] = *b"fencing1";
 
 /// The bytes the frame adds before the value: magic, token, state.
@@ -21,8 +28,18 @@ pub const FRAME_HEADER_LEN: usize = FRAME_MAGIC.len() + 8 + 1;
 const STATE_VALUE: u8 = b'v';
 const STATE_MARKER: u8 = b'm';
 
+/// What the first bytes of an object say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Header {
+    /// A fencing frame: the object's mark and state.
+    Framed(BlobMeta),
+    /// No frame: the object was written by a program that knows nothing of
+    /// fencing.
+    Foreign,
+}
+
 /// The object body for `value` written with `meta`.
-pub(crate) fn encode(meta: BlobMeta, value: &[u8]) -> Bytes {
+pub fn encode(meta: BlobMeta, value: &[u8]) -> Bytes {
     let mut out = BytesMut::with_capacity(FRAME_HEADER_LEN + value.len());
     out.put_slice(&FRAME_MAGIC);
     out.put_u64(meta.token.get());
@@ -35,30 +52,40 @@ pub(crate) fn encode(meta: BlobMeta, value: &[u8]) -> Bytes {
     out.freeze()
 }
 
-/// The metadata and value of a framed body (the value shares `stored`'s
-/// allocation).
-pub(crate) fn decode(stored: &Bytes) -> Result<(BlobMeta, Bytes), String> {
-    if stored.len() < FRAME_HEADER_LEN {
+/// Reads the header from an object's first bytes (at least
+/// [`FRAME_HEADER_LEN`] of them if the object is that long).
+///
+/// # Errors
+/// A description of the damage when the magic is there but the rest is not
+/// a frame: such an object is neither ours nor foreign, and guessing its
+/// mark would be unsafe.
+pub fn decode_header(prefix: &[u8]) -> Result<Header, String> {
+    if prefix.len() < FRAME_MAGIC.len() || prefix[..FRAME_MAGIC.len()] != FRAME_MAGIC {
+        return Ok(Header::Foreign);
+    }
+    if prefix.len() < FRAME_HEADER_LEN {
         return Err(format!(
-            "{} bytes is shorter than the {FRAME_HEADER_LEN}-byte header",
-            stored.len()
+            "{} bytes is shorter than the {FRAME_HEADER_LEN}-byte fencing header",
+            prefix.len()
         ));
     }
-    if stored[..FRAME_MAGIC.len()] != FRAME_MAGIC {
-        return Err("the magic bytes are missing".to_owned());
-    }
     let mut token = [0u8; 8];
-    token.copy_from_slice(&stored[FRAME_MAGIC.len()..FRAME_MAGIC.len() + 8]);
-    let has_value = match stored[FRAME_HEADER_LEN - 1] {
+    token.copy_from_slice(&prefix[FRAME_MAGIC.len()..FRAME_MAGIC.len() + 8]);
+    let has_value = match prefix[FRAME_HEADER_LEN - 1] {
         STATE_VALUE => true,
         STATE_MARKER => false,
-        other => return Err(format!("unknown state byte {other:#04x}")),
+        other => return Err(format!("unknown fencing state byte {other:#04x}")),
     };
-    let meta = BlobMeta {
+    Ok(Header::Framed(BlobMeta {
         token: FencingToken::new(u64::from_be_bytes(token)),
         has_value,
-    };
-    Ok((meta, stored.slice(FRAME_HEADER_LEN..)))
+    }))
+}
+
+/// The value of a framed body (sharing `stored`'s allocation), or `None` for
+/// a body that is not framed.
+pub(crate) fn value_of(stored: &Bytes) -> Bytes {
+    stored.slice(FRAME_HEADER_LEN.min(stored.len())..)
 }
 
 #[cfg(test)]
@@ -75,9 +102,12 @@ mod tests {
         assert_eq!(&framed[..8], b"fencing1");
         assert_eq!(&framed[8..16], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(framed[16], b'v');
+        assert_eq!(decode_header(&framed), Ok(Header::Framed(meta)));
+        assert_eq!(value_of(&framed), Bytes::from_static(b"payload"));
+        // The header alone (a ranged read) decodes the same.
         assert_eq!(
-            decode(&framed).unwrap(),
-            (meta, Bytes::from_static(b"payload"))
+            decode_header(&framed[..FRAME_HEADER_LEN]),
+            Ok(Header::Framed(meta))
         );
 
         // Same bytes, another token: another body, so another MD5 ETag.
@@ -94,16 +124,20 @@ mod tests {
             token: FencingToken::new(u64::MAX),
             has_value: false,
         };
-        assert_eq!(
-            decode(&encode(marker, b"")).unwrap(),
-            (marker, Bytes::new())
-        );
+        let framed = encode(marker, b"");
+        assert_eq!(decode_header(&framed), Ok(Header::Framed(marker)));
+        assert!(value_of(&framed).is_empty());
     }
 
     #[test]
-    fn refuses_what_is_not_a_frame() {
-        assert!(decode(&Bytes::from_static(b"short")).is_err());
-        assert!(decode(&Bytes::from_static(b"notframe\0\0\0\0\0\0\0\x01v")).is_err());
-        assert!(decode(&Bytes::from_static(b"fencing1\0\0\0\0\0\0\0\x01x")).is_err());
+    fn tells_foreign_from_damaged() {
+        assert_eq!(decode_header(b""), Ok(Header::Foreign));
+        assert_eq!(decode_header(b"short"), Ok(Header::Foreign));
+        assert_eq!(
+            decode_header(b"notframe\0\0\0\0\0\0\0\x01v"),
+            Ok(Header::Foreign)
+        );
+        assert!(decode_header(b"fencing1\0\0\0\0\0\0\0\x01x").is_err());
+        assert!(decode_header(b"fencing1\0\0").is_err());
     }
 }

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::MemoryStore;
-use crate::blob::{Blob, BlobBackend, BlobHead, BlobMeta, BlobVersion, Precondition, WriteOutcome};
+use crate::blob::{BlobBackend, BlobMeta, BlobVersion, Precondition, StoredObject, WriteOutcome};
 use crate::{Limits, Result};
 
 /// Objects in process memory with a version that changes on every write,
@@ -24,14 +24,13 @@ pub struct MemoryBlobBackend {
 struct Object {
     generation: u64,
     body: Bytes,
-    meta: BlobMeta,
 }
 
 impl Object {
-    fn head(&self) -> BlobHead {
-        BlobHead {
+    fn stored(&self, len: usize) -> StoredObject {
+        StoredObject {
             version: BlobVersion::new(self.generation.to_string()),
-            meta: self.meta,
+            bytes: self.body.slice(..len.min(self.body.len())),
         }
     }
 }
@@ -52,18 +51,14 @@ impl MemoryBlobBackend {
         self.precondition_failures.load(Ordering::Relaxed)
     }
 
-    /// Writes an object unconditionally and without fencing metadata, as a
+    /// Writes raw bytes unconditionally, with no fencing frame added, as a
     /// program that knows nothing of fencing would.
     pub fn put_unfenced(&self, key: &str, body: Bytes) {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        self.objects.lock().expect("poisoned").insert(
-            key.to_owned(),
-            Object {
-                generation,
-                body,
-                meta: BlobMeta::UNFENCED,
-            },
-        );
+        self.objects
+            .lock()
+            .expect("poisoned")
+            .insert(key.to_owned(), Object { generation, body });
     }
 }
 
@@ -77,32 +72,24 @@ impl BlobBackend for MemoryBlobBackend {
         MemoryStore::LIMITS
     }
 
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
         Ok(self
             .objects
             .lock()
             .expect("poisoned")
             .get(key)
-            .map(Object::head))
+            .map(|o| o.stored(len)))
     }
 
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        Ok(self
-            .objects
-            .lock()
-            .expect("poisoned")
-            .get(key)
-            .map(|o| Blob {
-                head: o.head(),
-                body: o.body.clone(),
-            }))
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
+        self.read_prefix(key, usize::MAX).await
     }
 
     async fn write(
         &self,
         key: &str,
         body: Bytes,
-        meta: BlobMeta,
+        _hint: BlobMeta,
         precondition: &Precondition,
     ) -> Result<WriteOutcome> {
         // Yield first so racing writers really interleave between their read
@@ -120,14 +107,7 @@ impl BlobBackend for MemoryBlobBackend {
             return Ok(WriteOutcome::PreconditionFailed);
         }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        objects.insert(
-            key.to_owned(),
-            Object {
-                generation,
-                body,
-                meta,
-            },
-        );
+        objects.insert(key.to_owned(), Object { generation, body });
         Ok(WriteOutcome::Written(BlobVersion::new(
             generation.to_string(),
         )))
