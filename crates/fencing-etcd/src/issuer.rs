@@ -60,9 +60,10 @@ struct Inner {
     prefix: String,
     min_ttl: Duration,
     operation_timeout: Duration,
-    /// Tokens of leases whose background keep-alive gave up: renew refuses
-    /// them even if etcd would still extend the lease.
-    abandoned: Mutex<HashSet<u64>>,
+    /// `(resource, token)` of leases whose background keep-alive gave up:
+    /// renew refuses them even if etcd would still extend the lease. Keyed
+    /// by resource too: a floor can give two resources the same token.
+    abandoned: Mutex<HashSet<(String, u64)>>,
 }
 
 impl fmt::Debug for EtcdIssuer {
@@ -204,7 +205,7 @@ impl EtcdIssuer {
             .abandoned
             .lock()
             .expect("poisoned")
-            .insert(lease.token().get());
+            .insert(abandoned_key(lease));
     }
 
     fn is_abandoned(&self, lease: &Lease) -> bool {
@@ -212,7 +213,17 @@ impl EtcdIssuer {
             .abandoned
             .lock()
             .expect("poisoned")
-            .contains(&lease.token().get())
+            .contains(&abandoned_key(lease))
+    }
+
+    /// Forgets an abandoned lease once it is certainly gone from etcd
+    /// (revoked, or its key not found), so the set does not grow forever.
+    fn forget_abandoned(&self, lease: &Lease) {
+        self.inner
+            .abandoned
+            .lock()
+            .expect("poisoned")
+            .remove(&abandoned_key(lease));
     }
 
     fn dir(&self, resource: &str) -> String {
@@ -298,7 +309,7 @@ impl EtcdIssuer {
     /// whether the key is the lowest under the resource (the holder).
     async fn enqueue(&self, request: &LeaseRequest) -> Result<(Queued, bool)> {
         request.validate(self.inner.min_ttl)?;
-        let ttl = whole_seconds(request.ttl)?;
+        let ttl = whole_seconds(request)?;
         let dir = self.dir(&request.resource);
         let granted_at = Instant::now();
         // An orphan lease (its grant answer lost) has no key and expires by
@@ -356,16 +367,18 @@ impl EtcdIssuer {
                 return Err(e);
             }
         };
+        // `raise_floor` keeps offsets at most MAX_OFFSET, so this holds
+        // unless an older version wrote a larger one.
         if u64::try_from(revision)
             .ok()
             .and_then(|r| r.checked_add(offset))
             .is_none()
         {
             self.revoke_quietly(lease_id).await;
-            return Err(Error::invalid_input(format!(
-                "the floor of {:?} leaves no room for tokens",
-                request.resource
-            )));
+            return Err(Error::TokenOutOfRange {
+                token: FencingToken::new(offset),
+                max: FencingToken::new(MAX_OFFSET),
+            });
         }
         let queued = Queued {
             lease_id,
@@ -594,15 +607,25 @@ impl EtcdIssuer {
         }
     }
 
-    /// Our lock key for `lease`, found by its create revision (the token).
+    /// Our lock key for `lease`: the key whose create revision is the token
+    /// *and* whose value is the lease's holder. A `Lease` rebuilt with the
+    /// token but another holder id is not ours: renewing or revoking the
+    /// key's etcd lease would act on the real holder's lease.
+    ///
+    /// Checking the value in this read is as strong as a compare in the
+    /// later call: a lock key's value and etcd lease are written once, in
+    /// the transaction that creates it, and that etcd lease carries this
+    /// key alone; so the lease id found here names this holder's key and
+    /// nothing else, even if the key is gone by the time we use it.
     async fn find_key(&self, lease: &Lease, op: &str) -> Result<Option<KeyValue>> {
         let (offset, keys) = self
             .floor_and(lease.resource(), GetOptions::new().with_prefix())
             .await
             .map_err(|e| map_error(e, Op::read(op)))?;
-        Ok(keys
-            .into_iter()
-            .find(|kv| token_of(kv.create_revision(), offset) == lease.token()))
+        Ok(keys.into_iter().find(|kv| {
+            token_of(kv.create_revision(), offset) == lease.token()
+                && kv.value() == lease.holder().as_str().as_bytes()
+        }))
     }
 
     /// `{prefix}%floor/{escaped resource}`: the resource's floor offset,
@@ -744,23 +767,25 @@ impl TokenIssuer for EtcdIssuer {
 
     async fn release(&self, lease: &Lease) -> Result<()> {
         let Some(key) = self.find_key(lease, "find our lock key").await? else {
+            // Our key is gone for good (keys are never re-created with a
+            // past create revision).
+            self.forget_abandoned(lease);
             return Err(Error::LeaseLost {
                 resource: lease.resource().to_owned(),
                 token: lease.token(),
             });
         };
-        self.revoke(key.lease()).await.map_err(|e| {
+        let revoked = self.revoke(key.lease()).await.map_err(|e| {
             map_error(
                 e,
                 Op::write("revoke the lease").on_lease(lease.resource(), lease.token()),
             )
-        })?;
-        self.inner
-            .abandoned
-            .lock()
-            .expect("poisoned")
-            .remove(&lease.token().get());
-        Ok(())
+        });
+        // Keep an abandoned lease refused while etcd may still have it.
+        if !matches!(&revoked, Err(e) if e.is_retryable()) {
+            self.forget_abandoned(lease);
+        }
+        revoked
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
@@ -810,13 +835,18 @@ impl TokenIssuer for EtcdIssuer {
                 .map_err(|e| map_error(e, Op::read("read the floor")))?;
             let offset = parse_floor(Some(&response))?;
             let version = response.kvs().first().map_or(0, KeyValue::mod_revision);
-            let revision = response.header().map_or(0, |h| h.revision());
+            let revision =
+                u64::try_from(response.header().map_or(0, |h| h.revision())).unwrap_or(0);
             // The next key's revision is above `revision`.
-            let needed = floor
-                .get()
-                .saturating_sub(u64::try_from(revision).unwrap_or(0));
+            let needed = floor.get().saturating_sub(revision);
             if needed <= offset {
                 return Ok(());
+            }
+            if needed > MAX_OFFSET {
+                return Err(Error::TokenOutOfRange {
+                    token: floor,
+                    max: FencingToken::new(revision.saturating_add(MAX_OFFSET)),
+                });
             }
             let txn = Txn::new()
                 .when([
@@ -877,9 +907,20 @@ fn first_created() -> GetOptions {
         .with_limit(1)
 }
 
-/// etcd revisions start at 1 and never go negative.
+/// The largest floor offset `raise_floor` writes: any etcd revision (an
+/// `i64`) plus it still fits a `u64` token, so a floor can never make a
+/// later grant overflow. A floor above `revision + MAX_OFFSET` is refused
+/// with [`Error::TokenOutOfRange`].
+const MAX_OFFSET: u64 = u64::MAX - i64::MAX as u64;
+
+/// A lease's entry in the abandoned set.
+fn abandoned_key(lease: &Lease) -> (String, u64) {
+    (lease.resource().to_owned(), lease.token().get())
+}
+
 /// A token: the create revision plus the resource's floor offset
-/// (checked for room when the key is created).
+/// (checked for room when the key is created). etcd revisions start at 1
+/// and never go negative.
 fn token_of(revision: i64, offset: u64) -> FencingToken {
     FencingToken::new(u64::try_from(revision).unwrap_or(0).saturating_add(offset))
 }
@@ -904,11 +945,13 @@ fn parse_floor(response: Option<&GetResponse>) -> Result<u64> {
         })
 }
 
-/// A TTL in whole etcd seconds, rounded up.
-fn whole_seconds(ttl: Duration) -> Result<i64> {
-    let secs = ttl.as_secs().checked_add(u64::from(ttl.subsec_nanos() > 0));
-    secs.and_then(|s| i64::try_from(s).ok())
-        .ok_or_else(|| Error::invalid_input(format!("ttl {ttl:?} is too long for etcd")))
+/// A TTL in whole etcd seconds, rounded up: rounding down would let etcd
+/// end the lease before the holder's local deadline.
+fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
+    // `ttl_secs_ceil` overflows near `Duration::MAX`: refuse such TTLs first.
+    fencing::check_ttl(request.ttl)?;
+    i64::try_from(request.ttl_secs_ceil())
+        .map_err(|_| Error::invalid_input(format!("ttl {:?} is too long for etcd", request.ttl)))
 }
 
 #[cfg(test)]
@@ -917,10 +960,23 @@ mod tests {
 
     #[test]
     fn ttls_round_up_to_whole_seconds() {
-        assert_eq!(whole_seconds(Duration::from_secs(2)).unwrap(), 2);
-        assert_eq!(whole_seconds(Duration::from_millis(2001)).unwrap(), 3);
-        assert_eq!(whole_seconds(Duration::from_millis(1)).unwrap(), 1);
-        assert!(whole_seconds(Duration::MAX).is_err());
+        let secs = |ttl| whole_seconds(&LeaseRequest::new("r", ttl));
+        assert_eq!(secs(Duration::from_secs(2)).unwrap(), 2);
+        assert_eq!(secs(Duration::from_millis(2001)).unwrap(), 3);
+        assert_eq!(secs(Duration::from_millis(2500)).unwrap(), 3);
+        assert_eq!(secs(Duration::from_millis(1)).unwrap(), 1);
+        assert!(secs(Duration::MAX).is_err());
+    }
+
+    #[test]
+    fn every_revision_plus_the_largest_offset_fits() {
+        assert_eq!(token_of(i64::MAX, MAX_OFFSET), FencingToken::new(u64::MAX));
+        assert!(
+            u64::try_from(i64::MAX)
+                .unwrap()
+                .checked_add(MAX_OFFSET)
+                .is_some()
+        );
     }
 
     #[test]

@@ -372,3 +372,192 @@ async fn a_floor_is_refused_while_held_and_survives_other_resources() {
     issuer.release(&other).await.expect("release");
     issuer.release(&next).await.expect("release");
 }
+
+/// The etcd lease behind a resource's first lock key.
+async fn lock_key(issuer: &EtcdIssuer, resource: &str) -> fencing_etcd::etcd_client::KeyValue {
+    let dir = format!(
+        "{}{}/",
+        issuer.prefix(),
+        resource.replace('%', "%25").replace('/', "%2F")
+    );
+    let mut kv = issuer.client().kv_client();
+    kv.get(dir, Some(GetOptions::new().with_prefix()))
+        .await
+        .expect("read the lock keys")
+        .kvs()
+        .first()
+        .expect("a lock key")
+        .clone()
+}
+
+/// A `Lease` value with the holder's token but another holder id (rebuilt
+/// from a log line, or a copy of someone else's lease) is not the lease:
+/// renew and release refuse it, and the holder keeps its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_and_release_refuse_a_lease_of_another_holder() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("other-holder");
+    let ttl = Duration::from_secs(3);
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await
+        .expect("acquire");
+    let impostor = fencing::Lease::new(
+        &LeaseRequest::new(&resource, ttl),
+        lease.token(),
+        Instant::now(),
+    );
+    let renewed = issuer.renew(&impostor).await;
+    assert!(
+        matches!(renewed, Err(Error::LeaseLost { .. })),
+        "renew of another holder's lease: {renewed:?}"
+    );
+    let released = issuer.release(&impostor).await;
+    assert!(
+        matches!(released, Err(Error::LeaseLost { .. })),
+        "release of another holder's lease: {released:?}"
+    );
+    let holding = issuer.holder(&resource).await.expect("holder");
+    assert_eq!(
+        holding.map(|h| (h.holder, h.token)),
+        Some((lease.holder().clone(), lease.token())),
+        "the holder keeps the resource"
+    );
+    let lease = issuer.renew(&lease).await.expect("the holder still renews");
+    issuer.release(&lease).await.expect("and releases");
+}
+
+/// Tokens of two resources can be equal (a floor offsets one of them). A
+/// lease of one resource whose keep-alive gave up must not make the other
+/// resource's lease with the same token unrenewable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_lease_does_not_touch_another_resource_with_the_same_token() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let ttl = Duration::from_secs(3);
+    let wait = Duration::from_secs(5);
+    let a = fencing_testkit::unique_name("abandoned-a");
+    issuer
+        .raise_floor(&a, fencing::FencingToken::new(1 << 40))
+        .await
+        .expect("floor a");
+    let lease_a = issuer
+        .acquire(&LeaseRequest::new(&a, ttl), wait)
+        .await
+        .expect("acquire a");
+    // Give b the same token: the floor is written at the revision after
+    // the one it was computed from, so a floor two below a's token makes
+    // b's next token equal to it, unless another write slipped in (tests
+    // run in parallel on one server): then try a fresh resource.
+    let mut lease_b = None;
+    for attempt in 0..20 {
+        let b = fencing_testkit::unique_name(&format!("abandoned-b{attempt}"));
+        let floor = fencing::FencingToken::new(lease_a.token().get() - 2);
+        issuer.raise_floor(&b, floor).await.expect("floor b");
+        let lease = issuer
+            .acquire(&LeaseRequest::new(&b, ttl), wait)
+            .await
+            .expect("acquire b");
+        if lease.token() == lease_a.token() {
+            lease_b = Some(lease);
+            break;
+        }
+        issuer.release(&lease).await.expect("release b");
+    }
+    let lease_b = lease_b.expect("a lease on b with a's token within 20 tries");
+    // a's lease ends under its keep-alive: the handle gives up on it.
+    let mut keep_alive = issuer.keep_alive(&lease_a);
+    let key = lock_key(&issuer, &a).await;
+    issuer
+        .client()
+        .lease_client()
+        .revoke(key.lease())
+        .await
+        .expect("revoke a");
+    tokio::time::timeout(ttl * 2, keep_alive.lost())
+        .await
+        .expect("the handle notices within a TTL");
+    let renewed = issuer.renew(&lease_b).await;
+    assert!(
+        renewed.is_ok(),
+        "b's lease (same token as a's abandoned one) must renew: {renewed:?}"
+    );
+    issuer.release(&lease_b).await.expect("release b");
+}
+
+/// etcd leases count whole seconds: 2.5 s must be granted as 3 s, so the
+/// server never ends the lease before the holder's local deadline.
+#[tokio::test]
+async fn a_fractional_ttl_is_granted_rounded_up() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("ttl-ceil");
+    let lease = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_millis(2500)),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("acquire");
+    let key = lock_key(&issuer, &resource).await;
+    let ttl = issuer
+        .client()
+        .lease_client()
+        .time_to_live(key.lease(), None)
+        .await
+        .expect("lease time to live");
+    assert_eq!(
+        ttl.granted_ttl(),
+        3,
+        "2.5 s granted as {} s",
+        ttl.granted_ttl()
+    );
+    issuer.release(&lease).await.expect("release");
+}
+
+/// A floor with no room above it is refused at once, and the resource
+/// stays usable (it is not left with a floor that breaks every acquire).
+#[tokio::test]
+async fn a_floor_without_room_above_it_is_refused() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("floor-range");
+    for floor in [u64::MAX, u64::MAX - 1_000, u64::MAX / 2 + (1 << 62)] {
+        let raised = issuer
+            .raise_floor(&resource, fencing::FencingToken::new(floor))
+            .await;
+        assert!(
+            matches!(raised, Err(Error::TokenOutOfRange { .. })),
+            "floor {floor}: {raised:?}"
+        );
+    }
+    let lease = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_secs(2)),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("the resource still grants");
+    assert!(lease.token().get() < 1 << 62, "token {}", lease.token());
+    issuer.release(&lease).await.expect("release");
+    // A floor with room is taken: every later revision still fits.
+    let floor = (1 << 63) - 1;
+    issuer
+        .raise_floor(&resource, fencing::FencingToken::new(floor))
+        .await
+        .expect("a floor of 2^63 - 1");
+    let lease = issuer
+        .acquire(
+            &LeaseRequest::new(&resource, Duration::from_secs(2)),
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("acquire above the floor");
+    assert!(lease.token().get() > floor, "token {}", lease.token());
+    issuer.release(&lease).await.expect("release");
+}
