@@ -8,7 +8,7 @@ const BACKEND: &str = "s3";
 /// What was being done when the SDK failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// `HeadObject`.
+    /// A ranged `GetObject` of the frame header (or `HeadObject`).
     Head,
     /// `GetObject`.
     Read,
@@ -25,6 +25,8 @@ pub(crate) enum Failure {
     /// `ConditionalRequestConflict`, or 404 on `If-Match` of a key that is
     /// gone. Nothing was written. Only for `Write`.
     PreconditionFailed,
+    /// 416 on a ranged read: the object is empty (no frame). Only for `Head`.
+    EmptyRange,
     /// Anything else.
     Error(Error),
 }
@@ -79,6 +81,7 @@ where
                 // `If-Match` on a key that no longer exists.
                 404 if write => lost(),
                 404 => Failure::NotFound,
+                416 if op == Op::Head => Failure::EmptyRange,
                 // Throttled or asked to retry: not applied.
                 408 | 429 | 503 => fail(true, err),
                 // 409 OperationAborted and the like: a conflicting bucket
@@ -146,6 +149,7 @@ mod tests {
     fn kind(failure: &Failure) -> String {
         match failure {
             Failure::NotFound => "not found".into(),
+            Failure::EmptyRange => "empty".into(),
             Failure::PreconditionFailed => "precondition".into(),
             Failure::Error(Error::Backend { retryable, .. }) => {
                 format!("backend retryable={retryable}")

@@ -3,19 +3,19 @@
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
-mod frame;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
+use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use fencing::blob::{
-    Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, BlobVersion, Precondition, WriteOutcome,
+    BlobBackend, BlobMeta, BlobStore, BlobVersion, Precondition, StoredObject, WriteOutcome,
 };
+pub use fencing::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
 use fencing::{Error, FencingToken, Limits, Result};
 
 use crate::error::{Failure, Op, classify};
-pub use crate::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 
 /// A fenced store on S3: the shared compare-and-swap loop of
 /// [`fencing::blob::BlobStore`] on an [`S3Backend`].
@@ -88,22 +88,66 @@ impl S3Backend {
     }
 }
 
-/// Reads the fencing metadata from S3 user metadata (which S3 lowercases).
-fn meta_from(
-    metadata: Option<&std::collections::HashMap<String, String>>,
-) -> Result<(BlobMeta, bool)> {
-    let Some(metadata) = metadata else {
-        return Ok((BlobMeta::UNFENCED, false));
-    };
-    let fenced = metadata
-        .keys()
-        .any(|k| k.eq_ignore_ascii_case(fencing::blob::TOKEN_METADATA_KEY));
-    let meta = BlobMeta::from_pairs(metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
-    Ok((meta, fenced))
-}
-
 fn version_from(e_tag: Option<&str>) -> BlobVersion {
     BlobVersion::new(e_tag.unwrap_or(UNKNOWN_ETAG))
+}
+
+impl S3Backend {
+    /// A GET of the whole object (`range: None`) or of its first bytes.
+    async fn get(&self, op: Op, key: &str, range: Option<String>) -> Result<Option<StoredObject>> {
+        let result = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_range(range)
+            .send()
+            .await;
+        let output = match result {
+            Ok(output) => output,
+            Err(err) => {
+                return match classify(op, &self.bucket, key, err) {
+                    Failure::NotFound => Ok(None),
+                    Failure::EmptyRange => self.head_empty(key).await,
+                    Failure::PreconditionFailed => {
+                        Err(unexpected("a failed precondition on GetObject", key))
+                    }
+                    Failure::Error(e) => Err(e),
+                };
+            }
+        };
+        let version = version_from(output.e_tag());
+        let bytes = output
+            .body
+            .collect()
+            .await
+            .map_err(|e| Error::backend("s3", true, e))?
+            .into_bytes();
+        Ok(Some(StoredObject { version, bytes }))
+    }
+
+    /// A ranged GET of an empty object answers 416 with no ETag: ask HEAD
+    /// for the version (an empty object has no frame: it is foreign).
+    async fn head_empty(&self, key: &str) -> Result<Option<StoredObject>> {
+        let result = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        match result {
+            Ok(output) => Ok(Some(StoredObject {
+                version: version_from(output.e_tag()),
+                bytes: Bytes::new(),
+            })),
+            Err(err) => match classify(Op::Head, &self.bucket, key, err) {
+                Failure::NotFound => Ok(None),
+                Failure::Error(e) => Err(e),
+                _ => Err(unexpected("an answer to HeadObject", key)),
+            },
+        }
+    }
 }
 
 #[async_trait]
@@ -116,89 +160,23 @@ impl BlobBackend for S3Backend {
         Self::limits()
     }
 
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        let result = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await;
-        let output = match result {
-            Ok(output) => output,
-            Err(err) => {
-                return match classify(Op::Head, &self.bucket, key, err) {
-                    Failure::NotFound => Ok(None),
-                    Failure::PreconditionFailed => {
-                        Err(unexpected("a failed precondition on HeadObject", key))
-                    }
-                    Failure::Error(e) => Err(e),
-                };
-            }
-        };
-        let (meta, _) = meta_from(output.metadata())?;
-        Ok(Some(BlobHead {
-            version: version_from(output.e_tag()),
-            meta,
-        }))
+    /// One ranged GET: the version and the frame header together, for what
+    /// a HEAD costs.
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+        let last = len.max(1) - 1;
+        self.get(Op::Head, key, Some(format!("bytes=0-{last}")))
+            .await
     }
 
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        let result = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await;
-        let output = match result {
-            Ok(output) => output,
-            Err(err) => {
-                return match classify(Op::Read, &self.bucket, key, err) {
-                    Failure::NotFound => Ok(None),
-                    Failure::PreconditionFailed => {
-                        Err(unexpected("a failed precondition on GetObject", key))
-                    }
-                    Failure::Error(e) => Err(e),
-                };
-            }
-        };
-        let version = version_from(output.e_tag());
-        let (meta, fenced) = meta_from(output.metadata())?;
-        let stored = output
-            .body
-            .collect()
-            .await
-            .map_err(|e| Error::backend("s3", true, e))?
-            .into_bytes();
-        if !fenced {
-            // Written by a program that knows nothing of fencing: its bytes
-            // are the value, and its mark is zero.
-            return Ok(Some(Blob {
-                head: BlobHead { version, meta },
-                body: stored,
-            }));
-        }
-        let (framed_meta, body) =
-            frame::decode(&stored).map_err(|reason| corrupt(&self.bucket, key, &reason))?;
-        if framed_meta != meta {
-            return Err(corrupt(
-                &self.bucket,
-                key,
-                &format!("metadata says {meta:?} but the frame says {framed_meta:?}"),
-            ));
-        }
-        Ok(Some(Blob {
-            head: BlobHead { version, meta },
-            body,
-        }))
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
+        self.get(Op::Read, key, None).await
     }
 
     async fn write(
         &self,
         key: &str,
         body: Bytes,
-        meta: BlobMeta,
+        hint: BlobMeta,
         precondition: &Precondition,
     ) -> Result<WriteOutcome> {
         let mut request = self
@@ -207,19 +185,25 @@ impl BlobBackend for S3Backend {
             .bucket(&self.bucket)
             .key(key)
             .content_type("application/octet-stream")
-            .body(ByteStream::from(frame::encode(meta, &body)));
-        for (name, value) in meta.to_pairs() {
+            .body(ByteStream::from(body));
+        for (name, value) in hint.to_pairs() {
             request = request.metadata(name, value);
         }
         request = match precondition {
             Precondition::Absent => request.if_none_match("*"),
             Precondition::Matches(version) => request.if_match(version.as_str()),
         };
-        match request.send().await {
+        // No retry inside the SDK: a retried write that was applied fails
+        // its precondition, and the loop would read that as a lost race.
+        let no_retries =
+            aws_sdk_s3::config::Builder::default().retry_config(RetryConfig::disabled());
+        match request.customize().config_override(no_retries).send().await {
             Ok(output) => Ok(WriteOutcome::Written(version_from(output.e_tag()))),
             Err(err) => match classify(Op::Write, &self.bucket, key, err) {
                 Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound => Err(unexpected("'not found' on PutObject", key)),
+                Failure::NotFound | Failure::EmptyRange => {
+                    Err(unexpected("'not found' on PutObject", key))
+                }
                 Failure::Error(e) => Err(e),
             },
         }
@@ -230,14 +214,4 @@ impl BlobBackend for S3Backend {
 /// a panic).
 fn unexpected(what: &str, key: &str) -> Error {
     Error::backend("s3", false, format!("unexpected {what} for {key:?}"))
-}
-
-fn corrupt(bucket: &str, key: &str, reason: &str) -> Error {
-    Error::backend(
-        "s3",
-        false,
-        format!(
-            "s3://{bucket}/{key} carries fencing metadata but its body is not a valid fencing frame: {reason}"
-        ),
-    )
 }

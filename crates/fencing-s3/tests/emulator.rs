@@ -12,10 +12,15 @@ use std::time::{Duration, Instant};
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
+use std::sync::Arc;
+
+use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
+use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
 use fencing::{Error, FencedStore, FencingToken};
 use fencing_s3::{S3Backend, S3Store, emulator};
+use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 use fencing_testkit::env::S3;
+use fencing_testkit::proxy::AnswerDroppingProxy;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -121,8 +126,9 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
         );
 
     // Through the backend: A@5, then the fencer rewrites A@6.
+    let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
     let WriteOutcome::Written(v5) = backend
-        .write(&key, "A".into(), meta(5), &Precondition::Absent)
+        .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
         .await
         .unwrap()
     else {
@@ -131,7 +137,7 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     let WriteOutcome::Written(v6) = backend
         .write(
             &key,
-            "A".into(),
+            framed(6, b"A"),
             meta(6),
             &Precondition::Matches(v5.clone()),
         )
@@ -146,7 +152,7 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     let stale = backend
         .write(
             &key,
-            "B".into(),
+            framed(5, b"B"),
             meta(5),
             &Precondition::Matches(v5.clone()),
         )
@@ -158,10 +164,7 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
         "a write conditional on the token-5 version went through"
     );
     let blob = backend.read(&key).await.unwrap().expect("present");
-    assert_eq!(
-        (blob.body, blob.head.meta.token, blob.head.version),
-        (Bytes::from("A"), t(6), v6)
-    );
+    assert_eq!((blob.bytes, blob.version), (framed(6, b"A"), v6));
 
     // The same through two stores: A's fast path remembers the token-5 ETag.
     let key2 = format!("{key}-stores");
@@ -180,22 +183,36 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     clean_up(&backend, &[&key, &key2, &naive]).await;
 }
 
-#[tokio::test]
-async fn objects_written_without_fencing_are_read_as_is_and_taken_over() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let key = fencing_testkit::unique_name("foreign");
+/// A plain `PutObject` of bytes that carry no frame.
+async fn put_foreign(backend: &S3Backend, key: &str, body: &'static [u8]) {
     backend
         .client()
         .put_object()
         .bucket(backend.bucket())
-        .key(&key)
-        .body(ByteStream::from_static(b"legacy bytes"))
+        .key(key)
+        .body(ByteStream::from_static(body))
         .send()
         .await
         .expect("raw put");
-    let store = S3Store::new(backend.clone());
+}
+
+#[tokio::test]
+async fn objects_written_without_fencing_are_refused_unless_adopted() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let key = fencing_testkit::unique_name("foreign");
+    put_foreign(&backend, &key, b"legacy bytes").await;
+    let strict = S3Store::new(backend.clone());
+    for result in [
+        strict.mark(&key).await.map(drop),
+        strict.get(&key).await.map(drop),
+        strict.put(&key, "zombie".into(), t(1)).await,
+    ] {
+        assert!(matches!(result, Err(Error::Unfenced { .. })), "{result:?}");
+    }
+
+    let store = S3Store::new(backend.clone()).adopt_unfenced(true);
     assert_eq!(store.mark(&key).await.unwrap(), Some(FencingToken::ZERO));
     let got = store.get(&key).await.unwrap().expect("present");
     assert_eq!(
@@ -203,10 +220,10 @@ async fn objects_written_without_fencing_are_read_as_is_and_taken_over() {
         (Bytes::from("legacy bytes"), FencingToken::ZERO)
     );
     store.fence(&key, t(3)).await.unwrap();
-    let got = store.get(&key).await.unwrap().expect("body kept by fence");
+    let got = strict.get(&key).await.unwrap().expect("body kept by fence");
     assert_eq!((got.value, got.token), (Bytes::from("legacy bytes"), t(3)));
 
-    // The frame is really there, and the metadata agrees with it.
+    // The frame is really there; the metadata is a hint that agrees.
     let raw = backend
         .client()
         .get_object()
@@ -227,6 +244,138 @@ async fn objects_written_without_fencing_are_read_as_is_and_taken_over() {
         raw.len(),
         fencing_s3::FRAME_HEADER_LEN + "legacy bytes".len()
     );
+
+    // An empty foreign object (a ranged read answers 416) too.
+    let empty = format!("{key}-empty");
+    put_foreign(&backend, &empty, b"").await;
+    assert!(matches!(
+        strict.mark(&empty).await,
+        Err(Error::Unfenced { .. })
+    ));
+    assert_eq!(store.mark(&empty).await.unwrap(), Some(FencingToken::ZERO));
+    clean_up(&backend, &[&key, &empty]).await;
+}
+
+/// The mark lives in the body, which the ETag covers: a copy-in-place that
+/// replaces the metadata (dropping or zeroing the token hint), tagging, or a
+/// plain overwrite cannot let a zombie in.
+#[tokio::test]
+async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = S3Store::new(backend.clone());
+    let client = backend.client().clone();
+    let bucket = backend.bucket().to_owned();
+
+    let key = fencing_testkit::unique_name("copy-replace");
+    let (c, b, k) = (client.clone(), bucket.clone(), key.clone());
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key,
+        "copy-in-place with REPLACE metadata",
+        AfterTampering::MarkKept,
+        || async move {
+            c.copy_object()
+                .bucket(&b)
+                .key(&k)
+                .copy_source(format!("{b}/{k}"))
+                .metadata_directive(MetadataDirective::Replace)
+                .metadata("fencing-token", "0")
+                .metadata("owner", "someone else")
+                .send()
+                .await
+                .expect("copy-in-place");
+        },
+    )
+    .await;
+
+    let key2 = fencing_testkit::unique_name("copy-no-meta");
+    let (c, b, k) = (client.clone(), bucket.clone(), key2.clone());
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key2,
+        "copy-in-place dropping all metadata",
+        AfterTampering::MarkKept,
+        || async move {
+            c.copy_object()
+                .bucket(&b)
+                .key(&k)
+                .copy_source(format!("{b}/{k}"))
+                .metadata_directive(MetadataDirective::Replace)
+                .send()
+                .await
+                .expect("copy-in-place");
+        },
+    )
+    .await;
+
+    let key3 = fencing_testkit::unique_name("tagging");
+    let (c, b, k) = (client.clone(), bucket.clone(), key3.clone());
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key3,
+        "PutObjectTagging",
+        AfterTampering::MarkKept,
+        || async move {
+            let tag = Tag::builder()
+                .key("fencing-token")
+                .value("0")
+                .build()
+                .unwrap();
+            c.put_object_tagging()
+                .bucket(&b)
+                .key(&k)
+                .tagging(Tagging::builder().tag_set(tag).build().unwrap())
+                .send()
+                .await
+                .expect("tagging");
+        },
+    )
+    .await;
+
+    let key4 = fencing_testkit::unique_name("overwrite");
+    let (be, k) = (backend.clone(), key4.clone());
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key4,
+        "a plain PutObject by a program that knows nothing of fencing",
+        AfterTampering::Foreign,
+        || async move { put_foreign(&be, &k, b"plain bytes").await },
+    )
+    .await;
+    clean_up(&backend, &[&key, &key2, &key3, &key4]).await;
+}
+
+/// The SDK retries a conditional `PutObject` by itself; if the first try was
+/// applied and its answer lost, the retry fails its precondition. Our
+/// write goes out with SDK retries off, and the loop reports the truth.
+#[tokio::test]
+async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let target = S3
+        .endpoint()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("a host:port endpoint");
+    let proxy = AnswerDroppingProxy::start(target).await;
+    let through_proxy = S3Store::new(S3Backend::new(
+        emulator::client(&format!("http://{}", proxy.addr())),
+        backend.bucket(),
+    ));
+    let direct = S3Store::new(backend.clone());
+    let key = fencing_testkit::unique_name("lost-answer");
+    let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(
+        Arc::new(through_proxy),
+        &direct,
+        &proxy,
+        b"PUT ",
+        &key,
+    )
+    .await;
+    println!("lost answer: {status}");
     clean_up(&backend, &[&key]).await;
 }
 

@@ -119,3 +119,141 @@ pub async fn racing_writers_take_the_precondition_path<B: BlobBackend + 'static>
     );
     (writes, lost)
 }
+
+/// What a tampering step is expected to leave behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterTampering {
+    /// A metadata-only change: the object is still ours at its old mark.
+    MarkKept,
+    /// A foreign overwrite: the object is no longer framed and is refused
+    /// with [`fencing::Error::Unfenced`].
+    Foreign,
+}
+
+/// Writes `key` at token 34 through `store`, runs `tamper` (an operation done
+/// with the SDK behind the store's back: a metadata-only change or a plain
+/// overwrite), then presents the zombie token 33 to a put, a fence and a
+/// delete. None may be accepted: after a metadata-only change each is
+/// [`Error::StaleToken`](fencing::Error::StaleToken) naming 34 and the value
+/// reads back unchanged; after a foreign overwrite each is
+/// [`Error::Unfenced`](fencing::Error::Unfenced), and so is a read.
+pub async fn tampering_cannot_lower_the_mark<F, Fut>(
+    store: &dyn FencedStore,
+    key: &str,
+    what: &str,
+    expect: AfterTampering,
+    tamper: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use fencing::{Error, FencingToken};
+    let (mark, zombie) = (FencingToken::new(34), FencingToken::new(33));
+    store
+        .put(key, Bytes::from_static(b"written at 34"), mark)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: the first write failed: {e}"));
+    tamper().await;
+    let attempts = [
+        (
+            "put",
+            store.put(key, Bytes::from_static(b"zombie"), zombie).await,
+        ),
+        ("fence", store.fence(key, zombie).await.map(drop)),
+        ("delete", store.delete(key, zombie).await),
+    ];
+    for (op, result) in attempts {
+        match (expect, result) {
+            (AfterTampering::MarkKept, Err(Error::StaleToken { current, .. })) => {
+                assert_eq!(current, mark, "{what}: {op} named the wrong mark");
+            }
+            (AfterTampering::Foreign, Err(Error::Unfenced { key: k })) => assert_eq!(k, key),
+            (_, other) => panic!(
+                "{what}: the zombie's {op} at token 33 after the mark was 34 must be refused \
+                 ({expect:?}), got {other:?}"
+            ),
+        }
+    }
+    match expect {
+        AfterTampering::MarkKept => {
+            let got = store.get(key).await.expect("read back").expect("a value");
+            assert_eq!(
+                (got.value, got.token),
+                (Bytes::from_static(b"written at 34"), mark),
+                "{what}: the value or mark changed"
+            );
+            assert_eq!(store.mark(key).await.expect("mark"), Some(mark), "{what}");
+        }
+        AfterTampering::Foreign => {
+            assert!(
+                matches!(store.get(key).await, Err(Error::Unfenced { .. })),
+                "{what}: a read must say the object is not fenced"
+            );
+        }
+    }
+}
+
+/// The lost-answer scenario: `through_proxy` writes token 7 through
+/// `proxy`, which lets the server apply the write and loses the answer
+/// (requests starting with `write_prefix`, e.g. `b"PUT "`); while the
+/// answer is lost, `direct` (same bucket, no proxy) writes token 8; then the
+/// connection is cut. The write was applied, so the call must not say
+/// "nothing was written" ([`StaleToken`](fencing::Error::StaleToken),
+/// [`Contention`](fencing::Error::Contention)) nor succeed quietly: it is
+/// [`OutcomeUnknown`](fencing::Error::OutcomeUnknown). Returns the status
+/// line of the lost answer.
+pub async fn a_lost_answer_is_an_unknown_outcome(
+    through_proxy: Arc<dyn FencedStore>,
+    direct: &dyn FencedStore,
+    proxy: &crate::proxy::AnswerDroppingProxy,
+    write_prefix: &[u8],
+    key: &str,
+) -> String {
+    use std::time::Duration;
+
+    use fencing::{Error, FencingToken};
+    // Create the key first, so the lost write is an update.
+    direct
+        .put(key, Bytes::from_static(b"first"), FencingToken::new(6))
+        .await
+        .expect("the first write");
+    proxy.drop_answers(write_prefix, 1);
+    let key_owned = key.to_owned();
+    let ours = tokio::spawn(async move {
+        through_proxy
+            .put(
+                &key_owned,
+                Bytes::from_static(b"ours"),
+                FencingToken::new(7),
+            )
+            .await
+    });
+    let lost = proxy.wait_dropped(1, Duration::from_secs(30)).await;
+    let status = lost[0].clone();
+    assert!(
+        status.contains(" 200") || status.contains(" 201"),
+        "the server should have applied the write whose answer was lost: {status:?}"
+    );
+    direct
+        .put(key, Bytes::from_static(b"newer"), FencingToken::new(8))
+        .await
+        .expect("the newer holder's write");
+    proxy.release();
+    let result = tokio::time::timeout(Duration::from_secs(60), ours)
+        .await
+        .expect("the write returns")
+        .expect("no panic");
+    match result {
+        Err(Error::OutcomeUnknown { .. }) => {}
+        other => panic!(
+            "the write was applied ({status}) but its answer lost: it must be reported as \
+             OutcomeUnknown, got {other:?}"
+        ),
+    }
+    let got = direct.get(key).await.expect("read").expect("value");
+    assert_eq!(
+        (got.value, got.token),
+        (Bytes::from_static(b"newer"), FencingToken::new(8))
+    );
+    status
+}

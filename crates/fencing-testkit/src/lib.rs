@@ -64,6 +64,7 @@ pub use names::{unique_name, unique_prefix};
 #[doc(hidden)]
 pub mod __private {
     pub use fencing::FencedStore;
+    pub use fencing::safety::Verdict;
 }
 
 /// Expands to one `#[tokio::test]` per issuer-contract clause, plus the
@@ -194,6 +195,26 @@ macro_rules! blob_store_conformance {
                 return;
             };
             $crate::blob::racing_writers_take_the_precondition_path(backend, 16, 50).await;
+        }
+        /// The server honours the preconditions the loop relies on.
+        #[::tokio::test]
+        async fn verify_finds_nothing_unsafe() {
+            let Some(backend) = $backend().await else {
+                return;
+            };
+            let checks = $crate::__private::FencedStore::verify(&*$crate::blob::fenced(backend))
+                .await
+                .expect("the probe runs");
+            for check in &checks {
+                println!("{}: {} ({})", check.verdict, check.name, check.detail);
+            }
+            assert!(checks.len() >= 5, "{checks:#?}");
+            assert!(
+                checks
+                    .iter()
+                    .all(|c| c.verdict == $crate::__private::Verdict::Pass),
+                "{checks:#?}"
+            );
         }
     };
 }
