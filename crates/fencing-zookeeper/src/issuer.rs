@@ -289,9 +289,20 @@ impl ZkIssuer {
     /// Opens a session for a lease and creates its lock node.
     async fn enqueue(&self, request: &LeaseRequest) -> Result<Queued> {
         request.validate(self.inner.min_session)?;
-        let wanted = request
-            .ttl
-            .clamp(self.inner.min_session, self.inner.max_session);
+        // The session timeout goes on the wire as an i32 of milliseconds
+        // (the client casts, so a larger one would wrap): refuse a TTL that
+        // does not fit rather than ask for a wrapped one. Rounded up, so
+        // the session is never shorter than the lease.
+        let millis = request.ttl_millis_ceil();
+        if millis > MAX_SESSION_MILLIS {
+            return Err(Error::invalid_input(format!(
+                "ttl {:?} is above ZooKeeper's largest session timeout, {MAX_SESSION_MILLIS} ms (an i32)",
+                request.ttl
+            )));
+        }
+        let wanted = Duration::from_millis(millis)
+            .max(self.inner.min_session)
+            .min(self.inner.max_session);
         let client = session(
             &self.inner.connect_string,
             wanted,
@@ -703,11 +714,16 @@ impl TokenIssuer for ZkIssuer {
                 TokenSource::Czxid => stat.czxid.max(stat.mzxid).max(stat.pzxid),
                 TokenSource::ParentCversion => i64::from(stat.cversion),
             };
-            let needed = floor
-                .get()
-                .saturating_sub(u64::try_from(below_next).unwrap_or(0));
+            let below_next = u64::try_from(below_next).unwrap_or(0);
+            let needed = floor.get().saturating_sub(below_next);
             if needed <= offset {
                 return Ok(());
+            }
+            if needed > MAX_OFFSET {
+                return Err(Error::TokenOutOfRange {
+                    token: floor,
+                    max: FencingToken::new(below_next.saturating_add(MAX_OFFSET)),
+                });
             }
             match self
                 .timed(client.set_data(&dir, needed.to_string().as_bytes(), Some(stat.version)))
@@ -813,13 +829,25 @@ fn parse_offset(data: &[u8]) -> ZkResult<u64> {
         })
 }
 
+/// The largest floor offset `raise_floor` writes: a czxid (an `i64`; a
+/// cversion is an `i32`) plus it still fits a `u64` token, so an accepted
+/// floor can never make a later grant overflow.
+const MAX_OFFSET: u64 = u64::MAX - i64::MAX as u64;
+
+/// ZooKeeper's session timeout is an `i32` of milliseconds.
+const MAX_SESSION_MILLIS: u64 = i32::MAX as u64;
+
+/// A token plus the resource's floor offset. It cannot overflow for an
+/// offset `raise_floor` wrote (at most [`MAX_OFFSET`]); a larger one (an
+/// older version, a hand edit) is refused.
 fn with_offset(token: FencingToken, offset: u64) -> Result<FencingToken> {
     token
         .get()
         .checked_add(offset)
         .map(FencingToken::new)
-        .ok_or_else(|| {
-            Error::invalid_input(format!("a floor of {offset} leaves no room for tokens"))
+        .ok_or(Error::TokenOutOfRange {
+            token: FencingToken::new(offset),
+            max: FencingToken::new(MAX_OFFSET),
         })
 }
 
@@ -910,6 +938,19 @@ mod tests {
         for bad in ["", "/", "a//b", "/zookeeper", "a/../b", "a%b"] {
             assert!(normalize_prefix(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn every_czxid_plus_the_largest_offset_fits() {
+        let top = czxid_token(i64::MAX).unwrap();
+        assert_eq!(
+            with_offset(top, MAX_OFFSET).unwrap(),
+            FencingToken::new(u64::MAX)
+        );
+        assert!(matches!(
+            with_offset(top, MAX_OFFSET + 1),
+            Err(Error::TokenOutOfRange { .. })
+        ));
     }
 
     #[test]

@@ -393,3 +393,96 @@ async fn a_floor_is_refused_while_held_and_keeps_other_resources_alone() {
         issuer.release(&next).await.expect("release");
     }
 }
+
+/// A session timeout is an `i32` of milliseconds: a TTL beyond it cannot
+/// be asked for, and is refused before any session is opened.
+#[tokio::test]
+async fn a_ttl_beyond_an_i32_of_milliseconds_is_invalid_input() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("ttl-i32");
+    let ttl = Duration::from_millis(u64::try_from(i32::MAX).unwrap() + 1);
+    let acquired = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await;
+    assert!(
+        matches!(acquired, Err(Error::InvalidInput { .. })),
+        "ttl {ttl:?}: {acquired:?}"
+    );
+    assert!(issuer.holder(&resource).await.expect("holder").is_none());
+}
+
+/// A TTL with a fraction of a millisecond asks for the next whole
+/// millisecond, so the session is never shorter than the lease.
+#[tokio::test]
+async fn a_fractional_millisecond_ttl_is_asked_for_rounded_up() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let (min, max) = issuer.session_timeouts();
+    let ttl = Duration::from_micros(4_000_500);
+    assert!(
+        min <= ttl && ttl < max,
+        "the server grants {min:?}..={max:?}"
+    );
+    let resource = fencing_testkit::unique_name("ttl-ceil");
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+        .await
+        .expect("acquire");
+    assert_eq!(
+        lease.ttl(),
+        ttl,
+        "the session was granted shorter than the TTL"
+    );
+    issuer.release(&lease).await.expect("release");
+}
+
+/// A floor with no room above it is refused at once with both token
+/// sources, and the resource keeps granting.
+#[tokio::test]
+async fn a_floor_without_room_above_it_is_refused() {
+    for source in [TokenSource::Czxid, TokenSource::ParentCversion] {
+        let Some(issuer) = connect(source).await else {
+            return;
+        };
+        let resource = fencing_testkit::unique_name("floor-range");
+        for floor in [u64::MAX, u64::MAX - 1_000, u64::MAX / 2 + (1 << 62)] {
+            let raised = issuer
+                .raise_floor(&resource, fencing::FencingToken::new(floor))
+                .await;
+            assert!(
+                matches!(raised, Err(Error::TokenOutOfRange { .. })),
+                "{source:?}, floor {floor}: {raised:?}"
+            );
+        }
+        let lease = issuer
+            .acquire(
+                &LeaseRequest::new(&resource, Duration::from_secs(2)),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("the resource still grants");
+        issuer.release(&lease).await.expect("release");
+        // A floor with room is taken: every later token still fits.
+        let floor = (1 << 63) - 1;
+        issuer
+            .raise_floor(&resource, fencing::FencingToken::new(floor))
+            .await
+            .expect("a floor of 2^63 - 1");
+        let lease = issuer
+            .acquire(
+                &LeaseRequest::new(&resource, Duration::from_secs(2)),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("acquire above the floor");
+        assert!(
+            lease.token().get() > floor,
+            "{source:?}: token {}",
+            lease.token()
+        );
+        issuer.release(&lease).await.expect("release");
+    }
+}

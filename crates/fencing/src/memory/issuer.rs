@@ -66,11 +66,10 @@ impl TokenIssuer for MemoryIssuer {
             held.expires = now + request.ttl;
             return Ok(Some(Lease::new(request, held.token, now)));
         }
-        let next = r.last_token.checked_add(1).ok_or_else(|| {
-            Error::invalid_input(format!(
-                "token counter for {:?} is exhausted",
-                request.resource
-            ))
+        // Only after `u64::MAX` itself was granted: no token is left above it.
+        let next = r.last_token.checked_add(1).ok_or(Error::TokenOutOfRange {
+            token: FencingToken::new(r.last_token),
+            max: FencingToken::new(u64::MAX),
         })?;
         r.last_token = next;
         let token = FencingToken::new(next);
@@ -114,7 +113,7 @@ impl TokenIssuer for MemoryIssuer {
         let held = resources
             .get_mut(lease.resource())
             .and_then(|r| r.held.as_mut())
-            .filter(|h| h.token == lease.token() && h.expires > now);
+            .filter(|h| holds(h, lease) && h.expires > now);
         match held {
             Some(held) => {
                 held.expires = now + lease.ttl();
@@ -131,7 +130,7 @@ impl TokenIssuer for MemoryIssuer {
         let Some(r) = r.filter(|r| {
             r.held
                 .as_ref()
-                .is_some_and(|h| h.token == lease.token() && h.expires > now)
+                .is_some_and(|h| holds(h, lease) && h.expires > now)
         }) else {
             return Err(lost(lease));
         };
@@ -141,7 +140,15 @@ impl TokenIssuer for MemoryIssuer {
         Ok(())
     }
 
+    /// # Errors
+    /// [`Error::TokenOutOfRange`] for `u64::MAX`: no token is left above it.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        if floor.get() == u64::MAX {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: FencingToken::new(u64::MAX - 1),
+            });
+        }
         let mut resources = self.resources.lock().expect("poisoned");
         let r = resources.entry(resource.to_owned()).or_default();
         r.last_token = r.last_token.max(floor.get());
@@ -162,9 +169,79 @@ impl TokenIssuer for MemoryIssuer {
     }
 }
 
+/// Whether `held` is `lease`: the token *and* the holder, so a `Lease`
+/// rebuilt with the token but another holder id cannot renew or release
+/// the real holder's lease.
+fn holds(held: &Held, lease: &Lease) -> bool {
+    held.token == lease.token() && held.holder == *lease.holder()
+}
+
 fn lost(lease: &Lease) -> Error {
     Error::LeaseLost {
         resource: lease.resource().to_owned(),
         token: lease.token(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_floor_without_room_above_it_is_refused() {
+        let issuer = MemoryIssuer::new();
+        let raised = issuer.raise_floor("r", FencingToken::new(u64::MAX)).await;
+        assert!(
+            matches!(raised, Err(Error::TokenOutOfRange { .. })),
+            "{raised:?}"
+        );
+        let request = LeaseRequest::new("r", Duration::from_secs(1));
+        let lease = issuer
+            .try_acquire(&request)
+            .await
+            .expect("grants")
+            .expect("free");
+        assert_eq!(lease.token(), FencingToken::new(1));
+        issuer.release(&lease).await.expect("release");
+        // The highest floor with room: the next token is the last one.
+        issuer
+            .raise_floor("r", FencingToken::new(u64::MAX - 1))
+            .await
+            .expect("floor u64::MAX - 1");
+        let lease = issuer
+            .try_acquire(&request)
+            .await
+            .expect("grants")
+            .expect("free");
+        assert_eq!(lease.token(), FencingToken::new(u64::MAX));
+        issuer.release(&lease).await.expect("release");
+        let next = issuer.try_acquire(&request).await;
+        assert!(
+            matches!(next, Err(Error::TokenOutOfRange { .. })),
+            "{next:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn renew_and_release_refuse_a_lease_of_another_holder() {
+        let issuer = MemoryIssuer::new();
+        let ttl = Duration::from_secs(5);
+        let lease = issuer
+            .try_acquire(&LeaseRequest::new("r", ttl))
+            .await
+            .expect("grants")
+            .expect("free");
+        let impostor = Lease::new(&LeaseRequest::new("r", ttl), lease.token(), Instant::now());
+        assert!(matches!(
+            issuer.renew(&impostor).await,
+            Err(Error::LeaseLost { .. })
+        ));
+        assert!(matches!(
+            issuer.release(&impostor).await,
+            Err(Error::LeaseLost { .. })
+        ));
+        let holding = issuer.holder("r").await.expect("holder").expect("held");
+        assert_eq!(holding.holder, *lease.holder());
+        issuer.renew(&lease).await.expect("the holder renews");
     }
 }
