@@ -124,6 +124,9 @@ impl fmt::Debug for ZkIssuer {
 /// unless renewed.
 struct Held {
     path: String,
+    /// Checked with the token: a `Lease` rebuilt with the token but another
+    /// holder id must not renew or release this one.
+    holder: HolderId,
     session: zk::SessionId,
     ttl: Duration,
     state: Mutex<HeldState>,
@@ -470,6 +473,7 @@ impl ZkIssuer {
         let lease = Lease::new(&q.request, q.token, alive_at);
         let held = Arc::new(Held {
             path: q.path(),
+            holder: q.request.holder.clone(),
             session: q.client.session_id(),
             ttl: q.request.ttl,
             state: Mutex::new(HeldState {
@@ -506,11 +510,12 @@ impl ZkIssuer {
     }
 
     fn take_held(&self, lease: &Lease) -> Option<Arc<Held>> {
-        self.inner
-            .held
-            .lock()
-            .expect("poisoned")
-            .remove(&(lease.resource().to_owned(), lease.token().get()))
+        let mut map = self.inner.held.lock().expect("poisoned");
+        let key = (lease.resource().to_owned(), lease.token().get());
+        if map.get(&key)?.holder != *lease.holder() {
+            return None;
+        }
+        map.remove(&key)
     }
 
     fn held(&self, lease: &Lease) -> Option<Arc<Held>> {
@@ -519,6 +524,7 @@ impl ZkIssuer {
             .lock()
             .expect("poisoned")
             .get(&(lease.resource().to_owned(), lease.token().get()))
+            .filter(|held| held.holder == *lease.holder())
             .cloned()
     }
 
