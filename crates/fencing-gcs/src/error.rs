@@ -25,6 +25,9 @@ pub(crate) enum Failure {
     /// 412: the generation did not match; nothing was written. Also a 404
     /// on `Update` (the object went away meanwhile). Only for writes.
     PreconditionFailed,
+    /// 416 on a ranged read: the object is empty (so it has no frame).
+    /// Only for `Head`.
+    EmptyRange,
     /// Anything else.
     Error(Error),
 }
@@ -59,6 +62,7 @@ pub(crate) fn classify(
             // Creating in a bucket that does not exist.
             404 if write => fail(false, err),
             404 => Failure::NotFound,
+            416 if op == Op::Head => Failure::EmptyRange,
             // Rate limited: not applied.
             429 => fail(true, err),
             408 | 500..=599 if write => unknown(err),
@@ -136,6 +140,7 @@ mod tests {
     fn kind(failure: &Failure) -> String {
         match failure {
             Failure::NotFound => "not found".into(),
+            Failure::EmptyRange => "empty".into(),
             Failure::PreconditionFailed => "precondition".into(),
             Failure::Error(Error::Backend { retryable, .. }) => {
                 format!("backend retryable={retryable}")

@@ -7,11 +7,13 @@ mod error;
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
 use fencing::blob::{
-    Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, BlobVersion, Precondition, WriteOutcome,
+    BlobBackend, BlobMeta, BlobStore, BlobVersion, FRAME_HEADER_LEN, Precondition, StoredObject,
+    WriteOutcome,
 };
 use fencing::{Error, FencingToken, Limits, Result};
+use google_cloud_gax::retry_policy::NeverRetry;
 use google_cloud_storage::client::Storage;
-use google_cloud_storage::model_ext::ObjectHighlights;
+use google_cloud_storage::model_ext::ReadRange;
 
 use crate::error::{Failure, Op, classify};
 
@@ -87,39 +89,46 @@ impl GcsBackend {
         }
     }
 
-    /// Starts a read; `Ok(None)` if the object is absent.
-    async fn open(
-        &self,
-        op: Op,
-        key: &str,
-    ) -> Result<Option<google_cloud_storage::read_object::ReadObjectResponse>> {
-        match self.client.read_object(&self.bucket, key).send().await {
-            Ok(response) => Ok(Some(response)),
-            Err(err) => match classify(op, &self.bucket, key, err) {
-                Failure::NotFound => Ok(None),
-                Failure::PreconditionFailed => Err(Error::backend(
-                    "gcs",
-                    false,
-                    format!(
-                        "unexpected precondition failure reading {key:?}: no precondition was sent"
-                    ),
-                )),
-                Failure::Error(e) => Err(e),
-            },
+    /// Reads the object (`len: None`) or its first `len` bytes, with its
+    /// generation; `Ok(None)` if absent.
+    async fn get(&self, op: Op, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        let mut request = self.client.read_object(&self.bucket, key);
+        if let Some(len) = len {
+            request =
+                request.set_read_range(ReadRange::head(u64::try_from(len).unwrap_or(u64::MAX)));
         }
+        let mut response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => match classify(op, &self.bucket, key, err) {
+                Failure::NotFound => return Ok(None),
+                // An empty object has no range to read: read it whole.
+                Failure::EmptyRange => return Box::pin(self.get(Op::Read, key, None)).await,
+                Failure::PreconditionFailed => {
+                    return Err(Error::backend(
+                        "gcs",
+                        false,
+                        format!(
+                            "unexpected precondition failure reading {key:?}: no precondition was sent"
+                        ),
+                    ));
+                }
+                Failure::Error(e) => return Err(e),
+            },
+        };
+        let version = BlobVersion::new(response.object().generation.to_string());
+        let mut bytes = BytesMut::new();
+        while let Some(chunk) = response.next().await {
+            let chunk = chunk.map_err(|err| match classify(op, &self.bucket, key, err) {
+                Failure::Error(e) => e,
+                _ => Error::backend("gcs", true, format!("reading {key:?} was cut short")),
+            })?;
+            bytes.extend_from_slice(&chunk);
+        }
+        Ok(Some(StoredObject {
+            version,
+            bytes: bytes.freeze(),
+        }))
     }
-}
-
-fn head_from(object: &ObjectHighlights) -> Result<BlobHead> {
-    Ok(BlobHead {
-        version: BlobVersion::new(object.generation.to_string()),
-        meta: BlobMeta::from_pairs(
-            object
-                .metadata
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-        )?,
-    })
 }
 
 #[async_trait]
@@ -132,41 +141,26 @@ impl BlobBackend for GcsBackend {
         Self::limits()
     }
 
-    /// The JSON API's metadata-only `objects.get` is served by the
-    /// `StorageControl` client, which speaks gRPC only; the `Storage` client
-    /// reads the generation and metadata from a media download's headers.
-    /// The body is not read: dropping the response closes the stream.
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        let Some(response) = self.open(Op::Head, key).await? else {
-            return Ok(None);
-        };
-        head_from(&response.object()).map(Some)
+    /// One ranged media download: the generation and the frame header
+    /// together.
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+        self.get(Op::Head, key, Some(len)).await
     }
 
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        let Some(mut response) = self.open(Op::Read, key).await? else {
-            return Ok(None);
-        };
-        let head = head_from(&response.object())?;
-        let mut body = BytesMut::new();
-        while let Some(chunk) = response.next().await {
-            let chunk = chunk.map_err(|err| match classify(Op::Read, &self.bucket, key, err) {
-                Failure::Error(e) => e,
-                _ => Error::backend("gcs", true, format!("reading {key:?} was cut short")),
-            })?;
-            body.extend_from_slice(&chunk);
-        }
-        Ok(Some(Blob {
-            head,
-            body: body.freeze(),
-        }))
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
+        self.get(Op::Read, key, None).await
+    }
+
+    /// A generation no object has: real ones are microsecond timestamps.
+    fn unmatchable_version(&self) -> BlobVersion {
+        BlobVersion::new("1")
     }
 
     async fn write(
         &self,
         key: &str,
         body: Bytes,
-        meta: BlobMeta,
+        hint: BlobMeta,
         precondition: &Precondition,
     ) -> Result<WriteOutcome> {
         let (op, generation) = match precondition {
@@ -182,12 +176,16 @@ impl BlobBackend for GcsBackend {
             .client
             .write_object(&self.bucket, key, body)
             .set_content_type("application/octet-stream")
-            .set_metadata(meta.to_pairs())
+            .set_metadata(hint.to_pairs())
             .set_if_generation_match(generation)
+            // The client would retry an upload with a generation
+            // precondition (it counts as idempotent); a retry of an applied
+            // upload fails its precondition and would look like a lost race.
+            .with_retry_policy(NeverRetry)
             // Keep every value we accept on the single-request multipart
             // path: a resumable upload's preconditions are not honoured by
             // the emulator.
-            .with_resumable_upload_threshold(MAX_VALUE_LEN + 1)
+            .with_resumable_upload_threshold(MAX_VALUE_LEN + FRAME_HEADER_LEN + 1)
             // Buffered: the checksums go in the metadata part up front. The
             // unbuffered path appends them as a third multipart part, which
             // fake-gcs-server stores as the object's content.
@@ -199,7 +197,7 @@ impl BlobBackend for GcsBackend {
             ))),
             Err(err) => match classify(op, &self.bucket, key, err) {
                 Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound => Err(Error::backend(
+                Failure::NotFound | Failure::EmptyRange => Err(Error::backend(
                     "gcs",
                     false,
                     format!("unexpected 'not found' writing {key:?}"),
