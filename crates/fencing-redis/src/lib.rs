@@ -2,27 +2,59 @@
 
 mod scripts;
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use fencing::safety::{SafetyCheck, Verdict};
 use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script};
+use redis::{AsyncCommands, Script, ScriptInvocation};
 
 const BACKEND: &str = "redis";
 
-/// Whether to accept a Redis that could lose the fence counter.
+/// Whether to accept a Redis that could lose or re-issue a fence counter
+/// value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Durability {
-    /// Refuse unless the server has `appendonly yes`, `appendfsync always`
-    /// and a `maxmemory-policy` that cannot evict the counter. The default.
+    /// Refuse unless the server is a primary **without replicas**, with
+    /// `appendonly yes`, `appendfsync always`, `no-appendfsync-on-rewrite
+    /// no` and a `maxmemory-policy` that cannot evict the counter. The
+    /// default. Role, replicas and the append-only file are checked again
+    /// inside every grant, and everything again whenever the connection
+    /// lands on another server process.
     #[default]
     Required,
+    /// A primary with replicas, opted in: the persistence settings of
+    /// [`Required`](Self::Required), at least `replicas` connected replicas,
+    /// and `WAIT replicas timeout` after every grant and floor. A grant that
+    /// fewer replicas acknowledged is released and refused. `WAIT` is not
+    /// consensus: a failover can still promote a replica that missed a
+    /// grant (one of more replicas than `replicas`, or one an operator
+    /// promotes by hand); see the crate README.
+    Replicated {
+        /// How many replicas must acknowledge a grant (at least 1).
+        replicas: u32,
+        /// How long to wait for them (above zero: `WAIT` with 0 blocks
+        /// forever).
+        timeout: Duration,
+    },
     /// Accept any server. After a restart without persistence, an eviction
     /// or a failover to a lagging replica, tokens can go **backwards** and a
     /// zombie's write can be accepted. For tests and demos only.
     AcceptVolatileCounter,
+}
+
+impl Durability {
+    /// The replicas the grant script accepts: fewest, and most (`None`: no
+    /// upper bound).
+    fn replica_bounds(self) -> (u32, Option<u32>) {
+        match self {
+            Self::Replicated { replicas, .. } => (replicas, None),
+            Self::Required | Self::AcceptVolatileCounter => (0, Some(0)),
+        }
+    }
 }
 
 /// A [`TokenIssuer`] on Redis with Hazelcast `FencedLock` semantics.
@@ -35,13 +67,18 @@ pub enum Durability {
 /// release are scripts that check the holder and token. Expiry is Redis's
 /// own clock.
 ///
-/// A single Redis node only: with replication, a failover to a replica that
-/// missed the last `INCR` re-issues a token. Keep the counter on a
-/// primary-only, persistent server.
+/// A single persistent primary by default: with asynchronous replication a
+/// failover to a replica that missed the last `INCR` re-issues a token, so
+/// replicas are refused unless [`Durability::Replicated`] is chosen.
 #[derive(Clone)]
 pub struct RedisIssuer {
     connection: ConnectionManager,
     prefix: String,
+    durability: Durability,
+    /// The `run_id` of the server process that passed the checks; every
+    /// grant sends it and the script refuses on any other process. Empty
+    /// when nothing is checked ([`Durability::AcceptVolatileCounter`]).
+    checked: Arc<Mutex<String>>,
     acquire: Script,
     renew: Script,
     release: Script,
@@ -52,6 +89,7 @@ impl std::fmt::Debug for RedisIssuer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisIssuer")
             .field("prefix", &self.prefix)
+            .field("durability", &self.durability)
             .finish_non_exhaustive()
     }
 }
@@ -63,17 +101,25 @@ impl RedisIssuer {
     /// Connects to `url` (`redis://host:port/db`) and checks durability.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a malformed URL; [`Error::Backend`] if the
-    /// server does not answer; [`Error::UnsafeConfiguration`] if the server
-    /// could lose the counter and `durability` is [`Durability::Required`].
+    /// [`Error::InvalidInput`] for a malformed URL or durability;
+    /// [`Error::Backend`] if the server does not answer;
+    /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
+    /// the counter under `durability`.
     pub async fn connect(url: &str, durability: Durability) -> Result<Self> {
+        check_durability(durability)?;
         let client = redis::Client::open(url)
             .map_err(|e| Error::invalid_input(format!("malformed Redis URL {url:?}: {e}")))?;
+        // `WAIT` holds the reply for up to its timeout: the response timeout
+        // must outlast it, or a slow acknowledgement reads as a dead server.
+        let wait = match durability {
+            Durability::Replicated { timeout, .. } => timeout,
+            _ => Duration::ZERO,
+        };
         // Reconnects on its own after a server restart; bounded waits so a
         // dead server surfaces as an error, not a hang.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(5) + wait))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
@@ -84,22 +130,26 @@ impl RedisIssuer {
         Self::new(connection, durability).await
     }
 
-    /// Uses an existing connection manager and checks durability.
+    /// Uses an existing connection manager and checks durability. With
+    /// [`Durability::Replicated`], its response timeout must be longer than
+    /// the `WAIT` timeout.
     ///
     /// # Errors
     /// As [`RedisIssuer::connect`].
-    pub async fn new(mut connection: ConnectionManager, durability: Durability) -> Result<Self> {
-        if durability == Durability::Required {
-            check_durability(&mut connection).await?;
-        }
-        Ok(Self {
+    pub async fn new(connection: ConnectionManager, durability: Durability) -> Result<Self> {
+        check_durability(durability)?;
+        let issuer = Self {
             connection,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
-            acquire: Script::new(scripts::ACQUIRE),
+            durability,
+            checked: Arc::new(Mutex::new(String::new())),
+            acquire: Script::new(&scripts::acquire()),
             renew: Script::new(scripts::RENEW),
             release: Script::new(scripts::RELEASE),
-            raise_floor: Script::new(scripts::RAISE_FLOOR),
-        })
+            raise_floor: Script::new(&scripts::raise_floor()),
+        };
+        issuer.check_server().await?;
+        Ok(issuer)
     }
 
     /// Uses another key prefix.
@@ -114,6 +164,11 @@ impl RedisIssuer {
         &self.prefix
     }
 
+    /// The durability this issuer enforces.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
     fn lock_key(&self, resource: &str) -> String {
         format!("{}{resource}:lock", self.prefix)
     }
@@ -121,45 +176,317 @@ impl RedisIssuer {
     fn fence_key(&self, resource: &str) -> String {
         format!("{}{resource}:fence", self.prefix)
     }
+
+    /// Checks the server the connection is on now and remembers its
+    /// `run_id`, which the scripts compare before every grant. Nothing to
+    /// check for a caller who accepted a volatile counter.
+    async fn check_server(&self) -> Result<()> {
+        if self.durability == Durability::AcceptVolatileCounter {
+            return Ok(());
+        }
+        let server = inspect(&mut self.connection.clone(), self.durability).await?;
+        if let Some(unsafe_) = server.findings.iter().find(|f| !f.is_safe()) {
+            return Err(unsafe_config(unsafe_.detail.clone()));
+        }
+        *self.checked.lock().expect("run_id lock") = server.run_id;
+        Ok(())
+    }
+
+    /// Appends the guard's arguments (see `scripts::GUARD`).
+    fn guard_args(&self, invocation: &mut ScriptInvocation<'_>) {
+        let (fewest, most) = self.durability.replica_bounds();
+        invocation
+            .arg(self.checked.lock().expect("run_id lock").clone())
+            .arg(fewest)
+            .arg(most.map_or_else(String::new, |m| m.to_string()));
+    }
+
+    /// Runs a script that mints or raises a token, then, with
+    /// [`Durability::Replicated`], `WAIT` in the same pipeline (one round
+    /// trip; `WAIT` cannot run inside a script). Returns the script's reply
+    /// and how many replicas acknowledged (`None`: no `WAIT`).
+    ///
+    /// A reply saying the connection is on another server process checks
+    /// that server and runs the script once more.
+    async fn run_guarded(
+        &self,
+        operation: &str,
+        build: impl Fn(&mut ScriptInvocation<'_>),
+        script: &Script,
+    ) -> Result<(Vec<String>, Option<u32>)> {
+        for _ in 0..2 {
+            let mut invocation = script.prepare_invoke();
+            build(&mut invocation);
+            self.guard_args(&mut invocation);
+            let (reply, acked) = self.invoke(operation, script, &invocation).await?;
+            match reply.first().map(String::as_str) {
+                Some("-1") => self.check_server().await?,
+                Some("-2") => {
+                    let at = |i: usize| reply.get(i).map_or("", String::as_str);
+                    let finding = if at(1) == "connected_slaves" {
+                        Finding::replicas(at(2), at(3), self.durability)
+                    } else {
+                        Finding::judge(at(1), at(2), self.durability)
+                    };
+                    return Err(unsafe_config(finding.detail));
+                }
+                _ => return Ok((reply, acked)),
+            }
+        }
+        Err(Error::backend(
+            BACKEND,
+            true,
+            format!(
+                "{operation}: the Redis server process changed twice while it was being checked"
+            ),
+        ))
+    }
+
+    async fn invoke(
+        &self,
+        operation: &str,
+        script: &Script,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<(Vec<String>, Option<u32>)> {
+        let mut conn = self.connection.clone();
+        let Durability::Replicated { replicas, timeout } = self.durability else {
+            let reply = invocation
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| map_error(operation, true, e))?;
+            return Ok((reply, None));
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(invocation)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(fencing::ttl_millis_ceil(timeout));
+        let mut result = pipe.query_async(&mut conn).await;
+        // A pipeline does not load a script the server lacks (after a
+        // restart or on another node): load it and send once more. A
+        // NOSCRIPT reply means the script did not run.
+        if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+        {
+            script
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| map_error(operation, false, e))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let (reply, acked): (Vec<String>, u32) =
+            result.map_err(|e| map_error(operation, true, e))?;
+        Ok((reply, Some(acked)))
+    }
+
+    /// The error for a write fewer replicas acknowledged than required.
+    fn unacknowledged(&self, what: &str, acked: u32) -> Error {
+        let (replicas, timeout) = match self.durability {
+            Durability::Replicated { replicas, timeout } => (replicas, timeout),
+            _ => (0, Duration::ZERO),
+        };
+        Error::backend(
+            BACKEND,
+            true,
+            format!(
+                "{what}: {acked} of {replicas} replicas acknowledged it within {timeout:?} (WAIT); \
+                 a failover could lose it, so it is not handed out"
+            ),
+        )
+    }
 }
 
-/// Refuses a server that could lose the counter: no AOF, AOF without
-/// `fsync` on every write (a crash loses the last second of `INCR`s), or an
-/// eviction policy that may evict keys without a TTL.
-async fn check_durability(conn: &mut ConnectionManager) -> Result<()> {
-    let config = |name: &'static str| {
-        let mut conn = conn.clone();
-        async move {
-            let pair: Vec<String> = redis::cmd("CONFIG")
-                .arg("GET")
-                .arg(name)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| unsafe_config(format!("cannot read `{name}` with CONFIG GET ({e}); the counter's durability is unknown")))?;
-            Ok::<_, Error>(pair.get(1).cloned().unwrap_or_default())
+/// Refuses a [`Durability::Replicated`] that cannot work: no replicas to
+/// wait for, or a zero timeout (`WAIT` would block forever).
+fn check_durability(durability: Durability) -> Result<()> {
+    if let Durability::Replicated { replicas, timeout } = durability {
+        if replicas == 0 {
+            return Err(Error::invalid_input(
+                "Durability::Replicated needs at least 1 replica; use Durability::Required for a primary without replicas",
+            ));
         }
-    };
-    let appendonly = config("appendonly").await?;
-    if appendonly != "yes" {
-        return Err(unsafe_config(format!(
-            "appendonly is {appendonly:?}: a restart would reset the fence counter and re-issue old tokens; \
-             run Redis with `appendonly yes` and `appendfsync always`, or pass Durability::AcceptVolatileCounter"
-        )));
-    }
-    let fsync = config("appendfsync").await?;
-    if fsync != "always" {
-        return Err(unsafe_config(format!(
-            "appendfsync is {fsync:?}: a crash can lose the last `INCR`s and re-issue their tokens; \
-             set `appendfsync always`, or pass Durability::AcceptVolatileCounter"
-        )));
-    }
-    let policy = config("maxmemory-policy").await?;
-    if policy.starts_with("allkeys") {
-        return Err(unsafe_config(format!(
-            "maxmemory-policy is {policy:?}: it may evict the fence counter; use noeviction or a volatile-* policy"
-        )));
+        if timeout.is_zero() {
+            return Err(Error::invalid_input(
+                "Durability::Replicated needs a timeout above zero (WAIT with 0 blocks forever)",
+            ));
+        }
     }
     Ok(())
+}
+
+/// What one setting of the server is, and what that means under a
+/// durability choice.
+struct Finding {
+    /// The check's name in [`TokenIssuer::verify`].
+    name: &'static str,
+    verdict: Verdict,
+    detail: String,
+}
+
+impl Finding {
+    fn is_safe(&self) -> bool {
+        self.verdict != Verdict::Unsafe
+    }
+
+    /// Judges `setting` (a `CONFIG` or `INFO` name) at `value`. The one place
+    /// that decides what is unsafe: connect, the grant script's refusals and
+    /// `verify` all use it. Under [`Durability::AcceptVolatileCounter`] a
+    /// finding is judged as [`Durability::Required`] would, and says that
+    /// the caller accepted it.
+    fn judge(setting: &str, value: &str, durability: Durability) -> Self {
+        let volatile_opt_in =
+            "or pass Durability::AcceptVolatileCounter (tokens can then go backwards)";
+        let (name, problem): (&'static str, Option<String>) = match setting {
+            "appendonly" => ("appendonly", (value != "yes").then(|| format!(
+                "appendonly is {value:?}: a restart resets the fence counter and re-issues old tokens; \
+                 run Redis with `appendonly yes` and `appendfsync always`, {volatile_opt_in}"
+            ))),
+            "appendfsync" => ("appendfsync", (value != "always").then(|| format!(
+                "appendfsync is {value:?}: a crash can lose the last `INCR`s and re-issue their tokens; \
+                 set `appendfsync always`, {volatile_opt_in}"
+            ))),
+            "no-appendfsync-on-rewrite" => ("no-appendfsync-on-rewrite", (value != "no").then(|| format!(
+                "no-appendfsync-on-rewrite is {value:?}: while the append-only file is rewritten or a snapshot \
+                 is saved, writes are not fsynced, so a crash then loses `INCR`s and re-issues their tokens; \
+                 set `no-appendfsync-on-rewrite no`, {volatile_opt_in}"
+            ))),
+            "maxmemory-policy" => ("maxmemory-policy", value.starts_with("allkeys").then(|| format!(
+                "maxmemory-policy is {value:?}: it may evict the fence counter (a key without a TTL) and \
+                 re-issue its tokens; use noeviction or a volatile-* policy, {volatile_opt_in}"
+            ))),
+            "role" => ("role", (value != "master").then(|| format!(
+                "role is {value:?} (a replica): its counter lags the primary's, and what it grants is lost when \
+                 it resyncs; connect to the primary"
+            ))),
+            _ => ("unknown", Some(format!("{setting} is {value:?}"))),
+        };
+        Self::from_problem(name, format!("{setting} is {value:?}"), problem, durability)
+    }
+
+    /// Judges the replicas: `connected` (`connected_slaves`, syncing ones
+    /// included) and `online` (synced: only those acknowledge a `WAIT`).
+    fn replicas(connected: &str, online: &str, durability: Durability) -> Self {
+        let connected: u32 = connected.parse().unwrap_or(u32::MAX);
+        let online: u32 = online.parse().unwrap_or(0);
+        let seen = format!("connected_slaves is {connected} ({online} online)");
+        let problem = match durability {
+            Durability::Replicated { replicas, .. } if online >= replicas => {
+                return Self {
+                    name: "connected replicas",
+                    verdict: Verdict::Warn,
+                    detail: format!(
+                        "{seen}: every grant waits until {replicas} of them acknowledge it (WAIT {replicas}). \
+                         WAIT is not consensus: a failover can still promote a replica that missed a grant \
+                         (one beyond the {replicas} that acknowledged, or one promoted by hand), and that \
+                         replica re-issues its tokens"
+                    ),
+                };
+            }
+            Durability::Replicated { replicas, .. } => Some(format!(
+                "{seen}, below the {replicas} online that Durability::Replicated waits for: no grant could \
+                 be acknowledged; start the replicas (or wait for their sync) or lower `replicas`"
+            )),
+            _ => (connected > 0).then(|| {
+                format!(
+                    "{seen}: replication is asynchronous, so a failover to a replica that missed the last \
+                     `INCR` re-issues its token; keep the counter on a primary without replicas, or pass \
+                     Durability::Replicated {{ replicas, timeout }} to wait (WAIT) until replicas \
+                     acknowledge every grant"
+                )
+            }),
+        };
+        Self::from_problem("connected replicas", seen, problem, durability)
+    }
+
+    fn from_problem(
+        name: &'static str,
+        seen: String,
+        problem: Option<String>,
+        durability: Durability,
+    ) -> Self {
+        match problem {
+            None => Self {
+                name,
+                verdict: Verdict::Pass,
+                detail: seen,
+            },
+            Some(mut detail) => {
+                if durability == Durability::AcceptVolatileCounter {
+                    detail.push_str(
+                        " (accepted: this issuer was opened with Durability::AcceptVolatileCounter)",
+                    );
+                }
+                Self {
+                    name,
+                    verdict: Verdict::Unsafe,
+                    detail,
+                }
+            }
+        }
+    }
+}
+
+/// What [`inspect`] saw.
+struct Server {
+    run_id: String,
+    findings: Vec<Finding>,
+}
+
+/// Reads every setting that decides whether the counter can be lost or a
+/// token re-issued, and judges each.
+async fn inspect(conn: &mut ConnectionManager, durability: Durability) -> Result<Server> {
+    let info = |section: &'static str| {
+        let mut conn = conn.clone();
+        async move {
+            redis::cmd("INFO")
+                .arg(section)
+                .query_async::<String>(&mut conn)
+                .await
+                .map_err(|e| map_error("INFO", false, e))
+        }
+    };
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let server = info("server").await?;
+    let replication = info("replication").await?;
+    let mut findings = Vec::new();
+    for name in [
+        "appendonly",
+        "appendfsync",
+        "no-appendfsync-on-rewrite",
+        "maxmemory-policy",
+    ] {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(&mut conn.clone())
+            .await
+            .map_err(|e| {
+                unsafe_config(format!(
+                    "cannot read `{name}` with CONFIG GET ({e}); the counter's durability is unknown"
+                ))
+            })?;
+        let value = pair.get(1).cloned().unwrap_or_default();
+        findings.push(Finding::judge(name, &value, durability));
+    }
+    findings.push(Finding::judge(
+        "role",
+        &field(&replication, "role"),
+        durability,
+    ));
+    let online = replication.matches("state=online").count().to_string();
+    findings.push(Finding::replicas(
+        &field(&replication, "connected_slaves"),
+        &online,
+        durability,
+    ));
+    Ok(Server {
+        run_id: field(&server, "run_id"),
+        findings,
+    })
 }
 
 fn unsafe_config(reason: String) -> Error {
@@ -188,10 +515,6 @@ fn parse_token(raw: &str) -> Result<FencingToken> {
     })
 }
 
-fn ttl_ms(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
 fn lock_value(lease: &Lease) -> String {
     format!("{}:{}", lease.token(), lease.holder())
 }
@@ -215,38 +538,78 @@ impl TokenIssuer for RedisIssuer {
 
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
-        let mut conn = self.connection.clone();
+        let operation = format!("acquire {:?}", request.resource);
         let sent_at = Instant::now();
-        let reply: Vec<String> = self
-            .acquire
-            .key(self.lock_key(&request.resource))
-            .key(self.fence_key(&request.resource))
-            .arg(request.holder.as_str())
-            .arg(ttl_ms(request.ttl))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| map_error(&format!("acquire {:?}", request.resource), true, e))?;
-        match reply.as_slice() {
-            [granted, token, ..] if granted == "1" => {
-                Ok(Some(Lease::new(request, parse_token(token)?, sent_at)))
+        let (lock, fence) = (
+            self.lock_key(&request.resource),
+            self.fence_key(&request.resource),
+        );
+        // Rounded up: the server must not expire the lease before the
+        // holder's local deadline (sent_at + ttl) has passed.
+        let ttl_ms = request.ttl_millis_ceil();
+        let (reply, acked) = self
+            .run_guarded(
+                &operation,
+                |inv| {
+                    inv.key(&lock)
+                        .key(&fence)
+                        .arg(request.holder.as_str())
+                        .arg(ttl_ms);
+                },
+                &self.acquire,
+            )
+            .await?;
+        let lease = match reply.as_slice() {
+            [granted, token, minted, ..] if granted == "1" => (
+                Lease::new(request, parse_token(token)?, sent_at),
+                minted == "1",
+            ),
+            [code, counter, ..] if code == "-3" => {
+                return Err(Error::TokenOutOfRange {
+                    token: parse_token(counter)?
+                        .checked_next()
+                        .unwrap_or(FencingToken::new(u64::MAX)),
+                    max: FencingToken::MAX_I64,
+                });
             }
-            [_, ..] => Ok(None),
-            [] => Err(Error::backend(
-                BACKEND,
-                false,
-                "acquire script returned nothing",
-            )),
+            [_, ..] => return Ok(None),
+            [] => {
+                return Err(Error::backend(
+                    BACKEND,
+                    false,
+                    "acquire script returned nothing",
+                ));
+            }
+        };
+        let (lease, minted) = lease;
+        match acked {
+            Some(acked) if !matches!(self.durability, Durability::Replicated { replicas, .. } if acked >= replicas) =>
+            {
+                let error = self.unacknowledged(
+                    &format!("grant of token {} on {:?}", lease.token(), request.resource),
+                    acked,
+                );
+                // A new token no replica has is not handed out: give the lock
+                // back so the next grant need not wait for its TTL. A
+                // re-entrant grant keeps the lease its holder already has.
+                if minted {
+                    let _ = self.release(&lease).await;
+                }
+                Err(error)
+            }
+            _ => Ok(Some(lease)),
         }
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        fencing::check_ttl(lease.ttl())?;
         let mut conn = self.connection.clone();
         let sent_at = Instant::now();
         let renewed: i64 = self
             .renew
             .key(self.lock_key(lease.resource()))
             .arg(lock_value(lease))
-            .arg(ttl_ms(lease.ttl()))
+            .arg(fencing::ttl_millis_ceil(lease.ttl()))
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(&format!("renew {:?}", lease.resource()), true, e))?;
@@ -273,16 +636,45 @@ impl TokenIssuer for RedisIssuer {
         }
     }
 
+    /// # Errors
+    /// [`Error::TokenOutOfRange`] for a floor of `i64::MAX` or above, before
+    /// anything is written: Redis counts in a signed 64-bit integer, so no
+    /// grant could follow it.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
-        let mut conn = self.connection.clone();
-        let counter: String = self
-            .raise_floor
-            .key(self.fence_key(resource))
-            .arg(floor.get().to_string())
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| map_error("raise floor", true, e))?;
-        parse_token(&counter).map(|_| ())
+        if floor >= FencingToken::MAX_I64 {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: FencingToken::new(FencingToken::MAX_I64.get() - 1),
+            });
+        }
+        let fence = self.fence_key(resource);
+        let (reply, acked) = self
+            .run_guarded(
+                &format!("raise the floor of {resource:?}"),
+                |inv| {
+                    inv.key(&fence).arg(floor.get().to_string());
+                },
+                &self.raise_floor,
+            )
+            .await?;
+        let counter = match reply.as_slice() {
+            [_, counter, ..] => parse_token(counter)?,
+            _ => {
+                return Err(Error::backend(
+                    BACKEND,
+                    false,
+                    "raise_floor script returned nothing",
+                ));
+            }
+        };
+        match (acked, self.durability) {
+            (Some(acked), Durability::Replicated { replicas, .. }) if acked < replicas => Err(self
+                .unacknowledged(
+                    &format!("floor {floor} of {resource:?} (counter {counter}; raising it again is harmless)"),
+                    acked,
+                )),
+            _ => Ok(()),
+        }
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
@@ -302,5 +694,33 @@ impl TokenIssuer for RedisIssuer {
                 })
             })
             .transpose()
+    }
+
+    /// The generic probe (two grants, the second above the first) plus one
+    /// check per setting that decides whether a token can be re-issued:
+    /// `appendonly`, `appendfsync`, `no-appendfsync-on-rewrite`,
+    /// `maxmemory-policy`, `role` and `connected replicas`, each judged
+    /// under this issuer's [`Durability`] (under
+    /// [`Durability::AcceptVolatileCounter`], as the default would judge it).
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let server = inspect(&mut self.connection.clone(), self.durability).await?;
+        let mut checks = match fencing::safety::probe_issuer(self).await {
+            Ok(checks) => checks,
+            // The issuer refused to grant: report why instead of failing.
+            Err(Error::UnsafeConfiguration { reason, .. }) => {
+                vec![SafetyCheck::unsafe_(
+                    "tokens rise",
+                    format!("no grant: {reason}"),
+                )]
+            }
+            Err(e) => return Err(e),
+        };
+        checks.extend(
+            server
+                .findings
+                .into_iter()
+                .map(|f| SafetyCheck::new(f.name, f.verdict, f.detail)),
+        );
+        Ok(checks)
     }
 }

@@ -5,25 +5,75 @@
 //! Tokens travel as strings: Lua numbers are doubles and would round tokens
 //! above 2^53.
 
-/// KEYS: lock, fence. ARGV: holder, ttl ms.
-/// Returns `{1, token}` if granted (a live holder acquiring again keeps its
-/// token, as Hazelcast's FencedLock does), `{0, token, holder}` if held.
-pub(crate) const ACQUIRE: &str = r"
+/// The check every script that can mint or raise a token runs first, on
+/// the node that will execute the write: a connection manager reconnects
+/// on its own and may land on another node (a promoted replica behind a
+/// moved address), and a replica may attach to the primary at any time.
+///
+/// ARGV (from `first`): the `run_id` of the server the issuer checked
+/// (empty: no checks, the caller accepted a volatile counter), the fewest
+/// and the most connected replicas allowed (empty: no upper bound).
+/// Returns nil if this node may grant; `{-1, run_id}` if it is not the
+/// checked server (the issuer checks it, then retries); `{-2, setting,
+/// value[, online replicas]}` if it must not grant. `INFO` is allowed in scripts (`ROLE` and
+/// `CONFIG` are not); `run_id` changes with every server process, so a
+/// restart or another node is always checked again.
+const GUARD: &str = r"
+local function guard(first)
+  local run_id, fewest, most = ARGV[first], ARGV[first + 1], ARGV[first + 2]
+  if run_id == '' then return nil end
+  local actual = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  if actual ~= run_id then return {-1, actual or ''} end
+  local replication = redis.call('INFO', 'replication')
+  local role = string.match(replication, 'role:(%a+)')
+  if role ~= 'master' then return {-2, 'role', role or ''} end
+  -- connected_slaves counts replicas still syncing too; only an online one
+  -- acknowledges a WAIT.
+  local replicas = tonumber(string.match(replication, 'connected_slaves:(%d+)')) or 0
+  local online = 0
+  for _ in string.gmatch(replication, 'state=online') do online = online + 1 end
+  if online < tonumber(fewest) or (most ~= '' and replicas > tonumber(most)) then
+    return {-2, 'connected_slaves', tostring(replicas), tostring(online)}
+  end
+  if string.match(redis.call('INFO', 'persistence'), 'aof_enabled:(%d)') ~= '1' then
+    return {-2, 'appendonly', 'no'}
+  end
+  return nil
+end
+";
+
+/// KEYS: lock, fence. ARGV: holder, ttl ms, then the guard's three.
+/// Returns `{1, token, 1}` if granted with a new token, `{1, token, 0}` if
+/// a live holder acquired again and keeps its token (as Hazelcast's
+/// FencedLock does), `{0, token, holder}` if held, `{-3, counter}` if the
+/// counter is at `i64::MAX` (Redis's `INCR` cannot go above it), or a
+/// guard refusal.
+pub(crate) fn acquire() -> String {
+    GUARD.to_owned()
+        + r"
+local refused = guard(3)
+if refused then return refused end
 local current = redis.call('GET', KEYS[1])
 if current then
   local sep = string.find(current, ':', 1, true)
   local token, holder = string.sub(current, 1, sep - 1), string.sub(current, sep + 1)
   if holder == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, token}
+    return {1, token, 0}
   end
   return {0, token, holder}
+end
+local counter = redis.call('GET', KEYS[2])
+if counter and (string.len(counter) > 19 or
+   (string.len(counter) == 19 and counter >= '9223372036854775807')) then
+  return {-3, counter}
 end
 redis.call('INCR', KEYS[2])
 local token = redis.call('GET', KEYS[2])
 redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
-return {1, token}
-";
+return {1, token, 1}
+"
+}
 
 /// KEYS: lock. ARGV: `token:holder`, ttl ms. Returns 1 if renewed.
 pub(crate) const RENEW: &str = r"
@@ -41,14 +91,19 @@ end
 return 0
 ";
 
-/// KEYS: fence. ARGV: floor. Raises the counter to at least the floor;
-/// returns the counter.
-pub(crate) const RAISE_FLOOR: &str = r"
+/// KEYS: fence. ARGV: floor, then the guard's three. Raises the counter to
+/// at least the floor; returns `{1, counter}`, or a guard refusal.
+pub(crate) fn raise_floor() -> String {
+    GUARD.to_owned()
+        + r"
+local refused = guard(2)
+if refused then return refused end
 local current = redis.call('GET', KEYS[1])
 if (not current) or (string.len(current) < string.len(ARGV[1])) or
    (string.len(current) == string.len(ARGV[1]) and current < ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
-  return ARGV[1]
+  return {1, ARGV[1]}
 end
-return current
-";
+return {1, current}
+"
+}

@@ -1,0 +1,164 @@
+//! A failover of the replicated pair (`integration/services.sh up
+//! redis-replica`): the primary is killed and its replica promoted with
+//! `REPLICAOF NO ONE`, as Sentinel or an operator would. With
+//! `Durability::Replicated`, every token handed out had reached the replica,
+//! so tokens keep rising on the promoted node. Its own test binary: nothing
+//! else of this crate runs while the pair is torn apart, and the pair is
+//! restored (`services.sh up redis-replica`) however the test ends.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fencing::{Error, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_redis::{Durability, RedisIssuer};
+use fencing_testkit::env::{REDIS_PRIMARY, REDIS_REPLICA};
+
+const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
+const TTL: Duration = Duration::from_secs(30);
+
+async fn conn(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn info(url: &str, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query_async(&mut conn(url).await)
+        .await
+        .unwrap()
+}
+
+async fn pid_of(url: &str) -> String {
+    info(url, "server")
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .expect("process_id in INFO")
+        .trim()
+        .to_owned()
+}
+
+fn signal(signal: &str, pid: &str) {
+    assert!(
+        Command::new("kill")
+            .args([signal, pid])
+            .status()
+            .unwrap()
+            .success(),
+        "kill {signal} {pid}"
+    );
+}
+
+/// Continues the replica and restores the pair, even if the test failed.
+struct Restore {
+    replica_pid: String,
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-CONT", &self.replica_pid])
+            .status();
+        let up = Command::new("bash")
+            .args([SERVICES, "up", "redis-replica"])
+            .status()
+            .expect("run services.sh");
+        assert!(
+            up.success(),
+            "integration/services.sh up redis-replica failed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn with_wait_tokens_keep_rising_across_a_promotion() {
+    if REDIS_PRIMARY.skipped() || REDIS_REPLICA.skipped() {
+        return;
+    }
+    let (primary, replica) = (REDIS_PRIMARY.endpoint(), REDIS_REPLICA.endpoint());
+    let prefix = format!("{}:", fencing_testkit::unique_prefix());
+    let durability = Durability::Replicated {
+        replicas: 1,
+        timeout: Duration::from_millis(500),
+    };
+    let issuer = match RedisIssuer::connect(&primary, durability).await {
+        Ok(i) => i.with_prefix(prefix.clone()),
+        Err(e @ Error::Backend { .. }) => REDIS_PRIMARY.unavailable(&e),
+        Err(e) => panic!("{e}"),
+    };
+    let replica_pid = pid_of(&replica).await;
+    let _restore = Restore {
+        replica_pid: replica_pid.clone(),
+    };
+    let mut last = FencingToken::ZERO;
+    for _ in 0..5 {
+        let lease = issuer
+            .acquire(&LeaseRequest::new("r", TTL), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(lease.token() > last);
+        issuer.release(&lease).await.unwrap();
+        last = lease.token();
+    }
+
+    // The replica stops reading (a stall, a partition): still connected,
+    // it acknowledges nothing. A grant it has not acknowledged is not
+    // handed out, and the lock is given back.
+    signal("-STOP", &replica_pid);
+    let started = Instant::now();
+    match issuer.try_acquire(&LeaseRequest::new("r", TTL)).await {
+        Err(e @ Error::Backend { .. }) => {
+            let chain = fencing_testkit::error_chain(&e);
+            assert!(chain.contains("acknowledged"), "{chain}");
+        }
+        other => panic!("a grant no replica acknowledged must fail, got {other:?}"),
+    }
+    assert!(started.elapsed() >= Duration::from_millis(450));
+    assert_eq!(
+        issuer.holder("r").await.unwrap(),
+        None,
+        "the lease was not released"
+    );
+    signal("-CONT", &replica_pid);
+
+    // One more acknowledged grant, then the primary dies at once, its
+    // lease still held (short, so the promoted node frees it soon).
+    let lease = issuer
+        .acquire(
+            &LeaseRequest::new("r", Duration::from_secs(1)),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    assert!(lease.token() > last);
+    last = lease.token();
+    signal("-9", &pid_of(&primary).await);
+
+    // Promote the replica, as Sentinel or an operator would.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut conn(&replica).await)
+        .await
+        .unwrap();
+    assert!(info(&replica, "replication").await.contains("role:master"));
+
+    // The promoted node is a lone append-only primary: safe to grant on.
+    let promoted = RedisIssuer::connect(&replica, Durability::Required)
+        .await
+        .unwrap()
+        .with_prefix(prefix);
+    let next = promoted
+        .acquire(&LeaseRequest::new("r", TTL), Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(
+        next.token() > last,
+        "the promoted replica granted {} after {last} was handed out",
+        next.token()
+    );
+}

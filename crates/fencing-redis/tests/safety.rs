@@ -1,0 +1,730 @@
+//! What keeps a Redis issuer from handing out a token twice, on real
+//! servers: the refusal of replicated topologies and of settings that lose
+//! writes, the check again after a reconnect, the replicated opt-in (WAIT),
+//! TTLs rounded up on the wire, the top of the token range, and `verify`.
+//!
+//! Servers: the append-only Redis (`FENCING_REDIS_AOF_URL`), the volatile
+//! one (`FENCING_REDIS_URL`), the replicated pair
+//! (`FENCING_REDIS_PRIMARY_URL`, `FENCING_REDIS_REPLICA_URL`:
+//! `integration/services.sh up redis-replica`), and private `redis-server`
+//! processes started here for configurations the shared servers must not be
+//! switched to while other tests use them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fencing::safety::Verdict;
+use fencing::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
+use fencing_redis::{Durability, RedisIssuer};
+use fencing_testkit::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+const TTL: Duration = Duration::from_secs(10);
+
+async fn connect_to(url: &str, durability: Durability) -> Result<RedisIssuer> {
+    RedisIssuer::connect(url, durability)
+        .await
+        .map(|i| i.with_prefix(format!("{}:", fencing_testkit::unique_prefix())))
+}
+
+/// An issuer on `server`, or `None` if the run skips it.
+async fn issuer_on(server: &Server, durability: Durability) -> Option<RedisIssuer> {
+    if server.skipped() {
+        return None;
+    }
+    match connect_to(&server.endpoint(), durability).await {
+        Ok(issuer) => Some(issuer),
+        Err(e @ Error::Backend { .. }) => server.unavailable(&e),
+        Err(e) => panic!("{} at {}: {e}", server.name, server.endpoint()),
+    }
+}
+
+/// The reason of an `UnsafeConfiguration`; anything else fails the test.
+fn refusal<T: std::fmt::Debug>(result: Result<T>, what: &str) -> String {
+    match result {
+        Err(Error::UnsafeConfiguration {
+            backend: "redis",
+            reason,
+        }) => reason,
+        other => panic!("{what} must be refused with UnsafeConfiguration, got {other:?}"),
+    }
+}
+
+/// A plain connection, to look at the server behind the issuer's back.
+async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+async fn get(url: &str, key: &str) -> Option<String> {
+    redis::cmd("GET")
+        .arg(key)
+        .query_async(&mut raw(url).await)
+        .await
+        .unwrap()
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    let hostport = url.trim_start_matches("redis://").trim_end_matches('/');
+    let hostport = hostport.split('/').next().unwrap();
+    hostport
+        .parse()
+        .unwrap_or_else(|_| panic!("{url}: expected redis://IP:PORT"))
+}
+
+// ---------------------------------------------------------------------------
+// Private servers.
+
+/// A `redis-server` of this test's own (append-only, every write fsynced,
+/// plus `extra`), killed when dropped.
+struct PrivateRedis {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl PrivateRedis {
+    async fn start(extra: &[&str]) -> Self {
+        for _ in 0..5 {
+            // A port the kernel just handed out and took back; redis-server
+            // binding it can still lose a race, hence the retries.
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("redis-{}", fencing_testkit::unique_prefix()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let child = Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                .arg("--dir")
+                .arg(&dir)
+                .args([
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                ])
+                .args(extra)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server on PATH (integration/services.sh deps redis)");
+            let mut server = Self { child, port, dir };
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(10) {
+                if server.child.try_wait().unwrap().is_some() {
+                    break; // lost the port: try another
+                }
+                if let Ok(client) = redis::Client::open(server.url())
+                    && let Ok(mut conn) = client.get_multiplexed_async_connection().await
+                    && redis::cmd("PING")
+                        .query_async::<String>(&mut conn)
+                        .await
+                        .is_ok()
+                {
+                    return server;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        panic!("could not start a private redis-server");
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A proxy whose target can be switched: what a virtual IP or a DNS name does
+// when a failover moves it to another node.
+
+struct SwitchProxy {
+    addr: SocketAddr,
+    target: Arc<Mutex<SocketAddr>>,
+    pumps: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl SwitchProxy {
+    async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let target = Arc::new(Mutex::new(target));
+        let pumps = Arc::new(Mutex::new(Vec::new()));
+        let (t, p) = (target.clone(), pumps.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let to = *t.lock().unwrap();
+                p.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect(to).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                }));
+            }
+        });
+        Self {
+            addr,
+            target,
+            pumps,
+            accept,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}", self.addr)
+    }
+
+    /// New connections go to `target`; open ones are cut, so the client
+    /// reconnects (to `target`).
+    fn switch(&self, target: SocketAddr) {
+        *self.target.lock().unwrap() = target;
+        for pump in self.pumps.lock().unwrap().drain(..) {
+            pump.abort();
+        }
+    }
+}
+
+impl Drop for SwitchProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+        for pump in self.pumps.lock().unwrap().drain(..) {
+            pump.abort();
+        }
+    }
+}
+
+/// Acquires through a connection that was just cut: transient errors until
+/// the client has reconnected, then the first real answer.
+async fn acquire_after_reconnect(issuer: &RedisIssuer, resource: &str) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        match issuer.try_acquire(&LeaseRequest::new(resource, TTL)).await {
+            Err(e @ (Error::Backend { .. } | Error::OutcomeUnknown { .. })) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "no reconnect within 20 s: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(lease) => {
+                let lease = lease.expect("a fresh resource is free");
+                issuer.release(&lease).await?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Replication and lossy settings are refused.
+
+#[tokio::test]
+async fn a_replica_is_refused() {
+    if REDIS_REPLICA.skipped() {
+        return;
+    }
+    let reason = refusal(
+        connect_to(&REDIS_REPLICA.endpoint(), Durability::Required).await,
+        "a replica",
+    );
+    assert!(reason.contains("role"), "{reason}");
+    assert!(reason.contains("replica"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_primary_with_a_connected_replica_is_refused() {
+    if REDIS_PRIMARY.skipped() {
+        return;
+    }
+    let reason = refusal(
+        connect_to(&REDIS_PRIMARY.endpoint(), Durability::Required).await,
+        "a primary with an asynchronous replica",
+    );
+    assert!(reason.contains("connected_slaves"), "{reason}");
+    assert!(reason.contains("Durability::Replicated"), "{reason}");
+}
+
+#[tokio::test]
+async fn no_appendfsync_on_rewrite_is_refused() {
+    let server = PrivateRedis::start(&["--no-appendfsync-on-rewrite", "yes"]).await;
+    let reason = refusal(
+        connect_to(&server.url(), Durability::Required).await,
+        "no-appendfsync-on-rewrite yes",
+    );
+    assert!(reason.contains("no-appendfsync-on-rewrite"), "{reason}");
+    assert!(
+        reason.contains("Durability::AcceptVolatileCounter"),
+        "{reason}"
+    );
+}
+
+/// A replica that attaches after the issuer connected is seen by the next
+/// grant, which writes nothing.
+#[tokio::test]
+async fn a_replica_attached_after_connect_stops_the_next_grant() {
+    let primary = PrivateRedis::start(&[]).await;
+    let issuer = connect_to(&primary.url(), Durability::Required)
+        .await
+        .expect("a lone append-only primary is safe");
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new("before", TTL))
+        .await
+        .unwrap()
+        .expect("free");
+    issuer.release(&lease).await.unwrap();
+
+    let replica =
+        PrivateRedis::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).await;
+    wait_for_replicas(&primary.url(), 1).await;
+    let reason = refusal(
+        issuer.try_acquire(&LeaseRequest::new("after", TTL)).await,
+        "a grant on a primary that gained a replica",
+    );
+    assert!(reason.contains("connected_slaves"), "{reason}");
+    let fence = format!("{}after:fence", issuer.prefix());
+    assert_eq!(
+        get(&primary.url(), &fence).await,
+        None,
+        "a refused grant wrote the counter"
+    );
+    drop(replica);
+}
+
+/// With the replicated opt-in, a replica lost after connect stops the next
+/// grant before anything is written (no WAIT could succeed).
+#[tokio::test]
+async fn a_replica_lost_after_connect_stops_the_next_replicated_grant() {
+    let primary = PrivateRedis::start(&[]).await;
+    let replica =
+        PrivateRedis::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).await;
+    wait_for_replicas(&primary.url(), 1).await;
+    let issuer = connect_to(&primary.url(), replicated(1, Duration::from_secs(2)))
+        .await
+        .expect("a primary with its one replica");
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new("before", TTL))
+        .await
+        .unwrap()
+        .expect("free");
+    issuer.release(&lease).await.unwrap();
+
+    drop(replica);
+    wait_for_replicas(&primary.url(), 0).await;
+    let started = Instant::now();
+    let reason = refusal(
+        issuer.try_acquire(&LeaseRequest::new("after", TTL)).await,
+        "a replicated grant with no replica connected",
+    );
+    assert!(reason.contains("connected_slaves is 0"), "{reason}");
+    let fence = format!("{}after:fence", issuer.prefix());
+    assert_eq!(
+        get(&primary.url(), &fence).await,
+        None,
+        "a refused grant wrote the counter"
+    );
+    // The WAIT pipelined behind the script still ran (one round trip on
+    // the grant path), so the refusal came after its timeout at most.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+async fn wait_for_replicas(url: &str, replicas: usize) {
+    let mut conn = raw(url).await;
+    let started = Instant::now();
+    loop {
+        let info: String = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // Online: synced, so it acknowledges a WAIT (a full sync starts
+        // after repl-diskless-sync-delay, 5 s by default).
+        if info.contains(&format!("connected_slaves:{replicas}\r"))
+            && info.matches("state=online").count() == replicas
+        {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{info}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The issuer's connection lands on another node (a virtual IP moved): the
+/// next grant checks that node before anything is granted on it.
+#[tokio::test]
+async fn a_reconnect_to_another_node_is_checked_before_granting() {
+    if REDIS_AOF.skipped() || REDIS.skipped() || REDIS_REPLICA.skipped() {
+        return;
+    }
+    let proxy = SwitchProxy::start(addr_of(&REDIS_AOF.endpoint())).await;
+    let issuer = connect_to(&proxy.url(), Durability::Required)
+        .await
+        .unwrap_or_else(|e| REDIS_AOF.unavailable(&e));
+    acquire_after_reconnect(&issuer, "on-aof").await.unwrap();
+
+    proxy.switch(addr_of(&REDIS.endpoint()));
+    let reason = refusal(
+        acquire_after_reconnect(&issuer, "on-volatile").await,
+        "a grant after reconnecting to a Redis without persistence",
+    );
+    assert!(reason.contains("appendonly"), "{reason}");
+    let fence = format!("{}on-volatile:fence", issuer.prefix());
+    assert_eq!(get(&REDIS.endpoint(), &fence).await, None);
+
+    proxy.switch(addr_of(&REDIS_REPLICA.endpoint()));
+    let reason = refusal(
+        acquire_after_reconnect(&issuer, "on-replica").await,
+        "a grant after reconnecting to a replica",
+    );
+    assert!(reason.contains("role"), "{reason}");
+
+    // Back on a safe node, grants resume.
+    proxy.switch(addr_of(&REDIS_AOF.endpoint()));
+    acquire_after_reconnect(&issuer, "on-aof-again")
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// What is sent: TTLs rounded up, the top of the token range.
+
+/// Reads `MONITOR` on `url` and keeps the lines that mention `needle`.
+async fn monitor(url: &str, needle: String) -> (Arc<Mutex<Vec<String>>>, JoinHandle<()>) {
+    let mut stream = TcpStream::connect(addr_of(url)).await.unwrap();
+    stream.write_all(b"MONITOR\r\n").await.unwrap();
+    let mut lines = BufReader::new(stream).lines();
+    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("+OK"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    let task = tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(&needle) {
+                keep.lock().unwrap().push(line);
+            }
+        }
+    });
+    (seen, task)
+}
+
+#[tokio::test]
+async fn ttls_are_sent_rounded_up_to_the_millisecond() {
+    let Some(issuer) = issuer_on(&REDIS_AOF, Durability::Required).await else {
+        return;
+    };
+    let (seen, task) = monitor(&REDIS_AOF.endpoint(), issuer.prefix().to_owned()).await;
+    for (resource, ttl) in [
+        ("a", Duration::from_micros(1500)),
+        ("b", Duration::from_micros(2999)),
+        ("c", Duration::from_micros(10_000_500)),
+    ] {
+        let lease = issuer
+            .try_acquire(&LeaseRequest::new(resource, ttl))
+            .await
+            .unwrap()
+            .expect("free");
+        if resource == "c" {
+            issuer.renew(&lease).await.unwrap();
+            issuer.release(&lease).await.unwrap();
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    task.abort();
+    let seen = seen.lock().unwrap().join("\n");
+    let prefix = issuer.prefix();
+    for (what, expected) in [
+        ("1500 µs", format!("\"SET\" \"{prefix}a:lock\"")),
+        ("2999 µs", format!("\"SET\" \"{prefix}b:lock\"")),
+        ("10000.5 ms", format!("\"SET\" \"{prefix}c:lock\"")),
+    ] {
+        assert!(seen.contains(&expected), "no {expected} in:\n{seen}");
+        let _ = what;
+    }
+    let px = |resource: &str| {
+        seen.lines()
+            .find(|l| l.contains(&format!("\"SET\" \"{prefix}{resource}:lock\"")))
+            .and_then(|l| l.rsplit('"').nth(1).map(str::to_owned))
+            .unwrap()
+    };
+    assert_eq!(px("a"), "2", "1500 µs must be sent as PX 2:\n{seen}");
+    assert_eq!(px("b"), "3", "2999 µs must be sent as PX 3:\n{seen}");
+    assert_eq!(
+        px("c"),
+        "10001",
+        "10000.5 ms must be sent as PX 10001:\n{seen}"
+    );
+    let renewal = seen
+        .lines()
+        .find(|l| l.contains(&format!("\"PEXPIRE\" \"{prefix}c:lock\"")))
+        .unwrap_or_else(|| panic!("no PEXPIRE in:\n{seen}"));
+    assert!(
+        renewal.ends_with("\"10001\""),
+        "a renewal of 10000.5 ms must be sent as 10001: {renewal}"
+    );
+}
+
+#[tokio::test]
+async fn a_floor_or_grant_at_the_top_of_the_range_is_refused() {
+    let Some(issuer) = issuer_on(&REDIS_AOF, Durability::Required).await else {
+        return;
+    };
+    let url = REDIS_AOF.endpoint();
+    let fence = format!("{}top:fence", issuer.prefix());
+    let lock = format!("{}top:lock", issuer.prefix());
+    let max = FencingToken::MAX_I64.get();
+    // No grant could follow such a floor: refused before anything is written.
+    for floor in [max, max + 1, u64::MAX] {
+        match issuer.raise_floor("top", floor.into()).await {
+            Err(Error::TokenOutOfRange { token, .. }) => assert_eq!(token.get(), floor),
+            other => panic!("floor {floor} must be TokenOutOfRange, got {other:?}"),
+        }
+        assert_eq!(get(&url, &fence).await, None, "floor {floor} was written");
+    }
+    // The last token Redis can count to is granted; the one after is refused.
+    issuer.raise_floor("top", (max - 1).into()).await.unwrap();
+    let last = issuer
+        .try_acquire(&LeaseRequest::new("top", TTL))
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(last.token().get(), max);
+    issuer.release(&last).await.unwrap();
+    match issuer.try_acquire(&LeaseRequest::new("top", TTL)).await {
+        Err(Error::TokenOutOfRange { token, max: top }) => {
+            assert_eq!(token.get(), max + 1);
+            assert_eq!(top, FencingToken::MAX_I64);
+        }
+        other => panic!("a grant above i64::MAX must be TokenOutOfRange, got {other:?}"),
+    }
+    assert_eq!(
+        get(&url, &lock).await,
+        None,
+        "the refused grant took the lock"
+    );
+    assert_eq!(get(&url, &fence).await, Some(max.to_string()));
+}
+
+// ---------------------------------------------------------------------------
+// verify
+
+fn verdict_of(checks: &[fencing::safety::SafetyCheck], name: &str) -> Verdict {
+    checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no {name:?} check in {checks:#?}"))
+        .verdict
+}
+
+const SETTINGS: [&str; 6] = [
+    "appendonly",
+    "appendfsync",
+    "no-appendfsync-on-rewrite",
+    "maxmemory-policy",
+    "role",
+    "connected replicas",
+];
+
+#[tokio::test]
+async fn verify_passes_on_the_append_only_redis() {
+    let Some(issuer) = issuer_on(&REDIS_AOF, Durability::Required).await else {
+        return;
+    };
+    let checks = issuer.verify().await.unwrap();
+    for name in SETTINGS.iter().chain(&["tokens rise"]) {
+        assert_eq!(
+            verdict_of(&checks, name),
+            Verdict::Pass,
+            "{name}: {checks:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn verify_reports_what_makes_a_redis_unsafe() {
+    let Some(volatile) = issuer_on(&REDIS, Durability::AcceptVolatileCounter).await else {
+        return;
+    };
+    let checks = volatile.verify().await.unwrap();
+    assert_eq!(
+        verdict_of(&checks, "tokens rise"),
+        Verdict::Pass,
+        "{checks:#?}"
+    );
+    let appendonly = checks.iter().find(|c| c.name == "appendonly").unwrap();
+    assert_eq!(appendonly.verdict, Verdict::Unsafe, "{checks:#?}");
+    assert!(
+        appendonly.detail.contains("appendonly yes"),
+        "{appendonly:?}"
+    );
+    assert_eq!(verdict_of(&checks, "role"), Verdict::Pass, "{checks:#?}");
+
+    let server = PrivateRedis::start(&["--no-appendfsync-on-rewrite", "yes"]).await;
+    let lossy = connect_to(&server.url(), Durability::AcceptVolatileCounter)
+        .await
+        .unwrap();
+    let checks = lossy.verify().await.unwrap();
+    assert_eq!(
+        verdict_of(&checks, "appendonly"),
+        Verdict::Pass,
+        "{checks:#?}"
+    );
+    assert_eq!(
+        verdict_of(&checks, "no-appendfsync-on-rewrite"),
+        Verdict::Unsafe,
+        "{checks:#?}"
+    );
+
+    if REDIS_PRIMARY.skipped() {
+        return;
+    }
+    let primary = connect_to(&REDIS_PRIMARY.endpoint(), Durability::AcceptVolatileCounter)
+        .await
+        .unwrap();
+    let checks = primary.verify().await.unwrap();
+    let replicas = checks
+        .iter()
+        .find(|c| c.name == "connected replicas")
+        .unwrap();
+    assert_eq!(replicas.verdict, Verdict::Unsafe, "{checks:#?}");
+    assert!(
+        replicas.detail.contains("Durability::Replicated"),
+        "{replicas:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The replicated opt-in: WAIT before a grant is returned.
+
+fn replicated(replicas: u32, timeout: Duration) -> Durability {
+    Durability::Replicated { replicas, timeout }
+}
+
+#[tokio::test]
+async fn the_replicated_opt_in_grants_once_the_replica_has_the_token() {
+    let Some(issuer) = issuer_on(&REDIS_PRIMARY, replicated(1, Duration::from_secs(2))).await
+    else {
+        return;
+    };
+    let fence = format!("{}wait:fence", issuer.prefix());
+    let mut last = FencingToken::ZERO;
+    for _ in 0..5 {
+        let lease = issuer
+            .acquire(&LeaseRequest::new("wait", TTL), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(lease.token() > last, "{} after {last}", lease.token());
+        // WAIT returned before the grant did: the replica has the counter.
+        assert_eq!(
+            get(&REDIS_REPLICA.endpoint(), &fence).await,
+            Some(lease.token().to_string())
+        );
+        issuer.release(&lease).await.unwrap();
+        last = lease.token();
+    }
+    // A floor is acknowledged the same way.
+    issuer.raise_floor("wait", 1000.into()).await.unwrap();
+    assert_eq!(
+        get(&REDIS_REPLICA.endpoint(), &fence).await.as_deref(),
+        Some("1000")
+    );
+
+    // More replicas asked for than are connected: refused, naming the
+    // setting.
+    let reason = refusal(
+        connect_to(
+            &REDIS_PRIMARY.endpoint(),
+            replicated(2, Duration::from_millis(200)),
+        )
+        .await,
+        "Durability::Replicated with fewer connected replicas than required",
+    );
+    assert!(
+        reason.contains("connected_slaves is 1 (1 online)"),
+        "{reason}"
+    );
+
+    // Never on a replica, whatever the opt-in.
+    let reason = refusal(
+        connect_to(
+            &REDIS_REPLICA.endpoint(),
+            replicated(1, Duration::from_secs(1)),
+        )
+        .await,
+        "a replica with Durability::Replicated",
+    );
+    assert!(reason.contains("role"), "{reason}");
+    assert!(matches!(
+        connect_to(
+            &REDIS_PRIMARY.endpoint(),
+            replicated(0, Duration::from_secs(1))
+        )
+        .await,
+        Err(Error::InvalidInput { .. })
+    ));
+    assert!(matches!(
+        connect_to(&REDIS_PRIMARY.endpoint(), replicated(1, Duration::ZERO)).await,
+        Err(Error::InvalidInput { .. })
+    ));
+}
+
+#[tokio::test]
+async fn verify_warns_that_wait_is_not_consensus() {
+    let Some(issuer) = issuer_on(&REDIS_PRIMARY, replicated(1, Duration::from_secs(2))).await
+    else {
+        return;
+    };
+    let checks = issuer.verify().await.unwrap();
+    let replicas = checks
+        .iter()
+        .find(|c| c.name == "connected replicas")
+        .unwrap();
+    assert_eq!(replicas.verdict, Verdict::Warn, "{checks:#?}");
+    assert!(replicas.detail.contains("WAIT"), "{replicas:?}");
+    assert_eq!(verdict_of(&checks, "role"), Verdict::Pass, "{checks:#?}");
+    assert_eq!(
+        verdict_of(&checks, "tokens rise"),
+        Verdict::Pass,
+        "{checks:#?}"
+    );
+}
+
+/// The whole issuer contract holds with a WAIT on every grant.
+mod replicated_conformance {
+    use super::*;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(
+            issuer_on(&REDIS_PRIMARY, replicated(1, Duration::from_secs(2))).await?,
+        ))
+    }
+
+    fn profile() -> fencing_testkit::issuer::IssuerProfile {
+        fencing_testkit::issuer::IssuerProfile::with_ttl(Duration::from_millis(300))
+    }
+
+    fencing_testkit::issuer_conformance!(issuer, profile());
+}
