@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The current holder (token 34) ships both orders in one transaction.
     let mut tx = pool.begin().await?;
-    fence_transaction(&mut *tx, &tables, &domain, FencingToken::new(34)).await?;
+    fence_transaction(&mut tx, &tables, &domain, FencingToken::new(34)).await?;
     sqlx::query("UPDATE example_orders SET status = 'shipped'")
         .execute(&mut *tx)
         .await?;
@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The zombie (token 33) tries to cancel them: its transaction is refused.
     let mut tx = pool.begin().await?;
-    match fence_transaction(&mut *tx, &tables, &domain, FencingToken::new(33)).await {
+    match fence_transaction(&mut tx, &tables, &domain, FencingToken::new(33)).await {
         Err(e @ Error::StaleToken { .. }) => {
             println!("zombie refused: {e}");
             tx.rollback().await?;

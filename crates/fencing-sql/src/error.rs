@@ -1,6 +1,6 @@
 //! sqlx errors → [`fencing::Error`], in one place.
 
-use fencing::Error;
+use fencing::{Error, FencingToken};
 
 use crate::Dialect;
 
@@ -25,6 +25,16 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
             Error::outcome_unknown(backend, operation, e)
         }
         sqlx::Error::Io(_) | sqlx::Error::Tls(_) => Error::backend(backend, true, e),
+        // Only a lease grant does arithmetic on a token: `token + 1` at
+        // i64::MAX (see `sql::next_token`). Nothing was granted.
+        sqlx::Error::Database(ref db) if token_overflow(dialect, db.as_ref()) => {
+            Error::TokenOutOfRange {
+                token: FencingToken::MAX_I64
+                    .checked_next()
+                    .unwrap_or(FencingToken::MAX_I64),
+                max: FencingToken::MAX_I64,
+            }
+        }
         sqlx::Error::Database(ref db) => {
             let retryable = db
                 .code()
@@ -35,5 +45,31 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
             Error::invalid_input(format!("{backend} configuration: {e}"))
         }
         other => Error::backend(backend, false, other),
+    }
+}
+
+/// Whether the database refused a token above `i64::MAX`: SQLSTATE 22003
+/// (numeric value out of range) on PostgreSQL and MySQL, and on SQLite the
+/// `NOT NULL` refusal of the token column that `sql::next_token` provokes.
+fn token_overflow(dialect: Dialect, db: &dyn sqlx::error::DatabaseError) -> bool {
+    match dialect {
+        Dialect::Postgres | Dialect::MySql => db.code().as_deref() == Some("22003"),
+        // SQLITE_CONSTRAINT_NOTNULL
+        Dialect::Sqlite => db.code().as_deref() == Some("1299") && db.message().ends_with(".token"),
+    }
+}
+
+/// A fenced upsert that reported no write, on a key the database then shows
+/// no higher mark for: something on the table (a trigger, a rule, a
+/// row-level policy) drops writes. Reading that as "mark 0, accepted" would
+/// let the caller believe it fenced, and a zombie write through.
+pub(crate) fn wrote_nothing(dialect: Dialect, table: &str, key: &str) -> Error {
+    Error::UnsafeConfiguration {
+        backend: dialect.name(),
+        reason: format!(
+            "the fenced upsert of {key:?} in {table} wrote nothing, yet no higher mark refused it: \
+             something on the table (a trigger, a rule, a row-level policy) drops writes, \
+             so it cannot be fenced"
+        ),
     }
 }

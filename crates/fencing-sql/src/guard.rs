@@ -3,13 +3,17 @@
 use async_trait::async_trait;
 use fencing::{Error, FencingToken, Result};
 
-use crate::error::map_error;
+use crate::error::{map_error, wrote_nothing};
 use crate::{Dialect, Tables, sql};
 
 /// Checks and advances a **fence domain** inside the caller's transaction:
 /// if `token` is at least the domain's mark, the mark is raised to `token`
 /// and the row stays locked until the transaction ends; otherwise
 /// [`Error::StaleToken`] is returned and the caller rolls back.
+///
+/// It takes a [`sqlx::Transaction`], never a bare connection: outside a
+/// transaction the fence would commit on its own, and the writes after it
+/// would not be fenced at all.
 ///
 /// Call it first in the transaction. Every write the transaction then makes
 /// — any rows, any tables — commits only if no higher token has fenced the
@@ -18,9 +22,9 @@ use crate::{Dialect, Tables, sql};
 /// writing under that domain; pick domains as wide as the lease (one per
 /// leased resource, typically).
 ///
-/// Run it at `READ COMMITTED` (PostgreSQL's and MariaDB's default is fine
-/// for MariaDB's `REPEATABLE READ` too, as the upsert reads the latest row);
-/// on SQLite begin the transaction with `BEGIN IMMEDIATE` so two writers do
+/// Run it at `READ COMMITTED` (PostgreSQL's default) or MariaDB's default
+/// `REPEATABLE READ` (the upsert reads the latest row); on SQLite begin the
+/// transaction with `pool.begin_with("BEGIN IMMEDIATE")` so two writers do
 /// not deadlock upgrading their locks.
 ///
 /// ```no_run
@@ -29,24 +33,38 @@ use crate::{Dialect, Tables, sql};
 ///
 /// let tables = Tables::default();
 /// let mut tx = pool.begin().await?;
-/// fence_transaction(&mut *tx, &tables, "orders", token).await?; // StaleToken → tx is dropped, rolled back
+/// fence_transaction(&mut tx, &tables, "orders", token).await?; // StaleToken → tx is dropped, rolled back
 /// sqlx::query("UPDATE orders SET status = 'shipped' WHERE id = $1").bind(7_i64).execute(&mut *tx).await?;
 /// tx.commit().await?;
+/// # Ok(()) }
+/// ```
+///
+/// A bare connection is not a transaction, and does not compile:
+///
+/// ```compile_fail
+/// # async fn example(pool: sqlx::PgPool, token: fencing::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+/// use fencing_sql::{Tables, fence_transaction};
+///
+/// let mut conn = pool.acquire().await?;
+/// fence_transaction(&mut *conn, &Tables::default(), "orders", token).await?;
 /// # Ok(()) }
 /// ```
 ///
 /// # Errors
 /// [`Error::StaleToken`] naming the domain, `token` and the mark;
 /// [`Error::TokenOutOfRange`] above `i64::MAX`; [`Error::InvalidInput`] for
-/// an empty domain or one over 512 bytes.
-pub async fn fence_transaction<C>(
-    conn: &mut C,
+/// an empty domain or one over 512 bytes; [`Error::UnsafeConfiguration`] if
+/// the upsert wrote nothing and no higher mark explains it (a trigger or
+/// rule on the domain table drops writes): the domain was not fenced.
+pub async fn fence_transaction<DB>(
+    tx: &mut sqlx::Transaction<'_, DB>,
     tables: &Tables,
     domain: &str,
     token: FencingToken,
 ) -> Result<()>
 where
-    C: FenceConnection + ?Sized,
+    DB: sqlx::Database,
+    DB::Connection: FenceConnection,
 {
     if domain.is_empty() || domain.len() > crate::SqlStore::MAX_KEY_LEN || domain.contains('\0') {
         return Err(Error::invalid_input(format!(
@@ -56,21 +74,28 @@ where
         )));
     }
     let raw = token.to_i64()?;
+    let conn: &mut DB::Connection = tx;
     let dialect = conn.dialect();
     let op = format!("fence domain {domain:?}");
     let stmt = sql::fenced_upsert(dialect, &tables.domains, "domain", None);
-    let mark = match conn
+    let written = conn
         .upsert(&stmt, domain, raw)
         .await
-        .map_err(|e| map_error(dialect, &op, true, e))?
-    {
+        .map_err(|e| map_error(dialect, &op, true, e))?;
+    let mark = match written {
         Some(mark) => mark,
+        // Refused, or dropped: only a higher mark says which. A missing row
+        // or a mark at or below ours means the fence did not happen.
         None => {
             let select = sql::select_mark(dialect, &tables.domains, "domain");
-            conn.select(&select, domain)
+            match conn
+                .select(&select, domain)
                 .await
                 .map_err(|e| map_error(dialect, &op, false, e))?
-                .unwrap_or(0)
+            {
+                Some(mark) if mark > raw => mark,
+                _ => return Err(wrote_nothing(dialect, &tables.domains, domain)),
+            }
         }
     };
     if mark <= raw {
@@ -87,8 +112,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// A connection [`fence_transaction`] can run on: `&mut *tx` of a
-/// PostgreSQL, MySQL or SQLite transaction (or a bare connection).
+/// The connection inside a transaction that [`fence_transaction`] can run
+/// on: PostgreSQL, MySQL/MariaDB or SQLite. Sealed.
 #[async_trait]
 pub trait FenceConnection: sealed::Sealed + Send {
     #[doc(hidden)]

@@ -3,9 +3,11 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
+use fencing::safety::SafetyCheck;
 use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 use sqlx::Row;
 
+use crate::Dialect;
 use crate::db::{Db, Pool, on_pool};
 use crate::error::map_error;
 use crate::sql;
@@ -16,9 +18,13 @@ use crate::sql;
 /// Acquire is **one statement**: it takes the lease row if it is free,
 /// expired or already ours, adds one to the resource's token (a live holder
 /// acquiring again keeps its token) and returns it. Expiry is decided by the
-/// **database's clock** alone (`now()`, `NOW(6)`, SQLite's `julianday`),
-/// never the client's. The counter lives in the row, so tokens keep rising
-/// across restarts of any client, and release keeps the row.
+/// **database's clock** alone, never the client's, and on a **zone-free**
+/// clock: `now()` into a `timestamptz` on PostgreSQL, `UTC_TIMESTAMP(6)` on
+/// MySQL/MariaDB, SQLite's `julianday('now')` (UTC), so pools with different
+/// session time zones (or a DST change) agree on who holds a lease. TTLs
+/// are sent in milliseconds rounded up. The counter lives in the row, so
+/// tokens keep rising across restarts of any client, and release keeps the
+/// row.
 #[derive(Debug, Clone)]
 pub struct SqlIssuer {
     db: Db,
@@ -30,21 +36,48 @@ pub struct SqlIssuer {
 }
 
 impl SqlIssuer {
+    /// The highest floor: the next grant, one above it, must fit `BIGINT`.
+    pub const MAX_FLOOR: FencingToken = FencingToken::new(i64::MAX as u64 - 1);
+
     /// An issuer on `db`, creating its table if needed.
     ///
     /// # Errors
-    /// [`Error::Backend`] if the table cannot be created.
+    /// [`Error::Backend`] if the table cannot be created;
+    /// [`Error::UnsafeConfiguration`] if an existing lease table keeps
+    /// expiry on a zone-dependent clock (the MySQL table earlier releases
+    /// created, a PostgreSQL `timestamp without time zone`): the message
+    /// names the statements that migrate it.
     pub async fn new(db: Db) -> Result<Self> {
         db.create_tables().await?;
         let (d, t) = (db.dialect(), db.tables.leases.clone());
-        Ok(Self {
+        let issuer = Self {
             acquire: sql::acquire(d, &t),
             renew: sql::renew(d, &t),
             release: sql::release(d, &t),
             holder: sql::holder(d, &t),
             raise_floor: sql::raise_floor(d, &t),
             db,
+        };
+        if let LeaseClock::ZoneDependent(reason) = issuer.lease_clock().await? {
+            return Err(Error::UnsafeConfiguration {
+                backend: d.name(),
+                reason,
+            });
+        }
+        Ok(issuer)
+    }
+
+    /// Reads the lease table's columns and says whether its expiry is
+    /// zone-free. Read live, not remembered: `verify` must see a table an
+    /// older release recreated under a running issuer.
+    async fn lease_clock(&self) -> Result<LeaseClock> {
+        let d = self.db.dialect();
+        let table = &self.db.tables.leases;
+        let columns: Vec<(String, String)> = on_pool!(&self.db.pool, p => {
+            sqlx::query_as(sql::lease_columns(d)).bind(table).fetch_all(p).await
         })
+        .map_err(self.map(&format!("read the columns of {table}"), false))?;
+        Ok(LeaseClock::of(d, table, &columns))
     }
 
     /// Connects by URL and creates the table: see [`Db::connect`].
@@ -63,6 +96,67 @@ impl SqlIssuer {
     fn map(&self, op: &str, write: bool) -> impl FnOnce(sqlx::Error) -> Error + '_ {
         let op = op.to_owned();
         move |e| map_error(self.db.dialect(), &op, write, e)
+    }
+}
+
+/// What the lease table's expiry column says about its clock.
+#[derive(Debug, PartialEq, Eq)]
+enum LeaseClock {
+    /// Zone-free; what is in use.
+    ZoneFree(String),
+    /// Zone-dependent, or not the table this crate makes: why, and how to
+    /// migrate.
+    ZoneDependent(String),
+}
+
+impl LeaseClock {
+    fn of(d: Dialect, table: &str, columns: &[(String, String)]) -> Self {
+        let kind = |name: &str| {
+            columns
+                .iter()
+                .find(|(c, _)| c.eq_ignore_ascii_case(name))
+                .map(|(_, t)| t.to_ascii_lowercase())
+        };
+        let clock = sql::clock_name(d);
+        // Old leases are ended and every token is kept: the counter goes on
+        // rising. Old processes must be stopped first: they would write the
+        // zone-dependent clock again.
+        let stop = "stop every process that uses this table with an older fencing-sql, then run";
+        match (d, kind("expires_at"), kind("expires_at_utc")) {
+            (Dialect::Postgres, Some(t), _) if t == "timestamp with time zone" => {
+                Self::ZoneFree(format!(
+                    "{clock} into {table}.expires_at timestamptz: an instant, whatever the session's TimeZone"
+                ))
+            }
+            (Dialect::Postgres, Some(t), _) if t == "timestamp without time zone" => {
+                Self::ZoneDependent(format!(
+                    "{table}.expires_at is `timestamp without time zone`: compared with {clock} in the \
+                     session's TimeZone, pools in different zones (or across a DST change) see each \
+                     other's leases as expired. To migrate, {stop}: \
+                     UPDATE {table} SET holder = NULL, expires_at = NULL; \
+                     ALTER TABLE {table} ALTER COLUMN expires_at TYPE timestamptz USING NULL;"
+                ))
+            }
+            (Dialect::MySql, _, Some(t)) if t == "datetime" => Self::ZoneFree(format!(
+                "{clock} into {table}.expires_at_utc DATETIME(6): UTC, whatever the session's time_zone"
+            )),
+            (Dialect::MySql, Some(_), None) => Self::ZoneDependent(format!(
+                "{table}.expires_at holds NOW(6), the session's local time (as earlier fencing-sql releases created it): \
+                 pools in different time zones (or across a DST change) see each other's leases as \
+                 expired. To migrate, {stop}: \
+                 UPDATE {table} SET holder = NULL; \
+                 ALTER TABLE {table} DROP COLUMN expires_at, ADD COLUMN expires_at_utc DATETIME(6) NULL;"
+            )),
+            (Dialect::Sqlite, Some(_), _) => Self::ZoneFree(format!(
+                "{clock} (UTC) as integer milliseconds in {table}.expires_at"
+            )),
+            _ => Self::ZoneDependent(format!(
+                "{table} is not a lease table of this fencing-sql (columns {columns:?}): \
+                 its expiry clock is unknown. Use another table prefix, or drop it \
+                 (DROP TABLE {table}) and let the issuer create it; dropping resets its tokens, \
+                 so raise each resource's floor above every token granted from it"
+            )),
+        }
     }
 }
 
@@ -130,6 +224,7 @@ impl TokenIssuer for SqlIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        fencing::check_ttl(lease.ttl())?;
         let ttl = sql::ttl_units(self.db.dialect(), lease.ttl());
         let token = lease.token().to_i64()?;
         let (resource, holder) = (lease.resource(), lease.holder().as_str().as_bytes());
@@ -157,8 +252,16 @@ impl TokenIssuer for SqlIssuer {
 
     /// Raises the counter of a **free** resource (a live holder's token is
     /// its lease, so a held resource is refused: raise the floor before the
-    /// first grant, as `fence migrate` does).
+    /// first grant, as `fence migrate` does). The next grant is one above
+    /// the floor, so a floor above [`SqlIssuer::MAX_FLOOR`] is refused with
+    /// [`Error::TokenOutOfRange`].
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        if floor > Self::MAX_FLOOR {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: Self::MAX_FLOOR,
+            });
+        }
         let raw = floor.to_i64()?;
         let raised = match &self.db.pool {
             #[cfg(feature = "postgres")]
@@ -211,5 +314,64 @@ impl TokenIssuer for SqlIssuer {
             })
         })
         .transpose()
+    }
+
+    /// The lease clock (zone-free, or a legacy table and how to migrate it),
+    /// then the generic probe ([`fencing::safety::probe_issuer`]). A lease
+    /// table that needs migrating is not probed: its statements would fail
+    /// or decide expiry by the session's zone.
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        const NAME: &str = "lease clock";
+        match self.lease_clock().await? {
+            LeaseClock::ZoneFree(detail) => {
+                let mut checks = vec![SafetyCheck::pass(NAME, detail)];
+                checks.extend(fencing::safety::probe_issuer(self).await?);
+                Ok(checks)
+            }
+            LeaseClock::ZoneDependent(detail) => Ok(vec![
+                SafetyCheck::unsafe_(NAME, detail),
+                SafetyCheck::warn("tokens rise", "not probed: migrate the lease table first"),
+            ]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(c, t)| ((*c).to_owned(), (*t).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_lease_table_of_unknown_shape_is_not_trusted() {
+        for d in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+            let clock = LeaseClock::of(d, "l", &columns(&[("resource", "text")]));
+            assert!(
+                matches!(clock, LeaseClock::ZoneDependent(ref why) if why.contains("DROP TABLE l")),
+                "{d:?}: {clock:?}"
+            );
+            // No table at all reads as no columns.
+            assert!(matches!(
+                LeaseClock::of(d, "l", &[]),
+                LeaseClock::ZoneDependent(_)
+            ));
+        }
+        // MySQL: a zone-free column of another type.
+        let clock = LeaseClock::of(
+            Dialect::MySql,
+            "l",
+            &columns(&[("expires_at_utc", "bigint")]),
+        );
+        assert!(matches!(clock, LeaseClock::ZoneDependent(_)), "{clock:?}");
+        let clock = LeaseClock::of(
+            Dialect::Postgres,
+            "l",
+            &columns(&[("expires_at", "bigint")]),
+        );
+        assert!(matches!(clock, LeaseClock::ZoneDependent(_)), "{clock:?}");
     }
 }

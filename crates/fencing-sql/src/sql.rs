@@ -6,7 +6,9 @@ use crate::{Dialect, Tables};
 pub(crate) fn create_tables(d: Dialect, t: &Tables) -> Vec<String> {
     let (key, blob, token, time) = match d {
         // MySQL compares VARCHAR case-insensitively by default: keys are bytes.
+        // DATETIME has no zone: it holds UTC_TIMESTAMP(6), never NOW(6).
         Dialect::MySql => ("VARBINARY(512)", "LONGBLOB", "BIGINT", "DATETIME(6)"),
+        // An instant: comparing it with now() ignores the session's TimeZone.
         Dialect::Postgres => ("VARCHAR(512)", "BYTEA", "BIGINT", "TIMESTAMPTZ"),
         // SQLite keeps lease expiry as integer milliseconds of its own clock.
         Dialect::Sqlite => ("TEXT", "BLOB", "INTEGER", "INTEGER"),
@@ -24,6 +26,7 @@ pub(crate) fn create_tables(d: Dialect, t: &Tables) -> Vec<String> {
     } else {
         blob
     };
+    let expires = expiry_column(d);
     vec![
         format!(
             "CREATE TABLE IF NOT EXISTS {} (k {key} NOT NULL PRIMARY KEY, v {blob}, lock_token {token} NOT NULL)",
@@ -35,10 +38,46 @@ pub(crate) fn create_tables(d: Dialect, t: &Tables) -> Vec<String> {
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {} (resource {key} NOT NULL PRIMARY KEY, holder {holder}, \
-             token {token} NOT NULL, expires_at {time}{granted})",
+             token {token} NOT NULL, {expires} {time}{granted})",
             t.leases
         ),
     ]
+}
+
+/// The lease table's expiry column. On MySQL it was `expires_at` holding
+/// `NOW(6)`, the session's local time; the zone-free column has a new name
+/// so that an older release fails loudly on a migrated table ("unknown
+/// column") instead of misreading it.
+pub(crate) fn expiry_column(d: Dialect) -> &'static str {
+    match d {
+        Dialect::MySql => "expires_at_utc",
+        Dialect::Postgres | Dialect::Sqlite => "expires_at",
+    }
+}
+
+/// The lease clock as named in messages and `verify`.
+pub(crate) fn clock_name(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Postgres => "now()",
+        Dialect::MySql => "UTC_TIMESTAMP(6)",
+        Dialect::Sqlite => "julianday('now')",
+    }
+}
+
+/// Reads the lease table's columns as (name, type). Binds: table name.
+pub(crate) fn lease_columns(d: Dialect) -> &'static str {
+    match d {
+        // Resolved like the statements resolve the name (search_path).
+        Dialect::Postgres => {
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped"
+        }
+        Dialect::MySql => {
+            "SELECT CAST(COLUMN_NAME AS CHAR), CAST(DATA_TYPE AS CHAR) FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+        }
+        Dialect::Sqlite => "SELECT name, type FROM pragma_table_info(?)",
+    }
 }
 
 /// What a fenced upsert does to the value column when it is accepted.
@@ -132,29 +171,54 @@ pub(crate) fn select_record(d: Dialect, table: &str) -> String {
 }
 
 /// The database's clock, and a TTL added to it (the TTL is bound in
-/// [`ttl_units`]).
+/// [`ttl_units`]). Every clock here is zone-free: the session's time zone
+/// (or a DST change) must not move a lease's expiry.
 fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
     let p = placeholder(d, ttl_param);
     match d {
+        // now() is a timestamptz: an instant, whatever the session's TimeZone.
         Dialect::Postgres => (
             "now()",
             format!("now() + {p}::float8 * interval '1 millisecond'"),
         ),
-        Dialect::MySql => ("NOW(6)", format!("NOW(6) + INTERVAL {p} MICROSECOND")),
+        // NOW(6) is the session's local time; UTC_TIMESTAMP(6) is not.
+        Dialect::MySql => (
+            "UTC_TIMESTAMP(6)",
+            format!("UTC_TIMESTAMP(6) + INTERVAL {p} MICROSECOND"),
+        ),
+        // julianday('now') is UTC, in whole milliseconds (ROUND undoes the
+        // float's error). Its clock ticks in whole milliseconds, so "now"
+        // at the grant may be up to 1 ms behind the real time: one more
+        // millisecond keeps the lease from ending before the holder's
+        // deadline.
         Dialect::Sqlite => {
-            const NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
-            (NOW, format!("{NOW} + {p}"))
+            const NOW: &str = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+            (NOW, format!("{NOW} + {p} + 1"))
         }
     }
 }
 
-/// A TTL in the unit the dialect's expiry arithmetic uses.
+/// A TTL in the unit the dialect's expiry arithmetic uses, from the TTL in
+/// milliseconds rounded **up**: a truncated TTL would let the database end
+/// the lease before the holder's local deadline.
 pub(crate) fn ttl_units(d: Dialect, ttl: std::time::Duration) -> i64 {
-    let units = match d {
-        Dialect::MySql => ttl.as_micros(),
-        Dialect::Postgres | Dialect::Sqlite => ttl.as_millis().max(1),
-    };
-    i64::try_from(units).unwrap_or(i64::MAX)
+    let millis = i64::try_from(fencing::ttl_millis_ceil(ttl)).unwrap_or(i64::MAX);
+    match d {
+        Dialect::MySql => millis.saturating_mul(1000),
+        Dialect::Postgres | Dialect::Sqlite => millis,
+    }
+}
+
+/// The next token of a lease row. PostgreSQL and MySQL raise an error
+/// (SQLSTATE 22003) when `token + 1` overflows BIGINT; SQLite silently
+/// turns it into a REAL, so there the overflow becomes a NULL that the
+/// `NOT NULL` column refuses. [`crate::error::map_error`] reports both as
+/// [`fencing::Error::TokenOutOfRange`].
+fn next_token(d: Dialect, token: &str) -> String {
+    match d {
+        Dialect::Sqlite => format!("CASE WHEN {token} < {} THEN {token} + 1 END", i64::MAX),
+        Dialect::Postgres | Dialect::MySql => format!("{token} + 1"),
+    }
 }
 
 /// Takes the lease row if it is free, expired or already ours; a new holder
@@ -168,11 +232,12 @@ pub(crate) fn acquire(d: Dialect, t: &str) -> String {
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
             let (p1, p2) = (placeholder(d, 1), placeholder(d, 2));
+            let next = next_token(d, &format!("{t}.token"));
             format!(
                 "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, {p2}, 1, {later}) \
                  ON CONFLICT (resource) DO UPDATE SET \
                  token = CASE WHEN {t}.holder = excluded.holder AND {t}.expires_at > {now} \
-                         THEN {t}.token ELSE {t}.token + 1 END, \
+                         THEN {t}.token ELSE {next} END, \
                  holder = excluded.holder, expires_at = excluded.expires_at \
                  WHERE {t}.holder IS NULL OR {t}.expires_at <= {now} OR {t}.holder = excluded.holder \
                  RETURNING token"
@@ -181,15 +246,18 @@ pub(crate) fn acquire(d: Dialect, t: &str) -> String {
         // Assignments run left to right and see the columns already set:
         // the token first (from the old holder and expiry), then the
         // holder, then the expiry and the result keyed off the new holder.
-        Dialect::MySql => format!(
-            "INSERT INTO {t} (resource, holder, token, expires_at, granted) \
+        Dialect::MySql => {
+            let next = next_token(d, "token");
+            format!(
+                "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) \
              VALUES (?, ?, 1, {later}, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE \
-             token = IF(holder <=> VALUES(holder) AND expires_at > {now}, token, \
-                        IF(holder IS NULL OR expires_at <= {now}, token + 1, token)), \
-             holder = IF(holder IS NULL OR expires_at <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
-             expires_at = IF(holder <=> VALUES(holder), VALUES(expires_at), expires_at), \
+             token = IF(holder <=> VALUES(holder) AND expires_at_utc > {now}, token, \
+                        IF(holder IS NULL OR expires_at_utc <= {now}, {next}, token)), \
+             holder = IF(holder IS NULL OR expires_at_utc <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
+             expires_at_utc = IF(holder <=> VALUES(holder), VALUES(expires_at_utc), expires_at_utc), \
              granted = LAST_INSERT_ID(token | IF(holder <=> VALUES(holder), 0, {MYSQL_HELD_BIT}))"
-        ),
+            )
+        }
     }
 }
 
@@ -215,10 +283,10 @@ pub(crate) fn raise_floor(d: Dialect, t: &str) -> String {
         // The token is only raised while the lease is free; LAST_INSERT_ID
         // reports whether it was (the held bit) as for acquire.
         Dialect::MySql => format!(
-            "INSERT INTO {t} (resource, holder, token, expires_at, granted) VALUES (?, NULL, ?, NULL, LAST_INSERT_ID(1)) \
+            "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) VALUES (?, NULL, ?, NULL, LAST_INSERT_ID(1)) \
              ON DUPLICATE KEY UPDATE \
-             granted = LAST_INSERT_ID(IF(holder IS NULL OR expires_at <= {now}, 1, {MYSQL_HELD_BIT})), \
-             token = IF(holder IS NULL OR expires_at <= {now}, GREATEST(token, VALUES(token)), token)"
+             granted = LAST_INSERT_ID(IF(holder IS NULL OR expires_at_utc <= {now}, 1, {MYSQL_HELD_BIT})), \
+             token = IF(holder IS NULL OR expires_at_utc <= {now}, GREATEST(token, VALUES(token)), token)"
         ),
     }
 }
@@ -230,8 +298,9 @@ pub(crate) const MYSQL_HELD_BIT: u64 = 1 << 63;
 pub(crate) fn renew(d: Dialect, t: &str) -> String {
     let (now, later) = now_and_later(d, 1);
     let p = |n| placeholder(d, n);
+    let e = expiry_column(d);
     format!(
-        "UPDATE {t} SET expires_at = {later} WHERE resource = {} AND holder = {} AND token = {} AND expires_at > {now}",
+        "UPDATE {t} SET {e} = {later} WHERE resource = {} AND holder = {} AND token = {} AND {e} > {now}",
         p(2),
         p(3),
         p(4)
@@ -242,9 +311,10 @@ pub(crate) fn renew(d: Dialect, t: &str) -> String {
 pub(crate) fn release(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
     let p = |n| placeholder(d, n);
+    let e = expiry_column(d);
     format!(
-        "UPDATE {t} SET holder = NULL, expires_at = NULL \
-         WHERE resource = {} AND holder = {} AND token = {} AND expires_at > {now}",
+        "UPDATE {t} SET holder = NULL, {e} = NULL \
+         WHERE resource = {} AND holder = {} AND token = {} AND {e} > {now}",
         p(1),
         p(2),
         p(3)
@@ -255,8 +325,9 @@ pub(crate) fn release(d: Dialect, t: &str) -> String {
 pub(crate) fn holder(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
     format!(
-        "SELECT holder, token FROM {t} WHERE resource = {} AND holder IS NOT NULL AND expires_at > {now}",
-        placeholder(d, 1)
+        "SELECT holder, token FROM {t} WHERE resource = {} AND holder IS NOT NULL AND {} > {now}",
+        placeholder(d, 1),
+        expiry_column(d)
     )
 }
 
@@ -264,5 +335,54 @@ fn placeholder(d: Dialect, n: usize) -> String {
     match d {
         Dialect::Postgres => format!("${n}"),
         Dialect::MySql | Dialect::Sqlite => "?".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn ttls_are_rounded_up_to_the_millisecond() {
+        let ttl = Duration::from_micros(2_001);
+        assert_eq!(ttl_units(Dialect::Postgres, ttl), 3);
+        assert_eq!(ttl_units(Dialect::Sqlite, ttl), 3);
+        assert_eq!(ttl_units(Dialect::MySql, ttl), 3_000);
+        assert_eq!(ttl_units(Dialect::Postgres, Duration::from_nanos(1)), 1);
+        assert_eq!(ttl_units(Dialect::Postgres, Duration::from_millis(7)), 7);
+    }
+
+    #[test]
+    fn no_lease_statement_reads_a_session_dependent_clock() {
+        // PostgreSQL's now() is an instant; its column type is checked at
+        // startup (`SqlIssuer::new`).
+        for (d, zoned) in [
+            (
+                Dialect::MySql,
+                ["NOW(", "SYSDATE", "CURRENT_TIMESTAMP", "LOCALTIME"],
+            ),
+            (
+                Dialect::Sqlite,
+                ["LOCALTIME", "'UTC'", "DATETIME(", "TIME("],
+            ),
+        ] {
+            let t = "leases";
+            for stmt in [
+                acquire(d, t),
+                renew(d, t),
+                release(d, t),
+                holder(d, t),
+                raise_floor(d, t),
+            ] {
+                for clock in zoned {
+                    assert!(
+                        !stmt.to_uppercase().contains(clock),
+                        "{d:?} uses {clock}: {stmt}"
+                    );
+                }
+            }
+        }
     }
 }

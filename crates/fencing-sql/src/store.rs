@@ -7,7 +7,7 @@ use sqlx::Row;
 
 use crate::Dialect;
 use crate::db::{Db, Pool, on_pool};
-use crate::error::map_error;
+use crate::error::{map_error, wrote_nothing};
 use crate::sql::{self, ValueChange};
 
 /// A [`FencedStore`] on a SQL table (`key`, `value`, `lock_token BIGINT`).
@@ -131,16 +131,17 @@ impl SqlStore {
         match mark {
             Some(mark) if mark <= raw => Ok(()),
             Some(mark) => Err(stale(key, token, mark)),
-            // Refused; read the mark that refused us. Marks only rise, so it
-            // is above our token.
-            None => {
-                let current = self.read_mark(key).await?.unwrap_or(FencingToken::ZERO);
-                Err(Error::StaleToken {
+            // Refused, or dropped: only a higher mark says which. Marks only
+            // rise, so a refusal leaves one above our token; anything else
+            // (no row, a mark at or below ours) means nothing was written.
+            None => match self.read_mark(key).await? {
+                Some(current) if current > token => Err(Error::StaleToken {
                     key: key.to_owned(),
                     presented: token,
                     current,
-                })
-            }
+                }),
+                _ => Err(wrote_nothing(d, &self.db.tables.records, key)),
+            },
         }
     }
 
@@ -160,10 +161,14 @@ pub(crate) fn mysql_mark(result: &sqlx::mysql::MySqlQueryResult) -> i64 {
 }
 
 fn stale(key: &str, presented: FencingToken, mark: i64) -> Error {
-    Error::StaleToken {
-        key: key.to_owned(),
-        presented,
-        current: FencingToken::from_i64(mark).unwrap_or(FencingToken::ZERO),
+    // A negative mark is foreign data, not "mark 0".
+    match FencingToken::from_i64(mark) {
+        Ok(current) => Error::StaleToken {
+            key: key.to_owned(),
+            presented,
+            current,
+        },
+        Err(e) => e,
     }
 }
 

@@ -7,9 +7,10 @@
 //! `integration/services.sh`). All tables of one run share a random prefix.
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fencing::{Error, FencedStore, FencingToken, TokenIssuer};
+use fencing::safety::Verdict;
+use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::env::{MYSQL, POSTGRES, Server};
 use fencing_testkit::issuer::IssuerProfile;
@@ -50,13 +51,124 @@ fn profile() -> IssuerProfile {
     }
 }
 
+/// Tables under the run's prefix plus `what`, for tests that break their
+/// tables on purpose.
+fn tables_for(what: &str) -> Tables {
+    Tables::with_prefix(&format!(
+        "{}{what}_",
+        tables().records.trim_end_matches("records")
+    ))
+    .expect("valid prefix")
+}
+
 macro_rules! database_suite {
-    ($module:ident, $server:expr, $url:expr) => {
+    ($module:ident, $server:expr, $url:expr, $db:ty, $clock:literal) => {
         mod $module {
             use super::*;
 
             pub(super) async fn db() -> Option<Db> {
                 connect($server, &$url).await
+            }
+
+            /// The stored counter of `resource`, read raw: it must still be
+            /// an integer (SQLite turns an overflowing `token + 1` into a REAL).
+            async fn stored_token(resource: &str) -> i64 {
+                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let token = sqlx::query_scalar::<_, i64>(&format!(
+                    "SELECT token FROM {} WHERE resource = '{resource}'",
+                    tables().leases
+                ))
+                .fetch_one(&pool)
+                .await
+                .unwrap_or_else(|e| panic!("the counter of {resource:?} is not an integer: {e}"));
+                pool.close().await;
+                token
+            }
+
+            // A TTL of 2.999 ms: a server that drops the 0.999 ms (or
+            // a clock that counts whole milliseconds) frees the lease before
+            // the holder's local deadline, and a contender polling
+            // back-to-back walks in while the holder still believes it holds.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_held_lease_is_not_taken_before_a_sub_millisecond_ttl_ends() {
+                let Some(db) = db().await else { return };
+                let issuer = SqlIssuer::new(db).await.expect("issuer");
+                let ttl = Duration::from_micros(2_999);
+                for round in 0..40 {
+                    let resource = fencing_testkit::unique_name("sub-ms");
+                    let holder = issuer
+                        .try_acquire(&LeaseRequest::new(&resource, ttl))
+                        .await
+                        .unwrap()
+                        .expect("a fresh resource is free");
+                    let contender = LeaseRequest::new(&resource, ttl);
+                    let started = Instant::now();
+                    loop {
+                        if issuer.try_acquire(&contender).await.unwrap().is_some() {
+                            let early = holder.deadline().checked_duration_since(Instant::now());
+                            assert!(
+                                early.is_none(),
+                                "round {round}: a contender took the lease {early:?} before the holder's deadline (ttl {ttl:?})"
+                            );
+                            break;
+                        }
+                        assert!(started.elapsed() < Duration::from_secs(10), "the lease never expired");
+                    }
+                }
+            }
+
+            #[tokio::test]
+            async fn no_token_above_bigint_is_granted_and_the_counter_stays_an_integer() {
+                let Some(db) = db().await else { return };
+                let issuer = SqlIssuer::new(db).await.expect("issuer");
+                let resource = fencing_testkit::unique_name("top");
+                let ttl = Duration::from_secs(30);
+                let top = FencingToken::MAX_I64;
+
+                // A floor at i64::MAX leaves no room for the next grant.
+                match issuer.raise_floor(&resource, top).await {
+                    Err(Error::TokenOutOfRange { token, .. }) => assert_eq!(token, top),
+                    other => panic!("a floor at i64::MAX must be TokenOutOfRange, got {other:?}"),
+                }
+                issuer
+                    .raise_floor(&resource, FencingToken::new(top.get() - 1))
+                    .await
+                    .expect("a floor one below the top leaves room for one grant");
+                let request = LeaseRequest::new(&resource, ttl);
+                let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+                assert_eq!(lease.token(), top);
+                // The same live holder keeps its token, at the top too.
+                let again = issuer.try_acquire(&request).await.unwrap().expect("re-entrant");
+                assert_eq!(again.token(), top);
+                issuer.release(&lease).await.unwrap();
+
+                // The next grant would be i64::MAX + 1.
+                match issuer.try_acquire(&LeaseRequest::new(&resource, ttl)).await {
+                    Err(Error::TokenOutOfRange { token, max }) => {
+                        assert_eq!((token.get(), max), (top.get() + 1, top));
+                    }
+                    other => panic!("a grant above i64::MAX must be TokenOutOfRange, got {other:?}"),
+                }
+                assert_eq!(stored_token(&resource).await, i64::MAX);
+                assert_eq!(issuer.holder(&resource).await.unwrap(), None);
+            }
+
+            #[tokio::test]
+            async fn verify_reports_the_zone_free_lease_clock_and_rising_tokens() {
+                let Some(db) = db().await else { return };
+                let issuer = SqlIssuer::new(db).await.expect("issuer");
+                let checks = issuer.verify().await.expect("verify runs");
+                assert!(fencing::safety::all_safe(&checks), "{checks:#?}");
+                let clock = checks
+                    .iter()
+                    .find(|c| c.name == "lease clock")
+                    .unwrap_or_else(|| panic!("no lease clock check in {checks:#?}"));
+                assert_eq!(clock.verdict, Verdict::Pass, "{clock:?}");
+                assert!(clock.detail.contains($clock), "{clock:?} does not name {}", $clock);
+                assert!(
+                    checks.iter().any(|c| c.name == "tokens rise" && c.verdict == Verdict::Pass),
+                    "{checks:#?}"
+                );
             }
             async fn store() -> Option<Arc<dyn FencedStore>> {
                 Some(Arc::new(SqlStore::new(db().await?).await.expect("store")))
@@ -127,9 +239,189 @@ macro_rules! database_suite {
     };
 }
 
-database_suite!(postgres, Some(&POSTGRES), POSTGRES.endpoint());
-database_suite!(mariadb, Some(&MYSQL), MYSQL.endpoint());
-database_suite!(sqlite, None, sqlite_url());
+database_suite!(
+    postgres,
+    Some(&POSTGRES),
+    POSTGRES.endpoint(),
+    sqlx::Postgres,
+    "now()"
+);
+database_suite!(
+    mariadb,
+    Some(&MYSQL),
+    MYSQL.endpoint(),
+    sqlx::MySql,
+    "UTC_TIMESTAMP(6)"
+);
+database_suite!(sqlite, None, sqlite_url(), sqlx::Sqlite, "julianday('now')");
+
+/// Lease time on servers with a session time zone: two pools set to zones
+/// 20 hours apart share one lease table; a legacy table whose expiry
+/// depends on the zone is refused.
+macro_rules! zone_suite {
+    ($module:ident, $server:expr, $url:expr, $db:ty, $wrap:path,
+     west: $west:literal, east: $east:literal, legacy: $legacy:literal, migration: $migration:expr) => {
+        mod $module {
+            use super::*;
+
+            async fn pool_in(zone: &'static str) -> sqlx::Pool<$db> {
+                sqlx::pool::PoolOptions::<$db>::new()
+                    .max_connections(2)
+                    .after_connect(move |conn, _| {
+                        Box::pin(async move { sqlx::query(zone).execute(conn).await.map(|_| ()) })
+                    })
+                    .connect(&$url)
+                    .await
+                    .expect("pool")
+            }
+
+            async fn issuer_in(zone: &'static str) -> SqlIssuer {
+                SqlIssuer::new($wrap(pool_in(zone).await).with_tables(tables()))
+                    .await
+                    .expect("issuer")
+            }
+
+            #[tokio::test]
+            async fn pools_in_different_time_zones_never_hold_a_lease_together() {
+                if connect($server, &$url).await.is_none() {
+                    return;
+                }
+                let (west, east) = (issuer_in($west).await, issuer_in($east).await);
+                let resource = fencing_testkit::unique_name("zones");
+                let ttl = Duration::from_secs(30);
+                let held = west
+                    .try_acquire(&LeaseRequest::new(&resource, ttl))
+                    .await
+                    .unwrap()
+                    .expect("free");
+                let taken = east.try_acquire(&LeaseRequest::new(&resource, ttl)).await.unwrap();
+                assert!(
+                    taken.is_none(),
+                    "a pool at {:?} took {resource:?} (token {:?}) while a pool at {:?} holds it live (token {})",
+                    $east,
+                    taken.map(|l| l.token()),
+                    $west,
+                    held.token()
+                );
+                assert_eq!(east.holder(&resource).await.unwrap().map(|h| h.token), Some(held.token()));
+
+                // And the other way round.
+                west.release(&held).await.expect("the west pool still holds it");
+                let held = east
+                    .try_acquire(&LeaseRequest::new(&resource, ttl))
+                    .await
+                    .unwrap()
+                    .expect("released");
+                let taken = west.try_acquire(&LeaseRequest::new(&resource, ttl)).await.unwrap();
+                assert!(taken.is_none(), "the west pool took a live lease of the east pool: {taken:?}");
+                east.renew(&held).await.expect("the east pool still holds it");
+                east.release(&held).await.unwrap();
+            }
+
+            /// The lease table as the previous release created it.
+            async fn legacy_table(db: &Db, tables: &Tables) {
+                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                sqlx::query(&format!("DROP TABLE IF EXISTS {}", tables.leases))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                sqlx::query(&format!("CREATE TABLE {} {}", tables.leases, $legacy))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                pool.close().await;
+                let _ = db;
+            }
+
+            #[tokio::test]
+            async fn a_zone_dependent_lease_table_is_refused_with_how_to_migrate() {
+                let Some(db) = connect($server, &$url).await else { return };
+                let tables = tables_for("legacy");
+                let db = db.with_tables(tables.clone());
+                legacy_table(&db, &tables).await;
+                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                // A live lease of an old process, at token 41.
+                sqlx::query(&format!(
+                    "INSERT INTO {} (resource, holder, token, expires_at) VALUES ('r', 'old', 41, '2999-01-01 00:00:00')",
+                    tables.leases
+                ))
+                .execute(&pool)
+                .await
+                .unwrap();
+                let reason = match SqlIssuer::new(db.clone()).await {
+                    Err(Error::UnsafeConfiguration { reason, .. }) => reason,
+                    other => panic!("a zone-dependent lease table must be refused, got {other:?}"),
+                };
+                // The statements the refusal names migrate the table, and
+                // the counter goes on from where it was.
+                let migration: fn(&str) -> Vec<String> = $migration;
+                let migration = migration(&tables.leases);
+                for sql in &migration {
+                    assert!(reason.contains(sql.as_str()), "the refusal must name `{sql}`: {reason}");
+                    sqlx::query(sql).execute(&pool).await.unwrap();
+                }
+                let issuer = SqlIssuer::new(db.clone()).await.expect("migrated");
+                let lease = issuer
+                    .try_acquire(&LeaseRequest::new("r", Duration::from_secs(30)))
+                    .await
+                    .unwrap()
+                    .expect("the old lease was ended");
+                assert_eq!(lease.token(), FencingToken::new(42));
+                pool.close().await;
+                db.drop_tables().await.unwrap();
+            }
+
+            #[tokio::test]
+            async fn verify_finds_a_zone_dependent_lease_table_unsafe() {
+                let Some(db) = connect($server, &$url).await else { return };
+                let tables = tables_for("legacyv");
+                let db = db.with_tables(tables.clone());
+                let issuer = SqlIssuer::new(db.clone()).await.expect("issuer");
+                // An older release recreates the table under a running issuer.
+                legacy_table(&db, &tables).await;
+                let checks = issuer.verify().await.expect("verify runs");
+                let clock = checks
+                    .iter()
+                    .find(|c| c.name == "lease clock")
+                    .unwrap_or_else(|| panic!("no lease clock check in {checks:#?}"));
+                assert_eq!(clock.verdict, Verdict::Unsafe, "{checks:#?}");
+                assert!(clock.detail.contains("ALTER TABLE"), "{clock:?}");
+                assert!(!fencing::safety::all_safe(&checks));
+                db.drop_tables().await.unwrap();
+            }
+        }
+    };
+}
+
+zone_suite!(
+    zones_postgres,
+    Some(&POSTGRES),
+    POSTGRES.endpoint(),
+    sqlx::Postgres,
+    Db::postgres,
+    west: "SET TIME ZONE -10",
+    east: "SET TIME ZONE 10",
+    legacy: "(resource VARCHAR(512) NOT NULL PRIMARY KEY, holder BYTEA, token BIGINT NOT NULL, expires_at TIMESTAMP)",
+    migration: |t: &str| vec![
+        format!("UPDATE {t} SET holder = NULL, expires_at = NULL;"),
+        format!("ALTER TABLE {t} ALTER COLUMN expires_at TYPE timestamptz USING NULL;"),
+    ]
+);
+zone_suite!(
+    zones_mariadb,
+    Some(&MYSQL),
+    MYSQL.endpoint(),
+    sqlx::MySql,
+    Db::mysql,
+    west: "SET time_zone = '-10:00'",
+    east: "SET time_zone = '+10:00'",
+    legacy: "(resource VARBINARY(512) NOT NULL PRIMARY KEY, holder VARBINARY(256), token BIGINT NOT NULL, \
+             expires_at DATETIME(6), granted BIGINT UNSIGNED NOT NULL DEFAULT 0)",
+    migration: |t: &str| vec![
+        format!("UPDATE {t} SET holder = NULL;"),
+        format!("ALTER TABLE {t} DROP COLUMN expires_at, ADD COLUMN expires_at_utc DATETIME(6) NULL;"),
+    ]
+);
 
 /// The transaction guard on one database: `$pool` connects, `$begin` is the
 /// statement that opens a writing transaction.
@@ -186,31 +478,30 @@ macro_rules! guard_suite {
                 let domain = fencing_testkit::unique_name("orders");
 
                 // The current holder (token 2) fences and ships every order.
-                let mut conn = pool.acquire().await.unwrap();
-                sqlx::query($begin).execute(&mut *conn).await.unwrap();
-                fence_transaction(&mut *conn, &tables, &domain, FencingToken::new(2))
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                fence_transaction(&mut tx, &tables, &domain, FencingToken::new(2))
                     .await
                     .expect("holder fences");
                 sqlx::query(&format!("UPDATE {table} SET status = 'shipped by 2'"))
-                    .execute(&mut *conn)
+                    .execute(&mut *tx)
                     .await
                     .unwrap();
-                sqlx::query("COMMIT").execute(&mut *conn).await.unwrap();
+                tx.commit().await.unwrap();
 
                 // The zombie (token 1) writes many rows, then checks its fence
                 // before committing: refused, and it rolls back all of it.
-                sqlx::query($begin).execute(&mut *conn).await.unwrap();
+                let mut tx = pool.begin_with($begin).await.unwrap();
                 sqlx::query(&format!("UPDATE {table} SET status = 'zombie'"))
-                    .execute(&mut *conn)
+                    .execute(&mut *tx)
                     .await
                     .unwrap();
                 sqlx::query(&format!(
                     "INSERT INTO {table} (id, status) VALUES (4, 'zombie')"
                 ))
-                .execute(&mut *conn)
+                .execute(&mut *tx)
                 .await
                 .unwrap();
-                match fence_transaction(&mut *conn, &tables, &domain, FencingToken::new(1)).await {
+                match fence_transaction(&mut tx, &tables, &domain, FencingToken::new(1)).await {
                     Err(Error::StaleToken {
                         presented, current, ..
                     }) => {
@@ -218,16 +509,15 @@ macro_rules! guard_suite {
                     }
                     other => panic!("the zombie's fence must be stale, got {other:?}"),
                 }
-                sqlx::query("ROLLBACK").execute(&mut *conn).await.unwrap();
+                tx.rollback().await.unwrap();
 
                 // A zombie that fences first is refused before it writes.
-                sqlx::query($begin).execute(&mut *conn).await.unwrap();
+                let mut tx = pool.begin_with($begin).await.unwrap();
                 assert!(matches!(
-                    fence_transaction(&mut *conn, &tables, &domain, FencingToken::new(1)).await,
+                    fence_transaction(&mut tx, &tables, &domain, FencingToken::new(1)).await,
                     Err(Error::StaleToken { .. })
                 ));
-                sqlx::query("ROLLBACK").execute(&mut *conn).await.unwrap();
-                drop(conn);
+                tx.rollback().await.unwrap();
 
                 let rows = statuses(&pool, &table).await;
                 assert_eq!(
@@ -252,31 +542,34 @@ macro_rules! guard_suite {
                 };
                 let a = fencing_testkit::unique_name("domain-a");
                 let b = fencing_testkit::unique_name("domain-b");
-                let mut conn = pool.acquire().await.unwrap();
-                fence_transaction(&mut *conn, &tables, &a, FencingToken::new(5))
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                fence_transaction(&mut tx, &tables, &a, FencingToken::new(5))
                     .await
                     .unwrap();
-                fence_transaction(&mut *conn, &tables, &b, FencingToken::new(1))
+                fence_transaction(&mut tx, &tables, &b, FencingToken::new(1))
                     .await
                     .expect("b is not fenced by a");
+                tx.commit().await.unwrap();
+                let mut tx = pool.begin_with($begin).await.unwrap();
                 assert!(matches!(
-                    fence_transaction(&mut *conn, &tables, &a, FencingToken::new(4)).await,
+                    fence_transaction(&mut tx, &tables, &a, FencingToken::new(4)).await,
                     Err(Error::StaleToken { .. })
                 ));
-                fence_transaction(&mut *conn, &tables, &a, FencingToken::new(5))
+                fence_transaction(&mut tx, &tables, &a, FencingToken::new(5))
                     .await
                     .expect("equal is accepted");
-                fence_transaction(&mut *conn, &tables, &b, FencingToken::new(1))
+                fence_transaction(&mut tx, &tables, &b, FencingToken::new(1))
                     .await
                     .expect("equal is accepted");
                 assert!(matches!(
-                    fence_transaction(&mut *conn, &tables, "", FencingToken::new(1)).await,
+                    fence_transaction(&mut tx, &tables, "", FencingToken::new(1)).await,
                     Err(Error::InvalidInput { .. })
                 ));
                 assert!(matches!(
-                    fence_transaction(&mut *conn, &tables, &a, FencingToken::new(u64::MAX)).await,
+                    fence_transaction(&mut tx, &tables, &a, FencingToken::new(u64::MAX)).await,
                     Err(Error::TokenOutOfRange { .. })
                 ));
+                tx.commit().await.unwrap();
             }
         }
     };
@@ -324,3 +617,107 @@ async fn an_unreachable_server_is_a_clear_backend_error() {
     assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
     assert!(Tables::with_prefix("x; DROP TABLE y").is_err());
 }
+
+/// A table whose writes are silently dropped (a `BEFORE` trigger that skips
+/// the row; a rule or a policy can do the same): the fenced upsert writes
+/// nothing and there is no mark to read. Neither the guard nor the store may
+/// take that for "mark 0".
+macro_rules! dropped_write_suite {
+    ($module:ident, $server:expr, $url:expr, $db:ty, $drop_writes:expr) => {
+        mod $module {
+            use super::*;
+
+            #[tokio::test]
+            async fn a_fence_or_write_that_leaves_no_mark_is_never_accepted() {
+                let Some(db) = connect($server, &$url).await else {
+                    return;
+                };
+                let tables = tables_for("dropped");
+                let db = db.with_tables(tables.clone());
+                db.drop_tables().await.unwrap();
+                db.create_tables().await.unwrap();
+                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let store = SqlStore::new(db.clone()).await.expect("store");
+                // "existing" has a mark of 3 before writes start being dropped.
+                let mut tx = pool.begin().await.unwrap();
+                fence_transaction(&mut tx, &tables, "existing", FencingToken::new(3))
+                    .await
+                    .unwrap();
+                tx.commit().await.unwrap();
+                store
+                    .put("existing", "3".into(), FencingToken::new(3))
+                    .await
+                    .unwrap();
+                let drop_writes: fn(&str) -> Vec<String> = $drop_writes;
+                for table in [&tables.domains, &tables.records] {
+                    for sql in drop_writes(table) {
+                        sqlx::query(&sql).execute(&pool).await.unwrap();
+                    }
+                }
+
+                for key in ["fresh", "existing"] {
+                    let mut tx = pool.begin().await.unwrap();
+                    let fenced =
+                        fence_transaction(&mut tx, &tables, key, FencingToken::new(5)).await;
+                    assert!(
+                        matches!(fenced, Err(Error::UnsafeConfiguration { .. })),
+                        "{key}: a fence that wrote no mark was reported as {fenced:?}"
+                    );
+                    tx.rollback().await.unwrap();
+
+                    let put = store.put(key, "5".into(), FencingToken::new(5)).await;
+                    assert!(
+                        matches!(put, Err(Error::UnsafeConfiguration { .. })),
+                        "{key}: a write that left no mark was reported as {put:?}"
+                    );
+                }
+                // A real refusal is still a refusal.
+                let mut tx = pool.begin().await.unwrap();
+                assert!(matches!(
+                    fence_transaction(&mut tx, &tables, "existing", FencingToken::new(2)).await,
+                    Err(Error::StaleToken { .. })
+                ));
+                tx.rollback().await.unwrap();
+                assert!(matches!(
+                    store
+                        .put("existing", "2".into(), FencingToken::new(2))
+                        .await,
+                    Err(Error::StaleToken { .. })
+                ));
+                pool.close().await;
+                db.drop_tables().await.unwrap();
+            }
+        }
+    };
+}
+
+dropped_write_suite!(
+    dropped_postgres,
+    Some(&POSTGRES),
+    POSTGRES.endpoint(),
+    sqlx::Postgres,
+    |table| {
+        vec![
+            format!(
+                "CREATE OR REPLACE FUNCTION {table}_drop() RETURNS trigger LANGUAGE plpgsql \
+                 AS $$ BEGIN RETURN NULL; END $$"
+            ),
+            format!(
+                "CREATE TRIGGER {table}_drop BEFORE INSERT OR UPDATE ON {table} \
+                 FOR EACH ROW EXECUTE FUNCTION {table}_drop()"
+            ),
+        ]
+    }
+);
+dropped_write_suite!(dropped_sqlite, None, sqlite_url(), sqlx::Sqlite, |table| {
+    vec![
+        format!(
+            "CREATE TRIGGER {table}_drop_insert BEFORE INSERT ON {table} \
+                 BEGIN SELECT RAISE(IGNORE); END"
+        ),
+        format!(
+            "CREATE TRIGGER {table}_drop_update BEFORE UPDATE ON {table} \
+                 BEGIN SELECT RAISE(IGNORE); END"
+        ),
+    ]
+});
