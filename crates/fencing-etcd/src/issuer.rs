@@ -57,6 +57,9 @@ pub struct EtcdIssuer {
 
 struct Inner {
     client: Client,
+    /// The endpoints given to [`EtcdIssuer::connect`] (empty for a caller's
+    /// own client): `verify` checks they all belong to one cluster.
+    endpoints: Vec<String>,
     prefix: String,
     min_ttl: Duration,
     operation_timeout: Duration,
@@ -113,7 +116,10 @@ impl EtcdIssuer {
         let client = Client::connect(endpoints, Some(options))
             .await
             .map_err(|e| map_error(e.into(), Op::read("connect")))?;
-        let issuer = Self::new(client);
+        let mut issuer = Self::new(client);
+        issuer.rebuild_in_place(|inner| {
+            inner.endpoints = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
+        });
         issuer.ping().await?;
         Ok(issuer)
     }
@@ -124,6 +130,7 @@ impl EtcdIssuer {
         Self {
             inner: Arc::new(Inner {
                 client,
+                endpoints: Vec::new(),
                 prefix: DEFAULT_PREFIX.to_owned(),
                 min_ttl: DEFAULT_MIN_TTL,
                 operation_timeout: DEFAULT_OPERATION_TIMEOUT,
@@ -162,23 +169,33 @@ impl EtcdIssuer {
         self.rebuild(|inner| inner.operation_timeout = timeout)
     }
 
-    fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
+    fn rebuild(mut self, change: impl FnOnce(&mut Inner)) -> Self {
+        self.rebuild_in_place(change);
+        self
+    }
+
+    fn rebuild_in_place(&mut self, change: impl FnOnce(&mut Inner)) {
         let mut inner = Inner {
             client: self.inner.client.clone(),
+            endpoints: self.inner.endpoints.clone(),
             prefix: self.inner.prefix.clone(),
             min_ttl: self.inner.min_ttl,
             operation_timeout: self.inner.operation_timeout,
             abandoned: Mutex::new(self.inner.abandoned.lock().expect("poisoned").clone()),
         };
         change(&mut inner);
-        Self {
-            inner: Arc::new(inner),
-        }
+        self.inner = Arc::new(inner);
     }
 
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
+    }
+
+    /// The endpoints given to [`connect`](Self::connect); empty for an
+    /// issuer on the caller's own client.
+    pub(crate) fn endpoints(&self) -> &[String] {
+        &self.inner.endpoints
     }
 
     /// The etcd client, for anything this crate does not do.
@@ -234,7 +251,7 @@ impl EtcdIssuer {
     /// A call that never left this process (no connection to the member
     /// the balancer picked, e.g. a killed leader) is tried again, up to
     /// four times: the balancer then picks another member.
-    async fn call<T, F, Fut>(&self, mut call: F) -> std::result::Result<T, Failure>
+    pub(crate) async fn call<T, F, Fut>(&self, mut call: F) -> std::result::Result<T, Failure>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = std::result::Result<T, etcd_client::Error>>,
@@ -698,6 +715,18 @@ impl TokenIssuer for EtcdIssuer {
 
     fn min_ttl(&self) -> Duration {
         self.inner.min_ttl
+    }
+
+    /// The generic probe, plus etcd's membership: how many members vote
+    /// (one is a warning: no failover), each member's status and health on
+    /// its own connection (unreachable is a warning: raft keeps tokens
+    /// safe, grants only wait), one agreed leader, the connect endpoints
+    /// all in one cluster (two clusters are unsafe: unrelated revisions),
+    /// and etcd's alarms (`CORRUPT` is unsafe, `NOSPACE` a warning). Not
+    /// checked: auto-compaction, which cannot hurt tokens (a live key keeps
+    /// its create revision; a waiter's watch starts from a fresh read).
+    async fn verify(&self) -> Result<Vec<fencing::safety::SafetyCheck>> {
+        crate::verify::verify(self).await
     }
 
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {

@@ -1,0 +1,327 @@
+//! [`TokenIssuer::verify`](fencing::TokenIssuer::verify) for etcd: the
+//! generic probe plus what etcd can tell about its own membership.
+//!
+//! Safety comes from raft: a revision (a token) is committed by a quorum
+//! and never reused, whatever member answers. So a missing member, or a
+//! missing leader, stops grants (etcd refuses writes without a leader and a
+//! quorum) but cannot make a token go backwards: those are warnings. What
+//! *can* make tokens go backwards is a client that talks to two clusters
+//! (their revisions are unrelated), or a member whose data diverged (the
+//! `CORRUPT` alarm): those are unsafe.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use etcd_client::{
+    AlarmAction, AlarmType, Client, ConnectOptions, GetOptions, MemberListResponse, StatusResponse,
+};
+use fencing::Result;
+use fencing::safety::{self, SafetyCheck};
+
+use crate::EtcdIssuer;
+use crate::error::{Op, map_error};
+
+/// How long one member may take to answer a status and a read.
+const MEMBER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The membership checks, then the generic probe.
+pub(crate) async fn verify(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
+    let mut checks = membership(issuer).await?;
+    match safety::probe_issuer(issuer).await {
+        Ok(probe) => checks.extend(probe),
+        // An unsafe finding (e.g. endpoints of two clusters) often makes
+        // the probe fail too: report the finding rather than hide it
+        // behind the probe's error.
+        Err(e) if !safety::all_safe(&checks) => checks.push(SafetyCheck::warn(
+            "tokens rise",
+            format!("the probe could not run: {e}"),
+        )),
+        Err(e) => return Err(e),
+    }
+    Ok(checks)
+}
+
+async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
+    let list: MemberListResponse = issuer
+        .call(|mut c| async move { c.member_list().await })
+        .await
+        .map_err(|e| map_error(e, Op::read("list the members")))?;
+    let cluster = list.header().map_or(0, |h| h.cluster_id());
+    let members = list.members();
+    let name_of = |id: u64| {
+        members
+            .iter()
+            .find(|m| m.id() == id)
+            .map_or_else(|| format!("{id:x}"), |m| display_name(m.name(), id))
+    };
+    let mut checks = vec![member_count(members)];
+
+    // Each member on its own connection: the issuer's client balances over
+    // its endpoints, so it cannot ask one member in particular.
+    let mut answers: BTreeMap<String, std::result::Result<StatusResponse, String>> =
+        BTreeMap::new();
+    let mut leaders = BTreeSet::new();
+    for member in members {
+        let name = display_name(member.name(), member.id());
+        let check = format!("member {name}");
+        let Some(url) = member.client_urls().first() else {
+            checks.push(SafetyCheck::warn(
+                check,
+                "not started (no client URL yet): it adds no failover until it is",
+            ));
+            continue;
+        };
+        let answer = member_status(url, issuer.prefix()).await;
+        checks.push(match &answer {
+            Err(e) => SafetyCheck::warn(
+                check,
+                format!(
+                    "unreachable at its client URL {url}: {e}. The cluster keeps granting while a quorum \
+                     answers, and a member cannot grant on its own (it catches up from the leader before it \
+                     serves); but one failure fewer is tolerated. (This check connects without TLS or \
+                     credentials.)"
+                ),
+            ),
+            Ok(status) => {
+                let id = status.header().map_or(0, |h| h.cluster_id());
+                if id != cluster {
+                    SafetyCheck::unsafe_(
+                        check,
+                        format!(
+                            "at {url} answers for cluster {id:x}, not {cluster:x}: its revisions are unrelated \
+                             to this cluster's"
+                        ),
+                    )
+                } else if !status.errors().is_empty() {
+                    SafetyCheck::warn(
+                        check,
+                        format!("reports errors: {}", status.errors().join("; ")),
+                    )
+                } else {
+                    leaders.insert(status.leader());
+                    SafetyCheck::pass(
+                        check,
+                        format!(
+                            "healthy at {url}: etcd {}, raft term {}, revision {}{}",
+                            status.version(),
+                            status.raft_term(),
+                            status.header().map_or(0, |h| h.revision()),
+                            if member.is_learner() {
+                                " (a learner: no vote)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    )
+                }
+            }
+        });
+        answers.insert(url.clone(), answer);
+    }
+    checks.push(leader_check(&leaders, &name_of));
+    if let Some(check) = endpoints_check(issuer, cluster, &mut answers).await {
+        checks.push(check);
+    }
+    checks.push(alarms_check(issuer, &name_of).await?);
+    Ok(checks)
+}
+
+/// A member's name, or its id before it has one.
+fn display_name(name: &str, id: u64) -> String {
+    if name.is_empty() {
+        format!("{id:x}")
+    } else {
+        name.to_owned()
+    }
+}
+
+/// How many members vote, and what that tolerates.
+fn member_count(members: &[etcd_client::Member]) -> SafetyCheck {
+    let voters = members.iter().filter(|m| !m.is_learner()).count();
+    let tolerated = voters.saturating_sub(1) / 2;
+    match voters {
+        1 => SafetyCheck::warn(
+            "members",
+            "a single voting member: no failover. Tokens stay safe while its data survives; if its data \
+             directory is lost or restored from an old snapshot, revisions restart below tokens already \
+             granted (raise_floor above the old tokens before using it again)",
+        ),
+        n if n % 2 == 0 => SafetyCheck::warn(
+            "members",
+            format!(
+                "{n} voting members: a quorum is {}, so it tolerates {tolerated} failure(s), as {} members \
+                 would; an odd count is the usual choice",
+                n / 2 + 1,
+                n - 1
+            ),
+        ),
+        n => SafetyCheck::pass(
+            "members",
+            format!(
+                "{n} voting members: a quorum is {}, it tolerates {tolerated} failure(s)",
+                n / 2 + 1
+            ),
+        ),
+    }
+}
+
+/// One status and one linearizable read through the member at `url`, as
+/// `etcdctl endpoint health` does: the read needs the member to reach a
+/// leader with a quorum.
+async fn member_status(url: &str, key: &str) -> std::result::Result<StatusResponse, String> {
+    let options = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(MEMBER_TIMEOUT)
+        .with_require_leader(true);
+    let ask = async {
+        let mut client = Client::connect([url], Some(options)).await?;
+        let status = client.status().await?;
+        client
+            .get(key, Some(GetOptions::new().with_count_only()))
+            .await?;
+        Ok::<_, etcd_client::Error>(status)
+    };
+    match tokio::time::timeout(MEMBER_TIMEOUT, ask).await {
+        Ok(Ok(status)) => Ok(status),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {MEMBER_TIMEOUT:?}")),
+    }
+}
+
+/// Whether the members that answered agree on one leader.
+fn leader_check(leaders: &BTreeSet<u64>, name_of: &(dyn Fn(u64) -> String + Sync)) -> SafetyCheck {
+    let mut ids = leaders.iter().copied();
+    match (ids.next(), ids.next()) {
+        (None, _) => SafetyCheck::warn(
+            "leader",
+            "no member answered, so no leader was seen: grants wait until a quorum answers",
+        ),
+        (Some(0), None) => SafetyCheck::warn(
+            "leader",
+            "no leader: etcd refuses every write until one is elected, so nothing is granted (and nothing \
+             can be granted twice); grants wait",
+        ),
+        (Some(id), None) => SafetyCheck::pass(
+            "leader",
+            format!(
+                "{} leads, as every member that answered agrees",
+                name_of(id)
+            ),
+        ),
+        _ => SafetyCheck::warn(
+            "leader",
+            format!(
+                "members name different leaders ({}): an election in progress? Revisions still come from \
+                 one raft log; run verify again",
+                leaders
+                    .iter()
+                    .map(|&id| name_of(id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+    }
+}
+
+/// Whether every endpoint the issuer was connected to answers for the same
+/// cluster (only known for [`EtcdIssuer::connect`]). A client whose
+/// endpoints span two clusters spreads its calls over both: their
+/// revisions are unrelated, so tokens can go backwards.
+async fn endpoints_check(
+    issuer: &EtcdIssuer,
+    cluster: u64,
+    answers: &mut BTreeMap<String, std::result::Result<StatusResponse, String>>,
+) -> Option<SafetyCheck> {
+    let endpoints = issuer.endpoints();
+    if endpoints.is_empty() {
+        return None;
+    }
+    let mut foreign = Vec::new();
+    let mut unreachable = Vec::new();
+    for endpoint in endpoints {
+        if !answers.contains_key(endpoint) {
+            let answer = member_status(endpoint, issuer.prefix()).await;
+            answers.insert(endpoint.clone(), answer);
+        }
+        match &answers[endpoint] {
+            Ok(status) => {
+                let id = status.header().map_or(0, |h| h.cluster_id());
+                if id != cluster {
+                    foreign.push(format!("{endpoint} (cluster {id:x})"));
+                }
+            }
+            Err(_) => unreachable.push(endpoint.as_str()),
+        }
+    }
+    Some(if !foreign.is_empty() {
+        SafetyCheck::unsafe_(
+            "endpoints",
+            format!(
+                "the issuer's endpoints span two clusters: {} answer for another cluster than {cluster:x}. \
+                 The client spreads its calls over all of them, and two clusters' revisions are unrelated, so \
+                 tokens can go backwards: list the members of one cluster only",
+                foreign.join(", ")
+            ),
+        )
+    } else if !unreachable.is_empty() {
+        SafetyCheck::warn(
+            "endpoints",
+            format!(
+                "{} did not answer; the others are members of cluster {cluster:x}",
+                unreachable.join(", ")
+            ),
+        )
+    } else {
+        SafetyCheck::pass(
+            "endpoints",
+            format!("every endpoint answers for cluster {cluster:x}"),
+        )
+    })
+}
+
+/// etcd's alarms: `NOSPACE` stops writes (no grants); `CORRUPT` means a
+/// member's data diverged from the others'.
+async fn alarms_check(
+    issuer: &EtcdIssuer,
+    name_of: &(dyn Fn(u64) -> String + Sync),
+) -> Result<SafetyCheck> {
+    let response = issuer
+        .call(|mut c| async move { c.alarm(AlarmAction::Get, AlarmType::None, None).await })
+        .await
+        .map_err(|e| map_error(e, Op::read("list the alarms")))?;
+    let alarms = response.alarms();
+    let named = |kind: AlarmType| {
+        alarms
+            .iter()
+            .filter(|a| a.alarm() == kind)
+            .map(|a| name_of(a.member_id()))
+            .collect::<Vec<_>>()
+    };
+    let (corrupt, nospace) = (named(AlarmType::Corrupt), named(AlarmType::Nospace));
+    Ok(if !corrupt.is_empty() {
+        SafetyCheck::unsafe_(
+            "alarms",
+            format!(
+                "CORRUPT on {}: a member's data diverged from the others', so revisions (tokens) it serves \
+                 cannot be trusted; see etcd's data-corruption recovery",
+                corrupt.join(", ")
+            ),
+        )
+    } else if !nospace.is_empty() {
+        SafetyCheck::warn(
+            "alarms",
+            format!(
+                "NOSPACE on {}: etcd refuses writes, so nothing is granted, until space is freed \
+                 (compact, defragment, disarm)",
+                nospace.join(", ")
+            ),
+        )
+    } else if alarms.is_empty() {
+        SafetyCheck::pass("alarms", "none raised")
+    } else {
+        SafetyCheck::warn(
+            "alarms",
+            format!("{} alarm(s) of unknown kind", alarms.len()),
+        )
+    })
+}
