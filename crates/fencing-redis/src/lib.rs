@@ -278,20 +278,23 @@ impl RedisIssuer {
         Ok((reply, Some(acked)))
     }
 
-    /// The error for a write fewer replicas acknowledged than required.
-    fn unacknowledged(&self, what: &str, acked: u32) -> Error {
-        let (replicas, timeout) = match self.durability {
-            Durability::Replicated { replicas, timeout } => (replicas, timeout),
-            _ => (0, Duration::ZERO),
-        };
-        Error::backend(
-            BACKEND,
-            true,
-            format!(
-                "{what}: {acked} of {replicas} replicas acknowledged it within {timeout:?} (WAIT); \
-                 a failover could lose it, so it is not handed out"
-            ),
-        )
+    /// Whether enough replicas acknowledged a write (`acked`: what `WAIT`
+    /// answered, `None` if there was no `WAIT`); a retryable error naming
+    /// `what` if not.
+    fn acknowledged(&self, acked: Option<u32>, what: &str) -> Result<()> {
+        match (acked, self.durability) {
+            (Some(acked), Durability::Replicated { replicas, timeout }) if acked < replicas => {
+                Err(Error::backend(
+                    BACKEND,
+                    true,
+                    format!(
+                        "{what}: {acked} of {replicas} replicas acknowledged it within {timeout:?} (WAIT); \
+                         a failover could lose it, so it is not handed out"
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -559,7 +562,7 @@ impl TokenIssuer for RedisIssuer {
                 &self.acquire,
             )
             .await?;
-        let lease = match reply.as_slice() {
+        let (lease, minted) = match reply.as_slice() {
             [granted, token, minted, ..] if granted == "1" => (
                 Lease::new(request, parse_token(token)?, sent_at),
                 minted == "1",
@@ -581,24 +584,19 @@ impl TokenIssuer for RedisIssuer {
                 ));
             }
         };
-        let (lease, minted) = lease;
-        match acked {
-            Some(acked) if !matches!(self.durability, Durability::Replicated { replicas, .. } if acked >= replicas) =>
-            {
-                let error = self.unacknowledged(
-                    &format!("grant of token {} on {:?}", lease.token(), request.resource),
-                    acked,
-                );
-                // A new token no replica has is not handed out: give the lock
-                // back so the next grant need not wait for its TTL. A
-                // re-entrant grant keeps the lease its holder already has.
-                if minted {
-                    let _ = self.release(&lease).await;
-                }
-                Err(error)
+        if let Err(error) = self.acknowledged(
+            acked,
+            &format!("grant of token {} on {:?}", lease.token(), request.resource),
+        ) {
+            // A new token the replicas may lack is not handed out: give the
+            // lock back so the next grant need not wait for its TTL. A
+            // re-entrant grant keeps the lease its holder already has.
+            if minted {
+                let _ = self.release(&lease).await;
             }
-            _ => Ok(Some(lease)),
+            return Err(error);
         }
+        Ok(Some(lease))
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
@@ -667,14 +665,12 @@ impl TokenIssuer for RedisIssuer {
                 ));
             }
         };
-        match (acked, self.durability) {
-            (Some(acked), Durability::Replicated { replicas, .. }) if acked < replicas => Err(self
-                .unacknowledged(
-                    &format!("floor {floor} of {resource:?} (counter {counter}; raising it again is harmless)"),
-                    acked,
-                )),
-            _ => Ok(()),
-        }
+        self.acknowledged(
+            acked,
+            &format!(
+                "floor {floor} of {resource:?} (counter {counter}; raising it again is harmless)"
+            ),
+        )
     }
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {

@@ -728,3 +728,48 @@ mod replicated_conformance {
 
     fencing_testkit::issuer_conformance!(issuer, profile());
 }
+
+/// The checks ride inside the grant: one round trip per grant, with or
+/// without the replicated opt-in's WAIT (pipelined behind the script).
+#[tokio::test]
+async fn a_grant_stays_one_round_trip() {
+    if REDIS_AOF.skipped() || REDIS_PRIMARY.skipped() {
+        return;
+    }
+    for (server, durability) in [
+        (&REDIS_AOF, Durability::Required),
+        (&REDIS_PRIMARY, replicated(1, Duration::from_secs(2))),
+    ] {
+        let proxy = fencing_testkit::proxy::CountingProxy::start(addr_of(&server.endpoint())).await;
+        let issuer = connect_to(&format!("redis://{}", proxy.addr()), durability)
+            .await
+            .unwrap_or_else(|e| server.unavailable(&e));
+        // The first grant loads the script into a fresh server; measure the
+        // ones after it.
+        let lease = issuer
+            .try_acquire(&LeaseRequest::new("warm", TTL))
+            .await
+            .unwrap()
+            .unwrap();
+        issuer.release(&lease).await.unwrap();
+        let rounds = 20;
+        let before = proxy.exchanges();
+        let started = Instant::now();
+        for i in 0..rounds {
+            issuer
+                .try_acquire(&LeaseRequest::new(format!("r{i}"), TTL))
+                .await
+                .unwrap()
+                .expect("free");
+        }
+        let elapsed = started.elapsed();
+        let spent = proxy.exchanges() - before;
+        assert_eq!(spent.round_trips, rounds, "{durability:?}: {spent:?}");
+        assert_eq!(spent.connections, 0, "{durability:?}: {spent:?}");
+        eprintln!(
+            "{durability:?}: {} round trip(s) per grant, {:?} per grant",
+            spent.round_trips / rounds,
+            elapsed / u32::try_from(rounds).unwrap()
+        );
+    }
+}
