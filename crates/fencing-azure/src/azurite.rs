@@ -177,8 +177,21 @@ pub async fn store(endpoint: &str, container: &str) -> Result<AzureStore> {
         ..Default::default()
     };
     create_container(&container_client(endpoint, container, Some(quick))?).await?;
-    let client = container_client(endpoint, container, None)?;
-    Ok(AzureBackend::new(client).into_store())
+    Ok(backend(endpoint, container, None)?.into_store())
+}
+
+/// A backend on `container` of the [`DEV_ACCOUNT`] at `endpoint`: reads
+/// with `options` (the client's defaults if `None`), writes without retries.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for an endpoint that is not a URL.
+pub fn backend(
+    endpoint: &str,
+    container: &str,
+    options: Option<BlobContainerClientOptions>,
+) -> Result<AzureBackend> {
+    let url = container_url(endpoint, container, DEV_ACCOUNT, DEV_ACCOUNT_KEY)?;
+    AzureBackend::new(url, None, options)
 }
 
 #[cfg(test)]

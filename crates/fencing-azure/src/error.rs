@@ -8,7 +8,7 @@ const BACKEND: &str = "azure";
 /// What was being done when the client failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// Get Blob Properties.
+    /// A ranged Get Blob of the frame header.
     Head,
     /// Get Blob (possibly in ranges, each conditional on the first's ETag).
     Read,
@@ -27,6 +27,9 @@ pub(crate) enum Failure {
     /// `BlobAlreadyExists` (Azure's answer to `If-None-Match: *` on an
     /// existing blob). On `Read`: the blob changed between two ranges.
     PreconditionFailed,
+    /// 416 on a ranged read: the blob is empty (so it has no frame). Only
+    /// for `Head`.
+    EmptyRange,
     /// Anything else.
     Error(Error),
 }
@@ -61,8 +64,12 @@ pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Erro
     };
     let code = code.as_deref();
     match status {
-        412 => Failure::PreconditionFailed,
+        // Only a condition that did not hold is a lost race. Any other 412
+        // (a lease on the blob: `LeaseIdMissing`) will not go away by
+        // reading again: retrying it 32 times would only hide it.
+        412 if matches!(code, Some("ConditionNotMet") | None) => Failure::PreconditionFailed,
         409 if write && code == Some("BlobAlreadyExists") => Failure::PreconditionFailed,
+        416 if op == Op::Head => Failure::EmptyRange,
         404 if code == Some("ContainerNotFound") => fail(false, err),
         404 if write => Failure::PreconditionFailed,
         404 => Failure::NotFound,
@@ -94,6 +101,7 @@ mod tests {
     fn kind(failure: &Failure) -> String {
         match failure {
             Failure::NotFound => "not found".into(),
+            Failure::EmptyRange => "empty".into(),
             Failure::PreconditionFailed => "precondition".into(),
             Failure::Error(Error::Backend { retryable, .. }) => {
                 format!("backend retryable={retryable}")
@@ -115,6 +123,24 @@ mod tests {
                 Op::Create,
                 answered(StatusCode::Conflict, Some("BlobAlreadyExists")),
                 "precondition",
+            ),
+            (
+                Op::Update,
+                answered(StatusCode::PreconditionFailed, Some("LeaseIdMissing")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Update,
+                answered(StatusCode::Conflict, Some("LeaseAlreadyPresent")),
+                "backend retryable=false",
+            ),
+            (
+                Op::Head,
+                answered(
+                    StatusCode::RequestedRangeNotSatisfiable,
+                    Some("InvalidRange"),
+                ),
+                "empty",
             ),
             (
                 Op::Update,

@@ -10,15 +10,14 @@ use std::num::NonZero;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use azure_core::http::{Etag, NoFormat, RequestContent};
-use azure_storage_blob::models::{
-    BlobClientGetPropertiesResultHeaders, BlockBlobClientUploadOptions,
-};
-use azure_storage_blob::{BlobContainerClient, BlobServiceClient};
+use azure_core::credentials::TokenCredential;
+use azure_core::http::{Etag, NoFormat, RequestContent, RetryOptions, Url};
+use azure_storage_blob::models::{BlobClientDownloadOptions, BlockBlobClientUploadOptions};
+use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
 use fencing::blob::{
-    Blob, BlobBackend, BlobHead, BlobMeta, BlobStore, BlobVersion, Precondition,
-    STATE_METADATA_KEY, TOKEN_METADATA_KEY, WriteOutcome,
+    BlobBackend, BlobMeta, BlobStore, BlobVersion, FRAME_HEADER_LEN, Precondition, StoredObject,
+    WriteOutcome,
 };
 use fencing::{Error, FencingToken, Limits, Result};
 
@@ -28,12 +27,18 @@ use crate::error::{Failure, Op, classify};
 /// [`fencing::blob::BlobStore`] on an [`AzureBackend`].
 pub type AzureStore = BlobStore<AzureBackend>;
 
-/// A fenced [`AzureStore`] on the container your `container` client points
-/// at.
+/// A fenced [`AzureStore`] on the container at `container_url`.
 ///
-/// The same as `AzureStore::new(AzureBackend::new(container))`.
-pub fn azure_store(container: impl Into<Arc<BlobContainerClient>>) -> AzureStore {
-    BlobStore::new(AzureBackend::new(container))
+/// The same as `AzureStore::new(AzureBackend::new(container_url, credential, options)?)`.
+///
+/// # Errors
+/// As [`AzureBackend::new`].
+pub fn azure_store(
+    container_url: Url,
+    credential: Option<Arc<dyn TokenCredential>>,
+    options: Option<BlobContainerClientOptions>,
+) -> Result<AzureStore> {
+    AzureBackend::new(container_url, credential, options).map(BlobStore::new)
 }
 
 /// The largest block blob one Put Blob request may carry: 5000 MiB.
@@ -50,21 +55,27 @@ const UNKNOWN_ETAG: &str = "\"fencing-azure-unknown-etag\"";
 /// partitioned download.
 const READ_ATTEMPTS: u32 = 5;
 
-/// The [`BlobBackend`] for one Azure Blob container: Get Blob Properties,
-/// Get Blob, and a single-request Put Blob with `If-Match: <ETag>` or
-/// `If-None-Match: *`. The ETag changes on every write, metadata included.
+/// The [`BlobBackend`] for one Azure Blob container: a ranged Get Blob for
+/// the frame header, Get Blob, and a single-request Put Blob with
+/// `If-Match: <ETag>` or `If-None-Match: *`. The ETag changes on every
+/// write, metadata included.
 ///
-/// It takes your own [`BlobContainerClient`], already configured with its
-/// URL, credential (Entra ID) or SAS, and options.
+/// It holds two clients on the container: one for reads, with your options,
+/// and one for conditional writes, with the same options but **no retries**:
+/// the Azure pipeline retries a request whose connection broke, and a retry
+/// of a write that was applied fails its precondition, which would read as
+/// a lost race ("nothing was written"). The fenced-write loop retries
+/// instead, and knows what it sent.
 #[derive(Clone)]
 pub struct AzureBackend {
-    container: Arc<BlobContainerClient>,
+    reads: Arc<BlobContainerClient>,
+    writes: Arc<BlobContainerClient>,
 }
 
 impl fmt::Debug for AzureBackend {
     /// Shows the container URL without its query, which may hold a SAS.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let url = self.container.url();
+        let url = self.reads.url();
         f.debug_struct("AzureBackend")
             .field(
                 "container",
@@ -75,23 +86,47 @@ impl fmt::Debug for AzureBackend {
 }
 
 impl AzureBackend {
-    /// A backend writing to the container `container` points at. Nothing is
-    /// sent until the first operation; a missing container is then an
+    /// A backend on the container at `container_url`
+    /// (`https://ACCOUNT.blob.core.windows.net/CONTAINER`, with a SAS in its
+    /// query, or with an Entra ID `credential`). Reads use `options`;
+    /// writes use the same options with retries off. Nothing is sent until
+    /// the first operation; a missing container is then an
     /// [`Error::Backend`] that is not retryable.
-    pub fn new(container: impl Into<Arc<BlobContainerClient>>) -> Self {
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a URL the client refuses (not a base URL,
+    /// a credential over plain http).
+    pub fn new(
+        container_url: Url,
+        credential: Option<Arc<dyn TokenCredential>>,
+        options: Option<BlobContainerClientOptions>,
+    ) -> Result<Self> {
+        let options = options.unwrap_or_default();
+        let mut no_retries = options.clone();
+        no_retries.client_options.retry = RetryOptions::none();
+        let client = |options| {
+            BlobContainerClient::new(container_url.clone(), credential.clone(), Some(options))
+                .map_err(|e| Error::invalid_input(format!("cannot make an Azure client: {e}")))
+        };
+        Ok(Self::from_clients(client(options)?, client(no_retries)?))
+    }
+
+    /// A backend on two clients you built for the same container: `reads`
+    /// as you like, `writes` with `RetryOptions::none()` (see the type's
+    /// docs for why).
+    pub fn from_clients(
+        reads: impl Into<Arc<BlobContainerClient>>,
+        writes: impl Into<Arc<BlobContainerClient>>,
+    ) -> Self {
         Self {
-            container: container.into(),
+            reads: reads.into(),
+            writes: writes.into(),
         }
     }
 
-    /// A backend on `container` of the account `service` points at.
-    pub fn from_service(service: &BlobServiceClient, container: &str) -> Self {
-        Self::new(service.blob_container_client(container))
-    }
-
-    /// The container client.
+    /// The client reads go through.
     pub fn container(&self) -> &Arc<BlobContainerClient> {
-        &self.container
+        &self.reads
     }
 
     /// Wraps the backend in the shared fenced-write loop.
@@ -100,101 +135,37 @@ impl AzureBackend {
     }
 
     /// The limits this backend enforces before sending anything: names up to
-    /// 1024 bytes, values up to 5000 MiB (one Put Blob), any `u64` token.
+    /// 1024 bytes, values up to 5000 MiB (one Put Blob) less the frame, any
+    /// `u64` token.
     pub fn limits() -> Limits {
         Limits {
             max_key_len: AZURE_MAX_KEY_LEN,
-            max_value_len: usize::try_from(PUT_BLOB_MAX).unwrap_or(usize::MAX),
+            max_value_len: usize::try_from(PUT_BLOB_MAX).unwrap_or(usize::MAX) - FRAME_HEADER_LEN,
             max_token: FencingToken::new(u64::MAX),
         }
     }
 
     fn container_name(&self) -> String {
-        self.container
+        self.reads
             .url()
             .path_segments()
             .and_then(|mut s| s.next_back().map(str::to_owned))
             .unwrap_or_default()
     }
-}
 
-fn version_from(etag: Option<Etag>) -> BlobVersion {
-    BlobVersion::new(etag.map_or_else(|| UNKNOWN_ETAG.to_owned(), |e| e.to_string()))
-}
-
-/// Azure metadata names must be C# identifiers: the core's `fencing-token`
-/// and `fencing-state` are stored as `fencing_token` and `fencing_state`.
-fn azure_name(name: &str) -> String {
-    name.replace('-', "_")
-}
-
-/// The metadata pairs for a write.
-fn metadata_for(meta: BlobMeta) -> HashMap<String, String> {
-    meta.to_pairs()
-        .into_iter()
-        .map(|(k, v)| (azure_name(k), v))
-        .collect()
-}
-
-/// The fencing metadata read back from a blob's metadata.
-fn meta_from(metadata: &HashMap<String, String>) -> Result<BlobMeta> {
-    let ours = [TOKEN_METADATA_KEY, STATE_METADATA_KEY];
-    BlobMeta::from_pairs(metadata.iter().filter_map(|(k, v)| {
-        ours.iter()
-            .find(|name| k.eq_ignore_ascii_case(&azure_name(name)))
-            .map(|name| (*name, v.as_str()))
-    }))
-}
-
-fn unreadable(what: &str, err: azure_core::Error) -> Error {
-    Error::backend(
-        "azure",
-        false,
-        format!("unreadable {what} in an Azure response: {err}"),
-    )
-}
-
-#[async_trait]
-impl BlobBackend for AzureBackend {
-    fn name(&self) -> &'static str {
-        "azure"
-    }
-
-    fn limits(&self) -> Limits {
-        Self::limits()
-    }
-
-    async fn head(&self, key: &str) -> Result<Option<BlobHead>> {
-        let response = match self.container.blob_client(key).get_properties(None).await {
-            Ok(response) => response,
-            Err(err) => {
-                return match classify(Op::Head, &self.container_name(), key, err) {
-                    Failure::NotFound => Ok(None),
-                    Failure::PreconditionFailed => Err(Error::backend(
-                        "azure",
-                        true,
-                        format!("unexpected precondition failure reading {key:?}"),
-                    )),
-                    Failure::Error(e) => Err(e),
-                };
-            }
-        };
-        let etag = response.etag().map_err(|e| unreadable("ETag", e))?;
-        let metadata = response.metadata().map_err(|e| unreadable("metadata", e))?;
-        Ok(Some(BlobHead {
-            version: version_from(etag),
-            meta: meta_from(&metadata)?,
-        }))
-    }
-
-    /// A large blob is downloaded in ranges, each conditional on the first
-    /// range's ETag; if the blob changes in between, the read starts over.
-    async fn read(&self, key: &str) -> Result<Option<Blob>> {
-        let client = self.container.blob_client(key);
+    /// Get Blob, whole (`len: None`) or its first `len` bytes. A large blob
+    /// is downloaded in ranges, each conditional on the first range's ETag;
+    /// if the blob changes in between, the read starts over.
+    async fn get(&self, op: Op, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        let client = self.reads.blob_client(key);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let result = match client.download(None).await {
+            let options = BlobClientDownloadOptions {
+                range: len.map(|len| (0..len.max(1)).into()),
+                ..Default::default()
+            };
+            let result = match client.download(Some(options)).await {
                 Ok(response) => response
                     .body
                     .collect()
@@ -203,17 +174,18 @@ impl BlobBackend for AzureBackend {
                 Err(err) => Err(err),
             };
             match result {
-                Ok((properties, body)) => {
-                    return Ok(Some(Blob {
-                        head: BlobHead {
-                            version: version_from(properties.etag),
-                            meta: meta_from(&properties.metadata)?,
-                        },
-                        body,
+                Ok((properties, bytes)) => {
+                    return Ok(Some(StoredObject {
+                        version: version_from(properties.etag),
+                        bytes,
                     }));
                 }
-                Err(err) => match classify(Op::Read, &self.container_name(), key, err) {
+                Err(err) => match classify(op, &self.container_name(), key, err) {
                     Failure::NotFound => return Ok(None),
+                    // An empty blob has no range to read: read it whole.
+                    Failure::EmptyRange => {
+                        return Box::pin(self.get(Op::Read, key, None)).await;
+                    }
                     Failure::PreconditionFailed if attempt < READ_ATTEMPTS => {
                         tracing::debug!(
                             key,
@@ -232,12 +204,45 @@ impl BlobBackend for AzureBackend {
             }
         }
     }
+}
+
+fn version_from(etag: Option<Etag>) -> BlobVersion {
+    BlobVersion::new(etag.map_or_else(|| UNKNOWN_ETAG.to_owned(), |e| e.to_string()))
+}
+
+/// Azure metadata names must be C# identifiers: the hint's `fencing-token`
+/// and `fencing-state` are stored as `fencing_token` and `fencing_state`.
+fn metadata_for(hint: BlobMeta) -> HashMap<String, String> {
+    hint.to_pairs()
+        .into_iter()
+        .map(|(k, v)| (k.replace('-', "_"), v))
+        .collect()
+}
+
+#[async_trait]
+impl BlobBackend for AzureBackend {
+    fn name(&self) -> &'static str {
+        "azure"
+    }
+
+    fn limits(&self) -> Limits {
+        Self::limits()
+    }
+
+    /// One ranged Get Blob: the ETag and the frame header together.
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+        self.get(Op::Head, key, Some(len)).await
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
+        self.get(Op::Read, key, None).await
+    }
 
     async fn write(
         &self,
         key: &str,
         body: Bytes,
-        meta: BlobMeta,
+        hint: BlobMeta,
         precondition: &Precondition,
     ) -> Result<WriteOutcome> {
         let len = u64::try_from(body.len()).unwrap_or(u64::MAX).max(1);
@@ -252,7 +257,7 @@ impl BlobBackend for AzureBackend {
         let options = BlockBlobClientUploadOptions {
             if_match,
             if_none_match,
-            metadata: Some(metadata_for(meta)),
+            metadata: Some(metadata_for(hint)),
             blob_content_type: Some("application/octet-stream".to_owned()),
             // One Put Blob: a partition as large as the value. Staged blocks
             // would be fenced only at their commit.
@@ -260,7 +265,7 @@ impl BlobBackend for AzureBackend {
             ..Default::default()
         };
         let result = self
-            .container
+            .writes
             .blob_client(key)
             .upload(
                 <RequestContent<Bytes, NoFormat> as From<Bytes>>::from(body),
@@ -271,7 +276,7 @@ impl BlobBackend for AzureBackend {
             Ok(uploaded) => Ok(WriteOutcome::Written(version_from(uploaded.etag))),
             Err(err) => match classify(op, &self.container_name(), key, err) {
                 Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound => Err(Error::backend(
+                Failure::NotFound | Failure::EmptyRange => Err(Error::backend(
                     "azure",
                     false,
                     format!("unexpected 'not found' writing {key:?}"),

@@ -8,29 +8,23 @@
 //! named at random, reached with an account SAS signed by
 //! `fencing_azure::azurite`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
+use azure_storage_blob::BlobContainerClientOptions;
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
-use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
+use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
 use fencing::{Error, FencedStore, FencingToken};
 use fencing_azure::{AzureBackend, AzureStore, azurite};
+use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 use fencing_testkit::env::AZURE;
 use fencing_testkit::error_chain;
+use fencing_testkit::proxy::AnswerDroppingProxy;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
-}
-
-fn container_client(
-    endpoint: &str,
-    container: &str,
-    options: Option<BlobContainerClientOptions>,
-) -> BlobContainerClient {
-    azurite::container_client(endpoint, container, options).expect("a container client")
 }
 
 /// This run's container.
@@ -74,8 +68,9 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
         token: t(token),
         has_value: true,
     };
+    let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
     let WriteOutcome::Written(v5) = backend
-        .write(&key, "A".into(), meta(5), &Precondition::Absent)
+        .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
         .await
         .unwrap()
     else {
@@ -83,7 +78,7 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     };
     assert_eq!(
         backend
-            .write(&key, "A".into(), meta(5), &Precondition::Absent)
+            .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
             .await
             .unwrap(),
         WriteOutcome::PreconditionFailed,
@@ -92,7 +87,7 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     let WriteOutcome::Written(v6) = backend
         .write(
             &key,
-            "A".into(),
+            framed(6, b"A"),
             meta(6),
             &Precondition::Matches(v5.clone()),
         )
@@ -104,17 +99,14 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     assert_ne!(v5, v6, "same bytes at a higher token must change the ETag");
     assert_eq!(
         backend
-            .write(&key, "B".into(), meta(5), &Precondition::Matches(v5))
+            .write(&key, framed(5, b"B"), meta(5), &Precondition::Matches(v5))
             .await
             .unwrap(),
         WriteOutcome::PreconditionFailed,
         "a write conditional on the token-5 version went through"
     );
     let blob = backend.read(&key).await.unwrap().expect("present");
-    assert_eq!(
-        (blob.body, blob.head.meta.token, blob.head.version),
-        (Bytes::from("A"), t(6), v6)
-    );
+    assert_eq!((blob.bytes, blob.version), (framed(6, b"A"), v6));
     let _ = backend.container().blob_client(&key).delete(None).await;
 }
 
@@ -179,11 +171,14 @@ async fn a_large_value_is_one_put_and_reads_back_whole() {
 #[tokio::test]
 async fn a_missing_container_is_a_permanent_backend_error() {
     let Some(_) = backend().await else { return };
-    let missing = AzureStore::new(AzureBackend::new(container_client(
-        &AZURE.endpoint(),
-        &format!("{}-missing", container_name()),
-        None,
-    )));
+    let missing = AzureStore::new(
+        azurite::backend(
+            &AZURE.endpoint(),
+            &format!("{}-missing", container_name()),
+            None,
+        )
+        .expect("a backend"),
+    );
     let e = missing
         .put("k", "v".into(), t(1))
         .await
@@ -224,11 +219,14 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
         },
         ..Default::default()
     };
-    let store = AzureStore::new(AzureBackend::new(container_client(
-        "http://127.0.0.1:1/devstoreaccount1",
-        "nowhere",
-        Some(options),
-    )));
+    let store = AzureStore::new(
+        azurite::backend(
+            "http://127.0.0.1:1/devstoreaccount1",
+            "nowhere",
+            Some(options),
+        )
+        .expect("a backend"),
+    );
     for result in [
         store.put("k", "v".into(), t(1)).await,
         store.mark("k").await.map(|_| ()),
@@ -283,7 +281,10 @@ async fn azurite_setup_without_a_server_is_a_retryable_backend_error() {
 fn limits_are_one_put_blob() {
     let limits = AzureBackend::limits();
     assert_eq!(limits.max_key_len, 1024);
-    assert_eq!(limits.max_value_len as u64, 5000 << 20);
+    assert_eq!(
+        limits.max_value_len as u64 + fencing::blob::FRAME_HEADER_LEN as u64,
+        5000 << 20
+    );
     assert_eq!(limits.max_token, t(u64::MAX));
     assert!(matches!(
         limits.check_write("k", t(1), limits.max_value_len + 1),
@@ -293,11 +294,8 @@ fn limits_are_one_put_blob() {
 
 #[test]
 fn debug_output_hides_the_sas() {
-    let backend = AzureBackend::new(container_client(
-        "http://127.0.0.1:10000/devstoreaccount1",
-        "c",
-        None,
-    ));
+    let backend =
+        azurite::backend("http://127.0.0.1:10000/devstoreaccount1", "c", None).expect("a backend");
     let shown = format!("{backend:?}");
     assert!(
         shown.contains("/devstoreaccount1/c") && !shown.contains("sig="),
@@ -348,4 +346,201 @@ async fn warm_fast_path_cost() {
     for k in [&key, &plain_key] {
         let _ = backend.container().blob_client(k).delete(None).await;
     }
+}
+
+/// A plain Put Blob of bytes that carry no frame.
+async fn put_foreign(backend: &AzureBackend, key: &str, body: &'static [u8]) {
+    backend
+        .container()
+        .blob_client(key)
+        .upload(
+            <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(
+                Bytes::from_static(body),
+            ),
+            None,
+        )
+        .await
+        .expect("plain upload");
+}
+
+#[tokio::test]
+async fn objects_written_without_fencing_are_refused_unless_adopted() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let key = fencing_testkit::unique_name("foreign");
+    put_foreign(&backend, &key, b"legacy bytes").await;
+    let strict = AzureStore::new(backend.clone());
+    for result in [
+        strict.mark(&key).await.map(drop),
+        strict.get(&key).await.map(drop),
+        strict.put(&key, "zombie".into(), t(1)).await,
+    ] {
+        assert!(matches!(result, Err(Error::Unfenced { .. })), "{result:?}");
+    }
+    let adopting = AzureStore::new(backend.clone()).adopt_unfenced(true);
+    assert_eq!(adopting.mark(&key).await.unwrap(), Some(FencingToken::ZERO));
+    adopting.fence(&key, t(3)).await.unwrap();
+    let got = strict.get(&key).await.unwrap().expect("body kept by fence");
+    assert_eq!((got.value, got.token), (Bytes::from("legacy bytes"), t(3)));
+
+    let empty = fencing_testkit::unique_name("foreign-empty");
+    put_foreign(&backend, &empty, b"").await;
+    let mark = strict.mark(&empty).await;
+    assert!(matches!(mark, Err(Error::Unfenced { .. })), "{mark:?}");
+    assert_eq!(
+        adopting.mark(&empty).await.unwrap(),
+        Some(FencingToken::ZERO)
+    );
+}
+
+/// Set Blob Metadata and Set Blob Properties change the ETag but not the
+/// body: the mark, in the body, survives them; a plain overwrite cannot let
+/// a zombie in either.
+#[tokio::test]
+async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = AzureStore::new(backend.clone());
+
+    let key = fencing_testkit::unique_name("set-metadata");
+    let blob = backend.container().blob_client(&key);
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key,
+        "Set Blob Metadata zeroing the token hint",
+        AfterTampering::MarkKept,
+        || async move {
+            let metadata = std::collections::HashMap::from([
+                ("fencing_token".to_owned(), "0".to_owned()),
+                ("owner".to_owned(), "someone else".to_owned()),
+            ]);
+            blob.set_metadata(&metadata, None)
+                .await
+                .expect("set metadata");
+        },
+    )
+    .await;
+
+    let key = fencing_testkit::unique_name("clear-metadata");
+    let blob = backend.container().blob_client(&key);
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key,
+        "Set Blob Metadata clearing all metadata",
+        AfterTampering::MarkKept,
+        || async move {
+            blob.set_metadata(&std::collections::HashMap::new(), None)
+                .await
+                .expect("clear metadata");
+        },
+    )
+    .await;
+
+    let key = fencing_testkit::unique_name("set-properties");
+    let blob = backend.container().blob_client(&key);
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key,
+        "Set Blob Properties",
+        AfterTampering::MarkKept,
+        || async move {
+            let options = azure_storage_blob::models::BlobClientSetPropertiesOptions {
+                blob_content_type: Some("text/plain".to_owned()),
+                ..Default::default()
+            };
+            blob.set_properties(Some(options))
+                .await
+                .expect("set properties");
+        },
+    )
+    .await;
+
+    let key = fencing_testkit::unique_name("overwrite");
+    let (be, k) = (backend.clone(), key.clone());
+    tampering_cannot_lower_the_mark(
+        &store,
+        &key,
+        "a plain Put Blob by a program that knows nothing of fencing",
+        AfterTampering::Foreign,
+        || async move { put_foreign(&be, &k, b"plain bytes").await },
+    )
+    .await;
+}
+
+/// A lease held on the blob answers 412 `LeaseIdMissing`: not a lost race.
+/// Reading again cannot help, so the write fails at once with a typed,
+/// non-retryable error instead of 32 futile attempts.
+#[tokio::test]
+async fn a_lease_on_the_blob_is_a_permanent_error_not_a_lost_race() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let store = AzureStore::new(backend.clone());
+    let key = fencing_testkit::unique_name("leased");
+    store.put(&key, "v".into(), t(1)).await.unwrap();
+    let blob = backend.container().blob_client(&key);
+    blob.acquire_lease(-1, None).await.expect("acquire a lease");
+    let started = Instant::now();
+    let err = AzureStore::new(backend.clone())
+        .put(&key, "w".into(), t(2))
+        .await
+        .expect_err("the lease blocks the write");
+    assert!(
+        matches!(
+            err,
+            Error::Backend {
+                retryable: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        format!("{:?}", std::error::Error::source(&err)).contains("LeaseIdMissing"),
+        "{err:?}"
+    );
+    println!("refused in {:?}: {err}", started.elapsed());
+    let got = store.get(&key).await.unwrap().expect("value");
+    assert_eq!((got.value, got.token), (Bytes::from("v"), t(1)));
+    let _ = blob
+        .break_lease(Some(
+            azure_storage_blob::models::BlobClientBreakLeaseOptions {
+                break_period: Some(0),
+                ..Default::default()
+            },
+        ))
+        .await;
+}
+
+/// The Azure pipeline retries a request whose connection broke; if the
+/// first try was applied and its answer lost, the retry fails its
+/// precondition. Our writes go through a client without retries.
+#[tokio::test]
+async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let endpoint = AZURE.endpoint();
+    let authority = endpoint
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("host:port");
+    let proxy = AnswerDroppingProxy::start(authority.parse().expect("a host:port")).await;
+    let proxied = endpoint.replacen(authority, &proxy.addr().to_string(), 1);
+    let through_proxy =
+        AzureStore::new(azurite::backend(&proxied, container_name(), None).expect("a backend"));
+    let direct = AzureStore::new(backend.clone());
+    let key = fencing_testkit::unique_name("lost-answer");
+    let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(
+        Arc::new(through_proxy),
+        &direct,
+        &proxy,
+        b"PUT ",
+        &key,
+    )
+    .await;
+    println!("lost answer: {status}");
 }

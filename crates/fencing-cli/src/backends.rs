@@ -94,22 +94,18 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
             let endpoint = query.get("endpoint").ok_or_else(|| {
                 Error::invalid_input("az:// needs ?endpoint=https://ACCOUNT.blob.core.windows.net")
             })?;
-            let client = match query.get("sas") {
+            let backend = match query.get("sas") {
                 Some(sas) => {
                     let url = format!("{}/{container}?{sas}", endpoint.trim_end_matches('/'));
                     let url = url
                         .parse()
                         .map_err(|e| Error::invalid_input(format!("bad Azure URL: {e}")))?;
-                    azure_storage_blob::BlobContainerClient::new(url, None, None).map_err(|e| {
-                        Error::invalid_input(format!("cannot make an Azure client: {e}"))
-                    })?
+                    fencing_azure::AzureBackend::new(url, None, None)?
                 }
                 // No SAS: Azurite's well-known development account.
-                None => fencing_azure::azurite::container_client(endpoint, &container, None)?,
+                None => fencing_azure::azurite::backend(endpoint, &container, None)?,
             };
-            Ok(Arc::new(
-                fencing_azure::AzureBackend::new(client).into_store(),
-            ))
+            Ok(Arc::new(backend.into_store()))
         }
         _ => Err(Error::invalid_input(format!(
             "unsupported store URL {url:?}; expected one of: {STORE_URLS}"

@@ -149,7 +149,7 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
 
 /// `ttl` in whole milliseconds, rounded up, saturating at `u64::MAX`.
 pub fn ttl_millis_ceil(ttl: Duration) -> u64 {
-    let millis = ttl.as_millis() + u128::from(ttl.subsec_nanos() % 1_000_000 > 0);
+    let millis = ttl.as_millis() + u128::from(!ttl.subsec_nanos().is_multiple_of(1_000_000));
     u64::try_from(millis).unwrap_or(u64::MAX)
 }
 

@@ -102,10 +102,11 @@ impl<B: Plain> Sides<B> {
         Ok(fresh.put(key, value, FencingToken::new(token)).await?)
     }
 
-    /// The request a cold put makes first: the object's version and token.
+    /// The request a cold put makes first: the object's version and frame
+    /// header (one ranged read).
     pub(crate) async fn read_version(&self, key: &str) -> BoxResult<()> {
         self.backend
-            .head(key)
+            .read_prefix(key, fencing::blob::FRAME_HEADER_LEN)
             .await?
             .ok_or("the object to read was missing")?;
         Ok(())
