@@ -230,6 +230,11 @@ impl ZkIssuer {
         Ok(issuer)
     }
 
+    /// The connect string (`host:port[,host:port…]`).
+    pub(crate) fn connect_string(&self) -> &str {
+        &self.inner.connect_string
+    }
+
     /// The prefix znode.
     pub fn prefix(&self) -> &str {
         &self.inner.prefix
@@ -585,6 +590,16 @@ impl TokenIssuer for ZkIssuer {
 
     fn min_ttl(&self) -> Duration {
         self.inner.min_session
+    }
+
+    /// The generic probe, plus the ensemble: its voting servers from
+    /// `/zookeeper/config` (none or one is a warning: no failover), each
+    /// server of the connect string by `srvr` (standalone or unreachable is
+    /// a warning: ZAB keeps zxids safe, grants only wait), and one leader
+    /// (a connect string spanning two ensembles is unsafe: unrelated
+    /// zxids).
+    async fn verify(&self) -> Result<Vec<fencing::safety::SafetyCheck>> {
+        crate::verify::verify(self).await
     }
 
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {

@@ -2,6 +2,7 @@
 
 mod error;
 mod issuer;
+mod verify;
 
 pub use issuer::{DEFAULT_PREFIX, TokenSource, ZkIssuer};
 pub use zookeeper_client;

@@ -1,0 +1,278 @@
+//! [`TokenIssuer::verify`](fencing::TokenIssuer::verify) for ZooKeeper:
+//! the generic probe plus what the ensemble tells about itself.
+//!
+//! Safety comes from ZAB: a zxid (a token) is committed by a quorum and
+//! never reused, and a new leader starts a higher epoch. So a server that
+//! does not answer, or an ensemble between leaders, stops grants but
+//! cannot make a token go backwards: warnings. What can is a connect string
+//! that spans two ensembles (or an ensemble and a standalone server): a
+//! session on one and a session on the other see unrelated zxids. That is
+//! unsafe.
+//!
+//! The ensemble is read from `/zookeeper/config` (readable by anyone by
+//! default) and each server of the connect string is asked `srvr`, the one
+//! four-letter word ZooKeeper allows by default (`mntr` too, on the
+//! leader, when `4lw.commands.whitelist` allows it).
+
+use std::time::Duration;
+
+use fencing::Result;
+use fencing::safety::{self, SafetyCheck};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::ZkIssuer;
+
+/// How long one server may take to answer a four-letter word.
+const WORD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The ensemble checks, then the generic probe.
+pub(crate) async fn verify(issuer: &ZkIssuer) -> Result<Vec<SafetyCheck>> {
+    let mut checks = ensemble(issuer).await;
+    match safety::probe_issuer(issuer).await {
+        Ok(probe) => checks.extend(probe),
+        // An unsafe finding (e.g. two ensembles) often makes the probe
+        // fail too: report the finding rather than hide it behind the
+        // probe's error.
+        Err(e) if !safety::all_safe(&checks) => checks.push(SafetyCheck::warn(
+            "tokens rise",
+            format!("the probe could not run: {e}"),
+        )),
+        Err(e) => return Err(e),
+    }
+    Ok(checks)
+}
+
+/// What `srvr` said about one server.
+#[derive(Debug, PartialEq, Eq)]
+enum Mode {
+    Standalone,
+    Leader,
+    Follower,
+    Observer,
+    ReadOnly,
+    Other(String),
+}
+
+async fn ensemble(issuer: &ZkIssuer) -> Vec<SafetyCheck> {
+    let mut checks = vec![config_check(issuer).await];
+    let mut modes = Vec::new();
+    for server in servers(issuer.connect_string()) {
+        let check = format!("server {server}");
+        let answer = match four_letter_word(server, "srvr").await {
+            Ok(answer) => answer,
+            Err(e) => {
+                checks.push(SafetyCheck::warn(
+                    check,
+                    format!(
+                        "unreachable: {e}. The ensemble keeps granting while a quorum answers, and a server \
+                         cannot grant on its own (it syncs with the leader before it serves)"
+                    ),
+                ));
+                continue;
+            }
+        };
+        let Some(mode) = field(&answer, "Mode") else {
+            checks.push(SafetyCheck::warn(
+                check,
+                format!(
+                    "`srvr` gave no mode (not in 4lw.commands.whitelist, or not serving): {:?}",
+                    answer.trim()
+                ),
+            ));
+            continue;
+        };
+        let zxid = field(&answer, "Zxid").unwrap_or("?");
+        let mode = match mode {
+            "standalone" => Mode::Standalone,
+            "leader" => Mode::Leader,
+            "follower" => Mode::Follower,
+            "observer" => Mode::Observer,
+            "read-only" => Mode::ReadOnly,
+            other => Mode::Other(other.to_owned()),
+        };
+        checks.push(match &mode {
+            Mode::Standalone => SafetyCheck::warn(
+                check,
+                format!(
+                    "standalone (zxid {zxid}): no failover; if its data directory is lost, zxids restart below \
+                     tokens already granted (raise_floor above them before using it again)"
+                ),
+            ),
+            Mode::ReadOnly => SafetyCheck::warn(
+                check,
+                format!("read-only (zxid {zxid}): cut off from the quorum, it refuses every grant"),
+            ),
+            Mode::Other(other) => SafetyCheck::warn(check, format!("mode {other:?} (zxid {zxid})")),
+            Mode::Leader | Mode::Follower | Mode::Observer => {
+                SafetyCheck::pass(check, format!("{mode:?} (zxid {zxid})").to_lowercase())
+            }
+        });
+        modes.push((server, mode));
+    }
+    if let Some(check) = leader_check(&modes).await {
+        checks.push(check);
+    }
+    checks
+}
+
+/// The servers of a connect string: `host:port,host:port[/chroot]`.
+fn servers(connect_string: &str) -> impl Iterator<Item = &str> {
+    let hosts = connect_string
+        .find('/')
+        .map_or(connect_string, |i| &connect_string[..i]);
+    hosts.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// A `Name: value` line of a four-letter word's answer.
+fn field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    answer.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key.trim() == name).then(|| value.trim())
+    })
+}
+
+/// Sends a four-letter word and reads the answer until the server closes.
+async fn four_letter_word(server: &str, word: &str) -> std::result::Result<String, String> {
+    let ask = async {
+        let mut stream = TcpStream::connect(server).await?;
+        stream.write_all(word.as_bytes()).await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    match tokio::time::timeout(WORD_TIMEOUT, ask).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {WORD_TIMEOUT:?}")),
+    }
+}
+
+/// The ensemble's voting members, from `/zookeeper/config`.
+async fn config_check(issuer: &ZkIssuer) -> SafetyCheck {
+    let client = issuer.client();
+    let config = match tokio::time::timeout(WORD_TIMEOUT, client.get_config()).await {
+        Ok(Ok((data, _))) => String::from_utf8_lossy(&data).into_owned(),
+        Ok(Err(e)) => {
+            return SafetyCheck::warn("ensemble", format!("could not read /zookeeper/config: {e}"));
+        }
+        Err(_) => {
+            return SafetyCheck::warn(
+                "ensemble",
+                format!("/zookeeper/config: no answer within {WORD_TIMEOUT:?}"),
+            );
+        }
+    };
+    // `server.N=host:quorum:election[:role][;client]`; the role is
+    // `participant` unless it says `observer`.
+    let servers: Vec<&str> = config
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .collect();
+    let observers = servers.iter().filter(|l| l.contains(":observer")).count();
+    let voters = servers.len() - observers;
+    let observed = if observers > 0 {
+        format!(", and {observers} observer(s)")
+    } else {
+        String::new()
+    };
+    match voters {
+        0 => SafetyCheck::warn(
+            "ensemble",
+            "no ensemble configured (a standalone server): no failover",
+        ),
+        1 => SafetyCheck::warn(
+            "ensemble",
+            format!("a single voting server{observed}: no failover"),
+        ),
+        n if n % 2 == 0 => SafetyCheck::warn(
+            "ensemble",
+            format!(
+                "{n} voting servers{observed}: a quorum is {}, so it tolerates {} failure(s), as {} servers \
+                 would; an odd count is the usual choice",
+                n / 2 + 1,
+                (n - 1) / 2,
+                n - 1
+            ),
+        ),
+        n => SafetyCheck::pass(
+            "ensemble",
+            format!(
+                "{n} voting servers{observed}: a quorum is {}, it tolerates {} failure(s)",
+                n / 2 + 1,
+                (n - 1) / 2
+            ),
+        ),
+    }
+}
+
+/// Whether the servers of the connect string form one ensemble with one
+/// leader. `None` when there is nothing to say (no server answered).
+async fn leader_check(modes: &[(&str, Mode)]) -> Option<SafetyCheck> {
+    let leaders: Vec<&str> = modes
+        .iter()
+        .filter(|(_, m)| *m == Mode::Leader)
+        .map(|(s, _)| *s)
+        .collect();
+    let standalone: Vec<&str> = modes
+        .iter()
+        .filter(|(_, m)| *m == Mode::Standalone)
+        .map(|(s, _)| *s)
+        .collect();
+    let in_ensemble = modes
+        .iter()
+        .any(|(_, m)| matches!(m, Mode::Leader | Mode::Follower | Mode::Observer));
+    // Each standalone server is an ensemble of its own; each leader leads one.
+    let ensembles = standalone.len() + leaders.len().max(usize::from(in_ensemble));
+    if ensembles > 1 {
+        return Some(SafetyCheck::unsafe_(
+            "one ensemble",
+            format!(
+                "the connect string spans {ensembles} ensembles (leaders: {leaders:?}, standalone: \
+                 {standalone:?}): sessions land on any of them and their zxids are unrelated, so tokens can go \
+                 backwards; list the servers of one ensemble only"
+            ),
+        ));
+    }
+    if !standalone.is_empty() || !in_ensemble {
+        return None; // a standalone server leads itself; the server check said so
+    }
+    let Some(leader) = leaders.first() else {
+        return Some(SafetyCheck::warn(
+            "leader",
+            "no server of the connect string leads: an election in progress, or the leader is not listed",
+        ));
+    };
+    // `mntr` answers on the leader with its followers, if allowed.
+    let synced = match four_letter_word(leader, "mntr").await {
+        Ok(answer) => answer
+            .lines()
+            .find_map(|l| l.strip_prefix("zk_synced_followers"))
+            .map(|n| format!(", {} synced follower(s)", n.trim()))
+            .unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    Some(SafetyCheck::pass(
+        "leader",
+        format!("{leader} leads{synced}"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_strings_name_their_servers() {
+        let all: Vec<&str> = servers("a:1, b:2,c:3/chroot/x").collect();
+        assert_eq!(all, ["a:1", "b:2", "c:3"]);
+    }
+
+    #[test]
+    fn fields_are_read_by_name() {
+        let srvr = "Zookeeper version: 3.8.0\nZxid: 0x100000002\nMode: follower\n";
+        assert_eq!(field(srvr, "Mode"), Some("follower"));
+        assert_eq!(field(srvr, "Zxid"), Some("0x100000002"));
+        assert_eq!(field(srvr, "Node count"), None);
+    }
+}
