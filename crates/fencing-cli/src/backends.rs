@@ -10,10 +10,56 @@ pub(crate) const ISSUER_URLS: &str = "sqlite://PATH, postgres://…, mysql://…
 
 /// The store URLs `fence` understands, for help texts.
 pub(crate) const STORE_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
-     s3://BUCKET[?endpoint=URL&region=R], gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]";
+     s3://BUCKET[?endpoint=URL&region=R], gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]; \
+     the object stores take &adopt_unfenced=true to take over objects written without fencing at mark 0";
+
+/// Schemes that name an issuer.
+const ISSUER_SCHEMES: &[&str] = &[
+    "sqlite",
+    "postgres",
+    "postgresql",
+    "mysql",
+    "mariadb",
+    "redis",
+    "rediss",
+    "etcd",
+    "zk",
+    "zookeeper",
+];
+
+/// Schemes that name a store.
+const STORE_SCHEMES: &[&str] = &[
+    "sqlite",
+    "postgres",
+    "postgresql",
+    "mysql",
+    "mariadb",
+    "s3",
+    "gs",
+    "az",
+];
 
 fn scheme(url: &str) -> &str {
     url.split_once(':').map_or("", |(s, _)| s)
+}
+
+/// What a URL can be opened as: (a store, an issuer). An SQL URL is both.
+pub(crate) fn roles(url: &str) -> (bool, bool) {
+    let scheme = scheme(url);
+    (
+        STORE_SCHEMES.contains(&scheme),
+        ISSUER_SCHEMES.contains(&scheme),
+    )
+}
+
+/// The URL with `volatile=1` added, for opening a Redis issuer that
+/// [`issuer`] refused, to inspect it (`fence doctor`).
+pub(crate) fn with_volatile(url: &str) -> Option<String> {
+    matches!(scheme(url), "redis" | "rediss").then(|| {
+        let (base, _) = take_flag(url, "volatile");
+        let sep = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{sep}volatile=1")
+    })
 }
 
 /// Opens the issuer a URL names.
@@ -72,12 +118,16 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
         }
         "s3" => {
             let (bucket, query) = bucket_and_query(url)?;
+            let adopt = adopt_unfenced(&query)?;
             Ok(Arc::new(
-                fencing_s3::S3Backend::new(s3_client(&query)?, bucket).into_store(),
+                fencing_s3::S3Backend::new(s3_client(&query)?, bucket)
+                    .into_store()
+                    .adopt_unfenced(adopt),
             ))
         }
         "gs" => {
             let (bucket, query) = bucket_and_query(url)?;
+            let adopt = adopt_unfenced(&query)?;
             let client = match query.get("endpoint") {
                 Some(endpoint) => fencing_gcs::emulator::client(endpoint).await?,
                 None => google_cloud_storage::client::Storage::builder()
@@ -86,11 +136,14 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
                     .map_err(|e| Error::backend("gcs", false, e))?,
             };
             Ok(Arc::new(
-                fencing_gcs::GcsBackend::new(client, bucket).into_store(),
+                fencing_gcs::GcsBackend::new(client, bucket)
+                    .into_store()
+                    .adopt_unfenced(adopt),
             ))
         }
         "az" => {
             let (container, query) = bucket_and_query(url)?;
+            let adopt = adopt_unfenced(&query)?;
             let endpoint = query.get("endpoint").ok_or_else(|| {
                 Error::invalid_input("az:// needs ?endpoint=https://ACCOUNT.blob.core.windows.net")
             })?;
@@ -105,7 +158,7 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
                 // No SAS: Azurite's well-known development account.
                 None => fencing_azure::azurite::backend(endpoint, &container, None)?,
             };
-            Ok(Arc::new(backend.into_store()))
+            Ok(Arc::new(backend.into_store().adopt_unfenced(adopt)))
         }
         _ => Err(Error::invalid_input(format!(
             "unsupported store URL {url:?}; expected one of: {STORE_URLS}"
@@ -134,6 +187,18 @@ fn bucket_and_query(
         })
         .collect();
     Ok((name.to_owned(), pairs))
+}
+
+/// `adopt_unfenced=true|false` (also 1/0, yes/no; absent: false). Anything
+/// else is refused rather than read as "no": a typo must not look like a choice.
+fn adopt_unfenced(query: &std::collections::HashMap<String, String>) -> Result<bool, Error> {
+    match query.get("adopt_unfenced").map(String::as_str) {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes" | "") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "adopt_unfenced={other:?}: expected true or false"
+        ))),
+    }
 }
 
 /// An S3 client: credentials from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`
@@ -203,6 +268,29 @@ fn take_flag(url: &str, name: &str) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn adopt_unfenced_is_parsed_strictly() {
+        let query = |q: &str| bucket_and_query(&format!("s3://b?{q}")).unwrap().1;
+        assert!(!adopt_unfenced(&query("endpoint=x")).unwrap());
+        assert!(adopt_unfenced(&query("adopt_unfenced=true")).unwrap());
+        assert!(adopt_unfenced(&query("endpoint=x&adopt_unfenced=1")).unwrap());
+        assert!(!adopt_unfenced(&query("adopt_unfenced=false")).unwrap());
+        assert!(adopt_unfenced(&query("adopt_unfenced=ture")).is_err());
+    }
+
+    #[test]
+    fn roles_by_scheme() {
+        assert_eq!(roles("sqlite:///tmp/x"), (true, true));
+        assert_eq!(roles("s3://b"), (true, false));
+        assert_eq!(roles("redis://h:1"), (false, true));
+        assert_eq!(roles("ftp://h"), (false, false));
+        assert_eq!(
+            with_volatile("redis://h:1?volatile=0").as_deref(),
+            Some("redis://h:1?volatile=1")
+        );
+        assert_eq!(with_volatile("s3://b"), None);
+    }
 
     #[test]
     fn flags_are_taken_out_of_the_query() {

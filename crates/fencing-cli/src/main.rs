@@ -19,6 +19,9 @@ pub(crate) mod exit {
     pub(crate) const HELD: u8 = 5;
     /// `get`: the key has no value.
     pub(crate) const NOT_FOUND: u8 = 6;
+    /// `doctor`: a check found the deployment unsafe (it can accept a stale
+    /// write or re-issue a token).
+    pub(crate) const UNSAFE: u8 = 7;
 }
 
 const AFTER_HELP: &str = "\
@@ -28,11 +31,14 @@ Backends are named by URL:
            process's session: use it with `run` or `acquire --hold`)
   stores:  sqlite://PATH, postgres://…, mysql://…, s3://BUCKET[?endpoint=URL&region=R],
            gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]
-           (an endpoint without credentials means the local emulator)
+           (an endpoint without credentials means the local emulator; s3:// takes
+           AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY when set; add adopt_unfenced=true
+           to take over objects written without fencing at mark 0)
 Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
 
 Exit codes: 0 ok, 1 failure, 2 bad input, 3 stale token refused (nothing written),
-4 lease lost, 5 resource held, 6 no value. `fence run` exits with its command's code.
+4 lease lost, 5 resource held, 6 no value, 7 unsafe deployment (`doctor`: a check failed).
+`fence run` exits with its command's code.
 
 Start here: `fence demo` shows a paused lock holder refused by the store.";
 
@@ -72,6 +78,10 @@ enum Command {
     /// Move a resource to another issuer without a token ever going back.
     #[command(subcommand)]
     Migrate(migrate::MigrateCommand),
+    /// Check that stores and issuers enforce what fencing needs: a lower token
+    /// refused, preconditions honoured, tokens that cannot be re-issued.
+    /// Exit 7 if a check is unsafe, 1 if one could not run.
+    Doctor(doctor::DoctorArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
     Audit(audit::AuditArgs),
@@ -102,6 +112,7 @@ pub(crate) fn print_out(line: std::fmt::Arguments<'_>) {
 mod audit;
 mod backends;
 mod demo;
+mod doctor;
 mod lease_cmds;
 mod migrate;
 mod output;
@@ -131,6 +142,7 @@ async fn main() -> ExitCode {
         Command::Mark(args) => store_cmds::mark(args).await,
         Command::Fence(args) => store_cmds::fence(args).await,
         Command::Migrate(command) => migrate::run(command).await,
+        Command::Doctor(args) => doctor::run(args).await,
         Command::Audit(args) => audit::run(args),
     };
     result.unwrap_or_else(|e| report(&*e))
