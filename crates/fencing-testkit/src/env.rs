@@ -133,6 +133,15 @@ pub const AZURE: Server = Server {
     var: "FENCING_AZURE_ENDPOINT",
     default: "http://127.0.0.1:10000/devstoreaccount1",
 };
+/// s3rver (`integration/services.sh up s3rver`, on demand): an S3 emulator
+/// that ignores `If-Match` / `If-None-Match`, the unsafe server `fence
+/// doctor` must flag. It checks SigV4 with access key and secret `S3RVER`.
+pub const S3RVER: Server = Server {
+    name: "s3rver (ignores S3 preconditions)",
+    service: "s3rver",
+    var: "FENCING_S3RVER_ENDPOINT",
+    default: "http://127.0.0.1:9100",
+};
 /// The 3-member etcd cluster of `integration/services.sh up etcd-cluster`,
 /// for the failover tests.
 pub const ETCD_CLUSTER: Server = Server {
