@@ -378,10 +378,10 @@ fn redact(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
         let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
         let authority = &rest[..authority_end];
-        if let Some((userinfo, host)) = authority.rsplit_once('@') {
-            if let Some((user, _password)) = userinfo.split_once(':') {
-                out = format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]);
-            }
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
+            && let Some((user, _password)) = userinfo.split_once(':')
+        {
+            out = format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]);
         }
     }
     if let Some(start) = out.find("sas=") {
