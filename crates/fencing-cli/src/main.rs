@@ -80,7 +80,8 @@ enum Command {
     Migrate(migrate::MigrateCommand),
     /// Check that stores and issuers enforce what fencing needs: a lower token
     /// refused, preconditions honoured, tokens that cannot be re-issued.
-    /// Exit 7 if a check is unsafe, 1 if one could not run.
+    /// Exit 7 if a check is unsafe (even if another could not run), else 1 if
+    /// one could not run (server down).
     Doctor(doctor::DoctorArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
