@@ -393,12 +393,46 @@ pub async fn bad_requests_are_refused(issuer: &dyn TokenIssuer, p: &IssuerProfil
             "a zero TTL",
             LeaseRequest::new(unique_name("zero-ttl"), Duration::ZERO),
         ),
+        (
+            // `Instant + ttl` would overflow: a typed error, never a panic.
+            "a TTL of Duration::MAX",
+            LeaseRequest::new(unique_name("max-ttl"), Duration::MAX),
+        ),
+        (
+            "a TTL above LeaseRequest::MAX_TTL",
+            LeaseRequest::new(
+                unique_name("huge-ttl"),
+                LeaseRequest::MAX_TTL + Duration::from_secs(1),
+            ),
+        ),
     ] {
         match issuer.try_acquire(&request).await {
             Err(Error::InvalidInput { .. }) => {}
             other => panic!("{what} must be refused with InvalidInput, got {other:?}"),
         }
+        match issuer.acquire(&request, Duration::from_millis(100)).await {
+            Err(Error::InvalidInput { .. }) => {}
+            other => panic!("{what}: acquire must refuse it with InvalidInput, got {other:?}"),
+        }
     }
+}
+
+/// A floor that leaves no room for a token above it is refused with
+/// `TokenOutOfRange`, and the resource still grants afterwards.
+pub async fn floor_without_room_is_refused(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
+    let resource = unique_name("floor-top");
+    match issuer
+        .raise_floor(&resource, FencingToken::new(u64::MAX))
+        .await
+    {
+        Err(Error::TokenOutOfRange { .. }) => {}
+        other => panic!("a floor of u64::MAX must be refused with TokenOutOfRange, got {other:?}"),
+    }
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
+        .await
+        .expect("the refused floor changed nothing");
+    issuer.release(&lease).await.expect("release");
 }
 
 /// After `raise_floor`, grants are above the floor; a lower floor changes

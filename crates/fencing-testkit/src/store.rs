@@ -320,3 +320,21 @@ pub async fn history_checker_finds_no_stale_accept(
 ) -> HistoryReport {
     quick_check(Arc::new(MemoryIssuer::new()), store, ttl).await
 }
+
+/// [`FencedStore::verify`] runs and finds nothing unsafe (on object stores
+/// that includes the server honouring both preconditions), twice in a row.
+pub async fn verify_finds_nothing_unsafe(store: &dyn FencedStore) {
+    for _ in 0..2 {
+        let checks = store.verify().await.expect("the probe runs");
+        for check in &checks {
+            println!("{}: {} ({})", check.verdict, check.name, check.detail);
+        }
+        assert!(checks.len() >= 3, "{checks:#?}");
+        assert!(
+            checks
+                .iter()
+                .all(|c| c.verdict == fencing::safety::Verdict::Pass),
+            "{checks:#?}"
+        );
+    }
+}
