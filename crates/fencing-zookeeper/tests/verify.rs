@@ -109,7 +109,13 @@ struct Restart<'a>(&'a Cluster, String);
 
 impl Drop for Restart<'_> {
     fn drop(&mut self) {
-        self.0.services(&["restart-member", "zk-ensemble", &self.1]);
+        let args = ["restart-member", "zk-ensemble", &self.1];
+        if std::thread::panicking() {
+            // No second panic while unwinding: that would abort the run.
+            let _ = Command::new(&self.0.services_sh).args(args).status();
+        } else {
+            self.0.services(&args);
+        }
     }
 }
 
