@@ -417,6 +417,42 @@ pub async fn bad_requests_are_refused(issuer: &dyn TokenIssuer, p: &IssuerProfil
     }
 }
 
+/// A `Lease` with the holder's token but another holder id (rebuilt, or
+/// forged) cannot renew or release the real holder's lease: `LeaseLost`,
+/// and the holder keeps it.
+pub async fn another_holders_lease_cannot_renew_or_release(
+    issuer: &dyn TokenIssuer,
+    p: &IssuerProfile,
+) {
+    let resource = unique_name("impostor");
+    let request = LeaseRequest::new(&resource, p.long_ttl);
+    let lease = issuer.acquire(&request, WAIT).await.expect("acquire");
+    let impostor = fencing::Lease::new(
+        &LeaseRequest::new(&resource, p.long_ttl),
+        lease.token(),
+        std::time::Instant::now(),
+    );
+    match issuer.renew(&impostor).await {
+        Err(Error::LeaseLost { .. }) => {}
+        other => panic!("renewing another holder's lease must be LeaseLost, got {other:?}"),
+    }
+    match issuer.release(&impostor).await {
+        Err(Error::LeaseLost { .. }) => {}
+        other => panic!("releasing another holder's lease must be LeaseLost, got {other:?}"),
+    }
+    let holding = issuer.holder(&resource).await.expect("holder");
+    assert_eq!(
+        holding.map(|h| (h.holder, h.token)),
+        Some((lease.holder().clone(), lease.token())),
+        "the real holder keeps the lease"
+    );
+    issuer
+        .renew(&lease)
+        .await
+        .expect("the real holder still renews");
+    issuer.release(&lease).await.expect("release");
+}
+
 /// A floor that leaves no room for a token above it is refused with
 /// `TokenOutOfRange`, and the resource still grants afterwards.
 pub async fn floor_without_room_is_refused(issuer: &dyn TokenIssuer, p: &IssuerProfile) {

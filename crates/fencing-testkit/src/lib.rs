@@ -93,6 +93,7 @@ macro_rules! issuer_conformance {
             bad_requests_are_refused,
             floor_puts_later_tokens_above_it,
             floor_without_room_is_refused,
+            another_holders_lease_cannot_renew_or_release,
             nested_resource_names_are_independent,
             zombie_is_refused
         );

@@ -66,13 +66,16 @@ pub enum Error {
         after: Duration,
     },
 
-    /// A token above what the backend can store (e.g. `i64::MAX` for SQL).
-    /// Refused before any request was sent.
+    /// A token above what the backend can store (e.g. `i64::MAX` for SQL),
+    /// or a floor or grant that would leave no room for the next token.
+    /// Nothing was written.
     #[error("fencing token {token} is out of range for this backend (max {max})")]
     TokenOutOfRange {
-        /// The token presented.
+        /// The token presented; for a refused grant, the token that would
+        /// have been granted; for a refused floor, the floor.
         token: FencingToken,
-        /// The largest token the backend can store.
+        /// The largest token the backend can store; for a refused floor,
+        /// the highest floor it accepts now.
         max: FencingToken,
     },
 

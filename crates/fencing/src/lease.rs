@@ -129,7 +129,9 @@ impl LeaseRequest {
 
     /// The TTL in whole seconds, rounded up (etcd leases count in seconds).
     pub fn ttl_secs_ceil(&self) -> u64 {
-        self.ttl.as_secs() + u64::from(self.ttl.subsec_nanos() > 0)
+        self.ttl
+            .as_secs()
+            .saturating_add(u64::from(self.ttl.subsec_nanos() > 0))
     }
 }
 
@@ -310,6 +312,7 @@ mod tests {
         let secs = |d| LeaseRequest::new("r", d).ttl_secs_ceil();
         assert_eq!(secs(Duration::from_millis(2001)), 3);
         assert_eq!(secs(Duration::from_secs(2)), 2);
+        assert_eq!(secs(Duration::MAX), u64::MAX);
     }
 
     #[test]
