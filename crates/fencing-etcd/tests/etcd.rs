@@ -390,45 +390,6 @@ async fn lock_key(issuer: &EtcdIssuer, resource: &str) -> fencing_etcd::etcd_cli
         .clone()
 }
 
-/// A `Lease` value with the holder's token but another holder id (rebuilt
-/// from a log line, or a copy of someone else's lease) is not the lease:
-/// renew and release refuse it, and the holder keeps its lease.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renew_and_release_refuse_a_lease_of_another_holder() {
-    let Some(issuer) = connect().await else {
-        return;
-    };
-    let resource = fencing_testkit::unique_name("other-holder");
-    let ttl = Duration::from_secs(3);
-    let lease = issuer
-        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
-        .await
-        .expect("acquire");
-    let impostor = fencing::Lease::new(
-        &LeaseRequest::new(&resource, ttl),
-        lease.token(),
-        Instant::now(),
-    );
-    let renewed = issuer.renew(&impostor).await;
-    assert!(
-        matches!(renewed, Err(Error::LeaseLost { .. })),
-        "renew of another holder's lease: {renewed:?}"
-    );
-    let released = issuer.release(&impostor).await;
-    assert!(
-        matches!(released, Err(Error::LeaseLost { .. })),
-        "release of another holder's lease: {released:?}"
-    );
-    let holding = issuer.holder(&resource).await.expect("holder");
-    assert_eq!(
-        holding.map(|h| (h.holder, h.token)),
-        Some((lease.holder().clone(), lease.token())),
-        "the holder keeps the resource"
-    );
-    let lease = issuer.renew(&lease).await.expect("the holder still renews");
-    issuer.release(&lease).await.expect("and releases");
-}
-
 /// Tokens of two resources can be equal (a floor offsets one of them). A
 /// lease of one resource whose keep-alive gave up must not make the other
 /// resource's lease with the same token unrenewable.

@@ -278,30 +278,17 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
     let Some(backend) = backend().await else {
         return;
     };
-    let key = fencing_testkit::unique_name("foreign");
-    put_foreign(&backend, &key, b"legacy bytes").await;
-    let strict = GcsStore::new(backend.clone());
-    for result in [
-        strict.mark(&key).await.map(drop),
-        strict.get(&key).await.map(drop),
-        strict.put(&key, "zombie".into(), t(1)).await,
-    ] {
-        assert!(matches!(result, Err(Error::Unfenced { .. })), "{result:?}");
-    }
-    let adopting = GcsStore::new(backend.clone()).adopt_unfenced(true);
-    assert_eq!(adopting.mark(&key).await.unwrap(), Some(FencingToken::ZERO));
-    adopting.fence(&key, t(3)).await.unwrap();
-    let got = strict.get(&key).await.unwrap().expect("body kept by fence");
-    assert_eq!((got.value, got.token), (Bytes::from("legacy bytes"), t(3)));
-
-    let empty = fencing_testkit::unique_name("foreign-empty");
-    put_foreign(&backend, &empty, b"").await;
-    let mark = strict.mark(&empty).await;
-    assert!(matches!(mark, Err(Error::Unfenced { .. })), "{mark:?}");
-    assert_eq!(
-        adopting.mark(&empty).await.unwrap(),
-        Some(FencingToken::ZERO)
-    );
+    let be = backend.clone();
+    fencing_testkit::blob::unfenced_objects_are_refused_unless_adopted(
+        &GcsStore::new(backend.clone()),
+        &GcsStore::new(backend.clone()).adopt_unfenced(true),
+        &fencing_testkit::unique_name("foreign"),
+        |key, body| {
+            let be = be.clone();
+            async move { put_foreign(&be, &key, body).await }
+        },
+    )
+    .await;
 }
 
 /// A metadata patch keeps the generation, so a mark kept in metadata could

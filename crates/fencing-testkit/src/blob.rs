@@ -257,3 +257,68 @@ pub async fn a_lost_answer_is_an_unknown_outcome(
     );
     status
 }
+
+/// Objects written by a program that knows nothing of fencing (no frame;
+/// `put_foreign(key, bytes)` writes one with the SDK): `strict` refuses
+/// every operation on them with [`Error::Unfenced`](fencing::Error::Unfenced)
+/// and leaves them alone; `adopting` (the same backend with
+/// `adopt_unfenced(true)`) reads them at mark 0 and fences them, keeping the
+/// body, after which `strict` reads them too. An empty foreign object (whose
+/// ranged read is a 416 on real stores) is refused and adopted the same way.
+pub async fn unfenced_objects_are_refused_unless_adopted<F, Fut>(
+    strict: &dyn FencedStore,
+    adopting: &dyn FencedStore,
+    key: &str,
+    put_foreign: F,
+) where
+    F: Fn(String, &'static [u8]) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use fencing::{Error, FencingToken};
+    put_foreign(key.to_owned(), b"legacy bytes").await;
+    for (op, result) in [
+        ("mark", strict.mark(key).await.map(drop)),
+        ("get", strict.get(key).await.map(drop)),
+        (
+            "put",
+            strict
+                .put(key, Bytes::from_static(b"zombie"), FencingToken::new(1))
+                .await,
+        ),
+        (
+            "fence",
+            strict.fence(key, FencingToken::new(1)).await.map(drop),
+        ),
+    ] {
+        assert!(
+            matches!(result, Err(Error::Unfenced { .. })),
+            "{op} of a foreign object must be Unfenced, got {result:?}"
+        );
+    }
+    assert_eq!(
+        adopting.mark(key).await.expect("adopted mark"),
+        Some(FencingToken::ZERO)
+    );
+    adopting
+        .fence(key, FencingToken::new(3))
+        .await
+        .expect("adopting fence");
+    let got = strict
+        .get(key)
+        .await
+        .expect("read")
+        .expect("body kept by fence");
+    assert_eq!(
+        (got.value, got.token),
+        (Bytes::from_static(b"legacy bytes"), FencingToken::new(3))
+    );
+
+    let empty = format!("{key}-empty");
+    put_foreign(empty.clone(), b"").await;
+    let mark = strict.mark(&empty).await;
+    assert!(matches!(mark, Err(Error::Unfenced { .. })), "{mark:?}");
+    assert_eq!(
+        adopting.mark(&empty).await.expect("adopted mark"),
+        Some(FencingToken::ZERO)
+    );
+}

@@ -221,27 +221,4 @@ mod tests {
             "{next:?}"
         );
     }
-
-    #[tokio::test]
-    async fn renew_and_release_refuse_a_lease_of_another_holder() {
-        let issuer = MemoryIssuer::new();
-        let ttl = Duration::from_secs(5);
-        let lease = issuer
-            .try_acquire(&LeaseRequest::new("r", ttl))
-            .await
-            .expect("grants")
-            .expect("free");
-        let impostor = Lease::new(&LeaseRequest::new("r", ttl), lease.token(), Instant::now());
-        assert!(matches!(
-            issuer.renew(&impostor).await,
-            Err(Error::LeaseLost { .. })
-        ));
-        assert!(matches!(
-            issuer.release(&impostor).await,
-            Err(Error::LeaseLost { .. })
-        ));
-        let holding = issuer.holder("r").await.expect("holder").expect("held");
-        assert_eq!(holding.holder, *lease.holder());
-        issuer.renew(&lease).await.expect("the holder renews");
-    }
 }
