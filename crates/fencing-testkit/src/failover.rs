@@ -114,17 +114,58 @@ impl Cluster {
             _ => panic!("unexpected output from `services.sh leader {service}`: {line:?}"),
         }
     }
+
+    /// `(pid, port)` of a member of ours that does not lead.
+    pub fn a_follower(&self) -> (u32, u16) {
+        let (_, leader_port) = self.leader();
+        let status = self.services(&["status"]);
+        let prefix = format!("{}-", self.server.service);
+        status
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .find_map(|line| {
+                let port: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
+                let pid = line
+                    .split("pid ")
+                    .nth(1)?
+                    .trim_end_matches(')')
+                    .parse()
+                    .ok()?;
+                (port != leader_port).then_some((pid, port))
+            })
+            .unwrap_or_else(|| panic!("no follower of ours in:\n{status}"))
+    }
+
+    /// Kills the member `(pid, port)` with `signal` (e.g. `"KILL"`,
+    /// `"TERM"`); the member is started again when the returned guard is
+    /// dropped or [`restarted`](MemberDown::restart), so a failing test
+    /// leaves the cluster as it found it.
+    ///
+    /// # Panics
+    /// If the signal cannot be sent.
+    pub fn kill(&self, (pid, port): (u32, u16), signal: &str) -> MemberDown {
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "could not kill pid {pid}");
+        MemberDown {
+            cluster: self.clone(),
+            port: Some(port),
+        }
+    }
 }
 
-/// Restarts a killed member when dropped, so a failing test leaves the
-/// cluster as it found it.
-struct Restart {
+/// A member [`Cluster::kill`] stopped; restarted when dropped.
+#[derive(Debug)]
+pub struct MemberDown {
     cluster: Cluster,
     port: Option<u16>,
 }
 
-impl Restart {
-    fn now(mut self) -> Duration {
+impl MemberDown {
+    /// Starts the member again now; returns how long that took.
+    pub fn restart(mut self) -> Duration {
         let started = Instant::now();
         if let Some(port) = self.port.take() {
             self.cluster.services(&[
@@ -137,7 +178,7 @@ impl Restart {
     }
 }
 
-impl Drop for Restart {
+impl Drop for MemberDown {
     fn drop(&mut self) {
         if let Some(port) = self.port.take() {
             let _ = Command::new(&self.cluster.services_sh)
@@ -354,15 +395,7 @@ where
     tokio::time::sleep(config.kill_after).await;
     let (pid, port) = cluster.leader();
     let killed_at = t0.elapsed();
-    let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "could not kill the leader (pid {pid})");
-    let restart = Restart {
-        cluster: cluster.clone(),
-        port: Some(port),
-    };
+    let restart = cluster.kill((pid, port), "KILL");
     eprintln!(
         "{:.1}s: killed the leader of the {} (pid {pid}, port {port})",
         killed_at.as_secs_f64(),
@@ -370,7 +403,7 @@ where
     );
     tokio::time::sleep(config.down_for).await;
     let restart_started = t0.elapsed();
-    let restart_took = tokio::task::spawn_blocking(move || restart.now())
+    let restart_took = tokio::task::spawn_blocking(move || restart.restart())
         .await
         .expect("restart");
     let (new_pid, new_port) = cluster.leader();

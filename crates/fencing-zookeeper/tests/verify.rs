@@ -3,7 +3,6 @@
 //! `integration/services.sh up zk-ensemble`), one of whose followers is
 //! killed and restarted.
 
-use std::process::Command;
 use std::time::Duration;
 
 use fencing::TokenIssuer;
@@ -84,41 +83,6 @@ async fn verify_finds_a_connect_string_of_two_ensembles_unsafe() {
     assert!(!safety::all_safe(&checks));
 }
 
-/// `(pid, port)` of a server of the ensemble that does not lead.
-fn a_follower(cluster: &Cluster) -> (u32, u16) {
-    let (_, leader_port) = cluster.leader();
-    let status = cluster.services(&["status"]);
-    status
-        .lines()
-        .filter(|l| l.starts_with("zk-ensemble-"))
-        .find_map(|line| {
-            let port: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
-            let pid = line
-                .split("pid ")
-                .nth(1)?
-                .trim_end_matches(')')
-                .parse()
-                .ok()?;
-            (port != leader_port).then_some((pid, port))
-        })
-        .unwrap_or_else(|| panic!("no follower of ours in:\n{status}"))
-}
-
-/// Restarts the killed server even if the test fails.
-struct Restart<'a>(&'a Cluster, String);
-
-impl Drop for Restart<'_> {
-    fn drop(&mut self) {
-        let args = ["restart-member", "zk-ensemble", &self.1];
-        if std::thread::panicking() {
-            // No second panic while unwinding: that would abort the run.
-            let _ = Command::new(&self.0.services_sh).args(args).status();
-        } else {
-            self.0.services(&args);
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn verify_sees_the_ensemble_and_warns_of_a_server_down() {
     let Some(issuer) = connect(&ZK_ENSEMBLE.endpoint(), ZK_ENSEMBLE).await else {
@@ -150,13 +114,8 @@ async fn verify_sees_the_ensemble_and_warns_of_a_server_down() {
     // A follower down: the ensemble still grants (a quorum of 2), and the
     // server is a warning, not a failure of verify.
     let cluster = Cluster::new(ZK_ENSEMBLE);
-    let (pid, port) = a_follower(&cluster);
-    let _restart = Restart(&cluster, port.to_string());
-    let killed = Command::new("kill")
-        .arg(pid.to_string())
-        .status()
-        .expect("kill");
-    assert!(killed.success());
+    let (pid, port) = cluster.a_follower();
+    let _down = cluster.kill((pid, port), "TERM");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let checks = issuer.verify().await.expect("verify with a server down");
     assert!(safety::all_safe(&checks), "{checks:#?}");
