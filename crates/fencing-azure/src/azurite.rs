@@ -6,11 +6,11 @@
 //! `http://127.0.0.1:10000/devstoreaccount1`. The client library has no
 //! Shared Key credential, so the well-known development account is reached
 //! with an account SAS signed here (HMAC-SHA256 over the account key).
-//! Failures are [`fencing::Error`]s, so a test can tell "the emulator is not
+//! Failures are [`fencing_core::Error`]s, so a test can tell "the emulator is not
 //! running" ([`Error::Backend`] with `retryable: true`) from a real problem.
 //!
 //! ```no_run
-//! # async fn demo() -> fencing::Result<()> {
+//! # async fn demo() -> fencing_core::Result<()> {
 //! let store = fencing_azure::azurite::store(
 //!     "http://127.0.0.1:10000/devstoreaccount1",
 //!     "my-test-container",
@@ -24,7 +24,7 @@ use azure_core::http::{ClientOptions, FixedRetryOptions, RetryOptions, Url};
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use fencing::{Error, Result};
+use fencing_core::{Error, Result};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 

@@ -1,7 +1,7 @@
-//! The one place Azure Blob failures become [`fencing::Error`]s.
+//! The one place Azure Blob failures become [`fencing_core::Error`]s.
 
 use azure_core::error::ErrorKind;
-use fencing::Error;
+use fencing_core::Error;
 
 const BACKEND: &str = "azure";
 

@@ -4,6 +4,9 @@
 pub mod azurite;
 mod error;
 
+/// The Azure SDK crates this crate is built on, so yours match their versions.
+pub use {azure_core, azure_storage_blob};
+
 use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZero;
@@ -15,16 +18,16 @@ use azure_core::http::{Etag, NoFormat, RequestContent, RetryOptions, Url};
 use azure_storage_blob::models::{BlobClientDownloadOptions, BlockBlobClientUploadOptions};
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
-use fencing::blob::{
+use fencing_core::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobVersion, FRAME_HEADER_LEN, Precondition, StoredObject,
     WriteOutcome,
 };
-use fencing::{Error, FencingToken, Limits, Result};
+use fencing_core::{Error, FencingToken, Limits, Result};
 
 use crate::error::{Failure, Op, classify};
 
 /// A fenced store on Azure Blob Storage: the shared compare-and-swap loop of
-/// [`fencing::blob::BlobStore`] on an [`AzureBackend`].
+/// [`fencing_core::blob::BlobStore`] on an [`AzureBackend`].
 pub type AzureStore = BlobStore<AzureBackend>;
 
 /// A fenced [`AzureStore`] on the container at `container_url`.

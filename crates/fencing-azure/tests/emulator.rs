@@ -15,9 +15,9 @@ use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::BlobContainerClientOptions;
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
-use fencing::{Error, FencedStore, FencingToken};
 use fencing_azure::{AzureBackend, AzureStore, azurite};
+use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
+use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 use fencing_testkit::env::AZURE;
 use fencing_testkit::error_chain;
@@ -282,7 +282,7 @@ fn limits_are_one_put_blob() {
     let limits = AzureBackend::limits();
     assert_eq!(limits.max_key_len, 1024);
     assert_eq!(
-        limits.max_value_len as u64 + fencing::blob::FRAME_HEADER_LEN as u64,
+        limits.max_value_len as u64 + fencing_core::blob::FRAME_HEADER_LEN as u64,
         5000 << 20
     );
     assert_eq!(limits.max_token, t(u64::MAX));

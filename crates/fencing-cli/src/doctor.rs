@@ -235,8 +235,8 @@ async fn check_url(url: &str, timeout: Duration, print: bool) -> Report {
 /// The store or issuer checks, or the error that kept them from running.
 async fn checks(url: &str, role: Role) -> Result<Vec<SafetyCheck>, Error> {
     match role {
-        Role::Store => backends::store(url).await?.verify().await,
-        Role::Issuer => match backends::issuer(url).await {
+        Role::Store => backends::open_store(url).await?.verify().await,
+        Role::Issuer => match backends::open_issuer(url).await {
             Ok(issuer) => issuer.verify().await,
             // A Redis issuer refuses to open on a server that can lose its
             // counter. That refusal is the finding: say so, then open it
@@ -255,7 +255,7 @@ async fn checks(url: &str, role: Role) -> Result<Vec<SafetyCheck>, Error> {
                 );
                 let mut all = vec![refused];
                 all.extend(
-                    backends::issuer(&inspect)
+                    backends::open_issuer(&inspect)
                         .await?
                         .verify()
                         .await?

@@ -103,7 +103,7 @@ fn lease_of(args: &LeaseArgs) -> Result<Lease, Error> {
 }
 
 pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
-    let issuer = backends::issuer(&args.target.issuer).await?;
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
     let mut request = LeaseRequest::new(&args.target.resource, args.ttl);
     if let Some(holder) = &args.holder {
         request = request.with_holder(HolderId::new(holder)?);
@@ -167,14 +167,14 @@ async fn renew_or_lose(issuer: &dyn TokenIssuer, lease: &Lease) -> Result<Lease,
 }
 
 pub(crate) async fn renew(args: LeaseArgs) -> CliResult {
-    let issuer = backends::issuer(&args.target.issuer).await?;
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
     let lease = issuer.renew(&lease_of(&args)?).await?;
     LeaseView::of_lease(&lease).print(args.json);
     Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn release(args: LeaseArgs) -> CliResult {
-    let issuer = backends::issuer(&args.target.issuer).await?;
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
     issuer.release(&lease_of(&args)?).await?;
     if args.json {
         out!(
@@ -188,7 +188,7 @@ pub(crate) async fn release(args: LeaseArgs) -> CliResult {
 }
 
 pub(crate) async fn holder(args: HolderArgs) -> CliResult {
-    let issuer = backends::issuer(&args.target.issuer).await?;
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
     match issuer.holder(&args.target.resource).await? {
         Some(holding) => LeaseView::of_holding(&args.target.resource, &holding).print(args.json),
         None if args.json => out!("null"),
@@ -199,7 +199,7 @@ pub(crate) async fn holder(args: HolderArgs) -> CliResult {
 
 /// Runs a command under a lease: the batch job that must not run twice.
 pub(crate) async fn run(args: RunArgs) -> CliResult {
-    let issuer = backends::issuer(&args.target.issuer).await?;
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
     let request = LeaseRequest::new(&args.target.resource, args.ttl);
     let Some(lease) = acquire_or_wait(&*issuer, &request, args.wait).await? else {
         return held(&*issuer, &request.resource).await;

@@ -111,7 +111,7 @@ pub(crate) fn print_out(line: std::fmt::Arguments<'_>) {
 }
 
 mod audit;
-mod backends;
+use fencing::registry as backends;
 mod demo;
 mod doctor;
 mod lease_cmds;

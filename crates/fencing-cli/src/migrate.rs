@@ -118,8 +118,8 @@ async fn store(args: StoreArgs) -> CliResult {
         )
         .into());
     }
-    let from = backends::store(&args.from).await?;
-    let to = backends::store(&args.to).await?;
+    let from = backends::open_store(&args.from).await?;
+    let to = backends::open_store(&args.to).await?;
     let mut failed = 0;
     for key in keys {
         let report = match copy_one(&*from, &*to, &key).await {
@@ -184,8 +184,8 @@ async fn copy_one(
 }
 
 async fn issuer(args: IssuerArgs) -> CliResult {
-    let from = backends::issuer(&args.from).await?;
-    let to = backends::issuer(&args.to).await?;
+    let from = backends::open_issuer(&args.from).await?;
+    let to = backends::open_issuer(&args.to).await?;
 
     // The old issuer's counter: a probe grant is above every earlier grant.
     let probe_request =
@@ -213,7 +213,7 @@ async fn issuer(args: IssuerArgs) -> CliResult {
         let (url, key) = spec.rsplit_once('#').ok_or_else(|| {
             fencing::Error::invalid_input(format!("--store takes URL#KEY, got {spec:?}"))
         })?;
-        let store = backends::store(url).await?;
+        let store = backends::open_store(url).await?;
         marks.push((format!("{url}#{key}"), store.mark(key).await?));
     }
 

@@ -42,7 +42,7 @@ pub(crate) struct FenceArgs {
 }
 
 pub(crate) async fn put(args: PutArgs) -> CliResult {
-    let store = backends::store(&args.target.store).await?;
+    let store = backends::open_store(&args.target.store).await?;
     let value = match args.value.as_deref() {
         Some("-") | None => {
             let mut buf = Vec::new();
@@ -69,7 +69,7 @@ pub(crate) async fn put(args: PutArgs) -> CliResult {
 }
 
 pub(crate) async fn get(args: KeyArgs) -> CliResult {
-    let store = backends::store(&args.store).await?;
+    let store = backends::open_store(&args.store).await?;
     let record = store.get(&args.key).await?;
     match (record, args.json) {
         (Some(r), true) => out!(
@@ -92,7 +92,7 @@ pub(crate) async fn get(args: KeyArgs) -> CliResult {
 }
 
 pub(crate) async fn mark(args: KeyArgs) -> CliResult {
-    let store = backends::store(&args.store).await?;
+    let store = backends::open_store(&args.store).await?;
     let mark = store.mark(&args.key).await?;
     if args.json {
         out!("{}", serde_json::json!({"key": args.key, "mark": mark}));
@@ -106,7 +106,7 @@ pub(crate) async fn mark(args: KeyArgs) -> CliResult {
 }
 
 pub(crate) async fn fence(args: FenceArgs) -> CliResult {
-    let store = backends::store(&args.target.store).await?;
+    let store = backends::open_store(&args.target.store).await?;
     let mark = store.fence(&args.target.key, args.token).await?;
     if args.target.json {
         out!(

@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
-use fencing::memory::MemoryStore;
-use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
+use fencing_core::memory::MemoryStore;
+use fencing_core::{Error, FencedStore, LeaseRequest, TokenIssuer};
 use fencing_etcd::EtcdIssuer;
 
 #[tokio::main(flavor = "current_thread")]

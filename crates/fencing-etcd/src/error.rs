@@ -1,8 +1,8 @@
-//! etcd errors → [`fencing::Error`], in one place.
+//! etcd errors → [`fencing_core::Error`], in one place.
 
 use std::time::Duration;
 
-use fencing::{Error, FencingToken};
+use fencing_core::{Error, FencingToken};
 use tonic::Code;
 
 /// The backend name in errors.

@@ -12,7 +12,9 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, GetResponse, KeyValue,
     PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchFilterType, WatchOptions,
 };
-use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use fencing_core::{
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+};
 
 use crate::error::{BACKEND, Failure, Op, lease_not_found, map_error, never_sent};
 use crate::keep_alive::KeepAlive;
@@ -725,7 +727,7 @@ impl TokenIssuer for EtcdIssuer {
     /// and etcd's alarms (`CORRUPT` is unsafe, `NOSPACE` a warning). Not
     /// checked: auto-compaction, which cannot hurt tokens (a live key keeps
     /// its create revision; a waiter's watch starts from a fresh read).
-    async fn verify(&self) -> Result<Vec<fencing::safety::SafetyCheck>> {
+    async fn verify(&self) -> Result<Vec<fencing_core::safety::SafetyCheck>> {
         crate::verify::verify(self).await
     }
 
@@ -978,7 +980,7 @@ fn parse_floor(response: Option<&GetResponse>) -> Result<u64> {
 /// end the lease before the holder's local deadline.
 fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
     // `ttl_secs_ceil` overflows near `Duration::MAX`: refuse such TTLs first.
-    fencing::check_ttl(request.ttl)?;
+    fencing_core::check_ttl(request.ttl)?;
     i64::try_from(request.ttl_secs_ceil())
         .map_err(|_| Error::invalid_input(format!("ttl {:?} is too long for etcd", request.ttl)))
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fencing::{Error, Lease, TokenIssuer};
+use fencing_core::{Error, Lease, TokenIssuer};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 

@@ -1,4 +1,4 @@
-//! [`TokenIssuer::verify`](fencing::TokenIssuer::verify) for etcd: the
+//! [`TokenIssuer::verify`](fencing_core::TokenIssuer::verify) for etcd: the
 //! generic probe plus what etcd can tell about its own membership.
 //!
 //! Safety comes from raft: a revision (a token) is committed by a quorum
@@ -15,8 +15,8 @@ use std::time::Duration;
 use etcd_client::{
     AlarmAction, AlarmType, Client, ConnectOptions, GetOptions, MemberListResponse, StatusResponse,
 };
-use fencing::Result;
-use fencing::safety::{self, SafetyCheck};
+use fencing_core::Result;
+use fencing_core::safety::{self, SafetyCheck};
 
 use crate::EtcdIssuer;
 use crate::error::{Op, map_error};

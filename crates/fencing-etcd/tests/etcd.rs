@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing::{Error, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_etcd::EtcdIssuer;
 use fencing_etcd::etcd_client::GetOptions;
 use fencing_testkit::env::ETCD;
@@ -341,7 +341,7 @@ async fn a_floor_is_refused_while_held_and_survives_other_resources() {
         .acquire(&LeaseRequest::new(&resource, long), long)
         .await
         .expect("acquire");
-    let floor = fencing::FencingToken::new(held.token().get() + 5_000);
+    let floor = fencing_core::FencingToken::new(held.token().get() + 5_000);
     assert!(matches!(
         issuer.raise_floor(&resource, floor).await,
         Err(Error::InvalidInput { .. })
@@ -402,7 +402,7 @@ async fn an_abandoned_lease_does_not_touch_another_resource_with_the_same_token(
     let wait = Duration::from_secs(5);
     let a = fencing_testkit::unique_name("abandoned-a");
     issuer
-        .raise_floor(&a, fencing::FencingToken::new(1 << 40))
+        .raise_floor(&a, fencing_core::FencingToken::new(1 << 40))
         .await
         .expect("floor a");
     let lease_a = issuer
@@ -416,7 +416,7 @@ async fn an_abandoned_lease_does_not_touch_another_resource_with_the_same_token(
     let mut lease_b = None;
     for attempt in 0..20 {
         let b = fencing_testkit::unique_name(&format!("abandoned-b{attempt}"));
-        let floor = fencing::FencingToken::new(lease_a.token().get() - 2);
+        let floor = fencing_core::FencingToken::new(lease_a.token().get() - 2);
         issuer.raise_floor(&b, floor).await.expect("floor b");
         let lease = issuer
             .acquire(&LeaseRequest::new(&b, ttl), wait)
@@ -490,7 +490,7 @@ async fn a_floor_without_room_above_it_is_refused() {
     let resource = fencing_testkit::unique_name("floor-range");
     for floor in [u64::MAX, u64::MAX - 1_000, u64::MAX / 2 + (1 << 62)] {
         let raised = issuer
-            .raise_floor(&resource, fencing::FencingToken::new(floor))
+            .raise_floor(&resource, fencing_core::FencingToken::new(floor))
             .await;
         assert!(
             matches!(raised, Err(Error::TokenOutOfRange { .. })),
@@ -509,7 +509,7 @@ async fn a_floor_without_room_above_it_is_refused() {
     // A floor with room is taken: every later revision still fits.
     let floor = (1 << 63) - 1;
     issuer
-        .raise_floor(&resource, fencing::FencingToken::new(floor))
+        .raise_floor(&resource, fencing_core::FencingToken::new(floor))
         .await
         .expect("a floor of 2^63 - 1");
     let lease = issuer

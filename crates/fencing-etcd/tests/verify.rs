@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use fencing::TokenIssuer;
-use fencing::safety::{self, SafetyCheck, Verdict};
+use fencing_core::TokenIssuer;
+use fencing_core::safety::{self, SafetyCheck, Verdict};
 use fencing_etcd::EtcdIssuer;
 use fencing_testkit::env::{ETCD, ETCD_CLUSTER, Server};
 use fencing_testkit::failover::Cluster;

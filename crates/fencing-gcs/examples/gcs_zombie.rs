@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
-use fencing::memory::MemoryIssuer;
-use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
+use fencing_core::memory::MemoryIssuer;
+use fencing_core::{Error, FencedStore, LeaseRequest, TokenIssuer};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -5,18 +5,18 @@
 //! gcs`, or `docker compose up gcs`) on `http://127.0.0.1:4443`, reached
 //! with anonymous credentials. The `Storage` client creates buckets over
 //! gRPC only, so [`create_bucket`] uses the emulator's JSON API. Failures
-//! are [`fencing::Error`]s, so a test can tell "the emulator is not running"
+//! are [`fencing_core::Error`]s, so a test can tell "the emulator is not running"
 //! ([`Error::Backend`] with `retryable: true`) from a real problem.
 //!
 //! ```no_run
-//! # async fn demo() -> fencing::Result<()> {
+//! # async fn demo() -> fencing_core::Result<()> {
 //! let store = fencing_gcs::emulator::store("http://127.0.0.1:4443", "my-test-bucket").await?;
 //! # Ok(()) }
 //! ```
 
 use std::time::Duration;
 
-use fencing::{Error, Result};
+use fencing_core::{Error, Result};
 use google_cloud_auth::credentials::anonymous;
 use google_cloud_storage::builder::storage::ClientBuilder;
 use google_cloud_storage::client::Storage;

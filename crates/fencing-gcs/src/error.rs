@@ -1,6 +1,6 @@
-//! The one place GCS failures become [`fencing::Error`]s.
+//! The one place GCS failures become [`fencing_core::Error`]s.
 
-use fencing::Error;
+use fencing_core::Error;
 
 const BACKEND: &str = "gcs";
 

@@ -4,13 +4,16 @@
 pub mod emulator;
 mod error;
 
+/// The Google Cloud Storage client this crate is built on, so yours matches its version.
+pub use google_cloud_storage;
+
 use async_trait::async_trait;
 use bytes::{Bytes, BytesMut};
-use fencing::blob::{
+use fencing_core::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobVersion, FRAME_HEADER_LEN, Precondition, StoredObject,
     WriteOutcome,
 };
-use fencing::{Error, FencingToken, Limits, Result};
+use fencing_core::{Error, FencingToken, Limits, Result};
 use google_cloud_gax::retry_policy::NeverRetry;
 use google_cloud_storage::client::Storage;
 use google_cloud_storage::model_ext::ReadRange;
@@ -18,7 +21,7 @@ use google_cloud_storage::model_ext::ReadRange;
 use crate::error::{Failure, Op, classify};
 
 /// A fenced store on GCS: the shared compare-and-swap loop of
-/// [`fencing::blob::BlobStore`] on a [`GcsBackend`].
+/// [`fencing_core::blob::BlobStore`] on a [`GcsBackend`].
 pub type GcsStore = BlobStore<GcsBackend>;
 
 /// A fenced [`GcsStore`] on `bucket`, through your configured `client`.

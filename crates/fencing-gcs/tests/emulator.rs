@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
-use fencing::{Error, FencedStore, FencingToken};
+use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
+use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 use fencing_testkit::env::GCS;

@@ -6,8 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use fencing::safety::{SafetyCheck, Verdict};
-use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use fencing_core::safety::{SafetyCheck, Verdict};
+use fencing_core::{
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script, ScriptInvocation};
 
@@ -260,7 +262,7 @@ impl RedisIssuer {
         pipe.invoke_script(invocation)
             .cmd("WAIT")
             .arg(replicas)
-            .arg(fencing::ttl_millis_ceil(timeout));
+            .arg(fencing_core::ttl_millis_ceil(timeout));
         let mut result = pipe.query_async(&mut conn).await;
         // A pipeline does not load a script the server lacks (after a
         // restart or on another node): load it and send once more. A
@@ -600,14 +602,14 @@ impl TokenIssuer for RedisIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        fencing::check_ttl(lease.ttl())?;
+        fencing_core::check_ttl(lease.ttl())?;
         let mut conn = self.connection.clone();
         let sent_at = Instant::now();
         let renewed: i64 = self
             .renew
             .key(self.lock_key(lease.resource()))
             .arg(lock_value(lease))
-            .arg(fencing::ttl_millis_ceil(lease.ttl()))
+            .arg(fencing_core::ttl_millis_ceil(lease.ttl()))
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(&format!("renew {:?}", lease.resource()), true, e))?;
@@ -700,7 +702,7 @@ impl TokenIssuer for RedisIssuer {
     /// [`Durability::AcceptVolatileCounter`], as the default would judge it).
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         let server = inspect(&mut self.connection.clone(), self.durability).await?;
-        let mut checks = match fencing::safety::probe_issuer(self).await {
+        let mut checks = match fencing_core::safety::probe_issuer(self).await {
             Ok(checks) => checks,
             // The issuer refused to grant: report why instead of failing.
             Err(Error::UnsafeConfiguration { reason, .. }) => {

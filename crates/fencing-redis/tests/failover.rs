@@ -9,7 +9,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use fencing::{Error, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_redis::{Durability, RedisIssuer};
 use fencing_testkit::env::{REDIS_PRIMARY, REDIS_REPLICA};
 

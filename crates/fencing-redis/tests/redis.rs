@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::{Error, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_redis::{Durability, RedisIssuer};
 use fencing_testkit::env::{REDIS, REDIS_AOF, Server};
 use fencing_testkit::issuer::IssuerProfile;

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use fencing::{LeaseRequest, TokenIssuer};
+use fencing_core::{LeaseRequest, TokenIssuer};
 use fencing_redis::{Durability, RedisIssuer};
 use fencing_testkit::env::REDIS_AOF;
 
@@ -70,7 +70,10 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
             .await
         {
             Ok(lease) => break lease,
-            Err(e @ (fencing::Error::Backend { .. } | fencing::Error::OutcomeUnknown { .. })) => {
+            Err(
+                e @ (fencing_core::Error::Backend { .. }
+                | fencing_core::Error::OutcomeUnknown { .. }),
+            ) => {
                 assert!(
                     started.elapsed() < Duration::from_secs(20),
                     "no reconnect after 20 s: {e}"

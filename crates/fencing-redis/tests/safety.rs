@@ -16,8 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencing::safety::Verdict;
-use fencing::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
+use fencing_core::safety::Verdict;
+use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_redis::{Durability, RedisIssuer};
 use fencing_testkit::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -531,7 +531,7 @@ async fn a_floor_or_grant_at_the_top_of_the_range_is_refused() {
 // ---------------------------------------------------------------------------
 // verify
 
-fn verdict_of(checks: &[fencing::safety::SafetyCheck], name: &str) -> Verdict {
+fn verdict_of(checks: &[fencing_core::safety::SafetyCheck], name: &str) -> Verdict {
     checks
         .iter()
         .find(|c| c.name == name)

@@ -3,11 +3,11 @@
 //! The standard emulator is moto (`integration/services.sh up s3`, or
 //! `docker compose up s3`) on `http://127.0.0.1:9000`; any S3-compatible
 //! server that accepts static test keys and path-style addressing works.
-//! Failures are [`fencing::Error`]s, so a test can tell "the emulator is not
+//! Failures are [`fencing_core::Error`]s, so a test can tell "the emulator is not
 //! running" ([`Error::Backend`] with `retryable: true`) from a real problem.
 //!
 //! ```no_run
-//! # async fn demo() -> fencing::Result<()> {
+//! # async fn demo() -> fencing_core::Result<()> {
 //! let store = fencing_s3::emulator::store("http://127.0.0.1:9000", "my-test-bucket").await?;
 //! # Ok(()) }
 //! ```
@@ -15,7 +15,7 @@
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::DisplayErrorContext;
-use fencing::{Error, Result};
+use fencing_core::{Error, Result};
 
 use crate::{S3Backend, S3Store};
 

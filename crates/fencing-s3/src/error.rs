@@ -1,7 +1,7 @@
-//! The one place S3 failures become [`fencing::Error`]s.
+//! The one place S3 failures become [`fencing_core::Error`]s.
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use fencing::Error;
+use fencing_core::Error;
 
 const BACKEND: &str = "s3";
 

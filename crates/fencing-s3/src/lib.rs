@@ -4,21 +4,24 @@
 pub mod emulator;
 mod error;
 
+/// The AWS SDK this crate is built on, so your client matches its version.
+pub use aws_sdk_s3;
+
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
-use fencing::blob::{
+use fencing_core::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobVersion, Precondition, StoredObject, WriteOutcome,
 };
-pub use fencing::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
-use fencing::{Error, FencingToken, Limits, Result};
+pub use fencing_core::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
+use fencing_core::{Error, FencingToken, Limits, Result};
 
 use crate::error::{Failure, Op, classify};
 
 /// A fenced store on S3: the shared compare-and-swap loop of
-/// [`fencing::blob::BlobStore`] on an [`S3Backend`].
+/// [`fencing_core::blob::BlobStore`] on an [`S3Backend`].
 pub type S3Store = BlobStore<S3Backend>;
 
 /// A fenced [`S3Store`] on `bucket`, through your configured `client`.

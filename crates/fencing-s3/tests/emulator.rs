@@ -15,8 +15,8 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
-use fencing::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
-use fencing::{Error, FencedStore, FencingToken};
+use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
+use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_s3::{S3Backend, S3Store, emulator};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 use fencing_testkit::env::S3;

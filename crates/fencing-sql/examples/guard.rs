@@ -5,7 +5,7 @@
 //! cargo run -p fencing-sql --example guard          # PostgreSQL from FENCING_PG_URL
 //! ```
 
-use fencing::{Error, FencingToken};
+use fencing_core::{Error, FencingToken};
 use fencing_sql::{Db, Tables, fence_transaction};
 use sqlx::PgPool;
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fencing::{Error, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_sql::SqlIssuer;
 
 #[tokio::main(flavor = "current_thread")]

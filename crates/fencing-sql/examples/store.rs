@@ -7,7 +7,7 @@
 //! cargo run -p fencing-sql --example store -- sqlite://example.sqlite
 //! ```
 
-use fencing::{Error, FencedStore, FencingToken};
+use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_sql::SqlStore;
 
 #[tokio::main(flavor = "current_thread")]

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use fencing::{Error, Result};
+use fencing_core::{Error, Result};
 
 use crate::error::map_error;
 

@@ -1,6 +1,6 @@
-//! sqlx errors → [`fencing::Error`], in one place.
+//! sqlx errors → [`fencing_core::Error`], in one place.
 
-use fencing::{Error, FencingToken};
+use fencing_core::{Error, FencingToken};
 
 use crate::Dialect;
 

@@ -1,7 +1,7 @@
 //! Fencing the caller's own transaction.
 
 use async_trait::async_trait;
-use fencing::{Error, FencingToken, Result};
+use fencing_core::{Error, FencingToken, Result};
 
 use crate::error::{map_error, wrote_nothing};
 use crate::{Dialect, Tables, sql};
@@ -28,7 +28,7 @@ use crate::{Dialect, Tables, sql};
 /// not deadlock upgrading their locks.
 ///
 /// ```no_run
-/// # async fn example(pool: sqlx::PgPool, token: fencing::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn example(pool: sqlx::PgPool, token: fencing_core::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
 /// use fencing_sql::{Tables, fence_transaction};
 ///
 /// let tables = Tables::default();
@@ -42,7 +42,7 @@ use crate::{Dialect, Tables, sql};
 /// A bare connection is not a transaction, and does not compile:
 ///
 /// ```compile_fail
-/// # async fn example(pool: sqlx::PgPool, token: fencing::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn example(pool: sqlx::PgPool, token: fencing_core::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
 /// use fencing_sql::{Tables, fence_transaction};
 ///
 /// let mut conn = pool.acquire().await?;

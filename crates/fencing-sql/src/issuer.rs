@@ -3,8 +3,10 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
-use fencing::safety::SafetyCheck;
-use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use fencing_core::safety::SafetyCheck;
+use fencing_core::{
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+};
 use sqlx::Row;
 
 use crate::Dialect;
@@ -224,7 +226,7 @@ impl TokenIssuer for SqlIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        fencing::check_ttl(lease.ttl())?;
+        fencing_core::check_ttl(lease.ttl())?;
         let ttl = sql::ttl_units(self.db.dialect(), lease.ttl());
         let token = lease.token().to_i64()?;
         let (resource, holder) = (lease.resource(), lease.holder().as_str().as_bytes());
@@ -317,7 +319,7 @@ impl TokenIssuer for SqlIssuer {
     }
 
     /// The lease clock (zone-free, or a legacy table and how to migrate it),
-    /// then the generic probe ([`fencing::safety::probe_issuer`]). A lease
+    /// then the generic probe ([`fencing_core::safety::probe_issuer`]). A lease
     /// table that needs migrating is not probed: its statements would fail
     /// or decide expiry by the session's zone.
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
@@ -325,7 +327,7 @@ impl TokenIssuer for SqlIssuer {
         match self.lease_clock().await? {
             LeaseClock::ZoneFree(detail) => {
                 let mut checks = vec![SafetyCheck::pass(NAME, detail)];
-                checks.extend(fencing::safety::probe_issuer(self).await?);
+                checks.extend(fencing_core::safety::probe_issuer(self).await?);
                 Ok(checks)
             }
             LeaseClock::ZoneDependent(detail) => Ok(vec![

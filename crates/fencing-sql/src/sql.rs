@@ -202,7 +202,7 @@ fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
 /// milliseconds rounded **up**: a truncated TTL would let the database end
 /// the lease before the holder's local deadline.
 pub(crate) fn ttl_units(d: Dialect, ttl: std::time::Duration) -> i64 {
-    let millis = i64::try_from(fencing::ttl_millis_ceil(ttl)).unwrap_or(i64::MAX);
+    let millis = i64::try_from(fencing_core::ttl_millis_ceil(ttl)).unwrap_or(i64::MAX);
     match d {
         Dialect::MySql => millis.saturating_mul(1000),
         Dialect::Postgres | Dialect::Sqlite => millis,
@@ -213,7 +213,7 @@ pub(crate) fn ttl_units(d: Dialect, ttl: std::time::Duration) -> i64 {
 /// (SQLSTATE 22003) when `token + 1` overflows BIGINT; SQLite silently
 /// turns it into a REAL, so there the overflow becomes a NULL that the
 /// `NOT NULL` column refuses. [`crate::error::map_error`] reports both as
-/// [`fencing::Error::TokenOutOfRange`].
+/// [`fencing_core::Error::TokenOutOfRange`].
 fn next_token(d: Dialect, token: &str) -> String {
     match d {
         Dialect::Sqlite => format!("CASE WHEN {token} < {} THEN {token} + 1 END", i64::MAX),

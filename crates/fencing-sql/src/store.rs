@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fencing::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
+use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
 
 use crate::Dialect;

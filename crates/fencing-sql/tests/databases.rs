@@ -9,8 +9,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use fencing::safety::Verdict;
-use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::safety::Verdict;
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::env::{MYSQL, POSTGRES, Server};
 use fencing_testkit::issuer::IssuerProfile;
@@ -158,7 +158,7 @@ macro_rules! database_suite {
                 let Some(db) = db().await else { return };
                 let issuer = SqlIssuer::new(db).await.expect("issuer");
                 let checks = issuer.verify().await.expect("verify runs");
-                assert!(fencing::safety::all_safe(&checks), "{checks:#?}");
+                assert!(fencing_core::safety::all_safe(&checks), "{checks:#?}");
                 let clock = checks
                     .iter()
                     .find(|c| c.name == "lease clock")
@@ -386,7 +386,7 @@ macro_rules! zone_suite {
                     .unwrap_or_else(|| panic!("no lease clock check in {checks:#?}"));
                 assert_eq!(clock.verdict, Verdict::Unsafe, "{checks:#?}");
                 assert!(clock.detail.contains("ALTER TABLE"), "{clock:?}");
-                assert!(!fencing::safety::all_safe(&checks));
+                assert!(!fencing_core::safety::all_safe(&checks));
                 db.drop_tables().await.unwrap();
             }
         }

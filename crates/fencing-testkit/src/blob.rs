@@ -1,4 +1,4 @@
-//! Checks for object-store adapters built on [`fencing::blob::BlobStore`].
+//! Checks for object-store adapters built on [`fencing_core::blob::BlobStore`].
 //!
 //! The three object stores share one compare-and-swap loop, so the way to
 //! test an adapter is the same everywhere: the store suite on
@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fencing::blob::{
+use fencing_core::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobVersion, Precondition, StoredObject, WriteOutcome,
 };
-use fencing::{FencedStore, Limits, Result};
+use fencing_core::{FencedStore, Limits, Result};
 
 /// A [`BlobBackend`] that forwards to `B` and counts conditional writes and
 /// the ones whose precondition failed.
@@ -126,7 +126,7 @@ pub enum AfterTampering {
     /// A metadata-only change: the object is still ours at its old mark.
     MarkKept,
     /// A foreign overwrite: the object is no longer framed and is refused
-    /// with [`fencing::Error::Unfenced`].
+    /// with [`fencing_core::Error::Unfenced`].
     Foreign,
 }
 
@@ -134,9 +134,9 @@ pub enum AfterTampering {
 /// with the SDK behind the store's back: a metadata-only change or a plain
 /// overwrite), then presents the zombie token 33 to a put, a fence and a
 /// delete. None may be accepted: after a metadata-only change each is
-/// [`Error::StaleToken`](fencing::Error::StaleToken) naming 34 and the value
+/// [`Error::StaleToken`](fencing_core::Error::StaleToken) naming 34 and the value
 /// reads back unchanged; after a foreign overwrite each is
-/// [`Error::Unfenced`](fencing::Error::Unfenced), and so is a read.
+/// [`Error::Unfenced`](fencing_core::Error::Unfenced), and so is a read.
 pub async fn tampering_cannot_lower_the_mark<F, Fut>(
     store: &dyn FencedStore,
     key: &str,
@@ -147,7 +147,7 @@ pub async fn tampering_cannot_lower_the_mark<F, Fut>(
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    use fencing::{Error, FencingToken};
+    use fencing_core::{Error, FencingToken};
     let (mark, zombie) = (FencingToken::new(34), FencingToken::new(33));
     store
         .put(key, Bytes::from_static(b"written at 34"), mark)
@@ -198,9 +198,9 @@ pub async fn tampering_cannot_lower_the_mark<F, Fut>(
 /// (requests starting with `write_prefix`, e.g. `b"PUT "`); while the
 /// answer is lost, `direct` (same bucket, no proxy) writes token 8; then the
 /// connection is cut. The write was applied, so the call must not say
-/// "nothing was written" ([`StaleToken`](fencing::Error::StaleToken),
-/// [`Contention`](fencing::Error::Contention)) nor succeed quietly: it is
-/// [`OutcomeUnknown`](fencing::Error::OutcomeUnknown). Returns the status
+/// "nothing was written" ([`StaleToken`](fencing_core::Error::StaleToken),
+/// [`Contention`](fencing_core::Error::Contention)) nor succeed quietly: it is
+/// [`OutcomeUnknown`](fencing_core::Error::OutcomeUnknown). Returns the status
 /// line of the lost answer.
 pub async fn a_lost_answer_is_an_unknown_outcome(
     through_proxy: Arc<dyn FencedStore>,
@@ -211,7 +211,7 @@ pub async fn a_lost_answer_is_an_unknown_outcome(
 ) -> String {
     use std::time::Duration;
 
-    use fencing::{Error, FencingToken};
+    use fencing_core::{Error, FencingToken};
     // Create the key first, so the lost write is an update.
     direct
         .put(key, Bytes::from_static(b"first"), FencingToken::new(6))
@@ -260,7 +260,7 @@ pub async fn a_lost_answer_is_an_unknown_outcome(
 
 /// Objects written by a program that knows nothing of fencing (no frame;
 /// `put_foreign(key, bytes)` writes one with the SDK): `strict` refuses
-/// every operation on them with [`Error::Unfenced`](fencing::Error::Unfenced)
+/// every operation on them with [`Error::Unfenced`](fencing_core::Error::Unfenced)
 /// and leaves them alone; `adopting` (the same backend with
 /// `adopt_unfenced(true)`) reads them at mark 0 and fences them, keeping the
 /// body, after which `strict` reads them too. An empty foreign object (whose
@@ -274,7 +274,7 @@ pub async fn unfenced_objects_are_refused_unless_adopted<F, Fut>(
     F: Fn(String, &'static [u8]) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    use fencing::{Error, FencingToken};
+    use fencing_core::{Error, FencingToken};
     put_foreign(key.to_owned(), b"legacy bytes").await;
     for (op, result) in [
         ("mark", strict.mark(key).await.map(drop)),

@@ -13,7 +13,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use fencing::memory::MemoryIssuer;
+//! use fencing_core::memory::MemoryIssuer;
 //! use fencing_testkit::env::ETCD_CLUSTER;
 //! use fencing_testkit::failover::{Cluster, FailoverConfig, leader_kill};
 //!
@@ -23,7 +23,7 @@
 //! let Some(report) = leader_kill(&Cluster::new(ETCD_CLUSTER), &config, |endpoints| async move {
 //!     // Connect a real issuer to `endpoints` here.
 //!     # let _ = endpoints;
-//!     Ok::<_, fencing::Error>(MemoryIssuer::new())
+//!     Ok::<_, fencing_core::Error>(MemoryIssuer::new())
 //! })
 //! .await
 //! else {
@@ -39,8 +39,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencing::memory::MemoryStore;
-use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::memory::MemoryStore;
+use fencing_core::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 
 use crate::env::Server;
 use crate::error_chain;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -148,7 +148,7 @@ impl History {
     ///   value that an accepted put at that token wrote.
     pub fn check(
         &self,
-        final_state: Option<(Option<fencing::Versioned>, Option<FencingToken>)>,
+        final_state: Option<(Option<fencing_core::Versioned>, Option<FencingToken>)>,
     ) -> Tally {
         let ops = self.ops();
         let mut tally = Tally {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fencing::memory::MemoryStore;
-use fencing::{Error, FencingToken, HolderId, LeaseRequest, TokenIssuer};
+use fencing_core::memory::MemoryStore;
+use fencing_core::{Error, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 
 use crate::history::{HistoryReport, quick_check};
 use crate::unique_name;
@@ -427,7 +427,7 @@ pub async fn another_holders_lease_cannot_renew_or_release(
     let resource = unique_name("impostor");
     let request = LeaseRequest::new(&resource, p.long_ttl);
     let lease = issuer.acquire(&request, WAIT).await.expect("acquire");
-    let impostor = fencing::Lease::new(
+    let impostor = fencing_core::Lease::new(
         &LeaseRequest::new(&resource, p.long_ttl),
         lease.token(),
         std::time::Instant::now(),

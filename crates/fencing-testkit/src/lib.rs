@@ -1,7 +1,7 @@
 //! The conformance suite every `fencing` issuer and store runs.
 //!
 //! Plain async functions, one per clause of the contracts in
-//! [`fencing::TokenIssuer`] and [`fencing::FencedStore`], plus the Figure 9-6
+//! [`fencing_core::TokenIssuer`] and [`fencing_core::FencedStore`], plus the Figure 9-6
 //! [`zombie`] scenario, a randomized [`history`] checker, the object-store
 //! race of [`blob`] and the leader-kill harness of [`failover`]. Adapters
 //! call them against their real server; the in-memory backends run them
@@ -15,8 +15,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use fencing::memory::{MemoryIssuer, MemoryStore};
-//! use fencing::{FencedStore, TokenIssuer};
+//! use fencing_core::memory::{MemoryIssuer, MemoryStore};
+//! use fencing_core::{FencedStore, TokenIssuer};
 //! use fencing_testkit::issuer::IssuerProfile;
 //!
 //! // `None` means this run asked to skip the backend (see `env`).
@@ -33,7 +33,7 @@
 //! // An object store: the backend, not the store (tests of the same names,
 //! // so in a module of their own).
 //! mod blob {
-//!     use fencing::memory::MemoryBlobBackend;
+//!     use fencing_core::memory::MemoryBlobBackend;
 //!     async fn backend() -> Option<MemoryBlobBackend> {
 //!         Some(MemoryBlobBackend::new())
 //!     }
@@ -63,7 +63,7 @@ pub use names::{unique_name, unique_prefix};
 /// `fencing` under that name.
 #[doc(hidden)]
 pub mod __private {
-    pub use fencing::FencedStore;
+    pub use fencing_core::FencedStore;
 }
 
 /// Expands to one `#[tokio::test]` per issuer-contract clause, plus the
@@ -176,7 +176,7 @@ macro_rules! store_conformance {
 /// make some writes lose their precondition.
 ///
 /// `$backend` is an async fn returning `Option<B>` for a
-/// `B: fencing::blob::BlobBackend + 'static`; an optional second argument is
+/// `B: fencing_core::blob::BlobBackend + 'static`; an optional second argument is
 /// the in-memory issuer's TTL, as for [`store_conformance!`]. It defines a
 /// function `blob_store` beside the tests, so call it in a module of its
 /// own.

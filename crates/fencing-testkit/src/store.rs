@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing::memory::MemoryIssuer;
-use fencing::{Error, FencedStore, FencingToken};
+use fencing_core::memory::MemoryIssuer;
+use fencing_core::{Error, FencedStore, FencingToken};
 use rand::Rng;
 
 use crate::history::{History, HistoryReport, quick_check};
@@ -333,7 +333,7 @@ pub async fn verify_finds_nothing_unsafe(store: &dyn FencedStore) {
         assert!(
             checks
                 .iter()
-                .all(|c| c.verdict == fencing::safety::Verdict::Pass),
+                .all(|c| c.verdict == fencing_core::safety::Verdict::Pass),
             "{checks:#?}"
         );
     }

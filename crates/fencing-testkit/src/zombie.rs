@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 
 use crate::unique_prefix;
 

@@ -1,6 +1,6 @@
-//! ZooKeeper errors → [`fencing::Error`], in one place.
+//! ZooKeeper errors → [`fencing_core::Error`], in one place.
 
-use fencing::{Error, FencingToken};
+use fencing_core::{Error, FencingToken};
 use zookeeper_client as zk;
 
 /// The backend name in errors.

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use fencing::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use fencing_core::{
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+};
 use tokio::task::JoinHandle;
 use zookeeper_client as zk;
 
@@ -598,7 +600,7 @@ impl TokenIssuer for ZkIssuer {
     /// a warning: ZAB keeps zxids safe, grants only wait), and one leader
     /// (a connect string spanning two ensembles is unsafe: unrelated
     /// zxids).
-    async fn verify(&self) -> Result<Vec<fencing::safety::SafetyCheck>> {
+    async fn verify(&self) -> Result<Vec<fencing_core::safety::SafetyCheck>> {
         crate::verify::verify(self).await
     }
 

@@ -1,4 +1,4 @@
-//! [`TokenIssuer::verify`](fencing::TokenIssuer::verify) for ZooKeeper:
+//! [`TokenIssuer::verify`](fencing_core::TokenIssuer::verify) for ZooKeeper:
 //! the generic probe plus what the ensemble tells about itself.
 //!
 //! Safety comes from ZAB: a zxid (a token) is committed by a quorum and
@@ -16,8 +16,8 @@
 
 use std::time::Duration;
 
-use fencing::Result;
-use fencing::safety::{self, SafetyCheck};
+use fencing_core::Result;
+use fencing_core::safety::{self, SafetyCheck};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

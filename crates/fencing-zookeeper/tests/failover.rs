@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fencing::FencingToken;
+use fencing_core::FencingToken;
 use fencing_testkit::env::ZK_ENSEMBLE;
 use fencing_testkit::failover::{Cluster, FailoverConfig, leader_kill};
 use fencing_zookeeper::{TokenSource, ZkIssuer};

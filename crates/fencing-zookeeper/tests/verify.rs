@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use fencing::TokenIssuer;
-use fencing::safety::{self, SafetyCheck, Verdict};
+use fencing_core::TokenIssuer;
+use fencing_core::safety::{self, SafetyCheck, Verdict};
 use fencing_testkit::env::{Server, ZK_ENSEMBLE, ZOOKEEPER};
 use fencing_testkit::error_chain;
 use fencing_testkit::failover::Cluster;

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing::{Error, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_testkit::env::ZOOKEEPER;
 use fencing_testkit::error_chain;
 use fencing_testkit::issuer::IssuerProfile;
@@ -353,7 +353,7 @@ async fn a_floor_is_refused_while_held_and_keeps_other_resources_alone() {
             .acquire(&LeaseRequest::new(&resource, long), long)
             .await
             .expect("acquire");
-        let floor = fencing::FencingToken::new(held.token().get() + 5_000);
+        let floor = fencing_core::FencingToken::new(held.token().get() + 5_000);
         assert!(matches!(
             issuer.raise_floor(&resource, floor).await,
             Err(Error::InvalidInput { .. })
@@ -450,7 +450,7 @@ async fn a_floor_without_room_above_it_is_refused() {
         let resource = fencing_testkit::unique_name("floor-range");
         for floor in [u64::MAX, u64::MAX - 1_000, u64::MAX / 2 + (1 << 62)] {
             let raised = issuer
-                .raise_floor(&resource, fencing::FencingToken::new(floor))
+                .raise_floor(&resource, fencing_core::FencingToken::new(floor))
                 .await;
             assert!(
                 matches!(raised, Err(Error::TokenOutOfRange { .. })),
@@ -468,7 +468,7 @@ async fn a_floor_without_room_above_it_is_refused() {
         // A floor with room is taken: every later token still fits.
         let floor = (1 << 63) - 1;
         issuer
-            .raise_floor(&resource, fencing::FencingToken::new(floor))
+            .raise_floor(&resource, fencing_core::FencingToken::new(floor))
             .await
             .expect("a floor of 2^63 - 1");
         let lease = issuer

@@ -1,24 +1,44 @@
 #![doc = include_str!("../README.md")]
 
-pub mod blob;
-mod error;
-mod issuer;
-mod lease;
-pub mod memory;
-pub mod safety;
-mod store;
-mod token;
+#[doc(inline)]
+pub use fencing_core::*;
 
-pub use error::{BoxError, Error, Result};
-pub use issuer::TokenIssuer;
-pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
-pub use store::{FencedStore, Limits, Versioned};
-pub use token::FencingToken;
+pub mod registry;
 
-// Object safety and thread safety, checked at compile time.
-const _: () = {
-    const fn object_safe<T: ?Sized + Send + Sync + std::fmt::Debug>() {}
-    object_safe::<dyn TokenIssuer>();
-    object_safe::<dyn FencedStore>();
-    object_safe::<dyn blob::BlobBackend>();
-};
+pub use registry::{open_issuer, open_store};
+
+/// The etcd issuer (feature `etcd`).
+#[cfg(feature = "etcd")]
+#[doc(inline)]
+pub use fencing_etcd as etcd;
+
+/// The ZooKeeper issuer (feature `zookeeper`).
+#[cfg(feature = "zookeeper")]
+#[doc(inline)]
+pub use fencing_zookeeper as zookeeper;
+
+/// The Redis issuer (feature `redis`).
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use fencing_redis as redis;
+
+/// SQL stores, the transaction guard and the SQL issuer (features
+/// `postgres`, `mysql`, `sqlite`).
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+#[doc(inline)]
+pub use fencing_sql as sql;
+
+/// The S3 store (feature `s3`).
+#[cfg(feature = "s3")]
+#[doc(inline)]
+pub use fencing_s3 as s3;
+
+/// The GCS store (feature `gcs`).
+#[cfg(feature = "gcs")]
+#[doc(inline)]
+pub use fencing_gcs as gcs;
+
+/// The Azure Blob store (feature `azure`).
+#[cfg(feature = "azure")]
+#[doc(inline)]
+pub use fencing_azure as azure;

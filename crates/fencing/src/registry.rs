@@ -1,15 +1,32 @@
-//! Backends named by URL.
+//! Backends named by URL: the one place a URL becomes an issuer or a store.
+//!
+//! Each scheme is one match arm, present when its feature is enabled:
+//!
+//! | URL | feature | opens |
+//! | --- | --- | --- |
+//! | `etcd://HOST:PORT[,HOST:PORT…]` | `etcd` | issuer |
+//! | `zk://HOST:PORT[,HOST:PORT…][/PREFIX]` | `zookeeper` | issuer |
+//! | `redis://HOST:PORT[/DB][?volatile=1]` | `redis` | issuer |
+//! | `postgres://…`, `mysql://…`, `mariadb://…`, `sqlite://PATH` | `postgres`, `mysql`, `sqlite` | store and issuer |
+//! | `s3://BUCKET[?region=R&endpoint=URL]` | `s3` | store |
+//! | `gs://BUCKET[?endpoint=URL]` | `gcs` | store |
+//! | `az://CONTAINER?endpoint=URL&sas=TOKEN` | `azure` | store |
+//!
+//! Object-store URLs take `adopt_unfenced=true` (take over objects written
+//! without fencing at mark 0) and `emulator=true` (use the local emulator's
+//! well-known test credentials: moto, fake-gcs-server, Azurite). Emulator
+//! credentials are never a fallback for missing real ones.
 
 use std::sync::Arc;
 
-use fencing::{Error, FencedStore, TokenIssuer};
+use fencing_core::{Error, FencedStore, TokenIssuer};
 
 /// The issuer URLs `fence` understands, for help texts.
-pub(crate) const ISSUER_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
+pub const ISSUER_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
      redis://HOST:PORT[/DB][?volatile=1], etcd://HOST:PORT[,HOST:PORT…], zk://HOST:PORT[,HOST:PORT…][/PREFIX]";
 
 /// The store URLs `fence` understands, for help texts.
-pub(crate) const STORE_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
+pub const STORE_URLS: &str = "sqlite://PATH, postgres://…, mysql://… (mariadb://…), \
      s3://BUCKET[?endpoint=URL&region=R], gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]; \
      the object stores take &adopt_unfenced=true to take over objects written without fencing at mark 0";
 
@@ -44,7 +61,7 @@ fn scheme(url: &str) -> &str {
 }
 
 /// What a URL can be opened as: (a store, an issuer). An SQL URL is both.
-pub(crate) fn roles(url: &str) -> (bool, bool) {
+pub fn roles(url: &str) -> (bool, bool) {
     let scheme = scheme(url);
     (
         STORE_SCHEMES.contains(&scheme),
@@ -53,8 +70,8 @@ pub(crate) fn roles(url: &str) -> (bool, bool) {
 }
 
 /// The URL with `volatile=1` added, for opening a Redis issuer that
-/// [`issuer`] refused, to inspect it (`fence doctor`).
-pub(crate) fn with_volatile(url: &str) -> Option<String> {
+/// [`open_issuer`] refused, to inspect it (`fence doctor`).
+pub fn with_volatile(url: &str) -> Option<String> {
     matches!(scheme(url), "redis" | "rediss").then(|| {
         let (base, _) = take_flag(url, "volatile");
         let sep = if base.contains('?') { '&' } else { '?' };
@@ -63,11 +80,13 @@ pub(crate) fn with_volatile(url: &str) -> Option<String> {
 }
 
 /// Opens the issuer a URL names.
-pub(crate) async fn issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
+pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
     match scheme(url) {
+        #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
         "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
             Ok(Arc::new(fencing_sql::SqlIssuer::connect(url).await?))
         }
+        #[cfg(feature = "redis")]
         "redis" | "rediss" => {
             let (url, volatile) = take_flag(url, "volatile");
             let durability = if volatile {
@@ -79,6 +98,7 @@ pub(crate) async fn issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
                 fencing_redis::RedisIssuer::connect(&url, durability).await?,
             ))
         }
+        #[cfg(feature = "etcd")]
         "etcd" => {
             let hosts = url.trim_start_matches("etcd://").trim_end_matches('/');
             let endpoints: Vec<String> = hosts.split(',').map(|h| format!("http://{h}")).collect();
@@ -86,6 +106,7 @@ pub(crate) async fn issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
                 fencing_etcd::EtcdIssuer::connect(&endpoints).await?,
             ))
         }
+        #[cfg(feature = "zookeeper")]
         "zk" | "zookeeper" => {
             let rest = url.split_once("://").map_or("", |(_, r)| r);
             let (hosts, prefix) = rest
@@ -111,11 +132,13 @@ pub(crate) async fn issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
 }
 
 /// Opens the store a URL names.
-pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
+pub async fn open_store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
     match scheme(url) {
+        #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
         "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
             Ok(Arc::new(fencing_sql::SqlStore::connect(url).await?))
         }
+        #[cfg(feature = "s3")]
         "s3" => {
             let (bucket, query) = bucket_and_query(url)?;
             let adopt = adopt_unfenced(&query)?;
@@ -125,12 +148,13 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
                     .adopt_unfenced(adopt),
             ))
         }
+        #[cfg(feature = "gcs")]
         "gs" => {
             let (bucket, query) = bucket_and_query(url)?;
             let adopt = adopt_unfenced(&query)?;
             let client = match query.get("endpoint") {
                 Some(endpoint) => fencing_gcs::emulator::client(endpoint).await?,
-                None => google_cloud_storage::client::Storage::builder()
+                None => fencing_gcs::google_cloud_storage::client::Storage::builder()
                     .build()
                     .await
                     .map_err(|e| Error::backend("gcs", false, e))?,
@@ -141,6 +165,7 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
                     .adopt_unfenced(adopt),
             ))
         }
+        #[cfg(feature = "azure")]
         "az" => {
             let (container, query) = bucket_and_query(url)?;
             let adopt = adopt_unfenced(&query)?;
@@ -167,6 +192,7 @@ pub(crate) async fn store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
 }
 
 /// `scheme://NAME?k=v&…` → (`NAME`, the query pairs).
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure"))]
 fn bucket_and_query(
     url: &str,
 ) -> Result<(String, std::collections::HashMap<String, String>), Error> {
@@ -191,6 +217,7 @@ fn bucket_and_query(
 
 /// `adopt_unfenced=true|false` (also 1/0, yes/no; absent: false). Anything
 /// else is refused rather than read as "no": a typo must not look like a choice.
+#[cfg(any(feature = "s3", feature = "gcs", feature = "azure"))]
 fn adopt_unfenced(query: &std::collections::HashMap<String, String>) -> Result<bool, Error> {
     match query.get("adopt_unfenced").map(String::as_str) {
         None | Some("false" | "0" | "no") => Ok(false),
@@ -204,10 +231,11 @@ fn adopt_unfenced(query: &std::collections::HashMap<String, String>) -> Result<b
 /// An S3 client: credentials from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`
 /// (and `AWS_SESSION_TOKEN`), region from `?region=` or `AWS_REGION`; with
 /// `?endpoint=` and no credentials set, the emulator's test credentials.
+#[cfg(feature = "s3")]
 fn s3_client(
     query: &std::collections::HashMap<String, String>,
-) -> Result<aws_sdk_s3::Client, Error> {
-    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+) -> Result<fencing_s3::aws_sdk_s3::Client, Error> {
+    use fencing_s3::aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
     let endpoint = query.get("endpoint");
     let (Ok(key), Ok(secret)) = (
         std::env::var("AWS_ACCESS_KEY_ID"),
@@ -232,14 +260,14 @@ fn s3_client(
         None,
         "fence",
     );
-    let mut config = aws_sdk_s3::Config::builder()
+    let mut config = fencing_s3::aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region))
         .credentials_provider(credentials);
     if let Some(endpoint) = endpoint {
         config = config.endpoint_url(endpoint).force_path_style(true);
     }
-    Ok(aws_sdk_s3::Client::from_conf(config.build()))
+    Ok(fencing_s3::aws_sdk_s3::Client::from_conf(config.build()))
 }
 
 /// Removes `name=1|true|yes` (or a bare `name`) from a URL's query string.
@@ -269,6 +297,7 @@ fn take_flag(url: &str, name: &str) -> (String, bool) {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "s3")]
     #[test]
     fn adopt_unfenced_is_parsed_strictly() {
         let query = |q: &str| bucket_and_query(&format!("s3://b?{q}")).unwrap().1;

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::FencedStore;
-use fencing::blob::BlobStore;
-use fencing::memory::{MemoryBlobBackend, MemoryStore};
+use fencing_core::FencedStore;
+use fencing_core::blob::BlobStore;
+use fencing_core::memory::{MemoryBlobBackend, MemoryStore};
 
 const TTL: Duration = Duration::from_millis(150);
 

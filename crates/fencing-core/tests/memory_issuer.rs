@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::TokenIssuer;
-use fencing::memory::MemoryIssuer;
+use fencing_core::TokenIssuer;
+use fencing_core::memory::MemoryIssuer;
 use fencing_testkit::issuer::IssuerProfile;
 
 async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
@@ -19,7 +19,10 @@ async fn raised_floor_puts_the_next_token_above_it() {
     issuer.raise_floor("r", 1000.into()).await.unwrap();
     issuer.raise_floor("r", 10.into()).await.unwrap(); // never lowers
     let lease = issuer
-        .try_acquire(&fencing::LeaseRequest::new("r", Duration::from_secs(5)))
+        .try_acquire(&fencing_core::LeaseRequest::new(
+            "r",
+            Duration::from_secs(5),
+        ))
         .await
         .unwrap()
         .unwrap();

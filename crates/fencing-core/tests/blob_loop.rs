@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobMeta, BlobStore, Precondition, StoredObject, WriteOutcome};
-use fencing::memory::MemoryBlobBackend;
-use fencing::safety::Verdict;
-use fencing::{Error, FencedStore, FencingToken};
+use fencing_core::blob::{
+    BlobBackend, BlobMeta, BlobStore, Precondition, StoredObject, WriteOutcome,
+};
+use fencing_core::memory::MemoryBlobBackend;
+use fencing_core::safety::Verdict;
+use fencing_core::{Error, FencedStore, FencingToken};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_writers_lose_preconditions_and_retry() {
@@ -152,27 +154,27 @@ async fn contention_past_the_bound_is_a_typed_error() {
         fn name(&self) -> &'static str {
             "always-loses"
         }
-        fn limits(&self) -> fencing::Limits {
+        fn limits(&self) -> fencing_core::Limits {
             self.0.limits()
         }
         async fn read_prefix(
             &self,
             key: &str,
             len: usize,
-        ) -> fencing::Result<Option<StoredObject>> {
+        ) -> fencing_core::Result<Option<StoredObject>> {
             self.0.read_prefix(key, len).await
         }
-        async fn read(&self, key: &str) -> fencing::Result<Option<StoredObject>> {
+        async fn read(&self, key: &str) -> fencing_core::Result<Option<StoredObject>> {
             self.0.read(key).await
         }
         async fn write(
             &self,
             _: &str,
             _: Bytes,
-            _: fencing::blob::BlobMeta,
-            _: &fencing::blob::Precondition,
-        ) -> fencing::Result<fencing::blob::WriteOutcome> {
-            Ok(fencing::blob::WriteOutcome::PreconditionFailed)
+            _: fencing_core::blob::BlobMeta,
+            _: &fencing_core::blob::Precondition,
+        ) -> fencing_core::Result<fencing_core::blob::WriteOutcome> {
+            Ok(fencing_core::blob::WriteOutcome::PreconditionFailed)
         }
     }
     let store = BlobStore::new(AlwaysLoses(MemoryBlobBackend::new())).with_max_attempts(3);
@@ -199,13 +201,17 @@ impl BlobBackend for LosesAnswers {
     fn name(&self) -> &'static str {
         "loses-answers"
     }
-    fn limits(&self) -> fencing::Limits {
+    fn limits(&self) -> fencing_core::Limits {
         self.inner.limits()
     }
-    async fn read_prefix(&self, key: &str, len: usize) -> fencing::Result<Option<StoredObject>> {
+    async fn read_prefix(
+        &self,
+        key: &str,
+        len: usize,
+    ) -> fencing_core::Result<Option<StoredObject>> {
         self.inner.read_prefix(key, len).await
     }
-    async fn read(&self, key: &str) -> fencing::Result<Option<StoredObject>> {
+    async fn read(&self, key: &str) -> fencing_core::Result<Option<StoredObject>> {
         self.inner.read(key).await
     }
     async fn write(
@@ -214,7 +220,7 @@ impl BlobBackend for LosesAnswers {
         body: Bytes,
         hint: BlobMeta,
         precondition: &Precondition,
-    ) -> fencing::Result<WriteOutcome> {
+    ) -> fencing_core::Result<WriteOutcome> {
         let outcome = self.inner.write(key, body, hint, precondition).await?;
         if self
             .lose_next
@@ -277,7 +283,9 @@ async fn verify_passes_a_store_that_honours_preconditions() {
         "{checks:#?}"
     );
     // And again: the probe key keeps its mark, the probe goes above it.
-    assert!(fencing::safety::all_safe(&store.verify().await.unwrap()));
+    assert!(fencing_core::safety::all_safe(
+        &store.verify().await.unwrap()
+    ));
 }
 
 #[tokio::test]
@@ -289,17 +297,17 @@ async fn verify_flags_a_server_that_ignores_preconditions() {
         fn name(&self) -> &'static str {
             "ignores-preconditions"
         }
-        fn limits(&self) -> fencing::Limits {
+        fn limits(&self) -> fencing_core::Limits {
             self.0.limits()
         }
         async fn read_prefix(
             &self,
             key: &str,
             len: usize,
-        ) -> fencing::Result<Option<StoredObject>> {
+        ) -> fencing_core::Result<Option<StoredObject>> {
             self.0.read_prefix(key, len).await
         }
-        async fn read(&self, key: &str) -> fencing::Result<Option<StoredObject>> {
+        async fn read(&self, key: &str) -> fencing_core::Result<Option<StoredObject>> {
             self.0.read(key).await
         }
         async fn write(
@@ -308,7 +316,7 @@ async fn verify_flags_a_server_that_ignores_preconditions() {
             body: Bytes,
             hint: BlobMeta,
             _: &Precondition,
-        ) -> fencing::Result<WriteOutcome> {
+        ) -> fencing_core::Result<WriteOutcome> {
             let version = match self.0.read_prefix(key, 0).await? {
                 Some(o) => Precondition::Matches(o.version),
                 None => Precondition::Absent,

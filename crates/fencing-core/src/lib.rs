@@ -1,0 +1,24 @@
+#![doc = include_str!("../README.md")]
+
+pub mod blob;
+mod error;
+mod issuer;
+mod lease;
+pub mod memory;
+pub mod safety;
+mod store;
+mod token;
+
+pub use error::{BoxError, Error, Result};
+pub use issuer::TokenIssuer;
+pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
+pub use store::{FencedStore, Limits, Versioned};
+pub use token::FencingToken;
+
+// Object safety and thread safety, checked at compile time.
+const _: () = {
+    const fn object_safe<T: ?Sized + Send + Sync + std::fmt::Debug>() {}
+    object_safe::<dyn TokenIssuer>();
+    object_safe::<dyn FencedStore>();
+    object_safe::<dyn blob::BlobBackend>();
+};
