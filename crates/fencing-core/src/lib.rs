@@ -8,6 +8,7 @@ pub mod memory;
 pub mod safety;
 mod store;
 mod token;
+pub mod url;
 
 pub use error::{BoxError, Error, Result};
 pub use issuer::TokenIssuer;
