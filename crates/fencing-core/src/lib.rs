@@ -3,6 +3,7 @@
 pub mod blob;
 mod error;
 mod issuer;
+pub mod keepalive;
 mod lease;
 pub mod memory;
 pub mod safety;

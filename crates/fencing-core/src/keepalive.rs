@@ -1,0 +1,715 @@
+//! A background keep-alive for one lease of any [`TokenIssuer`], and the
+//! signal that tells the work it guards that the lease is lost.
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use std::time::Duration;
+//! use fencing_core::keepalive::KeepAlive;
+//! use fencing_core::memory::MemoryIssuer;
+//! use fencing_core::{LeaseRequest, TokenIssuer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> fencing_core::Result<()> {
+//! let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
+//! let request = LeaseRequest::new("jobs/nightly", Duration::from_millis(300));
+//! let lease = issuer.try_acquire(&request).await?.expect("free");
+//! let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+//! tokio::select! {
+//!     lost = keep_alive.lost() => return Err(lost.into()), // stop the work
+//!     () = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+//! }
+//! assert!(!keep_alive.is_lost()); // renewed three times a second
+//! keep_alive.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::{Error, FencingToken, Lease, TokenIssuer};
+
+/// How a [`KeepAlive`] renews and what it does when it ends.
+#[derive(Clone, Copy, Debug)]
+pub struct KeepAliveOptions {
+    renew_every: Option<Duration>,
+    retry_every: Option<Duration>,
+    release_on_drop: bool,
+    release_when_lost: bool,
+}
+
+impl Default for KeepAliveOptions {
+    fn default() -> Self {
+        Self {
+            renew_every: None,
+            retry_every: None,
+            release_on_drop: false,
+            release_when_lost: true,
+        }
+    }
+}
+
+impl KeepAliveOptions {
+    /// How long after a successful renewal (counted from when it was sent)
+    /// to renew again. Default: a third of the lease's TTL.
+    #[must_use]
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// How soon to try again after a renewal failed for a reason other
+    /// than a lost lease (the issuer unreachable, a timeout). Default: a
+    /// twentieth of the lease's TTL.
+    #[must_use]
+    pub fn retry_every(mut self, every: Duration) -> Self {
+        self.retry_every = Some(every);
+        self
+    }
+
+    /// Whether dropping the handle releases the lease (in the background)
+    /// instead of only stopping the renewals. Default: no, the lease runs
+    /// out after its TTL.
+    #[must_use]
+    pub fn release_on_drop(mut self, release: bool) -> Self {
+        self.release_on_drop = release;
+        self
+    }
+
+    /// Whether a lease that is lost because renewals kept failing until its
+    /// deadline is released (revoked, if the issuer still has it once it is
+    /// reachable), so the next holder need not wait for the issuer's TTL.
+    /// Releasing a lease that is no longer held does not disturb the
+    /// current holder (contract clause 5). Default: yes.
+    #[must_use]
+    pub fn release_when_lost(mut self, release: bool) -> Self {
+        self.release_when_lost = release;
+        self
+    }
+}
+
+/// Why a lease was lost.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The issuer refused a renewal ([`Error::LeaseLost`]): the lease
+    /// expired there, was released, or was taken by another holder.
+    Refused,
+    /// The lease's local [`deadline`](Lease::deadline) passed before a
+    /// renewal succeeded: renewals kept failing (the last failure is kept),
+    /// went unanswered, or the process was paused past the deadline. The
+    /// lease may be held by someone else now.
+    Expired {
+        /// The last renewal failure, if a renewal was answered at all.
+        last_error: Option<Arc<Error>>,
+    },
+}
+
+/// A lost lease: which one, and why. Stop the work it guarded.
+///
+/// Converts into [`Error::LeaseLost`].
+#[derive(Clone, Debug)]
+pub struct Lost {
+    lease: Lease,
+    reason: LostReason,
+}
+
+impl Lost {
+    /// The lease as last renewed.
+    pub fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// Why it was lost.
+    pub fn reason(&self) -> &LostReason {
+        &self.reason
+    }
+}
+
+impl fmt::Display for Lost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "lease on {:?} with token {} is no longer held: ",
+            self.lease.resource(),
+            self.lease.token()
+        )?;
+        match &self.reason {
+            LostReason::Refused => f.write_str("the issuer refused to renew it"),
+            LostReason::Expired {
+                last_error: Some(e),
+            } => write!(
+                f,
+                "renewals failed until its deadline passed (last failure: {e})"
+            ),
+            LostReason::Expired { last_error: None } => {
+                f.write_str("its deadline passed before a renewal was answered")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Lost {}
+
+impl From<Lost> for Error {
+    fn from(lost: Lost) -> Self {
+        Self::LeaseLost {
+            resource: lost.lease.resource().to_owned(),
+            token: lost.lease.token(),
+        }
+    }
+}
+
+/// Where the lease stands, as the background task last saw it.
+#[derive(Clone, Debug)]
+enum State {
+    Held(Lease),
+    Lost(Lost),
+}
+
+impl State {
+    fn lease(&self) -> &Lease {
+        match self {
+            Self::Held(lease) => lease,
+            Self::Lost(lost) => &lost.lease,
+        }
+    }
+}
+
+/// What the handle asks of the task when it stops it.
+#[derive(Clone, Copy, Debug)]
+struct Stop {
+    release: bool,
+}
+
+/// Keeps one lease of any [`TokenIssuer`] alive in the background, and
+/// tells the work it guards when the lease is lost (what other lock
+/// libraries call `Session.Done()` or `HandleLostToken`).
+///
+/// Renews at a third of the lease's TTL (see [`KeepAliveOptions`]). The
+/// lease is **lost** when
+/// - the issuer refuses a renewal ([`LostReason::Refused`]: it expired
+///   there, was released, or another holder took it), or
+/// - its local [`deadline`](Lease::deadline) passes before a renewal
+///   succeeds ([`LostReason::Expired`]: renewals kept failing, hung, or the
+///   process was paused past it).
+///
+/// Then [`lost`](Self::lost) resolves and [`is_lost`](Self::is_lost) turns
+/// true, and nothing renews it any more. The local deadline is
+/// conservative; correctness still comes from the token, which the store
+/// checks.
+///
+/// [`stop`](Self::stop) (or dropping the handle) stops the renewals, and no
+/// renewal is sent after `stop` returns; the lease then runs out after its
+/// TTL, unless [`release`](Self::release) gave it up at once.
+///
+/// Needs a Tokio runtime with the time driver.
+#[derive(Debug)]
+pub struct KeepAlive {
+    state: watch::Receiver<State>,
+    stop: Option<oneshot::Sender<Stop>>,
+    task: Option<JoinHandle<State>>,
+    issuer: Arc<dyn TokenIssuer>,
+    release_on_drop: bool,
+}
+
+impl KeepAlive {
+    /// Starts renewing `lease` on `issuer` at a third of its TTL.
+    pub fn spawn(issuer: Arc<dyn TokenIssuer>, lease: Lease) -> Self {
+        Self::with_options(issuer, lease, KeepAliveOptions::default())
+    }
+
+    /// Starts renewing `lease` on `issuer` as `options` say.
+    pub fn with_options(
+        issuer: Arc<dyn TokenIssuer>,
+        lease: Lease,
+        options: KeepAliveOptions,
+    ) -> Self {
+        let (state_tx, state) = watch::channel(State::Held(lease.clone()));
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let task = tokio::spawn(renew_until_lost(
+            issuer.clone(),
+            lease,
+            options,
+            state_tx,
+            stop_rx,
+        ));
+        Self {
+            state,
+            stop: Some(stop_tx),
+            task: Some(task),
+            issuer,
+            release_on_drop: options.release_on_drop,
+        }
+    }
+
+    /// The lease as last renewed (its deadline moves on with every
+    /// renewal; its token never changes), also once it is lost.
+    pub fn lease(&self) -> Lease {
+        self.state.borrow().lease().clone()
+    }
+
+    /// The lease's fencing token: present it with every write.
+    pub fn token(&self) -> FencingToken {
+        self.state.borrow().lease().token()
+    }
+
+    /// Whether the lease has been lost.
+    pub fn is_lost(&self) -> bool {
+        matches!(*self.state.borrow(), State::Lost(_))
+    }
+
+    /// How the lease was lost, once it is.
+    pub fn lost_now(&self) -> Option<Lost> {
+        match &*self.state.borrow() {
+            State::Lost(lost) => Some(lost.clone()),
+            State::Held(_) => None,
+        }
+    }
+
+    /// Resolves when the lease is lost: stop the work it guards. Select on
+    /// it beside the work; it may be called any number of times, and the
+    /// future does not borrow the handle. It never resolves once the
+    /// keep-alive was stopped with the lease still held.
+    pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+        let mut state = self.state.clone();
+        async move {
+            let lost = match state.wait_for(|s| matches!(s, State::Lost(_))).await {
+                Ok(state) => match &*state {
+                    State::Lost(lost) => Some(lost.clone()),
+                    State::Held(_) => None,
+                },
+                Err(_) => None,
+            };
+            match lost {
+                Some(lost) => lost,
+                // Stopped while held: it will not be lost through us.
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// Stops renewing and waits until the background task has ended, so
+    /// that no renewal is sent after this returns. The lease is not
+    /// released: it runs out after its TTL.
+    ///
+    /// # Errors
+    /// The [`Lost`] lease if it was lost before it was stopped.
+    pub async fn stop(mut self) -> Result<Lease, Lost> {
+        match self.finish(Stop { release: false }).await {
+            State::Held(lease) => Ok(lease),
+            State::Lost(lost) => Err(lost),
+        }
+    }
+
+    /// Stops renewing (as [`stop`](Self::stop)) and releases the lease so
+    /// the next holder gets in at once.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if it was lost before it was stopped; any error
+    /// of [`TokenIssuer::release`].
+    pub async fn release(mut self) -> crate::Result<()> {
+        match self.finish(Stop { release: false }).await {
+            State::Held(lease) => self.issuer.release(&lease).await,
+            State::Lost(lost) => Err(lost.into()),
+        }
+    }
+
+    /// Tells the task to stop and waits for its last state.
+    async fn finish(&mut self, stop: Stop) -> State {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(stop);
+        }
+        let last = self.state.borrow().clone();
+        match self.task.take() {
+            Some(task) => task.await.unwrap_or(last),
+            None => last,
+        }
+    }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        // The task stops at its next step; a renewal in flight is
+        // abandoned (dropped), none is started.
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(Stop {
+                release: self.release_on_drop,
+            });
+        }
+    }
+}
+
+/// The background task: renews until the lease is lost or the handle
+/// stops it, and returns the last state.
+async fn renew_until_lost(
+    issuer: Arc<dyn TokenIssuer>,
+    mut lease: Lease,
+    options: KeepAliveOptions,
+    state: watch::Sender<State>,
+    mut stop: oneshot::Receiver<Stop>,
+) -> State {
+    let ttl = lease.ttl();
+    let renew_every = options.renew_every.unwrap_or(ttl / 3);
+    let retry_every = options
+        .retry_every
+        .unwrap_or(ttl / 20)
+        .max(Duration::from_millis(1));
+    let mut last_error: Option<Arc<Error>> = None;
+
+    let reason = loop {
+        // When the lease was last granted or renewed (its deadline counts
+        // from then), and so when to renew next.
+        let next = if last_error.is_some() {
+            Instant::now() + retry_every
+        } else {
+            let sent_at = lease
+                .deadline()
+                .checked_sub(ttl)
+                .unwrap_or_else(Instant::now);
+            sent_at + renew_every
+        };
+        let deadline = tokio::time::Instant::from_std(lease.deadline());
+        tokio::select! {
+            biased;
+            stopped = &mut stop => return stopped_with(&*issuer, lease, stopped.ok()).await,
+            () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
+            () = tokio::time::sleep_until(next.into()) => {}
+        }
+        // Woken late (a paused process): the lease may be gone already.
+        if lease.is_expired() {
+            break LostReason::Expired { last_error };
+        }
+        tokio::select! {
+            biased;
+            stopped = &mut stop => return stopped_with(&*issuer, lease, stopped.ok()).await,
+            () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
+            renewed = issuer.renew(&lease) => match renewed {
+                Ok(renewed) => {
+                    lease = renewed;
+                    last_error = None;
+                    state.send_replace(State::Held(lease.clone()));
+                }
+                Err(Error::LeaseLost { .. }) => break LostReason::Refused,
+                Err(e) => {
+                    tracing::warn!(
+                        resource = lease.resource(),
+                        token = %lease.token(),
+                        remaining = ?lease.remaining(),
+                        error = %e,
+                        "renewal failed; retrying until the lease's deadline"
+                    );
+                    last_error = Some(Arc::new(e));
+                }
+            },
+        }
+    };
+
+    let lost = Lost {
+        lease: lease.clone(),
+        reason,
+    };
+    tracing::warn!(%lost, "lease lost");
+    state.send_replace(State::Lost(lost.clone()));
+    if options.release_when_lost && matches!(lost.reason, LostReason::Expired { .. }) {
+        // Bounded: an unreachable issuer must not keep `stop` waiting.
+        let _ = tokio::time::timeout(ttl.max(Duration::from_secs(1)), issuer.release(&lease)).await;
+    }
+    State::Lost(lost)
+}
+
+/// Ends the task on the handle's request, releasing if asked.
+async fn stopped_with(issuer: &dyn TokenIssuer, lease: Lease, stop: Option<Stop>) -> State {
+    if stop.is_some_and(|s| s.release)
+        && let Err(e) = issuer.release(&lease).await
+    {
+        tracing::warn!(resource = lease.resource(), token = %lease.token(), error = %e,
+            "release after the keep-alive was dropped failed");
+    }
+    State::Held(lease)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::memory::MemoryIssuer;
+    use crate::{Holding, LeaseRequest, Result};
+
+    const TTL: Duration = Duration::from_millis(300);
+    /// Slack for a loaded machine (the tests run with real time).
+    const SLACK: Duration = Duration::from_millis(400);
+
+    const HEALTHY: u8 = 0;
+    const FAILING: u8 = 1;
+    const HANGING: u8 = 2;
+
+    /// The memory issuer, with renewals counted and made to fail or hang.
+    #[derive(Debug, Default)]
+    struct Flaky {
+        inner: MemoryIssuer,
+        renewals: AtomicUsize,
+        mode: AtomicU8,
+    }
+
+    impl Flaky {
+        fn renewals(&self) -> usize {
+            self.renewals.load(Ordering::SeqCst)
+        }
+        fn set(&self, mode: u8) {
+            self.mode.store(mode, Ordering::SeqCst);
+        }
+    }
+
+    #[async_trait]
+    impl TokenIssuer for Flaky {
+        fn name(&self) -> &'static str {
+            "flaky"
+        }
+        async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+            self.inner.try_acquire(request).await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Lease> {
+            self.renewals.fetch_add(1, Ordering::SeqCst);
+            match self.mode.load(Ordering::SeqCst) {
+                FAILING => Err(Error::backend("flaky", true, "connection refused")),
+                HANGING => std::future::pending().await,
+                _ => self.inner.renew(lease).await,
+            }
+        }
+        async fn release(&self, lease: &Lease) -> Result<()> {
+            self.inner.release(lease).await
+        }
+        async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+            self.inner.holder(resource).await
+        }
+    }
+
+    async fn setup(resource: &str) -> (Arc<Flaky>, Lease) {
+        let issuer = Arc::new(Flaky::default());
+        let lease = issuer
+            .try_acquire(&LeaseRequest::new(resource, TTL))
+            .await
+            .unwrap()
+            .expect("free");
+        (issuer, lease)
+    }
+
+    /// Waits for the lost signal, at most `within`.
+    async fn lost_within(keep_alive: &KeepAlive, within: Duration) -> Lost {
+        tokio::time::timeout(within, keep_alive.lost())
+            .await
+            .expect("the lease was not reported lost in time")
+    }
+
+    #[tokio::test]
+    async fn keeps_renewing_while_healthy() {
+        let (issuer, lease) = setup("healthy").await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        tokio::time::sleep(TTL * 4).await;
+        assert!(!keep_alive.is_lost());
+        assert!(keep_alive.lost_now().is_none());
+        assert!(
+            issuer.renewals() >= 6,
+            "{} renewals in four TTLs",
+            issuer.renewals()
+        );
+        let current = keep_alive.lease();
+        assert_eq!(current.token(), lease.token());
+        assert_eq!(keep_alive.token(), lease.token());
+        assert!(current.deadline() > lease.deadline() + TTL * 2);
+        // Nobody else gets it while it is kept alive.
+        let other = issuer
+            .try_acquire(&LeaseRequest::new("healthy", TTL))
+            .await
+            .unwrap();
+        assert!(other.is_none(), "granted to another holder: {other:?}");
+        // The signal did not fire.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), keep_alive.lost())
+                .await
+                .is_err()
+        );
+        let last = keep_alive.stop().await.expect("held when stopped");
+        assert_eq!(last.token(), lease.token());
+    }
+
+    #[tokio::test]
+    async fn lost_when_the_holder_is_taken_over() {
+        let (issuer, lease) = setup("taken").await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        // An operator frees it; another holder takes it.
+        issuer.inner.release(&lease).await.unwrap();
+        let next = issuer
+            .try_acquire(&LeaseRequest::new("taken", TTL * 10))
+            .await
+            .unwrap()
+            .expect("free after release");
+        assert!(next.token() > lease.token());
+        let lost = lost_within(&keep_alive, TTL / 3 + SLACK).await;
+        assert!(matches!(lost.reason(), LostReason::Refused), "{lost:?}");
+        assert_eq!(lost.lease().token(), lease.token());
+        assert!(keep_alive.is_lost());
+        assert!(lost.to_string().contains("no longer held"), "{lost}");
+        let err = Error::from(lost);
+        assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
+        // Lost means lost: no more renewals, and the new holder is undisturbed.
+        let renewals = issuer.renewals();
+        tokio::time::sleep(TTL).await;
+        assert_eq!(issuer.renewals(), renewals);
+        let holding = issuer.holder("taken").await.unwrap().expect("held");
+        assert_eq!(holding.token, next.token());
+        assert!(matches!(keep_alive.stop().await, Err(Lost { .. })));
+    }
+
+    #[tokio::test]
+    async fn survives_failures_that_end_before_the_deadline() {
+        let (issuer, lease) = setup("flapping").await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        issuer.set(FAILING);
+        tokio::time::sleep(TTL / 2).await;
+        issuer.set(HEALTHY);
+        tokio::time::sleep(TTL * 2).await;
+        assert!(!keep_alive.is_lost(), "{:?}", keep_alive.lost_now());
+        assert!(keep_alive.lease().deadline() > lease.deadline() + TTL);
+        keep_alive.release().await.expect("release");
+    }
+
+    #[tokio::test]
+    async fn lost_at_the_deadline_when_renewals_keep_failing() {
+        let (issuer, lease) = setup("failing").await;
+        issuer.set(FAILING);
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        let lost = lost_within(&keep_alive, TTL + SLACK).await;
+        assert!(
+            Instant::now() >= lease.deadline(),
+            "reported lost before the deadline"
+        );
+        match lost.reason() {
+            LostReason::Expired {
+                last_error: Some(e),
+            } => assert!(e.to_string().contains("flaky"), "{e}"),
+            other => panic!("expected Expired with the last failure, got {other:?}"),
+        }
+        assert!(issuer.renewals() >= 2, "retried: {}", issuer.renewals());
+        assert!(lost.to_string().contains("renewals failed"), "{lost}");
+        let renewals = issuer.renewals();
+        tokio::time::sleep(TTL).await;
+        assert_eq!(issuer.renewals(), renewals, "renewed after it was lost");
+        // A second signal resolves at once.
+        lost_within(&keep_alive, Duration::from_millis(50)).await;
+    }
+
+    #[tokio::test]
+    async fn lost_at_the_deadline_when_a_renewal_hangs() {
+        let (issuer, lease) = setup("hanging").await;
+        issuer.set(HANGING);
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        let lost = lost_within(&keep_alive, TTL + SLACK).await;
+        assert!(Instant::now() >= lease.deadline());
+        assert!(
+            matches!(lost.reason(), LostReason::Expired { last_error: None }),
+            "{lost:?}"
+        );
+        assert_eq!(issuer.renewals(), 1);
+    }
+
+    #[tokio::test]
+    async fn lost_at_once_when_spawned_past_the_deadline() {
+        let (issuer, lease) = setup("late").await;
+        tokio::time::sleep(TTL + Duration::from_millis(20)).await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+        let lost = lost_within(&keep_alive, Duration::from_millis(200)).await;
+        assert!(matches!(lost.reason(), LostReason::Expired { .. }));
+        assert_eq!(issuer.renewals(), 0, "renewed a lease past its deadline");
+    }
+
+    #[tokio::test]
+    async fn no_renewal_after_stop() {
+        let (issuer, lease) = setup("stopped").await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        tokio::time::sleep(TTL / 2).await;
+        let last = keep_alive.stop().await.expect("held");
+        let renewals = issuer.renewals();
+        assert!(renewals >= 1);
+        tokio::time::sleep(TTL * 2).await;
+        assert_eq!(issuer.renewals(), renewals, "renewed after stop");
+        // Not released: it ran out, and the next holder gets a new token.
+        assert!(last.is_expired());
+        let next = issuer
+            .try_acquire(&LeaseRequest::new("stopped", TTL))
+            .await
+            .unwrap()
+            .expect("free after its TTL");
+        assert!(next.token() > lease.token());
+    }
+
+    #[tokio::test]
+    async fn no_renewal_after_drop_and_release_on_drop_frees_it() {
+        let (issuer, lease) = setup("dropped").await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        tokio::time::sleep(TTL / 2).await;
+        drop(keep_alive);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let renewals = issuer.renewals();
+        tokio::time::sleep(TTL * 2).await;
+        assert_eq!(issuer.renewals(), renewals, "renewed after drop");
+
+        let (issuer, lease) = setup("released-on-drop").await;
+        let keep_alive = KeepAlive::with_options(
+            issuer.clone(),
+            lease,
+            KeepAliveOptions::default().release_on_drop(true),
+        );
+        drop(keep_alive);
+        tokio::time::timeout(SLACK, async {
+            while issuer.holder("released-on-drop").await.unwrap().is_some() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("released after drop");
+    }
+
+    #[tokio::test]
+    async fn release_frees_it_at_once() {
+        let (issuer, lease) = setup("released").await;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+        keep_alive.release().await.expect("release");
+        assert!(issuer.holder("released").await.unwrap().is_none());
+        let renewals = issuer.renewals();
+        tokio::time::sleep(TTL).await;
+        assert_eq!(issuer.renewals(), renewals);
+    }
+
+    #[tokio::test]
+    async fn a_lost_lease_is_released_once_the_issuer_answers() {
+        let (issuer, lease) = setup("revoked").await;
+        // Renewals fail but the issuer still holds it with a longer TTL
+        // than our deadline: releasing frees it for the next holder.
+        issuer.set(FAILING);
+        issuer
+            .inner
+            .try_acquire(
+                &LeaseRequest::new("revoked", TTL * 20).with_holder(lease.holder().clone()),
+            )
+            .await
+            .unwrap()
+            .expect("re-entrant");
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+        lost_within(&keep_alive, TTL + SLACK).await;
+        assert!(keep_alive.stop().await.is_err());
+        assert!(
+            issuer.holder("revoked").await.unwrap().is_none(),
+            "a lost lease the issuer still had was not released"
+        );
+    }
+}
