@@ -12,8 +12,8 @@ use std::time::Duration;
 use fencing::blob::BlobStore;
 use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
 use fencing::{FencedStore, TokenIssuer};
+use fencing_harness::env::{self, Server};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables};
-use fencing_testkit::env::{self, Server};
 
 /// The issuers, by name.
 pub const ISSUERS: &[&str] = &[

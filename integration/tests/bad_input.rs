@@ -288,8 +288,8 @@ async fn unreachable_endpoints_and_wrong_credentials() {
 /// nothing created behind the caller's back.
 #[tokio::test]
 async fn a_missing_table_or_bucket_is_a_permanent_error() {
-    if !fencing_testkit::env::POSTGRES.skipped() {
-        let db = fencing_sql::Db::connect(&fencing_testkit::env::POSTGRES.endpoint())
+    if !fencing_harness::env::POSTGRES.skipped() {
+        let db = fencing_sql::Db::connect(&fencing_harness::env::POSTGRES.endpoint())
             .await
             .unwrap()
             .with_tables(fencing_sql::Tables::with_prefix("ft_missing_").unwrap());

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use fencing::memory::MemoryIssuer;
 use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
-use fencing_testkit::env::{self, Server};
-use fencing_testkit::proxy::HoldingProxy;
+use fencing_harness::env::{self, Server};
+use fencing_harness::proxy::HoldingProxy;
 
 /// `scheme://user:pass@host:port/db` → (`host:port`, the URL with `addr`
 /// in its place).

@@ -9,19 +9,18 @@
 //! `fencing_azure::azurite`.
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::BlobContainerClientOptions;
-use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
 use fencing_azure::{AzureBackend, AzureStore, azurite};
 use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
 use fencing_core::{Error, FencedStore, FencingToken};
+use fencing_harness::env::AZURE;
+use fencing_harness::error_chain;
+use fencing_harness::proxy::AnswerDroppingProxy;
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
-use fencing_testkit::env::AZURE;
-use fencing_testkit::error_chain;
-use fencing_testkit::proxy::AnswerDroppingProxy;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -301,51 +300,6 @@ fn debug_output_hides_the_sas() {
         shown.contains("/devstoreaccount1/c") && !shown.contains("sig="),
         "{shown}"
     );
-}
-
-/// Times N warm fenced puts (one conditional Put Blob each, the fast path)
-/// against N plain unconditional Put Blobs of the same payload, interleaved.
-/// Prints the ratio; asserts nothing about timing.
-#[tokio::test]
-async fn warm_fast_path_cost() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    const N: u32 = 100;
-    let key = fencing_testkit::unique_name("warm");
-    let plain_key = format!("{key}-plain");
-    let store = AzureStore::new(backend.clone());
-    let payload = Bytes::from(vec![b'x'; 1024]);
-    store.put(&key, payload.clone(), t(1)).await.unwrap(); // warm the cache
-    let plain = backend.container().blob_client(&plain_key);
-    let (mut fenced_time, mut plain_time) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..N {
-        let started = Instant::now();
-        store.put(&key, payload.clone(), t(1)).await.unwrap();
-        fenced_time += started.elapsed();
-        let started = Instant::now();
-        plain
-            .upload(
-                <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(
-                    payload.clone(),
-                ),
-                Some(BlockBlobClientUploadOptions::default()),
-            )
-            .await
-            .unwrap();
-        plain_time += started.elapsed();
-    }
-    println!(
-        "azure warm fast path: {N} fenced puts {:?} ({:?}/put), {N} plain puts {:?} ({:?}/put), ratio {:.2}",
-        fenced_time,
-        fenced_time / N,
-        plain_time,
-        plain_time / N,
-        fenced_time.as_secs_f64() / plain_time.as_secs_f64()
-    );
-    for k in [&key, &plain_key] {
-        let _ = backend.container().blob_client(k).delete(None).await;
-    }
 }
 
 /// A plain Put Blob of bytes that carry no frame.

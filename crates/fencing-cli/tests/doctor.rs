@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use fencing_testkit::env::{AZURE, GCS, REDIS, REDIS_AOF, S3, S3RVER, Server};
+use fencing_harness::env::{AZURE, GCS, REDIS, REDIS_AOF, S3, S3RVER, Server};
 
 const FENCE: &str = env!("CARGO_BIN_EXE_fence");
 

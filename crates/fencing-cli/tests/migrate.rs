@@ -20,7 +20,7 @@ fn json(out: &Output) -> serde_json::Value {
 }
 
 fn redis_url() -> Option<String> {
-    let server = fencing_testkit::env::REDIS_AOF;
+    let server = fencing_harness::env::REDIS_AOF;
     (!server.skipped()).then(|| server.endpoint())
 }
 
@@ -32,7 +32,7 @@ fn sql_to_redis_never_goes_backwards() {
 
 #[test]
 fn sql_to_etcd_never_goes_backwards() {
-    let server = fencing_testkit::env::ETCD;
+    let server = fencing_harness::env::ETCD;
     if server.skipped() {
         return;
     }

@@ -3,7 +3,7 @@
 
 use std::process::{Command, Output};
 
-use fencing_testkit::env::{AZURE, GCS, S3, Server};
+use fencing_harness::env::{AZURE, GCS, S3, Server};
 
 const FENCE: &str = env!("CARGO_BIN_EXE_fence");
 

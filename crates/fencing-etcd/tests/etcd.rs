@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_etcd::EtcdIssuer;
 use fencing_etcd::etcd_client::GetOptions;
-use fencing_testkit::env::ETCD;
+use fencing_harness::env::ETCD;
 use fencing_testkit::issuer::IssuerProfile;
 
 fn endpoints() -> Vec<String> {

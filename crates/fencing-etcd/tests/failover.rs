@@ -1,15 +1,15 @@
 //! Leader failover on the 3-member etcd cluster
 //! (`FENCING_ETCD_CLUSTER_ENDPOINTS`, default ports 11379/12379/13379;
 //! start it with `integration/services.sh up etcd-cluster`), through the
-//! testkit's harness ([`fencing_testkit::failover`]): tokens strictly
+//! testkit's harness ([`fencing_harness::failover`]): tokens strictly
 //! increasing in grant order and no stale write accepted while the leader
 //! is killed and restarted.
 
 use std::time::Duration;
 
 use fencing_etcd::EtcdIssuer;
-use fencing_testkit::env::ETCD_CLUSTER;
-use fencing_testkit::failover::{Cluster, FailoverConfig, leader_kill};
+use fencing_harness::env::ETCD_CLUSTER;
+use fencing_harness::failover::{Cluster, FailoverConfig, leader_kill};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_kill_keeps_tokens_increasing_and_refuses_stale_writes() {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use fencing_core::TokenIssuer;
 use fencing_core::safety::{self, SafetyCheck, Verdict};
 use fencing_etcd::EtcdIssuer;
-use fencing_testkit::env::{ETCD, ETCD_CLUSTER, Server};
-use fencing_testkit::failover::Cluster;
+use fencing_harness::env::{ETCD, ETCD_CLUSTER, Server};
+use fencing_harness::failover::Cluster;
 
 fn endpoints(server: Server) -> Vec<String> {
     server

@@ -8,16 +8,15 @@
 //! JSON API (the client library creates buckets over gRPC only).
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
 use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
+use fencing_harness::env::GCS;
+use fencing_harness::error_chain;
+use fencing_harness::proxy::AnswerDroppingProxy;
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
-use fencing_testkit::env::GCS;
-use fencing_testkit::error_chain;
-use fencing_testkit::proxy::AnswerDroppingProxy;
 use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
 
 fn t(n: u64) -> FencingToken {
@@ -207,44 +206,6 @@ fn limits_are_the_single_request_upload_limits() {
     let limits = GcsBackend::limits();
     assert_eq!((limits.max_key_len, limits.max_value_len), (1024, 16 << 20));
     assert_eq!(limits.max_token, t(u64::MAX));
-}
-
-/// Times N warm fenced puts (one conditional upload each, the fast path)
-/// against N plain unconditional uploads of the same payload, interleaved.
-/// Prints the ratio; asserts nothing about timing.
-#[tokio::test]
-async fn warm_fast_path_cost() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    const N: u32 = 100;
-    let key = fencing_testkit::unique_name("warm");
-    let plain_key = format!("{key}-plain");
-    let store = GcsStore::new(backend.clone());
-    let payload = Bytes::from(vec![b'x'; 1024]);
-    store.put(&key, payload.clone(), t(1)).await.unwrap(); // warm the cache
-    let (mut fenced, mut plain) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..N {
-        let started = Instant::now();
-        store.put(&key, payload.clone(), t(1)).await.unwrap();
-        fenced += started.elapsed();
-        let started = Instant::now();
-        backend
-            .client()
-            .write_object(backend.bucket(), &plain_key, payload.clone())
-            .send_buffered()
-            .await
-            .unwrap();
-        plain += started.elapsed();
-    }
-    println!(
-        "gcs warm fast path: {N} fenced puts {:?} ({:?}/put), {N} plain puts {:?} ({:?}/put), ratio {:.2}",
-        fenced,
-        fenced / N,
-        plain,
-        plain / N,
-        fenced.as_secs_f64() / plain.as_secs_f64()
-    );
 }
 
 /// The emulator's JSON API, for what the client library offers over gRPC

@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_harness::env::{REDIS_PRIMARY, REDIS_REPLICA};
 use fencing_redis::{Durability, RedisIssuer};
-use fencing_testkit::env::{REDIS_PRIMARY, REDIS_REPLICA};
 
 const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
 const TTL: Duration = Duration::from_secs(30);
@@ -112,7 +112,7 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     let started = Instant::now();
     match issuer.try_acquire(&LeaseRequest::new("r", TTL)).await {
         Err(e @ Error::Backend { .. }) => {
-            let chain = fencing_testkit::error_chain(&e);
+            let chain = fencing_harness::error_chain(&e);
             assert!(chain.contains("acknowledged"), "{chain}");
         }
         other => panic!("a grant no replica acknowledged must fail, got {other:?}"),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
+use fencing_harness::env::{REDIS, REDIS_AOF, Server};
 use fencing_redis::{Durability, RedisIssuer};
-use fencing_testkit::env::{REDIS, REDIS_AOF, Server};
 use fencing_testkit::issuer::IssuerProfile;
 
 async fn connect(server: &Server, durability: Durability) -> Option<RedisIssuer> {

@@ -6,8 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use fencing_core::{LeaseRequest, TokenIssuer};
+use fencing_harness::env::REDIS_AOF;
 use fencing_redis::{Durability, RedisIssuer};
-use fencing_testkit::env::REDIS_AOF;
 
 const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
 

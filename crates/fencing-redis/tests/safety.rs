@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
+use fencing_harness::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
 use fencing_redis::{Durability, RedisIssuer};
-use fencing_testkit::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -740,7 +740,7 @@ async fn a_grant_stays_one_round_trip() {
         (&REDIS_AOF, Durability::Required),
         (&REDIS_PRIMARY, replicated(1, Duration::from_secs(2))),
     ] {
-        let proxy = fencing_testkit::proxy::CountingProxy::start(addr_of(&server.endpoint())).await;
+        let proxy = fencing_harness::proxy::CountingProxy::start(addr_of(&server.endpoint())).await;
         let issuer = connect_to(&format!("redis://{}", proxy.addr()), durability)
             .await
             .unwrap_or_else(|e| server.unavailable(&e));

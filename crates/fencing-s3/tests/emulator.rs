@@ -7,7 +7,6 @@
 //! run, named at random.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
@@ -17,10 +16,10 @@ use std::sync::Arc;
 use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
 use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
 use fencing_core::{Error, FencedStore, FencingToken};
+use fencing_harness::env::S3;
+use fencing_harness::proxy::AnswerDroppingProxy;
 use fencing_s3::{S3Backend, S3Store, emulator};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
-use fencing_testkit::env::S3;
-use fencing_testkit::proxy::AnswerDroppingProxy;
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -473,46 +472,4 @@ fn limits_are_s3s_single_put_limits() {
         limits.check_write(&"k".repeat(1025), t(1), 1),
         Err(Error::InvalidInput { .. })
     ));
-}
-
-/// Times N warm fenced puts (one conditional `PutObject` each, the fast
-/// path) against N plain unconditional `PutObject`s of the same payload,
-/// interleaved. Prints the ratio; asserts nothing about timing.
-#[tokio::test]
-async fn warm_fast_path_cost() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    const N: u32 = 100;
-    let key = fencing_testkit::unique_name("warm");
-    let plain_key = format!("{key}-plain");
-    let store = S3Store::new(backend.clone());
-    let payload = Bytes::from(vec![b'x'; 1024]);
-    store.put(&key, payload.clone(), t(1)).await.unwrap(); // warm the cache
-    let (mut fenced, mut plain) = (Duration::ZERO, Duration::ZERO);
-    for _ in 0..N {
-        let started = Instant::now();
-        store.put(&key, payload.clone(), t(1)).await.unwrap();
-        fenced += started.elapsed();
-        let started = Instant::now();
-        backend
-            .client()
-            .put_object()
-            .bucket(backend.bucket())
-            .key(&plain_key)
-            .body(ByteStream::from(payload.clone()))
-            .send()
-            .await
-            .unwrap();
-        plain += started.elapsed();
-    }
-    println!(
-        "s3 warm fast path: {N} fenced puts {:?} ({:?}/put), {N} plain puts {:?} ({:?}/put), ratio {:.2}",
-        fenced,
-        fenced / N,
-        plain,
-        plain / N,
-        fenced.as_secs_f64() / plain.as_secs_f64()
-    );
-    clean_up(&backend, &[&key, &plain_key]).await;
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_harness::env::{MYSQL, POSTGRES, Server};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
-use fencing_testkit::env::{MYSQL, POSTGRES, Server};
 use fencing_testkit::issuer::IssuerProfile;
 
 /// One table prefix per test run.

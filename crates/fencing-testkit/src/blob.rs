@@ -193,6 +193,23 @@ pub async fn tampering_cannot_lower_the_mark<F, Fut>(
     }
 }
 
+/// A fault injector between a store's client and its server that lets the
+/// server apply a request and loses the answer, what
+/// [`a_lost_answer_is_an_unknown_outcome`] drives. A loopback TCP proxy that
+/// reads HTTP/1.1 is enough (this workspace's harness has one).
+#[async_trait]
+pub trait LosesAnswers: Send + Sync {
+    /// Loses the answers to the next `count` requests whose first bytes are
+    /// `prefix` (the server still applies them); their connections stay
+    /// open until [`release`](Self::release).
+    fn drop_answers(&self, prefix: &[u8], count: usize);
+    /// Waits (at most `within`) until `n` answers have been lost and returns
+    /// their status lines (e.g. `HTTP/1.1 200 OK`); panics if fewer were.
+    async fn wait_dropped(&self, n: usize, within: std::time::Duration) -> Vec<String>;
+    /// Closes the connections whose answers were lost.
+    fn release(&self);
+}
+
 /// The lost-answer scenario: `through_proxy` writes token 7 through
 /// `proxy`, which lets the server apply the write and loses the answer
 /// (requests starting with `write_prefix`, e.g. `b"PUT "`); while the
@@ -205,7 +222,7 @@ pub async fn tampering_cannot_lower_the_mark<F, Fut>(
 pub async fn a_lost_answer_is_an_unknown_outcome(
     through_proxy: Arc<dyn FencedStore>,
     direct: &dyn FencedStore,
-    proxy: &crate::proxy::AnswerDroppingProxy,
+    proxy: &dyn LosesAnswers,
     write_prefix: &[u8],
     key: &str,
 ) -> String {

@@ -2,10 +2,15 @@
 //!
 //! Plain async functions, one per clause of the contracts in
 //! [`fencing_core::TokenIssuer`] and [`fencing_core::FencedStore`], plus the Figure 9-6
-//! [`zombie`] scenario, a randomized [`history`] checker, the object-store
-//! race of [`blob`] and the leader-kill harness of [`failover`]. Adapters
-//! call them against their real server; the in-memory backends run them
-//! first.
+//! [`zombie`] scenario, a randomized [`history`] checker and the object-store
+//! checks of [`blob`]. Adapters call them against their real server; the
+//! in-memory backends run them first.
+//!
+//! The testkit finds no servers: it reads no endpoint variables and knows
+//! no ports or scripts. The caller connects its backend and hands it over
+//! (or `None` to skip, saying why). The one variable it reads is
+//! `FENCING_SEED`, to replay a [`history`] run whose report printed that
+//! seed.
 //!
 //! The macros [`issuer_conformance!`], [`store_conformance!`] and
 //! [`blob_store_conformance!`] expand to one `#[tokio::test]` per check, so
@@ -19,7 +24,7 @@
 //! use fencing_core::{FencedStore, TokenIssuer};
 //! use fencing_testkit::issuer::IssuerProfile;
 //!
-//! // `None` means this run asked to skip the backend (see `env`).
+//! // `None` means this run asked to skip the backend (the caller's choice).
 //! async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
 //!     Some(Arc::new(MemoryIssuer::new()))
 //! }
@@ -42,21 +47,18 @@
 //! # fn main() {}
 //! ```
 //!
-//! Servers are found through [`env`]: a missing server fails the test with a
-//! message naming it and how to start it.
+//! Where to find a server and what to do when it is missing is the
+//! caller's business. A missing server should fail the test loudly, naming
+//! the server and how to start it; skip only when the run asked to, and say
+//! so.
 
 pub mod blob;
-pub mod env;
-mod errors;
-pub mod failover;
 pub mod history;
 pub mod issuer;
 mod names;
-pub mod proxy;
 pub mod store;
 pub mod zombie;
 
-pub use errors::error_chain;
 pub use names::{unique_name, unique_prefix};
 
 /// What the macros name in the calling crate, which may not depend on
@@ -72,7 +74,7 @@ pub mod __private {
 /// `history_checker_finds_no_stale_accept`).
 ///
 /// `$make` is an async fn returning `Option<Arc<dyn TokenIssuer>>` (`None`
-/// when the run asked to skip the backend, see [`env::Server::skipped`]); `$profile` an
+/// when the run asked to skip the backend); `$profile` an
 /// [`issuer::IssuerProfile`], whose short TTL the zombie and the history
 /// use. The calling crate needs `tokio` (with `macros` and
 /// `rt-multi-thread`) as a dev-dependency.

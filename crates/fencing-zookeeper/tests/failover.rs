@@ -1,15 +1,15 @@
 //! Leader change on the 3-server ZooKeeper ensemble (`FENCING_ZK_ENSEMBLE`,
 //! default ports 11181/12181/13181; start it with
 //! `integration/services.sh up zk-ensemble`), through the testkit's harness
-//! ([`fencing_testkit::failover`]): tokens strictly increasing in grant
+//! ([`fencing_harness::failover`]): tokens strictly increasing in grant
 //! order and no stale write accepted while the leader is killed and
 //! restarted; and, ZooKeeper's own, a new epoch in the czxid tokens.
 
 use std::time::Duration;
 
 use fencing_core::FencingToken;
-use fencing_testkit::env::ZK_ENSEMBLE;
-use fencing_testkit::failover::{Cluster, FailoverConfig, leader_kill};
+use fencing_harness::env::ZK_ENSEMBLE;
+use fencing_harness::failover::{Cluster, FailoverConfig, leader_kill};
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use fencing_core::TokenIssuer;
 use fencing_core::safety::{self, SafetyCheck, Verdict};
-use fencing_testkit::env::{Server, ZK_ENSEMBLE, ZOOKEEPER};
-use fencing_testkit::error_chain;
-use fencing_testkit::failover::Cluster;
+use fencing_harness::env::{Server, ZK_ENSEMBLE, ZOOKEEPER};
+use fencing_harness::error_chain;
+use fencing_harness::failover::Cluster;
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 async fn connect(connect_string: &str, server: Server) -> Option<ZkIssuer> {

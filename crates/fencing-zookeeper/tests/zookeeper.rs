@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
-use fencing_testkit::env::ZOOKEEPER;
-use fencing_testkit::error_chain;
+use fencing_harness::env::ZOOKEEPER;
+use fencing_harness::error_chain;
 use fencing_testkit::issuer::IssuerProfile;
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 

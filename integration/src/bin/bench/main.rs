@@ -196,7 +196,7 @@ fn utc_now() -> String {
 /// (`FENCING_BENCH_VERSIONS="s3=moto 5.2.5;…"`), else the HTTP `Server`
 /// header.
 async fn emulator_versions(selected: &[Backend]) -> Vec<String> {
-    use fencing_testkit::env;
+    use fencing_harness::env;
     let given = std::env::var("FENCING_BENCH_VERSIONS").unwrap_or_default();
     let given = |name: &str| {
         given

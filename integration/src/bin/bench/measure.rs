@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fencing_testkit::proxy::{CountingProxy, Exchanges};
+use fencing_harness::proxy::{CountingProxy, Exchanges};
 
 use crate::BoxResult;
 

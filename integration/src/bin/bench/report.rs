@@ -146,7 +146,7 @@ pub(crate) fn markdown(rows: &[Row], ctx: &Context, findings: &str) -> String {
         s,
         "- Round trips: counted, not inferred. After the timed run, each side runs {} more \
          operations one at a time through a counting loopback proxy \
-         (`fencing_testkit::proxy::CountingProxy`); a round trip starts whenever the client \
+         (`fencing_harness::proxy::CountingProxy`); a round trip starts whenever the client \
          sends after the server has answered. TCP handshakes are not round trips here; new \
          connections are shown when there are any.",
         ctx.count_ops

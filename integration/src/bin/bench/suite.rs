@@ -5,9 +5,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use fencing::HolderId;
 use fencing::blob::BlobStore;
+use fencing_harness::env::{self, Server};
+use fencing_harness::proxy::CountingProxy;
 use fencing_integration::run_prefix;
-use fencing_testkit::env::{self, Server};
-use fencing_testkit::proxy::CountingProxy;
 
 use crate::BoxResult;
 use crate::blob::{self, Plain};

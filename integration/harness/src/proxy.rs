@@ -210,7 +210,7 @@ struct Counters {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use fencing_testkit::proxy::CountingProxy;
+/// use fencing_harness::proxy::CountingProxy;
 /// use tokio::io::{AsyncReadExt, AsyncWriteExt};
 ///
 /// // An echo server stands in for a database.
@@ -559,6 +559,19 @@ impl AnswerDroppingProxy {
     pub fn release(&self) {
         self.state.is_released.store(true, Ordering::SeqCst);
         self.state.released.notify_waiters();
+    }
+}
+
+#[async_trait::async_trait]
+impl fencing_testkit::blob::LosesAnswers for AnswerDroppingProxy {
+    fn drop_answers(&self, prefix: &[u8], count: usize) {
+        Self::drop_answers(self, prefix, count);
+    }
+    async fn wait_dropped(&self, n: usize, within: Duration) -> Vec<String> {
+        Self::wait_dropped(self, n, within).await
+    }
+    fn release(&self) {
+        Self::release(self);
     }
 }
 

@@ -14,8 +14,8 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use fencing_core::memory::MemoryIssuer;
-//! use fencing_testkit::env::ETCD_CLUSTER;
-//! use fencing_testkit::failover::{Cluster, FailoverConfig, leader_kill};
+//! use fencing_harness::env::ETCD_CLUSTER;
+//! use fencing_harness::failover::{Cluster, FailoverConfig, leader_kill};
 //!
 //! # async fn run() {
 //! let config = FailoverConfig::with_ttl(Duration::from_secs(3));
@@ -41,10 +41,10 @@ use std::time::{Duration, Instant};
 
 use fencing_core::memory::MemoryStore;
 use fencing_core::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_testkit::history::{History, Tally};
 
 use crate::env::Server;
 use crate::error_chain;
-use crate::history::{History, Tally};
 
 /// A cluster `integration/services.sh` runs and can kill a member of.
 #[derive(Clone, Debug)]
@@ -62,7 +62,7 @@ impl Cluster {
     /// cluster on the same ports joins it with other data.
     pub fn new(server: Server) -> Self {
         let services_sh = std::env::var_os("FENCING_SERVICES_SH").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../integration/services.sh"),
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../services.sh"),
             PathBuf::from,
         );
         Self {
@@ -312,7 +312,7 @@ where
     let (first_leader, _) = cluster.leader();
     assert!(first_leader > 0);
 
-    let resource = format!("{}/failover", crate::unique_prefix());
+    let resource = format!("{}/failover", fencing_testkit::unique_prefix());
     let key = format!("{resource}/data");
     let store: Arc<dyn FencedStore> = Arc::new(MemoryStore::new());
     let history = History::new();

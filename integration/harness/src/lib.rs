@@ -1,0 +1,18 @@
+//! This workspace's test harness: what the adapters' tests, `integration/`
+//! and the bench need to reach *this checkout's* servers. Unpublished; the
+//! contract suites themselves live in the published `fencing-testkit`,
+//! which knows no ports, variables or scripts.
+//!
+//! - [`env`]: the servers `integration/services.sh` and `docker-compose.yml`
+//!   run, their `FENCING_*` endpoint variables, `FENCING_SKIP`, and the
+//!   loud failure naming a missing server and how to start it.
+//! - [`proxy`]: loopback TCP proxies that hold, count or lose traffic.
+//! - [`failover`]: killing a cluster's leader under load through
+//!   `services.sh`.
+
+pub mod env;
+mod errors;
+pub mod failover;
+pub mod proxy;
+
+pub use errors::error_chain;
