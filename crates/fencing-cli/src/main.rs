@@ -15,7 +15,8 @@ pub(crate) mod exit {
     pub(crate) const STALE: u8 = 3;
     /// The lease was lost (expired or taken).
     pub(crate) const LEASE_LOST: u8 = 4;
-    /// The resource is held by someone else (and `--wait` ran out).
+    /// The resource is held by someone else (and `--wait` ran out), or an
+    /// operation that needs it free found it held (`Error::Busy`).
     pub(crate) const HELD: u8 = 5;
     /// `get`: the key has no value.
     pub(crate) const NOT_FOUND: u8 = 6;
@@ -160,7 +161,7 @@ fn report(e: &(dyn std::error::Error + 'static)) -> ExitCode {
     let code = match e.downcast_ref::<fencing::Error>() {
         Some(fencing::Error::StaleToken { .. }) => exit::STALE,
         Some(fencing::Error::LeaseLost { .. }) => exit::LEASE_LOST,
-        Some(fencing::Error::Timeout { .. }) => exit::HELD,
+        Some(fencing::Error::Timeout { .. } | fencing::Error::Busy { .. }) => exit::HELD,
         Some(fencing::Error::InvalidInput { .. } | fencing::Error::TokenOutOfRange { .. }) => {
             exit::INVALID
         }

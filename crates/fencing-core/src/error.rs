@@ -55,6 +55,19 @@ pub enum Error {
         token: FencingToken,
     },
 
+    /// The resource is held (or waited for) by another holder, and the
+    /// operation needs it free (e.g. raising an issuer's token floor).
+    /// Nothing was changed; try again when it is free.
+    #[error(
+        "{resource:?} is held by another holder: {operation} needs it free; try again when it is"
+    )]
+    Busy {
+        /// The resource.
+        resource: String,
+        /// What needs it free, e.g. `"raise_floor"`.
+        operation: &'static str,
+    },
+
     /// The operation did not finish within its time limit, and nothing was
     /// granted or applied (an outcome that may have been applied is
     /// [`Error::OutcomeUnknown`]).
@@ -154,6 +167,14 @@ impl Error {
         }
     }
 
+    /// An [`Error::Busy`]: `resource` is held, and `operation` needs it free.
+    pub fn busy(resource: impl Into<String>, operation: &'static str) -> Self {
+        Self::Busy {
+            resource: resource.into(),
+            operation,
+        }
+    }
+
     /// An [`Error::Backend`] wrapping a client-library error.
     pub fn backend(backend: &'static str, retryable: bool, source: impl Into<BoxError>) -> Self {
         Self::Backend {
@@ -179,10 +200,11 @@ impl Error {
     /// Whether repeating the same call is safe and may succeed.
     ///
     /// A stale token never becomes fresh; an unknown outcome must be read
-    /// back first, so neither is retryable.
+    /// back first, so neither is retryable. A busy resource becomes free
+    /// when its holder releases it or its lease expires.
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Timeout { .. } | Self::Contention { .. } => true,
+            Self::Timeout { .. } | Self::Contention { .. } | Self::Busy { .. } => true,
             Self::Backend { retryable, .. } => *retryable,
             _ => false,
         }
@@ -220,6 +242,18 @@ mod tests {
         );
         assert_eq!(e.stale_tokens(), Some((33.into(), 34.into())));
         assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn busy_names_the_resource_and_is_retryable() {
+        let e = Error::busy("jobs/nightly", "raise_floor");
+        let text = e.to_string();
+        assert!(
+            text.contains("\"jobs/nightly\" is held") && text.contains("raise_floor"),
+            "{text}"
+        );
+        assert!(e.is_retryable());
+        assert!(!matches!(e, Error::InvalidInput { .. }));
     }
 
     #[test]

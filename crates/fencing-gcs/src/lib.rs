@@ -1,8 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+mod config;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
+
+pub use config::GcsConfig;
 
 /// The Google Cloud Storage client this crate is built on, so yours matches its version.
 pub use google_cloud_storage;

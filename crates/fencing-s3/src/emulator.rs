@@ -13,32 +13,16 @@
 //! ```
 
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::error::DisplayErrorContext;
 use fencing_core::{Error, Result};
 
 use crate::{S3Backend, S3Store};
 
-/// The access key and secret the emulator is reached with (moto accepts any).
-const TEST_KEY: &str = "test";
-
 /// A client for the emulator at `endpoint`: static test credentials, region
-/// `us-east-1`, path-style addressing, the SDK's default retries.
+/// `us-east-1`, path-style addressing, the SDK's default retries (what
+/// `S3Config::from_url("s3://B?endpoint=…&emulator=true")` builds).
 pub fn client(endpoint: &str) -> Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new(
-            TEST_KEY,
-            TEST_KEY,
-            None,
-            None,
-            "fencing-s3-emulator",
-        ))
-        .endpoint_url(endpoint)
-        .force_path_style(true)
-        .build();
-    Client::from_conf(config)
+    crate::config::emulator_client(endpoint, None)
 }
 
 /// Creates `bucket`; one this account owns already is fine.

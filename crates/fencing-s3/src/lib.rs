@@ -1,8 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+mod config;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
+
+pub use config::S3Config;
 
 /// The AWS SDK this crate is built on, so your client matches its version.
 pub use aws_sdk_s3;

@@ -253,8 +253,9 @@ impl TokenIssuer for SqlIssuer {
     }
 
     /// Raises the counter of a **free** resource (a live holder's token is
-    /// its lease, so a held resource is refused: raise the floor before the
-    /// first grant, as `fence migrate` does). The next grant is one above
+    /// its lease, so a held resource is refused with [`Error::Busy`]: raise
+    /// the floor before the first grant, as `fence migrate` does, or when
+    /// the holder has released it). The next grant is one above
     /// the floor, so a floor above [`SqlIssuer::MAX_FLOOR`] is refused with
     /// [`Error::TokenOutOfRange`].
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
@@ -292,9 +293,7 @@ impl TokenIssuer for SqlIssuer {
         if raised {
             Ok(())
         } else {
-            Err(Error::invalid_input(format!(
-                "{resource:?} is held; raise its floor while it is free"
-            )))
+            Err(Error::busy(resource, "raise_floor"))
         }
     }
 
@@ -341,6 +340,48 @@ impl TokenIssuer for SqlIssuer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_floor_while_held_is_busy_and_disturbs_nothing() {
+        let path = std::env::temp_dir().join(format!(
+            "fencing-busy-{}-{:x}.sqlite",
+            std::process::id(),
+            rand_suffix()
+        ));
+        let issuer = SqlIssuer::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .expect("sqlite");
+        let request = LeaseRequest::new("r", std::time::Duration::from_secs(30));
+        let held = issuer.try_acquire(&request).await.unwrap().expect("free");
+        let e = issuer
+            .raise_floor("r", FencingToken::new(held.token().get() + 100))
+            .await
+            .expect_err("held");
+        assert!(
+            matches!(&e, Error::Busy { resource, operation: "raise_floor" } if resource == "r"),
+            "{e:?}"
+        );
+        assert!(e.is_retryable());
+        // Free again: the floor goes in, and the next grant is above it.
+        let held = issuer
+            .renew(&held)
+            .await
+            .expect("the holder is undisturbed");
+        issuer.release(&held).await.expect("release");
+        let floor = FencingToken::new(held.token().get() + 100);
+        issuer.raise_floor("r", floor).await.expect("free now");
+        let next = issuer.try_acquire(&request).await.unwrap().expect("free");
+        assert!(next.token() > floor);
+        issuer.db().close().await;
+        let _ = std::fs::remove_file(&path);
+    }
+
+    fn rand_suffix() -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    }
 
     fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
         list.iter()

@@ -1,0 +1,267 @@
+//! [`GcsConfig`]: a GCS store from a URL, the environment or setters.
+
+use std::fmt;
+
+use fencing_core::url::BackendUrl;
+use fencing_core::{Error, Result};
+use google_cloud_auth::credentials::{Credentials, anonymous};
+use google_cloud_storage::client::Storage;
+
+use crate::{GcsBackend, GcsStore};
+
+/// The options a `gs://` URL takes.
+const OPTIONS: &[&str] = &["endpoint", "emulator", "adopt_unfenced"];
+
+/// How to reach one GCS bucket: parsed from `gs://BUCKET?…`, read from the
+/// environment, or set with the `with_*` setters; [`connect`](Self::connect)
+/// opens it.
+///
+/// Credentials are Google's application default credentials (the client
+/// builder's default: `GOOGLE_APPLICATION_CREDENTIALS`, the file `gcloud auth
+/// application-default login` writes, or the metadata server on Google
+/// Cloud), or your own with [`with_credentials`](Self::with_credentials).
+/// With a custom `endpoint=` they must come from a credentials file or
+/// [`with_credentials`](Self::with_credentials); an emulator's anonymous
+/// access is used only with `emulator=true`, never as a fallback.
+///
+/// | URL option | meaning |
+/// | --- | --- |
+/// | `endpoint=URL` | another endpoint than `https://storage.googleapis.com` |
+/// | `emulator=true` | anonymous credentials for a local emulator (fake-gcs-server); needs `endpoint=` |
+/// | `adopt_unfenced=true` | take over objects written without fencing at mark 0 |
+///
+/// ```
+/// let config = fencing_gcs::GcsConfig::from_url(
+///     "gs://my-test-bucket?endpoint=http://127.0.0.1:4443&emulator=true",
+/// )?;
+/// assert_eq!(config.bucket(), "my-test-bucket");
+/// # Ok::<(), fencing_core::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct GcsConfig {
+    bucket: String,
+    endpoint: Option<String>,
+    emulator: bool,
+    adopt_unfenced: bool,
+    credentials: Option<Credentials>,
+}
+
+impl fmt::Debug for GcsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GcsConfig")
+            .field("bucket", &self.bucket)
+            .field("endpoint", &self.endpoint)
+            .field("emulator", &self.emulator)
+            .field("adopt_unfenced", &self.adopt_unfenced)
+            .field("credentials", &self.credentials.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl GcsConfig {
+    /// A config for `bucket` with application default credentials.
+    pub fn new(bucket: impl Into<String>) -> Self {
+        Self {
+            bucket: bucket.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Parses `gs://BUCKET[?endpoint=URL&emulator=B&adopt_unfenced=B]`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for another scheme, no bucket, a path, an
+    /// unknown option (naming the known ones), a value that is not a strict
+    /// boolean, or `emulator=true` without `endpoint=`.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let mut url = BackendUrl::parse(url)?;
+        if url.scheme() != "gs" {
+            return Err(Error::invalid_input(format!(
+                "not a GCS URL (gs://BUCKET): scheme {:?}",
+                url.scheme()
+            )));
+        }
+        url.expect_no_path("gs://BUCKET[?options]")?;
+        let mut config = Self::new(url.authority());
+        let query = url.query();
+        config.endpoint = query.take_nonempty("endpoint")?;
+        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
+        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
+        std::mem::take(query).finish(OPTIONS)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// From the environment: `FENCING_GCS_BUCKET` (required),
+    /// `FENCING_GCS_ENDPOINT`, `FENCING_GCS_EMULATOR=true`,
+    /// `FENCING_GCS_ADOPT_UNFENCED=true`; credentials as the type's docs say.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without `FENCING_GCS_BUCKET`, or for a
+    /// variable that is not a strict boolean.
+    pub fn from_env() -> Result<Self> {
+        let bucket = env("FENCING_GCS_BUCKET")
+            .ok_or_else(|| Error::invalid_input("FENCING_GCS_BUCKET is not set"))?;
+        let mut config = Self::new(bucket);
+        config.endpoint = env("FENCING_GCS_ENDPOINT");
+        config.emulator = env_bool("FENCING_GCS_EMULATOR")?;
+        config.adopt_unfenced = env_bool("FENCING_GCS_ADOPT_UNFENCED")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Another endpoint than Google's.
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Anonymous credentials for a local emulator (needs an endpoint).
+    #[must_use]
+    pub fn with_emulator(mut self, emulator: bool) -> Self {
+        self.emulator = emulator;
+        self
+    }
+
+    /// Take over objects written without fencing, at mark 0.
+    #[must_use]
+    pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
+        self.adopt_unfenced = adopt;
+        self
+    }
+
+    /// Your own credentials instead of application default credentials.
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The endpoint, if one is set.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.bucket.is_empty() {
+            return Err(Error::invalid_input(
+                "no bucket: expected gs://BUCKET[?options]",
+            ));
+        }
+        if self.emulator && self.endpoint.is_none() {
+            return Err(Error::invalid_input(
+                "emulator=true needs endpoint=URL (the emulator's address)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A client, with the credentials the type's docs describe.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a custom endpoint with neither
+    /// credentials nor `emulator=true` (naming both); [`Error::Backend`] if
+    /// the client cannot be built (an unreadable credentials file).
+    pub async fn client(&self) -> Result<Storage> {
+        self.validate()?;
+        let mut builder = Storage::builder();
+        if self.emulator {
+            builder = builder.with_credentials(anonymous::Builder::new().build());
+        } else if let Some(credentials) = &self.credentials {
+            builder = builder.with_credentials(credentials.clone());
+        } else if self.endpoint.is_some() && !adc_file_present() {
+            return Err(Error::invalid_input(format!(
+                "no Google credentials for gs://{} at a custom endpoint: set \
+                 GOOGLE_APPLICATION_CREDENTIALS (or run `gcloud auth application-default login`); \
+                 for a local emulator add emulator=true to the URL",
+                self.bucket
+            )));
+        }
+        if let Some(endpoint) = &self.endpoint {
+            builder = builder.with_endpoint(endpoint);
+        }
+        builder
+            .build()
+            .await
+            .map_err(|e| Error::backend("gcs", false, e))
+    }
+
+    /// Opens the store: [`client`](Self::client), then the backend on the
+    /// bucket (nothing is sent to the bucket yet).
+    ///
+    /// # Errors
+    /// As [`client`](Self::client).
+    pub async fn connect(&self) -> Result<GcsStore> {
+        let backend = GcsBackend::new(self.client().await?, self.bucket.clone());
+        Ok(backend.into_store().adopt_unfenced(self.adopt_unfenced))
+    }
+}
+
+/// Whether application default credentials come from a file (the variable
+/// or gcloud's well-known path), not only the metadata server.
+fn adc_file_present() -> bool {
+    if env("GOOGLE_APPLICATION_CREDENTIALS").is_some() {
+        return true;
+    }
+    std::env::var_os("HOME").is_some_and(|home| {
+        std::path::Path::new(&home)
+            .join(".config/gcloud/application_default_credentials.json")
+            .is_file()
+    })
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn env_bool(name: &str) -> Result<bool> {
+    match env(name).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "{name}={other:?}: expected true or false"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(url: &str) -> String {
+        match GcsConfig::from_url(url) {
+            Err(Error::InvalidInput { message }) => message,
+            other => panic!("{url}: expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_urls() {
+        let c = GcsConfig::from_url("gs://b").unwrap();
+        assert_eq!((c.bucket(), c.endpoint(), c.emulator), ("b", None, false));
+        let c = GcsConfig::from_url(
+            "gs://b?endpoint=http://127.0.0.1:4443&emulator=yes&adopt_unfenced=true",
+        )
+        .unwrap();
+        assert_eq!(c.endpoint(), Some("http://127.0.0.1:4443"));
+        assert!(c.emulator && c.adopt_unfenced);
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_input_naming_the_problem() {
+        assert!(invalid("s3://b").contains("not a GCS URL"));
+        assert!(invalid("gs://?endpoint=x").contains("no bucket"));
+        assert!(invalid("gs://b/o").contains("\"/o\""));
+        let unknown = invalid("gs://b?region=x");
+        assert!(unknown.contains("\"region\""), "{unknown}");
+        assert!(unknown.contains("endpoint, emulator, adopt_unfenced"));
+        assert!(invalid("gs://b?emulator=on").contains("emulator=\"on\""));
+        assert!(invalid("gs://b?emulator=true").contains("needs endpoint="));
+    }
+}

@@ -1,0 +1,351 @@
+//! [`S3Config`]: an S3 store from a URL, the environment or setters.
+
+use std::fmt;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
+use fencing_core::url::BackendUrl;
+use fencing_core::{Error, Result};
+
+use crate::{S3Backend, S3Store};
+
+/// The options an `s3://` URL takes.
+const OPTIONS: &[&str] = &[
+    "region",
+    "endpoint",
+    "path_style",
+    "emulator",
+    "adopt_unfenced",
+];
+
+/// The access key and secret an emulator is reached with with
+/// `emulator=true` (moto accepts any).
+const EMULATOR_KEY: &str = "test";
+
+/// How to reach one S3 bucket: parsed from `s3://BUCKET?…`, read from the
+/// environment, or set with the `with_*` setters; [`connect`](Self::connect)
+/// opens it.
+///
+/// Credentials and region follow AWS's default chain (`aws-config`): the
+/// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN` variables,
+/// `AWS_PROFILE` and the shared config files, web identity, the ECS and EC2
+/// instance roles (SSO profiles and `credential_process` are not compiled
+/// in: pass [`with_credentials`](Self::with_credentials) or build your own
+/// client for those). No credentials found is an error at `connect`, never
+/// a fallback to an emulator's keys: those are used only with `emulator=true`.
+///
+/// | URL option | meaning |
+/// | --- | --- |
+/// | `region=R` | the region (else `AWS_REGION`, the profile, `us-east-1`) |
+/// | `endpoint=URL` | an S3-compatible endpoint (else `AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, or AWS) |
+/// | `path_style=true` | path-style addressing (the default with `endpoint=`) |
+/// | `emulator=true` | a local emulator's test keys (`test`/`test`); needs `endpoint=` |
+/// | `adopt_unfenced=true` | take over objects written without fencing at mark 0 |
+///
+/// ```
+/// let config = fencing_s3::S3Config::from_url(
+///     "s3://my-test-bucket?endpoint=http://127.0.0.1:9000&emulator=true",
+/// )?;
+/// assert_eq!(config.bucket(), "my-test-bucket");
+/// assert!(fencing_s3::S3Config::from_url("s3://b?endpont=x").is_err());
+/// # Ok::<(), fencing_core::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct S3Config {
+    bucket: String,
+    region: Option<String>,
+    endpoint: Option<String>,
+    path_style: Option<bool>,
+    emulator: bool,
+    adopt_unfenced: bool,
+    credentials: Option<Credentials>,
+}
+
+impl fmt::Debug for S3Config {
+    /// Hides the credentials.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3Config")
+            .field("bucket", &self.bucket)
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("path_style", &self.path_style)
+            .field("emulator", &self.emulator)
+            .field("adopt_unfenced", &self.adopt_unfenced)
+            .field("credentials", &self.credentials.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl S3Config {
+    /// A config for `bucket` with AWS's default chain and nothing else set.
+    pub fn new(bucket: impl Into<String>) -> Self {
+        Self {
+            bucket: bucket.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Parses `s3://BUCKET[?region=R&endpoint=URL&path_style=B&emulator=B&adopt_unfenced=B]`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for another scheme, no bucket, a path, an
+    /// unknown option (naming the known ones), a value that is not a strict
+    /// boolean, or `emulator=true` without `endpoint=`.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let mut url = BackendUrl::parse(url)?;
+        if url.scheme() != "s3" {
+            return Err(Error::invalid_input(format!(
+                "not an S3 URL (s3://BUCKET): scheme {:?}",
+                url.scheme()
+            )));
+        }
+        url.expect_no_path("s3://BUCKET[?options]")?;
+        let mut config = Self::new(url.authority());
+        let query = url.query();
+        config.region = query.take_nonempty("region")?;
+        config.endpoint = query.take_nonempty("endpoint")?;
+        config.path_style = query.take_bool("path_style")?;
+        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
+        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
+        std::mem::take(query).finish(OPTIONS)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// From the environment: `FENCING_S3_BUCKET` (required),
+    /// `FENCING_S3_ENDPOINT`, `FENCING_S3_EMULATOR=true` and
+    /// `FENCING_S3_ADOPT_UNFENCED=true`; region, credentials and endpoint
+    /// otherwise come from AWS's own variables and files at
+    /// [`connect`](Self::connect).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
+    /// variable that is not a strict boolean.
+    pub fn from_env() -> Result<Self> {
+        let bucket = env("FENCING_S3_BUCKET")
+            .ok_or_else(|| Error::invalid_input("FENCING_S3_BUCKET is not set"))?;
+        let mut config = Self::new(bucket);
+        config.endpoint = env("FENCING_S3_ENDPOINT");
+        config.emulator = env_bool("FENCING_S3_EMULATOR")?;
+        config.adopt_unfenced = env_bool("FENCING_S3_ADOPT_UNFENCED")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The region.
+    #[must_use]
+    pub fn with_region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// An S3-compatible endpoint (path-style addressing unless
+    /// [`with_path_style(false)`](Self::with_path_style)).
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// Path-style (`endpoint/bucket/key`) or virtual-hosted addressing.
+    #[must_use]
+    pub fn with_path_style(mut self, path_style: bool) -> Self {
+        self.path_style = Some(path_style);
+        self
+    }
+
+    /// Use a local emulator's test keys instead of AWS's chain (needs an
+    /// endpoint). Never for a real bucket.
+    #[must_use]
+    pub fn with_emulator(mut self, emulator: bool) -> Self {
+        self.emulator = emulator;
+        self
+    }
+
+    /// Take over objects written without fencing, at mark 0.
+    #[must_use]
+    pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
+        self.adopt_unfenced = adopt;
+        self
+    }
+
+    /// Static credentials instead of AWS's chain.
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The endpoint, if one is set.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+
+    /// Whether the emulator's test keys are used.
+    pub fn emulator(&self) -> bool {
+        self.emulator
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.bucket.is_empty() {
+            return Err(Error::invalid_input(
+                "no bucket: expected s3://BUCKET[?options]",
+            ));
+        }
+        if self.emulator && self.endpoint.is_none() {
+            return Err(Error::invalid_input(
+                "emulator=true needs endpoint=URL (the emulator's address)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A client: the emulator's test keys with `emulator=true`, else
+    /// [`with_credentials`](Self::with_credentials), else AWS's default
+    /// chain, which must find credentials.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] when no credentials are found, naming where
+    /// they are looked for and `emulator=true`.
+    pub async fn client(&self) -> Result<Client> {
+        self.validate()?;
+        if self.emulator {
+            let endpoint = self.endpoint.as_deref().unwrap_or_default();
+            return Ok(emulator_client(endpoint, self.region.as_deref()));
+        }
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(region) = &self.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        if let Some(endpoint) = &self.endpoint {
+            loader = loader.endpoint_url(endpoint);
+        }
+        if let Some(credentials) = &self.credentials {
+            loader = loader.credentials_provider(credentials.clone());
+        }
+        let sdk = loader.load().await;
+        let found = match sdk.credentials_provider() {
+            Some(provider) => provider
+                .provide_credentials()
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err("no credentials provider".to_owned()),
+        };
+        if let Err(why) = found {
+            return Err(Error::invalid_input(format!(
+                "no AWS credentials for s3://{} ({why}): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, \
+                 AWS_PROFILE or an instance role; for a local emulator add emulator=true to the URL",
+                self.bucket
+            )));
+        }
+        let mut config = aws_sdk_s3::config::Builder::from(&sdk);
+        if sdk.region().is_none() {
+            config = config.region(Region::new("us-east-1"));
+        }
+        let path_style = self.path_style.unwrap_or(self.endpoint.is_some());
+        config = config.force_path_style(path_style);
+        Ok(Client::from_conf(config.build()))
+    }
+
+    /// Opens the store: [`client`](Self::client), then the backend on the
+    /// bucket (nothing is sent to the bucket yet).
+    ///
+    /// # Errors
+    /// As [`client`](Self::client).
+    pub async fn connect(&self) -> Result<S3Store> {
+        let backend = S3Backend::new(self.client().await?, self.bucket.clone());
+        Ok(backend.into_store().adopt_unfenced(self.adopt_unfenced))
+    }
+}
+
+/// A client for an emulator at `endpoint`: the test keys, `region` or
+/// `us-east-1`, path-style addressing, the SDK's default retries.
+pub(crate) fn emulator_client(endpoint: &str, region: Option<&str>) -> Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region.unwrap_or("us-east-1").to_owned()))
+        .credentials_provider(Credentials::new(
+            EMULATOR_KEY,
+            EMULATOR_KEY,
+            None,
+            None,
+            "fencing-s3-emulator",
+        ))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .build();
+    Client::from_conf(config)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn env_bool(name: &str) -> Result<bool> {
+    match env(name).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "{name}={other:?}: expected true or false"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(url: &str) -> String {
+        match S3Config::from_url(url) {
+            Err(Error::InvalidInput { message }) => message,
+            other => panic!("{url}: expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_urls() {
+        let c = S3Config::from_url("s3://b").unwrap();
+        assert_eq!((c.bucket(), c.endpoint(), c.emulator()), ("b", None, false));
+        assert!(!c.adopt_unfenced);
+        let c = S3Config::from_url(
+            "s3://b/?region=eu-west-1&endpoint=http://127.0.0.1:9000&emulator=true&adopt_unfenced=1&path_style=false",
+        )
+        .unwrap();
+        assert_eq!(c.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(c.endpoint(), Some("http://127.0.0.1:9000"));
+        assert_eq!(
+            (c.emulator, c.adopt_unfenced, c.path_style),
+            (true, true, Some(false))
+        );
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_input_naming_the_problem() {
+        assert!(invalid("gs://b").contains("not an S3 URL"));
+        assert!(invalid("s3://").contains("no bucket"));
+        assert!(invalid("s3://b/k").contains("\"/k\""));
+        let unknown = invalid("s3://b?endpont=x");
+        assert!(unknown.contains("\"endpont\""), "{unknown}");
+        assert!(unknown.contains("endpoint, path_style, emulator, adopt_unfenced"));
+        assert!(invalid("s3://b?adopt_unfenced=ture").contains("adopt_unfenced=\"ture\""));
+        assert!(invalid("s3://b?emulator=true").contains("needs endpoint="));
+        assert!(invalid("s3://b?region=").contains("region needs a value"));
+        assert!(invalid("s3://b?region=a&region=b").contains("twice"));
+    }
+
+    #[test]
+    fn debug_hides_credentials() {
+        let c = S3Config::new("b")
+            .with_credentials(Credentials::new("AKID", "SECRET", None, None, "t"));
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("SECRET") && !shown.contains("AKID"),
+            "{shown}"
+        );
+    }
+}
