@@ -4,7 +4,7 @@
 # on the same ports for machines with Docker. See integration/README.md.
 #
 #   services.sh up [NAMES...]        install what is missing, start what is not answering, wait
-#   services.sh down [NAMES...]      stop what this script started (never anything else)
+#   services.sh down [NAMES...]      stop what this checkout's services.sh started (never anything else)
 #   services.sh status               one line per server: name, port, answering, ours/external
 #   services.sh env                  `export` lines; use: eval "$(integration/services.sh env)"
 #   services.sh deps [NAMES...]      only install the packages and tools (up does this too)
@@ -13,7 +13,10 @@
 #   services.sh restart NAME         stop a single server (ours or not: for fault tests) and start it as ours
 #   services.sh clean                down all, then delete data and logs (keeps installed tools)
 #
-# NAMES default to the eight standard servers; `all` adds the on-demand ones.
+# NAMES: with no names, `up` (and `deps`) take the eight standard servers and
+# `down` stops everything this checkout started, the on-demand servers included; `all` means
+# the standard ones plus the on-demand ones (etcd-cluster zk-ensemble redis-aof
+# redis-replica s3rver), which is what integration/test.sh starts.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -694,6 +697,8 @@ stop_instances() { # INSTANCE...
 
 cmd_down() {
   local names svc insts=() inst port
+  # No names: everything this checkout started, so a second checkout finds its ports free.
+  if (($# == 0)); then set -- all; fi
   expand_names "$@"
   names=("${NAMES[@]}")
   lock
@@ -833,7 +838,7 @@ cmd_clean() {
 }
 
 usage() {
-  sed -n '6,16s/^# \{0,1\}//p' "$0"
+  sed -n '6,19s/^# \{0,1\}//p' "$0"
   exit "${1:-0}"
 }
 
