@@ -1,6 +1,8 @@
 //! Leases: what an issuer grants.
 
+use std::any::Any;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::{Error, FencingToken, Result};
@@ -168,13 +170,22 @@ fn deadline_after(at: Instant, ttl: Duration) -> Instant {
 /// was *sent*, so the lease cannot have expired at the issuer before it.
 /// Stop work that needs the lease before the deadline; but correctness
 /// comes from the token, which the store checks, not from the deadline.
-#[derive(Clone, Debug)]
+///
+/// An issuer may attach an opaque **backend handle** to the leases it
+/// grants ([`with_handle`](Self::with_handle)): its own record of the grant
+/// (etcd's lease id and lock key, ZooKeeper's lock node and session), so
+/// that renewing and releasing need no lookup. A lease rebuilt from its
+/// parts with [`Lease::new`] (say, from a token saved by another process)
+/// has none, and the issuer falls back to finding the grant by its token
+/// and holder. Clones share the handle; [`renewed`](Self::renewed) keeps it.
+#[derive(Clone)]
 pub struct Lease {
     resource: String,
     token: FencingToken,
     holder: HolderId,
     ttl: Duration,
     deadline: Instant,
+    handle: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Lease {
@@ -186,7 +197,28 @@ impl Lease {
             holder: request.holder.clone(),
             ttl: request.ttl,
             deadline: deadline_after(sent_at, request.ttl),
+            handle: None,
         }
+    }
+
+    /// The same lease with the issuer's backend `handle` attached (replacing
+    /// any earlier one). For issuers: a caller never needs it. Use a type
+    /// private to the issuer's crate, so that nobody else can make or read
+    /// one.
+    #[must_use]
+    pub fn with_handle<T: Any + Send + Sync>(mut self, handle: T) -> Self {
+        self.handle = Some(Arc::new(handle));
+        self
+    }
+
+    /// The backend handle, if one of type `T` is attached.
+    pub fn handle<T: Any>(&self) -> Option<&T> {
+        self.handle.as_deref()?.downcast_ref()
+    }
+
+    /// Whether a backend handle is attached.
+    pub fn has_handle(&self) -> bool {
+        self.handle.is_some()
     }
 
     /// The same lease, renewed by a request sent at `sent_at`: same token,
@@ -235,6 +267,19 @@ impl Lease {
     }
 }
 
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("resource", &self.resource)
+            .field("token", &self.token)
+            .field("holder", &self.holder)
+            .field("ttl", &self.ttl)
+            .field("deadline", &self.deadline)
+            .field("handle", &self.handle.is_some())
+            .finish()
+    }
+}
+
 /// Who holds a resource right now, as the issuer sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holding {
@@ -259,6 +304,30 @@ mod tests {
         assert_eq!(renewed.token(), lease.token());
         assert_eq!(renewed.deadline(), later + Duration::from_secs(5));
         assert!(!lease.is_expired());
+    }
+
+    #[test]
+    fn a_handle_is_kept_by_clones_and_renewals_and_hidden_from_debug() {
+        fn send_sync_clone<T: Send + Sync + Clone>() {}
+        send_sync_clone::<Lease>();
+
+        #[derive(Debug, PartialEq)]
+        struct Handle(&'static str);
+        let req = LeaseRequest::new("r", Duration::from_secs(5));
+        let bare = Lease::new(&req, FencingToken::new(3), Instant::now());
+        assert!(!bare.has_handle());
+        assert_eq!(bare.handle::<Handle>(), None);
+        assert!(format!("{bare:?}").contains("handle: false"), "{bare:?}");
+
+        let lease = bare.with_handle(Handle("secret"));
+        assert_eq!(lease.handle::<Handle>(), Some(&Handle("secret")));
+        assert_eq!(lease.handle::<String>(), None, "another type reads nothing");
+        let renewed = lease.clone().renewed(Instant::now());
+        assert_eq!(renewed.handle::<Handle>(), Some(&Handle("secret")));
+        assert_eq!(renewed.token(), lease.token());
+        let shown = format!("{renewed:?}");
+        assert!(shown.contains("handle: true"), "{shown}");
+        assert!(!shown.contains("secret"), "{shown}");
     }
 
     #[test]

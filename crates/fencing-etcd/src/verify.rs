@@ -43,6 +43,7 @@ pub(crate) async fn verify(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
 
 async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
     let list: MemberListResponse = issuer
+        .rpc()
         .call(|mut c| async move { c.member_list().await })
         .await
         .map_err(|e| map_error(e, Op::read("list the members")))?;
@@ -286,6 +287,7 @@ async fn alarms_check(
     name_of: &(dyn Fn(u64) -> String + Sync),
 ) -> Result<SafetyCheck> {
     let response = issuer
+        .rpc()
         .call(|mut c| async move { c.alarm(AlarmAction::Get, AlarmType::None, None).await })
         .await
         .map_err(|e| map_error(e, Op::read("list the alarms")))?;

@@ -522,3 +522,92 @@ async fn a_floor_without_room_above_it_is_refused() {
     assert!(lease.token().get() > floor, "token {}", lease.token());
     issuer.release(&lease).await.expect("release");
 }
+
+/// `fence renew --token` in a new process: a lease rebuilt from the
+/// resource, holder and token alone (no backend handle) still renews and
+/// releases, through the lookup of its lock key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_rebuilt_from_its_token_renews_and_releases() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("rebuilt");
+    let request = LeaseRequest::new(&resource, Duration::from_secs(5));
+    let granted = issuer
+        .try_acquire(&request)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let rebuilt = fencing_core::Lease::new(&request, granted.token(), Instant::now());
+    let renewed = issuer.renew(&rebuilt).await.expect("renew a rebuilt lease");
+    assert_eq!(renewed.token(), granted.token());
+    issuer
+        .release(&renewed)
+        .await
+        .expect("release a rebuilt lease");
+    assert_eq!(keys_of(&issuer, &resource).await, 0);
+    assert!(issuer.holder(&resource).await.expect("holder").is_none());
+    // The lease the issuer granted is gone with it.
+    assert!(matches!(
+        issuer.renew(&granted).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        issuer.release(&granted).await,
+        Err(Error::LeaseLost { .. })
+    ));
+}
+
+/// Acquire + release of a granted lease is three calls (lease grant, the
+/// transaction creating the key, lease revoke): release revokes the etcd
+/// lease the `Lease` carries, with no lookup. A lease rebuilt from its
+/// token pays one more round trip, to find its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_and_release_are_three_round_trips() {
+    if ETCD.skipped() {
+        return;
+    }
+    let endpoint = endpoints()[0].clone();
+    let target: std::net::SocketAddr = endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap_or_else(|_| panic!("{endpoint}: expected http://IP:PORT"));
+    let proxy = fencing_harness::proxy::CountingProxy::start(target).await;
+    let issuer = match EtcdIssuer::connect(&[format!("http://{}", proxy.addr())]).await {
+        Ok(issuer) => issuer
+            .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
+            .expect("valid prefix"),
+        Err(e) => ETCD.unavailable(&e),
+    };
+    let ttl = Duration::from_secs(5);
+    let rounds: u64 = 10;
+    let before = proxy.exchanges();
+    for i in 0..rounds {
+        let lease = issuer
+            .try_acquire(&LeaseRequest::new(format!("r{i}"), ttl))
+            .await
+            .expect("acquire")
+            .expect("free");
+        issuer.release(&lease).await.expect("release");
+    }
+    let granted = proxy.exchanges() - before;
+    let before = proxy.exchanges();
+    for i in 0..rounds {
+        let request = LeaseRequest::new(format!("s{i}"), ttl);
+        let lease = issuer
+            .try_acquire(&request)
+            .await
+            .expect("acquire")
+            .expect("free");
+        let rebuilt = fencing_core::Lease::new(&request, lease.token(), Instant::now());
+        issuer.release(&rebuilt).await.expect("release");
+    }
+    let rebuilt = proxy.exchanges() - before;
+    eprintln!(
+        "{rounds} × acquire + release: {} round trips for granted leases, {} for rebuilt ones",
+        granted.round_trips, rebuilt.round_trips,
+    );
+    assert_eq!(granted.round_trips, 3 * rounds, "{granted:?}");
+    assert_eq!(rebuilt.round_trips, 4 * rounds, "{rebuilt:?}");
+}

@@ -1,0 +1,158 @@
+//! Floors: an offset per resource, added to every create revision, so that
+//! a migration can start a resource's tokens above anything granted before.
+
+use etcd_client::{
+    Compare, CompareOp, GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse,
+};
+use fencing_core::{Error, FencingToken, Result};
+
+use crate::client::Rpc;
+use crate::error::{BACKEND, Failure, Op, map_error};
+use crate::keys::Keys;
+
+/// The largest floor offset [`raise`] writes: any etcd revision (an
+/// `i64`) plus it still fits a `u64` token, so a floor can never make a
+/// later grant overflow. A floor above `revision + MAX_OFFSET` is refused
+/// with [`Error::TokenOutOfRange`].
+pub(crate) const MAX_OFFSET: u64 = u64::MAX - i64::MAX as u64;
+
+/// How often a floor write may lose the race for the floor key.
+const ATTEMPTS: u32 = 20;
+
+/// A token: the create revision plus the resource's floor offset
+/// (checked for room when the key is created). etcd revisions start at 1
+/// and never go negative.
+pub(crate) fn token_of(revision: i64, offset: u64) -> FencingToken {
+    FencingToken::new(u64::try_from(revision).unwrap_or(0).saturating_add(offset))
+}
+
+/// The floor offset stored at a floor key: 0 if absent.
+pub(crate) fn parse_floor(response: Option<&GetResponse>) -> Result<u64> {
+    let Some(kv) = response.and_then(|r| r.kvs().first()) else {
+        return Ok(0);
+    };
+    kv.value_str()
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| {
+            Error::backend(
+                BACKEND,
+                false,
+                format!(
+                    "floor key {:?} holds no number",
+                    String::from_utf8_lossy(kv.key())
+                ),
+            )
+        })
+}
+
+/// The resource's floor offset and its lock keys (as `options` select
+/// them), read in one transaction.
+pub(crate) async fn floor_and_keys(
+    rpc: &Rpc,
+    keys: &Keys,
+    resource: &str,
+    options: GetOptions,
+) -> std::result::Result<(u64, Vec<KeyValue>), Failure> {
+    let txn = Txn::new().and_then([
+        TxnOp::get(keys.floor_key(resource), None),
+        TxnOp::get(keys.dir(resource), Some(options)),
+    ]);
+    let response = rpc.txn(txn).await?;
+    let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
+        TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    });
+    let (floor, mut found) = (gets.next(), gets.next());
+    let offset = parse_floor(floor.as_ref())
+        .map_err(|e| Failure::Etcd(etcd_client::Error::InvalidArgs(e.to_string())))?;
+    Ok((
+        offset,
+        found
+            .as_mut()
+            .map(GetResponse::take_kvs)
+            .unwrap_or_default(),
+    ))
+}
+
+/// [`TokenIssuer::raise_floor`](fencing_core::TokenIssuer::raise_floor):
+/// sets the offset to `floor - current revision` if that is more, only
+/// while the resource is free (no holder, nobody queued; checked in the
+/// same transaction), so every live key carries the offset it was created
+/// with.
+pub(crate) async fn raise(
+    rpc: &Rpc,
+    keys: &Keys,
+    resource: &str,
+    floor: FencingToken,
+) -> Result<()> {
+    let floor_key = keys.floor_key(resource);
+    let dir = keys.dir(resource);
+    for _ in 0..ATTEMPTS {
+        let response = rpc
+            .get(floor_key.clone(), GetOptions::new())
+            .await
+            .map_err(|e| map_error(e, Op::read("read the floor")))?;
+        let offset = parse_floor(Some(&response))?;
+        let version = response.kvs().first().map_or(0, KeyValue::mod_revision);
+        let revision = u64::try_from(response.header().map_or(0, |h| h.revision())).unwrap_or(0);
+        // The next key's revision is above `revision`.
+        let needed = floor.get().saturating_sub(revision);
+        if needed <= offset {
+            return Ok(());
+        }
+        if needed > MAX_OFFSET {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: FencingToken::new(revision.saturating_add(MAX_OFFSET)),
+            });
+        }
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(dir.clone(), CompareOp::Equal, 0).with_prefix(),
+                Compare::mod_revision(floor_key.clone(), CompareOp::Equal, version),
+            ])
+            .and_then([TxnOp::put(floor_key.clone(), needed.to_string(), None)])
+            .or_else([TxnOp::get(
+                dir.clone(),
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )]);
+        let response = rpc
+            .txn(txn)
+            .await
+            .map_err(|e| map_error(e, Op::write("raise the floor")))?;
+        if response.succeeded() {
+            return Ok(());
+        }
+        let busy = response
+            .op_responses()
+            .into_iter()
+            .any(|r| matches!(r, TxnOpResponse::Get(g) if g.count() > 0));
+        if busy {
+            return Err(Error::invalid_input(format!(
+                "{resource:?} is held or waited for; raise its floor while it is free"
+            )));
+        }
+        // The floor moved under us: read it again.
+    }
+    Err(Error::Contention {
+        key: floor_key,
+        attempts: ATTEMPTS,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_revision_plus_the_largest_offset_fits() {
+        assert_eq!(token_of(i64::MAX, MAX_OFFSET), FencingToken::new(u64::MAX));
+        assert!(
+            u64::try_from(i64::MAX)
+                .unwrap()
+                .checked_add(MAX_OFFSET)
+                .is_some()
+        );
+    }
+}
