@@ -4,54 +4,58 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::rules::Category;
-use super::scan::{Finding, Scan};
+use crate::rules::Category;
+use crate::scan::{Finding, Scan};
 
 /// In the text report, mentions (not lock sites) of one kind in one file are
 /// listed up to this many, then counted.
 const MENTIONS_PER_FILE: usize = 3;
 
-/// The version of the JSON schema; bumped only for incompatible changes.
-pub(crate) const JSON_VERSION: u32 = 1;
+/// The version of the JSON schema (the report's `version` field); bumped
+/// only for incompatible changes. Fields are only ever added within a version.
+pub const JSON_VERSION: u32 = 1;
 
 /// Counts; the JSON `summary` object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub(crate) struct Summary {
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Summary {
     /// Source files read and matched.
-    pub(crate) files_scanned: u64,
+    pub files_scanned: u64,
     /// Source files skipped as too large (over 2 MiB) or binary.
-    pub(crate) files_skipped: u64,
+    pub files_skipped: u64,
     /// Entries that could not be read (listed on stderr).
-    pub(crate) errors: usize,
+    pub errors: usize,
     /// Findings reported (after `--category`).
-    pub(crate) findings: usize,
+    pub findings: usize,
     /// Findings per category.
-    pub(crate) by_category: ByCategory,
+    pub by_category: ByCategory,
     /// Findings that take a lock, lease or leadership (`fenced` not null).
-    pub(crate) lock_sites: usize,
+    pub lock_sites: usize,
     /// Lock sites with a fencing token nearby.
-    pub(crate) fenced: usize,
+    pub fenced: usize,
     /// Lock sites without one: these make the exit code 1.
-    pub(crate) unfenced: usize,
+    pub unfenced: usize,
 }
 
 /// Findings per category.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub(crate) struct ByCategory {
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ByCategory {
     /// [`Category::Lock`]
-    pub(crate) lock: usize,
+    pub lock: usize,
     /// [`Category::Optimistic`]
-    pub(crate) optimistic: usize,
+    pub optimistic: usize,
     /// [`Category::Leader`]
-    pub(crate) leader: usize,
+    pub leader: usize,
     /// [`Category::Hint`]
-    pub(crate) hint: usize,
+    pub hint: usize,
 }
 
 impl ByCategory {
-    fn get(&self, c: Category) -> usize {
+    /// The count of one category.
+    pub fn get(&self, c: Category) -> usize {
         match c {
             Category::Lock => self.lock,
             Category::Optimistic => self.optimistic,
@@ -71,7 +75,7 @@ impl ByCategory {
 }
 
 /// Counts the findings of a scan.
-pub(crate) fn summarize(scan: &Scan) -> Summary {
+pub fn summarize(scan: &Scan) -> Summary {
     let mut by_category = ByCategory::default();
     for f in &scan.findings {
         by_category.bump(f.category);
@@ -90,29 +94,37 @@ pub(crate) fn summarize(scan: &Scan) -> Summary {
     }
 }
 
-#[derive(Serialize)]
-struct JsonReport<'a> {
-    version: u32,
-    root: String,
-    findings: &'a [Finding],
-    summary: &'a Summary,
+/// The JSON report (`fence audit --json`): one document, described by
+/// [`crate::schema::JSON_SCHEMA`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Report {
+    /// [`JSON_VERSION`].
+    pub version: u32,
+    /// The scanned path, as given.
+    pub root: String,
+    /// Every finding, sorted by file, line, column and category.
+    pub findings: Vec<Finding>,
+    /// The counts.
+    pub summary: Summary,
 }
 
-/// Writes the JSON report (one document, pretty-printed, newline-terminated).
-pub(crate) fn write_json(
-    out: &mut dyn Write,
-    root: &Path,
-    scan: &Scan,
-    summary: &Summary,
-) -> io::Result<()> {
-    let report = JsonReport {
-        version: JSON_VERSION,
-        root: root.display().to_string(),
-        findings: &scan.findings,
-        summary,
-    };
-    serde_json::to_writer_pretty(&mut *out, &report)?;
-    writeln!(out)
+impl Report {
+    /// The report of a scan of `root`.
+    pub fn new(root: &Path, scan: &Scan) -> Report {
+        Report {
+            version: JSON_VERSION,
+            root: root.display().to_string(),
+            findings: scan.findings.clone(),
+            summary: summarize(scan),
+        }
+    }
+
+    /// Writes the report as JSON (pretty-printed, newline-terminated).
+    pub fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        serde_json::to_writer_pretty(&mut *out, self)?;
+        writeln!(out)
+    }
 }
 
 fn label(f: &Finding) -> &'static str {
@@ -129,9 +141,10 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Writes the human-readable report: findings grouped by category, then a
+/// Writes the human-readable report: findings grouped by category (past
+/// three mentions of one kind in one file, the rest are counted), then a
 /// summary line.
-pub(crate) fn write_text(
+pub fn write_text(
     out: &mut dyn Write,
     root: &Path,
     scan: &Scan,
@@ -174,11 +187,11 @@ pub(crate) fn write_text(
         // file: past a few, mentions of one kind in one file are counted.
         let mut totals: HashMap<(&str, &str), usize> = HashMap::new();
         for f in findings.iter().filter(|f| f.fenced.is_none()) {
-            *totals.entry((&f.file, f.kind)).or_default() += 1;
+            *totals.entry((&f.file, &f.kind)).or_default() += 1;
         }
         let mut shown: HashMap<(&str, &str), usize> = HashMap::new();
         for f in findings {
-            let key = (f.file.as_str(), f.kind);
+            let key = (f.file.as_str(), f.kind.as_str());
             if f.fenced.is_none() {
                 let n = shown.entry(key).or_default();
                 *n += 1;

@@ -21,12 +21,15 @@
 //! - a mention is dropped when the same file has an acquisition of the same
 //!   kind (the import of a library whose lock call was found says nothing new).
 
-use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 
 /// What a finding is about; the JSON `category` field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Category {
+pub enum Category {
     /// Distributed-lock usage: Redis, Redlock, etcd, ZooKeeper, Redisson,
     /// ShedLock, DynamoDB, advisory locks, home-grown ones.
     Lock,
@@ -42,7 +45,7 @@ pub(crate) enum Category {
 
 impl Category {
     /// Every category, in report order.
-    pub(crate) const ALL: [Category; 4] = [
+    pub const ALL: [Category; 4] = [
         Category::Lock,
         Category::Optimistic,
         Category::Leader,
@@ -60,7 +63,7 @@ impl Category {
     }
 
     /// The JSON name.
-    pub(crate) const fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Category::Lock => "lock",
             Category::Optimistic => "optimistic",
@@ -70,7 +73,7 @@ impl Category {
     }
 
     /// The heading in the text report.
-    pub(crate) const fn title(self) -> &'static str {
+    pub const fn title(self) -> &'static str {
         match self {
             Category::Lock => "Distributed locks",
             Category::Optimistic => "Optimistic concurrency checks",
@@ -80,10 +83,44 @@ impl Category {
     }
 }
 
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The error of parsing a [`Category`] from a name it does not have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownCategory(pub String);
+
+impl fmt::Display for UnknownCategory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown category `{}` (expected one of: lock, optimistic, leader, hint)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownCategory {}
+
+impl FromStr for Category {
+    type Err = UnknownCategory;
+
+    /// Parses the JSON name (`lock`, `optimistic`, `leader`, `hint`).
+    fn from_str(s: &str) -> Result<Category, UnknownCategory> {
+        Category::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| UnknownCategory(s.to_owned()))
+    }
+}
+
 /// A source language the scan understands; the JSON `language` field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Language {
+pub enum Language {
     /// `.rs`
     Rust,
     /// `.go`
@@ -102,7 +139,7 @@ pub(crate) enum Language {
 
 impl Language {
     /// Every language.
-    pub(crate) const ALL: [Language; 7] = [
+    pub const ALL: [Language; 7] = [
         Language::Rust,
         Language::Go,
         Language::Java,
@@ -137,9 +174,22 @@ impl Language {
         }
     }
 
+    /// The JSON name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Go => "go",
+            Language::Java => "java",
+            Language::Kotlin => "kotlin",
+            Language::Python => "python",
+            Language::JavaScript => "javascript",
+            Language::TypeScript => "typescript",
+        }
+    }
+
     /// The language of a file, from its name; `None` for files the scan
     /// skips (other languages, minified bundles, TypeScript declarations).
-    pub(crate) fn from_file_name(name: &str) -> Option<Language> {
+    pub fn from_file_name(name: &str) -> Option<Language> {
         let lower = name.to_ascii_lowercase();
         if lower.ends_with(".min.js") || lower.ends_with(".d.ts") {
             return None;
@@ -173,16 +223,21 @@ impl Language {
             Language::Rust => {
                 r#"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:(?:const|async|unsafe|extern\s+"[^"]*")\s+)*fn\s+(\w+)"#
             }
-            Language::Go => r"^\s*func\s+(?:\([^)]*\)\s*)?(\w+)",
-            Language::Python => r"^\s*(?:async\s+)?def\s+(\w+)",
+            // A func, or an interface method (`Name(arg Type, …) Result`).
+            Language::Go => r"^\s*func\s+(?:\([^)]*\)\s*)?(\w+)|^\s*(\w+)\s*\(\s*\w+\s+[\w.*\[]",
+            Language::Python => r"^\s*(?:async\s+)?def\s+(\w+)|^\s*class\s+(\w+)",
             Language::Kotlin => {
                 r"^\s*(?:(?:public|private|protected|internal|open|override|suspend|inline|final|abstract|operator)\s+)*fun\s+(?:<[^>]*>\s*)?(?:[\w.]+\.)?(\w+)"
             }
+            // A method, or a constructor (a capitalised name opening a line
+            // without `new`).
             Language::Java => {
-                r"^\s*(?:(?:public|private|protected|static|final|synchronized|abstract|default|native)\s+)+[\w<>\[\],.?\s]+?\s+(\w+)\s*\([^;]*$"
+                r"^\s*(?:(?:public|private|protected|static|final|synchronized|abstract|default|native)\s+)+[\w<>\[\],.?\s]+?\s+(\w+)\s*\([^;]*$|^\s*(?:(?:public|private|protected)\s+)?([A-Z]\w*)\s*\([^;]*$"
             }
+            // A function, a method, or a TypeScript signature
+            // (`name(key: Type, …): Result;`).
             Language::JavaScript | Language::TypeScript => {
-                r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*(\w+)|^\s*(?:(?:public|private|protected|static|async|override|readonly)\s+)*(\w+)\s*\([^)]*\)\s*(?::\s*[^{;=]+)?\{\s*$"
+                r"^\s*(\w+)\s*\(\s*\w+\??\s*:\s*\w|^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?function\s*\*?\s*(\w+)|^\s*(?:(?:public|private|protected|static|async|override|readonly)\s+)*(\w+)\s*\([^)]*\)\s*(?::\s*[^{;=]+)?\{\s*$"
             }
         }
     }
@@ -272,7 +327,26 @@ pub(crate) struct Rule {
     pub(crate) context: Option<&'static str>,
     /// What the finding is, in one line.
     pub(crate) message: &'static str,
+    /// If set, the matched line must also match this (or, with `near`, one
+    /// of [`STATEMENT_BEFORE`] lines above or [`STATEMENT_AFTER`] below, for
+    /// a call spread over lines): e.g. the expiry that makes a `SET … NX` a
+    /// lease.
+    pub(crate) needs: Option<&'static str>,
+    /// Whether `needs` may match near the line, not only on it.
+    pub(crate) near: bool,
+    /// Whether a `needs` line must name the matched call's first argument
+    /// (the key: `SETNX k` then `EXPIRE k`, not another key's).
+    pub(crate) same_key: bool,
+    /// If set, a matched line that also matches this is not a finding (e.g.
+    /// `SetNX(ctx, k, v, 0)`: no expiry).
+    pub(crate) unless: Option<&'static str>,
 }
+
+/// Lines above a match searched for a rule's [`Rule::needs`].
+pub(crate) const STATEMENT_BEFORE: usize = 2;
+/// Lines below a match searched for a rule's [`Rule::needs`] (a call
+/// spread over several lines, or `SETNX` then `EXPIRE`).
+pub(crate) const STATEMENT_AFTER: usize = 4;
 
 const fn rule(
     category: Category,
@@ -290,12 +364,37 @@ const fn rule(
         pattern,
         context: None,
         message,
+        needs: None,
+        near: false,
+        same_key: false,
+        unless: None,
     }
 }
 
 impl Rule {
     const fn within(mut self, context: &'static str) -> Rule {
         self.context = Some(context);
+        self
+    }
+
+    const fn needs(mut self, needs: &'static str) -> Rule {
+        self.needs = Some(needs);
+        self
+    }
+
+    const fn needs_near(mut self, needs: &'static str) -> Rule {
+        self.needs = Some(needs);
+        self.near = true;
+        self
+    }
+
+    const fn same_key(mut self) -> Rule {
+        self.same_key = true;
+        self
+    }
+
+    const fn unless(mut self, unless: &'static str) -> Rule {
+        self.unless = Some(unless);
         self
     }
 }
@@ -307,21 +406,30 @@ use Role::{Acquire, Mention};
 #[rustfmt::skip]
 pub(crate) static RULES: &[Rule] = &[
     // ---- Distributed locks -------------------------------------------------
-    // Redis SET NX, in every client's spelling.
-    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)["'`]SET\s[^"'`]*\bNX\b"#,
-        "Redis SET NX lock (a TTL lease; Redis issues no fencing token)"),
-    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)["']set["']\s*[,)].*["']nx["']"#,
-        "Redis SET NX lock (a TTL lease; Redis issues no fencing token)"),
-    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)\.set\s*\(.*["']nx["']"#,
-        "Redis SET NX lock (a TTL lease; Redis issues no fencing token)"),
-    rule(Lock, Acquire, "redis-set-nx", ALL, r"(?i)\bset_?nx\s*\(",
-        "Redis SETNX lock (a TTL lease; Redis issues no fencing token)"),
-    rule(Lock, Acquire, "redis-set-nx", ALL, r"(?i)\bnx\s*[:=]\s*true\b",
-        "Redis SET NX lock (a TTL lease; Redis issues no fencing token)"),
-    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)\.arg\(\s*"nx"\s*\)|\bExistenceCheck::NX\b|\bmode\s*:\s*"nx""#,
-        "Redis SET NX lock (a TTL lease; Redis issues no fencing token)"),
-    rule(Lock, Acquire, "redis-set-nx", JVM, r"\.nx\(\)|\.setIfAbsent\s*\(",
-        "Redis SET NX lock (a TTL lease; Redis issues no fencing token)"),
+    // Redis SET NX, in every client's spelling. A lease only when it expires:
+    // `SET k v NX` with no EX/PX (or SETNX with no EXPIRE after it) is a
+    // set-if-absent that nobody can outlive, not a lock.
+    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)["'`]SET\s[^"'`]*\bNX\b"#, SET_NX)
+        .needs(r#"(?i)\b(?:PX|EX|PXAT|EXAT)\b"#),
+    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)["']set["']\s*[,)].*["']nx["']"#, SET_NX)
+        .needs(EXPIRY_WORD),
+    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)\.set\s*\(.*["']nx["']"#, SET_NX)
+        .needs(EXPIRY_WORD),
+    rule(Lock, Acquire, "redis-set-nx", GO, r"\.SetNX\s*\(", SETNX)
+        // The expiry is the last argument; 0 or KeepTTL (on a key that does
+        // not exist) means none.
+        .unless(r"\bSetNX\s*\((?:[^,()]|\([^()]*\))*(?:,(?:[^,()]|\([^()]*\))*){2},\s*(?:0|redis\.KeepTTL)\s*\)"),
+    rule(Lock, Acquire, "redis-set-nx", ALL, r"(?i)\bset_?nx\s*\(", SETNX)
+        .needs_near(r"(?i)\bp?expire(?:at)?\s*\(|\.arg\(\s*\w*(?:ttl|expir)|['\x22]p?expire['\x22]")
+        .same_key(),
+    rule(Lock, Acquire, "redis-set-nx", ALL, r"(?i)\bnx\s*[:=]\s*true\b", SET_NX)
+        .needs_near(r"(?i)\b(?:px|ex|pxat|exat|ttl|expiration)\s*[:=]"),
+    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)\.arg\(\s*"nx"\s*\)|\bExistenceCheck::NX\b"#, SET_NX)
+        .needs_near(r#"(?i)"(?:px|ex|pxat|exat)"|\bSetExpiry::"#),
+    rule(Lock, Acquire, "redis-set-nx", ALL, r#"(?i)\bmode\s*:\s*"nx""#, SET_NX)
+        .needs_near(r"\b(?:TTL|ExpireAt)\s*:"),
+    rule(Lock, Acquire, "redis-set-nx", JVM, r"\.nx\(\)|\.setIfAbsent\s*\(", SET_NX)
+        .needs_near(r"(?i)\.(?:px|ex|pxAt|exAt)\s*\(|\bDuration\b|\bTimeUnit\.|\bexpire\s*\("),
     // Redlock and other Redis lock libraries.
     rule(Lock, Acquire, "redlock", RUST.or(PYTHON).or(JS_TS),
         r#"\.lock\s*\(\s*[bfr]?["'`]|\.(?:acquire|using)\s*\(\s*\[|\bRedlock\s*\(\s*key\s*="#,
@@ -521,6 +629,66 @@ pub(crate) static RULES: &[Rule] = &[
         "split brain: two holders at once is what fencing tokens make harmless"),
 ];
 
+/// Every rule kind (the JSON `kind` values) with its category, in table
+/// order, each once.
+pub fn kinds() -> Vec<(Category, &'static str)> {
+    let mut kinds: Vec<(Category, &'static str)> = Vec::new();
+    for r in RULES {
+        if !kinds.iter().any(|&(_, k)| k == r.kind) {
+            kinds.push((r.category, r.kind));
+        }
+    }
+    kinds
+}
+
+const SET_NX: &str =
+    "Redis SET NX lock with an expiry (a TTL lease; Redis issues no fencing token)";
+const SETNX: &str = "Redis SETNX lock with an expiry (a TTL lease; Redis issues no fencing token)";
+/// An expiry option among a command's string arguments.
+const EXPIRY_WORD: &str = r#"(?i)["'`](?:px|ex|pxat|exat)["'`]"#;
+
+/// A file that implements a Redis client: it defines the `SET` command with
+/// its `NX` option (or `SETNX`). In a tree with one, `redis-set-nx` matches
+/// in that file and in test files are the client's own option tests, not
+/// lock sites. Matched against the whole file.
+pub(crate) const fn redis_client_definition(language: Language) -> &'static str {
+    match language {
+        Language::Python => r"(?s)\bdef\s+set\s*\(\s*self\b[^)]{0,800}?\bnx\b",
+        Language::Go => r#"(?i)\bNew\w*Cmd\(\s*ctx\s*,\s*"set(?:nx)?"\s*,"#,
+        Language::JavaScript | Language::TypeScript => {
+            r"(?m)^\s*(?:async\s+)?set(?:nx|NX)\s*\(\s*key\s*[:,)?]|\bNX\?\s*:\s*boolean\b"
+        }
+        Language::Java | Language::Kotlin => {
+            r"\bset(?:nx)?\s*\(\s*(?:final\s+)?(?:String|byte\[\]|K)\s+key\s*,[^;{]*(?:SetParams|SetArgs|\bvalue\s*\))\s*(?:throws\s+\w+\s*)?[{;]"
+        }
+        Language::Rust => r"\bfn\s+set_nx\s*<",
+    }
+}
+
+/// Whether a path (relative, `/`-separated) is a test: under a
+/// `test`/`tests`/`__tests__`/`spec`/`testing`/`doctests` directory, or a
+/// test file by its language's convention.
+pub fn is_test_path(path: &str) -> bool {
+    let mut parts = path.split('/');
+    let file = parts.next_back().unwrap_or_default();
+    if parts.any(|d| {
+        matches!(
+            d,
+            "test" | "tests" | "__tests__" | "spec" | "testing" | "doctests" | "testutil"
+        )
+    }) {
+        return true;
+    }
+    let stem = file.split('.').next().unwrap_or_default();
+    file.ends_with("_test.go")
+        || (file.ends_with(".py") && (stem.starts_with("test_") || stem.ends_with("_test")))
+        || [".test.", ".spec.", ".test-d."]
+            .iter()
+            .any(|m| file.contains(m))
+        || ((file.ends_with(".java") || file.ends_with(".kt"))
+            && (stem.ends_with("Test") || stem.ends_with("Tests") || stem.starts_with("Test")))
+}
+
 /// Where a piece of fencing evidence counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Scope {
@@ -631,6 +799,31 @@ mod tests {
                     assert_eq!(a.category, b.category, "{}", a.kind);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn test_paths() {
+        for test in [
+            "tests/test_commands.py",
+            "commands_test.go",
+            "src/single.test.ts",
+            "test/typing/commands.test-d.ts",
+            "src/test/java/a/TestLeaderLatch.java",
+            "internal/testutil/testutil.go",
+            "doctests/dt_string.py",
+            "pkg/lock_test.py",
+        ] {
+            assert!(is_test_path(test), "{test}");
+        }
+        for not_test in [
+            "redis/lock.py",
+            "mutex.go",
+            "src/index.ts",
+            "latest/x.py",
+            "Contest.java",
+        ] {
+            assert!(!is_test_path(not_test), "{not_test}");
         }
     }
 

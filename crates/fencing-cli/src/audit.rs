@@ -17,18 +17,15 @@
 //! token near it (see [`rules::EVIDENCE`]); one with none is **unfenced**: a
 //! holder paused past its lease can still write after another took over.
 //!
-//! The pattern table is [`rules`]; the walk and the check are [`scan`]; the
-//! output is [`report`]. The scan only reads.
-
-mod report;
-mod rules;
-mod scan;
+//! The scan, its rules and the JSON schema are the `fencing-audit` crate;
+//! this is the command line around it. The scan only reads.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rules::Category;
+use clap::builder::TypedValueParser as _;
+use fencing_audit::{Auditor, Category, Report};
 
 /// Exit status when an unfenced lock was found (and `--no-fail` not given).
 const EXIT_UNFENCED: u8 = 1;
@@ -65,7 +62,8 @@ JSON (--json), schema version 1:
    \"summary\": {\"files_scanned\", \"files_skipped\", \"errors\", \"findings\",
                \"by_category\": {\"lock\", \"optimistic\", \"leader\", \"hint\"},
                \"lock_sites\", \"fenced\", \"unfenced\"}}
-Findings are sorted by file, line, column, category. Fields are only ever added.";
+Findings are sorted by file, line, column, category. Fields are only ever added.
+The JSON Schema: schema/report-v1.schema.json in the fencing-audit crate.";
 
 /// Scan a source tree for distributed locks, leases, leader election and
 /// optimistic-concurrency checks, and flag locks whose writes carry no
@@ -83,7 +81,13 @@ pub(crate) struct AuditArgs {
     #[arg(long)]
     no_fail: bool,
     /// Report only these categories (repeat, or separate with commas).
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "CATEGORY")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "CATEGORY",
+        value_parser = clap::builder::PossibleValuesParser::new(Category::ALL.map(Category::name))
+            .map(|s| s.parse::<Category>().expect("a possible value parses")),
+    )]
     category: Vec<Category>,
 }
 
@@ -105,12 +109,13 @@ pub(crate) fn run(args: AuditArgs) -> Result<ExitCode, Box<dyn std::error::Error
         eprintln!("fence audit: cannot read {}: {why}", root.display());
         return Ok(ExitCode::from(EXIT_ERROR));
     }
-    let mut scan = scan::scan(root, &scan::Matchers::default());
+    let mut scan = Auditor::new().scan(root);
     if !args.category.is_empty() {
         scan.findings
             .retain(|f| args.category.contains(&f.category));
     }
-    let summary = report::summarize(&scan);
+    let report = Report::new(root, &scan);
+    let summary = &report.summary;
 
     for e in scan.errors.iter().take(10) {
         eprintln!("fence audit: skipped: {e}");
@@ -125,9 +130,9 @@ pub(crate) fn run(args: AuditArgs) -> Result<ExitCode, Box<dyn std::error::Error
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let written = if args.json {
-        report::write_json(&mut out, root, &scan, &summary)
+        report.write_json(&mut out)
     } else {
-        report::write_text(&mut out, root, &scan, &summary)
+        fencing_audit::write_text(&mut out, root, &scan, summary)
     }
     .and_then(|()| out.flush());
     match written {

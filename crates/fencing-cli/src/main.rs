@@ -86,6 +86,7 @@ enum Command {
     Doctor(doctor::DoctorArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
+    #[cfg(feature = "audit")]
     Audit(audit::AuditArgs),
 }
 
@@ -111,6 +112,7 @@ pub(crate) fn print_out(line: std::fmt::Arguments<'_>) {
     }
 }
 
+#[cfg(feature = "audit")]
 mod audit;
 use fencing::registry as backends;
 mod demo;
@@ -145,6 +147,7 @@ async fn main() -> ExitCode {
         Command::Fence(args) => store_cmds::fence(args).await,
         Command::Migrate(command) => migrate::run(command).await,
         Command::Doctor(args) => doctor::run(args).await,
+        #[cfg(feature = "audit")]
         Command::Audit(args) => audit::run(args),
     };
     result.unwrap_or_else(|e| report(&*e))

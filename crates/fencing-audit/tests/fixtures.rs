@@ -1,0 +1,425 @@
+//! The scanner on the fixture trees in
+//! `tests/fixtures/locks/<language>/{unfenced,fenced}/`: every finding at its
+//! line, through the JSON report and the text report.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use fencing_audit::{Report, schema};
+use serde_json::Value;
+
+const LANGUAGES: [&str; 7] = [
+    "rust",
+    "go",
+    "java",
+    "kotlin",
+    "python",
+    "javascript",
+    "typescript",
+];
+
+/// Every lock, lease and leader election in `*/unfenced/`: (file, line, kind).
+const UNFENCED: [(&str, u64, &str); 20] = [
+    ("go/unfenced/billing.go", 14, "redsync"),
+    ("go/unfenced/leader.go", 12, "k8s-leader-election"),
+    ("go/unfenced/reindex.go", 17, "etcd-lock"),
+    ("java/unfenced/IndexRebuilder.java", 17, "zookeeper-lock"),
+    ("java/unfenced/InvoiceJob.java", 18, "redisson-lock"),
+    ("java/unfenced/ReportScheduler.java", 18, "shedlock"),
+    ("javascript/unfenced/billing.js", 8, "redlock"),
+    ("javascript/unfenced/cleanup.js", 7, "redis-set-nx"),
+    ("kotlin/unfenced/Exporter.kt", 8, "zookeeper-election"),
+    ("kotlin/unfenced/PartnerSync.kt", 9, "pg-advisory-lock"),
+    ("python/unfenced/report_job.py", 10, "redis-set-nx"),
+    ("python/unfenced/workers.py", 10, "zookeeper-lock"),
+    ("python/unfenced/workers.py", 16, "dynamodb-lock"),
+    ("python/unfenced/workers.py", 27, "pg-advisory-lock"),
+    ("rust/unfenced/compactor.rs", 10, "etcd-lock"),
+    ("rust/unfenced/compactor.rs", 21, "pg-advisory-lock"),
+    ("rust/unfenced/report_job.rs", 16, "redis-set-nx"),
+    ("typescript/unfenced/queue.ts", 8, "redis-lock"),
+    ("typescript/unfenced/queue.ts", 18, "pg-advisory-lock"),
+    ("typescript/unfenced/scheduler.ts", 8, "etcd-election"),
+];
+
+/// Every lock in `*/fenced/`, each passing its token to a write the store
+/// checks: (file, line, kind).
+const FENCED: [(&str, u64, &str); 14] = [
+    ("go/fenced/billing.go", 11, "redis-set-nx"),
+    ("go/fenced/reindex.go", 17, "etcd-lock"),
+    ("java/fenced/InvoiceJob.java", 18, "redisson-lock"),
+    ("java/fenced/LedgerCloser.java", 16, "hazelcast-lock"),
+    ("javascript/fenced/billing.js", 6, "etcd-lock"),
+    ("javascript/fenced/cleanup.js", 7, "redis-set-nx"),
+    ("kotlin/fenced/Exporter.kt", 9, "etcd-lock"),
+    ("kotlin/fenced/LedgerCloser.kt", 8, "hazelcast-lock"),
+    ("python/fenced/report_job.py", 7, "redis-set-nx"),
+    ("python/fenced/workers.py", 9, "zookeeper-lock"),
+    ("rust/fenced/compactor.rs", 10, "etcd-lock"),
+    ("rust/fenced/report_job.rs", 7, "redis-set-nx"),
+    ("typescript/fenced/reports.ts", 6, "redis-set-nx"),
+    ("typescript/fenced/reports.ts", 22, "acquire-lock"),
+];
+
+/// Everything else found: (file, line, category, kind), `fenced` null.
+const OTHERS: [(&str, u64, &str, &str); 13] = [
+    ("go/unfenced/billing.go", 12, "hint", "single-writer"),
+    ("go/unfenced/leader.go", 11, "leader", "k8s-lease"),
+    (
+        "java/fenced/InvoiceJob.java",
+        26,
+        "optimistic",
+        "token-column",
+    ),
+    (
+        "java/unfenced/ReportScheduler.java",
+        17,
+        "leader",
+        "scheduled-job",
+    ),
+    ("javascript/unfenced/cleanup.js", 5, "hint", "process-pause"),
+    (
+        "python/fenced/workers.py",
+        18,
+        "optimistic",
+        "gcs-precondition",
+    ),
+    ("python/unfenced/report_job.py", 9, "hint", "ttl-assumption"),
+    ("rust/unfenced/report_job.rs", 12, "hint", "ttl-assumption"),
+    ("typescript/fenced/uploads.ts", 6, "optimistic", "if-match"),
+    (
+        "typescript/fenced/uploads.ts",
+        10,
+        "optimistic",
+        "gcs-precondition",
+    ),
+    (
+        "typescript/unfenced/scheduler.ts",
+        6,
+        "hint",
+        "single-writer",
+    ),
+    // Not in the list above because they are lock sites:
+    ("go/unfenced/leader.go", 12, "leader", "k8s-leader-election"),
+    (
+        "kotlin/unfenced/Exporter.kt",
+        8,
+        "leader",
+        "zookeeper-election",
+    ),
+];
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/locks")
+}
+
+/// The JSON report of `path`, checked against the shipped schema and read
+/// back into the serde type.
+fn audit_json(path: &Path) -> Value {
+    let scan = fencing_audit::scan(path);
+    let report = Report::new(path, &scan);
+    let mut bytes = Vec::new();
+    report.write_json(&mut bytes).unwrap();
+    let json: Value = serde_json::from_slice(&bytes).unwrap();
+    if let Err(errors) = schema::validate(&json) {
+        panic!("the report does not match the schema: {errors:#?}");
+    }
+    let back: Report = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back.findings.len(), report.findings.len());
+    assert_eq!(back.summary, report.summary);
+    json
+}
+
+/// The text report of `path`.
+fn audit_text(path: &Path) -> String {
+    let scan = fencing_audit::scan(path);
+    let summary = fencing_audit::summarize(&scan);
+    let mut out = Vec::new();
+    fencing_audit::write_text(&mut out, path, &scan, &summary).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn findings(json: &Value) -> &Vec<Value> {
+    json["findings"].as_array().expect("findings array")
+}
+
+fn sites(json: &Value, fenced: bool) -> BTreeSet<(String, u64, String)> {
+    findings(json)
+        .iter()
+        .filter(|f| f["fenced"] == Value::Bool(fenced))
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_owned(),
+                f["line"].as_u64().unwrap(),
+                f["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn expected(rows: &[(&str, u64, &str)]) -> BTreeSet<(String, u64, String)> {
+    rows.iter()
+        .map(|(f, l, k)| ((*f).to_owned(), *l, (*k).to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_unfenced_lock_is_found_at_its_line_and_nothing_else_is() {
+    let json = audit_json(&fixtures());
+    assert_eq!(sites(&json, false), expected(&UNFENCED));
+    for f in findings(&json) {
+        if f["fenced"] == Value::Bool(false) {
+            let message = f["message"].as_str().unwrap();
+            assert!(
+                message.contains("UNFENCED")
+                    && message.contains("paused")
+                    && message.contains("fencing token with every write")
+                    && message.contains("refuse tokens lower"),
+                "the risk and the fix are explained: {message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_fenced_example_is_flagged_and_each_is_recognised_as_fenced() {
+    let json = audit_json(&fixtures());
+    for f in findings(&json) {
+        let file = f["file"].as_str().unwrap();
+        if file.contains("/fenced/") {
+            assert_ne!(f["fenced"], Value::Bool(false), "false positive: {f}");
+        }
+    }
+    assert_eq!(sites(&json, true), expected(&FENCED));
+    for f in findings(&json) {
+        if f["fenced"] == Value::Bool(true) {
+            assert!(
+                f["message"].as_str().unwrap().contains("; fenced: "),
+                "the evidence is named: {f}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_finding_is_accounted_for_with_the_documented_schema() {
+    let root = fixtures();
+    let json = audit_json(&root);
+    assert_eq!(json["version"], 1);
+    assert_eq!(json["root"], root.to_str().unwrap());
+    let keys = [
+        "file", "line", "column", "category", "kind", "language", "snippet", "fenced", "message",
+    ];
+    let mut all = BTreeSet::new();
+    for f in findings(&json) {
+        let object = f.as_object().unwrap();
+        assert_eq!(object.len(), keys.len(), "{f}");
+        for k in keys {
+            assert!(object.contains_key(k), "{k} missing in {f}");
+        }
+        assert!(f["column"].as_u64().unwrap() >= 1);
+        assert!(!f["snippet"].as_str().unwrap().is_empty());
+        let file = f["file"].as_str().unwrap();
+        let language = file.split('/').next().unwrap();
+        assert_eq!(f["language"], language, "{f}");
+        if f["fenced"].is_boolean() {
+            assert!(
+                matches!(f["category"].as_str(), Some("lock" | "leader")),
+                "only locks and leader elections are checked: {f}"
+            );
+        } else {
+            assert!(f["fenced"].is_null(), "{f}");
+        }
+        all.insert((
+            file.to_owned(),
+            f["line"].as_u64().unwrap(),
+            f["category"].as_str().unwrap().to_owned(),
+            f["kind"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let leader_kinds = ["k8s-leader-election", "zookeeper-election", "etcd-election"];
+    let mut want: BTreeSet<(String, u64, String, String)> = UNFENCED
+        .iter()
+        .chain(FENCED.iter())
+        .map(|(f, l, k)| {
+            let category = if leader_kinds.contains(k) {
+                "leader"
+            } else {
+                "lock"
+            };
+            ((*f).to_owned(), *l, category.to_owned(), (*k).to_owned())
+        })
+        .collect();
+    want.extend(
+        OTHERS
+            .iter()
+            .map(|(f, l, c, k)| ((*f).to_owned(), *l, (*c).to_owned(), (*k).to_owned())),
+    );
+    assert_eq!(all, want);
+
+    // Sorted by file, then line.
+    let order: Vec<(String, u64)> = findings(&json)
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_owned(),
+                f["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+}
+
+#[test]
+fn the_json_summary_counts_exactly() {
+    let json = audit_json(&fixtures());
+    assert_eq!(
+        json["summary"],
+        serde_json::json!({
+            "files_scanned": 30,
+            "files_skipped": 0,
+            "errors": 0,
+            "findings": 45,
+            "by_category": {"lock": 31, "optimistic": 4, "leader": 5, "hint": 5},
+            "lock_sites": 34,
+            "fenced": 14,
+            "unfenced": 20
+        })
+    );
+}
+
+#[test]
+fn each_language_has_both_kinds_of_example_and_its_fenced_tree_has_no_unfenced_lock() {
+    for language in LANGUAGES {
+        let unfenced = UNFENCED
+            .iter()
+            .filter(|(f, ..)| f.starts_with(&format!("{language}/")))
+            .count();
+        let fenced = FENCED
+            .iter()
+            .filter(|(f, ..)| f.starts_with(&format!("{language}/")))
+            .count();
+        assert!(unfenced >= 1 && fenced >= 1, "{language}");
+
+        let dir = fixtures().join(language).join("fenced");
+        let json = audit_json(&dir);
+        assert_eq!(json["summary"]["unfenced"], 0, "{language}: {json}");
+        assert_eq!(json["summary"]["fenced"], fenced, "{language}");
+
+        let dir = fixtures().join(language).join("unfenced");
+        let json = audit_json(&dir);
+        assert_eq!(json["summary"]["unfenced"], unfenced, "{language}");
+    }
+}
+
+#[test]
+fn the_text_report_groups_by_category_with_locations_and_a_summary() {
+    let root = fixtures();
+    let text = audit_text(&root);
+    let headings = [
+        "Distributed locks: 31 (31 lock sites, 17 unfenced)",
+        "Optimistic concurrency checks: 4",
+        "Leader election and singleton-job guards: 5 (3 lock sites, 3 unfenced)",
+        "Hints (language signals, low severity): 5",
+    ];
+    let mut last = 0;
+    for h in headings {
+        let at = text
+            .find(h)
+            .unwrap_or_else(|| panic!("{h} missing:\n{text}"));
+        assert!(at >= last, "categories in order");
+        last = at;
+    }
+    let shown = root.join("rust/unfenced/report_job.rs");
+    let line = format!(
+        "  UNFENCED {}:16:9  [redis-set-nx]",
+        shown.to_str().unwrap()
+    );
+    assert!(text.contains(&line), "{line} missing:\n{text}");
+    assert!(text.contains(".arg(\"NX\")"), "the snippet is shown");
+    assert!(text.contains("fenced: an etcd create revision at line 27"));
+    let summary = text.lines().last().unwrap();
+    assert!(
+        summary.starts_with(
+            "Summary: 45 findings (31 lock, 4 optimistic, 5 leader, 5 hint); \
+             34 lock sites, 20 unfenced, 14 fenced; 30 files"
+        ),
+        "{summary}"
+    );
+}
+
+/// A scratch tree, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fencing-audit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn write(&self, path: &str, contents: &[u8]) {
+        let path = self.0.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_walk_skips_ignored_dependency_build_binary_and_large_files() {
+    let tree = Scratch::new("walk");
+    let lock = b"ok = r.set('job', me, nx=True, px=30000)\n";
+    tree.write("app/main.py", lock);
+    tree.write(".gitignore", b"generated/\nscratch.py\n");
+    tree.write("generated/client.py", lock);
+    tree.write("scratch.py", lock);
+    tree.write("node_modules/redlock/index.py", lock);
+    tree.write("target/debug/build.py", lock);
+    tree.write("vendor/lib.py", lock);
+    tree.write("build/lib.py", lock);
+    tree.write(".git/hooks/pre-commit.py", lock);
+    tree.write(".hidden/tool.py", lock);
+    tree.write("notes.txt", lock);
+    let mut binary = lock.to_vec();
+    binary.extend_from_slice(b"\0\x01\x02");
+    tree.write("app/blob.py", &binary);
+    let mut big = lock.to_vec();
+    big.resize(2 * 1024 * 1024 + 1, b' ');
+    tree.write("app/big.py", &big);
+
+    let json = audit_json(&tree.0);
+    assert_eq!(
+        sites(&json, false),
+        expected(&[("app/main.py", 1, "redis-set-nx")])
+    );
+    assert_eq!(json["summary"]["files_scanned"], 1);
+    assert_eq!(json["summary"]["files_skipped"], 2, "binary and too large");
+
+    // A single file as PATH: `file` is its name.
+    let json = audit_json(&tree.0.join("app/main.py"));
+    assert_eq!(
+        sites(&json, false),
+        expected(&[("main.py", 1, "redis-set-nx")])
+    );
+}
+
+#[test]
+fn a_tree_without_locks_says_so() {
+    let tree = Scratch::new("empty");
+    tree.write(
+        "src/lib.rs",
+        b"pub fn add(a: u64, b: u64) -> u64 { a + b }\n",
+    );
+    let text = audit_text(&tree.0);
+    assert!(text.contains("No distributed locks"), "{text}");
+    assert!(text.contains("0 lock sites, 0 unfenced"), "{text}");
+}
