@@ -24,6 +24,7 @@
 //! earlier attempt may have been applied.
 
 pub mod frame;
+pub mod http;
 
 use std::collections::HashMap;
 use std::fmt::{self, Debug};

@@ -221,6 +221,29 @@ impl Error {
     }
 }
 
+/// Whether a failure happened before any byte of the request was sent: a
+/// connection refused or a host or network unreachable, anywhere in the
+/// `source()` chain. Only then is a failed write known not to have been
+/// applied (a timeout or a reset may come after the request went out).
+pub fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind;
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused
+                    | ErrorKind::HostUnreachable
+                    | ErrorKind::NetworkUnreachable
+            )
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +277,34 @@ mod tests {
         );
         assert!(e.is_retryable());
         assert!(!matches!(e, Error::InvalidInput { .. }));
+    }
+
+    #[test]
+    fn never_sent_looks_down_the_whole_chain() {
+        use std::io::{Error as Io, ErrorKind};
+        #[derive(Debug, thiserror::Error)]
+        #[error("wrapped")]
+        struct Wrapped(#[source] BoxError);
+
+        for kind in [
+            ErrorKind::ConnectionRefused,
+            ErrorKind::HostUnreachable,
+            ErrorKind::NetworkUnreachable,
+        ] {
+            assert!(never_sent(&Io::from(kind)), "{kind:?}");
+            // Under two wrappers, one of them an io::Error of another kind.
+            let deep = Wrapped(Box::new(Io::other(Wrapped(Box::new(Io::from(kind))))));
+            assert!(never_sent(&deep), "{kind:?} deep");
+        }
+        for kind in [
+            ErrorKind::ConnectionReset,
+            ErrorKind::TimedOut,
+            ErrorKind::BrokenPipe,
+            ErrorKind::UnexpectedEof,
+        ] {
+            assert!(!never_sent(&Wrapped(Box::new(Io::from(kind)))), "{kind:?}");
+        }
+        assert!(!never_sent(&Error::invalid_input("x")));
     }
 
     #[test]

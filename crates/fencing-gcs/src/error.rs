@@ -1,77 +1,35 @@
 //! The one place GCS failures become [`fencing_core::Error`]s.
 
-use fencing_core::Error;
+use fencing_core::blob::http;
+pub(crate) use fencing_core::blob::http::Failure;
+use fencing_core::{Error, never_sent};
 
 const BACKEND: &str = "gcs";
 
-/// What was being done when the client failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// A read for the generation and metadata only.
-    Head,
-    /// A whole read.
-    Read,
-    /// An upload with `ifGenerationMatch=0`.
-    Create,
-    /// An upload with `ifGenerationMatch=<generation>`.
-    Update,
-}
+/// What was being done when the client failed: a `Head` reads the
+/// generation and metadata only, a `Create` uploads with
+/// `ifGenerationMatch=0`, an `Update` with `ifGenerationMatch=<generation>`.
+pub(crate) use fencing_core::blob::http::Request as Op;
 
-/// What a failure means to the fenced-write loop.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// 404 on a read: the object is absent. Only for `Head`/`Read`.
-    NotFound,
-    /// 412: the generation did not match; nothing was written. Also a 404
-    /// on `Update` (the object went away meanwhile). Only for writes.
-    PreconditionFailed,
-    /// 416 on a ranged read: the object is empty (so it has no frame).
-    /// Only for `Head`.
-    EmptyRange,
-    /// Anything else.
-    Error(Error),
-}
-
-/// Maps a client failure of `op` on `bucket`/`key`.
+/// Maps a client failure of `op` on `bucket`/`key`: an answer by the
+/// core's status table (GCS needs no overrides: a 404 on an update is an
+/// object deleted meanwhile, on a create a missing bucket), anything else
+/// by what the client says of it.
 pub(crate) fn classify(
     op: Op,
     bucket: &str,
     key: &str,
     err: google_cloud_storage::Error,
 ) -> Failure {
-    let write = matches!(op, Op::Create | Op::Update);
     let fail = |retryable: bool, err: google_cloud_storage::Error| {
         Failure::Error(Error::backend(BACKEND, retryable, err))
     };
-    let unknown = |err: google_cloud_storage::Error| {
-        Failure::Error(Error::outcome_unknown(
-            BACKEND,
-            format!("conditional upload of {key:?} to {bucket}"),
-            err,
-        ))
-    };
+    let operation = || format!("conditional upload of {key:?} to {bucket}");
 
     if let Some(status) = err.http_status_code() {
-        let lost = || {
-            tracing::debug!(bucket, key, status, ?op, "conditional upload refused");
-            Failure::PreconditionFailed
-        };
-        return match status {
-            412 if write => lost(),
-            404 if op == Op::Update => lost(),
-            // Creating in a bucket that does not exist.
-            404 if write => fail(false, err),
-            404 => Failure::NotFound,
-            416 if op == Op::Head => Failure::EmptyRange,
-            // Rate limited: not applied.
-            429 => fail(true, err),
-            408 | 500..=599 if write => unknown(err),
-            408 | 500..=599 => fail(true, err),
-            // 400, 401, 403 …: bad name, credentials, permissions.
-            _ => fail(false, err),
-        };
+        return http::failure(BACKEND, op, status, None, &[], operation, err);
     }
-    if err.is_connect() || refused(&err) {
+    if err.is_connect() || never_sent(&err) {
         // Nothing was sent.
         return fail(true, err);
     }
@@ -88,27 +46,11 @@ pub(crate) fn classify(
     }
     // Timeouts, broken connections, an unreadable response or a checksum
     // mismatch reported after the upload: a write may have been applied.
-    if write { unknown(err) } else { fail(true, err) }
-}
-
-/// A connection refused or unreachable before anything was sent.
-fn refused(err: &(dyn std::error::Error + 'static)) -> bool {
-    use std::io::ErrorKind;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                ErrorKind::ConnectionRefused
-                    | ErrorKind::HostUnreachable
-                    | ErrorKind::NetworkUnreachable
-            )
-        {
-            return true;
-        }
-        cause = e.source();
+    if op.is_write() {
+        Failure::Error(Error::outcome_unknown(BACKEND, operation(), err))
+    } else {
+        fail(true, err)
     }
-    false
 }
 
 /// The client reports a checksum mismatch found *after* the upload

@@ -1,7 +1,9 @@
 //! The one place S3 failures become [`fencing_core::Error`]s.
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use fencing_core::Error;
+pub(crate) use fencing_core::blob::http::Failure;
+use fencing_core::blob::http::{self, Meaning, Override, Request};
+use fencing_core::{Error, never_sent};
 
 const BACKEND: &str = "s3";
 
@@ -16,26 +18,37 @@ pub(crate) enum Op {
     Write,
 }
 
-/// What a failure means to the fenced-write loop.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// 404 on head or read: the object is absent. Only for `Head`/`Read`.
-    NotFound,
-    /// The write's condition did not hold: 412, S3's 409
-    /// `ConditionalRequestConflict`, or 404 on `If-Match` of a key that is
-    /// gone. Nothing was written. Only for `Write`.
-    PreconditionFailed,
-    /// 416 on a ranged read: the object is empty (no frame). Only for `Head`.
-    EmptyRange,
-    /// Anything else.
-    Error(Error),
-}
+/// S3's exceptions to the core's status table.
+const OVERRIDES: &[Override] = &[
+    // S3's answer to two conditional writes racing on one key.
+    Override::status(409)
+        .code("ConditionalRequestConflict")
+        .writes()
+        .means(Meaning::LostRace),
+    // 409 OperationAborted and the like: a conflicting bucket operation;
+    // trying again may work.
+    Override::status(409).means(Meaning::Retryable),
+    // A missing bucket is configuration, not an absent object.
+    Override::status(404)
+        .code("NoSuchBucket")
+        .means(Meaning::Permanent),
+    // Throttled or asked to retry: not applied.
+    Override::status(408).means(Meaning::Retryable),
+    Override::status(503).means(Meaning::Retryable),
+    // 2xx/3xx with a response the SDK could not read: the write went
+    // through, but we cannot say at which version.
+    Override::statuses(200, 399)
+        .writes()
+        .means(Meaning::OutcomeUnknown),
+];
 
 /// Maps an SDK failure of `op` on `bucket`/`key`.
 ///
-/// HTTP status decides, not the error code string: S3's 412 has no modelled
-/// error variant. Codes only refine a status (a 404 `NoSuchBucket` is a
-/// configuration error, not an absent object).
+/// HTTP status decides (the core's table with S3's [`OVERRIDES`]), not the
+/// error code string: S3's 412 has no modelled error variant. Codes only
+/// refine a status (a 404 `NoSuchBucket` is a configuration error, not an
+/// absent object). A conditional `PutObject` is an update to the table:
+/// S3 answers 404 to `If-Match` on a key that is gone.
 pub(crate) fn classify<E>(op: Op, bucket: &str, key: &str, err: SdkError<E>) -> Failure
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
@@ -48,13 +61,9 @@ where
     };
     let fail =
         |retryable: bool, err: SdkError<E>| Failure::Error(Error::backend(BACKEND, retryable, err));
-    let unknown = |err: SdkError<E>| {
-        Failure::Error(Error::outcome_unknown(
-            BACKEND,
-            format!("{what} s3://{bucket}/{key}"),
-            err,
-        ))
-    };
+    let operation = || format!("{what} s3://{bucket}/{key}");
+    let unknown =
+        |err: SdkError<E>| Failure::Error(Error::outcome_unknown(BACKEND, operation(), err));
 
     let status = err.raw_response().map(|r| r.status().as_u16());
     match (&err, status) {
@@ -69,57 +78,28 @@ where
         (SdkError::DispatchFailure(_), _) => fail(true, err),
         // An answer came back.
         (_, Some(status)) => {
-            let code = err.as_service_error().and_then(ProvideErrorMetadata::code);
-            let lost = || {
-                tracing::debug!(bucket, key, status, code, "conditional PutObject refused");
-                Failure::PreconditionFailed
+            let request = match op {
+                Op::Head => Request::Head,
+                Op::Read => Request::Read,
+                Op::Write => Request::Update,
             };
-            match status {
-                412 if write => lost(),
-                409 if write && code == Some("ConditionalRequestConflict") => lost(),
-                404 if code == Some("NoSuchBucket") => fail(false, err),
-                // `If-Match` on a key that no longer exists.
-                404 if write => lost(),
-                404 => Failure::NotFound,
-                416 if op == Op::Head => Failure::EmptyRange,
-                // Throttled or asked to retry: not applied.
-                408 | 429 | 503 => fail(true, err),
-                // 409 OperationAborted and the like: a conflicting bucket
-                // operation; trying again may work.
-                409 => fail(true, err),
-                500..=599 if write => unknown(err),
-                500..=599 => fail(true, err),
-                // 2xx/3xx with a response the SDK could not read: the write
-                // went through, but we cannot say at which version.
-                200..=399 if write => unknown(err),
-                // 400, 401, 403, 405 …: wrong credentials, region, request.
-                _ => fail(false, err),
-            }
+            let code = err
+                .as_service_error()
+                .and_then(ProvideErrorMetadata::code)
+                .map(str::to_owned);
+            http::failure(
+                BACKEND,
+                request,
+                status,
+                code.as_deref(),
+                OVERRIDES,
+                operation,
+                err,
+            )
         }
         (_, None) if write => unknown(err),
         (_, None) => fail(true, err),
     }
-}
-
-/// Whether the connection failed before any byte of the request was sent
-/// (refused, unreachable): only then is a failed write known not applied.
-fn never_sent(err: &(dyn std::error::Error + 'static)) -> bool {
-    use std::io::ErrorKind;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                ErrorKind::ConnectionRefused
-                    | ErrorKind::HostUnreachable
-                    | ErrorKind::NetworkUnreachable
-            )
-        {
-            return true;
-        }
-        cause = e.source();
-    }
-    false
 }
 
 #[cfg(test)]
