@@ -1,8 +1,16 @@
 #![doc = include_str!("../README.md")]
 
+mod client;
 mod error;
+mod floor;
+mod held;
 mod issuer;
+mod keys;
+mod queue;
+mod token;
 mod verify;
 
-pub use issuer::{DEFAULT_PREFIX, TokenSource, ZkIssuer};
+pub use issuer::ZkIssuer;
+pub use keys::DEFAULT_PREFIX;
+pub use token::TokenSource;
 pub use zookeeper_client;

@@ -486,3 +486,72 @@ async fn a_floor_without_room_above_it_is_refused() {
         issuer.release(&lease).await.expect("release");
     }
 }
+
+/// A lease rebuilt from resource, holder and token alone (no backend
+/// handle) still renews and releases through the issuer that granted it,
+/// which finds its session by token and holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_rebuilt_from_its_token_renews_and_releases() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("rebuilt");
+    let request = LeaseRequest::new(&resource, Duration::from_secs(5));
+    let granted = issuer
+        .try_acquire(&request)
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(granted.has_handle());
+    let rebuilt = fencing_core::Lease::new(&request, granted.token(), Instant::now());
+    assert!(!rebuilt.has_handle());
+    let renewed = issuer.renew(&rebuilt).await.expect("renew a rebuilt lease");
+    assert_eq!(renewed.token(), granted.token());
+    issuer
+        .release(&renewed)
+        .await
+        .expect("release a rebuilt lease");
+    assert!(issuer.holder(&resource).await.expect("holder").is_none());
+    // The lease the issuer granted is gone with it.
+    assert!(matches!(
+        issuer.renew(&granted).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        issuer.release(&granted).await,
+        Err(Error::LeaseLost { .. })
+    ));
+}
+
+/// A granted lease carries its session: another issuer on the same
+/// ensemble renews and releases it with no lookup, while a rebuilt lease
+/// (no handle) is unknown there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_lease_carries_its_session() {
+    let (Some(issuer), Some(other)) = (
+        connect(TokenSource::Czxid).await,
+        connect(TokenSource::Czxid).await,
+    ) else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("handle");
+    let request = LeaseRequest::new(&resource, Duration::from_secs(5));
+    let lease = issuer
+        .try_acquire(&request)
+        .await
+        .expect("acquire")
+        .expect("free");
+    let rebuilt = fencing_core::Lease::new(&request, lease.token(), Instant::now());
+    assert!(matches!(
+        other.renew(&rebuilt).await,
+        Err(Error::LeaseLost { .. })
+    ));
+    let renewed = other.renew(&lease).await.expect("renew through the handle");
+    assert!(renewed.has_handle());
+    other.release(&renewed).await.expect("release through the handle");
+    assert!(issuer.holder(&resource).await.expect("holder").is_none());
+    assert!(matches!(
+        issuer.renew(&rebuilt).await,
+        Err(Error::LeaseLost { .. })
+    ));
+}

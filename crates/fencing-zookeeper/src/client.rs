@@ -1,0 +1,139 @@
+//! Sessions and calls: the issuer's own session, a session per lease, and
+//! every call bounded by the operation timeout.
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fencing_core::Result;
+use zookeeper_client as zk;
+
+use crate::error::{Op, map_error};
+
+pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
+
+/// The session timeout the issuer's own session asks for: the server
+/// answers with its maxSessionTimeout.
+const MAIN_SESSION: Duration = Duration::from_secs(3600);
+
+/// The connect string, the issuer's own session and the server's
+/// session-timeout bounds.
+pub(crate) struct Rpc {
+    connect_string: String,
+    timeout: Duration,
+    /// The issuer's own session: holder lookups and creating resource
+    /// znodes. Replaced when it expires (e.g. after this process stopped).
+    main: Mutex<zk::Client>,
+    min_session: Duration,
+    max_session: Duration,
+}
+
+impl Rpc {
+    /// Opens the issuer's own session and learns the server's
+    /// session-timeout bounds.
+    pub(crate) async fn connect(connect_string: &str, timeout: Duration) -> Result<Self> {
+        let main = session(connect_string, MAIN_SESSION, timeout).await?;
+        let max_session = main.session_timeout();
+        let min_session = probe_min_session(connect_string, max_session).await;
+        Ok(Self {
+            connect_string: connect_string.to_owned(),
+            timeout,
+            main: Mutex::new(main),
+            min_session,
+            max_session,
+        })
+    }
+
+    pub(crate) fn connect_string(&self) -> &str {
+        &self.connect_string
+    }
+
+    /// The server's `(minSessionTimeout, maxSessionTimeout)`.
+    pub(crate) fn session_timeouts(&self) -> (Duration, Duration) {
+        (self.min_session, self.max_session)
+    }
+
+    /// The issuer's own client (not a lease's session).
+    pub(crate) fn main(&self) -> zk::Client {
+        self.main.lock().expect("poisoned").clone()
+    }
+
+    /// The issuer's own client, with a new session if the old one ended.
+    pub(crate) async fn live_main(&self) -> Result<zk::Client> {
+        let current = self.main();
+        if !matches!(
+            current.state(),
+            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+        ) {
+            return Ok(current);
+        }
+        let fresh = session(&self.connect_string, MAIN_SESSION, self.timeout).await?;
+        *self.main.lock().expect("poisoned") = fresh.clone();
+        Ok(fresh)
+    }
+
+    /// A session of its own for a lease, asking for `timeout` (within the
+    /// server's bounds).
+    pub(crate) async fn lease_session(&self, timeout: Duration) -> Result<zk::Client> {
+        let wanted = timeout.max(self.min_session).min(self.max_session);
+        session(&self.connect_string, wanted, self.timeout).await
+    }
+
+    /// Runs one call with the operation timeout.
+    pub(crate) async fn timed<T>(&self, call: impl Future<Output = ZkResult<T>>) -> ZkResult<T> {
+        tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or(Err(zk::Error::Timeout))
+    }
+
+    /// Creates `path` and its parents as persistent znodes (never deleted).
+    pub(crate) async fn mkdir(&self, client: &zk::Client, path: &str) -> Result<()> {
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        match self.timed(client.mkdir(path, &options)).await {
+            Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
+            Err(e) => Err(map_error(e, Op::read("create the resource znode"))),
+        }
+    }
+}
+
+/// Asks for a 250 ms session: the server answers with its
+/// minSessionTimeout (if that is below 250 ms we learn 250 ms, which only
+/// errs on the long side). The client gives a session that long to be
+/// established, so a busy server may miss it: try three times, then assume
+/// ZooKeeper's default ratio (min = max / 10, i.e. 2 and 20 ticks).
+async fn probe_min_session(connect_string: &str, max_session: Duration) -> Duration {
+    for _ in 0..3 {
+        if let Ok(probe) = session(
+            connect_string,
+            Duration::from_millis(250),
+            Duration::from_secs(2),
+        )
+        .await
+        {
+            return probe.session_timeout();
+        }
+    }
+    max_session / 10
+}
+
+/// Opens a session asking for `timeout`.
+async fn session(
+    connect_string: &str,
+    timeout: Duration,
+    operation_timeout: Duration,
+) -> Result<zk::Client> {
+    let connecting = zk::Client::connector()
+        .with_session_timeout(timeout)
+        .with_connection_timeout(
+            operation_timeout
+                .min(Duration::from_secs(2))
+                .max(timeout * 2 / 5),
+        )
+        .with_fail_eagerly()
+        .connect(connect_string);
+    match tokio::time::timeout(operation_timeout, connecting).await {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(map_error(e, Op::read("open a session"))),
+        Err(_) => Err(map_error(zk::Error::Timeout, Op::read("open a session"))),
+    }
+}

@@ -1,0 +1,106 @@
+//! Floors: an offset per resource, kept in the resource znode's data and
+//! added to every token, so that a migration can start a resource's tokens
+//! above anything granted before.
+
+use fencing_core::{Error, FencingToken, Result};
+use zookeeper_client as zk;
+
+use crate::client::{Rpc, ZkResult};
+use crate::error::{BACKEND, Op, map_error};
+use crate::keys::LOCK_PREFIX;
+use crate::queue::CREATE_ATTEMPTS;
+use crate::token::{MAX_OFFSET, TokenSource};
+
+/// A resource znode's data: its floor offset, empty for none.
+pub(crate) fn parse_offset(data: &[u8]) -> ZkResult<u64> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| {
+            zk::Error::UnexpectedError("a resource znode's data is not a floor offset".into())
+        })
+}
+
+/// [`TokenIssuer::raise_floor`](fencing_core::TokenIssuer::raise_floor)
+/// on the resource znode `dir`: the offset is written at the version of a
+/// snapshot that showed no lock node, and since every create rewrites that
+/// data at the version it read, the write fails if any create came in
+/// between. So every live lock node carries the offset it was created
+/// with, and tokens keep strictly increasing.
+pub(crate) async fn raise(
+    rpc: &Rpc,
+    dir: String,
+    resource: &str,
+    source: TokenSource,
+    floor: FencingToken,
+) -> Result<()> {
+    let client = rpc.live_main().await?;
+    rpc.mkdir(&client, &dir).await?;
+    let read = |e| map_error(e, Op::read("read the resource znode"));
+    for _ in 0..CREATE_ATTEMPTS {
+        let mut reader = client.new_multi_reader();
+        reader.add_get_data(&dir).map_err(read)?;
+        reader.add_get_children(&dir).map_err(read)?;
+        let mut results = rpc.timed(reader.commit()).await.map_err(read)?.into_iter();
+        let (
+            Some(zk::MultiReadResult::Data { data, stat }),
+            Some(zk::MultiReadResult::Children { children }),
+        ) = (results.next(), results.next())
+        else {
+            return Err(Error::backend(
+                BACKEND,
+                true,
+                format!("could not read {dir}"),
+            ));
+        };
+        if children.iter().any(|c| c.starts_with(LOCK_PREFIX)) {
+            return Err(Error::invalid_input(format!(
+                "{resource:?} is held or waited for; raise its floor while it is free"
+            )));
+        }
+        let offset = parse_offset(&data).map_err(read)?;
+        // The next create's token source is above what this snapshot shows.
+        let below_next = match source {
+            TokenSource::Czxid => stat.czxid.max(stat.mzxid).max(stat.pzxid),
+            TokenSource::ParentCversion => i64::from(stat.cversion),
+        };
+        let below_next = u64::try_from(below_next).unwrap_or(0);
+        let needed = floor.get().saturating_sub(below_next);
+        if needed <= offset {
+            return Ok(());
+        }
+        if needed > MAX_OFFSET {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: FencingToken::new(below_next.saturating_add(MAX_OFFSET)),
+            });
+        }
+        match rpc
+            .timed(client.set_data(&dir, needed.to_string().as_bytes(), Some(stat.version)))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(zk::Error::BadVersion) => {} // a create came first: look again
+            Err(e) => return Err(map_error(e, Op::read("write the floor"))),
+        }
+    }
+    Err(Error::Contention {
+        key: dir,
+        attempts: CREATE_ATTEMPTS,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_parse_or_are_refused() {
+        assert_eq!(parse_offset(b"").unwrap(), 0);
+        assert_eq!(parse_offset(b"42\n").unwrap(), 42);
+        assert!(parse_offset(b"x").is_err());
+    }
+}

@@ -1,0 +1,317 @@
+//! The wait queue: an ephemeral sequential lock node per acquirer, in the
+//! acquirer's own session, ordered by `czxid` (the sequence suffix wraps,
+//! ZOOKEEPER-2944). A waiter watches only the node just ahead of it (an
+//! exists-watch: no herd).
+
+use std::time::{Duration, Instant};
+
+use fencing_core::{Error, FencingToken, LeaseRequest, Result};
+use zookeeper_client as zk;
+
+use crate::client::{Rpc, ZkResult};
+use crate::error::{Op, map_error};
+use crate::floor::parse_offset;
+use crate::keys::LOCK_PREFIX;
+use crate::token::{TokenSource, cversion_token, czxid_token, with_offset};
+
+/// How often a create may lose the race for the resource znode's version
+/// to other creates before giving up (retryable).
+pub(crate) const CREATE_ATTEMPTS: u32 = 50;
+
+/// How long to wait before trying again after a failed call while queued.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// ZooKeeper's session timeout is an `i32` of milliseconds.
+const MAX_SESSION_MILLIS: u64 = i32::MAX as u64;
+
+/// A lock node created by an acquire, in its own session.
+pub(crate) struct Queued {
+    pub(crate) client: zk::Client,
+    dir: String,
+    name: String,
+    pub(crate) token: FencingToken,
+    /// The request, with the TTL the session allows.
+    pub(crate) request: LeaseRequest,
+}
+
+impl Queued {
+    pub(crate) fn path(&self) -> String {
+        format!("{}/{}", self.dir, self.name)
+    }
+
+    fn lost(&self) -> Error {
+        Error::LeaseLost {
+            resource: self.request.resource.clone(),
+            token: self.token,
+        }
+    }
+}
+
+/// What the transaction creating a lock node answered.
+struct Created {
+    /// The lock node's name (`lock-NNNNNNNNNN`).
+    name: String,
+    /// The lock node's creation zxid.
+    czxid: i64,
+    /// The resource znode's `cversion` right after the create.
+    cversion: i32,
+    /// The resource's floor offset the create was checked against.
+    offset: u64,
+}
+
+/// A lock node as read back: its name, creation zxid and data.
+pub(crate) struct LockNode {
+    pub(crate) name: String,
+    pub(crate) czxid: i64,
+    pub(crate) data: Vec<u8>,
+}
+
+/// Opens a session for a lease and creates its lock node under `dir`.
+pub(crate) async fn enqueue(
+    rpc: &Rpc,
+    dir: String,
+    request: &LeaseRequest,
+    source: TokenSource,
+) -> Result<Queued> {
+    request.validate(rpc.session_timeouts().0)?;
+    // The session timeout goes on the wire as an i32 of milliseconds
+    // (the client casts, so a larger one would wrap): refuse a TTL that
+    // does not fit rather than ask for a wrapped one. Rounded up, so
+    // the session is never shorter than the lease.
+    let millis = request.ttl_millis_ceil();
+    if millis > MAX_SESSION_MILLIS {
+        return Err(Error::invalid_input(format!(
+            "ttl {:?} is above ZooKeeper's largest session timeout, {MAX_SESSION_MILLIS} ms (an i32)",
+            request.ttl
+        )));
+    }
+    let client = rpc.lease_session(Duration::from_millis(millis)).await?;
+    let mut request = request.clone();
+    request.ttl = request.ttl.min(client.session_timeout());
+    let holder = request.holder.as_str().as_bytes();
+    let mut created = create_lock_node(rpc, &client, &dir, holder).await;
+    if created.as_ref().err() == Some(&zk::Error::NoNode) {
+        rpc.mkdir(&client, &dir).await?;
+        created = create_lock_node(rpc, &client, &dir, holder).await;
+    }
+    // On any failure the session is dropped here, closing it: a node it
+    // may have created goes with it.
+    let created = created.map_err(|e| map_error(e, Op::create("create the lock node")))?;
+    let token = match source {
+        TokenSource::Czxid => with_offset(czxid_token(created.czxid)?, created.offset)?,
+        TokenSource::ParentCversion => {
+            let token = with_offset(cversion_token(created.cversion)?, created.offset)?;
+            // Record the token in the node, for `holder`.
+            let data = format!("{}\n{token}", request.holder);
+            let path = format!("{dir}/{}", created.name);
+            rpc.timed(client.set_data(&path, data.as_bytes(), Some(0)))
+                .await
+                .map_err(|e| map_error(e, Op::read("record the token in the lock node")))?;
+            token
+        }
+    };
+    Ok(Queued {
+        client,
+        dir,
+        name: created.name,
+        token,
+        request,
+    })
+}
+
+/// Creates `{dir}/lock-NNNNNNNNNN` (ephemeral, sequential) in `client`'s
+/// session, in one transaction with a write of the resource znode's
+/// data (its floor offset, unchanged) at the version just read: so every
+/// create bumps that version, a floor can be raised only when no create
+/// came between (see [`crate::floor::raise`]), and the transaction
+/// answers with the resource znode's `cversion` right after our create
+/// and its new `mzxid`, which is our node's czxid (one transaction, one
+/// zxid).
+async fn create_lock_node(
+    rpc: &Rpc,
+    client: &zk::Client,
+    dir: &str,
+    holder: &[u8],
+) -> ZkResult<Created> {
+    let prefix = format!("{dir}/{LOCK_PREFIX}");
+    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    for attempt in 0..CREATE_ATTEMPTS {
+        let (data, stat) = rpc.timed(client.get_data(dir)).await?;
+        let offset = parse_offset(&data)?;
+        let mut writer = client.new_multi_writer();
+        writer.add_create(&prefix, holder, &options)?;
+        writer.add_set_data(dir, &data, Some(stat.version))?;
+        let committed = rpc
+            .timed(async { writer.commit().await.map_err(zk::Error::from) })
+            .await;
+        let results = match committed {
+            Ok(results) => results,
+            Err(zk::Error::BadVersion) => {
+                // Another create (or a floor) came first: read again.
+                tokio::time::sleep(Duration::from_millis(2 * u64::from(attempt))).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // One transaction, one zxid: the resource znode's new mzxid is
+        // our node's czxid. (ZooKeeper 3.8 answers a create inside a
+        // multi with an invalid stat, ZOOKEEPER-4026.)
+        let mut created = None;
+        let mut parent = None;
+        for result in results {
+            match result {
+                zk::MultiWriteResult::Create { path, .. } => created = Some(path),
+                zk::MultiWriteResult::SetData { stat } => {
+                    parent = Some((stat.mzxid, stat.cversion));
+                }
+                _ => {}
+            }
+        }
+        return match (created, parent) {
+            (Some(path), Some((czxid, cversion))) => Ok(Created {
+                name: path.rsplit('/').next().unwrap_or_default().to_owned(),
+                czxid,
+                cversion,
+                offset,
+            }),
+            _ => Err(zk::Error::UnexpectedError(
+                "a lock-node transaction answered without its results".into(),
+            )),
+        };
+    }
+    Err(zk::Error::Throttled)
+}
+
+/// The lock nodes under `dir`, read through `client`, in creation order
+/// (by `czxid`: the sequence suffix wraps).
+/// With them, the resource's floor offset (read in the same multi-read
+/// as the nodes' data: every node there was created with it).
+pub(crate) async fn lock_nodes(
+    rpc: &Rpc,
+    client: &zk::Client,
+    dir: &str,
+) -> ZkResult<(u64, Vec<LockNode>)> {
+    let children = match rpc.timed(client.list_children(dir)).await {
+        Ok(children) => children,
+        Err(zk::Error::NoNode) => return Ok((0, Vec::new())),
+        Err(e) => return Err(e),
+    };
+    let names: Vec<String> = children
+        .into_iter()
+        .filter(|c| c.starts_with(LOCK_PREFIX))
+        .collect();
+    if names.is_empty() {
+        return Ok((0, Vec::new()));
+    }
+    let mut reader = client.new_multi_reader();
+    reader.add_get_data(dir)?;
+    for name in &names {
+        reader.add_get_data(&format!("{dir}/{name}"))?;
+    }
+    let mut results = rpc.timed(reader.commit()).await?.into_iter();
+    let offset = match results.next() {
+        Some(zk::MultiReadResult::Data { data, .. }) => parse_offset(&data)?,
+        _ => return Ok((0, Vec::new())),
+    };
+    let mut nodes: Vec<LockNode> = names
+        .into_iter()
+        .zip(results)
+        .filter_map(|(name, result)| match result {
+            zk::MultiReadResult::Data { data, stat } => Some(LockNode {
+                name,
+                czxid: stat.czxid,
+                data,
+            }),
+            _ => None, // deleted since the listing
+        })
+        .collect();
+    nodes.sort_by_key(|n| n.czxid);
+    Ok((offset, nodes))
+}
+
+/// Where our node stands: `Ok(None)` if first, else the node ahead.
+pub(crate) async fn ahead_of(rpc: &Rpc, q: &Queued) -> Result<Option<String>> {
+    let (_, nodes) = lock_nodes(rpc, &q.client, &q.dir).await.map_err(|e| {
+        map_error(
+            e,
+            Op::read("list the lock nodes").on_lease(&q.request.resource, q.token),
+        )
+    })?;
+    let Some(index) = nodes.iter().position(|n| n.name == q.name) else {
+        // Our node is gone: the session expired (or was closed).
+        return Err(q.lost());
+    };
+    Ok(index.checked_sub(1).map(|i| nodes[i].name.clone()))
+}
+
+/// An acquire's time budget.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Attempt {
+    started: Instant,
+    give_up: Instant,
+}
+
+impl Attempt {
+    /// An acquire started at `started` that waits at most `wait`.
+    pub(crate) fn new(started: Instant, wait: Duration) -> Self {
+        Self {
+            started,
+            give_up: started + wait,
+        }
+    }
+
+    fn is_over(&self) -> bool {
+        Instant::now() >= self.give_up
+    }
+
+    fn timeout(&self, resource: &str) -> Error {
+        Error::Timeout {
+            operation: format!("acquire {resource:?}"),
+            after: self.started.elapsed(),
+        }
+    }
+}
+
+/// Waits for the node ahead to go, re-reading the queue after each
+/// change; returns when our node was seen first (the session was alive
+/// then).
+pub(crate) async fn wait_turn(rpc: &Rpc, q: &Queued, attempt: Attempt) -> Result<Instant> {
+    let timeout = || attempt.timeout(&q.request.resource);
+    loop {
+        let sent = Instant::now();
+        let ahead = match ahead_of(rpc, q).await {
+            Ok(ahead) => ahead,
+            Err(e) if e.is_retryable() && !attempt.is_over() => {
+                tracing::debug!(error = %e, "reading the lock queue failed; trying again");
+                tokio::time::sleep(RETRY_PAUSE).await;
+                continue;
+            }
+            Err(e) if e.is_retryable() => return Err(timeout()),
+            Err(e) => return Err(e),
+        };
+        let Some(ahead) = ahead else { return Ok(sent) };
+        let path = format!("{}/{ahead}", q.dir);
+        match rpc.timed(q.client.check_and_watch_stat(&path)).await {
+            Ok((None, _)) => {}
+            Ok((Some(_), watcher)) => {
+                tokio::select! {
+                    _ = watcher.changed() => {}
+                    () = tokio::time::sleep_until(attempt.give_up.into()) => return Err(timeout()),
+                }
+            }
+            Err(e) => {
+                let e = map_error(
+                    e,
+                    Op::read("watch the node ahead").on_lease(&q.request.resource, q.token),
+                );
+                if !e.is_retryable() {
+                    return Err(e);
+                }
+                if attempt.is_over() {
+                    return Err(timeout());
+                }
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+}
