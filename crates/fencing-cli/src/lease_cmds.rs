@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use fencing::keepalive::KeepAlive;
 use fencing::{Error, FencingToken, HolderId, Lease, LeaseRequest, TokenIssuer};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -118,52 +119,18 @@ pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
             lease.resource(),
             lease.token()
         );
-        let lease = keep_until(&*issuer, lease, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
-        issuer.release(&lease).await?;
+        let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+        tokio::select! {
+            lost = keep_alive.lost() => {
+                eprintln!("fence: {lost}");
+                return Ok(ExitCode::from(exit::LEASE_LOST));
+            }
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        keep_alive.release().await?;
         eprintln!("fence: released");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Renews `lease` every third of its TTL until `stop` completes. Returns
-/// the latest lease, or `LeaseLost` once it can no longer be renewed.
-async fn keep_until(
-    issuer: &dyn TokenIssuer,
-    mut lease: Lease,
-    stop: impl Future<Output = ()>,
-) -> Result<Lease, Error> {
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            () = &mut stop => return Ok(lease),
-            () = tokio::time::sleep(lease.ttl() / 3) => lease = renew_or_lose(issuer, &lease).await?,
-        }
-    }
-}
-
-/// One renewal, retrying transient failures until the lease's local
-/// deadline; past it the lease may be gone, so it counts as lost.
-async fn renew_or_lose(issuer: &dyn TokenIssuer, lease: &Lease) -> Result<Lease, Error> {
-    loop {
-        match issuer.renew(lease).await {
-            Ok(renewed) => return Ok(renewed),
-            Err(e @ Error::LeaseLost { .. }) => return Err(e),
-            Err(e) if lease.is_expired() => {
-                eprintln!("fence: could not renew before the lease's deadline: {e}");
-                return Err(Error::LeaseLost {
-                    resource: lease.resource().to_owned(),
-                    token: lease.token(),
-                });
-            }
-            Err(e) => {
-                eprintln!("fence: renew failed, retrying: {e}");
-                tokio::time::sleep((lease.ttl() / 20).min(lease.remaining())).await;
-            }
-        }
-    }
 }
 
 pub(crate) async fn renew(args: LeaseArgs) -> CliResult {
@@ -225,20 +192,19 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
     );
 
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut lease = lease;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    let lost = keep_alive.lost();
+    tokio::pin!(lost);
     let lost = loop {
         tokio::select! {
             status = child.wait() => {
                 let status = status?;
-                if let Err(e) = issuer.release(&lease).await {
+                if let Err(e) = keep_alive.release().await {
                     eprintln!("fence: release after the command finished: {e}");
                 }
                 return Ok(ExitCode::from(exit_code(status)));
             }
-            () = tokio::time::sleep(lease.ttl() / 3) => match renew_or_lose(&*issuer, &lease).await {
-                Ok(renewed) => lease = renewed,
-                Err(e) => break e,
-            },
+            lost = &mut lost => break lost,
             // Pass interrupts on, then wait for the command as usual.
             _ = tokio::signal::ctrl_c() => signal_child(pid, Signal::SIGINT),
             _ = terminate.recv() => signal_child(pid, Signal::SIGTERM),
