@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
+use fencing_core::keepalive::KeepAlive;
 use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
@@ -15,7 +16,6 @@ use fencing_core::{
 use crate::client::Rpc;
 use crate::error::{BACKEND, Op, map_error};
 use crate::floor::{self, token_of};
-use crate::keep_alive::KeepAlive;
 use crate::keys::{DEFAULT_PREFIX, Keys, first_created};
 use crate::queue::{self, LockHandle, RevokeOnDrop, Waiter};
 
@@ -185,18 +185,20 @@ impl EtcdIssuer {
         &self.inner.rpc
     }
 
-    /// Keeps `lease` alive in the background, renewing at a third of its
-    /// TTL, until the returned handle is dropped or
-    /// [`stopped`](KeepAlive::stop).
+    /// Keeps `lease` alive in the background with the core
+    /// [`KeepAlive`]: renewing at a third of its TTL (one keep-alive each,
+    /// through the etcd lease id the lease carries), until the returned
+    /// handle is stopped or dropped.
     ///
     /// If a renewal finds the lease gone, or renewals keep failing until the
-    /// lease's local deadline passes, the handle reports the lease lost, the
-    /// lease is revoked if etcd still has it, and [`renew`](TokenIssuer::renew)
-    /// refuses it with [`Error::LeaseLost`] from then on.
+    /// lease's local deadline passes, the handle reports the lease lost
+    /// ([`KeepAlive::lost`]); in the second case the lease is revoked if
+    /// etcd still has it, and [`renew`](TokenIssuer::renew) refuses it with
+    /// [`Error::LeaseLost`] from then on.
     ///
     /// Needs a Tokio runtime.
     pub fn keep_alive(&self, lease: &Lease) -> KeepAlive {
-        KeepAlive::spawn(self.clone(), lease.clone())
+        crate::keep_alive::spawn(self, lease)
     }
 
     pub(crate) fn abandon(&self, lease: &Lease) {

@@ -1,90 +1,65 @@
-//! A background keep-alive for one lease, for holders that ask for it.
+//! A background keep-alive for holders that ask for one: the core's
+//! [`KeepAlive`], on an issuer that abandons what the keep-alive gives up.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use fencing_core::{Error, Lease, TokenIssuer};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use async_trait::async_trait;
+use fencing_core::keepalive::KeepAlive;
+use fencing_core::safety::SafetyCheck;
+use fencing_core::{FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 
 use crate::EtcdIssuer;
 
-/// How soon to try again after a renewal failed for a reason other than a
-/// lost lease.
-const RETRY: Duration = Duration::from_millis(250);
+/// Starts the core keep-alive on `lease`, renewing through `issuer`.
+pub(crate) fn spawn(issuer: &EtcdIssuer, lease: &Lease) -> KeepAlive {
+    KeepAlive::spawn(Arc::new(GivesUp(issuer.clone())), lease.clone())
+}
 
-/// Keeps one lease alive in the background; from [`EtcdIssuer::keep_alive`].
-///
-/// Renews at a third of the lease's TTL. The lease is reported lost when a
-/// renewal finds it gone, or when renewals keep failing (etcd unreachable)
-/// until its local [`deadline`](Lease::deadline) passes; the issuer then
-/// refuses to renew it. Dropping the handle (or [`stop`](Self::stop)) stops
-/// the renewals: the lease then expires after its TTL unless renewed by hand
-/// or released.
+/// The issuer as a keep-alive sees it: a lease the keep-alive releases
+/// (lost past its deadline, or released through the handle) is abandoned
+/// first, so [`TokenIssuer::renew`] refuses it from then on, even while
+/// etcd may still have it (the revoke failed, or did not finish in time).
+/// Everything else is the issuer's own.
 #[derive(Debug)]
-pub struct KeepAlive {
-    state: watch::Receiver<Option<Lease>>,
-    task: JoinHandle<()>,
-}
+struct GivesUp(EtcdIssuer);
 
-impl KeepAlive {
-    pub(crate) fn spawn(issuer: EtcdIssuer, lease: Lease) -> Self {
-        let (tx, rx) = watch::channel(Some(lease.clone()));
-        let task = tokio::spawn(async move {
-            let mut current = lease;
-            let mut pause = current.ttl() / 3;
-            loop {
-                tokio::time::sleep(pause).await;
-                match issuer.renew(&current).await {
-                    Ok(renewed) => {
-                        current = renewed;
-                        pause = current.ttl() / 3;
-                        if tx.send(Some(current.clone())).is_err() {
-                            return; // nobody holds the handle
-                        }
-                    }
-                    Err(Error::LeaseLost { .. }) => break,
-                    Err(e) if current.is_expired() => {
-                        tracing::warn!(resource = current.resource(), token = %current.token(), error = %e,
-                            "keep-alive failed until the lease's deadline passed: treating the lease as lost");
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "keep-alive failed; retrying");
-                        pause = RETRY.min(current.remaining());
-                    }
-                }
-            }
-            issuer.abandon(&current);
-            // Gone already, or unreachable: revoke if etcd still has it.
-            let _ = issuer.release(&current).await;
-            let _ = tx.send(None);
-        });
-        Self { state: rx, task }
+#[async_trait]
+impl TokenIssuer for GivesUp {
+    fn name(&self) -> &'static str {
+        self.0.name()
     }
 
-    /// The lease as last renewed (its deadline moves on), or `None` once it
-    /// is lost.
-    pub fn lease(&self) -> Option<Lease> {
-        self.state.borrow().clone()
+    fn min_ttl(&self) -> Duration {
+        self.0.min_ttl()
     }
 
-    /// Whether the lease has been lost.
-    pub fn is_lost(&self) -> bool {
-        self.state.borrow().is_none()
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        self.0.try_acquire(request).await
     }
 
-    /// Resolves when the lease is lost: stop the work it guards.
-    pub async fn lost(&mut self) {
-        let _ = self.state.wait_for(Option::is_none).await;
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        self.0.acquire(request, wait).await
     }
 
-    /// Stops renewing (the lease is not released; see
-    /// [`TokenIssuer::release`]).
-    pub fn stop(self) {}
-}
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        self.0.renew(lease).await
+    }
 
-impl Drop for KeepAlive {
-    fn drop(&mut self) {
-        self.task.abort();
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        self.0.abandon(lease);
+        self.0.release(lease).await
+    }
+
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        self.0.holder(resource).await
+    }
+
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        self.0.raise_floor(resource, floor).await
+    }
+
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        self.0.verify().await
     }
 }

@@ -10,6 +10,6 @@ mod queue;
 mod verify;
 
 pub use etcd_client;
+pub use fencing_core::keepalive::KeepAlive;
 pub use issuer::{DEFAULT_MIN_TTL, EtcdIssuer};
-pub use keep_alive::KeepAlive;
 pub use keys::DEFAULT_PREFIX;
