@@ -2,51 +2,57 @@
 
 use azure_core::error::ErrorKind;
 use fencing_core::Error;
+pub(crate) use fencing_core::blob::http::Failure;
+use fencing_core::blob::http::{self, Meaning, Override};
 
 const BACKEND: &str = "azure";
 
-/// What was being done when the client failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    /// A ranged Get Blob of the frame header.
-    Head,
-    /// Get Blob (possibly in ranges, each conditional on the first's ETag).
-    Read,
-    /// Put Blob with `If-None-Match: *`.
-    Create,
-    /// Put Blob with `If-Match: <ETag>`.
-    Update,
-}
+/// What was being done when the client failed: a `Head` is a ranged Get
+/// Blob of the frame header, a `Read` a Get Blob (possibly in ranges, each
+/// conditional on the first's ETag), a `Create` a Put Blob with
+/// `If-None-Match: *`, an `Update` one with `If-Match: <ETag>`.
+pub(crate) use fencing_core::blob::http::Request as Op;
 
-/// What a failure means to the fenced-write loop.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// 404 `BlobNotFound` on a read: the blob is absent.
-    NotFound,
-    /// The condition did not hold; nothing was written: 412, or 409
-    /// `BlobAlreadyExists` (Azure's answer to `If-None-Match: *` on an
-    /// existing blob). On `Read`: the blob changed between two ranges.
-    PreconditionFailed,
-    /// 416 on a ranged read: the blob is empty (so it has no frame). Only
-    /// for `Head`.
-    EmptyRange,
-    /// Anything else.
-    Error(Error),
-}
+/// Azure's exceptions to the core's status table.
+const OVERRIDES: &[Override] = &[
+    // Only a condition that did not hold is a lost race (also on a read in
+    // ranges conditional on the first's ETag). Any other 412 (a lease on
+    // the blob: `LeaseIdMissing`) will not go away by reading again:
+    // retrying it 32 times would only hide it.
+    Override::status(412)
+        .code("ConditionNotMet")
+        .means(Meaning::LostRace),
+    Override::status(412)
+        .code_missing()
+        .means(Meaning::LostRace),
+    Override::status(412).means(Meaning::Permanent),
+    // Azure's answer to `If-None-Match: *` on an existing blob. Other 409s
+    // (a lease, an archived blob) are permanent, as in the table.
+    Override::status(409)
+        .code("BlobAlreadyExists")
+        .writes()
+        .means(Meaning::LostRace),
+    // A missing container is configuration, not an absent blob.
+    Override::status(404)
+        .code("ContainerNotFound")
+        .means(Meaning::Permanent),
+    // A blob deleted under a write.
+    Override::status(404).writes().means(Meaning::LostRace),
+    // Throttled (`ServerBusy`): not applied.
+    Override::status(503).means(Meaning::Retryable),
+];
 
-/// Maps a client failure of `op` on `container`/`key`.
+/// Maps a client failure of `op` on `container`/`key`: an answer by the
+/// core's status table with Azure's [`OVERRIDES`], anything else by the
+/// client's error kind.
 pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Error) -> Failure {
-    let write = matches!(op, Op::Create | Op::Update);
+    let write = op.is_write();
     let fail = |retryable: bool, err: azure_core::Error| {
         Failure::Error(Error::backend(BACKEND, retryable, err))
     };
-    let unknown = |err: azure_core::Error| {
-        Failure::Error(Error::outcome_unknown(
-            BACKEND,
-            format!("conditional Put Blob of {key:?} in container {container:?}"),
-            err,
-        ))
-    };
+    let operation = || format!("conditional Put Blob of {key:?} in container {container:?}");
+    let unknown =
+        |err: azure_core::Error| Failure::Error(Error::outcome_unknown(BACKEND, operation(), err));
 
     let (status, code) = match err.kind() {
         ErrorKind::HttpResponse {
@@ -62,25 +68,15 @@ pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Erro
         // Bad credentials, a request that cannot be built.
         _ => return fail(false, err),
     };
-    let code = code.as_deref();
-    match status {
-        // Only a condition that did not hold is a lost race. Any other 412
-        // (a lease on the blob: `LeaseIdMissing`) will not go away by
-        // reading again: retrying it 32 times would only hide it.
-        412 if matches!(code, Some("ConditionNotMet") | None) => Failure::PreconditionFailed,
-        409 if write && code == Some("BlobAlreadyExists") => Failure::PreconditionFailed,
-        416 if op == Op::Head => Failure::EmptyRange,
-        404 if code == Some("ContainerNotFound") => fail(false, err),
-        404 if write => Failure::PreconditionFailed,
-        404 => Failure::NotFound,
-        // Throttled: not applied.
-        429 | 503 => fail(true, err),
-        408 | 500..=599 if write => unknown(err),
-        408 | 500..=599 => fail(true, err),
-        // 400, 401, 403 (AuthenticationFailed, AuthorizationPermissionMismatch),
-        // other 409s (a lease, an archived blob): retrying will not help.
-        _ => fail(false, err),
-    }
+    http::failure(
+        BACKEND,
+        op,
+        status,
+        code.as_deref(),
+        OVERRIDES,
+        operation,
+        err,
+    )
 }
 
 #[cfg(test)]
