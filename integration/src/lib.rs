@@ -255,7 +255,7 @@ pub async fn gcs() -> Option<fencing_gcs::GcsStore> {
 pub async fn azure() -> Option<fencing_azure::AzureStore> {
     on(
         Some(&env::AZURE),
-        fencing_azure::azurite::store(&env::AZURE.endpoint(), &bucket_name()),
+        fencing_azure::emulator::store(&env::AZURE.endpoint(), &bucket_name()),
     )
     .await
 }

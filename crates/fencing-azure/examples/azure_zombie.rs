@@ -26,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Azurite's development account, reached with an account SAS; the
     // container is created if missing. Against Azure, build your own
     // `BlobContainerClient` and call `fencing_azure::azure_store`.
-    let store = fencing_azure::azurite::store(&endpoint, &container).await?;
+    let store = fencing_azure::emulator::store(&endpoint, &container).await?;
 
     let issuer = MemoryIssuer::new();
     let ttl = Duration::from_millis(200);

@@ -1,8 +1,13 @@
 #![doc = include_str!("../README.md")]
 
-#[cfg(feature = "azurite")]
-pub mod azurite;
+mod config;
+#[cfg(feature = "emulator")]
+pub mod emulator;
 mod error;
+mod sas;
+
+pub use config::{AzureConfig, DEFAULT_SAS_LIFETIME};
+pub use sas::account_sas;
 
 /// The Azure SDK crates this crate is built on, so yours match their versions.
 pub use {azure_core, azure_storage_blob};

@@ -6,7 +6,7 @@
 //! `integration/services.sh`'s Azurite at
 //! `http://127.0.0.1:10000/devstoreaccount1`). One container per test run,
 //! named at random, reached with an account SAS signed by
-//! `fencing_azure::azurite`.
+//! `fencing_azure::emulator`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -14,7 +14,7 @@ use std::time::Instant;
 use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::BlobContainerClientOptions;
 use bytes::Bytes;
-use fencing_azure::{AzureBackend, AzureStore, azurite};
+use fencing_azure::{AzureBackend, AzureStore, emulator};
 use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
 use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_harness::env::AZURE;
@@ -38,7 +38,7 @@ async fn backend() -> Option<AzureBackend> {
     if AZURE.skipped() {
         return None;
     }
-    match azurite::store(&AZURE.endpoint(), container_name()).await {
+    match emulator::store(&AZURE.endpoint(), container_name()).await {
         Ok(store) => Some(store.backend().clone()),
         Err(e) if e.is_retryable() => AZURE.unavailable(&error_chain(&e)),
         Err(e) => panic!(
@@ -171,7 +171,7 @@ async fn a_large_value_is_one_put_and_reads_back_whole() {
 async fn a_missing_container_is_a_permanent_backend_error() {
     let Some(_) = backend().await else { return };
     let missing = AzureStore::new(
-        azurite::backend(
+        emulator::backend(
             &AZURE.endpoint(),
             &format!("{}-missing", container_name()),
             None,
@@ -219,7 +219,7 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
         ..Default::default()
     };
     let store = AzureStore::new(
-        azurite::backend(
+        emulator::backend(
             "http://127.0.0.1:1/devstoreaccount1",
             "nowhere",
             Some(options),
@@ -245,13 +245,13 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
     }
 }
 
-/// `azurite::create_container` may be called again on this run's container.
+/// `emulator::create_container` may be called again on this run's container.
 #[tokio::test]
 async fn azurite_container_creation_is_idempotent() {
     let Some(backend) = backend().await else {
         return;
     };
-    azurite::create_container(backend.container())
+    emulator::create_container(backend.container())
         .await
         .expect("creating an existing container again is fine");
 }
@@ -260,7 +260,7 @@ async fn azurite_container_creation_is_idempotent() {
 /// with integration/services.sh up azurite").
 #[tokio::test]
 async fn azurite_setup_without_a_server_is_a_retryable_backend_error() {
-    let e = azurite::store("http://127.0.0.1:1/devstoreaccount1", "nowhere")
+    let e = emulator::store("http://127.0.0.1:1/devstoreaccount1", "nowhere")
         .await
         .expect_err("nothing listens on port 1");
     assert!(
@@ -294,7 +294,7 @@ fn limits_are_one_put_blob() {
 #[test]
 fn debug_output_hides_the_sas() {
     let backend =
-        azurite::backend("http://127.0.0.1:10000/devstoreaccount1", "c", None).expect("a backend");
+        emulator::backend("http://127.0.0.1:10000/devstoreaccount1", "c", None).expect("a backend");
     let shown = format!("{backend:?}");
     assert!(
         shown.contains("/devstoreaccount1/c") && !shown.contains("sig="),
@@ -472,7 +472,7 @@ async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
     let proxy = AnswerDroppingProxy::start(authority.parse().expect("a host:port")).await;
     let proxied = endpoint.replacen(authority, &proxy.addr().to_string(), 1);
     let through_proxy =
-        AzureStore::new(azurite::backend(&proxied, container_name(), None).expect("a backend"));
+        AzureStore::new(emulator::backend(&proxied, container_name(), None).expect("a backend"));
     let direct = AzureStore::new(backend.clone());
     let key = fencing_testkit::unique_name("lost-answer");
     let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(

@@ -25,16 +25,17 @@ pub(crate) mod exit {
     pub(crate) const UNSAFE: u8 = 7;
 }
 
+/// `fence --help`'s epilogue: the URL grammar comes from the one registry.
+fn after_help() -> String {
+    let indent = |s: &str| s.lines().map(|l| format!("  {l}\n")).collect::<String>();
+    format!(
+        "Backends are named by URL.\nIssuers (a ZooKeeper lease is its process's session: use it with `run` or `acquire --hold`):\n{}Stores:\n{}{AFTER_HELP}",
+        indent(backends::ISSUER_URLS),
+        indent(backends::STORE_URLS),
+    )
+}
+
 const AFTER_HELP: &str = "\
-Backends are named by URL:
-  issuers: sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://…, redis://HOST:PORT[?volatile=1],
-           etcd://HOST:PORT[,…], zk://HOST:PORT[,…][/PREFIX]  (a ZooKeeper lease is its
-           process's session: use it with `run` or `acquire --hold`)
-  stores:  sqlite://PATH, postgres://…, mysql://…, s3://BUCKET[?endpoint=URL&region=R],
-           gs://BUCKET[?endpoint=URL], az://CONTAINER?endpoint=URL[&sas=TOKEN]
-           (an endpoint without credentials means the local emulator; s3:// takes
-           AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY when set; add adopt_unfenced=true
-           to take over objects written without fencing at mark 0)
 Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
 
 Exit codes: 0 ok, 1 failure, 2 bad input, 3 stale token refused (nothing written),
@@ -46,7 +47,7 @@ Start here: `fence demo` shows a paused lock holder refused by the store.";
 /// Fencing tokens for distributed locks: run jobs under a lease, write with
 /// its token, and watch a paused holder's late write be refused.
 #[derive(Debug, Parser)]
-#[command(name = "fence", version, about, after_help = AFTER_HELP)]
+#[command(name = "fence", version, about, after_help = after_help())]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -119,7 +119,10 @@ async fn doctor_passes_on_moto() {
     if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
         S3.unavailable(&e);
     }
-    assert_store_passes(&S3, &format!("s3://{bucket}?endpoint={endpoint}"));
+    assert_store_passes(
+        &S3,
+        &format!("s3://{bucket}?endpoint={endpoint}&emulator=true"),
+    );
 }
 
 #[tokio::test]
@@ -131,7 +134,10 @@ async fn doctor_passes_on_fake_gcs_server() {
     if let Err(e) = fencing_gcs::emulator::create_bucket(&endpoint, &bucket).await {
         GCS.unavailable(&e);
     }
-    assert_store_passes(&GCS, &format!("gs://{bucket}?endpoint={endpoint}"));
+    assert_store_passes(
+        &GCS,
+        &format!("gs://{bucket}?endpoint={endpoint}&emulator=true"),
+    );
 }
 
 #[tokio::test]
@@ -140,10 +146,13 @@ async fn doctor_passes_on_azurite() {
         return;
     }
     let (endpoint, container) = (AZURE.endpoint(), fencing_testkit::unique_prefix());
-    if let Err(e) = fencing_azure::azurite::store(&endpoint, &container).await {
+    if let Err(e) = fencing_azure::emulator::store(&endpoint, &container).await {
         AZURE.unavailable(&e);
     }
-    assert_store_passes(&AZURE, &format!("az://{container}?endpoint={endpoint}"));
+    assert_store_passes(
+        &AZURE,
+        &format!("az://{container}?endpoint={endpoint}&emulator=true"),
+    );
 }
 
 /// The access key and secret s3rver checks SigV4 signatures with.
@@ -170,7 +179,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
     if let Err(e) = fencing_s3::emulator::create_bucket(&s3rver_client(&endpoint), &bucket).await {
         S3RVER.unavailable(&e);
     }
-    let url = format!("s3://{bucket}?endpoint={endpoint}");
+    let url = format!("s3://{bucket}?endpoint={endpoint}&emulator=true");
     let out = doctor(&[&url], Some((S3RVER_KEY, S3RVER_KEY)));
     assert_eq!(out.status.code(), Some(7), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -309,7 +318,7 @@ fn dead_port() -> u16 {
 #[test]
 fn doctor_exits_1_when_the_server_is_down() {
     let (s3, redis) = (dead_port(), dead_port());
-    let s3_url = format!("s3://nowhere?endpoint=http://127.0.0.1:{s3}");
+    let s3_url = format!("s3://nowhere?endpoint=http://127.0.0.1:{s3}&emulator=true");
     let redis_url = format!("redis://127.0.0.1:{redis}");
     for url in [&s3_url, &redis_url] {
         let out = doctor(&[url], None);

@@ -83,7 +83,10 @@ async fn s3_by_url() {
     if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
         S3.unavailable(&e);
     }
-    round_trip(&S3, &format!("s3://{bucket}?endpoint={endpoint}"));
+    round_trip(
+        &S3,
+        &format!("s3://{bucket}?endpoint={endpoint}&emulator=true"),
+    );
 }
 
 #[tokio::test]
@@ -95,7 +98,10 @@ async fn gcs_by_url() {
     if let Err(e) = fencing_gcs::emulator::create_bucket(&endpoint, &bucket).await {
         GCS.unavailable(&e);
     }
-    round_trip(&GCS, &format!("gs://{bucket}?endpoint={endpoint}"));
+    round_trip(
+        &GCS,
+        &format!("gs://{bucket}?endpoint={endpoint}&emulator=true"),
+    );
 }
 
 #[tokio::test]
@@ -104,10 +110,13 @@ async fn azure_by_url() {
         return;
     }
     let (endpoint, container) = (AZURE.endpoint(), bucket());
-    if let Err(e) = fencing_azure::azurite::store(&endpoint, &container).await {
+    if let Err(e) = fencing_azure::emulator::store(&endpoint, &container).await {
         AZURE.unavailable(&e);
     }
-    round_trip(&AZURE, &format!("az://{container}?endpoint={endpoint}"));
+    round_trip(
+        &AZURE,
+        &format!("az://{container}?endpoint={endpoint}&emulator=true"),
+    );
 }
 
 /// An object written by a program that knows nothing of fencing (here the
@@ -134,7 +143,7 @@ async fn foreign_object_is_refused_unless_the_url_adopts_it() {
         .send()
         .await
         .expect("plain put_object");
-    let url = format!("s3://{bucket}?endpoint={endpoint}");
+    let url = format!("s3://{bucket}?endpoint={endpoint}&emulator=true");
 
     let refused = fence(&["put", "--store", &url, "legacy", "--token", "7", "new"]);
     let err = String::from_utf8_lossy(&refused.stderr);

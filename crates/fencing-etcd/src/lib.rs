@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod client;
+mod config;
 mod error;
 mod floor;
 mod issuer;
@@ -9,6 +10,7 @@ mod keys;
 mod queue;
 mod verify;
 
+pub use config::EtcdConfig;
 pub use etcd_client;
 pub use fencing_core::keepalive::KeepAlive;
 pub use issuer::{DEFAULT_MIN_TTL, EtcdIssuer};

@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+mod config;
 mod scripts;
+
+pub use config::RedisConfig;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

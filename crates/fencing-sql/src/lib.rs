@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod config;
 mod db;
 mod error;
 mod guard;
@@ -7,6 +8,7 @@ mod issuer;
 mod sql;
 mod store;
 
+pub use config::SqlConfig;
 pub use db::{Db, Dialect, Tables};
 pub use guard::{FenceConnection, fence_transaction};
 pub use issuer::SqlIssuer;

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod client;
+mod config;
 mod error;
 mod floor;
 mod held;
@@ -10,6 +11,7 @@ mod queue;
 mod token;
 mod verify;
 
+pub use config::ZkConfig;
 pub use issuer::ZkIssuer;
 pub use keys::DEFAULT_PREFIX;
 pub use token::TokenSource;

@@ -418,7 +418,7 @@ pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         &endpoint,
         plan,
         out,
-        async |e: &str| fencing_azure::azurite::store(e, &bucket).await,
+        async |e: &str| fencing_azure::emulator::store(e, &bucket).await,
     )
     .await
 }

@@ -1,0 +1,517 @@
+//! [`AzureConfig`]: an Azure Blob store from a URL, the environment or
+//! setters.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use azure_core::credentials::TokenCredential;
+use azure_core::http::Url;
+use azure_storage_blob::BlobContainerClientOptions;
+use fencing_core::url::BackendUrl;
+use fencing_core::{Error, Result};
+
+use crate::sas::{account_sas, container_url};
+use crate::{AzureBackend, AzureStore};
+
+/// The options an `az://` URL takes.
+const OPTIONS: &[&str] = &[
+    "endpoint",
+    "account",
+    "sas",
+    "sas_lifetime",
+    "emulator",
+    "adopt_unfenced",
+];
+
+/// Azurite's development account.
+pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
+
+/// Its published key (the same in every Azurite; not a secret).
+pub(crate) const EMULATOR_ACCOUNT_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// How long a SAS signed from an account key is valid by default.
+pub const DEFAULT_SAS_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// How the container is reached.
+#[derive(Clone, Default)]
+enum Credential {
+    /// Look in the environment at `connect`.
+    #[default]
+    FromEnv,
+    /// A SAS token (query string).
+    Sas(String),
+    /// An account key: a SAS is signed from it.
+    AccountKey {
+        account: Option<String>,
+        key: String,
+    },
+    /// An Entra ID token credential.
+    Token(Arc<dyn TokenCredential>),
+}
+
+/// How to reach one Azure Blob container: parsed from
+/// `az://CONTAINER?…`, read from the environment, or set with the `with_*`
+/// setters; [`connect`](Self::connect) opens it.
+///
+/// Credentials, in this order: what a setter or the URL gave (a SAS, an
+/// account key, a connection string, an Entra ID token credential); else
+/// the Azure CLI's variables: `AZURE_STORAGE_CONNECTION_STRING`,
+/// `AZURE_STORAGE_SAS_TOKEN`, or `AZURE_STORAGE_KEY` (with
+/// `AZURE_STORAGE_ACCOUNT` or the account in the endpoint). An account key
+/// never travels: a short-lived account SAS (one hour by default,
+/// `sas_lifetime=`) is signed from it, since the `azure_storage_blob` 1.x
+/// client has no Shared Key credential; a long-running process reconnects
+/// before it expires or uses a SAS or token credential it manages. None
+/// found is an error at `connect`. Azurite's development account is used
+/// only with `emulator=true` (or a connection string with
+/// `UseDevelopmentStorage=true`), never as a fallback.
+///
+/// | URL option | meaning |
+/// | --- | --- |
+/// | `endpoint=URL` | the account's blob endpoint (`https://ACCOUNT.blob.core.windows.net`, `http://127.0.0.1:10000/devstoreaccount1`) |
+/// | `account=NAME` | instead of `endpoint=`: `https://NAME.blob.core.windows.net` |
+/// | `sas=TOKEN` | a SAS, percent-encoded (`sv%3D…%26sig%3D…`) |
+/// | `sas_lifetime=DURATION` | how long a SAS signed from an account key lasts (`1h`) |
+/// | `emulator=true` | Azurite's development account; needs `endpoint=` |
+/// | `adopt_unfenced=true` | take over blobs written without fencing at mark 0 |
+///
+/// ```
+/// let config = fencing_azure::AzureConfig::from_url(
+///     "az://my-test-container?endpoint=http://127.0.0.1:10000/devstoreaccount1&emulator=true",
+/// )?;
+/// assert_eq!(config.container(), "my-test-container");
+/// # Ok::<(), fencing_core::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct AzureConfig {
+    container: String,
+    endpoint: Option<String>,
+    credential: Credential,
+    sas_lifetime: Option<Duration>,
+    emulator: bool,
+    adopt_unfenced: bool,
+    options: Option<BlobContainerClientOptions>,
+}
+
+impl fmt::Debug for AzureConfig {
+    /// Hides the SAS and the key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let credential = match &self.credential {
+            Credential::FromEnv => "from the environment",
+            Credential::Sas(_) => "SAS ***",
+            Credential::AccountKey { .. } => "account key ***",
+            Credential::Token(_) => "token credential",
+        };
+        f.debug_struct("AzureConfig")
+            .field("container", &self.container)
+            .field("endpoint", &self.endpoint)
+            .field("credential", &credential)
+            .field("emulator", &self.emulator)
+            .field("adopt_unfenced", &self.adopt_unfenced)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AzureConfig {
+    /// A config for `container`; credentials from the environment.
+    pub fn new(container: impl Into<String>) -> Self {
+        Self {
+            container: container.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Parses `az://CONTAINER?endpoint=URL|account=NAME[&sas=TOKEN&sas_lifetime=D&emulator=B&adopt_unfenced=B]`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for another scheme, no container, a path, an
+    /// unknown option (naming the known ones), a bad boolean or duration,
+    /// both `endpoint=` and `account=`, or `emulator=true` without
+    /// `endpoint=`.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let mut url = BackendUrl::parse(url)?;
+        if url.scheme() != "az" {
+            return Err(Error::invalid_input(format!(
+                "not an Azure Blob URL (az://CONTAINER?endpoint=URL): scheme {:?}",
+                url.scheme()
+            )));
+        }
+        url.expect_no_path("az://CONTAINER?endpoint=URL")?;
+        let mut config = Self::new(url.authority());
+        let query = url.query();
+        config.endpoint = query.take_nonempty("endpoint")?;
+        if let Some(account) = query.take_nonempty("account")? {
+            if config.endpoint.is_some() {
+                return Err(Error::invalid_input("give endpoint= or account=, not both"));
+            }
+            config.endpoint = Some(format!("https://{account}.blob.core.windows.net"));
+        }
+        if let Some(sas) = query.take_nonempty("sas")? {
+            config.credential = Credential::Sas(sas);
+        }
+        config.sas_lifetime = query.take_duration("sas_lifetime")?;
+        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
+        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
+        std::mem::take(query).finish(OPTIONS)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// From the environment: `FENCING_AZURE_CONTAINER` (required),
+    /// `FENCING_AZURE_ENDPOINT` (else `AZURE_STORAGE_ACCOUNT`'s endpoint or
+    /// the connection string's), `FENCING_AZURE_EMULATOR=true`,
+    /// `FENCING_AZURE_ADOPT_UNFENCED=true`; credentials as the type's docs
+    /// say.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without `FENCING_AZURE_CONTAINER`, or for a
+    /// variable that is not a strict boolean.
+    pub fn from_env() -> Result<Self> {
+        let container = env("FENCING_AZURE_CONTAINER")
+            .ok_or_else(|| Error::invalid_input("FENCING_AZURE_CONTAINER is not set"))?;
+        let mut config = Self::new(container);
+        config.endpoint = env("FENCING_AZURE_ENDPOINT");
+        config.emulator = env_bool("FENCING_AZURE_EMULATOR")?;
+        config.adopt_unfenced = env_bool("FENCING_AZURE_ADOPT_UNFENCED")?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The account's blob endpoint.
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// A SAS token (the query string, with or without `?`).
+    #[must_use]
+    pub fn with_sas(mut self, sas: impl Into<String>) -> Self {
+        self.credential = Credential::Sas(sas.into());
+        self
+    }
+
+    /// An account key (base64); the account is the endpoint's unless
+    /// given. A short-lived SAS is signed from it at `connect`.
+    #[must_use]
+    pub fn with_account_key(mut self, account: Option<String>, key: impl Into<String>) -> Self {
+        self.credential = Credential::AccountKey {
+            account,
+            key: key.into(),
+        };
+        self
+    }
+
+    /// A connection string (`AccountName=…;AccountKey=…`,
+    /// `BlobEndpoint=…;SharedAccessSignature=…`, or
+    /// `UseDevelopmentStorage=true` for Azurite).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a string with no usable credential.
+    pub fn with_connection_string(mut self, connection_string: &str) -> Result<Self> {
+        self.apply_connection_string(connection_string)?;
+        Ok(self)
+    }
+
+    /// An Entra ID token credential (needs an https endpoint).
+    #[must_use]
+    pub fn with_token_credential(mut self, credential: Arc<dyn TokenCredential>) -> Self {
+        self.credential = Credential::Token(credential);
+        self
+    }
+
+    /// How long a SAS signed from an account key lasts.
+    #[must_use]
+    pub fn with_sas_lifetime(mut self, lifetime: Duration) -> Self {
+        self.sas_lifetime = Some(lifetime);
+        self
+    }
+
+    /// Azurite's development account (needs an endpoint). Never for a real
+    /// account.
+    #[must_use]
+    pub fn with_emulator(mut self, emulator: bool) -> Self {
+        self.emulator = emulator;
+        self
+    }
+
+    /// Take over blobs written without fencing, at mark 0.
+    #[must_use]
+    pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
+        self.adopt_unfenced = adopt;
+        self
+    }
+
+    /// Client options for reads (writes get the same, without retries).
+    #[must_use]
+    pub fn with_options(mut self, options: BlobContainerClientOptions) -> Self {
+        self.options = Some(options);
+        self
+    }
+
+    /// The container.
+    pub fn container(&self) -> &str {
+        &self.container
+    }
+
+    /// The endpoint, if known yet.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.container.is_empty() {
+            return Err(Error::invalid_input(
+                "no container: expected az://CONTAINER?endpoint=URL",
+            ));
+        }
+        if self.emulator && self.endpoint.is_none() {
+            return Err(Error::invalid_input(
+                "emulator=true needs endpoint=URL (Azurite's, e.g. http://127.0.0.1:10000/devstoreaccount1)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn apply_connection_string(&mut self, connection_string: &str) -> Result<()> {
+        let mut fields = std::collections::HashMap::new();
+        for part in connection_string
+            .split(';')
+            .filter(|p| !p.trim().is_empty())
+        {
+            let (k, v) = part.split_once('=').ok_or_else(|| {
+                Error::invalid_input("a connection string is Key=Value;Key=Value;…")
+            })?;
+            fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+        if fields.get("usedevelopmentstorage").map(String::as_str) == Some("true") {
+            self.emulator = true;
+            self.endpoint
+                .get_or_insert_with(|| format!("http://127.0.0.1:10000/{EMULATOR_ACCOUNT}"));
+            return Ok(());
+        }
+        let account = fields.get("accountname").cloned();
+        if self.endpoint.is_none() {
+            self.endpoint = match (fields.get("blobendpoint"), &account) {
+                (Some(endpoint), _) => Some(endpoint.clone()),
+                (None, Some(account)) => {
+                    let protocol = fields
+                        .get("defaultendpointsprotocol")
+                        .map_or("https", String::as_str);
+                    let suffix = fields
+                        .get("endpointsuffix")
+                        .map_or("core.windows.net", String::as_str);
+                    Some(format!("{protocol}://{account}.blob.{suffix}"))
+                }
+                (None, None) => None,
+            };
+        }
+        self.credential = match (
+            fields.get("sharedaccesssignature"),
+            fields.get("accountkey"),
+        ) {
+            (Some(sas), _) => Credential::Sas(sas.clone()),
+            (None, Some(key)) => Credential::AccountKey {
+                account,
+                key: key.clone(),
+            },
+            (None, None) => {
+                return Err(Error::invalid_input(
+                    "the connection string has neither AccountKey nor SharedAccessSignature",
+                ));
+            }
+        };
+        Ok(())
+    }
+
+    /// The credential from the environment, if the config has none.
+    fn resolve_from_env(&mut self) -> Result<()> {
+        if !matches!(self.credential, Credential::FromEnv) || self.emulator {
+            return Ok(());
+        }
+        if let Some(cs) = env("AZURE_STORAGE_CONNECTION_STRING") {
+            return self.apply_connection_string(&cs);
+        }
+        if self.endpoint.is_none()
+            && let Some(account) = env("AZURE_STORAGE_ACCOUNT")
+        {
+            self.endpoint = Some(format!("https://{account}.blob.core.windows.net"));
+        }
+        if let Some(sas) = env("AZURE_STORAGE_SAS_TOKEN") {
+            self.credential = Credential::Sas(sas);
+        } else if let Some(key) = env("AZURE_STORAGE_KEY") {
+            self.credential = Credential::AccountKey {
+                account: env("AZURE_STORAGE_ACCOUNT"),
+                key,
+            };
+        }
+        Ok(())
+    }
+
+    /// The backend (sync: nothing is sent until the first operation).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without an endpoint, without credentials
+    /// (naming `sas=`, the variables and `emulator=true`), for a key that
+    /// is not base64, or a URL the client refuses.
+    pub fn backend(&self) -> Result<AzureBackend> {
+        let (url, token) = self.container_url()?;
+        AzureBackend::new(url, token, self.options.clone())
+    }
+
+    /// The container's URL (with a SAS in its query, unless a token
+    /// credential is used) and the token credential.
+    pub(crate) fn container_url(&self) -> Result<(Url, Option<Arc<dyn TokenCredential>>)> {
+        let mut config = self.clone();
+        config.resolve_from_env()?;
+        config.validate()?;
+        let Some(endpoint) = config.endpoint.clone() else {
+            return Err(Error::invalid_input(format!(
+                "az://{}: no endpoint: add endpoint=https://ACCOUNT.blob.core.windows.net (or account=NAME)",
+                config.container
+            )));
+        };
+        let lifetime = config.sas_lifetime.unwrap_or(DEFAULT_SAS_LIFETIME);
+        let (sas, token) = match &config.credential {
+            _ if config.emulator => (
+                account_sas(EMULATOR_ACCOUNT, EMULATOR_ACCOUNT_KEY, lifetime)?,
+                None,
+            ),
+            Credential::Sas(sas) => (sas.clone(), None),
+            Credential::AccountKey { account, key } => {
+                let account = match account {
+                    Some(account) => account.clone(),
+                    None => account_of(&endpoint).ok_or_else(|| {
+                        Error::invalid_input(format!(
+                            "cannot tell the account from {endpoint:?}: set AZURE_STORAGE_ACCOUNT"
+                        ))
+                    })?,
+                };
+                (account_sas(&account, key, lifetime)?, None)
+            }
+            Credential::Token(credential) => (String::new(), Some(credential.clone())),
+            Credential::FromEnv => {
+                return Err(Error::invalid_input(format!(
+                    "no Azure credentials for az://{}: add sas=… to the URL or set \
+                     AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_KEY; \
+                     for Azurite add emulator=true to the URL",
+                    config.container
+                )));
+            }
+        };
+        Ok((container_url(&endpoint, &config.container, &sas)?, token))
+    }
+
+    /// Opens the store: [`backend`](Self::backend) in the fenced-write loop.
+    ///
+    /// # Errors
+    /// As [`backend`](Self::backend).
+    pub async fn connect(&self) -> Result<AzureStore> {
+        Ok(self
+            .backend()?
+            .into_store()
+            .adopt_unfenced(self.adopt_unfenced))
+    }
+}
+
+/// The account an endpoint names: `ACCOUNT.blob.…` or the first path
+/// segment (`http://127.0.0.1:10000/devstoreaccount1`).
+fn account_of(endpoint: &str) -> Option<String> {
+    let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if let Some((account, _)) = host.split_once(".blob.") {
+        return Some(account.to_owned());
+    }
+    path.split('/').find(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn env_bool(name: &str) -> Result<bool> {
+    match env(name).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "{name}={other:?}: expected true or false"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(url: &str) -> String {
+        match AzureConfig::from_url(url) {
+            Err(Error::InvalidInput { message }) => message,
+            other => panic!("{url}: expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_urls() {
+        let c = AzureConfig::from_url(
+            "az://c?endpoint=http://127.0.0.1:10000/devstoreaccount1&emulator=true",
+        )
+        .unwrap();
+        assert_eq!(c.container(), "c");
+        assert!(c.emulator);
+        let c = AzureConfig::from_url(
+            "az://c?account=acct&sas=sv%3D1%26sig%3Dx&adopt_unfenced=true&sas_lifetime=10m",
+        )
+        .unwrap();
+        assert_eq!(c.endpoint(), Some("https://acct.blob.core.windows.net"));
+        assert!(matches!(&c.credential, Credential::Sas(s) if s == "sv=1&sig=x"));
+        assert_eq!(c.sas_lifetime, Some(Duration::from_secs(600)));
+        assert!(c.adopt_unfenced);
+        assert!(!format!("{c:?}").contains("sig"), "{c:?}");
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_input_naming_the_problem() {
+        assert!(invalid("s3://c").contains("not an Azure Blob URL"));
+        assert!(invalid("az://?endpoint=x").contains("no container"));
+        assert!(invalid("az://c/blob").contains("\"/blob\""));
+        let unknown = invalid("az://c?key=x");
+        assert!(
+            unknown.contains("\"key\"") && unknown.contains("sas, sas_lifetime, emulator"),
+            "{unknown}"
+        );
+        assert!(invalid("az://c?emulator=true").contains("needs endpoint="));
+        assert!(invalid("az://c?endpoint=x&account=y").contains("not both"));
+        assert!(invalid("az://c?sas_lifetime=10").contains("sas_lifetime=\"10\""));
+        assert!(invalid("az://c?adopt_unfenced=maybe").contains("adopt_unfenced"));
+    }
+
+    #[test]
+    fn connection_strings() {
+        let c = AzureConfig::new("c")
+            .with_connection_string("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=a2V5;EndpointSuffix=core.windows.net")
+            .unwrap();
+        assert_eq!(c.endpoint(), Some("https://acct.blob.core.windows.net"));
+        assert!(
+            matches!(&c.credential, Credential::AccountKey { account: Some(a), .. } if a == "acct")
+        );
+        let c = AzureConfig::new("c")
+            .with_connection_string("UseDevelopmentStorage=true")
+            .unwrap();
+        assert!(c.emulator);
+        assert!(
+            AzureConfig::new("c")
+                .with_connection_string("AccountName=a")
+                .is_err()
+        );
+        assert_eq!(
+            account_of("http://127.0.0.1:10000/devstoreaccount1").as_deref(),
+            Some("devstoreaccount1")
+        );
+        assert_eq!(
+            account_of("https://acct.blob.core.windows.net").as_deref(),
+            Some("acct")
+        );
+    }
+}

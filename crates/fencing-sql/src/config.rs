@@ -1,0 +1,175 @@
+//! [`SqlConfig`]: a SQL store or issuer from a URL, the environment or
+//! setters.
+
+use fencing_core::url::redact;
+use fencing_core::{Error, Result};
+
+use crate::{Db, SqlIssuer, SqlStore, Tables};
+
+/// Our one option in a SQL URL; every other option is the driver's.
+const TABLE_PREFIX: &str = "fencing_table_prefix";
+
+/// A SQL database by URL: `postgres://…`, `mysql://…` (`mariadb://…`),
+/// `sqlite://PATH` or `sqlite::memory:`. The URL is the driver's (sqlx's),
+/// with its own options (`sslmode=…`); this crate adds one,
+/// `fencing_table_prefix=P` (the [`Tables`] prefix, default `fencing_`).
+///
+/// ```
+/// let config = fencing_sql::SqlConfig::from_url("postgres://u:p@127.0.0.1/db?sslmode=disable&fencing_table_prefix=app_")?;
+/// assert_eq!(config.tables().records, "app_records");
+/// # Ok::<(), fencing_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct SqlConfig {
+    url: String,
+    tables: Tables,
+}
+
+impl std::fmt::Debug for SqlConfig {
+    /// Hides the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlConfig")
+            .field("url", &redact(&self.url))
+            .field("tables", &self.tables)
+            .finish()
+    }
+}
+
+impl SqlConfig {
+    /// Parses a database URL, taking `fencing_table_prefix=` out of it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a scheme this build does not support
+    /// (naming the features), or a bad table prefix.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let scheme = url.split_once(':').map_or("", |(s, _)| s);
+        let supported = match scheme {
+            "postgres" | "postgresql" => cfg!(feature = "postgres"),
+            "mysql" | "mariadb" => cfg!(feature = "mysql"),
+            "sqlite" => cfg!(feature = "sqlite"),
+            _ => false,
+        };
+        if !supported {
+            return Err(Error::invalid_input(format!(
+                "unsupported database URL {:?}: expected postgres://, mysql://, mariadb:// or sqlite:// \
+                 (with the matching feature enabled)",
+                redact(url)
+            )));
+        }
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut prefix = None;
+        let mut rest = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some((TABLE_PREFIX, value)) if prefix.is_none() => prefix = Some(value),
+                Some((TABLE_PREFIX, _)) => {
+                    return Err(Error::invalid_input(format!(
+                        "option {TABLE_PREFIX:?} is given twice in the URL"
+                    )));
+                }
+                _ => rest.push(pair),
+            }
+        }
+        let tables = match prefix {
+            Some(prefix) => Tables::with_prefix(prefix)?,
+            None => Tables::default(),
+        };
+        let url = if rest.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}?{}", rest.join("&"))
+        };
+        Ok(Self { url, tables })
+    }
+
+    /// From the environment: `FENCING_SQL_URL`, else the conventional
+    /// `DATABASE_URL`, parsed as [`from_url`](Self::from_url).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] if neither is set, or as
+    /// [`from_url`](Self::from_url).
+    pub fn from_env() -> Result<Self> {
+        let url = ["FENCING_SQL_URL", "DATABASE_URL"]
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+            .ok_or_else(|| {
+                Error::invalid_input("neither FENCING_SQL_URL nor DATABASE_URL is set")
+            })?;
+        Self::from_url(&url)
+    }
+
+    /// Other table names.
+    #[must_use]
+    pub fn with_tables(mut self, tables: Tables) -> Self {
+        self.tables = tables;
+        self
+    }
+
+    /// The tables.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Connects: a [`Db`] on the tables.
+    ///
+    /// # Errors
+    /// As [`Db::connect`].
+    pub async fn connect(&self) -> Result<Db> {
+        Ok(Db::connect(&self.url)
+            .await?
+            .with_tables(self.tables.clone()))
+    }
+
+    /// Connects and opens the store (creating its tables).
+    ///
+    /// # Errors
+    /// As [`Db::connect`] and [`SqlStore::new`].
+    pub async fn connect_store(&self) -> Result<SqlStore> {
+        SqlStore::new(self.connect().await?).await
+    }
+
+    /// Connects and opens the issuer (creating its tables).
+    ///
+    /// # Errors
+    /// As [`Db::connect`] and [`SqlIssuer::new`].
+    pub async fn connect_issuer(&self) -> Result<SqlIssuer> {
+        SqlIssuer::new(self.connect().await?).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(url: &str) -> String {
+        match SqlConfig::from_url(url) {
+            Err(Error::InvalidInput { message }) => message,
+            other => panic!("{url}: expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_urls() {
+        let c = SqlConfig::from_url("sqlite:///tmp/x.db").unwrap();
+        assert_eq!(c.tables().records, "fencing_records");
+        let c =
+            SqlConfig::from_url("postgres://u:pw@h/db?sslmode=disable&fencing_table_prefix=t_&x=1")
+                .unwrap();
+        assert_eq!(c.url, "postgres://u:pw@h/db?sslmode=disable&x=1");
+        assert_eq!(c.tables().leases, "t_leases");
+        assert!(!format!("{c:?}").contains("pw"));
+    }
+
+    #[test]
+    fn bad_urls_are_invalid_input_naming_the_problem() {
+        assert!(invalid("oracle://h/db").contains("unsupported database URL"));
+        assert!(
+            invalid("postgres://u:secret@h/db?fencing_table_prefix=a;drop")
+                .contains("table prefix")
+        );
+        assert!(!invalid("oracle://u:secret@h").contains("secret"));
+        assert!(
+            invalid("sqlite://x?fencing_table_prefix=a&fencing_table_prefix=b").contains("twice")
+        );
+    }
+}
