@@ -548,7 +548,10 @@ async fn a_granted_lease_carries_its_session() {
     ));
     let renewed = other.renew(&lease).await.expect("renew through the handle");
     assert!(renewed.has_handle());
-    other.release(&renewed).await.expect("release through the handle");
+    other
+        .release(&renewed)
+        .await
+        .expect("release through the handle");
     assert!(issuer.holder(&resource).await.expect("holder").is_none());
     assert!(matches!(
         issuer.renew(&rebuilt).await,
