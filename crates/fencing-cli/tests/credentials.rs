@@ -1,0 +1,110 @@
+//! The shipped `fence` never falls back to an emulator's credentials: an
+//! object-store endpoint without credentials is refused (exit 2) with a
+//! message naming `emulator=true`, and works with it. The real binary, with
+//! every cloud credential variable removed from its environment.
+
+use std::process::{Command, Output};
+
+use fencing_harness::env::{AZURE, S3, Server};
+
+const FENCE: &str = env!("CARGO_BIN_EXE_fence");
+
+/// Variables through which a credential could reach the binary.
+const CREDENTIAL_VARS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
+
+/// `fence put` on `url` with no credentials anywhere: no variables, no
+/// AWS files, no instance metadata.
+fn put(url: &str, token: &str) -> Output {
+    let empty = std::env::temp_dir().join("fencing-no-credentials");
+    let mut command = Command::new(FENCE);
+    for var in CREDENTIAL_VARS {
+        command.env_remove(var);
+    }
+    command
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", empty.join("config"))
+        .env("AWS_SHARED_CREDENTIALS_FILE", empty.join("credentials"))
+        .env("HOME", &empty)
+        .args(["put", "--store", url, "report", "--token", token, "value"])
+        .output()
+        .expect("run fence")
+}
+
+fn refused_then_works(server: &Server, url: &str) {
+    let refused = put(url, "1");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{}: {stderr}", server.name);
+    assert!(
+        stderr.contains("emulator=true"),
+        "{}: {stderr}",
+        server.name
+    );
+    let ok = put(&format!("{url}&emulator=true"), "1");
+    assert!(
+        ok.status.success(),
+        "{}: {}",
+        server.name,
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
+
+#[tokio::test]
+async fn s3_endpoint_without_credentials_is_refused_and_emulator_true_works() {
+    if S3.skipped() {
+        return;
+    }
+    let (endpoint, bucket) = (S3.endpoint(), fencing_testkit::unique_prefix());
+    let client = fencing_s3::emulator::client(&endpoint);
+    if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
+        S3.unavailable(&e);
+    }
+    refused_then_works(&S3, &format!("s3://{bucket}?endpoint={endpoint}"));
+}
+
+#[tokio::test]
+async fn az_endpoint_without_credentials_is_refused_and_emulator_true_works() {
+    if AZURE.skipped() {
+        return;
+    }
+    let (endpoint, container) = (AZURE.endpoint(), fencing_testkit::unique_prefix());
+    if let Err(e) = fencing_azure::emulator::store(&endpoint, &container).await {
+        AZURE.unavailable(&e);
+    }
+    refused_then_works(&AZURE, &format!("az://{container}?endpoint={endpoint}"));
+}
+
+#[test]
+fn gs_endpoint_without_credentials_is_refused_naming_emulator_true() {
+    let refused = put("gs://b?endpoint=http://127.0.0.1:1", "1");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("emulator=true"), "{stderr}");
+}
+
+#[test]
+fn help_prints_the_registry_grammar() {
+    let help = Command::new(FENCE)
+        .arg("--help")
+        .output()
+        .expect("run fence");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for line in fencing::registry::STORE_URLS
+        .lines()
+        .chain(fencing::registry::ISSUER_URLS.lines())
+    {
+        assert!(help.contains(line.trim()), "missing from --help: {line}");
+    }
+}

@@ -1,0 +1,172 @@
+//! The facade's one registry opens every scheme against the real servers
+//! of `integration/services.sh`: a fenced write and a stale one refused
+//! through each store, a grant through each issuer. A server that does not
+//! answer fails the test, naming it and how to start it (`FENCING_SKIP=name`
+//! skips it on request).
+
+use std::time::Duration;
+
+use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_harness::env::{
+    AZURE, ETCD, GCS, MYSQL, POSTGRES, REDIS, REDIS_AOF, S3, Server, ZOOKEEPER,
+};
+
+fn prefix() -> String {
+    fencing_testkit::unique_prefix().replace('-', "_")
+}
+
+fn hosts(endpoint: &str) -> String {
+    endpoint.replace("http://", "")
+}
+
+async fn store(server: Option<&Server>, url: &str) {
+    if server.is_some_and(Server::skipped) {
+        return;
+    }
+    let store = match fencing::open_store(url).await {
+        Ok(store) => store,
+        Err(e) => match server {
+            Some(server) => server.unavailable(&e),
+            None => panic!("{url}: {e}"),
+        },
+    };
+    let key = format!("registry-{}", prefix());
+    store
+        .put(&key, "from 34".into(), FencingToken::new(34))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let stale = store
+        .put(&key, "from 33".into(), FencingToken::new(33))
+        .await;
+    assert!(
+        matches!(stale, Err(Error::StaleToken { .. })),
+        "{url}: {stale:?}"
+    );
+}
+
+async fn issuer(server: &Server, url: &str) {
+    if server.skipped() {
+        return;
+    }
+    let issuer = fencing::open_issuer(url)
+        .await
+        .unwrap_or_else(|e| server.unavailable(&e));
+    let resource = format!("registry-{}", prefix());
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new(&resource, Duration::from_secs(5)))
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"))
+        .unwrap_or_else(|| panic!("{url}: a fresh resource is free"));
+    issuer
+        .release(&lease)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+}
+
+#[tokio::test]
+async fn sql_urls_open_stores_and_issuers() {
+    let sqlite = std::env::temp_dir().join(format!("fencing-registry-{}.sqlite", prefix()));
+    let sqlite = format!("sqlite://{}", sqlite.display());
+    store(None, &sqlite).await;
+    let table = format!("fencing_table_prefix={}_", prefix());
+    store(Some(&POSTGRES), &format!("{}?{table}", POSTGRES.endpoint())).await;
+    store(Some(&MYSQL), &format!("{}?{table}", MYSQL.endpoint())).await;
+    issuer(&POSTGRES, &format!("{}?{table}", POSTGRES.endpoint())).await;
+    issuer(&MYSQL, &format!("{}?{table}", MYSQL.endpoint())).await;
+}
+
+#[tokio::test]
+async fn etcd_url_opens_an_issuer() {
+    let url = format!("etcd://{}?prefix={}/", hosts(&ETCD.endpoint()), prefix());
+    issuer(&ETCD, &url).await;
+}
+
+#[tokio::test]
+async fn zk_url_opens_an_issuer() {
+    let url = format!("zk://{}/{}", ZOOKEEPER.endpoint(), prefix());
+    issuer(&ZOOKEEPER, &url).await;
+}
+
+#[tokio::test]
+async fn redis_urls_open_an_issuer_and_refuse_a_volatile_server_unless_asked() {
+    issuer(
+        &REDIS_AOF,
+        &format!("{}?prefix={}:", REDIS_AOF.endpoint(), prefix()),
+    )
+    .await;
+    if REDIS.skipped() {
+        return;
+    }
+    match fencing::open_issuer(&REDIS.endpoint()).await {
+        Err(Error::UnsafeConfiguration { .. }) => {}
+        Err(e) => REDIS.unavailable(&e),
+        Ok(_) => panic!("the volatile Redis was accepted without volatile=true"),
+    }
+    issuer(
+        &REDIS,
+        &format!("{}?volatile=true&prefix={}:", REDIS.endpoint(), prefix()),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn s3_url_opens_a_store_with_emulator_true() {
+    if S3.skipped() {
+        return;
+    }
+    let bucket = prefix().replace('_', "-");
+    let client = fencing_s3::emulator::client(&S3.endpoint());
+    if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
+        S3.unavailable(&e);
+    }
+    let url = format!("s3://{bucket}?endpoint={}&emulator=true", S3.endpoint());
+    store(Some(&S3), &url).await;
+}
+
+#[tokio::test]
+async fn gs_url_opens_a_store_with_emulator_true() {
+    if GCS.skipped() {
+        return;
+    }
+    let bucket = prefix().replace('_', "-");
+    if let Err(e) = fencing_gcs::emulator::create_bucket(&GCS.endpoint(), &bucket).await {
+        GCS.unavailable(&e);
+    }
+    let url = format!("gs://{bucket}?endpoint={}&emulator=true", GCS.endpoint());
+    store(Some(&GCS), &url).await;
+}
+
+#[tokio::test]
+async fn az_url_opens_a_store_with_emulator_true() {
+    if AZURE.skipped() {
+        return;
+    }
+    let container = prefix().replace('_', "-");
+    if let Err(e) = fencing_azure::emulator::store(&AZURE.endpoint(), &container).await {
+        AZURE.unavailable(&e);
+    }
+    let url = format!(
+        "az://{container}?endpoint={}&emulator=true",
+        AZURE.endpoint()
+    );
+    store(Some(&AZURE), &url).await;
+}
+
+#[tokio::test]
+async fn bad_urls_are_invalid_input_before_any_connection() {
+    for url in [
+        "s3://b?endpont=x",
+        "gs://b?emulator=maybe",
+        "az://c?emulator=true",
+        "etcd://h:1?timeout=5",
+        "zk://h:1?token=mzxid",
+        "redis://h:1?volatile=1&replicas=1",
+        "sqlite:///tmp/x?fencing_table_prefix=a;b",
+        "ftp://h",
+    ] {
+        let store = fencing::open_store(url).await.err();
+        let issuer = fencing::open_issuer(url).await.err();
+        let e = store.or(issuer).expect("refused");
+        assert!(matches!(e, Error::InvalidInput { .. }), "{url}: {e:?}");
+    }
+}
