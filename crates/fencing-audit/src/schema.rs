@@ -79,34 +79,31 @@ fn check(root: &Value, schema: &Value, value: &Value, path: &str, errors: &mut V
             return;
         }
     }
-    if let Some(c) = schema.get("const") {
-        if c != value {
-            errors.push(format!("{}: {value}, expected {c}", here()));
-        }
+    if let Some(c) = schema.get("const")
+        && c != value
+    {
+        errors.push(format!("{}: {value}, expected {c}", here()));
     }
-    if let Some(Value::Array(options)) = schema.get("enum") {
-        if !options.contains(value) {
-            errors.push(format!("{}: {value} is not one of {options:?}", here()));
-        }
+    if let Some(Value::Array(options)) = schema.get("enum")
+        && !options.contains(value)
+    {
+        errors.push(format!("{}: {value} is not one of {options:?}", here()));
     }
     if let (Some(min), Some(n)) = (
         schema.get("minimum").and_then(Value::as_f64),
         value.as_f64(),
-    ) {
-        if n < min {
-            errors.push(format!("{}: below the minimum {min}", here()));
-        }
+    ) && n < min
+    {
+        errors.push(format!("{}: below the minimum {min}", here()));
     }
     if let (Some(p), Some(s)) = (
         schema.get("pattern").and_then(Value::as_str),
         value.as_str(),
-    ) {
-        if !Regex::new(p)
-            .expect("the schema's patterns compile")
-            .is_match(s)
-        {
-            errors.push(format!("{}: {s:?} does not match {p}", here()));
-        }
+    ) && !Regex::new(p)
+        .expect("the schema's patterns compile")
+        .is_match(s)
+    {
+        errors.push(format!("{}: {s:?} does not match {p}", here()));
     }
     if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
         for (i, item) in array.iter().enumerate() {
