@@ -59,7 +59,7 @@ pub enum Error {
     /// operation needs it free (e.g. raising an issuer's token floor).
     /// Nothing was changed; try again when it is free.
     #[error(
-        "{resource:?} is held by another holder: {operation} needs it free; try again when it is"
+        "{resource:?} is held or waited for by another holder: {operation} needs it free; try again when it is"
     )]
     Busy {
         /// The resource.
