@@ -14,7 +14,7 @@
 //!   and strings ("only one process should write at a time", "GC pause").
 //!
 //! Every lock, lease or leadership *acquisition* is checked for a fencing
-//! token near it (see [`rules::EVIDENCE`]); one with none is **unfenced**: a
+//! token near it (the evidence list of `fencing-audit`); one with none is **unfenced**: a
 //! holder paused past its lease can still write after another took over.
 //!
 //! The scan, its rules and the JSON schema are the `fencing-audit` crate;

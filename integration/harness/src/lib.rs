@@ -3,7 +3,7 @@
 //! contract suites themselves live in the published `fencing-testkit`,
 //! which knows no ports, variables or scripts.
 //!
-//! - [`env`]: the servers `integration/services.sh` and `docker-compose.yml`
+//! - [`env`](mod@env): the servers `integration/services.sh` and `docker-compose.yml`
 //!   run, their `FENCING_*` endpoint variables, `FENCING_SKIP`, and the
 //!   loud failure naming a missing server and how to start it.
 //! - [`proxy`]: loopback TCP proxies that hold, count or lose traffic.
