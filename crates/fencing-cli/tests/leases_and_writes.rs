@@ -352,3 +352,170 @@ fn a_closed_pipe_ends_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{stderr}");
 }
+
+fn kill(signal: &str, group: &str) {
+    assert!(
+        Command::new("kill")
+            .args([signal, "--", group])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// A command that runs for several TTLs keeps the lease all along.
+#[test]
+fn run_keeps_the_lease_past_its_ttl() {
+    let s = Scratch::new("keep-run");
+    let url = s.url();
+    let run = Command::new(FENCE)
+        .args([
+            "run",
+            "--issuer",
+            &url,
+            "--resource",
+            "job",
+            "--ttl",
+            "400ms",
+            "--",
+            "sleep",
+            "1.5",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    let other = fence(&[
+        "acquire",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--ttl",
+        "5s",
+    ]);
+    assert_eq!(
+        other.status.code(),
+        Some(5),
+        "granted during the run, 2.5 TTLs in: {}",
+        text(&other)
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let free = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "null");
+}
+
+/// `acquire --hold` stopped (SIGSTOP) past its TTL while another holder
+/// takes the resource: when it wakes it reports the lease lost (exit 4)
+/// instead of renewing, and the new holder keeps it.
+#[test]
+fn a_held_lease_paused_past_its_deadline_is_lost() {
+    let s = Scratch::new("keep-hold");
+    let url = s.url();
+    let mut hold = Command::new(FENCE)
+        .args([
+            "acquire",
+            "--issuer",
+            &url,
+            "--resource",
+            "job",
+            "--ttl",
+            "1s",
+            "--hold",
+            "--json",
+        ])
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = format!("-{}", hold.id());
+    std::thread::sleep(Duration::from_millis(600));
+    kill("-STOP", &group);
+    let next = fence(&[
+        "acquire",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--ttl",
+        "30s",
+        "--wait",
+        "10s",
+        "--json",
+    ]);
+    kill("-CONT", &group);
+    assert!(next.status.success(), "{}", text(&next));
+
+    let status = hold.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(hold.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(4), "stderr: {stderr}");
+    assert!(stderr.contains("no longer held"), "{stderr}");
+    let next: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
+    let holder = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    let holder: serde_json::Value = serde_json::from_slice(&holder.stdout).unwrap();
+    assert_eq!(
+        holder["token"], next["token"],
+        "the new holder was disturbed"
+    );
+}
+
+/// Migrating onto an issuer where the resource is already held: raising
+/// the new issuer's floor needs the resource free, so it is refused as
+/// busy (exit 5, not 2: the input is fine, the timing is not), and
+/// succeeds once the holder has released it.
+#[test]
+fn a_floor_on_a_held_resource_is_busy_exit_5() {
+    let s = Scratch::new("busy");
+    let sqlite = |name: &str| format!("sqlite://{}", s.path(name).display());
+    let (old, new) = (sqlite("old.sqlite"), sqlite("new.sqlite"));
+    let held = fence(&[
+        "acquire",
+        "--issuer",
+        &new,
+        "--resource",
+        "jobs/a",
+        "--ttl",
+        "60s",
+        "--json",
+    ]);
+    assert!(held.status.success(), "{}", text(&held));
+    let lease: serde_json::Value = serde_json::from_slice(&held.stdout).expect("json");
+
+    let migrate = || {
+        fence(&[
+            "migrate",
+            "issuer",
+            "--from",
+            &old,
+            "--to",
+            &new,
+            "--resource",
+            "jobs/a",
+        ])
+    };
+    let busy = migrate();
+    assert_eq!(busy.status.code(), Some(5), "{}", text(&busy));
+    let stderr = String::from_utf8_lossy(&busy.stderr);
+    assert!(
+        stderr.contains("\"jobs/a\" is held") && stderr.contains("raise_floor"),
+        "{stderr}"
+    );
+
+    let released = fence(&[
+        "release",
+        "--issuer",
+        &new,
+        "--resource",
+        "jobs/a",
+        "--holder",
+        lease["holder"].as_str().expect("holder"),
+        "--token",
+        &lease["token"].to_string(),
+    ]);
+    assert!(released.status.success(), "{}", text(&released));
+    let done = migrate();
+    assert!(done.status.success(), "{}", text(&done));
+}
