@@ -43,12 +43,9 @@ impl SqlConfig {
     /// (naming the features), or a bad table prefix.
     pub fn from_url(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
-        let supported = match scheme {
-            "postgres" | "postgresql" => cfg!(feature = "postgres"),
-            "mysql" | "mariadb" => cfg!(feature = "mysql"),
-            "sqlite" => cfg!(feature = "sqlite"),
-            _ => false,
-        };
+        let supported = (cfg!(feature = "postgres") && matches!(scheme, "postgres" | "postgresql"))
+            || (cfg!(feature = "mysql") && matches!(scheme, "mysql" | "mariadb"))
+            || (cfg!(feature = "sqlite") && scheme == "sqlite");
         if !supported {
             return Err(Error::invalid_input(format!(
                 "unsupported database URL {:?}: expected postgres://, mysql://, mariadb:// or sqlite:// \

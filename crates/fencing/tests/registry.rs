@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing::{Error, FencingToken, LeaseRequest};
 use fencing_harness::env::{
     AZURE, ETCD, GCS, MYSQL, POSTGRES, REDIS, REDIS_AOF, S3, Server, ZOOKEEPER,
 };
