@@ -1,0 +1,276 @@
+//! The keep-alive on the memory issuer, with real time and bounded waits.
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::memory::MemoryIssuer;
+use crate::{Holding, LeaseRequest, Result};
+
+const TTL: Duration = Duration::from_millis(300);
+/// Slack for a loaded machine (the tests run with real time).
+const SLACK: Duration = Duration::from_millis(400);
+
+const HEALTHY: u8 = 0;
+const FAILING: u8 = 1;
+const HANGING: u8 = 2;
+
+/// The memory issuer, with renewals counted and made to fail or hang.
+#[derive(Debug, Default)]
+struct Flaky {
+    inner: MemoryIssuer,
+    renewals: AtomicUsize,
+    mode: AtomicU8,
+}
+
+impl Flaky {
+    fn renewals(&self) -> usize {
+        self.renewals.load(Ordering::SeqCst)
+    }
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl TokenIssuer for Flaky {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        self.inner.try_acquire(request).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        match self.mode.load(Ordering::SeqCst) {
+            FAILING => Err(Error::backend("flaky", true, "connection refused")),
+            HANGING => std::future::pending().await,
+            _ => self.inner.renew(lease).await,
+        }
+    }
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        self.inner.release(lease).await
+    }
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        self.inner.holder(resource).await
+    }
+}
+
+async fn setup(resource: &str) -> (Arc<Flaky>, Lease) {
+    let issuer = Arc::new(Flaky::default());
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new(resource, TTL))
+        .await
+        .unwrap()
+        .expect("free");
+    (issuer, lease)
+}
+
+/// Waits for the lost signal, at most `within`.
+async fn lost_within(keep_alive: &KeepAlive, within: Duration) -> Lost {
+    tokio::time::timeout(within, keep_alive.lost())
+        .await
+        .expect("the lease was not reported lost in time")
+}
+
+#[tokio::test]
+async fn keeps_renewing_while_healthy() {
+    let (issuer, lease) = setup("healthy").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    tokio::time::sleep(TTL * 4).await;
+    assert!(!keep_alive.is_lost());
+    assert!(keep_alive.lost_now().is_none());
+    assert!(
+        issuer.renewals() >= 6,
+        "{} renewals in four TTLs",
+        issuer.renewals()
+    );
+    let current = keep_alive.lease();
+    assert_eq!(current.token(), lease.token());
+    assert_eq!(keep_alive.token(), lease.token());
+    assert!(current.deadline() > lease.deadline() + TTL * 2);
+    // Nobody else gets it while it is kept alive.
+    let other = issuer
+        .try_acquire(&LeaseRequest::new("healthy", TTL))
+        .await
+        .unwrap();
+    assert!(other.is_none(), "granted to another holder: {other:?}");
+    // The signal did not fire.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), keep_alive.lost())
+            .await
+            .is_err()
+    );
+    let last = keep_alive.stop().await.expect("held when stopped");
+    assert_eq!(last.token(), lease.token());
+}
+
+#[tokio::test]
+async fn lost_when_the_holder_is_taken_over() {
+    let (issuer, lease) = setup("taken").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    // An operator frees it; another holder takes it.
+    issuer.inner.release(&lease).await.unwrap();
+    let next = issuer
+        .try_acquire(&LeaseRequest::new("taken", TTL * 10))
+        .await
+        .unwrap()
+        .expect("free after release");
+    assert!(next.token() > lease.token());
+    let lost = lost_within(&keep_alive, TTL / 3 + SLACK).await;
+    assert!(matches!(lost.reason(), LostReason::Refused), "{lost:?}");
+    assert_eq!(lost.lease().token(), lease.token());
+    assert!(keep_alive.is_lost());
+    assert!(lost.to_string().contains("no longer held"), "{lost}");
+    let err = Error::from(lost);
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
+    // Lost means lost: no more renewals, and the new holder is undisturbed.
+    let renewals = issuer.renewals();
+    tokio::time::sleep(TTL).await;
+    assert_eq!(issuer.renewals(), renewals);
+    let holding = issuer.holder("taken").await.unwrap().expect("held");
+    assert_eq!(holding.token, next.token());
+    assert!(matches!(keep_alive.stop().await, Err(Lost { .. })));
+}
+
+#[tokio::test]
+async fn survives_failures_that_end_before_the_deadline() {
+    let (issuer, lease) = setup("flapping").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    issuer.set(FAILING);
+    tokio::time::sleep(TTL / 2).await;
+    issuer.set(HEALTHY);
+    tokio::time::sleep(TTL * 2).await;
+    assert!(!keep_alive.is_lost(), "{:?}", keep_alive.lost_now());
+    assert!(keep_alive.lease().deadline() > lease.deadline() + TTL);
+    keep_alive.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn lost_at_the_deadline_when_renewals_keep_failing() {
+    let (issuer, lease) = setup("failing").await;
+    issuer.set(FAILING);
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    let lost = lost_within(&keep_alive, TTL + SLACK).await;
+    assert!(
+        Instant::now() >= lease.deadline(),
+        "reported lost before the deadline"
+    );
+    match lost.reason() {
+        LostReason::Expired {
+            last_error: Some(e),
+        } => assert!(e.to_string().contains("flaky"), "{e}"),
+        other => panic!("expected Expired with the last failure, got {other:?}"),
+    }
+    assert!(issuer.renewals() >= 2, "retried: {}", issuer.renewals());
+    assert!(lost.to_string().contains("renewals failed"), "{lost}");
+    let renewals = issuer.renewals();
+    tokio::time::sleep(TTL).await;
+    assert_eq!(issuer.renewals(), renewals, "renewed after it was lost");
+    // A second signal resolves at once.
+    lost_within(&keep_alive, Duration::from_millis(50)).await;
+}
+
+#[tokio::test]
+async fn lost_at_the_deadline_when_a_renewal_hangs() {
+    let (issuer, lease) = setup("hanging").await;
+    issuer.set(HANGING);
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    let lost = lost_within(&keep_alive, TTL + SLACK).await;
+    assert!(Instant::now() >= lease.deadline());
+    assert!(
+        matches!(lost.reason(), LostReason::Expired { last_error: None }),
+        "{lost:?}"
+    );
+    assert_eq!(issuer.renewals(), 1);
+}
+
+#[tokio::test]
+async fn lost_at_once_when_spawned_past_the_deadline() {
+    let (issuer, lease) = setup("late").await;
+    tokio::time::sleep(TTL + Duration::from_millis(20)).await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    let lost = lost_within(&keep_alive, Duration::from_millis(200)).await;
+    assert!(matches!(lost.reason(), LostReason::Expired { .. }));
+    assert_eq!(issuer.renewals(), 0, "renewed a lease past its deadline");
+}
+
+#[tokio::test]
+async fn no_renewal_after_stop() {
+    let (issuer, lease) = setup("stopped").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    tokio::time::sleep(TTL / 2).await;
+    let last = keep_alive.stop().await.expect("held");
+    let renewals = issuer.renewals();
+    assert!(renewals >= 1);
+    tokio::time::sleep(TTL * 2).await;
+    assert_eq!(issuer.renewals(), renewals, "renewed after stop");
+    // Not released: it ran out, and the next holder gets a new token.
+    assert!(last.is_expired());
+    let next = issuer
+        .try_acquire(&LeaseRequest::new("stopped", TTL))
+        .await
+        .unwrap()
+        .expect("free after its TTL");
+    assert!(next.token() > lease.token());
+}
+
+#[tokio::test]
+async fn no_renewal_after_drop_and_release_on_drop_frees_it() {
+    let (issuer, lease) = setup("dropped").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    tokio::time::sleep(TTL / 2).await;
+    drop(keep_alive);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let renewals = issuer.renewals();
+    tokio::time::sleep(TTL * 2).await;
+    assert_eq!(issuer.renewals(), renewals, "renewed after drop");
+
+    let (issuer, lease) = setup("released-on-drop").await;
+    let keep_alive = KeepAlive::with_options(
+        issuer.clone(),
+        lease,
+        KeepAliveOptions::default().release_on_drop(true),
+    );
+    drop(keep_alive);
+    tokio::time::timeout(SLACK, async {
+        while issuer.holder("released-on-drop").await.unwrap().is_some() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("released after drop");
+}
+
+#[tokio::test]
+async fn release_frees_it_at_once() {
+    let (issuer, lease) = setup("released").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    keep_alive.release().await.expect("release");
+    assert!(issuer.holder("released").await.unwrap().is_none());
+    let renewals = issuer.renewals();
+    tokio::time::sleep(TTL).await;
+    assert_eq!(issuer.renewals(), renewals);
+}
+
+#[tokio::test]
+async fn a_lost_lease_is_released_once_the_issuer_answers() {
+    let (issuer, lease) = setup("revoked").await;
+    // Renewals fail but the issuer still holds it with a longer TTL
+    // than our deadline: releasing frees it for the next holder.
+    issuer.set(FAILING);
+    issuer
+        .inner
+        .try_acquire(&LeaseRequest::new("revoked", TTL * 20).with_holder(lease.holder().clone()))
+        .await
+        .unwrap()
+        .expect("re-entrant");
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    lost_within(&keep_alive, TTL + SLACK).await;
+    assert!(keep_alive.stop().await.is_err());
+    assert!(
+        issuer.holder("revoked").await.unwrap().is_none(),
+        "a lost lease the issuer still had was not released"
+    );
+}
