@@ -21,7 +21,7 @@
 //! assert_eq!(url.query().take_parsed::<u32>("replicas")?, Some(1));
 //! assert_eq!(url.query().take_duration("wait")?, Some(Duration::from_millis(500)));
 //! assert_eq!(url.query().take_bool("volatile")?, None);
-//! url.query().finish(&["replicas", "wait", "volatile"])?;
+//! url.finish(&["replicas", "wait", "volatile"])?;
 //! # Ok::<(), fencing_core::Error>(())
 //! ```
 
@@ -95,6 +95,14 @@ impl BackendUrl {
     /// The query options not taken yet.
     pub fn query(&mut self) -> &mut Query {
         &mut self.query
+    }
+
+    /// Refuses the options nobody took: [`Query::finish`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the first unknown option and `known`.
+    pub fn finish(self, known: &[&str]) -> Result<()> {
+        self.query.finish(known)
     }
 
     /// Refuses a non-empty path (`s3://bucket/sub` names no bucket).
