@@ -376,15 +376,15 @@ fn run_keeps_the_lease_past_its_ttl() {
             "--resource",
             "job",
             "--ttl",
-            "400ms",
+            "1s",
             "--",
             "sleep",
-            "1.5",
+            "3",
         ])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(2000));
     let other = fence(&[
         "acquire",
         "--issuer",
@@ -397,7 +397,7 @@ fn run_keeps_the_lease_past_its_ttl() {
     assert_eq!(
         other.status.code(),
         Some(5),
-        "granted during the run, 2.5 TTLs in: {}",
+        "granted during the run, two TTLs in: {}",
         text(&other)
     );
     let out = run.wait_with_output().unwrap();
