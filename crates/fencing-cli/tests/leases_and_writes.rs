@@ -98,7 +98,7 @@ fn put_get_mark_fence_and_the_stale_exit_code() {
     assert!(String::from_utf8_lossy(&big.stderr).contains("out of range"));
     let bad_url = fence(&["get", "--store", "ftp://x", "k"]);
     assert_eq!(bad_url.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad_url.stderr).contains("unsupported store URL"));
+    assert!(String::from_utf8_lossy(&bad_url.stderr).contains("is not a store URL"));
 }
 
 #[test]

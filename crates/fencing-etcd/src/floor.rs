@@ -129,9 +129,7 @@ pub(crate) async fn raise(
             .into_iter()
             .any(|r| matches!(r, TxnOpResponse::Get(g) if g.count() > 0));
         if busy {
-            return Err(Error::invalid_input(format!(
-                "{resource:?} is held or waited for; raise its floor while it is free"
-            )));
+            return Err(Error::busy(resource, "raise_floor"));
         }
         // The floor moved under us: read it again.
     }

@@ -414,7 +414,7 @@ impl TokenIssuer for EtcdIssuer {
     /// with.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] while the resource is held or waited for.
+    /// [`Error::Busy`] while the resource is held or waited for.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         floor::raise(&self.inner.rpc, &self.inner.keys, resource, floor).await
     }

@@ -344,7 +344,7 @@ async fn a_floor_is_refused_while_held_and_survives_other_resources() {
     let floor = fencing_core::FencingToken::new(held.token().get() + 5_000);
     assert!(matches!(
         issuer.raise_floor(&resource, floor).await,
-        Err(Error::InvalidInput { .. })
+        Err(Error::Busy { .. })
     ));
     // The holder's lease is undisturbed: renew and release find it.
     let held = issuer.renew(&held).await.expect("renew");

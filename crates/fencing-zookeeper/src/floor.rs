@@ -57,9 +57,7 @@ pub(crate) async fn raise(
             ));
         };
         if children.iter().any(|c| c.starts_with(LOCK_PREFIX)) {
-            return Err(Error::invalid_input(format!(
-                "{resource:?} is held or waited for; raise its floor while it is free"
-            )));
+            return Err(Error::busy(resource, "raise_floor"));
         }
         let offset = parse_offset(&data).map_err(read)?;
         // The next create's token source is above what this snapshot shows.

@@ -270,7 +270,7 @@ impl TokenIssuer for ZkIssuer {
     /// the offset it was created with, and tokens keep strictly increasing.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] while the resource is held or waited for.
+    /// [`Error::Busy`] while the resource is held or waited for.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         let dir = self.resource_path(resource);
         floor::raise(

@@ -356,7 +356,7 @@ async fn a_floor_is_refused_while_held_and_keeps_other_resources_alone() {
         let floor = fencing_core::FencingToken::new(held.token().get() + 5_000);
         assert!(matches!(
             issuer.raise_floor(&resource, floor).await,
-            Err(Error::InvalidInput { .. })
+            Err(Error::Busy { .. })
         ));
         let held = issuer
             .renew(&held)
