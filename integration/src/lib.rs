@@ -13,7 +13,7 @@ use fencing::blob::BlobStore;
 use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
 use fencing::{FencedStore, TokenIssuer};
 use fencing_harness::env::{self, Server};
-use fencing_sql::{Db, SqlIssuer, SqlStore, Tables};
+use fencing_sql::{Db, SqlStore, Tables};
 
 /// The issuers, by name.
 pub const ISSUERS: &[&str] = &[
@@ -98,11 +98,47 @@ fn bucket_name() -> String {
     format!("{}-matrix", run_prefix().replace('_', "-"))
 }
 
-async fn sql_db(server: Option<&Server>, url: String) -> Option<Db> {
-    on(server, async {
-        Ok(Db::connect(&url).await?.with_tables(tables()))
+/// `base` with `option` appended to its query.
+fn with_option(base: &str, option: &str) -> String {
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}{option}")
+}
+
+/// A backend's URL in the registry's grammar (`fencing::registry`), with
+/// this run's prefix, and the server it needs (`None`: embedded).
+fn issuer_url(name: &str) -> Option<(Option<&'static Server>, String)> {
+    let table_prefix = format!("fencing_table_prefix={}_", run_prefix());
+    Some(match name {
+        "sqlite" => (None, with_option(&sqlite_url(), &table_prefix)),
+        "postgres" => (
+            Some(&env::POSTGRES),
+            with_option(&env::POSTGRES.endpoint(), &table_prefix),
+        ),
+        "mariadb" => (
+            Some(&env::MYSQL),
+            with_option(&env::MYSQL.endpoint(), &table_prefix),
+        ),
+        "redis" => (
+            Some(&env::REDIS_AOF),
+            with_option(
+                &env::REDIS_AOF.endpoint(),
+                &format!("prefix={}:", run_prefix()),
+            ),
+        ),
+        "etcd" => (
+            Some(&env::ETCD),
+            format!(
+                "etcd://{}?prefix={}/",
+                env::ETCD.endpoint().replace("http://", ""),
+                run_prefix()
+            ),
+        ),
+        "zookeeper" => (
+            Some(&env::ZOOKEEPER),
+            format!("zk://{}/{}", env::ZOOKEEPER.endpoint(), run_prefix()),
+        ),
+        _ => return None,
     })
-    .await
 }
 
 /// A fresh issuer by name, with the TTL its tests use; `None` if skipped.
@@ -111,69 +147,16 @@ async fn sql_db(server: Option<&Server>, url: String) -> Option<Db> {
 /// For an unknown name, or a server that does not answer.
 pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
     let ms = Duration::from_millis;
-    Some(match name {
-        "memory" => (Arc::new(MemoryIssuer::new()), ms(150)),
-        "sqlite" => (
-            Arc::new(
-                SqlIssuer::new(sql_db(None, sqlite_url()).await?)
-                    .await
-                    .ok()?,
-            ),
-            ms(400),
-        ),
-        "postgres" => {
-            let db = sql_db(Some(&env::POSTGRES), env::POSTGRES.endpoint()).await?;
-            (
-                Arc::new(SqlIssuer::new(db).await.expect("lease table")),
-                ms(400),
-            )
-        }
-        "mariadb" => {
-            let db = sql_db(Some(&env::MYSQL), env::MYSQL.endpoint()).await?;
-            (
-                Arc::new(SqlIssuer::new(db).await.expect("lease table")),
-                ms(400),
-            )
-        }
-        "redis" => {
-            let url = env::REDIS_AOF.endpoint();
-            let issuer = on(Some(&env::REDIS_AOF), async {
-                fencing_redis::RedisIssuer::connect(&url, fencing_redis::Durability::Required).await
-            })
-            .await?;
-            (
-                Arc::new(issuer.with_prefix(format!("{}:", run_prefix()))),
-                ms(300),
-            )
-        }
-        "etcd" => {
-            let endpoints: Vec<String> =
-                env::ETCD.endpoint().split(',').map(str::to_owned).collect();
-            let issuer = on(
-                Some(&env::ETCD),
-                fencing_etcd::EtcdIssuer::connect(&endpoints),
-            )
-            .await?;
-            let issuer = issuer
-                .with_prefix(format!("{}/", run_prefix()))
-                .expect("valid prefix");
-            (Arc::new(issuer), Duration::from_secs(2))
-        }
-        "zookeeper" => {
-            let prefix = format!("/{}", run_prefix());
-            let issuer = on(Some(&env::ZOOKEEPER), async {
-                fencing_zookeeper::ZkIssuer::connect_with(
-                    &env::ZOOKEEPER.endpoint(),
-                    &prefix,
-                    fencing_zookeeper::TokenSource::Czxid,
-                )
-                .await
-            })
-            .await?;
-            (Arc::new(issuer), Duration::from_secs(2))
-        }
+    let ttl = match name {
+        "memory" => return Some((Arc::new(MemoryIssuer::new()), ms(150))),
+        "sqlite" | "postgres" | "mariadb" => ms(400),
+        "redis" => ms(300),
+        "etcd" | "zookeeper" => Duration::from_secs(2),
         other => panic!("unknown issuer {other:?}; known: {ISSUERS:?}"),
-    })
+    };
+    let (server, url) = issuer_url(name).expect("every named issuer has a URL");
+    let issuer = on(server, fencing::open_issuer(&url)).await?;
+    Some((issuer, ttl))
 }
 
 /// A fresh store by name; `None` if skipped.
@@ -184,18 +167,9 @@ pub async fn store(name: &str) -> Option<Arc<dyn FencedStore>> {
     Some(match name {
         "memory" => Arc::new(MemoryStore::new()),
         "memory-blob" => Arc::new(BlobStore::new(MemoryBlobBackend::new())),
-        "sqlite" => Arc::new(
-            SqlStore::new(sql_db(None, sqlite_url()).await?)
-                .await
-                .expect("table"),
-        ),
-        "postgres" => {
-            let db = sql_db(Some(&env::POSTGRES), env::POSTGRES.endpoint()).await?;
-            Arc::new(SqlStore::new(db).await.expect("table"))
-        }
-        "mariadb" => {
-            let db = sql_db(Some(&env::MYSQL), env::MYSQL.endpoint()).await?;
-            Arc::new(SqlStore::new(db).await.expect("table"))
+        "sqlite" | "postgres" | "mariadb" => {
+            let (server, url) = issuer_url(name).expect("a SQL URL");
+            on(server, fencing::open_store(&url)).await?
         }
         "s3" => Arc::new(s3().await?),
         "gcs" => Arc::new(gcs().await?),
