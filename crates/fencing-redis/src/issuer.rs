@@ -1,0 +1,461 @@
+//! [`RedisIssuer`]: the lock and the fence counter in one Lua script.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use fencing_core::safety::SafetyCheck;
+use fencing_core::{
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script, ScriptInvocation};
+
+use crate::BACKEND;
+use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_config};
+use crate::error::{map_error, parse_token};
+use crate::scripts;
+
+/// A [`TokenIssuer`] on Redis with Hazelcast `FencedLock` semantics.
+///
+/// One Lua script takes the lock (`SET lock NX PX ttl`) and increments the
+/// resource's fence counter (`INCR fence`) atomically; a live holder that
+/// acquires again gets the **same** token back (as Hazelcast does; Redisson's
+/// re-entrant lock increments instead — a fresh token for a lease the holder
+/// already has would let its own earlier writes look stale). Renew and
+/// release are scripts that check the holder and token. Expiry is Redis's
+/// own clock.
+///
+/// A single persistent primary by default: with asynchronous replication a
+/// failover to a replica that missed the last `INCR` re-issues a token, so
+/// replicas are refused unless [`Durability::Replicated`] is chosen.
+#[derive(Clone)]
+pub struct RedisIssuer {
+    connection: ConnectionManager,
+    prefix: String,
+    durability: Durability,
+    /// The `run_id` of the server process that passed the checks; every
+    /// grant sends it and the script refuses on any other process. Empty
+    /// when nothing is checked ([`Durability::AcceptVolatileCounter`]).
+    checked: Arc<Mutex<String>>,
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    raise_floor: Script,
+}
+
+impl std::fmt::Debug for RedisIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisIssuer")
+            .field("prefix", &self.prefix)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisIssuer {
+    /// The default key prefix.
+    pub const DEFAULT_PREFIX: &'static str = "fencing:";
+
+    /// Connects to `url` (`redis://host:port/db`) and checks durability.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a malformed URL or durability;
+    /// [`Error::Backend`] if the server does not answer;
+    /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
+    /// the counter under `durability`.
+    pub async fn connect(url: &str, durability: Durability) -> Result<Self> {
+        check_durability(durability)?;
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid_input(format!("malformed Redis URL {url:?}: {e}")))?;
+        // `WAIT` holds the reply for up to its timeout: the response timeout
+        // must outlast it, or a slow acknowledgement reads as a dead server.
+        let wait = match durability {
+            Durability::Replicated { timeout, .. } => timeout,
+            _ => Duration::ZERO,
+        };
+        // Reconnects on its own after a server restart; bounded waits so a
+        // dead server surfaces as an error, not a hang.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5) + wait))
+            .set_number_of_retries(2)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(500));
+        let connection = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| map_error("connect", false, e))?;
+        Self::new(connection, durability).await
+    }
+
+    /// Uses an existing connection manager and checks durability. With
+    /// [`Durability::Replicated`], its response timeout must be longer than
+    /// the `WAIT` timeout.
+    ///
+    /// # Errors
+    /// As [`RedisIssuer::connect`].
+    pub async fn new(connection: ConnectionManager, durability: Durability) -> Result<Self> {
+        check_durability(durability)?;
+        let issuer = Self {
+            connection,
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            durability,
+            checked: Arc::new(Mutex::new(String::new())),
+            acquire: Script::new(&scripts::acquire()),
+            renew: Script::new(scripts::RENEW),
+            release: Script::new(scripts::RELEASE),
+            raise_floor: Script::new(&scripts::raise_floor()),
+        };
+        issuer.check_server().await?;
+        Ok(issuer)
+    }
+
+    /// Uses another key prefix.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The key prefix in use.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The durability this issuer enforces.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn lock_key(&self, resource: &str) -> String {
+        format!("{}{resource}:lock", self.prefix)
+    }
+
+    fn fence_key(&self, resource: &str) -> String {
+        format!("{}{resource}:fence", self.prefix)
+    }
+
+    /// Checks the server the connection is on now and remembers its
+    /// `run_id`, which the scripts compare before every grant. Nothing to
+    /// check for a caller who accepted a volatile counter.
+    async fn check_server(&self) -> Result<()> {
+        if self.durability == Durability::AcceptVolatileCounter {
+            return Ok(());
+        }
+        let server = inspect(&mut self.connection.clone(), self.durability).await?;
+        if let Some(unsafe_) = server.findings.iter().find(|f| !f.is_safe()) {
+            return Err(unsafe_config(unsafe_.detail.clone()));
+        }
+        *self.checked.lock().expect("run_id lock") = server.run_id;
+        Ok(())
+    }
+
+    /// Appends the guard's arguments (see `scripts::GUARD`).
+    fn guard_args(&self, invocation: &mut ScriptInvocation<'_>) {
+        let (fewest, most) = self.durability.replica_bounds();
+        invocation
+            .arg(self.checked.lock().expect("run_id lock").clone())
+            .arg(fewest)
+            .arg(most.map_or_else(String::new, |m| m.to_string()));
+    }
+
+    /// Runs a script that mints or raises a token, then, with
+    /// [`Durability::Replicated`], `WAIT` in the same pipeline (one round
+    /// trip; `WAIT` cannot run inside a script). Returns the script's reply
+    /// and how many replicas acknowledged (`None`: no `WAIT`).
+    ///
+    /// A reply saying the connection is on another server process checks
+    /// that server and runs the script once more.
+    async fn run_guarded(
+        &self,
+        operation: &str,
+        build: impl Fn(&mut ScriptInvocation<'_>),
+        script: &Script,
+    ) -> Result<(Vec<String>, Option<u32>)> {
+        for _ in 0..2 {
+            let mut invocation = script.prepare_invoke();
+            build(&mut invocation);
+            self.guard_args(&mut invocation);
+            let (reply, acked) = self.invoke(operation, script, &invocation).await?;
+            match reply.first().map(String::as_str) {
+                Some("-1") => self.check_server().await?,
+                Some("-2") => {
+                    let at = |i: usize| reply.get(i).map_or("", String::as_str);
+                    let finding = if at(1) == "connected_slaves" {
+                        Finding::replicas(at(2), at(3), self.durability)
+                    } else {
+                        Finding::judge(at(1), at(2), self.durability)
+                    };
+                    return Err(unsafe_config(finding.detail));
+                }
+                _ => return Ok((reply, acked)),
+            }
+        }
+        Err(Error::backend(
+            BACKEND,
+            true,
+            format!(
+                "{operation}: the Redis server process changed twice while it was being checked"
+            ),
+        ))
+    }
+
+    async fn invoke(
+        &self,
+        operation: &str,
+        script: &Script,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Result<(Vec<String>, Option<u32>)> {
+        let mut conn = self.connection.clone();
+        let Durability::Replicated { replicas, timeout } = self.durability else {
+            let reply = invocation
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| map_error(operation, true, e))?;
+            return Ok((reply, None));
+        };
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(invocation)
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(fencing_core::ttl_millis_ceil(timeout));
+        let mut result = pipe.query_async(&mut conn).await;
+        // A pipeline does not load a script the server lacks (after a
+        // restart or on another node): load it and send once more. A
+        // NOSCRIPT reply means the script did not run.
+        if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
+        {
+            script
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| map_error(operation, false, e))?;
+            result = pipe.query_async(&mut conn).await;
+        }
+        let (reply, acked): (Vec<String>, u32) =
+            result.map_err(|e| map_error(operation, true, e))?;
+        Ok((reply, Some(acked)))
+    }
+
+    /// Whether enough replicas acknowledged a write (`acked`: what `WAIT`
+    /// answered, `None` if there was no `WAIT`); a retryable error naming
+    /// `what` if not.
+    fn acknowledged(&self, acked: Option<u32>, what: &str) -> Result<()> {
+        match (acked, self.durability) {
+            (Some(acked), Durability::Replicated { replicas, timeout }) if acked < replicas => {
+                Err(Error::backend(
+                    BACKEND,
+                    true,
+                    format!(
+                        "{what}: {acked} of {replicas} replicas acknowledged it within {timeout:?} (WAIT); \
+                         a failover could lose it, so it is not handed out"
+                    ),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn lock_value(lease: &Lease) -> String {
+    format!("{}:{}", lease.token(), lease.holder())
+}
+
+fn lost(lease: &Lease) -> Error {
+    Error::LeaseLost {
+        resource: lease.resource().to_owned(),
+        token: lease.token(),
+    }
+}
+
+#[async_trait]
+impl TokenIssuer for RedisIssuer {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn reentrant(&self) -> bool {
+        true
+    }
+
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        request.validate(self.min_ttl())?;
+        let operation = format!("acquire {:?}", request.resource);
+        let sent_at = Instant::now();
+        let (lock, fence) = (
+            self.lock_key(&request.resource),
+            self.fence_key(&request.resource),
+        );
+        // Rounded up: the server must not expire the lease before the
+        // holder's local deadline (sent_at + ttl) has passed.
+        let ttl_ms = request.ttl_millis_ceil();
+        let (reply, acked) = self
+            .run_guarded(
+                &operation,
+                |inv| {
+                    inv.key(&lock)
+                        .key(&fence)
+                        .arg(request.holder.as_str())
+                        .arg(ttl_ms);
+                },
+                &self.acquire,
+            )
+            .await?;
+        let (lease, minted) = match reply.as_slice() {
+            [granted, token, minted, ..] if granted == "1" => (
+                Lease::new(request, parse_token(token)?, sent_at),
+                minted == "1",
+            ),
+            [code, counter, ..] if code == "-3" => {
+                return Err(Error::TokenOutOfRange {
+                    token: parse_token(counter)?
+                        .checked_next()
+                        .unwrap_or(FencingToken::new(u64::MAX)),
+                    max: FencingToken::MAX_I64,
+                });
+            }
+            [_, ..] => return Ok(None),
+            [] => {
+                return Err(Error::backend(
+                    BACKEND,
+                    false,
+                    "acquire script returned nothing",
+                ));
+            }
+        };
+        if let Err(error) = self.acknowledged(
+            acked,
+            &format!("grant of token {} on {:?}", lease.token(), request.resource),
+        ) {
+            // A new token the replicas may lack is not handed out: give the
+            // lock back so the next grant need not wait for its TTL. A
+            // re-entrant grant keeps the lease its holder already has.
+            if minted {
+                let _ = self.release(&lease).await;
+            }
+            return Err(error);
+        }
+        Ok(Some(lease))
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        fencing_core::check_ttl(lease.ttl())?;
+        let mut conn = self.connection.clone();
+        let sent_at = Instant::now();
+        let renewed: i64 = self
+            .renew
+            .key(self.lock_key(lease.resource()))
+            .arg(lock_value(lease))
+            .arg(fencing_core::ttl_millis_ceil(lease.ttl()))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| map_error(&format!("renew {:?}", lease.resource()), true, e))?;
+        if renewed == 1 {
+            Ok(lease.renewed(sent_at))
+        } else {
+            Err(lost(lease))
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        let mut conn = self.connection.clone();
+        let released: i64 = self
+            .release
+            .key(self.lock_key(lease.resource()))
+            .arg(lock_value(lease))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| map_error(&format!("release {:?}", lease.resource()), true, e))?;
+        if released == 1 {
+            Ok(())
+        } else {
+            Err(lost(lease))
+        }
+    }
+
+    /// # Errors
+    /// [`Error::TokenOutOfRange`] for a floor of `i64::MAX` or above, before
+    /// anything is written: Redis counts in a signed 64-bit integer, so no
+    /// grant could follow it.
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        if floor >= FencingToken::MAX_I64 {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: FencingToken::new(FencingToken::MAX_I64.get() - 1),
+            });
+        }
+        let fence = self.fence_key(resource);
+        let (reply, acked) = self
+            .run_guarded(
+                &format!("raise the floor of {resource:?}"),
+                |inv| {
+                    inv.key(&fence).arg(floor.get().to_string());
+                },
+                &self.raise_floor,
+            )
+            .await?;
+        let counter = match reply.as_slice() {
+            [_, counter, ..] => parse_token(counter)?,
+            _ => {
+                return Err(Error::backend(
+                    BACKEND,
+                    false,
+                    "raise_floor script returned nothing",
+                ));
+            }
+        };
+        self.acknowledged(
+            acked,
+            &format!(
+                "floor {floor} of {resource:?} (counter {counter}; raising it again is harmless)"
+            ),
+        )
+    }
+
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        let mut conn = self.connection.clone();
+        let current: Option<String> = conn
+            .get(self.lock_key(resource))
+            .await
+            .map_err(|e| map_error("read holder", false, e))?;
+        current
+            .map(|value| {
+                let (token, holder) = value.split_once(':').ok_or_else(|| {
+                    Error::invalid_input(format!("lock key holds {value:?}, not token:holder"))
+                })?;
+                Ok(Holding {
+                    holder: HolderId::new(holder)?,
+                    token: parse_token(token)?,
+                })
+            })
+            .transpose()
+    }
+
+    /// The generic probe (two grants, the second above the first) plus one
+    /// check per setting that decides whether a token can be re-issued:
+    /// `appendonly`, `appendfsync`, `no-appendfsync-on-rewrite`,
+    /// `maxmemory-policy`, `role` and `connected replicas`, each judged
+    /// under this issuer's [`Durability`] (under
+    /// [`Durability::AcceptVolatileCounter`], as the default would judge it).
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let server = inspect(&mut self.connection.clone(), self.durability).await?;
+        let mut checks = match fencing_core::safety::probe_issuer(self).await {
+            Ok(checks) => checks,
+            // The issuer refused to grant: report why instead of failing.
+            Err(Error::UnsafeConfiguration { reason, .. }) => {
+                vec![SafetyCheck::unsafe_(
+                    "tokens rise",
+                    format!("no grant: {reason}"),
+                )]
+            }
+            Err(e) => return Err(e),
+        };
+        checks.extend(
+            server
+                .findings
+                .into_iter()
+                .map(|f| SafetyCheck::new(f.name, f.verdict, f.detail)),
+        );
+        Ok(checks)
+    }
+}
