@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod blob;
+pub mod election;
 mod error;
 mod issuer;
 pub mod keepalive;

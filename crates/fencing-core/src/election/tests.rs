@@ -1,0 +1,189 @@
+//! The election on the memory backends, with real time and bounded waits.
+
+use std::time::Instant;
+
+use super::*;
+use crate::memory::{MemoryIssuer, MemoryStore};
+
+/// Long enough that a hand-over within it cannot be an expiry.
+const LONG_TTL: Duration = Duration::from_secs(30);
+/// A bound for waits that should take milliseconds.
+const SOON: Duration = Duration::from_secs(5);
+
+fn backends() -> (Arc<dyn TokenIssuer>, Arc<dyn FencedStore>) {
+    (Arc::new(MemoryIssuer::new()), Arc::new(MemoryStore::new()))
+}
+
+async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(SOON, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} took over {SOON:?}"))
+}
+
+#[tokio::test]
+async fn resign_hands_over_at_once_with_a_higher_token() {
+    let (issuer, _) = backends();
+    let a = Election::new(issuer.clone(), "r", "a", LONG_TTL)
+        .campaign()
+        .await
+        .unwrap();
+    let b = Election::new(issuer.clone(), "r", "b", LONG_TTL);
+    let waiting = tokio::spawn(async move { b.campaign().await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "b must wait while a leads");
+
+    let started = Instant::now();
+    let a_token = a.token();
+    a.resign().await.unwrap();
+    let b = within("the hand-over", waiting).await.unwrap().unwrap();
+    assert!(started.elapsed() < LONG_TTL / 2);
+    assert!(b.token() > a_token);
+    assert_eq!(b.leader().candidate, "b");
+    b.resign().await.unwrap();
+}
+
+#[tokio::test]
+async fn takeover_fences_keys_the_new_leader_never_writes() {
+    let (issuer, store) = backends();
+    let other: Arc<dyn FencedStore> = Arc::new(MemoryStore::new());
+    let election = |name: &str| {
+        Election::new(issuer.clone(), "r", name, Duration::from_millis(200))
+            .fence_on_takeover(store.clone(), "k")
+            .fence_on_takeover(other.clone(), "k2")
+    };
+    let zombie = election("zombie").campaign().await.unwrap();
+    let zombie_token = zombie.token();
+    assert_eq!(store.mark("k").await.unwrap(), Some(zombie_token));
+    // The zombie's term ends (its lease given up behind its back: a
+    // pause past the TTL looks the same to the issuer).
+    issuer.release(&zombie.lease()).await.unwrap();
+    let next = election("next").campaign().await.unwrap();
+    assert!(next.token() > zombie_token);
+    within("the lost signal", zombie.lost()).await;
+    assert!(zombie.is_lost());
+
+    for (store, key) in [(&store, "k"), (&other, "k2")] {
+        let err = store
+            .put(key, "late".into(), zombie_token)
+            .await
+            .unwrap_err();
+        assert_eq!(err.stale_tokens(), Some((zombie_token, next.token())));
+        assert_eq!(store.get(key).await.unwrap(), None, "nothing written");
+    }
+    next.resign().await.unwrap();
+    assert!(matches!(
+        zombie.resign().await,
+        Err(Error::LeaseLost { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_store_ahead_of_the_issuer_is_an_error_and_the_term_is_given_up() {
+    let (issuer, store) = backends();
+    store.fence("k", FencingToken::new(1_000)).await.unwrap();
+    let election = Election::new(issuer.clone(), "r", "a", LONG_TTL).fence_on_takeover(store, "k");
+    let err = election.campaign().await.unwrap_err();
+    assert!(matches!(err, Error::StaleToken { .. }), "{err}");
+    assert_eq!(issuer.holder("r").await.unwrap(), None, "resigned");
+}
+
+#[tokio::test]
+async fn dropping_a_leadership_resigns() {
+    let (issuer, _) = backends();
+    let election = Election::new(issuer.clone(), "r", "a", LONG_TTL);
+    drop(election.campaign().await.unwrap());
+    let b = within(
+        "the next campaign",
+        Election::new(issuer, "r", "b", LONG_TTL).campaign(),
+    )
+    .await
+    .unwrap();
+    b.resign().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_observer_sees_every_term_in_order() {
+    let (issuer, _) = backends();
+    let watcher = Election::new(issuer.clone(), "r", "w", LONG_TTL)
+        .with_poll_interval(Duration::from_millis(5));
+    let mut observer = watcher.observe();
+    assert_eq!(observer.next().await.unwrap(), None, "no one leads yet");
+
+    let watching = tokio::spawn(async move {
+        let mut terms: Vec<Leader> = Vec::new();
+        while terms.len() < 3 {
+            terms.push(observer.next_term().await.unwrap());
+        }
+        terms
+    });
+    let mut tokens = Vec::new();
+    for name in ["a", "b", "c"] {
+        let term = Election::new(issuer.clone(), "r", name, LONG_TTL)
+            .campaign()
+            .await
+            .unwrap();
+        tokens.push(term.token());
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        term.resign().await.unwrap();
+    }
+    let terms = within("the observer", watching).await.unwrap();
+    let seen: Vec<_> = terms
+        .iter()
+        .map(|l| (l.candidate.as_str(), l.token))
+        .collect();
+    assert_eq!(seen, [("a", tokens[0]), ("b", tokens[1]), ("c", tokens[2])]);
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(watcher.leader().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_same_candidate_id_gets_a_new_term_never_the_old_one() {
+    // Memory is re-entrant by holder id: a fixed holder id would hand a
+    // restarted candidate its paused predecessor's token.
+    let (issuer, _) = backends();
+    let first = Election::new(issuer.clone(), "r", "node-1", Duration::from_millis(150))
+        .campaign()
+        .await
+        .unwrap();
+    let again = Election::new(issuer.clone(), "r", "node-1", LONG_TTL);
+    let second = tokio::spawn(async move { again.campaign().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !second.is_finished(),
+        "the same candidate id must still wait"
+    );
+    let first_token = first.token();
+    first.resign().await.unwrap();
+    let second = within("the second term", second).await.unwrap().unwrap();
+    assert!(second.token() > first_token);
+    assert_ne!(second.leader().holder, HolderId::new("node-1").unwrap());
+    second.resign().await.unwrap();
+}
+
+#[test]
+fn candidate_ids_are_read_back_from_holder_ids() {
+    let id = |s: &str| HolderId::new(s).unwrap();
+    let random = "0123456789abcdef0123456789abcdef";
+    assert_eq!(candidate_of(&id(&format!("web-1#{random}"))), "web-1");
+    assert_eq!(candidate_of(&id(&format!("a#b#{random}"))), "a#b");
+    assert_eq!(candidate_of(&id("plain-holder")), "plain-holder");
+    assert_eq!(candidate_of(&id("x#short")), "x#short");
+    assert_eq!(
+        candidate_of(&id(&format!("#{random}"))),
+        format!("#{random}")
+    );
+}
+
+#[tokio::test]
+async fn bad_candidate_ids_and_ttls_are_invalid_input() {
+    let (issuer, _) = backends();
+    for election in [
+        Election::new(issuer.clone(), "r", "", LONG_TTL),
+        Election::new(issuer.clone(), "r", "x".repeat(201), LONG_TTL),
+        Election::new(issuer.clone(), "", "a", LONG_TTL),
+        Election::new(issuer.clone(), "r", "a", Duration::MAX),
+    ] {
+        let err = election.campaign().await.unwrap_err();
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
+    }
+}
