@@ -385,6 +385,7 @@ impl<B: BlobBackend> BlobStore<B> {
                 }
                 Ok(WriteOutcome::PreconditionFailed) => {
                     self.remember(key, None);
+                    self.count_retry("precondition_failed");
                     tracing::debug!(
                         key,
                         attempt,
@@ -394,6 +395,7 @@ impl<B: BlobBackend> BlobStore<B> {
                 }
                 Err(e @ Error::OutcomeUnknown { .. }) => {
                     self.remember(key, None);
+                    self.count_retry("outcome_unknown");
                     tracing::warn!(
                         key,
                         attempt,
@@ -411,6 +413,18 @@ impl<B: BlobBackend> BlobStore<B> {
             key: key.to_owned(),
             attempts: self.max_attempts,
         }))
+    }
+
+    /// Counts a conditional write the loop tries again
+    /// ([`names::CAS_RETRIES`](crate::instrument::names::CAS_RETRIES)).
+    fn count_retry(&self, cause: &'static str) {
+        use crate::instrument::names;
+        metrics::counter!(
+            names::CAS_RETRIES,
+            names::STORE => self.backend.name(),
+            names::CAUSE => cause,
+        )
+        .increment(1);
     }
 
     /// The precondition checks of [`FencedStore::verify`], on the probe

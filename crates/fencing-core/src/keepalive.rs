@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
+use crate::instrument::names;
 use crate::{Error, FencingToken, Lease, TokenIssuer};
 
 /// How a [`KeepAlive`] renews and what it does when it ends.
@@ -232,13 +234,15 @@ impl KeepAlive {
     ) -> Self {
         let (state_tx, state) = watch::channel(State::Held(lease.clone()));
         let (stop_tx, stop_rx) = oneshot::channel();
-        let task = tokio::spawn(renew_until_lost(
-            issuer.clone(),
-            lease,
-            options,
-            state_tx,
-            stop_rx,
-        ));
+        let span = tracing::info_span!(
+            "fencing.keepalive",
+            issuer = issuer.name(),
+            resource = lease.resource(),
+            token = lease.token().get(),
+        );
+        let task = tokio::spawn(
+            renew_until_lost(issuer.clone(), lease, options, state_tx, stop_rx).instrument(span),
+        );
         Self {
             state,
             stop: Some(stop_tx),
@@ -415,6 +419,12 @@ async fn renew_until_lost(
         reason,
     };
     tracing::warn!(%lost, "lease lost");
+    let reason = match lost.reason {
+        LostReason::Refused => "refused",
+        LostReason::Expired { .. } => "expired",
+    };
+    metrics::counter!(names::LEASES_LOST, names::ISSUER => issuer.name(), names::REASON => reason)
+        .increment(1);
     state.send_replace(State::Lost(lost.clone()));
     if options.release_when_lost && matches!(lost.reason, LostReason::Expired { .. }) {
         // Bounded: an unreachable issuer must not keep `stop` waiting.

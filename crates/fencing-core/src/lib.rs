@@ -3,6 +3,7 @@
 pub mod blob;
 pub mod election;
 mod error;
+pub mod instrument;
 mod issuer;
 pub mod keepalive;
 mod lease;
