@@ -4,11 +4,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use fencing::keepalive::KeepAlive;
+use fencing::keepalive::{KeepAlive, Lost};
 use fencing::{Error, FencingToken, HolderId, Lease, LeaseRequest, TokenIssuer};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 use crate::output::LeaseView;
 use crate::{CliResult, backends, exit};
@@ -18,10 +18,22 @@ use crate::{CliResult, backends, exit};
 pub(crate) struct Target {
     /// The lock service, by URL (or FENCE_ISSUER).
     #[arg(long, env = "FENCE_ISSUER", value_name = "URL")]
-    issuer: String,
+    pub(crate) issuer: String,
     /// The resource the lease is on.
     #[arg(long, value_name = "NAME")]
-    resource: String,
+    pub(crate) resource: String,
+}
+
+/// What happens to a command whose lease is lost (`run`, `lead`).
+#[derive(Debug, Args)]
+pub(crate) struct Supervision {
+    /// The signal sent to the command when the lease is lost.
+    #[arg(long, default_value = "SIGTERM")]
+    signal: Signal,
+    /// How long the command may take to stop after that signal before it
+    /// is killed.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+    grace: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -85,13 +97,8 @@ pub(crate) struct RunArgs {
     /// with exit code 5).
     #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
     wait: Duration,
-    /// The signal sent to the command when the lease is lost.
-    #[arg(long, default_value = "SIGTERM")]
-    signal: Signal,
-    /// How long the command may take to stop after that signal before it
-    /// is killed.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
-    grace: Duration,
+    #[command(flatten)]
+    supervision: Supervision,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -172,38 +179,69 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
         return held(&*issuer, &request.resource).await;
     };
 
-    let (program, rest) = args.command.split_first().expect("clap requires a command");
-    let mut child = Command::new(program)
+    let mut child = spawn_with_lease(&args.command, &lease, &args.target.issuer)?;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    match supervise(&mut child, keep_alive.lost(), &args.supervision).await? {
+        Ended::Exited(code) => {
+            if let Err(e) = keep_alive.release().await {
+                eprintln!("fence: release after the command finished: {e}");
+            }
+            Ok(ExitCode::from(code))
+        }
+        Ended::Lost => Ok(ExitCode::from(exit::LEASE_LOST)),
+    }
+}
+
+/// Starts `command` with the lease's `FENCING_TOKEN`, `FENCING_RESOURCE`,
+/// `FENCING_HOLDER` and `FENCING_ISSUER` in its environment.
+pub(crate) fn spawn_with_lease(
+    command: &[String],
+    lease: &Lease,
+    issuer_url: &str,
+) -> Result<Child, String> {
+    let (program, rest) = command.split_first().expect("clap requires a command");
+    let child = Command::new(program)
         .args(rest)
         .env("FENCING_TOKEN", lease.token().to_string())
         .env("FENCING_RESOURCE", lease.resource())
         .env("FENCING_HOLDER", lease.holder().as_str())
-        .env("FENCING_ISSUER", &args.target.issuer)
+        .env("FENCING_ISSUER", issuer_url)
         .spawn()
         .map_err(|e| format!("cannot start {program:?}: {e}"))?;
-    let pid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
     eprintln!(
         "fence: {:?} held with token {}; running {program}",
         lease.resource(),
         lease.token()
     );
+    Ok(child)
+}
 
+/// How a supervised command ended.
+pub(crate) enum Ended {
+    /// On its own, with this exit code (128 + signal if a signal ended it).
+    Exited(u8),
+    /// The lease was lost: the command was signalled (and killed if it did
+    /// not stop within the grace period).
+    Lost,
+}
+
+/// Waits for `child` while its lease is kept: passes Ctrl-C and SIGTERM on
+/// to it; when `lost` resolves, sends it the configured signal and kills it
+/// after the grace period.
+pub(crate) async fn supervise(
+    child: &mut Child,
+    lost: impl Future<Output = Lost>,
+    supervision: &Supervision,
+) -> std::io::Result<Ended> {
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
-    let lost = keep_alive.lost();
     tokio::pin!(lost);
     let lost = loop {
         tokio::select! {
-            status = child.wait() => {
-                let status = status?;
-                if let Err(e) = keep_alive.release().await {
-                    eprintln!("fence: release after the command finished: {e}");
-                }
-                return Ok(ExitCode::from(exit_code(status)));
-            }
+            status = child.wait() => return Ok(Ended::Exited(exit_code(status?))),
             lost = &mut lost => break lost,
             // Pass interrupts on, then wait for the command as usual.
             _ = tokio::signal::ctrl_c() => signal_child(pid, Signal::SIGINT),
@@ -211,19 +249,22 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
         }
     };
 
-    eprintln!("fence: {lost}; sending {} to the command", args.signal);
-    signal_child(pid, args.signal);
-    if tokio::time::timeout(args.grace, child.wait())
+    eprintln!(
+        "fence: {lost}; sending {} to the command",
+        supervision.signal
+    );
+    signal_child(pid, supervision.signal);
+    if tokio::time::timeout(supervision.grace, child.wait())
         .await
         .is_err()
     {
         eprintln!(
             "fence: the command did not stop within {:?}; killing it",
-            args.grace
+            supervision.grace
         );
         let _ = child.kill().await;
     }
-    Ok(ExitCode::from(exit::LEASE_LOST))
+    Ok(Ended::Lost)
 }
 
 /// Tries once (`wait` zero) or waits up to `wait`; `None` if still held.

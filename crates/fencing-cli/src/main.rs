@@ -40,7 +40,7 @@ Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
 
 Exit codes: 0 ok, 1 failure, 2 bad input, 3 stale token refused (nothing written),
 4 lease lost, 5 resource held, 6 no value, 7 unsafe deployment (`doctor`: a check failed).
-`fence run` exits with its command's code.
+`fence run` and `fence lead` exit with their command's code (4 if the lease is lost).
 
 Start here: `fence demo` shows a paused lock holder refused by the store.";
 
@@ -61,6 +61,10 @@ enum Command {
     /// Run a command while holding a lease; it gets FENCING_TOKEN to write
     /// with, and is signalled if the lease is lost.
     Run(lease_cmds::RunArgs),
+    /// Run a long-lived command as the elected leader of a resource:
+    /// followers wait and take over. The command gets the term's
+    /// FENCING_TOKEN; stores named with --fence are fenced first.
+    Lead(lead_cmd::LeadArgs),
     /// Acquire a lease and print its token and holder id.
     Acquire(lease_cmds::AcquireArgs),
     /// Renew a lease (same token).
@@ -118,6 +122,7 @@ mod audit;
 use fencing::registry as backends;
 mod demo;
 mod doctor;
+mod lead_cmd;
 mod lease_cmds;
 mod migrate;
 mod output;
@@ -138,6 +143,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => lease_cmds::run(args).await,
+        Command::Lead(args) => lead_cmd::lead(args).await,
         Command::Acquire(args) => lease_cmds::acquire(args).await,
         Command::Renew(args) => lease_cmds::renew(args).await,
         Command::Release(args) => lease_cmds::release(args).await,

@@ -1,0 +1,115 @@
+//! `lead`: run a long-lived command as the elected leader of a resource;
+//! followers wait and take over.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use fencing::Error;
+use fencing::election::Election;
+
+use crate::lease_cmds::{Ended, Supervision, Target, spawn_with_lease, supervise};
+use crate::{CliResult, backends, exit};
+
+#[derive(Debug, Args)]
+pub(crate) struct LeadArgs {
+    #[command(flatten)]
+    target: Target,
+    /// How long a term lives without renewal; `fence` renews it every third
+    /// of this while the command runs, and a follower takes over this long
+    /// after the leader stops renewing.
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
+    ttl: Duration,
+    /// This candidate's name, shown to the others (default: host and pid).
+    #[arg(long, value_name = "ID")]
+    candidate: Option<String>,
+    /// On winning, raise KEY's mark in the store at STORE_URL to the new
+    /// term's token before the command starts, so the last leader's late
+    /// writes to it are refused. Repeatable.
+    #[arg(long = "fence", value_name = "STORE_URL#KEY", value_parser = parse_fence)]
+    fences: Vec<(String, String)>,
+    #[command(flatten)]
+    supervision: Supervision,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// `STORE_URL#KEY`, split at the last `#`.
+fn parse_fence(s: &str) -> Result<(String, String), String> {
+    match s.rsplit_once('#') {
+        Some((url, key)) if !url.is_empty() && !key.is_empty() => {
+            Ok((url.to_owned(), key.to_owned()))
+        }
+        _ => Err(format!(
+            "expected STORE_URL#KEY (e.g. postgres://…/db#jobs/state), got {s:?}"
+        )),
+    }
+}
+
+/// Stands for leader, waits as long as it takes, then runs the command
+/// with the term's token until it ends (exit: its code) or the term is lost
+/// (the command is signalled; exit 4).
+pub(crate) async fn lead(args: LeadArgs) -> CliResult {
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
+    let candidate = args.candidate.unwrap_or_else(|| {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
+        format!("{host}:{}", std::process::id())
+    });
+    let mut election = Election::new(issuer, &args.target.resource, &candidate, args.ttl);
+    for (url, key) in &args.fences {
+        election = election.fence_on_takeover(backends::open_store(url).await?, key);
+    }
+
+    if let Ok(Some(leader)) = election.leader().await {
+        eprintln!(
+            "fence: {candidate} waiting to lead {:?}; {leader} leads",
+            args.target.resource
+        );
+    }
+    let leadership = election.campaign().await?;
+    let lease = leadership.lease();
+    eprintln!(
+        "fence: {candidate} leads {:?} with token {}{}",
+        lease.resource(),
+        lease.token(),
+        if args.fences.is_empty() {
+            String::new()
+        } else {
+            format!(" (fenced {} key(s))", args.fences.len())
+        }
+    );
+
+    let mut child = spawn_with_lease(&args.command, &lease, &args.target.issuer)?;
+    match supervise(&mut child, leadership.lost(), &args.supervision).await? {
+        Ended::Exited(code) => {
+            match leadership.resign().await {
+                Ok(()) => eprintln!("fence: resigned"),
+                Err(e @ Error::LeaseLost { .. }) => eprintln!("fence: {e}"),
+                Err(e) => eprintln!("fence: resign after the command finished: {e}"),
+            }
+            Ok(ExitCode::from(code))
+        }
+        Ended::Lost => Ok(ExitCode::from(exit::LEASE_LOST)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_fence;
+
+    #[test]
+    fn fences_split_at_the_last_hash() {
+        assert_eq!(
+            parse_fence("sqlite:///tmp/x.db#jobs/state"),
+            Ok(("sqlite:///tmp/x.db".to_owned(), "jobs/state".to_owned()))
+        );
+        assert_eq!(
+            parse_fence("s3://b?a=1#x#k").unwrap(),
+            ("s3://b?a=1#x".to_owned(), "k".to_owned())
+        );
+        for bad in ["no-key", "#k", "url#"] {
+            assert!(parse_fence(bad).is_err(), "{bad}");
+        }
+    }
+}

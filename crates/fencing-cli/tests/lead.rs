@@ -1,0 +1,137 @@
+//! `fence lead`, run as a user runs it: the real binary, a real SQLite file
+//! as both the issuer and the fenced store.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const FENCE: &str = env!("CARGO_BIN_EXE_fence");
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("fence-lead-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.join("db.sqlite").display())
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn lead(url: &str, candidate: &str, extra: &[&str], script: &str) -> Command {
+    let mut cmd = Command::new(FENCE);
+    cmd.args(["lead", "--issuer", url, "--resource", "jobs/leader"])
+        .args(["--ttl", "1s", "--candidate", candidate])
+        .args(extra)
+        .args(["--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+#[test]
+fn one_leader_at_a_time_each_term_fenced_with_a_higher_token() {
+    let s = Scratch::new("terms");
+    let url = s.url();
+    let log = s.path("log");
+    let fence_arg = format!("{url}#state");
+    // Each term: log its start with the token, work a moment, log its end.
+    let script = format!(
+        "echo \"start $FENCING_TOKEN\" >> {log}; sleep 0.4; echo \"end $FENCING_TOKEN\" >> {log}"
+    );
+    let leaders: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            lead(&url, name, &["--fence", &fence_arg], &script)
+                .spawn()
+                .expect("start fence lead")
+        })
+        .collect();
+    for leader in leaders {
+        let out = leader.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let mut tokens = Vec::new();
+    for term in lines.chunks(2) {
+        let start = term[0].strip_prefix("start ").expect("a start");
+        assert_eq!(term[1], format!("end {start}"), "terms overlap: {lines:?}");
+        tokens.push(start.parse::<u64>().unwrap());
+    }
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+
+    // Every term fenced the store before its command started.
+    let mark = Command::new(FENCE)
+        .args(["mark", "--store", &url, "state", "--json"])
+        .output()
+        .unwrap();
+    let mark: serde_json::Value = serde_json::from_slice(&mark.stdout).unwrap();
+    assert_eq!(mark["mark"], tokens[2]);
+}
+
+#[test]
+fn a_lost_term_signals_the_command_and_exits_4_and_the_exit_code_passes_through() {
+    let s = Scratch::new("lost");
+    let url = s.url();
+    // The command gives its own term up behind fence's back: the next
+    // renewal is refused, and the command must be stopped.
+    let script = format!(
+        "{FENCE} release --issuer \"$FENCING_ISSUER\" --resource \"$FENCING_RESOURCE\" \
+         --holder \"$FENCING_HOLDER\" --token \"$FENCING_TOKEN\" >/dev/null; \
+         trap 'echo got-term; kill $!; exit 0' TERM; sleep 30 >/dev/null 2>&1 & wait"
+    );
+    let started = Instant::now();
+    let out = lead(&url, "a", &["--grace", "5s"], &script)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("got-term"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let out = lead(&url, "b", &[], "exit 7").output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("b leads \"jobs/leader\""), "{err}");
+}
+
+#[test]
+fn a_malformed_fence_is_bad_input() {
+    let out = Command::new(FENCE)
+        .args(["lead", "--issuer", "sqlite:///tmp/x.db", "--resource", "r"])
+        .args(["--fence", "no-key-here", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("STORE_URL#KEY"));
+}
