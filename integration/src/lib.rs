@@ -15,6 +15,8 @@ use fencing::{FencedStore, TokenIssuer};
 use fencing_harness::env::{self, Server};
 use fencing_sql::{Db, SqlStore, Tables};
 
+pub mod candidate;
+
 /// The issuers, by name.
 pub const ISSUERS: &[&str] = &[
     "memory",
