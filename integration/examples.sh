@@ -24,6 +24,7 @@ EXTRA=(
   "fencing-sql store|sqlite://$scratch/store.sqlite"
   "fencing-sql issuer|sqlite://$scratch/issuer.sqlite"
   "fencing-zookeeper zk_lock|--cversion"
+  "fencing-http orders|$FENCING_PG_URL"
 )
 
 mapfile -t EXAMPLES < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
