@@ -8,7 +8,7 @@ use std::time::Duration;
 use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use azure_storage_blob::BlobContainerClientOptions;
-use fencing_core::url::BackendUrl;
+use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind, env};
 use fencing_core::{Error, Result};
 
 use crate::sas::{account_sas, container_url};
@@ -23,6 +23,16 @@ const OPTIONS: &[&str] = &[
     "emulator",
     "adopt_unfenced",
 ];
+
+/// The `az://` URL, its variables and messages.
+const KIND: ObjectStoreKind = ObjectStoreKind {
+    scheme: "az",
+    what: "an Azure Blob URL (az://CONTAINER?endpoint=URL)",
+    shape: "az://CONTAINER?endpoint=URL",
+    noun: "container",
+    env_prefix: "FENCING_AZURE",
+    emulator_endpoint: "Azurite's, e.g. http://127.0.0.1:10000/devstoreaccount1",
+};
 
 /// Azurite's development account.
 pub(crate) const EMULATOR_ACCOUNT: &str = "devstoreaccount1";
@@ -86,12 +96,9 @@ enum Credential {
 /// ```
 #[derive(Clone, Default)]
 pub struct AzureConfig {
-    container: String,
-    endpoint: Option<String>,
+    common: ObjectStoreConfig,
     credential: Credential,
     sas_lifetime: Option<Duration>,
-    emulator: bool,
-    adopt_unfenced: bool,
     options: Option<BlobContainerClientOptions>,
 }
 
@@ -104,13 +111,9 @@ impl fmt::Debug for AzureConfig {
             Credential::AccountKey { .. } => "account key ***",
             Credential::Token(_) => "token credential",
         };
-        f.debug_struct("AzureConfig")
-            .field("container", &self.container)
-            .field("endpoint", &self.endpoint)
-            .field("credential", &credential)
-            .field("emulator", &self.emulator)
-            .field("adopt_unfenced", &self.adopt_unfenced)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("AzureConfig");
+        self.common.debug_fields("container", &mut d);
+        d.field("credential", &credential).finish_non_exhaustive()
     }
 }
 
@@ -118,7 +121,7 @@ impl AzureConfig {
     /// A config for `container`; credentials from the environment.
     pub fn new(container: impl Into<String>) -> Self {
         Self {
-            container: container.into(),
+            common: ObjectStoreConfig::new(container),
             ..Self::default()
         }
     }
@@ -131,31 +134,22 @@ impl AzureConfig {
     /// both `endpoint=` and `account=`, or `emulator=true` without
     /// `endpoint=`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse(url)?;
-        if url.scheme() != "az" {
-            return Err(Error::invalid_input(format!(
-                "not an Azure Blob URL (az://CONTAINER?endpoint=URL): scheme {:?}",
-                url.scheme()
-            )));
-        }
-        url.expect_no_path("az://CONTAINER?endpoint=URL")?;
-        let mut config = Self::new(url.authority());
-        let query = url.query();
-        config.endpoint = query.take_nonempty("endpoint")?;
+        let (common, mut query) = ObjectStoreConfig::from_url(&KIND, url)?;
+        let mut config = Self {
+            common,
+            ..Self::default()
+        };
         if let Some(account) = query.take_nonempty("account")? {
-            if config.endpoint.is_some() {
+            if config.common.endpoint.is_some() {
                 return Err(Error::invalid_input("give endpoint= or account=, not both"));
             }
-            config.endpoint = Some(format!("https://{account}.blob.core.windows.net"));
+            config.common.endpoint = Some(format!("https://{account}.blob.core.windows.net"));
         }
         if let Some(sas) = query.take_nonempty("sas")? {
             config.credential = Credential::Sas(sas);
         }
         config.sas_lifetime = query.take_duration("sas_lifetime")?;
-        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
-        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
-        std::mem::take(query).finish(OPTIONS)?;
-        config.validate()?;
+        config.common.finish(&KIND, query, OPTIONS)?;
         Ok(config)
     }
 
@@ -169,21 +163,10 @@ impl AzureConfig {
     /// [`Error::InvalidInput`] without `FENCING_AZURE_CONTAINER`, or for a
     /// variable that is not a strict boolean.
     pub fn from_env() -> Result<Self> {
-        let container = env("FENCING_AZURE_CONTAINER")
-            .ok_or_else(|| Error::invalid_input("FENCING_AZURE_CONTAINER is not set"))?;
-        let mut config = Self::new(container);
-        config.endpoint = env("FENCING_AZURE_ENDPOINT");
-        config.emulator = env_bool("FENCING_AZURE_EMULATOR")?;
-        config.adopt_unfenced = env_bool("FENCING_AZURE_ADOPT_UNFENCED")?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The account's blob endpoint.
-    #[must_use]
-    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
-        self.endpoint = Some(endpoint.into());
-        self
+        Ok(Self {
+            common: ObjectStoreConfig::from_env(&KIND)?,
+            ..Self::default()
+        })
     }
 
     /// A SAS token (the query string, with or without `?`).
@@ -229,21 +212,6 @@ impl AzureConfig {
         self
     }
 
-    /// Azurite's development account (needs an endpoint). Never for a real
-    /// account.
-    #[must_use]
-    pub fn with_emulator(mut self, emulator: bool) -> Self {
-        self.emulator = emulator;
-        self
-    }
-
-    /// Take over blobs written without fencing, at mark 0.
-    #[must_use]
-    pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
-        self.adopt_unfenced = adopt;
-        self
-    }
-
     /// Client options for reads (writes get the same, without retries).
     #[must_use]
     pub fn with_options(mut self, options: BlobContainerClientOptions) -> Self {
@@ -251,29 +219,7 @@ impl AzureConfig {
         self
     }
 
-    /// The container.
-    pub fn container(&self) -> &str {
-        &self.container
-    }
-
-    /// The endpoint, if known yet.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.container.is_empty() {
-            return Err(Error::invalid_input(
-                "no container: expected az://CONTAINER?endpoint=URL",
-            ));
-        }
-        if self.emulator && self.endpoint.is_none() {
-            return Err(Error::invalid_input(
-                "emulator=true needs endpoint=URL (Azurite's, e.g. http://127.0.0.1:10000/devstoreaccount1)",
-            ));
-        }
-        Ok(())
-    }
+    fencing_core::object_store_config_methods!(common, container);
 
     fn apply_connection_string(&mut self, connection_string: &str) -> Result<()> {
         let mut fields = std::collections::HashMap::new();
@@ -287,14 +233,15 @@ impl AzureConfig {
             fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
         }
         if fields.get("usedevelopmentstorage").map(String::as_str) == Some("true") {
-            self.emulator = true;
-            self.endpoint
+            self.common.emulator = true;
+            self.common
+                .endpoint
                 .get_or_insert_with(|| format!("http://127.0.0.1:10000/{EMULATOR_ACCOUNT}"));
             return Ok(());
         }
         let account = fields.get("accountname").cloned();
-        if self.endpoint.is_none() {
-            self.endpoint = match (fields.get("blobendpoint"), &account) {
+        if self.common.endpoint.is_none() {
+            self.common.endpoint = match (fields.get("blobendpoint"), &account) {
                 (Some(endpoint), _) => Some(endpoint.clone()),
                 (None, Some(account)) => {
                     let protocol = fields
@@ -328,16 +275,16 @@ impl AzureConfig {
 
     /// The credential from the environment, if the config has none.
     fn resolve_from_env(&mut self) -> Result<()> {
-        if !matches!(self.credential, Credential::FromEnv) || self.emulator {
+        if !matches!(self.credential, Credential::FromEnv) || self.common.emulator {
             return Ok(());
         }
         if let Some(cs) = env("AZURE_STORAGE_CONNECTION_STRING") {
             return self.apply_connection_string(&cs);
         }
-        if self.endpoint.is_none()
+        if self.common.endpoint.is_none()
             && let Some(account) = env("AZURE_STORAGE_ACCOUNT")
         {
-            self.endpoint = Some(format!("https://{account}.blob.core.windows.net"));
+            self.common.endpoint = Some(format!("https://{account}.blob.core.windows.net"));
         }
         if let Some(sas) = env("AZURE_STORAGE_SAS_TOKEN") {
             self.credential = Credential::Sas(sas);
@@ -366,16 +313,16 @@ impl AzureConfig {
     pub(crate) fn container_url(&self) -> Result<(Url, Option<Arc<dyn TokenCredential>>)> {
         let mut config = self.clone();
         config.resolve_from_env()?;
-        config.validate()?;
-        let Some(endpoint) = config.endpoint.clone() else {
+        config.common.validate(&KIND)?;
+        let Some(endpoint) = config.common.endpoint.clone() else {
             return Err(Error::invalid_input(format!(
                 "az://{}: no endpoint: add endpoint=https://ACCOUNT.blob.core.windows.net (or account=NAME)",
-                config.container
+                config.common.name
             )));
         };
         let lifetime = config.sas_lifetime.unwrap_or(DEFAULT_SAS_LIFETIME);
         let (sas, token) = match &config.credential {
-            _ if config.emulator => (
+            _ if config.common.emulator => (
                 account_sas(EMULATOR_ACCOUNT, EMULATOR_ACCOUNT_KEY, lifetime)?,
                 None,
             ),
@@ -397,11 +344,11 @@ impl AzureConfig {
                     "no Azure credentials for az://{}: add sas=… to the URL or set \
                      AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_KEY; \
                      for Azurite add emulator=true to the URL",
-                    config.container
+                    config.common.name
                 )));
             }
         };
-        Ok((container_url(&endpoint, &config.container, &sas)?, token))
+        Ok((container_url(&endpoint, &config.common.name, &sas)?, token))
     }
 
     /// Opens the store: [`backend`](Self::backend) in the fenced-write loop.
@@ -412,7 +359,7 @@ impl AzureConfig {
         Ok(self
             .backend()?
             .into_store()
-            .adopt_unfenced(self.adopt_unfenced))
+            .adopt_unfenced(self.common.adopt_unfenced))
     }
 }
 
@@ -427,29 +374,14 @@ fn account_of(endpoint: &str) -> Option<String> {
     path.split('/').find(|s| !s.is_empty()).map(str::to_owned)
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn env_bool(name: &str) -> Result<bool> {
-    match env(name).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some(other) => Err(Error::invalid_input(format!(
-            "{name}={other:?}: expected true or false"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use fencing_core::blob::config::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match AzureConfig::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, AzureConfig::from_url(url))
     }
 
     #[test]
@@ -459,7 +391,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.container(), "c");
-        assert!(c.emulator);
+        assert!(c.common.emulator);
         let c = AzureConfig::from_url(
             "az://c?account=acct&sas=sv%3D1%26sig%3Dx&adopt_unfenced=true&sas_lifetime=10m",
         )
@@ -467,7 +399,7 @@ mod tests {
         assert_eq!(c.endpoint(), Some("https://acct.blob.core.windows.net"));
         assert!(matches!(&c.credential, Credential::Sas(s) if s == "sv=1&sig=x"));
         assert_eq!(c.sas_lifetime, Some(Duration::from_secs(600)));
-        assert!(c.adopt_unfenced);
+        assert!(c.common.adopt_unfenced);
         assert!(!format!("{c:?}").contains("sig"), "{c:?}");
     }
 
@@ -499,7 +431,7 @@ mod tests {
         let c = AzureConfig::new("c")
             .with_connection_string("UseDevelopmentStorage=true")
             .unwrap();
-        assert!(c.emulator);
+        assert!(c.common.emulator);
         assert!(
             AzureConfig::new("c")
                 .with_connection_string("AccountName=a")

@@ -23,6 +23,7 @@
 //! this loop retries them, and reports [`Error::OutcomeUnknown`] whenever an
 //! earlier attempt may have been applied.
 
+pub mod config;
 pub mod frame;
 pub mod http;
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use fencing_core::url::BackendUrl;
+use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind, env};
 use fencing_core::{Error, Result};
 use google_cloud_auth::credentials::{Credentials, anonymous};
 use google_cloud_storage::client::Storage;
@@ -11,6 +11,16 @@ use crate::{GcsBackend, GcsStore};
 
 /// The options a `gs://` URL takes.
 const OPTIONS: &[&str] = &["endpoint", "emulator", "adopt_unfenced"];
+
+/// The `gs://` URL, its variables and messages.
+const KIND: ObjectStoreKind = ObjectStoreKind {
+    scheme: "gs",
+    what: "a GCS URL (gs://BUCKET)",
+    shape: "gs://BUCKET[?options]",
+    noun: "bucket",
+    env_prefix: "FENCING_GCS",
+    emulator_endpoint: "the emulator's address",
+};
 
 /// How to reach one GCS bucket: parsed from `gs://BUCKET?…`, read from the
 /// environment, or set with the `with_*` setters; [`connect`](Self::connect)
@@ -39,21 +49,16 @@ const OPTIONS: &[&str] = &["endpoint", "emulator", "adopt_unfenced"];
 /// ```
 #[derive(Clone, Default)]
 pub struct GcsConfig {
-    bucket: String,
-    endpoint: Option<String>,
-    emulator: bool,
-    adopt_unfenced: bool,
+    common: ObjectStoreConfig,
     credentials: Option<Credentials>,
 }
 
 impl fmt::Debug for GcsConfig {
+    /// Hides the credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GcsConfig")
-            .field("bucket", &self.bucket)
-            .field("endpoint", &self.endpoint)
-            .field("emulator", &self.emulator)
-            .field("adopt_unfenced", &self.adopt_unfenced)
-            .field("credentials", &self.credentials.as_ref().map(|_| "***"))
+        let mut d = f.debug_struct("GcsConfig");
+        self.common.debug_fields("bucket", &mut d);
+        d.field("credentials", &self.credentials.as_ref().map(|_| "***"))
             .finish()
     }
 }
@@ -62,7 +67,7 @@ impl GcsConfig {
     /// A config for `bucket` with application default credentials.
     pub fn new(bucket: impl Into<String>) -> Self {
         Self {
-            bucket: bucket.into(),
+            common: ObjectStoreConfig::new(bucket),
             ..Self::default()
         }
     }
@@ -74,22 +79,12 @@ impl GcsConfig {
     /// unknown option (naming the known ones), a value that is not a strict
     /// boolean, or `emulator=true` without `endpoint=`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse(url)?;
-        if url.scheme() != "gs" {
-            return Err(Error::invalid_input(format!(
-                "not a GCS URL (gs://BUCKET): scheme {:?}",
-                url.scheme()
-            )));
-        }
-        url.expect_no_path("gs://BUCKET[?options]")?;
-        let mut config = Self::new(url.authority());
-        let query = url.query();
-        config.endpoint = query.take_nonempty("endpoint")?;
-        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
-        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
-        std::mem::take(query).finish(OPTIONS)?;
-        config.validate()?;
-        Ok(config)
+        let (common, query) = ObjectStoreConfig::from_url(&KIND, url)?;
+        common.finish(&KIND, query, OPTIONS)?;
+        Ok(Self {
+            common,
+            credentials: None,
+        })
     }
 
     /// From the environment: `FENCING_GCS_BUCKET` (required),
@@ -100,35 +95,10 @@ impl GcsConfig {
     /// [`Error::InvalidInput`] without `FENCING_GCS_BUCKET`, or for a
     /// variable that is not a strict boolean.
     pub fn from_env() -> Result<Self> {
-        let bucket = env("FENCING_GCS_BUCKET")
-            .ok_or_else(|| Error::invalid_input("FENCING_GCS_BUCKET is not set"))?;
-        let mut config = Self::new(bucket);
-        config.endpoint = env("FENCING_GCS_ENDPOINT");
-        config.emulator = env_bool("FENCING_GCS_EMULATOR")?;
-        config.adopt_unfenced = env_bool("FENCING_GCS_ADOPT_UNFENCED")?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Another endpoint than Google's.
-    #[must_use]
-    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
-        self.endpoint = Some(endpoint.into());
-        self
-    }
-
-    /// Anonymous credentials for a local emulator (needs an endpoint).
-    #[must_use]
-    pub fn with_emulator(mut self, emulator: bool) -> Self {
-        self.emulator = emulator;
-        self
-    }
-
-    /// Take over objects written without fencing, at mark 0.
-    #[must_use]
-    pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
-        self.adopt_unfenced = adopt;
-        self
+        Ok(Self {
+            common: ObjectStoreConfig::from_env(&KIND)?,
+            credentials: None,
+        })
     }
 
     /// Your own credentials instead of application default credentials.
@@ -138,29 +108,7 @@ impl GcsConfig {
         self
     }
 
-    /// The bucket.
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    /// The endpoint, if one is set.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.bucket.is_empty() {
-            return Err(Error::invalid_input(
-                "no bucket: expected gs://BUCKET[?options]",
-            ));
-        }
-        if self.emulator && self.endpoint.is_none() {
-            return Err(Error::invalid_input(
-                "emulator=true needs endpoint=URL (the emulator's address)",
-            ));
-        }
-        Ok(())
-    }
+    fencing_core::object_store_config_methods!(common, bucket);
 
     /// A client, with the credentials the type's docs describe.
     ///
@@ -169,21 +117,21 @@ impl GcsConfig {
     /// credentials nor `emulator=true` (naming both); [`Error::Backend`] if
     /// the client cannot be built (an unreadable credentials file).
     pub async fn client(&self) -> Result<Storage> {
-        self.validate()?;
+        self.common.validate(&KIND)?;
         let mut builder = Storage::builder();
-        if self.emulator {
+        if self.common.emulator {
             builder = builder.with_credentials(anonymous::Builder::new().build());
         } else if let Some(credentials) = &self.credentials {
             builder = builder.with_credentials(credentials.clone());
-        } else if self.endpoint.is_some() && !adc_file_present() {
+        } else if self.endpoint().is_some() && !adc_file_present() {
             return Err(Error::invalid_input(format!(
                 "no Google credentials for gs://{} at a custom endpoint: set \
                  GOOGLE_APPLICATION_CREDENTIALS (or run `gcloud auth application-default login`); \
                  for a local emulator add emulator=true to the URL",
-                self.bucket
+                self.bucket()
             )));
         }
-        if let Some(endpoint) = &self.endpoint {
+        if let Some(endpoint) = self.endpoint() {
             builder = builder.with_endpoint(endpoint);
         }
         builder
@@ -198,8 +146,10 @@ impl GcsConfig {
     /// # Errors
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<GcsStore> {
-        let backend = GcsBackend::new(self.client().await?, self.bucket.clone());
-        Ok(backend.into_store().adopt_unfenced(self.adopt_unfenced))
+        let backend = GcsBackend::new(self.client().await?, self.common.name.clone());
+        Ok(backend
+            .into_store()
+            .adopt_unfenced(self.common.adopt_unfenced))
     }
 }
 
@@ -216,41 +166,29 @@ fn adc_file_present() -> bool {
     })
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn env_bool(name: &str) -> Result<bool> {
-    match env(name).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some(other) => Err(Error::invalid_input(format!(
-            "{name}={other:?}: expected true or false"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use fencing_core::blob::config::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match GcsConfig::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, GcsConfig::from_url(url))
     }
 
     #[test]
     fn good_urls() {
         let c = GcsConfig::from_url("gs://b").unwrap();
-        assert_eq!((c.bucket(), c.endpoint(), c.emulator), ("b", None, false));
+        assert_eq!(
+            (c.bucket(), c.endpoint(), c.common.emulator),
+            ("b", None, false)
+        );
         let c = GcsConfig::from_url(
             "gs://b?endpoint=http://127.0.0.1:4443&emulator=yes&adopt_unfenced=true",
         )
         .unwrap();
         assert_eq!(c.endpoint(), Some("http://127.0.0.1:4443"));
-        assert!(c.emulator && c.adopt_unfenced);
+        assert!(c.common.emulator && c.common.adopt_unfenced);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt;
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
-use fencing_core::url::BackendUrl;
+use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
 use fencing_core::{Error, Result};
 
 use crate::{S3Backend, S3Store};
@@ -17,6 +17,16 @@ const OPTIONS: &[&str] = &[
     "emulator",
     "adopt_unfenced",
 ];
+
+/// The `s3://` URL, its variables and messages.
+const KIND: ObjectStoreKind = ObjectStoreKind {
+    scheme: "s3",
+    what: "an S3 URL (s3://BUCKET)",
+    shape: "s3://BUCKET[?options]",
+    noun: "bucket",
+    env_prefix: "FENCING_S3",
+    emulator_endpoint: "the emulator's address",
+};
 
 /// The access key and secret an emulator is reached with with
 /// `emulator=true` (moto accepts any).
@@ -52,25 +62,19 @@ const EMULATOR_KEY: &str = "test";
 /// ```
 #[derive(Clone, Default)]
 pub struct S3Config {
-    bucket: String,
+    common: ObjectStoreConfig,
     region: Option<String>,
-    endpoint: Option<String>,
     path_style: Option<bool>,
-    emulator: bool,
-    adopt_unfenced: bool,
     credentials: Option<Credentials>,
 }
 
 impl fmt::Debug for S3Config {
     /// Hides the credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("S3Config")
-            .field("bucket", &self.bucket)
-            .field("region", &self.region)
-            .field("endpoint", &self.endpoint)
+        let mut d = f.debug_struct("S3Config");
+        self.common.debug_fields("bucket", &mut d);
+        d.field("region", &self.region)
             .field("path_style", &self.path_style)
-            .field("emulator", &self.emulator)
-            .field("adopt_unfenced", &self.adopt_unfenced)
             .field("credentials", &self.credentials.as_ref().map(|_| "***"))
             .finish()
     }
@@ -80,7 +84,7 @@ impl S3Config {
     /// A config for `bucket` with AWS's default chain and nothing else set.
     pub fn new(bucket: impl Into<String>) -> Self {
         Self {
-            bucket: bucket.into(),
+            common: ObjectStoreConfig::new(bucket),
             ..Self::default()
         }
     }
@@ -92,23 +96,14 @@ impl S3Config {
     /// unknown option (naming the known ones), a value that is not a strict
     /// boolean, or `emulator=true` without `endpoint=`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse(url)?;
-        if url.scheme() != "s3" {
-            return Err(Error::invalid_input(format!(
-                "not an S3 URL (s3://BUCKET): scheme {:?}",
-                url.scheme()
-            )));
-        }
-        url.expect_no_path("s3://BUCKET[?options]")?;
-        let mut config = Self::new(url.authority());
-        let query = url.query();
-        config.region = query.take_nonempty("region")?;
-        config.endpoint = query.take_nonempty("endpoint")?;
-        config.path_style = query.take_bool("path_style")?;
-        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
-        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
-        std::mem::take(query).finish(OPTIONS)?;
-        config.validate()?;
+        let (common, mut query) = ObjectStoreConfig::from_url(&KIND, url)?;
+        let config = Self {
+            common,
+            region: query.take_nonempty("region")?,
+            path_style: query.take_bool("path_style")?,
+            credentials: None,
+        };
+        config.common.finish(&KIND, query, OPTIONS)?;
         Ok(config)
     }
 
@@ -122,14 +117,10 @@ impl S3Config {
     /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
     /// variable that is not a strict boolean.
     pub fn from_env() -> Result<Self> {
-        let bucket = env("FENCING_S3_BUCKET")
-            .ok_or_else(|| Error::invalid_input("FENCING_S3_BUCKET is not set"))?;
-        let mut config = Self::new(bucket);
-        config.endpoint = env("FENCING_S3_ENDPOINT");
-        config.emulator = env_bool("FENCING_S3_EMULATOR")?;
-        config.adopt_unfenced = env_bool("FENCING_S3_ADOPT_UNFENCED")?;
-        config.validate()?;
-        Ok(config)
+        Ok(Self {
+            common: ObjectStoreConfig::from_env(&KIND)?,
+            ..Self::default()
+        })
     }
 
     /// The region.
@@ -139,33 +130,11 @@ impl S3Config {
         self
     }
 
-    /// An S3-compatible endpoint (path-style addressing unless
-    /// [`with_path_style(false)`](Self::with_path_style)).
-    #[must_use]
-    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
-        self.endpoint = Some(endpoint.into());
-        self
-    }
-
-    /// Path-style (`endpoint/bucket/key`) or virtual-hosted addressing.
+    /// Path-style (`endpoint/bucket/key`) or virtual-hosted addressing
+    /// (path-style is the default with an endpoint).
     #[must_use]
     pub fn with_path_style(mut self, path_style: bool) -> Self {
         self.path_style = Some(path_style);
-        self
-    }
-
-    /// Use a local emulator's test keys instead of AWS's chain (needs an
-    /// endpoint). Never for a real bucket.
-    #[must_use]
-    pub fn with_emulator(mut self, emulator: bool) -> Self {
-        self.emulator = emulator;
-        self
-    }
-
-    /// Take over objects written without fencing, at mark 0.
-    #[must_use]
-    pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
-        self.adopt_unfenced = adopt;
         self
     }
 
@@ -176,33 +145,11 @@ impl S3Config {
         self
     }
 
-    /// The bucket.
-    pub fn bucket(&self) -> &str {
-        &self.bucket
-    }
-
-    /// The endpoint, if one is set.
-    pub fn endpoint(&self) -> Option<&str> {
-        self.endpoint.as_deref()
-    }
+    fencing_core::object_store_config_methods!(common, bucket);
 
     /// Whether the emulator's test keys are used.
     pub fn emulator(&self) -> bool {
-        self.emulator
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.bucket.is_empty() {
-            return Err(Error::invalid_input(
-                "no bucket: expected s3://BUCKET[?options]",
-            ));
-        }
-        if self.emulator && self.endpoint.is_none() {
-            return Err(Error::invalid_input(
-                "emulator=true needs endpoint=URL (the emulator's address)",
-            ));
-        }
-        Ok(())
+        self.common.emulator
     }
 
     /// A client: the emulator's test keys with `emulator=true`, else
@@ -213,16 +160,16 @@ impl S3Config {
     /// [`Error::InvalidInput`] when no credentials are found, naming where
     /// they are looked for and `emulator=true`.
     pub async fn client(&self) -> Result<Client> {
-        self.validate()?;
-        if self.emulator {
-            let endpoint = self.endpoint.as_deref().unwrap_or_default();
+        self.common.validate(&KIND)?;
+        if self.common.emulator {
+            let endpoint = self.endpoint().unwrap_or_default();
             return Ok(emulator_client(endpoint, self.region.as_deref()));
         }
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
         }
-        if let Some(endpoint) = &self.endpoint {
+        if let Some(endpoint) = self.endpoint() {
             loader = loader.endpoint_url(endpoint);
         }
         if let Some(credentials) = &self.credentials {
@@ -240,14 +187,14 @@ impl S3Config {
             return Err(Error::invalid_input(format!(
                 "no AWS credentials for s3://{} ({why}): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, \
                  AWS_PROFILE or an instance role; for a local emulator add emulator=true to the URL",
-                self.bucket
+                self.bucket()
             )));
         }
         let mut config = aws_sdk_s3::config::Builder::from(&sdk);
         if sdk.region().is_none() {
             config = config.region(Region::new("us-east-1"));
         }
-        let path_style = self.path_style.unwrap_or(self.endpoint.is_some());
+        let path_style = self.path_style.unwrap_or(self.endpoint().is_some());
         config = config.force_path_style(path_style);
         Ok(Client::from_conf(config.build()))
     }
@@ -258,8 +205,10 @@ impl S3Config {
     /// # Errors
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<S3Store> {
-        let backend = S3Backend::new(self.client().await?, self.bucket.clone());
-        Ok(backend.into_store().adopt_unfenced(self.adopt_unfenced))
+        let backend = S3Backend::new(self.client().await?, self.common.name.clone());
+        Ok(backend
+            .into_store()
+            .adopt_unfenced(self.common.adopt_unfenced))
     }
 }
 
@@ -282,36 +231,21 @@ pub(crate) fn emulator_client(endpoint: &str, region: Option<&str>) -> Client {
     Client::from_conf(config)
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-fn env_bool(name: &str) -> Result<bool> {
-    match env(name).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some(other) => Err(Error::invalid_input(format!(
-            "{name}={other:?}: expected true or false"
-        ))),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use fencing_core::blob::config::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match S3Config::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, S3Config::from_url(url))
     }
 
     #[test]
     fn good_urls() {
         let c = S3Config::from_url("s3://b").unwrap();
         assert_eq!((c.bucket(), c.endpoint(), c.emulator()), ("b", None, false));
-        assert!(!c.adopt_unfenced);
+        assert!(!c.common.adopt_unfenced);
         let c = S3Config::from_url(
             "s3://b/?region=eu-west-1&endpoint=http://127.0.0.1:9000&emulator=true&adopt_unfenced=1&path_style=false",
         )
@@ -319,7 +253,7 @@ mod tests {
         assert_eq!(c.region.as_deref(), Some("eu-west-1"));
         assert_eq!(c.endpoint(), Some("http://127.0.0.1:9000"));
         assert_eq!(
-            (c.emulator, c.adopt_unfenced, c.path_style),
+            (c.common.emulator, c.common.adopt_unfenced, c.path_style),
             (true, true, Some(false))
         );
     }

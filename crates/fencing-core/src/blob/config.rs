@@ -1,0 +1,280 @@
+//! What every object store's configuration shares: the bucket (or
+//! container), `endpoint=`, `emulator=true` and `adopt_unfenced=true`, read
+//! from a URL or from `FENCING_<STORE>_…` variables, and the setters for
+//! them ([`object_store_config_methods!`](crate::object_store_config_methods)).
+//!
+//! An adapter's `Config` holds an [`ObjectStoreConfig`] and adds its own
+//! options (a region, a SAS, credentials) around it:
+//!
+//! ```
+//! use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+//!
+//! const KIND: ObjectStoreKind = ObjectStoreKind {
+//!     scheme: "mem",
+//!     what: "a memory URL (mem://BUCKET)",
+//!     shape: "mem://BUCKET[?options]",
+//!     noun: "bucket",
+//!     env_prefix: "FENCING_MEM",
+//!     emulator_endpoint: "the emulator's address",
+//! };
+//! let (config, query) = ObjectStoreConfig::from_url(&KIND, "mem://b?adopt_unfenced=true&x=1")?;
+//! assert_eq!(config.name, "b");
+//! assert!(config.adopt_unfenced);
+//! assert!(config.finish(&KIND, query, &["endpoint", "emulator", "adopt_unfenced"]).is_err());
+//! # Ok::<(), fencing_core::Error>(())
+//! ```
+
+use std::fmt;
+
+use crate::url::{BackendUrl, Query};
+use crate::{Error, Result};
+
+/// What tells one object store's URLs, variables and messages from
+/// another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ObjectStoreKind {
+    /// The URL scheme (`s3`).
+    pub scheme: &'static str,
+    /// The URL described for "not a …" (`an S3 URL (s3://BUCKET)`).
+    pub what: &'static str,
+    /// The URL's shape, for "expected …" (`s3://BUCKET[?options]`).
+    pub shape: &'static str,
+    /// What the authority names (`bucket`, `container`).
+    pub noun: &'static str,
+    /// The variables' prefix (`FENCING_S3`): `_BUCKET` (the noun, upper
+    /// case), `_ENDPOINT`, `_EMULATOR` and `_ADOPT_UNFENCED` follow it.
+    pub env_prefix: &'static str,
+    /// What `emulator=true`'s endpoint is, for its error message.
+    pub emulator_endpoint: &'static str,
+}
+
+/// The options every object store takes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectStoreConfig {
+    /// The bucket or container.
+    pub name: String,
+    /// Another endpoint than the service's own.
+    pub endpoint: Option<String>,
+    /// Use a local emulator's well-known credentials (needs an endpoint).
+    pub emulator: bool,
+    /// Take over objects written without fencing, at mark 0.
+    pub adopt_unfenced: bool,
+}
+
+impl ObjectStoreConfig {
+    /// A config for the bucket or container `name`, nothing else set.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Parses `SCHEME://NAME[?endpoint=URL&emulator=B&adopt_unfenced=B&…]`,
+    /// taking the shared options and returning the rest of the query for
+    /// the adapter's own (then [`finish`](Self::finish)).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for another scheme, a path, or a value that
+    /// is empty or not a strict boolean.
+    pub fn from_url(kind: &ObjectStoreKind, url: &str) -> Result<(Self, Query)> {
+        let mut url = BackendUrl::parse(url)?;
+        if url.scheme() != kind.scheme {
+            return Err(Error::invalid_input(format!(
+                "not {}: scheme {:?}",
+                kind.what,
+                url.scheme()
+            )));
+        }
+        url.expect_no_path(kind.shape)?;
+        let mut config = Self::new(url.authority());
+        let query = url.query();
+        config.endpoint = query.take_nonempty("endpoint")?;
+        config.emulator = query.take_bool("emulator")?.unwrap_or(false);
+        config.adopt_unfenced = query.take_bool("adopt_unfenced")?.unwrap_or(false);
+        Ok((config, std::mem::take(query)))
+    }
+
+    /// From `<PREFIX>_<NOUN>` (required), `<PREFIX>_ENDPOINT`,
+    /// `<PREFIX>_EMULATOR` and `<PREFIX>_ADOPT_UNFENCED`, validated.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] without the bucket's variable, for a
+    /// variable that is not a strict boolean, or as
+    /// [`validate`](Self::validate).
+    pub fn from_env(kind: &ObjectStoreKind) -> Result<Self> {
+        let prefix = kind.env_prefix;
+        let name_var = format!("{prefix}_{}", kind.noun.to_ascii_uppercase());
+        let name =
+            env(&name_var).ok_or_else(|| Error::invalid_input(format!("{name_var} is not set")))?;
+        let config = Self {
+            name,
+            endpoint: env(&format!("{prefix}_ENDPOINT")),
+            emulator: env_bool(&format!("{prefix}_EMULATOR"))?,
+            adopt_unfenced: env_bool(&format!("{prefix}_ADOPT_UNFENCED"))?,
+        };
+        config.validate(kind)?;
+        Ok(config)
+    }
+
+    /// Refuses an empty bucket and `emulator=true` without an endpoint.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the problem.
+    pub fn validate(&self, kind: &ObjectStoreKind) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::invalid_input(format!(
+                "no {}: expected {}",
+                kind.noun, kind.shape
+            )));
+        }
+        if self.emulator && self.endpoint.is_none() {
+            return Err(Error::invalid_input(format!(
+                "emulator=true needs endpoint=URL ({})",
+                kind.emulator_endpoint
+            )));
+        }
+        Ok(())
+    }
+
+    /// After the adapter took its own options: refuses the ones nobody
+    /// took ([`Query::finish`], listing `known`), then
+    /// [`validate`](Self::validate)s.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the problem.
+    pub fn finish(&self, kind: &ObjectStoreKind, rest: Query, known: &[&str]) -> Result<()> {
+        rest.finish(known)?;
+        self.validate(kind)
+    }
+
+    /// Adds the shared fields to an adapter's `Debug`, the bucket under
+    /// `noun`.
+    pub fn debug_fields(&self, noun: &str, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field(noun, &self.name)
+            .field("endpoint", &self.endpoint)
+            .field("emulator", &self.emulator)
+            .field("adopt_unfenced", &self.adopt_unfenced);
+    }
+}
+
+/// The variable `name`, if set and not empty.
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The variable `name` as a strict boolean (`true`/`1`/`yes`,
+/// `false`/`0`/`no`); unset or empty is `false`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for any other value, naming the variable.
+pub fn env_bool(name: &str) -> Result<bool> {
+    match env(name).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "{name}={other:?}: expected true or false"
+        ))),
+    }
+}
+
+/// The message of an [`Error::InvalidInput`]: what a config's tests check.
+///
+/// # Panics
+/// For anything else, naming `what` (the URL tried).
+#[doc(hidden)]
+pub fn invalid_input_message<T: fmt::Debug>(what: &str, result: Result<T>) -> String {
+    match result {
+        Err(Error::InvalidInput { message }) => message,
+        other => panic!("{what}: expected InvalidInput, got {other:?}"),
+    }
+}
+
+/// The setters and getters every object store's config has, as inherent
+/// methods of an adapter's config holding an [`ObjectStoreConfig`] in the
+/// field `$common`: `with_endpoint`, `with_emulator`, `with_adopt_unfenced`,
+/// `endpoint()` and the getter `$name()` for the bucket or container.
+#[macro_export]
+macro_rules! object_store_config_methods {
+    ($common:ident, $name:ident) => {
+        /// Another endpoint than the service's own (an emulator's, an
+        /// S3-compatible server's, a sovereign cloud's).
+        #[must_use]
+        pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+            self.$common.endpoint = Some(endpoint.into());
+            self
+        }
+
+        /// Use a local emulator's well-known credentials instead of real
+        /// ones (needs an endpoint). Never for a real bucket or account.
+        #[must_use]
+        pub fn with_emulator(mut self, emulator: bool) -> Self {
+            self.$common.emulator = emulator;
+            self
+        }
+
+        /// Take over objects written without fencing, at mark 0.
+        #[must_use]
+        pub fn with_adopt_unfenced(mut self, adopt: bool) -> Self {
+            self.$common.adopt_unfenced = adopt;
+            self
+        }
+
+        #[doc = concat!("The ", stringify!($name), ".")]
+        pub fn $name(&self) -> &str {
+            &self.$common.name
+        }
+
+        /// The endpoint, if one is set (or known yet).
+        pub fn endpoint(&self) -> Option<&str> {
+            self.$common.endpoint.as_deref()
+        }
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIND: ObjectStoreKind = ObjectStoreKind {
+        scheme: "mem",
+        what: "a memory URL (mem://BUCKET)",
+        shape: "mem://BUCKET[?options]",
+        noun: "bucket",
+        env_prefix: "FENCING_TEST_MEM",
+        emulator_endpoint: "the emulator's address",
+    };
+
+    fn invalid<T: fmt::Debug>(r: Result<T>) -> String {
+        invalid_input_message("mem://", r)
+    }
+
+    #[test]
+    fn shared_options_and_messages() {
+        let (c, rest) =
+            ObjectStoreConfig::from_url(&KIND, "mem://b/?endpoint=e&emulator=1&region=r").unwrap();
+        assert_eq!(c.endpoint.as_deref(), Some("e"));
+        assert!(c.emulator && !c.adopt_unfenced);
+        assert!(invalid(c.finish(&KIND, rest, &["endpoint"])).contains("\"region\""));
+        let parse = |url| ObjectStoreConfig::from_url(&KIND, url).map(|(c, _)| c);
+        assert!(invalid(parse("s3://b")).contains("not a memory URL (mem://BUCKET)"));
+        assert!(invalid(parse("mem://b/k")).contains("expected mem://BUCKET[?options]"));
+        let no_bucket = parse("mem://").unwrap();
+        assert_eq!(
+            invalid(no_bucket.validate(&KIND)),
+            "no bucket: expected mem://BUCKET[?options]"
+        );
+        let no_endpoint = parse("mem://b?emulator=true").unwrap();
+        assert!(invalid(no_endpoint.validate(&KIND)).contains("needs endpoint="));
+    }
+
+    #[test]
+    fn env_needs_the_bucket_and_strict_booleans() {
+        // Variables no other test reads.
+        assert_eq!(
+            invalid(ObjectStoreConfig::from_env(&KIND)),
+            "FENCING_TEST_MEM_BUCKET is not set"
+        );
+        assert!(!env_bool("FENCING_TEST_MEM_UNSET").unwrap());
+    }
+}
