@@ -16,12 +16,23 @@
 //! | `gs://` | `gcs` | store | `fencing_gcs::GcsConfig` |
 //! | `az://` | `azure` | store | `fencing_azure::AzureConfig` |
 //!
+//! Every backend opened here is wrapped in
+//! [`Instrumented`]: its calls record
+//! the metrics of `docs/metrics.md` and open `tracing` spans carrying the
+//! resource or key and the token. With no `metrics` recorder and no
+//! `tracing` subscriber installed that costs a few atomic loads and a
+//! small allocation per call, nothing next to one network round trip; in
+//! return, installing an exporter is all an application does to see stale
+//! refusals, grants and lost leases of every backend. Do not wrap what
+//! these return again.
+//!
 //! Emulator credentials (moto's test keys, fake-gcs-server's anonymous
 //! access, Azurite's development account) are used only with
 //! `emulator=true` in the URL, never as a fallback for missing real ones.
 
 use std::sync::Arc;
 
+use fencing_core::instrument::Instrumented;
 use fencing_core::url::redact;
 use fencing_core::{Error, FencedStore, TokenIssuer};
 
@@ -115,25 +126,27 @@ fn unsupported(url: &str, role: &str, grammar: &str) -> Error {
 pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
     match scheme(url) {
         #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => Ok(Arc::new(
-            fencing_sql::SqlConfig::from_url(url)?
-                .connect_issuer()
-                .await?,
-        )),
+        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
+            Ok(Arc::new(Instrumented::new(
+                fencing_sql::SqlConfig::from_url(url)?
+                    .connect_issuer()
+                    .await?,
+            )))
+        }
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => Ok(Arc::new(
+        "redis" | "rediss" => Ok(Arc::new(Instrumented::new(
             fencing_redis::RedisConfig::from_url(url)?.connect().await?,
-        )),
+        ))),
         #[cfg(feature = "etcd")]
-        "etcd" => Ok(Arc::new(
+        "etcd" => Ok(Arc::new(Instrumented::new(
             fencing_etcd::EtcdConfig::from_url(url)?.connect().await?,
-        )),
+        ))),
         #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" => Ok(Arc::new(
+        "zk" | "zookeeper" => Ok(Arc::new(Instrumented::new(
             fencing_zookeeper::ZkConfig::from_url(url)?
                 .connect()
                 .await?,
-        )),
+        ))),
         _ => Err(unsupported(url, "issuer", ISSUER_URLS)),
     }
 }
@@ -147,23 +160,25 @@ pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
 pub async fn open_store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
     match scheme(url) {
         #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => Ok(Arc::new(
-            fencing_sql::SqlConfig::from_url(url)?
-                .connect_store()
-                .await?,
-        )),
+        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
+            Ok(Arc::new(Instrumented::new(
+                fencing_sql::SqlConfig::from_url(url)?
+                    .connect_store()
+                    .await?,
+            )))
+        }
         #[cfg(feature = "s3")]
-        "s3" => Ok(Arc::new(
+        "s3" => Ok(Arc::new(Instrumented::new(
             fencing_s3::S3Config::from_url(url)?.connect().await?,
-        )),
+        ))),
         #[cfg(feature = "gcs")]
-        "gs" => Ok(Arc::new(
+        "gs" => Ok(Arc::new(Instrumented::new(
             fencing_gcs::GcsConfig::from_url(url)?.connect().await?,
-        )),
+        ))),
         #[cfg(feature = "azure")]
-        "az" => Ok(Arc::new(
+        "az" => Ok(Arc::new(Instrumented::new(
             fencing_azure::AzureConfig::from_url(url)?.connect().await?,
-        )),
+        ))),
         _ => Err(unsupported(url, "store", STORE_URLS)),
     }
 }
