@@ -8,50 +8,36 @@
 //! named at random, reached with an account SAS signed by
 //! `fencing_azure::emulator`.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
 use std::time::Instant;
 
 use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::BlobContainerClientOptions;
 use bytes::Bytes;
 use fencing_azure::{AzureBackend, AzureStore, emulator};
-use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
-use fencing_core::{Error, FencedStore, FencingToken};
+use fencing_core::blob::{BlobBackend, Precondition, WriteOutcome, frame};
+use fencing_core::{Error, FencedStore};
 use fencing_harness::env::AZURE;
-use fencing_harness::error_chain;
+use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
 use fencing_harness::proxy::AnswerDroppingProxy;
-use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 
-fn t(n: u64) -> FencingToken {
-    FencingToken::new(n)
+mod suite {
+    fencing_testkit::blob_store_conformance!(super::backend);
 }
 
 /// This run's container.
-fn container_name() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| format!("{}-az", fencing_testkit::unique_prefix()))
+fn container_name() -> String {
+    run_bucket("az")
 }
 
 /// A backend on this run's container (created if needed), or `None` when
 /// the run asked to skip Azure. A server that does not answer fails the test.
 async fn backend() -> Option<AzureBackend> {
-    if AZURE.skipped() {
-        return None;
-    }
-    match emulator::store(&AZURE.endpoint(), container_name()).await {
-        Ok(store) => Some(store.backend().clone()),
-        Err(e) if e.is_retryable() => AZURE.unavailable(&error_chain(&e)),
-        Err(e) => panic!(
-            "cannot create container {}: {}",
-            container_name(),
-            error_chain(&e)
-        ),
-    }
-}
-
-mod suite {
-    use super::*;
-    fencing_testkit::blob_store_conformance!(backend);
+    let store = shared::set_up(&AZURE, "az", async |endpoint, container| {
+        emulator::store(endpoint, container).await
+    })
+    .await?;
+    Some(store.backend().clone())
 }
 
 /// `If-None-Match: *` on an existing blob answers 409 `BlobAlreadyExists`
@@ -63,10 +49,6 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
         return;
     };
     let key = fencing_testkit::unique_name("conditions");
-    let meta = |token: u64| BlobMeta {
-        token: t(token),
-        has_value: true,
-    };
     let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
     let WriteOutcome::Written(v5) = backend
         .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
@@ -178,35 +160,10 @@ async fn a_missing_container_is_a_permanent_backend_error() {
         )
         .expect("a backend"),
     );
-    let e = missing
-        .put("k", "v".into(), t(1))
-        .await
-        .expect_err("no such container");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "azure",
-                retryable: false,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, "azure", false);
     let source = std::error::Error::source(&e).expect("the client error is chained");
     assert!(format!("{source:?}").contains("ContainerNotFound"), "{e:?}");
-    let e = missing.mark("k").await.expect_err("no such container");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "azure",
-                retryable: false,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    assert_backend_error(missing.mark("k").await, "azure", false);
 }
 
 #[tokio::test]
@@ -226,23 +183,7 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
         )
         .expect("a backend"),
     );
-    for result in [
-        store.put("k", "v".into(), t(1)).await,
-        store.mark("k").await.map(|_| ()),
-    ] {
-        let e = result.expect_err("nothing listens on port 1");
-        assert!(
-            matches!(
-                e,
-                Error::Backend {
-                    backend: "azure",
-                    retryable: true,
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-    }
+    shared::refused_connections_are_retryable(&store, "azure").await;
 }
 
 /// `emulator::create_container` may be called again on this run's container.
@@ -260,20 +201,8 @@ async fn azurite_container_creation_is_idempotent() {
 /// with integration/services.sh up azurite").
 #[tokio::test]
 async fn azurite_setup_without_a_server_is_a_retryable_backend_error() {
-    let e = emulator::store("http://127.0.0.1:1/devstoreaccount1", "nowhere")
-        .await
-        .expect_err("nothing listens on port 1");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "azure",
-                retryable: true,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let setup = emulator::store("http://127.0.0.1:1/devstoreaccount1", "nowhere").await;
+    assert_backend_error(setup, "azure", true);
 }
 
 #[test]
@@ -303,10 +232,10 @@ fn debug_output_hides_the_sas() {
 }
 
 /// A plain Put Blob of bytes that carry no frame.
-async fn put_foreign(backend: &AzureBackend, key: &str, body: &'static [u8]) {
+async fn put_foreign(backend: AzureBackend, key: String, body: &'static [u8]) {
     backend
         .container()
-        .blob_client(key)
+        .blob_client(&key)
         .upload(
             <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(
                 Bytes::from_static(body),
@@ -322,16 +251,9 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
     let Some(backend) = backend().await else {
         return;
     };
-    let be = backend.clone();
-    fencing_testkit::blob::unfenced_objects_are_refused_unless_adopted(
-        &AzureStore::new(backend.clone()),
-        &AzureStore::new(backend.clone()).adopt_unfenced(true),
-        &fencing_testkit::unique_name("foreign"),
-        |key, body| {
-            let be = be.clone();
-            async move { put_foreign(&be, &key, body).await }
-        },
-    )
+    shared::unfenced_objects_are_refused_unless_adopted(&backend, |key, body| {
+        put_foreign(backend.clone(), key, body)
+    })
     .await;
 }
 
@@ -345,68 +267,37 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
     };
     let store = AzureStore::new(backend.clone());
 
-    let key = fencing_testkit::unique_name("set-metadata");
-    let blob = backend.container().blob_client(&key);
-    tampering_cannot_lower_the_mark(
+    let blob = |key: String| backend.container().blob_client(&key);
+    let zeroed = HashMap::from([
+        ("fencing_token".to_owned(), "0".to_owned()),
+        ("owner".to_owned(), "someone else".to_owned()),
+    ]);
+    for (what, metadata) in [
+        ("Set Blob Metadata zeroing the token hint", zeroed),
+        ("Set Blob Metadata clearing all metadata", HashMap::new()),
+    ] {
+        shared::a_metadata_change_cannot_lower_the_mark(&store, what, |key| async move {
+            let set = blob(key).set_metadata(&metadata, None).await;
+            set.expect("set metadata");
+        })
+        .await;
+    }
+    shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key,
-        "Set Blob Metadata zeroing the token hint",
-        AfterTampering::MarkKept,
-        || async move {
-            let metadata = std::collections::HashMap::from([
-                ("fencing_token".to_owned(), "0".to_owned()),
-                ("owner".to_owned(), "someone else".to_owned()),
-            ]);
-            blob.set_metadata(&metadata, None)
-                .await
-                .expect("set metadata");
-        },
-    )
-    .await;
-
-    let key = fencing_testkit::unique_name("clear-metadata");
-    let blob = backend.container().blob_client(&key);
-    tampering_cannot_lower_the_mark(
-        &store,
-        &key,
-        "Set Blob Metadata clearing all metadata",
-        AfterTampering::MarkKept,
-        || async move {
-            blob.set_metadata(&std::collections::HashMap::new(), None)
-                .await
-                .expect("clear metadata");
-        },
-    )
-    .await;
-
-    let key = fencing_testkit::unique_name("set-properties");
-    let blob = backend.container().blob_client(&key);
-    tampering_cannot_lower_the_mark(
-        &store,
-        &key,
         "Set Blob Properties",
-        AfterTampering::MarkKept,
-        || async move {
+        |key| async move {
             let options = azure_storage_blob::models::BlobClientSetPropertiesOptions {
                 blob_content_type: Some("text/plain".to_owned()),
                 ..Default::default()
             };
-            blob.set_properties(Some(options))
-                .await
-                .expect("set properties");
+            let set = blob(key).set_properties(Some(options)).await;
+            set.expect("set properties");
         },
     )
     .await;
-
-    let key = fencing_testkit::unique_name("overwrite");
-    let (be, k) = (backend.clone(), key.clone());
-    tampering_cannot_lower_the_mark(
-        &store,
-        &key,
-        "a plain Put Blob by a program that knows nothing of fencing",
-        AfterTampering::Foreign,
-        || async move { put_foreign(&be, &k, b"plain bytes").await },
-    )
+    shared::a_foreign_overwrite_cannot_lower_the_mark(&store, "Put Blob", |key, body| {
+        put_foreign(backend, key, body)
+    })
     .await;
 }
 
@@ -463,25 +354,9 @@ async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
     let Some(backend) = backend().await else {
         return;
     };
-    let endpoint = AZURE.endpoint();
-    let authority = endpoint
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .expect("host:port");
-    let proxy = AnswerDroppingProxy::start(authority.parse().expect("a host:port")).await;
-    let proxied = endpoint.replacen(authority, &proxy.addr().to_string(), 1);
+    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&AZURE.endpoint()).await;
     let through_proxy =
-        AzureStore::new(emulator::backend(&proxied, container_name(), None).expect("a backend"));
-    let direct = AzureStore::new(backend.clone());
-    let key = fencing_testkit::unique_name("lost-answer");
-    let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(
-        Arc::new(through_proxy),
-        &direct,
-        &proxy,
-        b"PUT ",
-        &key,
-    )
-    .await;
-    println!("lost answer: {status}");
+        AzureStore::new(emulator::backend(&proxied, &container_name(), None).expect("a backend"));
+    let direct = AzureStore::new(backend);
+    shared::a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, b"PUT ").await;
 }

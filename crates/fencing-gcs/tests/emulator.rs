@@ -7,48 +7,31 @@
 //! One bucket per test run, named at random, created over the emulator's
 //! JSON API (the client library creates buckets over gRPC only).
 
-use std::sync::{Arc, OnceLock};
-
 use bytes::Bytes;
-use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome};
-use fencing_core::{Error, FencedStore, FencingToken};
+use fencing_core::blob::{BlobBackend, Precondition, WriteOutcome};
+use fencing_core::{Error, FencedStore};
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
 use fencing_harness::env::GCS;
-use fencing_harness::error_chain;
+use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
 use fencing_harness::proxy::AnswerDroppingProxy;
-use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
 
-fn t(n: u64) -> FencingToken {
-    FencingToken::new(n)
+mod suite {
+    fencing_testkit::blob_store_conformance!(super::backend);
 }
 
 /// This run's bucket.
-fn bucket_name() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| format!("{}-gcs", fencing_testkit::unique_prefix()))
+fn bucket_name() -> String {
+    run_bucket("gcs")
 }
 
 /// A backend on this run's bucket (created if needed), or `None` when the
 /// run asked to skip GCS. A server that does not answer fails the test.
 async fn backend() -> Option<GcsBackend> {
-    if GCS.skipped() {
-        return None;
-    }
-    match emulator::store(&GCS.endpoint(), bucket_name()).await {
-        Ok(store) => Some(store.backend().clone()),
-        Err(e) if e.is_retryable() => GCS.unavailable(&error_chain(&e)),
-        Err(e) => panic!(
-            "cannot create bucket {}: {}",
-            bucket_name(),
-            error_chain(&e)
-        ),
-    }
-}
-
-mod suite {
-    use super::*;
-    fencing_testkit::blob_store_conformance!(backend);
+    let created = shared::set_up(&GCS, "gcs", async |endpoint, bucket| {
+        emulator::store(endpoint, bucket).await
+    });
+    Some(created.await?.backend().clone())
 }
 
 /// The upload path really carries `ifGenerationMatch` and the server really
@@ -62,10 +45,6 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
     for size in [1, MAX_VALUE_LEN] {
         let key = fencing_testkit::unique_name(&format!("precondition-{size}"));
         let value = Bytes::from(vec![b'g'; size]);
-        let meta = |token: u64| BlobMeta {
-            token: t(token),
-            has_value: true,
-        };
         let WriteOutcome::Written(first) = backend
             .write(&key, value.clone(), meta(1), &Precondition::Absent)
             .await
@@ -116,21 +95,7 @@ async fn a_missing_bucket_is_a_permanent_backend_error() {
         backend.client().clone(),
         format!("{}-missing", bucket_name()),
     ));
-    let e = missing
-        .put("k", "v".into(), t(1))
-        .await
-        .expect_err("no such bucket");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "gcs",
-                retryable: false,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, "gcs", false);
     assert!(
         std::error::Error::source(&e).is_some(),
         "the client error is chained"
@@ -147,23 +112,7 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
         .await
         .unwrap();
     let store = GcsStore::new(GcsBackend::new(client, "nowhere"));
-    for result in [
-        store.put("k", "v".into(), t(1)).await,
-        store.mark("k").await.map(|_| ()),
-    ] {
-        let e = result.expect_err("nothing listens on port 1");
-        assert!(
-            matches!(
-                e,
-                Error::Backend {
-                    backend: "gcs",
-                    retryable: true,
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-    }
+    shared::refused_connections_are_retryable(&store, "gcs").await;
 }
 
 /// `emulator::create_bucket` may be called again on this run's bucket.
@@ -172,7 +121,7 @@ async fn emulator_bucket_creation_is_idempotent() {
     if backend().await.is_none() {
         return;
     }
-    emulator::create_bucket(&GCS.endpoint(), bucket_name())
+    emulator::create_bucket(&GCS.endpoint(), &bucket_name())
         .await
         .expect("creating an existing bucket again is fine");
     assert!(matches!(
@@ -185,20 +134,8 @@ async fn emulator_bucket_creation_is_idempotent() {
 /// with integration/services.sh up gcs").
 #[tokio::test]
 async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
-    let e = emulator::store("http://127.0.0.1:1", "nowhere")
-        .await
-        .expect_err("nothing listens on port 1");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "gcs",
-                retryable: true,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let setup = emulator::store("http://127.0.0.1:1", "nowhere").await;
+    assert_backend_error(setup, "gcs", true);
 }
 
 #[test]
@@ -210,7 +147,7 @@ fn limits_are_the_single_request_upload_limits() {
 
 /// The emulator's JSON API, for what the client library offers over gRPC
 /// only (metadata patches, rewrites).
-async fn json_api(method: reqwest::Method, path: &str, body: &str) {
+async fn json_api(method: reqwest::Method, path: String, body: &str) {
     let url = format!("{}/storage/v1/{path}", GCS.endpoint().trim_end_matches('/'));
     let response = reqwest::Client::new()
         .request(method, &url)
@@ -225,7 +162,7 @@ async fn json_api(method: reqwest::Method, path: &str, body: &str) {
 }
 
 /// A plain upload of bytes that carry no frame.
-async fn put_foreign(backend: &GcsBackend, key: &str, body: &'static [u8]) {
+async fn put_foreign(backend: GcsBackend, key: String, body: &'static [u8]) {
     backend
         .client()
         .write_object(backend.bucket(), key, Bytes::from_static(body))
@@ -239,16 +176,9 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
     let Some(backend) = backend().await else {
         return;
     };
-    let be = backend.clone();
-    fencing_testkit::blob::unfenced_objects_are_refused_unless_adopted(
-        &GcsStore::new(backend.clone()),
-        &GcsStore::new(backend.clone()).adopt_unfenced(true),
-        &fencing_testkit::unique_name("foreign"),
-        |key, body| {
-            let be = be.clone();
-            async move { put_foreign(&be, &key, body).await }
-        },
-    )
+    shared::unfenced_objects_are_refused_unless_adopted(&backend, |key, body| {
+        put_foreign(backend.clone(), key, body)
+    })
     .await;
 }
 
@@ -264,69 +194,40 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
     let bucket = bucket_name();
     let object = |key: &str| format!("b/{bucket}/o/{}", key.replace('/', "%2F"));
 
-    let key = fencing_testkit::unique_name("patch");
-    let path = object(&key);
-    tampering_cannot_lower_the_mark(
+    shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key,
         "a metadata PATCH zeroing the token hint",
-        AfterTampering::MarkKept,
-        || async move {
-            json_api(
-                reqwest::Method::PATCH,
-                &path,
-                r#"{"metadata":{"fencing-token":"0","fencing-state":"value","owner":"someone else"}}"#,
-            )
-            .await;
+        |key| {
+            let body = r#"{"metadata":{"fencing-token":"0","fencing-state":"value","owner":"someone else"}}"#;
+            json_api(reqwest::Method::PATCH, object(&key), body)
         },
     )
     .await;
-
-    let key = fencing_testkit::unique_name("patch-drop");
-    let path = object(&key);
-    tampering_cannot_lower_the_mark(
+    shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key,
         "a metadata PATCH removing the token hint",
-        AfterTampering::MarkKept,
-        || async move {
-            json_api(
-                reqwest::Method::PATCH,
-                &path,
-                r#"{"metadata":{"fencing-token":null,"fencing-state":null}}"#,
-            )
-            .await;
+        |key| {
+            let body = r#"{"metadata":{"fencing-token":null,"fencing-state":null}}"#;
+            json_api(reqwest::Method::PATCH, object(&key), body)
         },
     )
     .await;
-
-    let key = fencing_testkit::unique_name("rewrite");
-    let path = object(&key);
-    tampering_cannot_lower_the_mark(
+    shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key,
         "a rewrite of the object onto itself",
-        AfterTampering::MarkKept,
-        || async move {
+        |key| {
+            let path = object(&key);
             json_api(
                 reqwest::Method::POST,
-                &format!("{path}/rewriteTo/{path}"),
+                format!("{path}/rewriteTo/{path}"),
                 "{}",
             )
-            .await;
         },
     )
     .await;
-
-    let key = fencing_testkit::unique_name("overwrite");
-    let (be, k) = (backend.clone(), key.clone());
-    tampering_cannot_lower_the_mark(
-        &store,
-        &key,
-        "a plain upload by a program that knows nothing of fencing",
-        AfterTampering::Foreign,
-        || async move { put_foreign(&be, &k, b"plain bytes").await },
-    )
+    shared::a_foreign_overwrite_cannot_lower_the_mark(&store, "upload", |key, body| {
+        put_foreign(backend, key, body)
+    })
     .await;
 }
 
@@ -338,25 +239,10 @@ async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
     let Some(backend) = backend().await else {
         return;
     };
-    let target = GCS
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("a host:port endpoint");
-    let proxy = AnswerDroppingProxy::start(target).await;
-    let client = emulator::client(&format!("http://{}", proxy.addr()))
-        .await
-        .expect("client");
+    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&GCS.endpoint()).await;
+    let client = emulator::client(&proxied).await.expect("client");
     let through_proxy = GcsStore::new(GcsBackend::new(client, bucket_name()));
-    let direct = GcsStore::new(backend.clone());
-    let key = fencing_testkit::unique_name("lost-answer");
-    let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(
-        Arc::new(through_proxy),
-        &direct,
-        &proxy,
-        b"POST /upload/",
-        &key,
-    )
-    .await;
-    println!("lost answer: {status}");
+    let direct = GcsStore::new(backend);
+    shared::a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, b"POST /upload/")
+        .await;
 }

@@ -6,48 +6,36 @@
 //! `integration/services.sh`'s moto on 127.0.0.1:9000). One bucket per test
 //! run, named at random.
 
-use std::sync::OnceLock;
-
+use aws_sdk_s3::Client;
 use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
-use bytes::Bytes;
-use std::sync::Arc;
-
 use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
-use fencing_core::blob::{BlobBackend, BlobMeta, Precondition, WriteOutcome, frame};
-use fencing_core::{Error, FencedStore, FencingToken};
+use bytes::Bytes;
+use fencing_core::blob::{BlobBackend, Precondition, WriteOutcome, frame};
+use fencing_core::{Error, FencedStore};
 use fencing_harness::env::S3;
+use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
 use fencing_harness::proxy::AnswerDroppingProxy;
 use fencing_s3::{S3Backend, S3Store, emulator};
-use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 
-fn t(n: u64) -> FencingToken {
-    FencingToken::new(n)
+mod suite {
+    fencing_testkit::blob_store_conformance!(super::backend);
 }
 
 /// This run's bucket.
-fn bucket_name() -> &'static str {
-    static NAME: OnceLock<String> = OnceLock::new();
-    NAME.get_or_init(|| format!("{}-s3", fencing_testkit::unique_prefix()))
+fn bucket_name() -> String {
+    run_bucket("s3")
 }
 
 /// A backend on this run's bucket (created if needed), or `None` when the
 /// run asked to skip S3. A server that does not answer fails the test.
 async fn backend() -> Option<S3Backend> {
-    if S3.skipped() {
-        return None;
-    }
-    let client = emulator::client(&S3.endpoint());
-    match emulator::create_bucket(&client, bucket_name()).await {
-        Ok(()) => {}
-        Err(e) if e.is_retryable() => S3.unavailable(&DisplayErrorContext(&e)),
-        Err(e) => panic!(
-            "cannot create bucket {}: {}",
-            bucket_name(),
-            DisplayErrorContext(&e)
-        ),
-    }
-    Some(S3Backend::new(client, bucket_name()))
+    shared::set_up(&S3, "s3", async |endpoint, bucket| {
+        let client = emulator::client(endpoint);
+        emulator::create_bucket(&client, bucket).await?;
+        Ok(S3Backend::new(client, bucket))
+    })
+    .await
 }
 
 /// Deletes `keys` (best effort: the bucket is this run's own).
@@ -63,11 +51,6 @@ async fn clean_up(backend: &S3Backend, keys: &[&str]) {
     }
 }
 
-mod suite {
-    use super::*;
-    fencing_testkit::blob_store_conformance!(backend);
-}
-
 /// S3's ETag is the MD5 of the body. A design that kept the token only in
 /// metadata would let a stale writer's `If-Match` match again after the
 /// same bytes were rewritten with a higher token. The frame prevents that.
@@ -77,10 +60,6 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
         return;
     };
     let key = fencing_testkit::unique_name("same-bytes");
-    let meta = |token: u64| BlobMeta {
-        token: t(token),
-        has_value: true,
-    };
 
     // The emulator behaves like S3: identical bytes, identical ETag, whatever
     // the metadata. This is what fools a metadata-only design.
@@ -183,7 +162,7 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
 }
 
 /// A plain `PutObject` of bytes that carry no frame.
-async fn put_foreign(backend: &S3Backend, key: &str, body: &'static [u8]) {
+async fn put_foreign(backend: S3Backend, key: String, body: &'static [u8]) {
     backend
         .client()
         .put_object()
@@ -200,17 +179,9 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
     let Some(backend) = backend().await else {
         return;
     };
-    let key = fencing_testkit::unique_name("foreign");
-    let be = backend.clone();
-    fencing_testkit::blob::unfenced_objects_are_refused_unless_adopted(
-        &S3Store::new(backend.clone()),
-        &S3Store::new(backend.clone()).adopt_unfenced(true),
-        &key,
-        |key, body| {
-            let be = be.clone();
-            async move { put_foreign(&be, &key, body).await }
-        },
-    )
+    let key = shared::unfenced_objects_are_refused_unless_adopted(&backend, |key, body| {
+        put_foreign(backend.clone(), key, body)
+    })
     .await;
 
     // The frame is really there; the metadata is a hint that agrees.
@@ -239,6 +210,20 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
     clean_up(&backend, &[&key, &empty]).await;
 }
 
+/// Copies `key` onto itself, replacing its metadata with `metadata`.
+async fn copy_in_place(client: &Client, bucket: &str, key: String, metadata: &[(&str, &str)]) {
+    let mut copy = client
+        .copy_object()
+        .bucket(bucket)
+        .key(&key)
+        .copy_source(format!("{bucket}/{key}"))
+        .metadata_directive(MetadataDirective::Replace);
+    for (name, value) in metadata {
+        copy = copy.metadata(*name, *value);
+    }
+    copy.send().await.expect("copy-in-place");
+}
+
 /// The mark lives in the body, which the ETag covers: a copy-in-place that
 /// replaces the metadata (dropping or zeroing the token hint), tagging, or a
 /// plain overwrite cannot let a zombie in.
@@ -248,67 +233,39 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
         return;
     };
     let store = S3Store::new(backend.clone());
-    let client = backend.client().clone();
-    let bucket = backend.bucket().to_owned();
-
-    let key = fencing_testkit::unique_name("copy-replace");
-    let (c, b, k) = (client.clone(), bucket.clone(), key.clone());
-    tampering_cannot_lower_the_mark(
+    let (client, bucket) = (backend.client(), backend.bucket());
+    let key = shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key,
         "copy-in-place with REPLACE metadata",
-        AfterTampering::MarkKept,
-        || async move {
-            c.copy_object()
-                .bucket(&b)
-                .key(&k)
-                .copy_source(format!("{b}/{k}"))
-                .metadata_directive(MetadataDirective::Replace)
-                .metadata("fencing-token", "0")
-                .metadata("owner", "someone else")
-                .send()
-                .await
-                .expect("copy-in-place");
+        |key| {
+            copy_in_place(
+                client,
+                bucket,
+                key,
+                &[("fencing-token", "0"), ("owner", "someone else")],
+            )
         },
     )
     .await;
-
-    let key2 = fencing_testkit::unique_name("copy-no-meta");
-    let (c, b, k) = (client.clone(), bucket.clone(), key2.clone());
-    tampering_cannot_lower_the_mark(
+    let key2 = shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key2,
         "copy-in-place dropping all metadata",
-        AfterTampering::MarkKept,
-        || async move {
-            c.copy_object()
-                .bucket(&b)
-                .key(&k)
-                .copy_source(format!("{b}/{k}"))
-                .metadata_directive(MetadataDirective::Replace)
-                .send()
-                .await
-                .expect("copy-in-place");
-        },
+        |key| copy_in_place(client, bucket, key, &[]),
     )
     .await;
-
-    let key3 = fencing_testkit::unique_name("tagging");
-    let (c, b, k) = (client.clone(), bucket.clone(), key3.clone());
-    tampering_cannot_lower_the_mark(
+    let key3 = shared::a_metadata_change_cannot_lower_the_mark(
         &store,
-        &key3,
         "PutObjectTagging",
-        AfterTampering::MarkKept,
-        || async move {
+        |key| async move {
             let tag = Tag::builder()
                 .key("fencing-token")
                 .value("0")
                 .build()
                 .unwrap();
-            c.put_object_tagging()
-                .bucket(&b)
-                .key(&k)
+            client
+                .put_object_tagging()
+                .bucket(bucket)
+                .key(key)
                 .tagging(Tagging::builder().tag_set(tag).build().unwrap())
                 .send()
                 .await
@@ -316,17 +273,12 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
         },
     )
     .await;
-
-    let key4 = fencing_testkit::unique_name("overwrite");
-    let (be, k) = (backend.clone(), key4.clone());
-    tampering_cannot_lower_the_mark(
-        &store,
-        &key4,
-        "a plain PutObject by a program that knows nothing of fencing",
-        AfterTampering::Foreign,
-        || async move { put_foreign(&be, &k, b"plain bytes").await },
-    )
-    .await;
+    let be = backend.clone();
+    let key4 =
+        shared::a_foreign_overwrite_cannot_lower_the_mark(&store, "PutObject", |key, body| {
+            put_foreign(be, key, body)
+        })
+        .await;
     clean_up(&backend, &[&key, &key2, &key3, &key4]).await;
 }
 
@@ -338,27 +290,12 @@ async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
     let Some(backend) = backend().await else {
         return;
     };
-    let target = S3
-        .endpoint()
-        .trim_start_matches("http://")
-        .parse()
-        .expect("a host:port endpoint");
-    let proxy = AnswerDroppingProxy::start(target).await;
-    let through_proxy = S3Store::new(S3Backend::new(
-        emulator::client(&format!("http://{}", proxy.addr())),
-        backend.bucket(),
-    ));
+    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&S3.endpoint()).await;
+    let client = emulator::client(&proxied);
+    let through_proxy = S3Store::new(S3Backend::new(client, backend.bucket()));
     let direct = S3Store::new(backend.clone());
-    let key = fencing_testkit::unique_name("lost-answer");
-    let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(
-        Arc::new(through_proxy),
-        &direct,
-        &proxy,
-        b"PUT ",
-        &key,
-    )
-    .await;
-    println!("lost answer: {status}");
+    let key =
+        shared::a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, b"PUT ").await;
     clean_up(&backend, &[&key]).await;
 }
 
@@ -371,21 +308,7 @@ async fn a_missing_bucket_is_a_permanent_backend_error() {
         backend.client().clone(),
         format!("{}-missing", bucket_name()),
     ));
-    let e = missing
-        .put("k", "v".into(), t(1))
-        .await
-        .expect_err("no such bucket");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "s3",
-                retryable: false,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, "s3", false);
     let source = std::error::Error::source(&e).expect("the SDK error is chained");
     assert!(
         format!("{}", DisplayErrorContext(source)).contains("NoSuchBucket"),
@@ -399,23 +322,7 @@ async fn a_server_that_refuses_connections_is_a_retryable_backend_error() {
         emulator::client("http://127.0.0.1:1"),
         "nowhere",
     ));
-    for result in [
-        store.put("k", "v".into(), t(1)).await,
-        store.mark("k").await.map(|_| ()),
-    ] {
-        let e = result.expect_err("nothing listens on port 1");
-        assert!(
-            matches!(
-                e,
-                Error::Backend {
-                    backend: "s3",
-                    retryable: true,
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-    }
+    shared::refused_connections_are_retryable(&store, "s3").await;
 }
 
 /// `emulator::create_bucket` may be called again on this run's bucket.
@@ -424,10 +331,10 @@ async fn emulator_bucket_creation_is_idempotent() {
     let Some(backend) = backend().await else {
         return;
     };
-    emulator::create_bucket(backend.client(), bucket_name())
+    emulator::create_bucket(backend.client(), &bucket_name())
         .await
         .expect("creating an owned bucket again is fine");
-    let store = emulator::store(&S3.endpoint(), bucket_name())
+    let store = emulator::store(&S3.endpoint(), &bucket_name())
         .await
         .expect("store on the same bucket");
     assert_eq!(store.backend().bucket(), bucket_name());
@@ -437,20 +344,8 @@ async fn emulator_bucket_creation_is_idempotent() {
 /// with integration/services.sh up s3").
 #[tokio::test]
 async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
-    let e = emulator::store("http://127.0.0.1:1", "nowhere")
-        .await
-        .expect_err("nothing listens on port 1");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "s3",
-                retryable: true,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    let setup = emulator::store("http://127.0.0.1:1", "nowhere").await;
+    assert_backend_error(setup, "s3", true);
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! - [`env`](mod@env): the servers `integration/services.sh` and `docker-compose.yml`
 //!   run, their `FENCING_*` endpoint variables, `FENCING_SKIP`, and the
 //!   loud failure naming a missing server and how to start it.
+//! - [`object_store`]: this run's bucket and the cases the S3, GCS and
+//!   Azure emulator tests run the same way.
 //! - [`proxy`]: loopback TCP proxies that hold, count or lose traffic.
 //! - [`failover`]: killing a cluster's leader under load through
 //!   `services.sh`.
@@ -13,6 +15,7 @@
 pub mod env;
 mod errors;
 pub mod failover;
+pub mod object_store;
 pub mod proxy;
 
 pub use errors::error_chain;

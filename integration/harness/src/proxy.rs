@@ -31,13 +31,51 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// How long a proxy lives at most.
 pub const LIFETIME: Duration = Duration::from_secs(300);
 
+/// A proxy's accept loop: it stops after [`LIFETIME`] or when the proxy is
+/// dropped, whichever comes first (and so closes the connections it owns:
+/// dropping a set of pump tasks at the deadline aborts every pump).
+#[derive(Debug)]
+struct AbortOnDrop(JoinHandle<()>);
+
+impl AbortOnDrop {
+    fn within_lifetime(accept: impl Future<Output = ()> + Send + 'static) -> Self {
+        Self(tokio::spawn(async move {
+            let _ = tokio::time::timeout(LIFETIME, accept).await;
+        }))
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A listener on a fresh loopback port for a proxy to `target`, and its
+/// address.
+///
+/// # Panics
+/// If `target` is not on loopback or no port can be bound.
+async fn listen_for(target: SocketAddr) -> (TcpListener, SocketAddr) {
+    assert!(
+        target.ip().is_loopback(),
+        "the proxy only forwards to loopback, not {target}"
+    );
+    let listener = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("local address");
+    (listener, addr)
+}
+
 /// A running proxy. Dropping it stops it and closes its connections.
 #[derive(Debug)]
 pub struct HoldingProxy {
     addr: SocketAddr,
     hold: watch::Sender<bool>,
     held_chunks: Arc<AtomicUsize>,
-    task: JoinHandle<()>,
+    /// Stops the accept loop when the proxy is dropped.
+    _task: AbortOnDrop,
 }
 
 impl HoldingProxy {
@@ -46,42 +84,32 @@ impl HoldingProxy {
     /// # Panics
     /// If `target` is not on loopback or no port can be bound.
     pub async fn start(target: SocketAddr) -> Self {
-        assert!(
-            target.ip().is_loopback(),
-            "the proxy only forwards to loopback, not {target}"
-        );
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind a loopback port");
-        let addr = listener.local_addr().expect("local address");
+        let (listener, addr) = listen_for(target).await;
         let (hold, holding) = watch::channel(false);
         let held_chunks = Arc::new(AtomicUsize::new(0));
         let counter = held_chunks.clone();
-        let task = tokio::spawn(async move {
-            let accept = async {
-                let mut pumps = Vec::new();
-                while pumps.len() < MAX_CONNECTIONS {
-                    let Ok((client, _)) = listener.accept().await else {
-                        break;
-                    };
-                    pumps.push(tokio::spawn(pump(
-                        client,
-                        target,
-                        holding.clone(),
-                        counter.clone(),
-                    )));
-                }
-                for p in pumps {
-                    let _ = p.await;
-                }
-            };
-            let _ = tokio::time::timeout(LIFETIME, accept).await;
+        let task = AbortOnDrop::within_lifetime(async move {
+            let mut pumps = Vec::new();
+            while pumps.len() < MAX_CONNECTIONS {
+                let Ok((client, _)) = listener.accept().await else {
+                    break;
+                };
+                pumps.push(tokio::spawn(pump(
+                    client,
+                    target,
+                    holding.clone(),
+                    counter.clone(),
+                )));
+            }
+            for p in pumps {
+                let _ = p.await;
+            }
         });
         Self {
             addr,
             hold,
             held_chunks,
-            task,
+            _task: task,
         }
     }
 
@@ -103,12 +131,6 @@ impl HoldingProxy {
     /// How many chunks of client bytes are being held right now.
     pub fn held(&self) -> usize {
         self.held_chunks.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for HoldingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -239,7 +261,8 @@ struct Counters {
 pub struct CountingProxy {
     addr: SocketAddr,
     counters: Arc<Counters>,
-    task: JoinHandle<()>,
+    /// Stops the accept loop when the proxy is dropped.
+    _task: AbortOnDrop,
 }
 
 impl CountingProxy {
@@ -248,45 +271,34 @@ impl CountingProxy {
     /// # Panics
     /// If `target` is not on loopback or no port can be bound.
     pub async fn start(target: SocketAddr) -> Self {
-        assert!(
-            target.ip().is_loopback(),
-            "the proxy only forwards to loopback, not {target}"
-        );
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind a loopback port");
-        let addr = listener.local_addr().expect("local address");
+        let (listener, addr) = listen_for(target).await;
         let counters = Arc::new(Counters::default());
         let counting = counters.clone();
-        let task = tokio::spawn(async move {
+        let task = AbortOnDrop::within_lifetime(async move {
             let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-            let accept = async {
-                let mut pumps = tokio::task::JoinSet::new();
-                loop {
-                    // At most MAX_CONNECTIONS open: the next accept waits.
-                    let Ok(permit) = open.clone().acquire_owned().await else {
-                        break;
-                    };
-                    let Ok((client, _)) = listener.accept().await else {
-                        break;
-                    };
-                    counting.connections.fetch_add(1, Ordering::SeqCst);
-                    let counting = counting.clone();
-                    pumps.spawn(async move {
-                        count_pump(client, target, counting).await;
-                        drop(permit);
-                    });
-                    // Reap finished pumps so the set stays small.
-                    while pumps.try_join_next().is_some() {}
-                }
-            };
-            // Dropping the set at the deadline aborts every pump.
-            let _ = tokio::time::timeout(LIFETIME, accept).await;
+            let mut pumps = tokio::task::JoinSet::new();
+            loop {
+                // At most MAX_CONNECTIONS open: the next accept waits.
+                let Ok(permit) = open.clone().acquire_owned().await else {
+                    break;
+                };
+                let Ok((client, _)) = listener.accept().await else {
+                    break;
+                };
+                counting.connections.fetch_add(1, Ordering::SeqCst);
+                let counting = counting.clone();
+                pumps.spawn(async move {
+                    count_pump(client, target, counting).await;
+                    drop(permit);
+                });
+                // Reap finished pumps so the set stays small.
+                while pumps.try_join_next().is_some() {}
+            }
         });
         Self {
             addr,
             counters,
-            task,
+            _task: task,
         }
     }
 
@@ -302,12 +314,6 @@ impl CountingProxy {
             round_trips: self.counters.round_trips.load(Ordering::SeqCst),
             connections: self.counters.connections.load(Ordering::SeqCst),
         }
-    }
-}
-
-impl Drop for CountingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -471,7 +477,8 @@ mod tests {
 pub struct AnswerDroppingProxy {
     addr: SocketAddr,
     state: Arc<DropState>,
-    task: JoinHandle<()>,
+    /// Stops the accept loop when the proxy is dropped.
+    _task: AbortOnDrop,
 }
 
 #[derive(Debug, Default)]
@@ -490,30 +497,44 @@ impl AnswerDroppingProxy {
     /// # Panics
     /// If `target` is not on loopback or no port can be bound.
     pub async fn start(target: SocketAddr) -> Self {
-        assert!(
-            target.ip().is_loopback(),
-            "the proxy only forwards to loopback, not {target}"
-        );
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .expect("bind a loopback port");
-        let addr = listener.local_addr().expect("local address");
+        let (listener, addr) = listen_for(target).await;
         let state = Arc::new(DropState::default());
         let shared = state.clone();
-        let task = tokio::spawn(async move {
-            let accept = async {
-                let mut pumps = tokio::task::JoinSet::new();
-                while pumps.len() < MAX_CONNECTIONS {
-                    let Ok((client, _)) = listener.accept().await else {
-                        break;
-                    };
-                    pumps.spawn(drop_pump(client, target, shared.clone()));
-                    while pumps.try_join_next().is_some() {}
-                }
-            };
-            let _ = tokio::time::timeout(LIFETIME, accept).await;
+        let task = AbortOnDrop::within_lifetime(async move {
+            let mut pumps = tokio::task::JoinSet::new();
+            while pumps.len() < MAX_CONNECTIONS {
+                let Ok((client, _)) = listener.accept().await else {
+                    break;
+                };
+                pumps.spawn(drop_pump(client, target, shared.clone()));
+                while pumps.try_join_next().is_some() {}
+            }
         });
-        Self { addr, state, task }
+        Self {
+            addr,
+            state,
+            _task: task,
+        }
+    }
+
+    /// Starts a proxy in front of the loopback HTTP server at `endpoint`
+    /// (`http://127.0.0.1:9000`, `http://127.0.0.1:10000/devstoreaccount1`);
+    /// returns it and the same endpoint through the proxy.
+    ///
+    /// # Panics
+    /// If `endpoint` is not `http://HOST:PORT[/PATH]` on loopback.
+    pub async fn in_front_of(endpoint: &str) -> (Self, String) {
+        let authority = endpoint
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        let target = authority
+            .parse()
+            .unwrap_or_else(|e| panic!("{endpoint}: expected http://HOST:PORT ({e})"));
+        let proxy = Self::start(target).await;
+        let proxied = endpoint.replacen(authority, &proxy.addr().to_string(), 1);
+        (proxy, proxied)
     }
 
     /// Where clients connect.
@@ -572,12 +593,6 @@ impl fencing_testkit::blob::LosesAnswers for AnswerDroppingProxy {
     }
     fn release(&self) {
         Self::release(self);
-    }
-}
-
-impl Drop for AnswerDroppingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

@@ -1,0 +1,178 @@
+//! What the S3, GCS and Azure emulator tests share: this run's bucket, its
+//! set-up against a server that may be missing, and the cases every object
+//! store runs the same way (a refused connection, a lost answer, objects
+//! written without fencing, a foreign overwrite), each adapter supplying only
+//! its SDK's calls.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::{Arc, OnceLock};
+
+use fencing_core::blob::{BlobBackend, BlobMeta, BlobStore};
+use fencing_core::{Error, FencedStore, FencingToken, Result};
+use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
+
+use crate::env::Server;
+use crate::error_chain;
+use crate::proxy::AnswerDroppingProxy;
+
+/// Token `n`.
+pub fn t(n: u64) -> FencingToken {
+    FencingToken::new(n)
+}
+
+/// This run's bucket (or container) name for `store`: `ft-3f9a0c1b-s3`,
+/// the same for every test of this binary.
+pub fn run_bucket(store: &str) -> String {
+    static PREFIX: OnceLock<String> = OnceLock::new();
+    let prefix = PREFIX.get_or_init(fencing_testkit::unique_prefix);
+    format!("{prefix}-{store}")
+}
+
+/// Runs `setup(endpoint, bucket)` with `server`'s endpoint and
+/// [`run_bucket(store)`](run_bucket) (to create this run's bucket, say):
+/// `None` when the run asked to skip the server; a retryable error (nothing
+/// answering) fails naming the server and how to start it; any other error
+/// fails naming the bucket.
+pub async fn set_up<T>(
+    server: &Server,
+    store: &str,
+    setup: impl AsyncFnOnce(&str, &str) -> Result<T>,
+) -> Option<T> {
+    if server.skipped() {
+        return None;
+    }
+    let bucket = run_bucket(store);
+    match setup(&server.endpoint(), &bucket).await {
+        Ok(done) => Some(done),
+        Err(e) if e.is_retryable() => server.unavailable(&error_chain(&e)),
+        Err(e) => panic!("cannot set up {bucket}: {}", error_chain(&e)),
+    }
+}
+
+/// The metadata of a value written at token `n`.
+pub fn meta(n: u64) -> BlobMeta {
+    BlobMeta {
+        token: t(n),
+        has_value: true,
+    }
+}
+
+/// Asserts `result` is an [`Error::Backend`] of `backend` that is (or is
+/// not) `retryable`, and returns it.
+///
+/// # Panics
+/// For any other result.
+pub fn assert_backend_error<T: Debug>(result: Result<T>, backend: &str, retryable: bool) -> Error {
+    let e = result.expect_err("a backend error");
+    match &e {
+        Error::Backend {
+            backend: b,
+            retryable: r,
+            ..
+        } if *b == backend && *r == retryable => {}
+        _ => panic!("expected a {backend} backend error (retryable: {retryable}), got {e:?}"),
+    }
+    e
+}
+
+/// A store whose server does not listen: a put and a read are both
+/// retryable backend errors of `backend`.
+pub async fn refused_connections_are_retryable(store: &dyn FencedStore, backend: &str) {
+    let put = store.put("k", "v".into(), FencingToken::new(1)).await;
+    assert_backend_error(put, backend, true);
+    assert_backend_error(store.mark("k").await, backend, true);
+}
+
+/// [`fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome`] on a fresh
+/// key, `through_proxy` reaching the server through `proxy`
+/// ([`AnswerDroppingProxy::in_front_of`]); prints the lost answer's status
+/// line and returns the key.
+pub async fn a_lost_answer_is_an_unknown_outcome(
+    through_proxy: impl FencedStore + 'static,
+    direct: &dyn FencedStore,
+    proxy: &AnswerDroppingProxy,
+    write_prefix: &[u8],
+) -> String {
+    let key = fencing_testkit::unique_name("lost-answer");
+    let status = fencing_testkit::blob::a_lost_answer_is_an_unknown_outcome(
+        Arc::new(through_proxy),
+        direct,
+        proxy,
+        write_prefix,
+        &key,
+    )
+    .await;
+    println!("lost answer: {status}");
+    key
+}
+
+/// [`fencing_testkit::blob::unfenced_objects_are_refused_unless_adopted`] on
+/// a fresh key of `backend`, a strict store against an adopting one;
+/// `put_foreign(key, body)` writes an object with the SDK alone. Returns the
+/// key.
+pub async fn unfenced_objects_are_refused_unless_adopted<B, F, Fut>(
+    backend: &B,
+    put_foreign: F,
+) -> String
+where
+    B: BlobBackend + Clone + 'static,
+    F: Fn(String, &'static [u8]) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let key = fencing_testkit::unique_name("foreign");
+    fencing_testkit::blob::unfenced_objects_are_refused_unless_adopted(
+        &BlobStore::new(backend.clone()),
+        &BlobStore::new(backend.clone()).adopt_unfenced(true),
+        &key,
+        put_foreign,
+    )
+    .await;
+    key
+}
+
+/// [`tampering_cannot_lower_the_mark`] with a change of metadata or
+/// properties alone on a fresh key (`change(key)`, with the SDK; `what`
+/// names it): the mark is kept. Returns the key.
+pub async fn a_metadata_change_cannot_lower_the_mark<F, Fut>(
+    store: &dyn FencedStore,
+    what: &str,
+    change: F,
+) -> String
+where
+    F: FnOnce(String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let key = fencing_testkit::unique_name("metadata");
+    let changed = key.clone();
+    tampering_cannot_lower_the_mark(store, &key, what, AfterTampering::MarkKept, || {
+        change(changed)
+    })
+    .await;
+    key
+}
+
+/// [`tampering_cannot_lower_the_mark`] with a plain overwrite on a fresh
+/// key: `put_foreign(key, body)` writes with the SDK alone, as a program
+/// that knows nothing of fencing (`what` names its call). Returns the key.
+pub async fn a_foreign_overwrite_cannot_lower_the_mark<F, Fut>(
+    store: &dyn FencedStore,
+    what: &str,
+    put_foreign: F,
+) -> String
+where
+    F: FnOnce(String, &'static [u8]) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let key = fencing_testkit::unique_name("overwrite");
+    let overwritten = key.clone();
+    tampering_cannot_lower_the_mark(
+        store,
+        &key,
+        &format!("a plain {what} by a program that knows nothing of fencing"),
+        AfterTampering::Foreign,
+        || put_foreign(overwritten, b"plain bytes"),
+    )
+    .await;
+    key
+}
