@@ -3,11 +3,12 @@
 //! message naming `emulator=true`, and works with it. The real binary, with
 //! every cloud credential variable removed from its environment.
 
+mod common;
+
 use std::process::{Command, Output};
 
+use common::{FENCE, emulator_bucket, text};
 use fencing_harness::env::{AZURE, S3, Server};
-
-const FENCE: &str = env!("CARGO_BIN_EXE_fence");
 
 /// Variables through which a credential could reach the binary.
 const CREDENTIAL_VARS: &[&str] = &[
@@ -53,37 +54,21 @@ fn refused_then_works(server: &Server, url: &str) {
         server.name
     );
     let ok = put(&format!("{url}&emulator=true"), "1");
-    assert!(
-        ok.status.success(),
-        "{}: {}",
-        server.name,
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    assert!(ok.status.success(), "{}: {}", server.name, text(&ok));
 }
 
 #[tokio::test]
 async fn s3_endpoint_without_credentials_is_refused_and_emulator_true_works() {
-    if S3.skipped() {
-        return;
+    if let Some(bucket) = emulator_bucket(&S3).await {
+        refused_then_works(&S3, &bucket.url);
     }
-    let (endpoint, bucket) = (S3.endpoint(), fencing_testkit::unique_prefix());
-    let client = fencing_s3::emulator::client(&endpoint);
-    if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
-        S3.unavailable(&e);
-    }
-    refused_then_works(&S3, &format!("s3://{bucket}?endpoint={endpoint}"));
 }
 
 #[tokio::test]
 async fn az_endpoint_without_credentials_is_refused_and_emulator_true_works() {
-    if AZURE.skipped() {
-        return;
+    if let Some(container) = emulator_bucket(&AZURE).await {
+        refused_then_works(&AZURE, &container.url);
     }
-    let (endpoint, container) = (AZURE.endpoint(), fencing_testkit::unique_prefix());
-    if let Err(e) = fencing_azure::emulator::store(&endpoint, &container).await {
-        AZURE.unavailable(&e);
-    }
-    refused_then_works(&AZURE, &format!("az://{container}?endpoint={endpoint}"));
 }
 
 #[test]

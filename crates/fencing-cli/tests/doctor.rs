@@ -4,12 +4,12 @@
 //! append-only file are flagged unsafe (exit 7); a server that is down is
 //! "could not run" (exit 1).
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Output};
 
+use common::{FENCE, Scratch, assert_exit, emulator_bucket, text};
 use fencing_harness::env::{AZURE, GCS, REDIS, REDIS_AOF, S3, S3RVER, Server};
-
-const FENCE: &str = env!("CARGO_BIN_EXE_fence");
 
 /// `fence doctor` with ARGS; `creds` sets the AWS keys (s3rver checks them),
 /// otherwise they are cleared so the emulator defaults apply.
@@ -29,15 +29,6 @@ fn doctor(args: &[&str], creds: Option<(&str, &str)>) -> Output {
             .env("AWS_SECRET_ACCESS_KEY", secret);
     }
     cmd.output().expect("run fence doctor")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The `--json` report of one URL: every check's (role, verdict, name).
@@ -109,50 +100,26 @@ fn assert_store_passes(server: &Server, url: &str) {
     );
 }
 
+/// Doctor on a fresh bucket of `server`'s emulator (`S3`, `GCS`, `AZURE`).
+async fn assert_emulator_passes(server: &Server) {
+    if let Some(bucket) = emulator_bucket(server).await {
+        assert_store_passes(server, &format!("{}&emulator=true", bucket.url));
+    }
+}
+
 #[tokio::test]
 async fn doctor_passes_on_moto() {
-    if S3.skipped() {
-        return;
-    }
-    let (endpoint, bucket) = (S3.endpoint(), fencing_testkit::unique_prefix());
-    let client = fencing_s3::emulator::client(&endpoint);
-    if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
-        S3.unavailable(&e);
-    }
-    assert_store_passes(
-        &S3,
-        &format!("s3://{bucket}?endpoint={endpoint}&emulator=true"),
-    );
+    assert_emulator_passes(&S3).await;
 }
 
 #[tokio::test]
 async fn doctor_passes_on_fake_gcs_server() {
-    if GCS.skipped() {
-        return;
-    }
-    let (endpoint, bucket) = (GCS.endpoint(), fencing_testkit::unique_prefix());
-    if let Err(e) = fencing_gcs::emulator::create_bucket(&endpoint, &bucket).await {
-        GCS.unavailable(&e);
-    }
-    assert_store_passes(
-        &GCS,
-        &format!("gs://{bucket}?endpoint={endpoint}&emulator=true"),
-    );
+    assert_emulator_passes(&GCS).await;
 }
 
 #[tokio::test]
 async fn doctor_passes_on_azurite() {
-    if AZURE.skipped() {
-        return;
-    }
-    let (endpoint, container) = (AZURE.endpoint(), fencing_testkit::unique_prefix());
-    if let Err(e) = fencing_azure::emulator::store(&endpoint, &container).await {
-        AZURE.unavailable(&e);
-    }
-    assert_store_passes(
-        &AZURE,
-        &format!("az://{container}?endpoint={endpoint}&emulator=true"),
-    );
+    assert_emulator_passes(&AZURE).await;
 }
 
 /// The access key and secret s3rver checks SigV4 signatures with.
@@ -179,9 +146,11 @@ async fn doctor_flags_s3rver_as_unsafe() {
     if let Err(e) = fencing_s3::emulator::create_bucket(&s3rver_client(&endpoint), &bucket).await {
         S3RVER.unavailable(&e);
     }
-    let url = format!("s3://{bucket}?endpoint={endpoint}&emulator=true");
+    // s3rver's own keys, from the AWS variables: `emulator=true` would
+    // sign with the emulator's test keys instead, which s3rver refuses.
+    let url = format!("s3://{bucket}?endpoint={endpoint}");
     let out = doctor(&[&url], Some((S3RVER_KEY, S3RVER_KEY)));
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    assert_exit(&out, 7);
     let stdout = String::from_utf8_lossy(&out.stdout);
     for check in [
         "UNSAFE  refuses a write under a stale version (If-Match / ifGenerationMatch): s3 APPLIED",
@@ -198,7 +167,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
     }
 
     let out = doctor(&["--json", &url], Some((S3RVER_KEY, S3RVER_KEY)));
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    assert_exit(&out, 7);
     let (report, checks) = json_checks(&out);
     assert_eq!(report["safe"], false, "{report}");
     assert_eq!(report["urls"][0]["verdict"], "unsafe", "{report}");
@@ -216,29 +185,12 @@ async fn doctor_flags_s3rver_as_unsafe() {
     );
 }
 
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fence-doctor-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn doctor_runs_store_and_issuer_checks_on_a_sql_url() {
-    let s = Scratch::new("sql");
-    let url = format!("sqlite://{}", s.0.join("db.sqlite").display());
+    let s = Scratch::new("doctor-sql");
+    let url = s.url();
     let out = doctor(&[&url], None);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_exit(&out, 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(&format!("{url} (store)"))
@@ -251,7 +203,7 @@ fn doctor_runs_store_and_issuer_checks_on_a_sql_url() {
     );
 
     let out = doctor(&["--json", &url], None);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_exit(&out, 0);
     let (report, checks) = json_checks(&out);
     assert_eq!(report["safe"], true, "{report}");
     assert!(
@@ -277,7 +229,7 @@ fn doctor_passes_the_append_only_redis_and_flags_the_volatile_one() {
     if String::from_utf8_lossy(&out.stderr).contains("could not check") {
         REDIS_AOF.unavailable(&text(&out));
     }
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_exit(&out, 0);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("pass    appendonly")
@@ -291,7 +243,7 @@ fn doctor_passes_the_append_only_redis_and_flags_the_volatile_one() {
     if String::from_utf8_lossy(&out.stderr).contains("could not check") {
         REDIS.unavailable(&text(&out));
     }
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    assert_exit(&out, 7);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("UNSAFE  opens without an opt-in")
@@ -303,7 +255,7 @@ fn doctor_passes_the_append_only_redis_and_flags_the_volatile_one() {
 
     // Both at once: one unsafe URL makes the run unsafe.
     let out = doctor(&["--json", &aof, &volatile], None);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    assert_exit(&out, 7);
     let (report, _) = json_checks(&out);
     assert_eq!(report["urls"][0]["verdict"], "safe", "{report}");
     assert_eq!(report["urls"][1]["verdict"], "unsafe", "{report}");
@@ -322,7 +274,7 @@ fn doctor_exits_1_when_the_server_is_down() {
     let redis_url = format!("redis://127.0.0.1:{redis}");
     for url in [&s3_url, &redis_url] {
         let out = doctor(&[url], None);
-        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert_exit(&out, 1);
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
@@ -343,7 +295,7 @@ fn doctor_exits_1_when_the_server_is_down() {
     }
     // Bad input is exit 2, as elsewhere.
     let out = doctor(&["ftp://example.com/x"], None);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_exit(&out, 2);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("not a store or issuer URL"),
         "{}",
@@ -360,7 +312,7 @@ fn doctor_hides_passwords_in_what_it_prints() {
         )],
         None,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_exit(&out, 1);
     let all = text(&out);
     assert!(
         !all.contains("s3cret") && all.contains("fencing:***@127.0.0.1"),

@@ -1,56 +1,22 @@
 //! `fence run`, `acquire`/`renew`/`release`/`holder` and `put`/`get`/`mark`/
 //! `fence`, run as a user runs them: the real binary, a real SQLite file.
 
+mod common;
+
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const FENCE: &str = env!("CARGO_BIN_EXE_fence");
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fence-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn url(&self) -> String {
-        format!("sqlite://{}", self.0.join("db.sqlite").display())
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn fence(args: &[&str]) -> Output {
-    Command::new(FENCE).args(args).output().expect("run fence")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{FENCE, Scratch, assert_exit, fence, json, on_resource, put, text};
 
 #[test]
 fn put_get_mark_fence_and_the_stale_exit_code() {
     let s = Scratch::new("kv");
     let url = s.url();
-    let ok = fence(&["put", "--store", &url, "k", "--token", "5", "hello"]);
-    assert!(ok.status.success(), "{}", text(&ok));
-    let stale = fence(&["put", "--store", &url, "k", "--token", "4", "zombie"]);
-    assert_eq!(stale.status.code(), Some(3), "{}", text(&stale));
+    let ok = put(&url, "k", "5", "hello");
+    assert_exit(&ok, 0);
+    let stale = put(&url, "k", "4", "zombie");
+    assert_exit(&stale, 3);
     let err = String::from_utf8_lossy(&stale.stderr);
     assert!(
         err.contains("presented 4")
@@ -59,42 +25,25 @@ fn put_get_mark_fence_and_the_stale_exit_code() {
         "{err}"
     );
 
-    let got = fence(&["get", "--store", &url, "k", "--json"]);
-    let json: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    let got = json(&fence(&["get", "--store", &url, "k", "--json"]));
     assert_eq!(
-        json,
+        got,
         serde_json::json!({"key": "k", "token": 5, "value": "hello"})
     );
 
     let fenced = fence(&["fence", "--store", &url, "k", "--token", "9"]);
-    assert!(fenced.status.success(), "{}", text(&fenced));
-    let mark = fence(&["mark", "--store", &url, "k", "--json"]);
-    assert_eq!(
-        serde_json::from_slice::<serde_json::Value>(&mark.stdout).unwrap()["mark"],
-        9
-    );
-    assert_eq!(
-        fence(&["put", "--store", &url, "k", "--token", "8", "x"])
-            .status
-            .code(),
-        Some(3)
-    );
+    assert_exit(&fenced, 0);
+    let mark = json(&fence(&["mark", "--store", &url, "k", "--json"]));
+    assert_eq!(mark["mark"], 9);
+    assert_eq!(put(&url, "k", "8", "x").status.code(), Some(3));
     assert_eq!(
         fence(&["get", "--store", &url, "missing"]).status.code(),
         Some(6)
     );
 
     // Bad input: exit 2 with a message, nothing written.
-    let big = fence(&[
-        "put",
-        "--store",
-        &url,
-        "k",
-        "--token",
-        "18446744073709551615",
-        "x",
-    ]);
-    assert_eq!(big.status.code(), Some(2), "{}", text(&big));
+    let big = put(&url, "k", "18446744073709551615", "x");
+    assert_exit(&big, 2);
     assert!(String::from_utf8_lossy(&big.stderr).contains("out of range"));
     let bad_url = fence(&["get", "--store", "ftp://x", "k"]);
     assert_eq!(bad_url.status.code(), Some(2));
@@ -105,74 +54,35 @@ fn put_get_mark_fence_and_the_stale_exit_code() {
 fn acquire_renew_release_holder() {
     let s = Scratch::new("lease");
     let url = s.url();
-    let out = fence(&[
-        "acquire",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--ttl",
-        "30s",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
-    let lease: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
+    let out = job("acquire", &["--ttl", "30s", "--json"]);
+    assert_exit(&out, 0);
+    let lease = json(&out);
     let (token, holder) = (
         lease["token"].to_string(),
         lease["holder"].as_str().unwrap().to_owned(),
     );
     assert_eq!(token, "1");
 
-    let busy = fence(&["acquire", "--issuer", &url, "--resource", "job"]);
-    assert_eq!(busy.status.code(), Some(5), "{}", text(&busy));
+    let busy = job("acquire", &[]);
+    assert_exit(&busy, 5);
     assert!(String::from_utf8_lossy(&busy.stderr).contains(&holder));
 
-    let who = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
-    let who: serde_json::Value = serde_json::from_slice(&who.stdout).unwrap();
+    let who = job("holder", &["--json"]);
+    let who = json(&who);
     assert_eq!(who["holder"], holder.as_str());
 
-    let renew = fence(&[
-        "renew",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--holder",
-        &holder,
-        "--token",
-        &token,
-        "--json",
-    ]);
-    assert!(renew.status.success(), "{}", text(&renew));
-    let wrong = fence(&[
-        "renew",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--holder",
-        "someone-else",
-        "--token",
-        &token,
-    ]);
-    assert_eq!(wrong.status.code(), Some(4), "{}", text(&wrong));
+    let renew = job("renew", &["--holder", &holder, "--token", &token, "--json"]);
+    assert_exit(&renew, 0);
+    let wrong = job("renew", &["--holder", "someone-else", "--token", &token]);
+    assert_exit(&wrong, 4);
 
-    let release = fence(&[
-        "release",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--holder",
-        &holder,
-        "--token",
-        &token,
-    ]);
-    assert!(release.status.success(), "{}", text(&release));
-    let free = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    let release = job("release", &["--holder", &holder, "--token", &token]);
+    assert_exit(&release, 0);
+    let free = job("holder", &["--json"]);
     assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "null");
-    let next = fence(&["acquire", "--issuer", &url, "--resource", "job", "--json"]);
-    let next: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
+    let next = job("acquire", &["--json"]);
+    let next = json(&next);
     assert_eq!(next["token"], 2);
 }
 
@@ -180,27 +90,16 @@ fn acquire_renew_release_holder() {
 fn run_passes_the_token_releases_and_keeps_the_exit_code() {
     let s = Scratch::new("run");
     let url = s.url();
+    let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
     let script = format!(
         "{FENCE} put --store {url} job-output --token $FENCING_TOKEN \"ran with $FENCING_TOKEN\" && exit 7"
     );
-    let out = fence(&[
-        "run",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--ttl",
-        "2s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
-    assert_eq!(out.status.code(), Some(7), "{}", text(&out));
+    let out = job("run", &["--ttl", "2s", "--", "sh", "-c", &script]);
+    assert_exit(&out, 7);
     let got = fence(&["get", "--store", &url, "job-output", "--json"]);
-    let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    let got = json(&got);
     assert_eq!(got["value"], "ran with 1");
-    let free = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    let free = job("holder", &["--json"]);
     assert_eq!(
         String::from_utf8_lossy(&free.stdout).trim(),
         "null",
@@ -208,30 +107,12 @@ fn run_passes_the_token_releases_and_keeps_the_exit_code() {
     );
 
     // Held by someone else: not run, exit 5.
-    let held = fence(&[
-        "acquire",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--ttl",
-        "30s",
-    ]);
+    let held = job("acquire", &["--ttl", "30s"]);
     assert!(held.status.success());
     let marker = s.path("ran");
     let touch = format!("touch {}", marker.display());
-    let out = fence(&[
-        "run",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--",
-        "sh",
-        "-c",
-        &touch,
-    ]);
-    assert_eq!(out.status.code(), Some(5), "{}", text(&out));
+    let out = job("run", &["--", "sh", "-c", &touch]);
+    assert_exit(&out, 5);
     assert!(
         !marker.exists(),
         "the command ran although the lease was held"
@@ -290,22 +171,22 @@ fn a_stopped_run_is_refused_after_it_wakes() {
     std::thread::sleep(Duration::from_millis(1600));
     let second_script =
         format!("{FENCE} put --store {url} report --token $FENCING_TOKEN 'second run'");
-    let second = fence(&[
+    let second = on_resource(
         "run",
-        "--issuer",
         &url,
-        "--resource",
         "report",
-        "--ttl",
-        "10s",
-        "--wait",
-        "10s",
-        "--",
-        "sh",
-        "-c",
-        &second_script,
-    ]);
-    assert!(second.status.success(), "{}", text(&second));
+        &[
+            "--ttl",
+            "10s",
+            "--wait",
+            "10s",
+            "--",
+            "sh",
+            "-c",
+            &second_script,
+        ],
+    );
+    assert_exit(&second, 0);
 
     assert!(
         Command::new("kill")
@@ -331,7 +212,7 @@ fn a_stopped_run_is_refused_after_it_wakes() {
         "the zombie's late write must be refused as stale"
     );
     let got = fence(&["get", "--store", &url, "report", "--json"]);
-    let got: serde_json::Value = serde_json::from_slice(&got.stdout).unwrap();
+    let got = json(&got);
     assert_eq!(got["value"], "second run");
     assert_eq!(got["token"], 2);
 }
@@ -368,6 +249,7 @@ fn kill(signal: &str, group: &str) {
 fn run_keeps_the_lease_past_its_ttl() {
     let s = Scratch::new("keep-run");
     let url = s.url();
+    let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
     let run = Command::new(FENCE)
         .args([
             "run",
@@ -385,15 +267,7 @@ fn run_keeps_the_lease_past_its_ttl() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2000));
-    let other = fence(&[
-        "acquire",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--ttl",
-        "5s",
-    ]);
+    let other = job("acquire", &["--ttl", "5s"]);
     assert_eq!(
         other.status.code(),
         Some(5),
@@ -401,8 +275,8 @@ fn run_keeps_the_lease_past_its_ttl() {
         text(&other)
     );
     let out = run.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let free = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
+    assert_exit(&out, 0);
+    let free = job("holder", &["--json"]);
     assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "null");
 }
 
@@ -413,6 +287,7 @@ fn run_keeps_the_lease_past_its_ttl() {
 fn a_held_lease_paused_past_its_deadline_is_lost() {
     let s = Scratch::new("keep-hold");
     let url = s.url();
+    let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
     let mut hold = Command::new(FENCE)
         .args([
             "acquire",
@@ -433,29 +308,18 @@ fn a_held_lease_paused_past_its_deadline_is_lost() {
     let group = format!("-{}", hold.id());
     std::thread::sleep(Duration::from_millis(600));
     kill("-STOP", &group);
-    let next = fence(&[
-        "acquire",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--ttl",
-        "30s",
-        "--wait",
-        "10s",
-        "--json",
-    ]);
+    let next = job("acquire", &["--ttl", "30s", "--wait", "10s", "--json"]);
     kill("-CONT", &group);
-    assert!(next.status.success(), "{}", text(&next));
+    assert_exit(&next, 0);
 
     let status = hold.wait().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(hold.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(4), "stderr: {stderr}");
     assert!(stderr.contains("no longer held"), "{stderr}");
-    let next: serde_json::Value = serde_json::from_slice(&next.stdout).unwrap();
-    let holder = fence(&["holder", "--issuer", &url, "--resource", "job", "--json"]);
-    let holder: serde_json::Value = serde_json::from_slice(&holder.stdout).unwrap();
+    let next = json(&next);
+    let holder = job("holder", &["--json"]);
+    let holder = json(&holder);
     assert_eq!(
         holder["token"], next["token"],
         "the new holder was disturbed"
@@ -471,18 +335,9 @@ fn a_floor_on_a_held_resource_is_busy_exit_5() {
     let s = Scratch::new("busy");
     let sqlite = |name: &str| format!("sqlite://{}", s.path(name).display());
     let (old, new) = (sqlite("old.sqlite"), sqlite("new.sqlite"));
-    let held = fence(&[
-        "acquire",
-        "--issuer",
-        &new,
-        "--resource",
-        "jobs/a",
-        "--ttl",
-        "60s",
-        "--json",
-    ]);
-    assert!(held.status.success(), "{}", text(&held));
-    let lease: serde_json::Value = serde_json::from_slice(&held.stdout).expect("json");
+    let held = on_resource("acquire", &new, "jobs/a", &["--ttl", "60s", "--json"]);
+    assert_exit(&held, 0);
+    let lease = json(&held);
 
     let migrate = || {
         fence(&[
@@ -497,25 +352,25 @@ fn a_floor_on_a_held_resource_is_busy_exit_5() {
         ])
     };
     let busy = migrate();
-    assert_eq!(busy.status.code(), Some(5), "{}", text(&busy));
+    assert_exit(&busy, 5);
     let stderr = String::from_utf8_lossy(&busy.stderr);
     assert!(
         stderr.contains("\"jobs/a\" is held") && stderr.contains("raise_floor"),
         "{stderr}"
     );
 
-    let released = fence(&[
+    let released = on_resource(
         "release",
-        "--issuer",
         &new,
-        "--resource",
         "jobs/a",
-        "--holder",
-        lease["holder"].as_str().expect("holder"),
-        "--token",
-        &lease["token"].to_string(),
-    ]);
-    assert!(released.status.success(), "{}", text(&released));
+        &[
+            "--holder",
+            lease["holder"].as_str().expect("holder"),
+            "--token",
+            &lease["token"].to_string(),
+        ],
+    );
+    assert_exit(&released, 0);
     let done = migrate();
-    assert!(done.status.success(), "{}", text(&done));
+    assert_exit(&done, 0);
 }

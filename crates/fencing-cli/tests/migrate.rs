@@ -2,22 +2,9 @@
 //! append-only Redis of `integration/services.sh`; the first token after
 //! the migration is above every earlier token and every mark.
 
-use std::process::{Command, Output};
+mod common;
 
-const FENCE: &str = env!("CARGO_BIN_EXE_fence");
-
-fn fence(args: &[&str]) -> Output {
-    Command::new(FENCE).args(args).output().expect("run fence")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
-}
+use common::{Scratch, assert_exit, fence, json, on_resource, put};
 
 fn redis_url() -> Option<String> {
     let server = fencing_harness::env::REDIS_AOF;
@@ -42,177 +29,75 @@ fn sql_to_etcd_never_goes_backwards() {
 
 /// Migrates a resource with history from a SQLite issuer to `target`.
 fn sql_to(target: &str, name: &str) {
-    let dir = std::env::temp_dir().join(format!("fence-migrate-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let old = format!("sqlite://{}", dir.join("old.sqlite").display());
+    let dir = Scratch::new(&format!("migrate-{name}"));
+    let old = dir.sqlite("old.sqlite");
     let resource = fencing_testkit::unique_name("migrated-job");
+    let on = |issuer, command, more: &[&str]| on_resource(command, issuer, &resource, more);
 
     // History on the old issuer: tokens 1..=3, and a store mark of 40 (a
     // holder that fenced far ahead).
     let mut last = 0;
     for _ in 0..3 {
-        let lease = json(&fence(&[
-            "acquire",
-            "--issuer",
-            &old,
-            "--resource",
-            &resource,
-            "--json",
-        ]));
+        let lease = json(&on(&old, "acquire", &["--json"]));
         last = lease["token"].as_u64().unwrap();
         let (holder, token) = (
             lease["holder"].as_str().unwrap().to_owned(),
             last.to_string(),
         );
-        assert!(
-            fence(&[
-                "release",
-                "--issuer",
-                &old,
-                "--resource",
-                &resource,
-                "--holder",
-                &holder,
-                "--token",
-                &token
-            ])
-            .status
-            .success()
+        assert_exit(
+            &on(&old, "release", &["--holder", &holder, "--token", &token]),
+            0,
         );
     }
     assert_eq!(last, 3);
-    assert!(
-        fence(&["fence", "--store", &old, "report", "--token", "40"])
-            .status
-            .success()
+    assert_exit(
+        &fence(&["fence", "--store", &old, "report", "--token", "40"]),
+        0,
     );
 
     // Held on the old issuer: refused unless forced.
-    let held = json(&fence(&[
-        "acquire",
-        "--issuer",
-        &old,
-        "--resource",
-        &resource,
-        "--ttl",
-        "60s",
-        "--json",
-    ]));
+    let held = json(&on(&old, "acquire", &["--ttl", "60s", "--json"]));
     let store_arg = format!("{old}#report");
-    let refused = fence(&[
-        "migrate",
-        "issuer",
-        "--from",
-        &old,
-        "--to",
-        target,
-        "--resource",
-        &resource,
-        "--store",
-        &store_arg,
-    ]);
-    assert_eq!(
-        refused.status.code(),
-        Some(5),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    let migrate = |more: &[&str]| {
+        let args = ["migrate", "issuer", "--from", &old, "--to", target];
+        let rest = ["--resource", &resource, "--store", &store_arg];
+        fence(&[&args[..], &rest, more].concat())
+    };
+    let refused = migrate(&[]);
+    assert_exit(&refused, 5);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
     let (holder, token) = (
         held["holder"].as_str().unwrap().to_owned(),
         held["token"].to_string(),
     );
-    assert!(
-        fence(&[
-            "release",
-            "--issuer",
-            &old,
-            "--resource",
-            &resource,
-            "--holder",
-            &holder,
-            "--token",
-            &token
-        ])
-        .status
-        .success()
+    assert_exit(
+        &on(&old, "release", &["--holder", &holder, "--token", &token]),
+        0,
     );
 
-    let report = json(&fence(&[
-        "migrate",
-        "issuer",
-        "--from",
-        &old,
-        "--to",
-        target,
-        "--resource",
-        &resource,
-        "--store",
-        &store_arg,
-        "--json",
-    ]));
+    let report = json(&migrate(&["--json"]));
     assert_eq!(report["floor"], 40, "{report}");
     assert!(report["first_new_token"].as_u64().unwrap() > 40, "{report}");
 
     // Holders on the new issuer write above the old mark.
-    let lease = json(&fence(&[
-        "acquire",
-        "--issuer",
-        target,
-        "--resource",
-        &resource,
-        "--json",
-    ]));
+    let lease = json(&on(target, "acquire", &["--json"]));
     let token = lease["token"].as_u64().unwrap();
     assert!(token > 40 && token > last);
-    let put = fence(&[
-        "put",
-        "--store",
-        &old,
-        "report",
-        "--token",
-        &token.to_string(),
-        "after the migration",
-    ]);
-    assert!(
-        put.status.success(),
-        "{}",
-        String::from_utf8_lossy(&put.stderr)
-    );
-    std::fs::remove_dir_all(&dir).unwrap();
+    let after = put(&old, "report", &token.to_string(), "after the migration");
+    assert_exit(&after, 0);
 }
 
 #[test]
 fn store_migration_copies_values_and_marks_and_never_lowers_one() {
-    let dir = std::env::temp_dir().join(format!("fence-migrate-store-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (from, to) = (
-        format!("sqlite://{}", dir.join("from.sqlite").display()),
-        format!("sqlite://{}", dir.join("to.sqlite").display()),
-    );
-    assert!(
-        fence(&["put", "--store", &from, "a", "--token", "5", "value a"])
-            .status
-            .success()
-    );
-    assert!(
-        fence(&["put", "--store", &from, "b", "--token", "9", "value b"])
-            .status
-            .success()
-    );
-    assert!(
-        fence(&["fence", "--store", &from, "c", "--token", "4"])
-            .status
-            .success()
-    );
+    let dir = Scratch::new("migrate-store");
+    let (from, to) = (dir.sqlite("from.sqlite"), dir.sqlite("to.sqlite"));
+    assert_exit(&put(&from, "a", "5", "value a"), 0);
+    assert_exit(&put(&from, "b", "9", "value b"), 0);
+    assert_exit(&fence(&["fence", "--store", &from, "c", "--token", "4"]), 0);
     // The target already moved past the source on "b".
-    assert!(
-        fence(&["put", "--store", &to, "b", "--token", "20", "newer b"])
-            .status
-            .success()
-    );
+    assert_exit(&put(&to, "b", "20", "newer b"), 0);
 
-    let keys = dir.join("keys.txt");
+    let keys = dir.path("keys.txt");
     std::fs::write(&keys, "a\nb\nc\nmissing\n").unwrap();
     let out = fence(&[
         "migrate",
@@ -225,11 +110,7 @@ fn store_migration_copies_values_and_marks_and_never_lowers_one() {
         keys.to_str().unwrap(),
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -273,5 +154,4 @@ fn store_migration_copies_values_and_marks_and_never_lowers_one() {
     ]);
     let text = String::from_utf8_lossy(&again.stdout);
     assert_eq!(text.matches("up-to-date").count(), 2, "{text}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
