@@ -3,13 +3,13 @@
 //! (`FENCING_ETCD_CLUSTER_ENDPOINTS`; `integration/services.sh up
 //! etcd-cluster`), one of whose followers is killed and restarted.
 
-use std::time::Duration;
-
 use fencing_core::TokenIssuer;
-use fencing_core::safety::{self, SafetyCheck, Verdict};
+use fencing_core::safety::{self, Verdict};
 use fencing_etcd::EtcdIssuer;
 use fencing_harness::env::{ETCD, ETCD_CLUSTER, Server};
-use fencing_harness::failover::Cluster;
+use fencing_harness::verify::{
+    a_follower_down, assert_cluster_checks, assert_verdicts, check, checks_of,
+};
 
 fn endpoints(server: Server) -> Vec<String> {
     server
@@ -33,22 +33,13 @@ async fn connect(endpoints: &[String], server: Server) -> Option<EtcdIssuer> {
     }
 }
 
-/// The one check named `name`.
-fn check<'a>(checks: &'a [SafetyCheck], name: &str) -> &'a SafetyCheck {
-    let mut found = checks.iter().filter(|c| c.name == name);
-    let first = found
-        .next()
-        .unwrap_or_else(|| panic!("no {name:?} check in {checks:#?}"));
-    assert!(found.next().is_none(), "two {name:?} checks in {checks:#?}");
-    first
-}
-
-fn member_checks(checks: &[SafetyCheck]) -> Vec<&SafetyCheck> {
-    checks
-        .iter()
-        .filter(|c| c.name.starts_with("member "))
-        .collect()
-}
+/// What `verify` must pass on any healthy etcd.
+const HEALTHY: &[(&str, Verdict)] = &[
+    ("leader", Verdict::Pass),
+    ("endpoints", Verdict::Pass),
+    ("alarms", Verdict::Pass),
+    ("tokens rise", Verdict::Pass),
+];
 
 #[tokio::test]
 async fn verify_warns_that_a_single_member_has_no_failover() {
@@ -56,16 +47,9 @@ async fn verify_warns_that_a_single_member_has_no_failover() {
         return;
     };
     let checks = issuer.verify().await.expect("verify");
-    assert!(safety::all_safe(&checks), "{checks:#?}");
-    let members = check(&checks, "members");
-    assert_eq!(members.verdict, Verdict::Warn, "{members:?}");
-    assert!(members.detail.contains("no failover"), "{members:?}");
-    let each = member_checks(&checks);
-    assert_eq!(each.len(), 1, "{checks:#?}");
-    assert_eq!(each[0].verdict, Verdict::Pass, "{checks:#?}");
-    for name in ["leader", "endpoints", "alarms", "tokens rise"] {
-        assert_eq!(check(&checks, name).verdict, Verdict::Pass, "{checks:#?}");
-    }
+    let summary = ("members", Verdict::Warn, "no failover");
+    assert_cluster_checks(&checks, summary, "member ", 1, Verdict::Pass);
+    assert_verdicts(&checks, HEALTHY);
 }
 
 /// Endpoints of two clusters: the client spreads calls over both, whose
@@ -92,49 +76,27 @@ async fn verify_sees_the_cluster_and_warns_of_a_member_down() {
         return;
     };
     let checks = issuer.verify().await.expect("verify");
-    assert!(safety::all_safe(&checks), "{checks:#?}");
-    let members = check(&checks, "members");
-    assert_eq!(members.verdict, Verdict::Pass, "{members:?}");
-    assert!(
-        members.detail.starts_with("3 voting members"),
-        "{members:?}"
-    );
-    let each = member_checks(&checks);
-    assert_eq!(each.len(), 3, "{checks:#?}");
-    assert!(
-        each.iter().all(|c| c.verdict == Verdict::Pass),
-        "{checks:#?}"
-    );
-    for name in ["leader", "endpoints", "alarms", "tokens rise"] {
-        assert_eq!(check(&checks, name).verdict, Verdict::Pass, "{checks:#?}");
-    }
+    let summary = ("members", Verdict::Pass, "3 voting members");
+    assert_cluster_checks(&checks, summary, "member ", 3, Verdict::Pass);
+    assert!(check(&checks, "members").detail.starts_with(summary.2));
+    assert_verdicts(&checks, HEALTHY);
 
     // A follower down: the cluster still grants (a quorum of 2), and the
     // member is a warning, not a failure of verify.
-    let cluster = Cluster::new(ETCD_CLUSTER);
-    let (pid, port) = cluster.a_follower();
-    let _down = cluster.kill((pid, port), "TERM");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (port, _down) = a_follower_down(ETCD_CLUSTER).await;
     let checks = issuer.verify().await.expect("verify with a member down");
     assert!(safety::all_safe(&checks), "{checks:#?}");
-    let each = member_checks(&checks);
+    let each = checks_of(&checks, "member ");
     let down: Vec<_> = each.iter().filter(|c| c.verdict == Verdict::Warn).collect();
     assert_eq!(down.len(), 1, "{checks:#?}");
     assert!(down[0].detail.contains("unreachable"), "{down:?}");
     assert!(down[0].detail.contains(&port.to_string()), "{down:?}");
-    assert_eq!(
-        check(&checks, "leader").verdict,
-        Verdict::Pass,
-        "{checks:#?}"
-    );
-    assert_eq!(
-        check(&checks, "endpoints").verdict,
-        Verdict::Warn,
-        "{checks:#?}"
-    );
-    assert_eq!(
-        check(&checks, "tokens rise").verdict,
-        Verdict::Pass,
-        "{checks:#?}"
+    assert_verdicts(
+        &checks,
+        &[
+            ("leader", Verdict::Pass),
+            ("endpoints", Verdict::Warn),
+            ("tokens rise", Verdict::Pass),
+        ],
     );
 }

@@ -3,13 +3,13 @@
 //! `integration/services.sh up zk-ensemble`), one of whose followers is
 //! killed and restarted.
 
-use std::time::Duration;
-
 use fencing_core::TokenIssuer;
-use fencing_core::safety::{self, SafetyCheck, Verdict};
+use fencing_core::safety::{self, Verdict};
 use fencing_harness::env::{Server, ZK_ENSEMBLE, ZOOKEEPER};
 use fencing_harness::error_chain;
-use fencing_harness::failover::Cluster;
+use fencing_harness::verify::{
+    a_follower_down, assert_cluster_checks, assert_verdicts, check, checks_of,
+};
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 async fn connect(connect_string: &str, server: Server) -> Option<ZkIssuer> {
@@ -23,42 +23,16 @@ async fn connect(connect_string: &str, server: Server) -> Option<ZkIssuer> {
     }
 }
 
-/// The one check named `name`.
-fn check<'a>(checks: &'a [SafetyCheck], name: &str) -> &'a SafetyCheck {
-    let mut found = checks.iter().filter(|c| c.name == name);
-    let first = found
-        .next()
-        .unwrap_or_else(|| panic!("no {name:?} check in {checks:#?}"));
-    assert!(found.next().is_none(), "two {name:?} checks in {checks:#?}");
-    first
-}
-
-fn server_checks(checks: &[SafetyCheck]) -> Vec<&SafetyCheck> {
-    checks
-        .iter()
-        .filter(|c| c.name.starts_with("server "))
-        .collect()
-}
-
 #[tokio::test]
 async fn verify_warns_that_a_standalone_server_has_no_failover() {
     let Some(issuer) = connect(&ZOOKEEPER.endpoint(), ZOOKEEPER).await else {
         return;
     };
     let checks = issuer.verify().await.expect("verify");
-    assert!(safety::all_safe(&checks), "{checks:#?}");
-    let ensemble = check(&checks, "ensemble");
-    assert_eq!(ensemble.verdict, Verdict::Warn, "{checks:#?}");
-    assert!(ensemble.detail.contains("no failover"), "{ensemble:?}");
-    let servers = server_checks(&checks);
-    assert_eq!(servers.len(), 1, "{checks:#?}");
-    assert_eq!(servers[0].verdict, Verdict::Warn, "{checks:#?}");
+    let summary = ("ensemble", Verdict::Warn, "no failover");
+    let servers = assert_cluster_checks(&checks, summary, "server ", 1, Verdict::Warn);
     assert!(servers[0].detail.starts_with("standalone"), "{checks:#?}");
-    assert_eq!(
-        check(&checks, "tokens rise").verdict,
-        Verdict::Pass,
-        "{checks:#?}"
-    );
+    assert_verdicts(&checks, &[("tokens rise", Verdict::Pass)]);
 }
 
 /// A connect string naming a standalone server and an ensemble's server:
@@ -75,11 +49,7 @@ async fn verify_finds_a_connect_string_of_two_ensembles_unsafe() {
         return;
     };
     let checks = issuer.verify().await.expect("verify reports, not fails");
-    assert_eq!(
-        check(&checks, "one ensemble").verdict,
-        Verdict::Unsafe,
-        "{checks:#?}"
-    );
+    assert_verdicts(&checks, &[("one ensemble", Verdict::Unsafe)]);
     assert!(!safety::all_safe(&checks));
 }
 
@@ -89,51 +59,30 @@ async fn verify_sees_the_ensemble_and_warns_of_a_server_down() {
         return;
     };
     let checks = issuer.verify().await.expect("verify");
-    assert!(safety::all_safe(&checks), "{checks:#?}");
-    let ensemble = check(&checks, "ensemble");
-    assert_eq!(ensemble.verdict, Verdict::Pass, "{checks:#?}");
-    assert!(
-        ensemble.detail.starts_with("3 voting servers"),
-        "{ensemble:?}"
-    );
-    let servers = server_checks(&checks);
-    assert_eq!(servers.len(), 3, "{checks:#?}");
-    assert!(
-        servers.iter().all(|c| c.verdict == Verdict::Pass),
-        "{checks:#?}"
+    let summary = ("ensemble", Verdict::Pass, "3 voting servers");
+    assert_cluster_checks(&checks, summary, "server ", 3, Verdict::Pass);
+    assert!(check(&checks, "ensemble").detail.starts_with(summary.2));
+    assert_verdicts(
+        &checks,
+        &[("leader", Verdict::Pass), ("tokens rise", Verdict::Pass)],
     );
     let leader = check(&checks, "leader");
-    assert_eq!(leader.verdict, Verdict::Pass, "{checks:#?}");
     assert!(leader.detail.contains("2 synced follower"), "{leader:?}");
-    assert_eq!(
-        check(&checks, "tokens rise").verdict,
-        Verdict::Pass,
-        "{checks:#?}"
-    );
 
     // A follower down: the ensemble still grants (a quorum of 2), and the
     // server is a warning, not a failure of verify.
-    let cluster = Cluster::new(ZK_ENSEMBLE);
-    let (pid, port) = cluster.a_follower();
-    let _down = cluster.kill((pid, port), "TERM");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (port, _down) = a_follower_down(ZK_ENSEMBLE).await;
     let checks = issuer.verify().await.expect("verify with a server down");
     assert!(safety::all_safe(&checks), "{checks:#?}");
-    let down: Vec<_> = server_checks(&checks)
+    let down: Vec<_> = checks_of(&checks, "server ")
         .into_iter()
         .filter(|c| c.verdict == Verdict::Warn)
         .collect();
     assert_eq!(down.len(), 1, "{checks:#?}");
     assert!(down[0].name.ends_with(&port.to_string()), "{down:?}");
     assert!(down[0].detail.contains("unreachable"), "{down:?}");
-    assert_eq!(
-        check(&checks, "leader").verdict,
-        Verdict::Pass,
-        "{checks:#?}"
-    );
-    assert_eq!(
-        check(&checks, "tokens rise").verdict,
-        Verdict::Pass,
-        "{checks:#?}"
+    assert_verdicts(
+        &checks,
+        &[("leader", Verdict::Pass), ("tokens rise", Verdict::Pass)],
     );
 }

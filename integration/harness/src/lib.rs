@@ -9,6 +9,7 @@
 //! - [`object_store`]: this run's bucket and the cases the S3, GCS and
 //!   Azure emulator tests run the same way.
 //! - [`proxy`]: loopback TCP proxies that hold, count or lose traffic.
+//! - [`verify`]: reading what an issuer's `verify` reports.
 //! - [`failover`]: killing a cluster's leader under load through
 //!   `services.sh`.
 
@@ -17,5 +18,6 @@ mod errors;
 pub mod failover;
 pub mod object_store;
 pub mod proxy;
+pub mod verify;
 
 pub use errors::error_chain;
