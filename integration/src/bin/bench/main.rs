@@ -286,10 +286,7 @@ async fn main() -> ExitCode {
         date: utc_now(),
         machine: report::machine(),
         servers,
-        iterations: plan.iterations,
-        object_iterations: plan.object_iterations,
-        warmup: plan.warmup,
-        count_ops: plan.count_ops,
+        plan: plan.clone(),
         took: started.elapsed(),
         chart: args
             .svg

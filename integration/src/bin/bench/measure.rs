@@ -138,7 +138,7 @@ pub(crate) async fn interleave<F, P>(
     warmup: usize,
     mut fenced: F,
     mut plain: P,
-) -> BoxResult<(Vec<Duration>, Vec<Duration>)>
+) -> BoxResult<Timed>
 where
     F: AsyncFnMut(usize) -> BoxResult<()>,
     P: AsyncFnMut(usize) -> BoxResult<()>,
@@ -188,6 +188,63 @@ where
         connections: per(seen.connections),
     })
 }
+
+impl Trips {
+    /// The round trips of `fenced` and of `plain` through `proxy`
+    /// ([`count`] each, `ops` calls).
+    pub(crate) async fn count<F, P>(
+        proxy: &CountingProxy,
+        ops: usize,
+        fenced: F,
+        plain: P,
+    ) -> BoxResult<Self>
+    where
+        F: AsyncFnMut(usize) -> BoxResult<()>,
+        P: AsyncFnMut(usize) -> BoxResult<()>,
+    {
+        Ok(Self {
+            fenced: count(proxy, ops, fenced).await?,
+            plain: count(proxy, ops, plain).await?,
+        })
+    }
+}
+
+/// Times `fenced` against `plain` on `direct` ([`interleave`]: `warmup`
+/// untimed rounds, then `iterations` timed ones), and counts the round
+/// trips of each on the sides reached through `counted`'s proxy
+/// ([`Trips::count`], `count_ops` calls).
+pub(crate) async fn compare<S>(
+    (iterations, warmup): (usize, usize),
+    count_ops: usize,
+    direct: &S,
+    counted: Option<(&CountingProxy, &S)>,
+    fenced: impl AsyncFn(&S) -> BoxResult<()>,
+    plain: impl AsyncFn(&S) -> BoxResult<()>,
+) -> BoxResult<(Timed, Option<Trips>)> {
+    let timed = interleave(
+        iterations,
+        warmup,
+        async |_| fenced(direct).await,
+        async |_| plain(direct).await,
+    )
+    .await?;
+    let trips = match counted {
+        Some((proxy, sides)) => Some(
+            Trips::count(
+                proxy,
+                count_ops,
+                async |_| fenced(sides).await,
+                async |_| plain(sides).await,
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    Ok((timed, trips))
+}
+
+/// The timed calls of each side.
+pub(crate) type Timed = (Vec<Duration>, Vec<Duration>);
 
 /// `host:port` of a loopback endpoint (`localhost` taken as 127.0.0.1).
 pub(crate) fn loopback(hostport: &str) -> BoxResult<SocketAddr> {

@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::measure::{RatioKind, Row};
 
 /// What a report says about its run besides the rows.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Context {
     /// The command that reproduces the run.
     pub(crate) command: String,
@@ -17,10 +17,8 @@ pub(crate) struct Context {
     pub(crate) date: String,
     pub(crate) machine: String,
     pub(crate) servers: Vec<String>,
-    pub(crate) iterations: usize,
-    pub(crate) object_iterations: usize,
-    pub(crate) warmup: usize,
-    pub(crate) count_ops: usize,
+    /// How much was run.
+    pub(crate) plan: crate::suite::Plan,
     pub(crate) took: Duration,
     pub(crate) chart: Option<String>,
     pub(crate) failures: Vec<String>,
@@ -140,7 +138,7 @@ pub(crate) fn markdown(rows: &[Row], ctx: &Context, findings: &str) -> String {
         "- Per case: untimed warm-up rounds ({}), then {} timed rounds ({} for object stores, \
          whose emulators keep every write in memory), each one fenced and one plain \
          operation. Contention rows: many writers at once, whole rounds alternating.",
-        ctx.warmup, ctx.iterations, ctx.object_iterations
+        ctx.plan.warmup, ctx.plan.iterations, ctx.plan.object_iterations
     );
     let _ = writeln!(
         s,
@@ -149,7 +147,7 @@ pub(crate) fn markdown(rows: &[Row], ctx: &Context, findings: &str) -> String {
          (`fencing_harness::proxy::CountingProxy`); a round trip starts whenever the client \
          sends after the server has answered. TCP handshakes are not round trips here; new \
          connections are shown when there are any.",
-        ctx.count_ops
+        ctx.plan.count_ops
     );
     let _ = writeln!(
         s,

@@ -13,7 +13,7 @@ use crate::BoxResult;
 use crate::blob::{self, Plain};
 use crate::contention::{self, Load, Outcome, Writer};
 use crate::locks;
-use crate::measure::{Row, Trips, count, interleave, loopback, split_url};
+use crate::measure::{Row, compare, loopback, split_url};
 use crate::sql::{self, Dialect};
 
 /// The targets.
@@ -116,30 +116,25 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
         _ => None,
     };
     let embedded = "embedded: no network, no round trips";
-
-    for &len in &plan.payloads {
+    // A fenced put against a plain upsert of `len` bytes on `direct`, and
+    // through the proxy on `sides`.
+    let puts = async |direct: &sql::Sides, counted: Option<(&CountingProxy, &sql::Sides)>, len| {
         let value = payload(len);
         let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
-        let timed = interleave(
-            plan.iterations,
-            plan.warmup,
-            async |_| direct.fenced_put(&fk, value.clone(), 1).await,
-            async |_| direct.plain_put(&pk, &value, 1).await,
+        compare(
+            (plan.iterations, plan.warmup),
+            plan.count_ops,
+            direct,
+            counted,
+            async |s: &sql::Sides| s.fenced_put(&fk, value.clone(), 1).await,
+            async |s: &sql::Sides| s.plain_put(&pk, &value, 1).await,
         )
-        .await?;
-        let trips = match &counted {
-            Some((proxy, sides, _)) => Some(Trips {
-                fenced: count(proxy, plan.count_ops, async |_| {
-                    sides.fenced_put(&fk, value.clone(), 1).await
-                })
-                .await?,
-                plain: count(proxy, plan.count_ops, async |_| {
-                    sides.plain_put(&pk, &value, 1).await
-                })
-                .await?,
-            }),
-            None => None,
-        };
+        .await
+    };
+
+    let pinged = counted.as_ref().map(|(proxy, sides, _)| (proxy, sides));
+    for &len in &plan.payloads {
+        let (timed, trips) = puts(&direct, pinged, len).await?;
         let mut row = Row::latency(
             name,
             "put: fenced vs plain upsert",
@@ -160,28 +155,8 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
     // The same on a pool that does not ping: the write itself.
     if server.is_some() {
         let len = plan.payloads[0];
-        let value = payload(len);
-        let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
-        let timed = interleave(
-            plan.iterations,
-            plan.warmup,
-            async |_| direct_unpinged.fenced_put(&fk, value.clone(), 1).await,
-            async |_| direct_unpinged.plain_put(&pk, &value, 1).await,
-        )
-        .await?;
-        let trips = match &counted {
-            Some((proxy, _, sides)) => Some(Trips {
-                fenced: count(proxy, plan.count_ops, async |_| {
-                    sides.fenced_put(&fk, value.clone(), 1).await
-                })
-                .await?,
-                plain: count(proxy, plan.count_ops, async |_| {
-                    sides.plain_put(&pk, &value, 1).await
-                })
-                .await?,
-            }),
-            None => None,
-        };
+        let unpinged = counted.as_ref().map(|(proxy, _, sides)| (proxy, sides));
+        let (timed, trips) = puts(&direct_unpinged, unpinged, len).await?;
         out.rows.push(
             Row::latency(
                 name,
@@ -197,26 +172,15 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
 
     // Acquire + release: the issuer vs its own statements, bare.
     let (fh, rh) = (HolderId::unique(), HolderId::unique());
-    let timed = interleave(
-        plan.iterations,
-        plan.warmup,
-        async |_| direct.fenced_lock("fenced", &fh).await,
-        async |_| direct.raw_lock("raw", &rh).await,
+    let (timed, trips) = compare(
+        (plan.iterations, plan.warmup),
+        plan.count_ops,
+        direct.as_ref(),
+        pinged,
+        async |s: &sql::Sides| s.fenced_lock("fenced", &fh).await,
+        async |s: &sql::Sides| s.raw_lock("raw", &rh).await,
     )
     .await?;
-    let trips = match &counted {
-        Some((proxy, sides, _)) => Some(Trips {
-            fenced: count(proxy, plan.count_ops, async |_| {
-                sides.fenced_lock("fenced", &fh).await
-            })
-            .await?,
-            plain: count(proxy, plan.count_ops, async |_| {
-                sides.raw_lock("raw", &rh).await
-            })
-            .await?,
-        }),
-        None => None,
-    };
     let mut row = Row::latency(
         name,
         "acquire + release vs its 2 statements bare",
@@ -297,6 +261,7 @@ where
     } else {
         None
     };
+    let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
 
     for &len in &plan.payloads {
         let value = payload(len);
@@ -313,23 +278,15 @@ where
                     sides.warm_put(&fk, value.clone(), 1).await
                 }
             };
-            let timed = interleave(
-                plan.object_iterations,
-                plan.warmup.max(1),
-                async |_| fenced(&direct).await,
-                async |_| direct.plain_put(&pk, value.clone()).await,
+            let (timed, trips) = compare(
+                (plan.object_iterations, plan.warmup.max(1)),
+                plan.count_ops,
+                &direct,
+                through_proxy,
+                fenced,
+                async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
             )
             .await?;
-            let trips = match &counted {
-                Some((proxy, sides)) => Some(Trips {
-                    fenced: count(proxy, plan.count_ops, async |_| fenced(sides).await).await?,
-                    plain: count(proxy, plan.count_ops, async |_| {
-                        sides.plain_put(&pk, value.clone()).await
-                    })
-                    .await?,
-                }),
-                None => None,
-            };
             let (operation, target) = if cold {
                 ("put, cold (read + conditional put)", target::BLOB_COLD)
             } else {
@@ -352,26 +309,15 @@ where
     let len = plan.payloads[0];
     let value = payload(len);
     let (rk, pk) = (format!("fenced-cold-{len}"), format!("plain-read-{len}"));
-    let timed = interleave(
-        plan.object_iterations,
-        plan.warmup,
-        async |_| direct.read_version(&rk).await,
-        async |_| direct.plain_put(&pk, value.clone()).await,
+    let (timed, trips) = compare(
+        (plan.object_iterations, plan.warmup),
+        plan.count_ops,
+        &direct,
+        through_proxy,
+        async |s: &blob::Sides<B>| s.read_version(&rk).await,
+        async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
     )
     .await?;
-    let trips = match &counted {
-        Some((proxy, sides)) => Some(Trips {
-            fenced: count(proxy, plan.count_ops, async |_| {
-                sides.read_version(&rk).await
-            })
-            .await?,
-            plain: count(proxy, plan.count_ops, async |_| {
-                sides.plain_put(&pk, value.clone()).await
-            })
-            .await?,
-        }),
-        None => None,
-    };
     out.rows.push(
         Row::latency(name, "the cold read alone vs a put", Some(len), timed, None)
             .with_trips(trips)
@@ -436,20 +382,10 @@ async fn lock_row<S>(
     fenced: impl AsyncFn(&S) -> BoxResult<()>,
     raw: impl AsyncFn(&S) -> BoxResult<()>,
 ) -> BoxResult<Row> {
-    let timed = interleave(
-        plan.iterations,
-        plan.warmup,
-        async |_| fenced(direct).await,
-        async |_| raw(direct).await,
-    )
-    .await?;
-    let trips = match counted {
-        Some((proxy, sides)) => Some(Trips {
-            fenced: count(proxy, plan.count_ops, async |_| fenced(sides).await).await?,
-            plain: count(proxy, plan.count_ops, async |_| raw(sides).await).await?,
-        }),
-        None => None,
-    };
+    let through_proxy = counted.map(|(proxy, sides)| (proxy, sides));
+    let rounds = (plan.iterations, plan.warmup);
+    let (timed, trips) =
+        compare(rounds, plan.count_ops, direct, through_proxy, fenced, raw).await?;
     Ok(Row::latency(name, operation, None, timed, Some(target::LOCK)).with_trips(trips))
 }
 
