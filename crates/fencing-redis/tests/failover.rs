@@ -6,9 +6,12 @@
 //! else of this crate runs while the pair is torn apart, and the pair is
 //! restored (`services.sh up redis-replica`) however the test ends.
 
+mod common;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{REDIS_PRIMARY, REDIS_REPLICA};
 use fencing_redis::{Durability, RedisIssuer};
@@ -16,18 +19,10 @@ use fencing_redis::{Durability, RedisIssuer};
 const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
 const TTL: Duration = Duration::from_secs(30);
 
-async fn conn(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
 async fn info(url: &str, section: &str) -> String {
     redis::cmd("INFO")
         .arg(section)
-        .query_async(&mut conn(url).await)
+        .query_async(&mut raw(url).await)
         .await
         .unwrap()
 }
@@ -142,7 +137,7 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     let _: () = redis::cmd("REPLICAOF")
         .arg("NO")
         .arg("ONE")
-        .query_async(&mut conn(&replica).await)
+        .query_async(&mut raw(&replica).await)
         .await
         .unwrap();
     assert!(info(&replica, "replication").await.contains("role:master"));

@@ -3,9 +3,12 @@
 //! (`FENCING_REDIS_AOF_URL`), and the refusal of a Redis without
 //! persistence (`FENCING_REDIS_URL`).
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::grant_once;
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, Server};
 use fencing_redis::{Durability, RedisIssuer};
@@ -69,12 +72,7 @@ async fn raise_floor_moves_tokens_above_it_and_never_lowers() {
         return;
     };
     let ttl = Duration::from_secs(5);
-    let first = issuer
-        .try_acquire(&LeaseRequest::new("migrated", ttl))
-        .await
-        .unwrap()
-        .unwrap();
-    issuer.release(&first).await.unwrap();
+    grant_once(&issuer, "migrated", ttl).await;
     issuer
         .raise_floor("migrated", 1_000_000.into())
         .await

@@ -10,12 +10,15 @@
 //! processes started here for configurations the shared servers must not be
 //! switched to while other tests use them.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{grant_once, raw};
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
@@ -55,13 +58,33 @@ fn refusal<T: std::fmt::Debug>(result: Result<T>, what: &str) -> String {
     }
 }
 
-/// A plain connection, to look at the server behind the issuer's back.
-async fn raw(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
+/// A grant of `"after"` that must be refused (`what` names the case)
+/// without writing the counter on `url`; returns the reason.
+async fn refused_grant(issuer: &RedisIssuer, url: &str, what: &str) -> String {
+    let reason = refusal(
+        issuer.try_acquire(&LeaseRequest::new("after", TTL)).await,
+        what,
+    );
+    let fence = format!("{}after:fence", issuer.prefix());
+    assert_eq!(
+        get(url, &fence).await,
+        None,
+        "a refused grant wrote the counter"
+    );
+    reason
+}
+
+/// A private replica of `primary`, once `primary` sees it.
+async fn replica_of(primary: &PrivateRedis) -> PrivateRedis {
+    let port = primary.port.to_string();
+    let replica = PrivateRedis::start(&["--replicaof", "127.0.0.1", &port]).await;
+    wait_for_replicas(&primary.url(), 1).await;
+    replica
+}
+
+/// [`refusal`] of a connection to `url` requiring durability.
+async fn refused(url: &str, what: &str) -> String {
+    refusal(connect_to(url, Durability::Required).await, what)
 }
 
 async fn get(url: &str, key: &str) -> Option<String> {
@@ -245,10 +268,7 @@ async fn a_replica_is_refused() {
     if REDIS_REPLICA.skipped() {
         return;
     }
-    let reason = refusal(
-        connect_to(&REDIS_REPLICA.endpoint(), Durability::Required).await,
-        "a replica",
-    );
+    let reason = refused(&REDIS_REPLICA.endpoint(), "a replica").await;
     assert!(reason.contains("role"), "{reason}");
     assert!(reason.contains("replica"), "{reason}");
 }
@@ -258,10 +278,11 @@ async fn a_primary_with_a_connected_replica_is_refused() {
     if REDIS_PRIMARY.skipped() {
         return;
     }
-    let reason = refusal(
-        connect_to(&REDIS_PRIMARY.endpoint(), Durability::Required).await,
+    let reason = refused(
+        &REDIS_PRIMARY.endpoint(),
         "a primary with an asynchronous replica",
-    );
+    )
+    .await;
     assert!(reason.contains("connected_slaves"), "{reason}");
     assert!(reason.contains("Durability::Replicated"), "{reason}");
 }
@@ -269,10 +290,7 @@ async fn a_primary_with_a_connected_replica_is_refused() {
 #[tokio::test]
 async fn no_appendfsync_on_rewrite_is_refused() {
     let server = PrivateRedis::start(&["--no-appendfsync-on-rewrite", "yes"]).await;
-    let reason = refusal(
-        connect_to(&server.url(), Durability::Required).await,
-        "no-appendfsync-on-rewrite yes",
-    );
+    let reason = refused(&server.url(), "no-appendfsync-on-rewrite yes").await;
     assert!(reason.contains("no-appendfsync-on-rewrite"), "{reason}");
     assert!(
         reason.contains("Durability::AcceptVolatileCounter"),
@@ -288,27 +306,16 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
     let issuer = connect_to(&primary.url(), Durability::Required)
         .await
         .expect("a lone append-only primary is safe");
-    let lease = issuer
-        .try_acquire(&LeaseRequest::new("before", TTL))
-        .await
-        .unwrap()
-        .expect("free");
-    issuer.release(&lease).await.unwrap();
+    grant_once(&issuer, "before", TTL).await;
 
-    let replica =
-        PrivateRedis::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).await;
-    wait_for_replicas(&primary.url(), 1).await;
-    let reason = refusal(
-        issuer.try_acquire(&LeaseRequest::new("after", TTL)).await,
+    let replica = replica_of(&primary).await;
+    let reason = refused_grant(
+        &issuer,
+        &primary.url(),
         "a grant on a primary that gained a replica",
-    );
+    )
+    .await;
     assert!(reason.contains("connected_slaves"), "{reason}");
-    let fence = format!("{}after:fence", issuer.prefix());
-    assert_eq!(
-        get(&primary.url(), &fence).await,
-        None,
-        "a refused grant wrote the counter"
-    );
     drop(replica);
 }
 
@@ -317,33 +324,22 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
 #[tokio::test]
 async fn a_replica_lost_after_connect_stops_the_next_replicated_grant() {
     let primary = PrivateRedis::start(&[]).await;
-    let replica =
-        PrivateRedis::start(&["--replicaof", "127.0.0.1", &primary.port.to_string()]).await;
-    wait_for_replicas(&primary.url(), 1).await;
+    let replica = replica_of(&primary).await;
     let issuer = connect_to(&primary.url(), replicated(1, Duration::from_secs(2)))
         .await
         .expect("a primary with its one replica");
-    let lease = issuer
-        .try_acquire(&LeaseRequest::new("before", TTL))
-        .await
-        .unwrap()
-        .expect("free");
-    issuer.release(&lease).await.unwrap();
+    grant_once(&issuer, "before", TTL).await;
 
     drop(replica);
     wait_for_replicas(&primary.url(), 0).await;
     let started = Instant::now();
-    let reason = refusal(
-        issuer.try_acquire(&LeaseRequest::new("after", TTL)).await,
+    let reason = refused_grant(
+        &issuer,
+        &primary.url(),
         "a replicated grant with no replica connected",
-    );
+    )
+    .await;
     assert!(reason.contains("connected_slaves is 0"), "{reason}");
-    let fence = format!("{}after:fence", issuer.prefix());
-    assert_eq!(
-        get(&primary.url(), &fence).await,
-        None,
-        "a refused grant wrote the counter"
-    );
     // The WAIT pipelined behind the script still ran (one round trip on
     // the grant path), so the refusal came after its timeout at most.
     assert!(
@@ -746,12 +742,7 @@ async fn a_grant_stays_one_round_trip() {
             .unwrap_or_else(|e| server.unavailable(&e));
         // The first grant loads the script into a fresh server; measure the
         // ones after it.
-        let lease = issuer
-            .try_acquire(&LeaseRequest::new("warm", TTL))
-            .await
-            .unwrap()
-            .unwrap();
-        issuer.release(&lease).await.unwrap();
+        grant_once(&issuer, "warm", TTL).await;
         let rounds = 20;
         let before = proxy.exchanges();
         let started = Instant::now();
