@@ -272,7 +272,10 @@ fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
             "now()",
             format!("now() + {p}::float8 * interval '1 millisecond'"),
         ),
-        Dialect::MariaDb => ("NOW(6)", format!("NOW(6) + INTERVAL {p} MICROSECOND")),
+        Dialect::MariaDb => (
+            "UTC_TIMESTAMP(6)",
+            format!("UTC_TIMESTAMP(6) + INTERVAL {p} MICROSECOND"),
+        ),
         Dialect::Sqlite => {
             const NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
             (NOW, format!("{NOW} + {p}"))
@@ -297,12 +300,12 @@ fn acquire(d: Dialect, t: &str) -> String {
             )
         }
         Dialect::MariaDb => format!(
-            "INSERT INTO {t} (resource, holder, token, expires_at, granted) \
+            "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) \
              VALUES (?, ?, 1, {later}, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE \
-             token = IF(holder <=> VALUES(holder) AND expires_at > {now}, token, \
-                        IF(holder IS NULL OR expires_at <= {now}, token + 1, token)), \
-             holder = IF(holder IS NULL OR expires_at <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
-             expires_at = IF(holder <=> VALUES(holder), VALUES(expires_at), expires_at), \
+             token = IF(holder <=> VALUES(holder) AND expires_at_utc > {now}, token, \
+                        IF(holder IS NULL OR expires_at_utc <= {now}, token + 1, token)), \
+             holder = IF(holder IS NULL OR expires_at_utc <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
+             expires_at_utc = IF(holder <=> VALUES(holder), VALUES(expires_at_utc), expires_at_utc), \
              granted = LAST_INSERT_ID(token | IF(holder <=> VALUES(holder), 0, {MYSQL_HELD_BIT}))"
         ),
     }
@@ -312,9 +315,15 @@ fn acquire(d: Dialect, t: &str) -> String {
 fn release(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
     let p = |n| placeholder(d, n);
+    // MySQL's lease column holds UTC_TIMESTAMP(6): its name says so.
+    let expires = if d == Dialect::MariaDb {
+        "expires_at_utc"
+    } else {
+        "expires_at"
+    };
     format!(
-        "UPDATE {t} SET holder = NULL, expires_at = NULL \
-         WHERE resource = {} AND holder = {} AND token = {} AND expires_at > {now}",
+        "UPDATE {t} SET holder = NULL, {expires} = NULL \
+         WHERE resource = {} AND holder = {} AND token = {} AND {expires} > {now}",
         p(1),
         p(2),
         p(3)
