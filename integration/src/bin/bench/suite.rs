@@ -426,7 +426,7 @@ pub(crate) async fn etcd(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         async |s: &locks::Etcd| s.raw_with_lookup().await,
     )
     .await?
-    .note("release finds its lock key (and the lease id) by the token before revoking");
+    .note("what a lease rebuilt from its token alone pays: release finds its lock key by the token first");
     row.target = None;
     out.rows.push(row);
     Ok(())
