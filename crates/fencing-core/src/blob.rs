@@ -23,6 +23,7 @@
 //! this loop retries them, and reports [`Error::OutcomeUnknown`] whenever an
 //! earlier attempt may have been applied.
 
+mod backend;
 pub mod config;
 pub mod frame;
 pub mod http;
@@ -35,164 +36,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use self::backend::{
+    BlobBackend, BlobMeta, BlobVersion, Precondition, STATE_METADATA_KEY, StoredObject,
+    TOKEN_METADATA_KEY, WriteOutcome,
+};
 use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
-
-/// The metadata key of the token hint (never read back: the frame decides).
-pub const TOKEN_METADATA_KEY: &str = "fencing-token";
-/// The metadata key of the state hint (`value` or `marker`).
-pub const STATE_METADATA_KEY: &str = "fencing-state";
-
-/// An object's version as its backend names it: an ETag, a generation.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct BlobVersion(String);
-
-impl BlobVersion {
-    /// Wraps a backend's version string.
-    pub fn new(version: impl Into<String>) -> Self {
-        Self(version.into())
-    }
-
-    /// The version string, as the backend's precondition expects it.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for BlobVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BlobVersion({})", self.0)
-    }
-}
-
-/// What the frame says about an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlobMeta {
-    /// The object's mark.
-    pub token: FencingToken,
-    /// `false` for a marker left by `fence` on an absent key or by `delete`.
-    pub has_value: bool,
-}
-
-impl BlobMeta {
-    /// The hint as `(key, value)` pairs, for backends that also write it as
-    /// user metadata (for people and tools; the store never reads it).
-    pub fn to_pairs(self) -> [(&'static str, String); 2] {
-        let state = if self.has_value { "value" } else { "marker" };
-        [
-            (TOKEN_METADATA_KEY, self.token.to_string()),
-            (STATE_METADATA_KEY, state.to_owned()),
-        ]
-    }
-}
-
-/// An object as stored: its version and its bytes (all of them, or the
-/// first ones for [`BlobBackend::read_prefix`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredObject {
-    /// The version a conditional write must match.
-    pub version: BlobVersion,
-    /// The stored bytes, frame included.
-    pub bytes: Bytes,
-}
-
-/// The condition a write is made under.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Precondition {
-    /// The object must not exist (`If-None-Match: *`, `ifGenerationMatch=0`).
-    Absent,
-    /// The object must still be at this version (`If-Match`,
-    /// `ifGenerationMatch`).
-    Matches(BlobVersion),
-}
-
-/// The result of a conditional write that reached the backend.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// Written; the object's new version.
-    Written(BlobVersion),
-    /// The precondition did not hold (HTTP 412, Azure's 409 on create, S3's
-    /// 409 on a concurrent conditional write). Nothing was written.
-    PreconditionFailed,
-}
-
-/// The small trait an object store implements to be fenced by [`BlobStore`].
-///
-/// Bodies are opaque to the backend: the store frames and unframes them.
-#[async_trait]
-pub trait BlobBackend: Send + Sync + Debug {
-    /// A short name for messages, e.g. `"gcs"`.
-    fn name(&self) -> &'static str;
-
-    /// The backend's key, value and token limits; `max_value_len` is the
-    /// largest *value*, the object size limit less [`FRAME_HEADER_LEN`].
-    fn limits(&self) -> Limits;
-
-    /// The object's version and its first `len` bytes (all of them if it is
-    /// shorter), in one request; `None` if absent. This is the loop's cheap
-    /// read: a ranged GET costs what a HEAD costs and returns the token.
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>>;
-
-    /// The whole object, or `None` if absent.
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>>;
-
-    /// Writes `body` if `precondition` holds, in one request, **without
-    /// retrying inside the SDK** (a retried write that was applied fails its
-    /// precondition and would look like a lost race). `hint` may be stored
-    /// as user metadata. A failed precondition is
-    /// [`WriteOutcome::PreconditionFailed`], not an error; a write that may
-    /// have been applied is [`Error::OutcomeUnknown`].
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome>;
-
-    /// A version no object can have, for [`FencedStore::verify`]'s probe
-    /// that the server refuses a write conditioned on it.
-    fn unmatchable_version(&self) -> BlobVersion {
-        BlobVersion::new("\"fencing-verify-never-matches\"")
-    }
-}
-
-/// Forwards to the backend behind the reference (two stores, or a test and
-/// a store, on one backend).
-macro_rules! forward_blob_backend {
-    ($($ty:ty),*) => {$(
-        #[async_trait]
-        impl<B: BlobBackend + ?Sized> BlobBackend for $ty {
-            fn name(&self) -> &'static str {
-                (**self).name()
-            }
-            fn limits(&self) -> Limits {
-                (**self).limits()
-            }
-            async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-                (**self).read_prefix(key, len).await
-            }
-            async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-                (**self).read(key).await
-            }
-            async fn write(
-                &self,
-                key: &str,
-                body: Bytes,
-                hint: BlobMeta,
-                precondition: &Precondition,
-            ) -> Result<WriteOutcome> {
-                (**self).write(key, body, hint, precondition).await
-            }
-            fn unmatchable_version(&self) -> BlobVersion {
-                (**self).unmatchable_version()
-            }
-        }
-    )*};
-}
-forward_blob_backend!(&B, std::sync::Arc<B>);
 
 /// An object read and unframed.
 #[derive(Clone, Debug)]
