@@ -148,36 +148,21 @@ async fn a_damaged_frame_is_an_error_not_a_zero_mark() {
 async fn contention_past_the_bound_is_a_typed_error() {
     // A backend whose precondition never holds.
     #[derive(Debug)]
-    struct AlwaysLoses(MemoryBlobBackend);
+    struct AlwaysLoses;
     #[async_trait::async_trait]
-    impl BlobBackend for AlwaysLoses {
-        fn name(&self) -> &'static str {
-            "always-loses"
-        }
-        fn limits(&self) -> fencing_core::Limits {
-            self.0.limits()
-        }
-        async fn read_prefix(
-            &self,
-            key: &str,
-            len: usize,
-        ) -> fencing_core::Result<Option<StoredObject>> {
-            self.0.read_prefix(key, len).await
-        }
-        async fn read(&self, key: &str) -> fencing_core::Result<Option<StoredObject>> {
-            self.0.read(key).await
-        }
+    impl WritePolicy for AlwaysLoses {
         async fn write(
             &self,
+            _: &MemoryBlobBackend,
             _: &str,
             _: Bytes,
-            _: fencing_core::blob::BlobMeta,
-            _: &fencing_core::blob::Precondition,
-        ) -> fencing_core::Result<fencing_core::blob::WriteOutcome> {
-            Ok(fencing_core::blob::WriteOutcome::PreconditionFailed)
+            _: BlobMeta,
+            _: &Precondition,
+        ) -> fencing_core::Result<WriteOutcome> {
+            Ok(WriteOutcome::PreconditionFailed)
         }
     }
-    let store = BlobStore::new(AlwaysLoses(MemoryBlobBackend::new())).with_max_attempts(3);
+    let store = BlobStore::new(WritesVia::new(AlwaysLoses)).with_max_attempts(3);
     match store.put("k", "v".into(), 1.into()).await {
         Err(e @ Error::Contention { attempts: 3, .. }) => assert!(e.is_retryable()),
         other => panic!("expected Contention after 3 attempts, got {other:?}"),
@@ -185,21 +170,41 @@ async fn contention_past_the_bound_is_a_typed_error() {
     assert_eq!(store.mark("k").await.unwrap(), None, "nothing was written");
 }
 
-/// A backend that applies every `n`th write but reports its outcome as
-/// unknown (the response was lost), and can let another writer in right
-/// after: what an SDK's internal retry would turn into "nothing was written".
+/// A memory backend whose reads are its own and whose conditional writes go
+/// through a [`WritePolicy`]: one place for the delegation every test
+/// backend here needs.
 #[derive(Debug)]
-struct LosesAnswers {
+struct WritesVia<P> {
     inner: MemoryBlobBackend,
-    lose_next: std::sync::atomic::AtomicBool,
-    /// Written (with a higher token) right after the lost answer.
-    then: Option<(Bytes, FencingToken)>,
+    policy: P,
+}
+
+impl<P> WritesVia<P> {
+    fn new(policy: P) -> Self {
+        Self {
+            inner: MemoryBlobBackend::new(),
+            policy,
+        }
+    }
+}
+
+/// How a [`WritesVia`] backend writes, given the memory backend underneath.
+#[async_trait::async_trait]
+trait WritePolicy: Send + Sync + std::fmt::Debug {
+    async fn write(
+        &self,
+        inner: &MemoryBlobBackend,
+        key: &str,
+        body: Bytes,
+        hint: BlobMeta,
+        precondition: &Precondition,
+    ) -> fencing_core::Result<WriteOutcome>;
 }
 
 #[async_trait::async_trait]
-impl BlobBackend for LosesAnswers {
+impl<P: WritePolicy> BlobBackend for WritesVia<P> {
     fn name(&self) -> &'static str {
-        "loses-answers"
+        self.inner.name()
     }
     fn limits(&self) -> fencing_core::Limits {
         self.inner.limits()
@@ -221,14 +226,40 @@ impl BlobBackend for LosesAnswers {
         hint: BlobMeta,
         precondition: &Precondition,
     ) -> fencing_core::Result<WriteOutcome> {
-        let outcome = self.inner.write(key, body, hint, precondition).await?;
+        self.policy
+            .write(&self.inner, key, body, hint, precondition)
+            .await
+    }
+}
+
+/// Applies the next write but reports its outcome as unknown (the response
+/// was lost), and can let another writer in right after: what an SDK's
+/// internal retry would turn into "nothing was written".
+#[derive(Debug)]
+struct LosesAnswers {
+    lose_next: std::sync::atomic::AtomicBool,
+    /// Written (with a higher token) right after the lost answer.
+    then: Option<(Bytes, FencingToken)>,
+}
+
+#[async_trait::async_trait]
+impl WritePolicy for LosesAnswers {
+    async fn write(
+        &self,
+        inner: &MemoryBlobBackend,
+        key: &str,
+        body: Bytes,
+        hint: BlobMeta,
+        precondition: &Precondition,
+    ) -> fencing_core::Result<WriteOutcome> {
+        let outcome = inner.write(key, body, hint, precondition).await?;
         if self
             .lose_next
             .swap(false, std::sync::atomic::Ordering::SeqCst)
         {
             assert!(matches!(outcome, WriteOutcome::Written(_)));
             if let Some((value, token)) = &self.then {
-                BlobStore::new(&self.inner)
+                BlobStore::new(inner)
                     .put(key, value.clone(), *token)
                     .await
                     .unwrap();
@@ -245,11 +276,10 @@ impl BlobBackend for LosesAnswers {
 
 #[tokio::test]
 async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written() {
-    let backend = LosesAnswers {
-        inner: MemoryBlobBackend::new(),
+    let backend = WritesVia::new(LosesAnswers {
         lose_next: true.into(),
         then: Some((Bytes::from("newer"), 8.into())),
-    };
+    });
     let store = BlobStore::new(backend);
     // Ours (token 7) is applied, its answer lost, then token 8 lands: the
     // loop must not say "stale: nothing was written".
@@ -262,11 +292,10 @@ async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written
 
 #[tokio::test]
 async fn a_lost_answer_is_retried_by_the_loop_and_succeeds() {
-    let backend = LosesAnswers {
-        inner: MemoryBlobBackend::new(),
+    let backend = WritesVia::new(LosesAnswers {
         lose_next: true.into(),
         then: None,
-    };
+    });
     let store = BlobStore::new(backend);
     store.put("k", "v1".into(), 7.into()).await.unwrap();
     let got = store.get("k").await.unwrap().unwrap();
@@ -291,40 +320,25 @@ async fn verify_passes_a_store_that_honours_preconditions() {
 #[tokio::test]
 async fn verify_flags_a_server_that_ignores_preconditions() {
     #[derive(Debug)]
-    struct IgnoresPreconditions(MemoryBlobBackend);
+    struct IgnoresPreconditions;
     #[async_trait::async_trait]
-    impl BlobBackend for IgnoresPreconditions {
-        fn name(&self) -> &'static str {
-            "ignores-preconditions"
-        }
-        fn limits(&self) -> fencing_core::Limits {
-            self.0.limits()
-        }
-        async fn read_prefix(
-            &self,
-            key: &str,
-            len: usize,
-        ) -> fencing_core::Result<Option<StoredObject>> {
-            self.0.read_prefix(key, len).await
-        }
-        async fn read(&self, key: &str) -> fencing_core::Result<Option<StoredObject>> {
-            self.0.read(key).await
-        }
+    impl WritePolicy for IgnoresPreconditions {
         async fn write(
             &self,
+            inner: &MemoryBlobBackend,
             key: &str,
             body: Bytes,
             hint: BlobMeta,
             _: &Precondition,
         ) -> fencing_core::Result<WriteOutcome> {
-            let version = match self.0.read_prefix(key, 0).await? {
+            let version = match inner.read_prefix(key, 0).await? {
                 Some(o) => Precondition::Matches(o.version),
                 None => Precondition::Absent,
             };
-            self.0.write(key, body, hint, &version).await
+            inner.write(key, body, hint, &version).await
         }
     }
-    let store = BlobStore::new(IgnoresPreconditions(MemoryBlobBackend::new()));
+    let store = BlobStore::new(WritesVia::new(IgnoresPreconditions));
     let checks = store.verify().await.unwrap();
     let unsafe_checks: Vec<_> = checks
         .iter()
