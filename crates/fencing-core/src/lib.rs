@@ -9,6 +9,7 @@ pub mod keepalive;
 mod lease;
 pub mod memory;
 pub mod safety;
+pub mod scenario;
 mod store;
 mod token;
 pub mod url;
