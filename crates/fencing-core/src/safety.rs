@@ -185,3 +185,25 @@ pub async fn probe_issuer<I: TokenIssuer + ?Sized>(issuer: &I) -> Result<Vec<Saf
         )
     }])
 }
+
+/// `checks` (a backend's own findings), then [`probe_issuer`]. An unsafe
+/// finding (endpoints of two clusters, say) often makes the probe fail too:
+/// then the probe's failure is reported as a warning beside the finding
+/// rather than hiding it behind an error.
+///
+/// # Errors
+/// The probe's failure when nothing in `checks` is unsafe.
+pub async fn then_probe<I: TokenIssuer + ?Sized>(
+    issuer: &I,
+    mut checks: Vec<SafetyCheck>,
+) -> Result<Vec<SafetyCheck>> {
+    match probe_issuer(issuer).await {
+        Ok(probe) => checks.extend(probe),
+        Err(e) if !all_safe(&checks) => checks.push(SafetyCheck::warn(
+            "tokens rise",
+            format!("the probe could not run: {e}"),
+        )),
+        Err(e) => return Err(e),
+    }
+    Ok(checks)
+}

@@ -26,19 +26,7 @@ const MEMBER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The membership checks, then the generic probe.
 pub(crate) async fn verify(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
-    let mut checks = membership(issuer).await?;
-    match safety::probe_issuer(issuer).await {
-        Ok(probe) => checks.extend(probe),
-        // An unsafe finding (e.g. endpoints of two clusters) often makes
-        // the probe fail too: report the finding rather than hide it
-        // behind the probe's error.
-        Err(e) if !safety::all_safe(&checks) => checks.push(SafetyCheck::warn(
-            "tokens rise",
-            format!("the probe could not run: {e}"),
-        )),
-        Err(e) => return Err(e),
-    }
-    Ok(checks)
+    safety::then_probe(issuer, membership(issuer).await?).await
 }
 
 async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {

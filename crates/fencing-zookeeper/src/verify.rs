@@ -28,19 +28,7 @@ const WORD_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The ensemble checks, then the generic probe.
 pub(crate) async fn verify(issuer: &ZkIssuer) -> Result<Vec<SafetyCheck>> {
-    let mut checks = ensemble(issuer).await;
-    match safety::probe_issuer(issuer).await {
-        Ok(probe) => checks.extend(probe),
-        // An unsafe finding (e.g. two ensembles) often makes the probe
-        // fail too: report the finding rather than hide it behind the
-        // probe's error.
-        Err(e) if !safety::all_safe(&checks) => checks.push(SafetyCheck::warn(
-            "tokens rise",
-            format!("the probe could not run: {e}"),
-        )),
-        Err(e) => return Err(e),
-    }
-    Ok(checks)
+    safety::then_probe(issuer, ensemble(issuer).await).await
 }
 
 /// What `srvr` said about one server.
