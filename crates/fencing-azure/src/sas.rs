@@ -1,7 +1,7 @@
 //! Signing an account SAS with an account key (HMAC-SHA256), since the
 //! `azure_storage_blob` 1.x client has no Shared Key credential.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use azure_core::http::Url;
 use base64::Engine;
@@ -69,25 +69,15 @@ fn encode(value: &str) -> String {
         .collect()
 }
 
-/// `YYYY-MM-DDThh:mm:ssZ` for `time` (UTC; the civil-from-days algorithm).
+/// `YYYY-MM-DDThh:mm:ssZ` for `time` (UTC), as a SAS's `se=` wants it.
 fn utc_timestamp(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+    humantime::format_rfc3339_seconds(time).to_string()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
 
     const KEY: &str = crate::config::EMULATOR_ACCOUNT_KEY;

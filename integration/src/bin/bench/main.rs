@@ -19,7 +19,7 @@ mod svg;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use clap::{Parser, ValueEnum};
 
@@ -169,27 +169,10 @@ impl Args {
     }
 }
 
-/// `YYYY-MM-DD HH:MM UTC` of now (days to civil date: H. Hinnant's
-/// algorithm).
+/// `YYYY-MM-DD HH:MM UTC` of now.
 fn utc_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60
-    )
+    let rfc3339 = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    format!("{} {} UTC", &rfc3339[..10], &rfc3339[11..16])
 }
 
 /// Versions of the emulators: what `bench.sh` found installed
