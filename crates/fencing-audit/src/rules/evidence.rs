@@ -45,25 +45,30 @@ const fn evidence(
     }
 }
 
+/// Evidence in every language that counts within a lock's window.
+const fn window(name: &'static str, pattern: &'static str) -> Evidence {
+    evidence(name, ALL, Scope::Window, pattern)
+}
+
 /// Signs of fencing-token use.
 #[rustfmt::skip]
 pub(crate) static EVIDENCE: &[Evidence] = &[
-    evidence("a fencing token", ALL, Scope::Window, r"(?i)fenc(?:e|ing)_?token"),
-    evidence("a lock_token column", ALL, Scope::Window, r"(?i)\block_token\b"),
-    evidence("a token passed to a write", ALL, Scope::Window,
+    window("a fencing token", r"(?i)fenc(?:e|ing)_?token"),
+    window("a lock_token column", r"(?i)\block_token\b"),
+    window("a token passed to a write",
         r"(?i)\b(?:write|put|save|update|insert|upsert|store|persist|commit|replace|set_?data)\w*\s*\(.*\btoken\b"),
-    evidence("a fenced API", ALL, Scope::Window, r"(?i)\bfence\s*\(|\w*fenced\w*\s*\("),
-    evidence("If-Match", ALL, Scope::Window, r"(?i)\bif[-_]?(?:none[-_]?)?match\b"),
-    evidence("a generation precondition", ALL, Scope::Window,
+    window("a fenced API", r"(?i)\bfence\s*\(|\w*fenced\w*\s*\("),
+    window("If-Match", r"(?i)\bif[-_]?(?:none[-_]?)?match\b"),
+    window("a generation precondition",
         r"(?i)\bif_?generation_?match\b|\bGenerationMatch\s*:"),
-    evidence("a lock's fence", ALL, Scope::Window, r"(?i)getfence\b|andgettoken\b|andgetfence\b"),
+    window("a lock's fence", r"(?i)getfence\b|andgettoken\b|andgetfence\b"),
     evidence("a fenced lock or store", ALL, Scope::File, r"\b\w*Fenced(?:Lock|Store)\b"),
-    evidence("an etcd create revision", ALL, Scope::Window,
+    window("an etcd create revision",
         r"(?i)\bcreate_?revision\b|\bHeader\(\)\.(?:Revision|GetRevision\(\))"),
-    evidence("a ZooKeeper zxid", ALL, Scope::Window, r"(?i)zxid|cversion"),
+    window("a ZooKeeper zxid", r"(?i)zxid|cversion"),
     evidence("a Consul lock index", GO, Scope::Window, r"\bLockIndex\b"),
-    evidence("a Lease's transition count", ALL, Scope::Window, r"(?i)\b(?:leader|lease)_?transitions\b"),
-    evidence("a max-seen token", ALL, Scope::Window, r"(?i)\bmax_?seen_?token\b"),
+    window("a Lease's transition count", r"(?i)\b(?:leader|lease)_?transitions\b"),
+    window("a max-seen token", r"(?i)\bmax_?seen_?token\b"),
     evidence("the fencing crate", RUST, Scope::File, r"\bfencing(?:_\w+)?::|\buse\s+fencing\b"),
 ];
 

@@ -199,6 +199,35 @@ const fn rule(
     }
 }
 
+/// An optimistic-concurrency check: always a mention.
+const fn check(
+    kind: &'static str,
+    langs: Langs,
+    pattern: &'static str,
+    message: &'static str,
+) -> Rule {
+    rule(
+        Category::Optimistic,
+        Role::Mention,
+        kind,
+        langs,
+        pattern,
+        message,
+    )
+}
+
+/// A language signal: a mention, in every language.
+const fn hint(kind: &'static str, pattern: &'static str, message: &'static str) -> Rule {
+    rule(
+        Category::Hint,
+        Role::Mention,
+        kind,
+        language::ALL,
+        pattern,
+        message,
+    )
+}
+
 impl Rule {
     const fn within(mut self, context: &'static str) -> Rule {
         self.context = Some(context);

@@ -1,9 +1,9 @@
 //! The pattern table itself; [`super`] says how it is read.
 
-use super::Category::{Hint, Leader, Lock, Optimistic};
+use super::Category::{Leader, Lock};
 use super::Role::{Acquire, Mention};
 use super::language::{ALL, GO, JS_TS, JVM, PYTHON, RUST};
-use super::{Rule, rule};
+use super::{Rule, check, hint, rule};
 
 /// The pattern table, in priority order within each category.
 #[rustfmt::skip]
@@ -69,10 +69,10 @@ pub(crate) static RULES: &[Rule] = &[
         "etcd concurrency package (mutexes and elections on leases)"),
     rule(Lock, Acquire, "etcd-lock", RUST, r"\.lock\s*\(\s*[^)\s]",
         "etcd lock (a lease; the lock key's create revision is the fencing token)")
-        .within(r"etcd_client|etcd-client"),
+        .within(ETCD_CLIENT_RS),
     rule(Lock, Acquire, "etcd-lock", PYTHON.or(JS_TS), r#"\.lock\s*\(\s*[bfr]?["'`]"#,
         "etcd3 lock (a lease; the lock key's create revision is the fencing token)")
-        .within(r"\betcd3\b"),
+        .within(ETCD3),
     rule(Lock, Acquire, "etcd-lock", JVM, r"\.lock\s*\(\s*[^)\s]",
         "jetcd lock (a lease; the lock key's create revision is the fencing token)")
         .within(r"io\.etcd\.jetcd"),
@@ -125,45 +125,45 @@ pub(crate) static RULES: &[Rule] = &[
         "MySQL named lock (released if the session drops; writes elsewhere are unprotected)"),
     // Home-grown.
     rule(Lock, Acquire, "distributed-lock", ALL, r"(?i)\b\w*distributed\w*(?:lock|mutex)\w*\s*\(",
-        "home-grown distributed lock"),
+        HOME_GROWN),
     rule(Lock, Acquire, "acquire-lock", ALL,
         r"\b(?:acquire_lock|acquireLock|AcquireLock|try_acquire_lock|tryAcquireLock|TryAcquireLock|obtain_lock|obtainLock|ObtainLock)\s*\(",
         "lock acquisition in a file that talks to a lock service")
         // Code words only: "distributed" alone is in every Apache license header.
         .within(r"(?i)redis|etcd|zookeeper|kazoo|curator|consul|dynamo\w*lock|advisory_lock|leader_?elect|distributed[_ ]?(?:lock|mutex)|\blease_?(?:id|ttl|duration|timeout|seconds)\b"),
     rule(Lock, Mention, "distributed-lock", ALL, r"(?i)\b\w*distributed\w*(?:lock|mutex)\w*",
-        "home-grown distributed lock"),
+        HOME_GROWN),
     // ---- Optimistic concurrency -------------------------------------------
-    rule(Optimistic, Mention, "token-column", ALL,
+    check("token-column", ALL,
         r"(?i)\b(?:lock|fencing|fence)_token\s*(?:<=?|>=?|=\s*(?:\?|\$\d|:\w|@\w|excluded\.|%s)|\s(?:BIGINT|INTEGER|INT|NUMERIC)\b)",
         "fencing-token column checked by the store"),
-    rule(Optimistic, Mention, "version-check", ALL,
+    check("version-check", ALL,
         r"(?i)\b(?:where|and)\s+(?:\w+\.)?(?:version|row_?version|revision|lock_?version)\s*=\s*(?:\?|\$\d|:\w|@\w|%s|%\(\w+\)s|\{\w*\}|excluded\.|\d+\b)",
         "version-column check (compare-and-set)"),
-    rule(Optimistic, Mention, "version-check", ALL, r"(?i)\bversion\s*=\s*(?:\w+\.)?version\s*\+\s*1\b",
+    check("version-check", ALL, r"(?i)\bversion\s*=\s*(?:\w+\.)?version\s*\+\s*1\b",
         "version-column bump (compare-and-set)"),
-    rule(Optimistic, Mention, "version-check", JVM, r"@(?:\w+\.)*Version\b|@OptimisticLock\w*|\bLockModeType\.OPTIMISTIC\w*",
+    check("version-check", JVM, r"@(?:\w+\.)*Version\b|@OptimisticLock\w*|\bLockModeType\.OPTIMISTIC\w*",
         "JPA optimistic locking (@Version)"),
-    rule(Optimistic, Mention, "version-check", PYTHON, r"\bversion_id_col\b|\b\w*VersionField\b",
-        "ORM version column"),
-    rule(Optimistic, Mention, "version-check", JS_TS, r"@VersionColumn\b|\boptimisticConcurrency\s*:\s*true",
-        "ORM version column"),
-    rule(Optimistic, Mention, "if-match", ALL, r"(?i)\bif[-_]?(?:none[-_]?)?match\b",
+    check("version-check", PYTHON, r"\bversion_id_col\b|\b\w*VersionField\b",
+        ORM_VERSION),
+    check("version-check", JS_TS, r"@VersionColumn\b|\boptimisticConcurrency\s*:\s*true",
+        ORM_VERSION),
+    check("if-match", ALL, r"(?i)\bif[-_]?(?:none[-_]?)?match\b",
         "conditional write (If-Match / If-None-Match)"),
-    rule(Optimistic, Mention, "gcs-precondition", ALL,
+    check("gcs-precondition", ALL,
         r"(?i)\bif_?(?:meta)?generation_?(?:not_?)?match\b|\bGenerationMatch\s*:",
         "GCS precondition (ifGenerationMatch)"),
-    rule(Optimistic, Mention, "etag-condition", ALL,
+    check("etag-condition", ALL,
         r"\bmatch_condition\s*=|\bMatchConditions\.\w+|\bETagCondition\b|\bBlob(?:Request|Access)Conditions\b",
         "ETag condition on a write"),
-    rule(Optimistic, Mention, "conditional-write", ALL, r"\bConditionExpression\b|\.condition_expression\s*\(|\.conditionExpression\s*\(|\battribute_not_exists\s*\(",
+    check("conditional-write", ALL, r"\bConditionExpression\b|\.condition_expression\s*\(|\.conditionExpression\s*\(|\battribute_not_exists\s*\(",
         "DynamoDB conditional write"),
-    rule(Optimistic, Mention, "etcd-revision-compare", GO, r"\bclientv3\.(?:Mod|Create)Revision\s*\(",
-        "etcd transaction comparing a revision"),
-    rule(Optimistic, Mention, "etcd-revision-compare", RUST, r"\bCompare::(?:mod|create)_revision\s*\(",
-        "etcd transaction comparing a revision"),
-    rule(Optimistic, Mention, "etcd-revision-compare", JVM, r"\bCmpTarget\.(?:mod|create)Revision\s*\(",
-        "etcd transaction comparing a revision"),
+    check("etcd-revision-compare", GO, r"\bclientv3\.(?:Mod|Create)Revision\s*\(",
+        ETCD_COMPARE),
+    check("etcd-revision-compare", RUST, r"\bCompare::(?:mod|create)_revision\s*\(",
+        ETCD_COMPARE),
+    check("etcd-revision-compare", JVM, r"\bCmpTarget\.(?:mod|create)Revision\s*\(",
+        ETCD_COMPARE),
     // ---- Leader election and singleton jobs ------------------------------
     rule(Leader, Acquire, "k8s-leader-election", GO, r"\bleaderelection\.(?:RunOrDie|NewLeaderElector)\s*\(",
         "Kubernetes leader election (a Lease with a TTL; no fencing token reaches the writes)"),
@@ -174,20 +174,20 @@ pub(crate) static RULES: &[Rule] = &[
     rule(Leader, Mention, "k8s-lease", GO, r"\bresourcelock\.(?:LeaseLock|New)\b|\bcoordinationv1\.Lease\b",
         "Kubernetes Lease object"),
     rule(Leader, Acquire, "k8s-leader-election", PYTHON, r"\bleaderelection\.LeaderElection\s*\(",
-        "Kubernetes leader election (a Lease with a TTL)"),
+        K8S_ELECTION),
     rule(Leader, Acquire, "k8s-leader-election", JVM, r"\bLeaderElector\s*\(|\.leaderElector\s*\(",
-        "Kubernetes leader election (a Lease with a TTL)"),
+        K8S_ELECTION),
     rule(Leader, Acquire, "k8s-leader-election", RUST, r"\bLease(?:Lock|Manager)::new\s*\(",
-        "Kubernetes leader election (a Lease with a TTL)")
+        K8S_ELECTION)
         .within(r"(?i)kube"),
     rule(Leader, Acquire, "etcd-election", GO, r"\bconcurrency\.NewElection\s*\(",
-        "etcd election (a lease; the leader key's create revision is the fencing token)"),
+        ETCD_ELECTION),
     rule(Leader, Acquire, "etcd-election", RUST, r"\.campaign\s*\(",
-        "etcd election (a lease; the leader key's create revision is the fencing token)")
-        .within(r"etcd_client|etcd-client"),
+        ETCD_ELECTION)
+        .within(ETCD_CLIENT_RS),
     rule(Leader, Acquire, "etcd-election", JS_TS, r#"\.election\s*\(\s*["'`]"#,
-        "etcd election (a lease; the leader key's create revision is the fencing token)")
-        .within(r"\betcd3\b"),
+        ETCD_ELECTION)
+        .within(ETCD3),
     rule(Leader, Acquire, "etcd-election", JVM, r"\bgetElectionClient\s*\(",
         "jetcd election (a lease; the leader key's create revision is the fencing token)"),
     rule(Leader, Acquire, "zookeeper-election", JVM, r"\bLeader(?:Latch|Selector)\s*\(",
@@ -208,27 +208,27 @@ pub(crate) static RULES: &[Rule] = &[
     rule(Leader, Mention, "singleton-guard", PYTHON, r"\bcelery_once\b|\bQueueOnce\b|\bcelery_singleton\b",
         "Celery singleton task"),
     // ---- Hints: the skill's language signals ----------------------------
-    rule(Hint, Mention, "single-writer", ALL,
+    hint("single-writer",
         r"(?i)\bonly\s+one\s+(?:process|instance|worker|node|replica|pod|server|writer|client|job|leader|holder|consumer|machine|host)(?:es|s)?\s+(?:should|must|can|may|will|is\s+allowed\s+to)\s+(?:ever\s+)?(?:write|run|process|execute|update|modify|hold|own|perform|handle|act|access)\w*\b",
         "single-writer assumption: is it enforced by the store, or only by a lease?"),
-    rule(Hint, Mention, "ttl-assumption", ALL,
+    hint("ttl-assumption",
         r"(?i)\b(?:lease|lock)\s+(?:has|have|with|uses?|gets?)\s+an?\s+\d+(?:\.\d+)?[- ]?(?:ms|milliseconds?|s|secs?|seconds?|min|minutes?)\s+(?:ttl|timeout|expiry)\b",
-        "TTL as the safety argument: no TTL bounds a process pause"),
-    rule(Hint, Mention, "ttl-assumption", ALL,
+        TTL_ASSUMPTION),
+    hint("ttl-assumption",
         r"(?i)\bttl\b[^.\n]{0,60}?\bso\s+(?:we|it)(?:'re|\s+are|\s+is|'ll\s+be|\s+should\s+be)\s+safe\b",
-        "TTL as the safety argument: no TTL bounds a process pause"),
-    rule(Hint, Mention, "process-pause", ALL,
+        TTL_ASSUMPTION),
+    hint("process-pause",
         r"(?i)\b(?:gc|garbage[- ]collection|stop[- ]the[- ]world|vm|process)\s+(?:pause|freeze|suspension)s?\b",
         "process pauses: a paused lock holder can outlive its lease"),
-    rule(Hint, Mention, "process-pause", ALL, r"(?i)\bmiss(?:ed|es|ing)?\s+(?:its|their|the|a|our)\s+heartbeats?\b",
+    hint("process-pause", r"(?i)\bmiss(?:ed|es|ing)?\s+(?:its|their|the|a|our)\s+heartbeats?\b",
         "missed heartbeats: a paused lock holder can outlive its lease"),
-    rule(Hint, Mention, "duplicate-despite-lock", ALL,
+    hint("duplicate-despite-lock",
         r"(?i)\bduplicate\s+(?:processing|writes?|runs?|executions?|jobs?|deliver(?:y|ies))\b[^.\n]{0,60}\b(?:despite|even\s+though|although)\b[^.\n]{0,40}\block|\bjobs?\s+(?:ran|runs|executed|was\s+run)\s+twice\b",
         "duplicates despite a lock: the classic symptom of an unfenced lease"),
-    rule(Hint, Mention, "lock-service", ALL,
+    hint("lock-service",
         r"(?i)\b(?:redis|etcd|zookeeper|consul|dynamodb|postgres(?:ql)?)\b[^.\n]{0,40}?\bfor\s+(?:distributed\s+)?(?:locking|locks|leader\s+election|mutual\s+exclusion)\b",
         "a lock service in use: do its grants carry a fencing token to the writes?"),
-    rule(Hint, Mention, "split-brain", ALL, r"(?i)\bsplit[- ]brain\b",
+    hint("split-brain", r"(?i)\bsplit[- ]brain\b",
         "split brain: two holders at once is what fencing tokens make harmless"),
 ];
 
@@ -237,3 +237,16 @@ const SET_NX: &str =
 const SETNX: &str = "Redis SETNX lock with an expiry (a TTL lease; Redis issues no fencing token)";
 /// An expiry option among a command's string arguments.
 const EXPIRY_WORD: &str = r#"(?i)["'`](?:px|ex|pxat|exat)["'`]"#;
+
+// Messages and contexts that several rows share.
+const HOME_GROWN: &str = "home-grown distributed lock";
+const ORM_VERSION: &str = "ORM version column";
+const ETCD_COMPARE: &str = "etcd transaction comparing a revision";
+const K8S_ELECTION: &str = "Kubernetes leader election (a Lease with a TTL)";
+const ETCD_ELECTION: &str =
+    "etcd election (a lease; the leader key's create revision is the fencing token)";
+const TTL_ASSUMPTION: &str = "TTL as the safety argument: no TTL bounds a process pause";
+/// The Rust etcd client crate.
+const ETCD_CLIENT_RS: &str = r"etcd_client|etcd-client";
+/// The Node and Python etcd3 clients.
+const ETCD3: &str = r"\betcd3\b";
