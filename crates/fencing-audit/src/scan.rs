@@ -194,6 +194,22 @@ fn line_regex(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern).unicode(false).build()
 }
 
+fn line_regexes<'a>(
+    patterns: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<Regex>, regex::Error> {
+    patterns.into_iter().map(line_regex).collect()
+}
+
+/// [`line_regexes`] for optional patterns (a rule's `needs`, `unless`).
+fn optional_line_regexes<'a>(
+    patterns: impl IntoIterator<Item = Option<&'a str>>,
+) -> Result<Vec<Option<Regex>>, regex::Error> {
+    patterns
+        .into_iter()
+        .map(|p| p.map(line_regex).transpose())
+        .collect()
+}
+
 fn file_set<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<RegexSet, regex::Error> {
     RegexSetBuilder::new(patterns)
         .unicode(false)
@@ -258,28 +274,16 @@ impl LanguageMatcher {
         Ok(LanguageMatcher {
             language,
             prefilter: file_set(rules.iter().map(|r| r.pattern))?,
-            lines: rules
-                .iter()
-                .map(|r| line_regex(r.pattern))
-                .collect::<Result<_, _>>()?,
-            needs: rules
-                .iter()
-                .map(|r| r.needs.map(line_regex).transpose())
-                .collect::<Result<_, _>>()?,
-            unless: rules
-                .iter()
-                .map(|r| r.unless.map(line_regex).transpose())
-                .collect::<Result<_, _>>()?,
+            lines: line_regexes(rules.iter().map(|r| r.pattern))?,
+            needs: optional_line_regexes(rules.iter().map(|r| r.needs))?,
+            unless: optional_line_regexes(rules.iter().map(|r| r.unless))?,
             redis_client: RegexBuilder::new(redis_client_definition(language))
                 .unicode(false)
                 .build()?,
             contexts: file_set(contexts.iter().copied())?,
             context_of,
             evidence_prefilter: file_set(evidence.iter().map(|e| e.pattern))?,
-            evidence_lines: evidence
-                .iter()
-                .map(|e| line_regex(e.pattern))
-                .collect::<Result<_, _>>()?,
+            evidence_lines: line_regexes(evidence.iter().map(|e| e.pattern))?,
             evidence,
             definition: line_regex(language.definition())?,
             rules,

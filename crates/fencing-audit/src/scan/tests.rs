@@ -1,5 +1,6 @@
 use super::walk::relative;
 use super::*;
+use Language::{Go, Java, JavaScript, Python, Rust};
 
 static MATCHERS: std::sync::LazyLock<Auditor> = std::sync::LazyLock::new(Auditor::default);
 
@@ -20,16 +21,19 @@ fn summary(hits: &[Hit]) -> Vec<(usize, &'static str, Option<bool>)> {
         .collect()
 }
 
+/// Asserts what `text` reports: (line, kind, fenced) for every finding.
+#[track_caller]
+fn assert_sites(language: Language, text: &str, want: &[(usize, &str, Option<bool>)]) {
+    assert_eq!(summary(&hits(language, text)), want);
+}
+
 #[test]
 fn redis_set_nx_without_a_token_is_unfenced() {
     let src = "import redis\n\
                r = redis.Redis()\n\
                if r.set('job', me, nx=True, px=30000):\n\
                \x20   db.execute('UPDATE report SET body = %s', (body,))\n";
-    assert_eq!(
-        summary(&hits(Language::Python, src)),
-        [(3, "redis-set-nx", Some(false))]
-    );
+    assert_sites(Python, src, &[(3, "redis-set-nx", Some(false))]);
 }
 
 #[test]
@@ -37,7 +41,7 @@ fn a_token_in_the_window_fences_the_lock_and_names_the_evidence() {
     let src = "ok = r.set('job', me, nx=True, px=30000)\n\
                token = r.incr('job:fence')\n\
                store.write('report', body, fencing_token=token)\n";
-    let h = hits(Language::Python, src);
+    let h = hits(Python, src);
     assert_eq!(summary(&h), [(1, "redis-set-nx", Some(true))]);
     assert_eq!(h[0].evidence, Some((3, "a fencing token")));
     assert!(h[0].message().contains("fenced: a fencing token at line 3"));
@@ -48,10 +52,7 @@ fn evidence_outside_the_window_does_not_count() {
     let mut src = String::from("ok = r.set('job', me, nx=True, px=30000)\n");
     src.push_str(&"pass\n".repeat(WINDOW_AFTER + 1));
     src.push_str("store.write(k, v, fencing_token=t)\n");
-    assert_eq!(
-        summary(&hits(Language::Python, &src)),
-        [(1, "redis-set-nx", Some(false))]
-    );
+    assert_sites(Python, &src, &[(1, "redis-set-nx", Some(false))]);
 }
 
 #[test]
@@ -61,10 +62,7 @@ fn file_scope_evidence_counts_anywhere() {
     src.push_str(
         "let ok = redis::cmd(\"SET\").arg(k).arg(v).arg(\"NX\").arg(\"PX\").arg(30_000);\n",
     );
-    assert_eq!(
-        summary(&hits(Language::Rust, &src)),
-        [(302, "redis-set-nx", Some(true))]
-    );
+    assert_sites(Rust, &src, &[(302, "redis-set-nx", Some(true))]);
 }
 
 #[test]
@@ -74,9 +72,10 @@ fn comments_are_neither_findings_nor_evidence_but_hints_are_read_there() {
                \x20  still a comment: fencing_token */\n\
                let ok = con.set_nx(\"job\", me)?; // only one process should write at a time\n\
                con.expire(\"job\", 30)?;\n";
-    assert_eq!(
-        summary(&hits(Language::Rust, src)),
-        [(4, "redis-set-nx", Some(false)), (4, "single-writer", None)]
+    assert_sites(
+        Rust,
+        src,
+        &[(4, "redis-set-nx", Some(false)), (4, "single-writer", None)],
     );
 }
 
@@ -89,83 +88,78 @@ fn python_docstrings_are_comments_but_sql_strings_are_code() {
                \x20       SELECT pg_advisory_lock(42)\n\
                \x20       \"\"\"\n\
                \x20   )\n";
-    assert_eq!(
-        summary(&hits(Language::Python, src)),
-        [(5, "pg-advisory-lock", Some(false))]
-    );
+    assert_sites(Python, src, &[(5, "pg-advisory-lock", Some(false))]);
 }
 
 #[test]
 fn a_definition_is_a_mention_and_is_dropped_when_the_lock_is_also_taken() {
     let def_only = "import redis\ndef acquire_lock(name):\n    return r.get(name)\n";
-    let h = hits(Language::Python, def_only);
+    let h = hits(Python, def_only);
     assert_eq!(summary(&h), [(2, "acquire-lock", None)]);
     assert!(h[0].message().contains("its definition"));
     let both = format!("{def_only}acquire_lock('job')\n");
-    assert_eq!(
-        summary(&hits(Language::Python, &both)),
-        [(4, "acquire-lock", Some(false))]
-    );
+    assert_sites(Python, &both, &[(4, "acquire-lock", Some(false))]);
     // Control flow is not a definition.
     let js = "if (acquireLock('job')) {\n  db.update(row); // in redis\n}\n";
-    assert_eq!(
-        summary(&hits(Language::JavaScript, js)),
-        [(1, "acquire-lock", Some(false))]
-    );
+    assert_sites(JavaScript, js, &[(1, "acquire-lock", Some(false))]);
 }
 
 #[test]
-fn generic_lock_calls_need_a_lock_service_in_the_file() {
+fn generic_call_names_need_their_library_or_a_lock_service_in_the_file() {
     let local = "_imp.acquire_lock()\ntry:\n    pass\nfinally:\n    _imp.release_lock()\n";
-    assert!(hits(Language::Python, local).is_empty());
-    let licensed = format!("# distributed under the License on an AS IS BASIS\n{local}");
-    assert!(hits(Language::Python, &licensed).is_empty());
-    let remote = format!("# the lease lives in etcd\n{local}");
-    assert_eq!(
-        summary(&hits(Language::Python, &remote)),
-        [(2, "acquire-lock", Some(false))]
-    );
+    // (language, call, a first line that is not its context, one that is).
+    let cases = [
+        (
+            Python,
+            local,
+            "# distributed under the License on an AS IS BASIS\n",
+            "# the lease lives in etcd\n",
+            "acquire-lock",
+        ),
+        (
+            Go,
+            "m := rs.NewMutex(\"job\")\n",
+            "import \"github.com/redis/go-redis/v9\"\n",
+            "import \"github.com/go-redsync/redsync/v4\"\n",
+            "redsync",
+        ),
+    ];
+    for (language, call, unrelated, context, kind) in cases {
+        assert!(hits(language, call).is_empty(), "{call}");
+        assert!(
+            hits(language, &format!("{unrelated}{call}")).is_empty(),
+            "{unrelated}"
+        );
+        assert_sites(
+            language,
+            &format!("{context}{call}"),
+            &[(2, kind, Some(false))],
+        );
+    }
 }
 
 #[test]
 fn code_comparisons_are_not_sql_version_checks() {
-    assert!(hits(Language::Python, "ok = a and ce.version == se.version\n").is_empty());
+    assert!(hits(Python, "ok = a and ce.version == se.version\n").is_empty());
     let sql = "cur.execute('UPDATE t SET v = %s WHERE id = %s AND version = %s', args)\n";
-    assert_eq!(
-        summary(&hits(Language::Python, sql)),
-        [(1, "version-check", None)]
-    );
-}
-
-#[test]
-fn context_gates_generic_call_names() {
-    let without = "m := rs.NewMutex(\"job\")\n";
-    assert!(hits(Language::Go, without).is_empty());
-    let with = format!("import \"github.com/go-redsync/redsync/v4\"\n{without}");
-    assert_eq!(
-        summary(&hits(Language::Go, &with)),
-        [(2, "redsync", Some(false))]
-    );
+    assert_sites(Python, sql, &[(1, "version-check", None)]);
 }
 
 #[test]
 fn one_finding_per_line_and_category_in_table_order() {
     let src = "m, _ := concurrency.NewMutex(s, \"/job\") // clientv3/concurrency\n";
-    assert_eq!(
-        summary(&hits(Language::Go, src)),
-        [(1, "etcd-lock", Some(false))]
-    );
+    assert_sites(Go, src, &[(1, "etcd-lock", Some(false))]);
 }
 
 #[test]
 fn columns_count_characters_and_long_lines_are_cut() {
     let src = "/* é */ let ok = con.set_nx(\"job\", me)?;\n";
     // The line starts with a comment opener, so it is a comment.
-    assert!(hits(Language::Rust, src).is_empty());
+    assert!(hits(Rust, src).is_empty());
     let src = "let é = con.set_nx(\"job\", me)?; con.expire(\"job\", 30)?;\n";
-    assert_eq!(hits(Language::Rust, src)[0].column, 13);
+    assert_eq!(hits(Rust, src)[0].column, 13);
     let long = format!("x = {} r.set('k', v, nx=True, ex=9)", "a".repeat(500));
-    let h = hits(Language::Python, &long);
+    let h = hits(Python, &long);
     assert!(h[0].snippet.starts_with('…') && h[0].snippet.contains("nx=True"));
     assert!(h[0].snippet.chars().count() <= SNIPPET_CHARS + 2);
 }
@@ -180,55 +174,37 @@ fn set_nx_without_an_expiry_is_not_a_lease() {
               r.json().set('obj', Path('foo'), 'baz', nx=True)\n\
               r.setnx('marker', 1)\n\
               r.set(\n    'job',\n    me,\n    nx=True,\n    ex=30,\n)\n";
-    assert_eq!(
-        summary(&hits(Language::Python, py)),
-        [(10, "redis-set-nx", Some(false))]
-    );
+    assert_sites(Python, py, &[(10, "redis-set-nx", Some(false))]);
     // SETNX followed by EXPIRE is the classic (racy) lease.
     let setnx = "if r.setnx('job', me):\n    r.expire('job', 30)\n";
-    assert_eq!(
-        summary(&hits(Language::Python, setnx)),
-        [(1, "redis-set-nx", Some(false))]
-    );
+    assert_sites(Python, setnx, &[(1, "redis-set-nx", Some(false))]);
     // Go: the expiry is SetNX's last argument; 0 and KeepTTL mean none.
     let go = "ok, _ := c.SetNX(ctx, key, time.Now().Unix(), 0).Result()\n\
               ok, _ = c.SetNX(ctx, key, v, redis.KeepTTL).Result()\n\
               ok, _ = c.SetNX(ctx, key, v, 30*time.Second).Result()\n\
               args := redis.SetArgs{Mode: \"NX\"}\n\
               z := redis.ZAddArgs{NX: true}\n";
-    assert_eq!(
-        summary(&hits(Language::Go, go)),
-        [(3, "redis-set-nx", Some(false))]
-    );
+    assert_sites(Go, go, &[(3, "redis-set-nx", Some(false))]);
     // Strings: the command needs EX/PX.
     let lua = "redis.call('SET', KEYS[1], ARGV[1], 'NX')\n\
                redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])\n";
-    assert_eq!(
-        summary(&hits(Language::JavaScript, lua)),
-        [(2, "redis-set-nx", Some(false))]
-    );
+    assert_sites(JavaScript, lua, &[(2, "redis-set-nx", Some(false))]);
 }
 
 #[test]
 fn declarations_and_constructors_are_definitions() {
     let go = "type Conn interface {\n\
               \tSetNX(name string, value string, expiry time.Duration) (bool, error)\n}\n";
-    assert!(hits(Language::Go, go).is_empty());
+    assert!(hits(Go, go).is_empty());
     let java = "public class LeaderLatch {\n\
                 \x20   public LeaderLatch(CuratorFramework client, String latchPath) {\n\
                 \x20       this(client, latchPath, \"\");\n\
                 \x20   }\n\
                 \x20   void start() { latch = new LeaderLatch(client, \"/x\"); }\n}\n";
-    assert_eq!(
-        summary(&hits(Language::Java, java)),
-        [(5, "zookeeper-election", Some(false))]
-    );
+    assert_sites(Java, java, &[(5, "zookeeper-election", Some(false))]);
     let py = "from kazoo.client import KazooClient\n\
               class Lock(object):\n    pass\n";
-    assert_eq!(
-        summary(&hits(Language::Python, py)),
-        [(2, "zookeeper-lock", None)]
-    );
+    assert_sites(Python, py, &[(2, "zookeeper-lock", None)]);
 }
 
 #[test]
@@ -241,12 +217,8 @@ fn a_redis_clients_own_set_code_is_not_a_lock_site() {
               \x20       return self.execute_command('SET', *pieces)\n\
               \x20   def lock_like(self):\n\
               \x20       return self.set('k', 'v', nx=True, ex=10)\n";
-    assert!(hits(Language::Python, py).is_empty());
-    assert!(
-        MATCHERS
-            .scan_text(Language::Python, py.as_bytes())
-            .redis_client
-    );
+    assert!(hits(Python, py).is_empty());
+    assert!(MATCHERS.scan_text(Python, py.as_bytes()).redis_client);
 }
 
 #[test]
