@@ -94,19 +94,6 @@ mod tests {
         .into_error()
     }
 
-    fn kind(failure: &Failure) -> String {
-        match failure {
-            Failure::NotFound => "not found".into(),
-            Failure::EmptyRange => "empty".into(),
-            Failure::PreconditionFailed => "precondition".into(),
-            Failure::Error(Error::Backend { retryable, .. }) => {
-                format!("backend retryable={retryable}")
-            }
-            Failure::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
-            Failure::Error(e) => format!("{e:?}"),
-        }
-    }
-
     #[test]
     fn codes_and_statuses_map_to_the_loop() {
         let cases = [
@@ -207,7 +194,7 @@ mod tests {
         ];
         for (op, err, want) in cases {
             let what = format!("{op:?} {:?}", err.kind());
-            assert_eq!(kind(&classify(op, "c", "k", err)), want, "{what}");
+            assert_eq!(classify(op, "c", "k", err).describe(), want, "{what}");
         }
     }
 }

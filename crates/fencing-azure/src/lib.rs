@@ -24,8 +24,8 @@ use azure_storage_blob::models::{BlobClientDownloadOptions, BlockBlobClientUploa
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
 use fencing_core::blob::{
-    BlobBackend, BlobMeta, BlobStore, BlobVersion, FRAME_HEADER_LEN, Precondition, StoredObject,
-    WriteOutcome,
+    BlobBackend, BlobMeta, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition,
+    StoredObject, WriteOutcome,
 };
 use fencing_core::{Error, FencingToken, Limits, Result};
 
@@ -160,11 +160,36 @@ impl AzureBackend {
             .and_then(|mut s| s.next_back().map(str::to_owned))
             .unwrap_or_default()
     }
+}
 
-    /// Get Blob, whole (`len: None`) or its first `len` bytes. A large blob
-    /// is downloaded in ranges, each conditional on the first range's ETag;
-    /// if the blob changes in between, the read starts over.
-    async fn get(&self, op: Op, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+fn version_from(etag: Option<Etag>) -> BlobVersion {
+    BlobVersion::new(etag.map_or_else(|| UNKNOWN_ETAG.to_owned(), |e| e.to_string()))
+}
+
+/// Azure metadata names must be C# identifiers: the hint's `fencing-token`
+/// and `fencing-state` are stored as `fencing_token` and `fencing_state`.
+fn metadata_for(hint: BlobMeta) -> HashMap<String, String> {
+    hint.to_pairs()
+        .into_iter()
+        .map(|(k, v)| (k.replace('-', "_"), v))
+        .collect()
+}
+
+#[async_trait]
+impl BlobBackend for AzureBackend {
+    fn name(&self) -> &'static str {
+        "azure"
+    }
+
+    fn limits(&self) -> Limits {
+        Self::limits()
+    }
+
+    /// Get Blob, whole or ranged (the ETag and the frame header together).
+    /// A large blob is downloaded in ranges, each conditional on the first
+    /// range's ETag; if the blob changes in between, the read starts over.
+    async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        let op = if len.is_some() { Op::Head } else { Op::Read };
         let client = self.reads.blob_client(key);
         let mut attempt = 0;
         loop {
@@ -191,9 +216,7 @@ impl AzureBackend {
                 Err(err) => match classify(op, &self.container_name(), key, err) {
                     Failure::NotFound => return Ok(None),
                     // An empty blob has no range to read: read it whole.
-                    Failure::EmptyRange => {
-                        return Box::pin(self.get(Op::Read, key, None)).await;
-                    }
+                    Failure::EmptyRange => return self.read_range(key, None).await,
                     Failure::PreconditionFailed if attempt < READ_ATTEMPTS => {
                         tracing::debug!(
                             key,
@@ -212,47 +235,13 @@ impl AzureBackend {
             }
         }
     }
-}
 
-fn version_from(etag: Option<Etag>) -> BlobVersion {
-    BlobVersion::new(etag.map_or_else(|| UNKNOWN_ETAG.to_owned(), |e| e.to_string()))
-}
-
-/// Azure metadata names must be C# identifiers: the hint's `fencing-token`
-/// and `fencing-state` are stored as `fencing_token` and `fencing_state`.
-fn metadata_for(hint: BlobMeta) -> HashMap<String, String> {
-    hint.to_pairs()
-        .into_iter()
-        .map(|(k, v)| (k.replace('-', "_"), v))
-        .collect()
-}
-
-#[async_trait]
-impl BlobBackend for AzureBackend {
-    fn name(&self) -> &'static str {
-        "azure"
-    }
-
-    fn limits(&self) -> Limits {
-        Self::limits()
-    }
-
-    /// One ranged Get Blob: the ETag and the frame header together.
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-        self.get(Op::Head, key, Some(len)).await
-    }
-
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-        self.get(Op::Read, key, None).await
-    }
-
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
+    async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
+        let BlobWrite {
+            body,
+            hint,
+            precondition,
+        } = write;
         let len = u64::try_from(body.len()).unwrap_or(u64::MAX).max(1);
         let (op, if_match, if_none_match) = match precondition {
             Precondition::Absent => (Op::Create, None, Some(Etag::from("*"))),
@@ -282,15 +271,9 @@ impl BlobBackend for AzureBackend {
             .await;
         match result {
             Ok(uploaded) => Ok(WriteOutcome::Written(version_from(uploaded.etag))),
-            Err(err) => match classify(op, &self.container_name(), key, err) {
-                Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound | Failure::EmptyRange => Err(Error::backend(
-                    "azure",
-                    false,
-                    format!("unexpected 'not found' writing {key:?}"),
-                )),
-                Failure::Error(e) => Err(e),
-            },
+            Err(err) => {
+                classify(op, &self.container_name(), key, err).into_write_outcome("azure", key)
+            }
         }
     }
 }

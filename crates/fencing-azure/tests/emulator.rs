@@ -15,7 +15,7 @@ use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::BlobContainerClientOptions;
 use bytes::Bytes;
 use fencing_azure::{AzureBackend, AzureStore, emulator};
-use fencing_core::blob::{BlobBackend, Precondition, WriteOutcome, frame};
+use fencing_core::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome, frame};
 use fencing_core::{Error, FencedStore};
 use fencing_harness::env::AZURE;
 use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
@@ -51,7 +51,10 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     let key = fencing_testkit::unique_name("conditions");
     let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
     let WriteOutcome::Written(v5) = backend
-        .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
+        .write(
+            &key,
+            BlobWrite::new(framed(5, b"A"), meta(5), Precondition::Absent),
+        )
         .await
         .unwrap()
     else {
@@ -59,7 +62,10 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     };
     assert_eq!(
         backend
-            .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
+            .write(
+                &key,
+                BlobWrite::new(framed(5, b"A"), meta(5), Precondition::Absent)
+            )
             .await
             .unwrap(),
         WriteOutcome::PreconditionFailed,
@@ -68,9 +74,7 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     let WriteOutcome::Written(v6) = backend
         .write(
             &key,
-            framed(6, b"A"),
-            meta(6),
-            &Precondition::Matches(v5.clone()),
+            BlobWrite::new(framed(6, b"A"), meta(6), Precondition::Matches(v5.clone())),
         )
         .await
         .unwrap()
@@ -80,7 +84,10 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
     assert_ne!(v5, v6, "same bytes at a higher token must change the ETag");
     assert_eq!(
         backend
-            .write(&key, framed(5, b"B"), meta(5), &Precondition::Matches(v5))
+            .write(
+                &key,
+                BlobWrite::new(framed(5, b"B"), meta(5), Precondition::Matches(v5))
+            )
             .await
             .unwrap(),
         WriteOutcome::PreconditionFailed,

@@ -26,6 +26,7 @@
 mod backend;
 pub mod config;
 pub mod frame;
+mod hook;
 pub mod http;
 
 use std::collections::HashMap;
@@ -37,11 +38,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 pub use self::backend::{
-    BlobBackend, BlobMeta, BlobVersion, Precondition, STATE_METADATA_KEY, StoredObject,
+    BlobBackend, BlobMeta, BlobVersion, BlobWrite, Precondition, STATE_METADATA_KEY, StoredObject,
     TOKEN_METADATA_KEY, WriteOutcome,
 };
 use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
+pub use self::hook::{HookedWrites, WriteHook};
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
@@ -230,7 +232,8 @@ impl<B: BlobBackend> BlobStore<B> {
                 return Ok(());
             };
             let body = frame::encode(meta, &value);
-            match self.backend.write(key, body, meta, &precondition).await {
+            let write = BlobWrite::new(body, meta, precondition);
+            match self.backend.write(key, write).await {
                 Ok(WriteOutcome::Written(version)) => {
                     self.remember(key, Some((version, meta.token)));
                     return Ok(());
@@ -305,10 +308,8 @@ impl<B: BlobBackend> BlobStore<B> {
             ),
         ];
         for (check, precondition) in cases {
-            let outcome = self
-                .backend
-                .write(key, stored.bytes.clone(), current.meta, &precondition)
-                .await?;
+            let write = BlobWrite::new(stored.bytes.clone(), current.meta, precondition.clone());
+            let outcome = self.backend.write(key, write).await?;
             checks.push(match outcome {
                 WriteOutcome::PreconditionFailed => {
                     SafetyCheck::pass(check, format!("{name} answered: precondition failed"))

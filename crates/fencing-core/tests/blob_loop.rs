@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fencing_core::blob::{
-    BlobBackend, BlobMeta, BlobStore, Precondition, StoredObject, WriteOutcome,
+    BlobBackend, BlobStore, BlobWrite, HookedWrites, Precondition, WriteHook, WriteOutcome,
 };
 use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::safety::Verdict;
-use fencing_core::{Error, FencedStore, FencingToken};
+use fencing_core::{Error, FencedStore, FencingToken, Result};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_writers_lose_preconditions_and_retry() {
@@ -85,7 +85,7 @@ async fn a_stale_token_is_refused_even_on_the_fast_path() {
 async fn unfenced_objects_are_refused_by_default_and_nothing_is_written() {
     let store = BlobStore::new(MemoryBlobBackend::new());
     store.backend().put_unfenced("k", "foreign".into());
-    let unfenced = |r: Result<(), Error>| match r {
+    let unfenced = |r: Result<()>| match r {
         Err(Error::Unfenced { key }) => assert_eq!(key, "k"),
         other => panic!("expected Unfenced, got {other:?}"),
     };
@@ -150,19 +150,17 @@ async fn contention_past_the_bound_is_a_typed_error() {
     #[derive(Debug)]
     struct AlwaysLoses;
     #[async_trait::async_trait]
-    impl WritePolicy for AlwaysLoses {
+    impl WriteHook<MemoryBlobBackend> for AlwaysLoses {
         async fn write(
             &self,
             _: &MemoryBlobBackend,
             _: &str,
-            _: Bytes,
-            _: BlobMeta,
-            _: &Precondition,
-        ) -> fencing_core::Result<WriteOutcome> {
+            _: BlobWrite,
+        ) -> Result<WriteOutcome> {
             Ok(WriteOutcome::PreconditionFailed)
         }
     }
-    let store = BlobStore::new(WritesVia::new(AlwaysLoses)).with_max_attempts(3);
+    let store = BlobStore::new(hooked(AlwaysLoses)).with_max_attempts(3);
     match store.put("k", "v".into(), 1.into()).await {
         Err(e @ Error::Contention { attempts: 3, .. }) => assert!(e.is_retryable()),
         other => panic!("expected Contention after 3 attempts, got {other:?}"),
@@ -170,66 +168,9 @@ async fn contention_past_the_bound_is_a_typed_error() {
     assert_eq!(store.mark("k").await.unwrap(), None, "nothing was written");
 }
 
-/// A memory backend whose reads are its own and whose conditional writes go
-/// through a [`WritePolicy`]: one place for the delegation every test
-/// backend here needs.
-#[derive(Debug)]
-struct WritesVia<P> {
-    inner: MemoryBlobBackend,
-    policy: P,
-}
-
-impl<P> WritesVia<P> {
-    fn new(policy: P) -> Self {
-        Self {
-            inner: MemoryBlobBackend::new(),
-            policy,
-        }
-    }
-}
-
-/// How a [`WritesVia`] backend writes, given the memory backend underneath.
-#[async_trait::async_trait]
-trait WritePolicy: Send + Sync + std::fmt::Debug {
-    async fn write(
-        &self,
-        inner: &MemoryBlobBackend,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> fencing_core::Result<WriteOutcome>;
-}
-
-#[async_trait::async_trait]
-impl<P: WritePolicy> BlobBackend for WritesVia<P> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> fencing_core::Limits {
-        self.inner.limits()
-    }
-    async fn read_prefix(
-        &self,
-        key: &str,
-        len: usize,
-    ) -> fencing_core::Result<Option<StoredObject>> {
-        self.inner.read_prefix(key, len).await
-    }
-    async fn read(&self, key: &str) -> fencing_core::Result<Option<StoredObject>> {
-        self.inner.read(key).await
-    }
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> fencing_core::Result<WriteOutcome> {
-        self.policy
-            .write(&self.inner, key, body, hint, precondition)
-            .await
-    }
+/// A memory backend whose conditional writes go through `hook`.
+fn hooked<H>(hook: H) -> HookedWrites<MemoryBlobBackend, H> {
+    HookedWrites::new(MemoryBlobBackend::new(), hook)
 }
 
 /// Applies the next write but reports its outcome as unknown (the response
@@ -243,16 +184,14 @@ struct LosesAnswers {
 }
 
 #[async_trait::async_trait]
-impl WritePolicy for LosesAnswers {
+impl WriteHook<MemoryBlobBackend> for LosesAnswers {
     async fn write(
         &self,
         inner: &MemoryBlobBackend,
         key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> fencing_core::Result<WriteOutcome> {
-        let outcome = inner.write(key, body, hint, precondition).await?;
+        write: BlobWrite,
+    ) -> Result<WriteOutcome> {
+        let outcome = inner.write(key, write).await?;
         if self
             .lose_next
             .swap(false, std::sync::atomic::Ordering::SeqCst)
@@ -276,7 +215,7 @@ impl WritePolicy for LosesAnswers {
 
 #[tokio::test]
 async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written() {
-    let backend = WritesVia::new(LosesAnswers {
+    let backend = hooked(LosesAnswers {
         lose_next: true.into(),
         then: Some((Bytes::from("newer"), 8.into())),
     });
@@ -292,7 +231,7 @@ async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written
 
 #[tokio::test]
 async fn a_lost_answer_is_retried_by_the_loop_and_succeeds() {
-    let backend = WritesVia::new(LosesAnswers {
+    let backend = hooked(LosesAnswers {
         lose_next: true.into(),
         then: None,
     });
@@ -322,23 +261,21 @@ async fn verify_flags_a_server_that_ignores_preconditions() {
     #[derive(Debug)]
     struct IgnoresPreconditions;
     #[async_trait::async_trait]
-    impl WritePolicy for IgnoresPreconditions {
+    impl WriteHook<MemoryBlobBackend> for IgnoresPreconditions {
         async fn write(
             &self,
             inner: &MemoryBlobBackend,
             key: &str,
-            body: Bytes,
-            hint: BlobMeta,
-            _: &Precondition,
-        ) -> fencing_core::Result<WriteOutcome> {
-            let version = match inner.read_prefix(key, 0).await? {
+            mut write: BlobWrite,
+        ) -> Result<WriteOutcome> {
+            write.precondition = match inner.read_prefix(key, 0).await? {
                 Some(o) => Precondition::Matches(o.version),
                 None => Precondition::Absent,
             };
-            inner.write(key, body, hint, &version).await
+            inner.write(key, write).await
         }
     }
-    let store = BlobStore::new(WritesVia::new(IgnoresPreconditions));
+    let store = BlobStore::new(hooked(IgnoresPreconditions));
     let checks = store.verify().await.unwrap();
     let unsafe_checks: Vec<_> = checks
         .iter()

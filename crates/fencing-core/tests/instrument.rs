@@ -13,12 +13,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::blob::{
-    BlobBackend, BlobMeta, BlobStore, Precondition, StoredObject, WriteOutcome,
+    BlobBackend, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
 };
 use fencing_core::instrument::{Instrumented, lease_span, names};
 use fencing_core::keepalive::KeepAlive;
 use fencing_core::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
-use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, Limits, Result, TokenIssuer};
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, Result, TokenIssuer};
 use metrics_util::CompositeKey;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::Instrument;
@@ -201,32 +201,23 @@ fn sixteen_racing_writers_count_cas_retries() {
     );
 }
 
-/// A blob backend whose every write may have been applied.
+/// Applies every write, then reports that it may not have been.
 #[derive(Debug, Default)]
-struct Unanswered(MemoryBlobBackend);
+struct Unanswered;
 
 #[async_trait]
-impl BlobBackend for Unanswered {
-    fn name(&self) -> &'static str {
+impl WriteHook<MemoryBlobBackend> for Unanswered {
+    fn name(&self, _: &MemoryBlobBackend) -> &'static str {
         "unanswered"
     }
-    fn limits(&self) -> Limits {
-        self.0.limits()
-    }
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-        self.0.read_prefix(key, len).await
-    }
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-        self.0.read(key).await
-    }
+
     async fn write(
         &self,
+        inner: &MemoryBlobBackend,
         key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
+        write: BlobWrite,
     ) -> Result<WriteOutcome> {
-        self.0.write(key, body, hint, precondition).await?;
+        inner.write(key, write).await?;
         Err(Error::outcome_unknown(
             "unanswered",
             format!("PUT {key}"),
@@ -238,7 +229,10 @@ impl BlobBackend for Unanswered {
 #[test]
 fn an_unknown_outcome_is_counted_once_per_call_and_once_per_retry() {
     let (result, m) = recorded(async {
-        let store = Instrumented::new(BlobStore::new(Unanswered::default()).with_max_attempts(2));
+        let store = Instrumented::new(
+            BlobStore::new(HookedWrites::new(MemoryBlobBackend::new(), Unanswered))
+                .with_max_attempts(2),
+        );
         store.put("k", "v".into(), FencingToken::new(7)).await
     });
     assert!(

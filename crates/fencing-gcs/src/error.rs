@@ -79,19 +79,6 @@ mod tests {
         google_cloud_storage::Error::http(status, HeaderMap::new(), bytes::Bytes::new())
     }
 
-    fn kind(failure: &Failure) -> String {
-        match failure {
-            Failure::NotFound => "not found".into(),
-            Failure::EmptyRange => "empty".into(),
-            Failure::PreconditionFailed => "precondition".into(),
-            Failure::Error(Error::Backend { retryable, .. }) => {
-                format!("backend retryable={retryable}")
-            }
-            Failure::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
-            Failure::Error(e) => format!("{e:?}"),
-        }
-    }
-
     #[test]
     fn statuses_and_transport_failures_map_to_the_loop() {
         use google_cloud_storage::Error as E;
@@ -124,7 +111,7 @@ mod tests {
         ];
         for (op, err, want) in cases {
             let what = format!("{op:?} {err}");
-            assert_eq!(kind(&classify(op, "b", "k", err)), want, "{what}");
+            assert_eq!(classify(op, "b", "k", err).describe(), want, "{what}");
         }
     }
 }

@@ -11,9 +11,9 @@ pub use config::GcsConfig;
 pub use google_cloud_storage;
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use fencing_core::blob::{
-    BlobBackend, BlobMeta, BlobStore, BlobVersion, FRAME_HEADER_LEN, Precondition, StoredObject,
+    BlobBackend, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition, StoredObject,
     WriteOutcome,
 };
 use fencing_core::{Error, FencingToken, Limits, Result};
@@ -94,10 +94,22 @@ impl GcsBackend {
             max_token: FencingToken::new(u64::MAX),
         }
     }
+}
 
-    /// Reads the object (`len: None`) or its first `len` bytes, with its
-    /// generation; `Ok(None)` if absent.
-    async fn get(&self, op: Op, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+#[async_trait]
+impl BlobBackend for GcsBackend {
+    fn name(&self) -> &'static str {
+        "gcs"
+    }
+
+    fn limits(&self) -> Limits {
+        Self::limits()
+    }
+
+    /// A media download, whole or ranged (the generation and the frame
+    /// header together).
+    async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        let op = if len.is_some() { Op::Head } else { Op::Read };
         let mut request = self.client.read_object(&self.bucket, key);
         if let Some(len) = len {
             request =
@@ -108,7 +120,7 @@ impl GcsBackend {
             Err(err) => match classify(op, &self.bucket, key, err) {
                 Failure::NotFound => return Ok(None),
                 // An empty object has no range to read: read it whole.
-                Failure::EmptyRange => return Box::pin(self.get(Op::Read, key, None)).await,
+                Failure::EmptyRange => return self.read_range(key, None).await,
                 Failure::PreconditionFailed => {
                     return Err(Error::backend(
                         "gcs",
@@ -135,41 +147,14 @@ impl GcsBackend {
             bytes: bytes.freeze(),
         }))
     }
-}
-
-#[async_trait]
-impl BlobBackend for GcsBackend {
-    fn name(&self) -> &'static str {
-        "gcs"
-    }
-
-    fn limits(&self) -> Limits {
-        Self::limits()
-    }
-
-    /// One ranged media download: the generation and the frame header
-    /// together.
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-        self.get(Op::Head, key, Some(len)).await
-    }
-
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-        self.get(Op::Read, key, None).await
-    }
 
     /// A generation no object has: real ones are microsecond timestamps.
     fn unmatchable_version(&self) -> BlobVersion {
         BlobVersion::new("1")
     }
 
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
-        let (op, generation) = match precondition {
+    async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
+        let (op, generation) = match &write.precondition {
             Precondition::Absent => (Op::Create, 0),
             Precondition::Matches(version) => {
                 let generation = version.as_str().parse::<i64>().map_err(|_| {
@@ -180,9 +165,9 @@ impl BlobBackend for GcsBackend {
         };
         let result = self
             .client
-            .write_object(&self.bucket, key, body)
+            .write_object(&self.bucket, key, write.body)
             .set_content_type("application/octet-stream")
-            .set_metadata(hint.to_pairs())
+            .set_metadata(write.hint.to_pairs())
             .set_if_generation_match(generation)
             // The client would retry an upload with a generation
             // precondition (it counts as idempotent); a retry of an applied
@@ -201,15 +186,7 @@ impl BlobBackend for GcsBackend {
             Ok(object) => Ok(WriteOutcome::Written(BlobVersion::new(
                 object.generation.to_string(),
             ))),
-            Err(err) => match classify(op, &self.bucket, key, err) {
-                Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound | Failure::EmptyRange => Err(Error::backend(
-                    "gcs",
-                    false,
-                    format!("unexpected 'not found' writing {key:?}"),
-                )),
-                Failure::Error(e) => Err(e),
-            },
+            Err(err) => classify(op, &self.bucket, key, err).into_write_outcome("gcs", key),
         }
     }
 }

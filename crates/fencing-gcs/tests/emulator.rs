@@ -8,7 +8,7 @@
 //! JSON API (the client library creates buckets over gRPC only).
 
 use bytes::Bytes;
-use fencing_core::blob::{BlobBackend, Precondition, WriteOutcome};
+use fencing_core::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome};
 use fencing_core::{Error, FencedStore};
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
 use fencing_harness::env::GCS;
@@ -46,7 +46,10 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
         let key = fencing_testkit::unique_name(&format!("precondition-{size}"));
         let value = Bytes::from(vec![b'g'; size]);
         let WriteOutcome::Written(first) = backend
-            .write(&key, value.clone(), meta(1), &Precondition::Absent)
+            .write(
+                &key,
+                BlobWrite::new(value.clone(), meta(1), Precondition::Absent),
+            )
             .await
             .unwrap()
         else {
@@ -54,7 +57,10 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
         };
         assert_eq!(
             backend
-                .write(&key, value.clone(), meta(1), &Precondition::Absent)
+                .write(
+                    &key,
+                    BlobWrite::new(value.clone(), meta(1), Precondition::Absent)
+                )
                 .await
                 .unwrap(),
             WriteOutcome::PreconditionFailed,
@@ -63,9 +69,7 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
         let WriteOutcome::Written(second) = backend
             .write(
                 &key,
-                value.clone(),
-                meta(2),
-                &Precondition::Matches(first.clone()),
+                BlobWrite::new(value.clone(), meta(2), Precondition::Matches(first.clone())),
             )
             .await
             .unwrap()
@@ -75,7 +79,10 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
         assert_ne!(first, second, "the generation changes on every write");
         assert_eq!(
             backend
-                .write(&key, value.clone(), meta(1), &Precondition::Matches(first))
+                .write(
+                    &key,
+                    BlobWrite::new(value.clone(), meta(1), Precondition::Matches(first))
+                )
                 .await
                 .unwrap(),
             WriteOutcome::PreconditionFailed,

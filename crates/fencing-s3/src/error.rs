@@ -126,19 +126,6 @@ mod tests {
         SdkError::dispatch_failure(ConnectorError::io(Box::new(std::io::Error::from(kind))))
     }
 
-    fn kind(failure: &Failure) -> String {
-        match failure {
-            Failure::NotFound => "not found".into(),
-            Failure::EmptyRange => "empty".into(),
-            Failure::PreconditionFailed => "precondition".into(),
-            Failure::Error(Error::Backend { retryable, .. }) => {
-                format!("backend retryable={retryable}")
-            }
-            Failure::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
-            Failure::Error(e) => format!("{e:?}"),
-        }
-    }
-
     #[test]
     fn statuses_decide_not_modelled_variants() {
         let cases = [
@@ -194,7 +181,7 @@ mod tests {
                 "{op:?} {:?}",
                 err.raw_response().map(|r| r.status().as_u16())
             );
-            assert_eq!(kind(&classify(op, "b", "k", err)), want, "{what}");
+            assert_eq!(classify(op, "b", "k", err).describe(), want, "{what}");
         }
     }
 
@@ -202,42 +189,30 @@ mod tests {
     fn a_write_that_may_have_been_sent_is_an_unknown_outcome() {
         use std::io::ErrorKind;
         let timeout = || SdkError::<PutObjectError>::timeout_error("deadline");
-        assert_eq!(kind(&classify(Op::Write, "b", "k", timeout())), "unknown");
         assert_eq!(
-            kind(&classify(Op::Head, "b", "k", timeout())),
-            "backend retryable=true"
-        );
-        assert_eq!(
-            kind(&classify(
-                Op::Write,
-                "b",
-                "k",
-                io(ErrorKind::ConnectionReset)
-            )),
+            classify(Op::Write, "b", "k", timeout()).describe(),
             "unknown"
         );
         assert_eq!(
-            kind(&classify(
-                Op::Read,
-                "b",
-                "k",
-                io(ErrorKind::ConnectionReset)
-            )),
+            classify(Op::Head, "b", "k", timeout()).describe(),
+            "backend retryable=true"
+        );
+        assert_eq!(
+            classify(Op::Write, "b", "k", io(ErrorKind::ConnectionReset)).describe(),
+            "unknown"
+        );
+        assert_eq!(
+            classify(Op::Read, "b", "k", io(ErrorKind::ConnectionReset)).describe(),
             "backend retryable=true"
         );
         // Refused: nothing was sent, so even a write may be retried.
         assert_eq!(
-            kind(&classify(
-                Op::Write,
-                "b",
-                "k",
-                io(ErrorKind::ConnectionRefused)
-            )),
+            classify(Op::Write, "b", "k", io(ErrorKind::ConnectionRefused)).describe(),
             "backend retryable=true"
         );
         let built = SdkError::<PutObjectError>::construction_failure("bad input");
         assert_eq!(
-            kind(&classify(Op::Write, "b", "k", built)),
+            classify(Op::Write, "b", "k", built).describe(),
             "backend retryable=false"
         );
     }

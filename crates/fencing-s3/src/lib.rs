@@ -16,7 +16,7 @@ use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use bytes::Bytes;
 use fencing_core::blob::{
-    BlobBackend, BlobMeta, BlobStore, BlobVersion, Precondition, StoredObject, WriteOutcome,
+    BlobBackend, BlobStore, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
 };
 pub use fencing_core::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
 use fencing_core::{Error, FencingToken, Limits, Result};
@@ -99,39 +99,6 @@ fn version_from(e_tag: Option<&str>) -> BlobVersion {
 }
 
 impl S3Backend {
-    /// A GET of the whole object (`range: None`) or of its first bytes.
-    async fn get(&self, op: Op, key: &str, range: Option<String>) -> Result<Option<StoredObject>> {
-        let result = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .set_range(range)
-            .send()
-            .await;
-        let output = match result {
-            Ok(output) => output,
-            Err(err) => {
-                return match classify(op, &self.bucket, key, err) {
-                    Failure::NotFound => Ok(None),
-                    Failure::EmptyRange => self.head_empty(key).await,
-                    Failure::PreconditionFailed => {
-                        Err(unexpected("a failed precondition on GetObject", key))
-                    }
-                    Failure::Error(e) => Err(e),
-                };
-            }
-        };
-        let version = version_from(output.e_tag());
-        let bytes = output
-            .body
-            .collect()
-            .await
-            .map_err(|e| Error::backend("s3", true, e))?
-            .into_bytes();
-        Ok(Some(StoredObject { version, bytes }))
-    }
-
     /// A ranged GET of an empty object answers 416 with no ETag: ask HEAD
     /// for the version (an empty object has no frame: it is foreign).
     async fn head_empty(&self, key: &str) -> Result<Option<StoredObject>> {
@@ -166,36 +133,53 @@ impl BlobBackend for S3Backend {
         Self::limits()
     }
 
-    /// One ranged GET: the version and the frame header together, for what
-    /// a HEAD costs.
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-        let last = len.max(1) - 1;
-        self.get(Op::Head, key, Some(format!("bytes=0-{last}")))
+    /// A GET of the whole object, or a ranged one: the version and the
+    /// frame header together, for what a HEAD costs.
+    async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        let op = if len.is_some() { Op::Head } else { Op::Read };
+        let result = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_range(len.map(|len| format!("bytes=0-{}", len.max(1) - 1)))
+            .send()
+            .await;
+        let output = match result {
+            Ok(output) => output,
+            Err(err) => {
+                return match classify(op, &self.bucket, key, err) {
+                    Failure::NotFound => Ok(None),
+                    Failure::EmptyRange => self.head_empty(key).await,
+                    Failure::PreconditionFailed => {
+                        Err(unexpected("a failed precondition on GetObject", key))
+                    }
+                    Failure::Error(e) => Err(e),
+                };
+            }
+        };
+        let version = version_from(output.e_tag());
+        let bytes = output
+            .body
+            .collect()
             .await
+            .map_err(|e| Error::backend("s3", true, e))?
+            .into_bytes();
+        Ok(Some(StoredObject { version, bytes }))
     }
 
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-        self.get(Op::Read, key, None).await
-    }
-
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
+    async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
         let mut request = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_type("application/octet-stream")
-            .body(ByteStream::from(body));
-        for (name, value) in hint.to_pairs() {
+            .body(ByteStream::from(write.body));
+        for (name, value) in write.hint.to_pairs() {
             request = request.metadata(name, value);
         }
-        request = match precondition {
+        request = match &write.precondition {
             Precondition::Absent => request.if_none_match("*"),
             Precondition::Matches(version) => request.if_match(version.as_str()),
         };
@@ -205,13 +189,7 @@ impl BlobBackend for S3Backend {
             aws_sdk_s3::config::Builder::default().retry_config(RetryConfig::disabled());
         match request.customize().config_override(no_retries).send().await {
             Ok(output) => Ok(WriteOutcome::Written(version_from(output.e_tag()))),
-            Err(err) => match classify(Op::Write, &self.bucket, key, err) {
-                Failure::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
-                Failure::NotFound | Failure::EmptyRange => {
-                    Err(unexpected("'not found' on PutObject", key))
-                }
-                Failure::Error(e) => Err(e),
-            },
+            Err(err) => classify(Op::Write, &self.bucket, key, err).into_write_outcome("s3", key),
         }
     }
 }

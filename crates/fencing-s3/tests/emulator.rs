@@ -11,7 +11,7 @@ use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
 use bytes::Bytes;
-use fencing_core::blob::{BlobBackend, Precondition, WriteOutcome, frame};
+use fencing_core::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome, frame};
 use fencing_core::{Error, FencedStore};
 use fencing_harness::env::S3;
 use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
@@ -106,7 +106,10 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     // Through the backend: A@5, then the fencer rewrites A@6.
     let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
     let WriteOutcome::Written(v5) = backend
-        .write(&key, framed(5, b"A"), meta(5), &Precondition::Absent)
+        .write(
+            &key,
+            BlobWrite::new(framed(5, b"A"), meta(5), Precondition::Absent),
+        )
         .await
         .unwrap()
     else {
@@ -115,9 +118,7 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     let WriteOutcome::Written(v6) = backend
         .write(
             &key,
-            framed(6, b"A"),
-            meta(6),
-            &Precondition::Matches(v5.clone()),
+            BlobWrite::new(framed(6, b"A"), meta(6), Precondition::Matches(v5.clone())),
         )
         .await
         .unwrap()
@@ -130,9 +131,7 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     let stale = backend
         .write(
             &key,
-            framed(5, b"B"),
-            meta(5),
-            &Precondition::Matches(v5.clone()),
+            BlobWrite::new(framed(5, b"B"), meta(5), Precondition::Matches(v5.clone())),
         )
         .await
         .unwrap();

@@ -14,34 +14,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::blob::{
-    BlobBackend, BlobMeta, BlobStore, BlobVersion, Precondition, StoredObject, WriteOutcome,
+    BlobBackend, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
 };
-use fencing_core::{FencedStore, Limits, Result};
+use fencing_core::{FencedStore, Result};
 
-/// A [`BlobBackend`] that forwards to `B` and counts conditional writes and
-/// the ones whose precondition failed.
-#[derive(Debug)]
-pub struct CountingBackend<B> {
-    inner: B,
+/// A [`BlobBackend`] that forwards to `B` and counts its conditional
+/// writes: `CountingBackend::new(backend, WriteCounts::default())`, the
+/// counts in [`hook()`](HookedWrites::hook).
+pub type CountingBackend<B> = HookedWrites<B, WriteCounts>;
+
+/// Conditional writes that got an answer, and the ones whose precondition
+/// failed.
+#[derive(Debug, Default)]
+pub struct WriteCounts {
     writes: AtomicU64,
     lost: AtomicU64,
 }
 
-impl<B> CountingBackend<B> {
-    /// Wraps `inner` with both counts at zero.
-    pub fn new(inner: B) -> Self {
-        Self {
-            inner,
-            writes: AtomicU64::new(0),
-            lost: AtomicU64::new(0),
-        }
-    }
-
-    /// The wrapped backend.
-    pub fn inner(&self) -> &B {
-        &self.inner
-    }
-
+impl WriteCounts {
     /// Conditional writes that got an answer, won or lost.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
@@ -54,36 +44,10 @@ impl<B> CountingBackend<B> {
 }
 
 #[async_trait]
-impl<B: BlobBackend> BlobBackend for CountingBackend<B> {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-
-    fn limits(&self) -> Limits {
-        self.inner.limits()
-    }
-
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-        self.inner.read_prefix(key, len).await
-    }
-
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-        self.inner.read(key).await
-    }
-
-    fn unmatchable_version(&self) -> BlobVersion {
-        self.inner.unmatchable_version()
-    }
-
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        meta: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
+impl<B: BlobBackend> WriteHook<B> for WriteCounts {
+    async fn write(&self, inner: &B, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
         self.writes.fetch_add(1, Ordering::Relaxed);
-        let outcome = self.inner.write(key, body, meta, precondition).await?;
+        let outcome = inner.write(key, write).await?;
         if outcome == WriteOutcome::PreconditionFailed {
             self.lost.fetch_add(1, Ordering::Relaxed);
         }
@@ -105,10 +69,12 @@ pub async fn racing_writers_take_the_precondition_path<B: BlobBackend + 'static>
     writers: usize,
     writes: usize,
 ) -> (u64, u64) {
-    let store = Arc::new(BlobStore::new(CountingBackend::new(backend)));
+    let counting = CountingBackend::new(backend, WriteCounts::default());
+    let store = Arc::new(BlobStore::new(counting));
     crate::store::racing_writers_with(store.clone(), writers, writes).await;
     let counting = store.backend();
-    let (writes, lost) = (counting.writes(), counting.precondition_failures());
+    let counts = counting.hook();
+    let (writes, lost) = (counts.writes(), counts.precondition_failures());
     println!(
         "{} race: {writes} conditional writes, {lost} lost their precondition (412/409) and re-read",
         counting.name()

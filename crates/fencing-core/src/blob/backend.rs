@@ -57,7 +57,7 @@ impl BlobMeta {
 }
 
 /// An object as stored: its version and its bytes (all of them, or the
-/// first ones for [`BlobBackend::read_prefix`]).
+/// first ones for [`BlobBackend::read_range`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredObject {
     /// The version a conditional write must match.
@@ -74,6 +74,29 @@ pub enum Precondition {
     /// The object must still be at this version (`If-Match`,
     /// `ifGenerationMatch`).
     Matches(BlobVersion),
+}
+
+/// A conditional write, as the loop hands it to [`BlobBackend::write`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobWrite {
+    /// The framed body (opaque to the backend).
+    pub body: Bytes,
+    /// What the frame says, which the backend may also store as user
+    /// metadata (for people and tools; the store never reads it).
+    pub hint: BlobMeta,
+    /// The condition the write is made under.
+    pub precondition: Precondition,
+}
+
+impl BlobWrite {
+    /// A write of `body` under `precondition`.
+    pub fn new(body: Bytes, hint: BlobMeta, precondition: Precondition) -> Self {
+        Self {
+            body,
+            hint,
+            precondition,
+        }
+    }
 }
 
 /// The result of a conditional write that reached the backend.
@@ -99,26 +122,30 @@ pub trait BlobBackend: Send + Sync + Debug {
     fn limits(&self) -> Limits;
 
     /// The object's version and its first `len` bytes (all of them if it is
-    /// shorter), in one request; `None` if absent. This is the loop's cheap
-    /// read: a ranged GET costs what a HEAD costs and returns the token.
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>>;
+    /// shorter, or for `None`), in one request; `None` if absent. A prefix
+    /// is the loop's cheap read: a ranged GET costs what a HEAD costs and
+    /// returns the token.
+    async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>>;
 
-    /// The whole object, or `None` if absent.
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>>;
+    /// The version and first `len` bytes: [`read_range`](Self::read_range)
+    /// with `Some(len)`.
+    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+        self.read_range(key, Some(len)).await
+    }
 
-    /// Writes `body` if `precondition` holds, in one request, **without
-    /// retrying inside the SDK** (a retried write that was applied fails its
-    /// precondition and would look like a lost race). `hint` may be stored
-    /// as user metadata. A failed precondition is
+    /// The whole object, or `None` if absent: [`read_range`](Self::read_range)
+    /// with `None`.
+    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
+        self.read_range(key, None).await
+    }
+
+    /// Writes `write.body` if `write.precondition` holds, in one request,
+    /// **without retrying inside the SDK** (a retried write that was
+    /// applied fails its precondition and would look like a lost race).
+    /// `write.hint` may be stored as user metadata. A failed precondition is
     /// [`WriteOutcome::PreconditionFailed`], not an error; a write that may
     /// have been applied is [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome>;
+    async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome>;
 
     /// A version no object can have, for [`FencedStore::verify`](crate::FencedStore::verify)'s probe
     /// that the server refuses a write conditioned on it.
@@ -139,20 +166,11 @@ macro_rules! forward_blob_backend {
             fn limits(&self) -> Limits {
                 (**self).limits()
             }
-            async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
-                (**self).read_prefix(key, len).await
+            async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+                (**self).read_range(key, len).await
             }
-            async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-                (**self).read(key).await
-            }
-            async fn write(
-                &self,
-                key: &str,
-                body: Bytes,
-                hint: BlobMeta,
-                precondition: &Precondition,
-            ) -> Result<WriteOutcome> {
-                (**self).write(key, body, hint, precondition).await
+            async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
+                (**self).write(key, write).await
             }
             fn unmatchable_version(&self) -> BlobVersion {
                 (**self).unmatchable_version()

@@ -22,7 +22,8 @@
 
 use std::ops::RangeInclusive;
 
-use crate::{BoxError, Error};
+use super::WriteOutcome;
+use crate::{BoxError, Error, Result};
 
 /// The request an answer is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +206,40 @@ pub enum Failure {
     EmptyRange,
     /// Anything else, as the [`Error`] to return.
     Error(Error),
+}
+
+impl Failure {
+    /// A conditional write's failure as
+    /// [`BlobBackend::write`](super::BlobBackend::write) returns it: a lost
+    /// race is [`WriteOutcome::PreconditionFailed`]; "absent" cannot answer
+    /// a write, so it is a permanent error.
+    pub fn into_write_outcome(self, backend: &'static str, key: &str) -> Result<WriteOutcome> {
+        match self {
+            Self::PreconditionFailed => Ok(WriteOutcome::PreconditionFailed),
+            Self::NotFound | Self::EmptyRange => Err(Error::backend(
+                backend,
+                false,
+                format!("unexpected 'not found' writing {key:?}"),
+            )),
+            Self::Error(e) => Err(e),
+        }
+    }
+
+    /// The failure in a few words (`not found`, `empty`, `precondition`,
+    /// `backend retryable=<bool>`, `unknown`, else the error's `Debug`), as
+    /// the adapters' classification tables name what they expect.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::NotFound => "not found".into(),
+            Self::EmptyRange => "empty".into(),
+            Self::PreconditionFailed => "precondition".into(),
+            Self::Error(Error::Backend { retryable, .. }) => {
+                format!("backend retryable={retryable}")
+            }
+            Self::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
+            Self::Error(e) => format!("{e:?}"),
+        }
+    }
 }
 
 /// The [`Failure`] for an answer with an HTTP `status`: [`meaning`] turned

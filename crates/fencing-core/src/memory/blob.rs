@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::MemoryStore;
-use crate::blob::{BlobBackend, BlobMeta, BlobVersion, Precondition, StoredObject, WriteOutcome};
+use crate::blob::{BlobBackend, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome};
 use crate::{Limits, Result};
 
 /// Objects in process memory with a version that changes on every write,
@@ -72,26 +72,19 @@ impl BlobBackend for MemoryBlobBackend {
         MemoryStore::LIMITS
     }
 
-    async fn read_prefix(&self, key: &str, len: usize) -> Result<Option<StoredObject>> {
+    async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
         Ok(self
             .objects
             .lock()
             .expect("poisoned")
             .get(key)
-            .map(|o| o.stored(len)))
+            .map(|o| o.stored(len.unwrap_or(usize::MAX))))
     }
 
-    async fn read(&self, key: &str) -> Result<Option<StoredObject>> {
-        self.read_prefix(key, usize::MAX).await
-    }
-
-    async fn write(
-        &self,
-        key: &str,
-        body: Bytes,
-        _hint: BlobMeta,
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome> {
+    async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
+        let BlobWrite {
+            body, precondition, ..
+        } = write;
         // Yield first so racing writers really interleave between their read
         // and their write, as they would over a network.
         tokio::task::yield_now().await;

@@ -1,0 +1,72 @@
+//! A backend that reads through another and sends its writes through a
+//! hook: for tests and instruments that change only what a write does
+//! (count it, lose its answer, ignore its precondition).
+
+use std::fmt::Debug;
+
+use async_trait::async_trait;
+
+use super::{BlobBackend, BlobVersion, BlobWrite, StoredObject, WriteOutcome};
+use crate::{Limits, Result};
+
+/// What a [`HookedWrites`] backend does with a write, given the backend it
+/// wraps.
+#[async_trait]
+pub trait WriteHook<B: BlobBackend>: Send + Sync + Debug {
+    /// The name the wrapper reports: the wrapped backend's unless
+    /// overridden.
+    fn name(&self, inner: &B) -> &'static str {
+        inner.name()
+    }
+
+    /// The write, usually made around `inner.write(key, write)`.
+    async fn write(&self, inner: &B, key: &str, write: BlobWrite) -> Result<WriteOutcome>;
+}
+
+/// A [`BlobBackend`] that forwards everything to `inner` except writes,
+/// which go through `hook`.
+#[derive(Debug, Default)]
+pub struct HookedWrites<B, H> {
+    inner: B,
+    hook: H,
+}
+
+impl<B, H> HookedWrites<B, H> {
+    /// `inner`, its writes sent through `hook`.
+    pub fn new(inner: B, hook: H) -> Self {
+        Self { inner, hook }
+    }
+
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+
+    /// The hook.
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+}
+
+#[async_trait]
+impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
+    fn name(&self) -> &'static str {
+        self.hook.name(&self.inner)
+    }
+
+    fn limits(&self) -> Limits {
+        self.inner.limits()
+    }
+
+    async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        self.inner.read_range(key, len).await
+    }
+
+    async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
+        self.hook.write(&self.inner, key, write).await
+    }
+
+    fn unmatchable_version(&self) -> BlobVersion {
+        self.inner.unmatchable_version()
+    }
+}
