@@ -18,94 +18,79 @@ const LANGUAGES: [&str; 7] = [
     "typescript",
 ];
 
-/// Every lock, lease and leader election in `*/unfenced/`: (file, line, kind).
-const UNFENCED: [(&str, u64, &str); 20] = [
+/// A finding expected in a fixture: (file, line, kind).
+type Site = (&'static str, u64, &'static str);
+
+/// Every lock, lease and leader election. Those in
+/// `*/fenced/` pass the lease's token to a write the store checks; those in
+/// `*/unfenced/` do not.
+const SITES: [Site; 34] = [
+    ("go/fenced/billing.go", 11, "redis-set-nx"),
+    ("go/fenced/reindex.go", 17, "etcd-lock"),
     ("go/unfenced/billing.go", 14, "redsync"),
     ("go/unfenced/leader.go", 12, "k8s-leader-election"),
-    ("go/unfenced/reindex.go", 17, "etcd-lock"),
-    ("java/unfenced/IndexRebuilder.java", 17, "zookeeper-lock"),
-    ("java/unfenced/InvoiceJob.java", 18, "redisson-lock"),
-    ("java/unfenced/ReportScheduler.java", 18, "shedlock"),
+    ("go/unfenced/reindex.go", 25, "etcd-lock"),
+    ("java/fenced/InvoiceJob.java", 18, "redisson-lock"),
+    ("java/fenced/LedgerCloser.java", 12, "hazelcast-lock"),
+    ("java/unfenced/IndexRebuilder.java", 16, "zookeeper-lock"),
+    ("java/unfenced/InvoiceJob.java", 13, "redisson-lock"),
+    ("java/unfenced/ReportScheduler.java", 15, "shedlock"),
+    ("javascript/fenced/billing.js", 6, "etcd-lock"),
+    ("javascript/fenced/cleanup.js", 7, "redis-set-nx"),
     ("javascript/unfenced/billing.js", 8, "redlock"),
     ("javascript/unfenced/cleanup.js", 7, "redis-set-nx"),
+    ("kotlin/fenced/Exporter.kt", 9, "etcd-lock"),
+    ("kotlin/fenced/LedgerCloser.kt", 8, "hazelcast-lock"),
     ("kotlin/unfenced/Exporter.kt", 8, "zookeeper-election"),
     ("kotlin/unfenced/PartnerSync.kt", 9, "pg-advisory-lock"),
+    ("python/fenced/report_job.py", 7, "redis-set-nx"),
+    ("python/fenced/workers.py", 9, "zookeeper-lock"),
     ("python/unfenced/report_job.py", 10, "redis-set-nx"),
     ("python/unfenced/workers.py", 10, "zookeeper-lock"),
     ("python/unfenced/workers.py", 16, "dynamodb-lock"),
     ("python/unfenced/workers.py", 27, "pg-advisory-lock"),
-    ("rust/unfenced/compactor.rs", 10, "etcd-lock"),
-    ("rust/unfenced/compactor.rs", 21, "pg-advisory-lock"),
+    ("rust/fenced/compactor.rs", 10, "etcd-lock"),
+    ("rust/fenced/report_job.rs", 7, "redis-set-nx"),
+    ("rust/unfenced/compactor.rs", 13, "etcd-lock"),
+    ("rust/unfenced/compactor.rs", 24, "pg-advisory-lock"),
     ("rust/unfenced/report_job.rs", 16, "redis-set-nx"),
+    ("typescript/fenced/reports.ts", 6, "redis-set-nx"),
+    ("typescript/fenced/reports.ts", 22, "acquire-lock"),
     ("typescript/unfenced/queue.ts", 8, "redis-lock"),
     ("typescript/unfenced/queue.ts", 18, "pg-advisory-lock"),
     ("typescript/unfenced/scheduler.ts", 8, "etcd-election"),
 ];
 
-/// Every lock in `*/fenced/`, each passing its token to a write the store
-/// checks: (file, line, kind).
-const FENCED: [(&str, u64, &str); 14] = [
-    ("go/fenced/billing.go", 11, "redis-set-nx"),
-    ("go/fenced/reindex.go", 17, "etcd-lock"),
-    ("java/fenced/InvoiceJob.java", 18, "redisson-lock"),
-    ("java/fenced/LedgerCloser.java", 16, "hazelcast-lock"),
-    ("javascript/fenced/billing.js", 6, "etcd-lock"),
-    ("javascript/fenced/cleanup.js", 7, "redis-set-nx"),
-    ("kotlin/fenced/Exporter.kt", 9, "etcd-lock"),
-    ("kotlin/fenced/LedgerCloser.kt", 8, "hazelcast-lock"),
-    ("python/fenced/report_job.py", 7, "redis-set-nx"),
-    ("python/fenced/workers.py", 9, "zookeeper-lock"),
-    ("rust/fenced/compactor.rs", 10, "etcd-lock"),
-    ("rust/fenced/report_job.rs", 7, "redis-set-nx"),
-    ("typescript/fenced/reports.ts", 6, "redis-set-nx"),
-    ("typescript/fenced/reports.ts", 22, "acquire-lock"),
-];
-
-/// Everything else found: (file, line, category, kind), `fenced` null.
-const OTHERS: [(&str, u64, &str, &str); 13] = [
-    ("go/unfenced/billing.go", 12, "hint", "single-writer"),
-    ("go/unfenced/leader.go", 11, "leader", "k8s-lease"),
+/// Everything else found, by category; `fenced` null.
+const OTHERS: [(&str, &[Site]); 3] = [
     (
-        "java/fenced/InvoiceJob.java",
-        26,
-        "optimistic",
-        "token-column",
-    ),
-    (
-        "java/unfenced/ReportScheduler.java",
-        17,
-        "leader",
-        "scheduled-job",
-    ),
-    ("javascript/unfenced/cleanup.js", 5, "hint", "process-pause"),
-    (
-        "python/fenced/workers.py",
-        18,
-        "optimistic",
-        "gcs-precondition",
-    ),
-    ("python/unfenced/report_job.py", 9, "hint", "ttl-assumption"),
-    ("rust/unfenced/report_job.rs", 12, "hint", "ttl-assumption"),
-    ("typescript/fenced/uploads.ts", 6, "optimistic", "if-match"),
-    (
-        "typescript/fenced/uploads.ts",
-        10,
-        "optimistic",
-        "gcs-precondition",
-    ),
-    (
-        "typescript/unfenced/scheduler.ts",
-        6,
         "hint",
-        "single-writer",
+        &[
+            ("go/unfenced/billing.go", 12, "single-writer"),
+            ("javascript/unfenced/cleanup.js", 5, "process-pause"),
+            ("python/unfenced/report_job.py", 9, "ttl-assumption"),
+            ("rust/unfenced/report_job.rs", 12, "ttl-assumption"),
+            ("typescript/unfenced/scheduler.ts", 6, "single-writer"),
+        ],
     ),
-    // Not in the list above because they are lock sites:
-    ("go/unfenced/leader.go", 12, "leader", "k8s-leader-election"),
     (
-        "kotlin/unfenced/Exporter.kt",
-        8,
         "leader",
-        "zookeeper-election",
+        &[
+            ("go/unfenced/leader.go", 11, "k8s-lease"),
+            ("java/unfenced/ReportScheduler.java", 14, "scheduled-job"),
+            // Not in the list above because they are lock sites:
+            ("go/unfenced/leader.go", 12, "k8s-leader-election"),
+            ("kotlin/unfenced/Exporter.kt", 8, "zookeeper-election"),
+        ],
+    ),
+    (
+        "optimistic",
+        &[
+            ("java/fenced/InvoiceJob.java", 26, "token-column"),
+            ("python/fenced/workers.py", 18, "gcs-precondition"),
+            ("typescript/fenced/uploads.ts", 6, "if-match"),
+            ("typescript/fenced/uploads.ts", 10, "gcs-precondition"),
+        ],
     ),
 ];
 
@@ -157,7 +142,21 @@ fn sites(json: &Value, fenced: bool) -> BTreeSet<(String, u64, String)> {
         .collect()
 }
 
-fn expected(rows: &[(&str, u64, &str)]) -> BTreeSet<(String, u64, String)> {
+/// Whether a fixture is in a `fenced/` directory.
+fn is_fenced(file: &str) -> bool {
+    file.contains("/fenced/")
+}
+
+/// The [`SITES`] reported as fenced (or unfenced).
+fn expected_sites(fenced: bool) -> BTreeSet<(String, u64, String)> {
+    let rows: Vec<_> = SITES
+        .into_iter()
+        .filter(|(f, ..)| is_fenced(f) == fenced)
+        .collect();
+    expected(&rows)
+}
+
+fn expected(rows: &[Site]) -> BTreeSet<(String, u64, String)> {
     rows.iter()
         .map(|(f, l, k)| ((*f).to_owned(), *l, (*k).to_owned()))
         .collect()
@@ -166,7 +165,7 @@ fn expected(rows: &[(&str, u64, &str)]) -> BTreeSet<(String, u64, String)> {
 #[test]
 fn every_unfenced_lock_is_found_at_its_line_and_nothing_else_is() {
     let json = audit_json(&fixtures());
-    assert_eq!(sites(&json, false), expected(&UNFENCED));
+    assert_eq!(sites(&json, false), expected_sites(false));
     for f in findings(&json) {
         if f["fenced"] == Value::Bool(false) {
             let message = f["message"].as_str().unwrap();
@@ -190,7 +189,7 @@ fn no_fenced_example_is_flagged_and_each_is_recognised_as_fenced() {
             assert_ne!(f["fenced"], Value::Bool(false), "false positive: {f}");
         }
     }
-    assert_eq!(sites(&json, true), expected(&FENCED));
+    assert_eq!(sites(&json, true), expected_sites(true));
     for f in findings(&json) {
         if f["fenced"] == Value::Bool(true) {
             assert!(
@@ -238,9 +237,8 @@ fn every_finding_is_accounted_for_with_the_documented_schema() {
         ));
     }
     let leader_kinds = ["k8s-leader-election", "zookeeper-election", "etcd-election"];
-    let mut want: BTreeSet<(String, u64, String, String)> = UNFENCED
+    let mut want: BTreeSet<(String, u64, String, String)> = SITES
         .iter()
-        .chain(FENCED.iter())
         .map(|(f, l, k)| {
             let category = if leader_kinds.contains(k) {
                 "leader"
@@ -250,11 +248,12 @@ fn every_finding_is_accounted_for_with_the_documented_schema() {
             ((*f).to_owned(), *l, category.to_owned(), (*k).to_owned())
         })
         .collect();
-    want.extend(
-        OTHERS
-            .iter()
-            .map(|(f, l, c, k)| ((*f).to_owned(), *l, (*c).to_owned(), (*k).to_owned())),
-    );
+    for (category, rows) in OTHERS {
+        want.extend(
+            rows.iter()
+                .map(|(f, l, k)| ((*f).to_owned(), *l, category.to_owned(), (*k).to_owned())),
+        );
+    }
     assert_eq!(all, want);
 
     // Sorted by file, then line.
@@ -293,14 +292,13 @@ fn the_json_summary_counts_exactly() {
 #[test]
 fn each_language_has_both_kinds_of_example_and_its_fenced_tree_has_no_unfenced_lock() {
     for language in LANGUAGES {
-        let unfenced = UNFENCED
-            .iter()
-            .filter(|(f, ..)| f.starts_with(&format!("{language}/")))
-            .count();
-        let fenced = FENCED
-            .iter()
-            .filter(|(f, ..)| f.starts_with(&format!("{language}/")))
-            .count();
+        let count = |fenced: bool| {
+            SITES
+                .iter()
+                .filter(|(f, ..)| f.starts_with(&format!("{language}/")) && is_fenced(f) == fenced)
+                .count()
+        };
+        let (unfenced, fenced) = (count(false), count(true));
         assert!(unfenced >= 1 && fenced >= 1, "{language}");
 
         let dir = fixtures().join(language).join("fenced");
@@ -354,17 +352,16 @@ fn the_text_report_groups_by_category_with_locations_and_a_summary() {
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Scratch {
+    /// A fresh tree holding `files` (path, contents).
+    fn with(name: &str, files: &[(&str, &[u8])]) -> Scratch {
         let dir = std::env::temp_dir().join(format!("fencing-audit-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        for (path, contents) in files {
+            let path = dir.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, contents).unwrap();
+        }
         Scratch(dir)
-    }
-
-    fn write(&self, path: &str, contents: &[u8]) {
-        let path = self.0.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, contents).unwrap();
     }
 }
 
@@ -376,25 +373,29 @@ impl Drop for Scratch {
 
 #[test]
 fn the_walk_skips_ignored_dependency_build_binary_and_large_files() {
-    let tree = Scratch::new("walk");
-    let lock = b"ok = r.set('job', me, nx=True, px=30000)\n";
-    tree.write("app/main.py", lock);
-    tree.write(".gitignore", b"generated/\nscratch.py\n");
-    tree.write("generated/client.py", lock);
-    tree.write("scratch.py", lock);
-    tree.write("node_modules/redlock/index.py", lock);
-    tree.write("target/debug/build.py", lock);
-    tree.write("vendor/lib.py", lock);
-    tree.write("build/lib.py", lock);
-    tree.write(".git/hooks/pre-commit.py", lock);
-    tree.write(".hidden/tool.py", lock);
-    tree.write("notes.txt", lock);
+    let lock: &[u8] = b"ok = r.set('job', me, nx=True, px=30000)\n";
     let mut binary = lock.to_vec();
     binary.extend_from_slice(b"\0\x01\x02");
-    tree.write("app/blob.py", &binary);
     let mut big = lock.to_vec();
     big.resize(2 * 1024 * 1024 + 1, b' ');
-    tree.write("app/big.py", &big);
+    let tree = Scratch::with(
+        "walk",
+        &[
+            ("app/main.py", lock),
+            (".gitignore", b"generated/\nscratch.py\n"),
+            ("generated/client.py", lock),
+            ("scratch.py", lock),
+            ("node_modules/redlock/index.py", lock),
+            ("target/debug/build.py", lock),
+            ("vendor/lib.py", lock),
+            ("build/lib.py", lock),
+            (".git/hooks/pre-commit.py", lock),
+            (".hidden/tool.py", lock),
+            ("notes.txt", lock),
+            ("app/blob.py", &binary),
+            ("app/big.py", &big),
+        ],
+    );
 
     let json = audit_json(&tree.0);
     assert_eq!(
@@ -414,10 +415,12 @@ fn the_walk_skips_ignored_dependency_build_binary_and_large_files() {
 
 #[test]
 fn a_tree_without_locks_says_so() {
-    let tree = Scratch::new("empty");
-    tree.write(
-        "src/lib.rs",
-        b"pub fn add(a: u64, b: u64) -> u64 { a + b }\n",
+    let tree = Scratch::with(
+        "empty",
+        &[(
+            "src/lib.rs",
+            b"pub fn add(a: u64, b: u64) -> u64 { a + b }\n",
+        )],
     );
     let text = audit_text(&tree.0);
     assert!(text.contains("No distributed locks"), "{text}");
