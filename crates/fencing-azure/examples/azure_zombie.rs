@@ -14,7 +14,10 @@
 use std::time::Duration;
 
 use fencing_core::memory::MemoryIssuer;
-use fencing_core::{Error, FencedStore, LeaseRequest, TokenIssuer};
+use fencing_core::scenario::figure_9_6;
+
+/// Client 1's lease; it pauses for 1.5 times this.
+const TTL: Duration = Duration::from_millis(200);
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,46 +31,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `BlobContainerClient` and call `fencing_azure::azure_store`.
     let store = fencing_azure::emulator::store(&endpoint, &container).await?;
 
-    let issuer = MemoryIssuer::new();
-    let ttl = Duration::from_millis(200);
-    let key = &format!("example/figure-9-6-{}", std::process::id());
-
-    let zombie = issuer
-        .acquire(&LeaseRequest::new("report", ttl), Duration::from_secs(5))
-        .await?;
-    println!(
-        "client 1 holds the lease with token {}, then pauses",
-        zombie.token()
-    );
-    tokio::time::sleep(ttl * 2).await;
-
-    let holder = issuer
-        .acquire(&LeaseRequest::new("report", ttl), Duration::from_secs(5))
-        .await?;
-    store
-        .put(key, "written by client 2".into(), holder.token())
-        .await?;
-    println!(
-        "client 2 got token {} and wrote {container}/{key}",
-        holder.token()
-    );
-
-    match store
-        .put(key, "written by client 1".into(), zombie.token())
-        .await
-    {
-        Err(e @ Error::StaleToken { .. }) => println!("client 1 woke up and was refused: {e}"),
-        other => {
-            return Err(
-                format!("the zombie's write should have been refused, got {other:?}").into(),
-            );
-        }
-    }
-    let stored = store.get(key).await?.expect("client 2's value");
-    println!(
-        "{container}/{key} holds {:?} at token {}",
-        String::from_utf8_lossy(&stored.value),
-        stored.token
-    );
+    // The steps are fencing_core::scenario::figure_9_6, the scenario every
+    // conformance suite asserts; it fails unless the zombie is refused.
+    let prefix = format!("example/{}", std::process::id());
+    figure_9_6(&MemoryIssuer::new(), &store, TTL, false, &prefix, |event| {
+        println!("{:>7.3}s  {:?}", event.at.as_secs_f64(), event.step);
+    })
+    .await?;
+    println!("{container}/{prefix}/file holds client 2's value; the zombie was refused");
     Ok(())
 }
