@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fencing_core::memory::MemoryStore;
-use fencing_core::{Error, FencingToken, HolderId, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, FencingToken, HolderId, Lease, LeaseRequest, Result, TokenIssuer};
 
 use crate::history::{HistoryReport, quick_check};
 use crate::unique_name;
@@ -40,15 +40,64 @@ impl IssuerProfile {
 
 const WAIT: Duration = Duration::from_secs(10);
 
+/// Acquires `resource` for `ttl`, waiting up to 10 s, or panics.
+pub async fn grant(issuer: &dyn TokenIssuer, resource: &str, ttl: Duration) -> Lease {
+    let lease = issuer
+        .acquire(&LeaseRequest::new(resource, ttl), WAIT)
+        .await;
+    lease.unwrap_or_else(|e| panic!("acquire {resource}: {e}"))
+}
+
+/// Acquires `resource` for `ttl` without waiting: it must be free.
+pub async fn grant_now(issuer: &dyn TokenIssuer, resource: &str, ttl: Duration) -> Lease {
+    let lease = issuer.try_acquire(&LeaseRequest::new(resource, ttl)).await;
+    let lease = lease.unwrap_or_else(|e| panic!("try_acquire {resource}: {e}"));
+    lease.unwrap_or_else(|| panic!("{resource} is not free"))
+}
+
+/// Panics unless `result` is `LeaseLost`; `what` names the call.
+pub fn assert_lease_lost<T: std::fmt::Debug>(result: Result<T>, what: &str) {
+    match result {
+        Err(Error::LeaseLost { .. }) => {}
+        other => panic!("{what} must fail with LeaseLost, got {other:?}"),
+    }
+}
+
+/// Panics unless `resource` is held: someone else's `try_acquire` (for
+/// `ttl`) gets nothing. `what` says what was granted if it does.
+pub async fn assert_held(issuer: &dyn TokenIssuer, resource: &str, ttl: Duration, what: &str) {
+    let other = issuer.try_acquire(&LeaseRequest::new(resource, ttl)).await;
+    let other = other.expect("try_acquire");
+    assert!(other.is_none(), "{what}: {other:?}");
+}
+
+/// The token `resource`'s holder holds, or a panic if nobody does.
+async fn held_token(issuer: &dyn TokenIssuer, resource: &str) -> FencingToken {
+    let holding = issuer.holder(resource).await.expect("holder");
+    holding
+        .unwrap_or_else(|| panic!("nobody holds {resource}"))
+        .token
+}
+
+/// A lease with the short TTL left to expire, and the next holder's lease
+/// (granted once it has): the zombie and its successor.
+async fn lose(issuer: &dyn TokenIssuer, p: &IssuerProfile, name: &str) -> (String, Lease, Lease) {
+    let resource = unique_name(name);
+    let zombie = grant(issuer, &resource, p.ttl).await;
+    let request = LeaseRequest::new(&resource, p.long_ttl);
+    let next = issuer
+        .acquire(&request, p.ttl + p.expiry_slack + WAIT)
+        .await;
+    let next = next.expect("the resource is free once the TTL has passed");
+    (resource, zombie, next)
+}
+
 /// Grants on one resource carry strictly increasing tokens.
 pub async fn tokens_strictly_increase(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("increase");
     let mut last = None;
     for i in 0..10 {
-        let lease = issuer
-            .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-            .await
-            .unwrap_or_else(|e| panic!("acquire #{i}: {e}"));
+        let lease = grant(issuer, &resource, p.long_ttl).await;
         if let Some(prev) = last {
             assert!(
                 lease.token() > prev,
@@ -64,19 +113,9 @@ pub async fn tokens_strictly_increase(issuer: &dyn TokenIssuer, p: &IssuerProfil
 /// While a lease is live, nobody else gets it, and `holder` names the holder.
 pub async fn one_live_holder(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("exclusive");
-    let a = issuer
-        .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
-        .await
-        .expect("try_acquire")
-        .expect("a free resource is granted");
-    let b = issuer
-        .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
-        .await
-        .expect("try_acquire");
-    assert!(
-        b.is_none(),
-        "a second holder was granted a live lease: {b:?}"
-    );
+    let a = grant_now(issuer, &resource, p.long_ttl).await;
+    let what = "a second holder was granted a live lease";
+    assert_held(issuer, &resource, p.long_ttl, what).await;
     let holding = issuer
         .holder(&resource)
         .await
@@ -91,18 +130,7 @@ pub async fn one_live_holder(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
 /// A holder that stops renewing loses the lease after its TTL; the next
 /// acquire gets a higher token.
 pub async fn expiry_frees_the_resource(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
-    let resource = unique_name("expiry");
-    let first = issuer
-        .acquire(&LeaseRequest::new(&resource, p.ttl), WAIT)
-        .await
-        .expect("acquire");
-    let second = issuer
-        .acquire(
-            &LeaseRequest::new(&resource, p.long_ttl),
-            p.ttl + p.expiry_slack + WAIT,
-        )
-        .await
-        .expect("the resource is free once the TTL has passed");
+    let (_, first, second) = lose(issuer, p, "expiry").await;
     assert!(
         second.token() > first.token(),
         "{} after {}",
@@ -122,10 +150,7 @@ pub async fn expiry_frees_the_resource(issuer: &dyn TokenIssuer, p: &IssuerProfi
 /// Renewing keeps the token and extends the lease past its first TTL.
 pub async fn renew_keeps_token_and_extends(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("renew");
-    let lease = issuer
-        .acquire(&LeaseRequest::new(&resource, p.ttl), WAIT)
-        .await
-        .expect("acquire");
+    let lease = grant(issuer, &resource, p.ttl).await;
     let mut current = lease.clone();
     // Renew at 40% of the TTL for 2.5 TTLs: without renewal it would expire.
     let until = Instant::now() + p.ttl * 5 / 2;
@@ -138,42 +163,21 @@ pub async fn renew_keeps_token_and_extends(issuer: &dyn TokenIssuer, p: &IssuerP
             "renew did not move the deadline"
         );
     }
-    let other = issuer
-        .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
-        .await
-        .expect("try_acquire");
-    assert!(
-        other.is_none(),
-        "a renewed lease was granted to someone else"
-    );
+    let what = "a renewed lease was granted to someone else";
+    assert_held(issuer, &resource, p.long_ttl, what).await;
     issuer.release(&current).await.expect("release");
 }
 
 /// Renewing a lease that expired and was taken fails with `LeaseLost`.
 pub async fn renew_after_loss_fails(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
-    let resource = unique_name("renew-lost");
-    let zombie = issuer
-        .acquire(&LeaseRequest::new(&resource, p.ttl), WAIT)
-        .await
-        .expect("acquire");
-    let next = issuer
-        .acquire(
-            &LeaseRequest::new(&resource, p.long_ttl),
-            p.ttl + p.expiry_slack + WAIT,
-        )
-        .await
-        .expect("acquire after expiry");
+    let (resource, zombie, next) = lose(issuer, p, "renew-lost").await;
     match issuer.renew(&zombie).await {
         Err(Error::LeaseLost { token, .. }) => assert_eq!(token, zombie.token()),
         other => panic!("renewing a lost lease must fail with LeaseLost, got {other:?}"),
     }
-    let holding = issuer
-        .holder(&resource)
-        .await
-        .expect("holder")
-        .expect("held");
+    let holding = held_token(issuer, &resource).await;
     assert_eq!(
-        holding.token,
+        holding,
         next.token(),
         "the zombie's renew disturbed the new holder"
     );
@@ -183,54 +187,26 @@ pub async fn renew_after_loss_fails(issuer: &dyn TokenIssuer, p: &IssuerProfile)
 /// Release lets the next holder in at once (not after the TTL).
 pub async fn release_lets_next_in_at_once(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("release");
-    let a = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("acquire");
+    let a = grant(issuer, &resource, p.long_ttl).await;
     issuer.release(&a).await.expect("release");
-    let b = issuer
-        .try_acquire(&LeaseRequest::new(&resource, p.long_ttl))
-        .await
-        .expect("try_acquire")
-        .expect("a released resource is free at once");
+    // A released resource is free at once.
+    let b = grant_now(issuer, &resource, p.long_ttl).await;
     assert!(b.token() > a.token());
     issuer.release(&b).await.expect("release");
 }
 
 /// Releasing a lost lease fails with `LeaseLost` and leaves the new holder.
 pub async fn release_after_loss_keeps_new_holder(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
-    let resource = unique_name("release-lost");
-    let zombie = issuer
-        .acquire(&LeaseRequest::new(&resource, p.ttl), WAIT)
-        .await
-        .expect("acquire");
-    let next = issuer
-        .acquire(
-            &LeaseRequest::new(&resource, p.long_ttl),
-            p.ttl + p.expiry_slack + WAIT,
-        )
-        .await
-        .expect("acquire after expiry");
-    match issuer.release(&zombie).await {
-        Err(Error::LeaseLost { .. }) => {}
-        other => panic!("releasing a lost lease must fail with LeaseLost, got {other:?}"),
-    }
-    let holding = issuer
-        .holder(&resource)
-        .await
-        .expect("holder")
-        .expect("still held");
-    assert_eq!(holding.token, next.token());
+    let (resource, zombie, next) = lose(issuer, p, "release-lost").await;
+    assert_lease_lost(issuer.release(&zombie).await, "releasing a lost lease");
+    assert_eq!(held_token(issuer, &resource).await, next.token());
     issuer.release(&next).await.expect("release");
 }
 
 /// `acquire` gives up with `Timeout` after its wait while the lease is held.
 pub async fn acquire_times_out_while_held(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("timeout");
-    let a = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("acquire");
+    let a = grant(issuer, &resource, p.long_ttl).await;
     let wait = Duration::from_millis(300);
     let started = Instant::now();
     match issuer
@@ -256,29 +232,14 @@ pub async fn acquire_times_out_while_held(issuer: &dyn TokenIssuer, p: &IssuerPr
 pub async fn nested_resource_names_are_independent(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let parent = unique_name("a");
     let child = format!("{parent}/b");
-    let parent_lease = issuer
-        .try_acquire(&LeaseRequest::new(&parent, p.long_ttl))
-        .await
-        .expect("try_acquire")
-        .expect("the parent is free");
-    let child_lease = issuer
-        .try_acquire(&LeaseRequest::new(&child, p.long_ttl))
-        .await
-        .expect("try_acquire")
-        .expect("the child is not locked by its parent");
-    let token_of = async |resource: &str| {
-        issuer
-            .holder(resource)
-            .await
-            .expect("holder")
-            .unwrap_or_else(|| panic!("nobody holds {resource}"))
-            .token
-    };
-    assert_eq!(token_of(&parent).await, parent_lease.token());
-    assert_eq!(token_of(&child).await, child_lease.token());
+    let parent_lease = grant_now(issuer, &parent, p.long_ttl).await;
+    // The child is not locked by its parent.
+    let child_lease = grant_now(issuer, &child, p.long_ttl).await;
+    assert_eq!(held_token(issuer, &parent).await, parent_lease.token());
+    assert_eq!(held_token(issuer, &child).await, child_lease.token());
     issuer.release(&parent_lease).await.expect("release");
     assert_eq!(
-        token_of(&child).await,
+        held_token(issuer, &child).await,
         child_lease.token(),
         "releasing the parent disturbed the child"
     );
@@ -335,11 +296,8 @@ pub async fn same_holder_keeps_its_token(issuer: &dyn TokenIssuer, p: &IssuerPro
     let resource = unique_name("reentrant");
     let holder = HolderId::unique();
     let request = LeaseRequest::new(&resource, p.long_ttl).with_holder(holder);
-    let first = issuer
-        .try_acquire(&request)
-        .await
-        .expect("try_acquire")
-        .expect("free");
+    let first = issuer.try_acquire(&request).await.expect("try_acquire");
+    let first = first.expect("free");
     let again = issuer
         .try_acquire(&request)
         .await
@@ -364,10 +322,7 @@ pub async fn same_holder_keeps_its_token(issuer: &dyn TokenIssuer, p: &IssuerPro
 pub async fn deadline_is_conservative(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("deadline");
     let before = Instant::now();
-    let lease = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("acquire");
+    let lease = grant(issuer, &resource, p.long_ttl).await;
     let after = Instant::now();
     assert!(
         lease.deadline() >= before + p.long_ttl,
@@ -432,14 +387,10 @@ pub async fn another_holders_lease_cannot_renew_or_release(
         lease.token(),
         std::time::Instant::now(),
     );
-    match issuer.renew(&impostor).await {
-        Err(Error::LeaseLost { .. }) => {}
-        other => panic!("renewing another holder's lease must be LeaseLost, got {other:?}"),
-    }
-    match issuer.release(&impostor).await {
-        Err(Error::LeaseLost { .. }) => {}
-        other => panic!("releasing another holder's lease must be LeaseLost, got {other:?}"),
-    }
+    let what = "renewing another holder's lease";
+    assert_lease_lost(issuer.renew(&impostor).await, what);
+    let what = "releasing another holder's lease";
+    assert_lease_lost(issuer.release(&impostor).await, what);
     let holding = issuer.holder(&resource).await.expect("holder");
     assert_eq!(
         holding.map(|h| (h.holder, h.token)),
@@ -464,10 +415,8 @@ pub async fn floor_without_room_is_refused(issuer: &dyn TokenIssuer, p: &IssuerP
         Err(Error::TokenOutOfRange { .. }) => {}
         other => panic!("a floor of u64::MAX must be refused with TokenOutOfRange, got {other:?}"),
     }
-    let lease = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("the refused floor changed nothing");
+    // The refused floor changed nothing.
+    let lease = grant(issuer, &resource, p.long_ttl).await;
     issuer.release(&lease).await.expect("release");
 }
 
@@ -475,10 +424,7 @@ pub async fn floor_without_room_is_refused(issuer: &dyn TokenIssuer, p: &IssuerP
 /// nothing; tokens keep rising.
 pub async fn floor_puts_later_tokens_above_it(issuer: &dyn TokenIssuer, p: &IssuerProfile) {
     let resource = unique_name("floor");
-    let first = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("acquire");
+    let first = grant(issuer, &resource, p.long_ttl).await;
     issuer.release(&first).await.expect("release");
     let floor = FencingToken::new(first.token().get() + 1_000_000);
     issuer
@@ -489,20 +435,14 @@ pub async fn floor_puts_later_tokens_above_it(issuer: &dyn TokenIssuer, p: &Issu
         .raise_floor(&resource, first.token())
         .await
         .expect("a lower floor is accepted and changes nothing");
-    let next = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("acquire");
+    let next = grant(issuer, &resource, p.long_ttl).await;
     assert!(
         next.token() > floor,
         "token {} after a floor of {floor}",
         next.token()
     );
     issuer.release(&next).await.expect("release");
-    let after = issuer
-        .acquire(&LeaseRequest::new(&resource, p.long_ttl), WAIT)
-        .await
-        .expect("acquire");
+    let after = grant(issuer, &resource, p.long_ttl).await;
     assert!(after.token() > next.token());
     issuer.release(&after).await.expect("release");
 }

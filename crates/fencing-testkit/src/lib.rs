@@ -2,8 +2,9 @@
 //!
 //! Plain async functions, one per clause of the contracts in
 //! [`fencing_core::TokenIssuer`] and [`fencing_core::FencedStore`], plus the Figure 9-6
-//! [`zombie`] scenario, a randomized [`history`] checker and the object-store
-//! checks of [`blob`]. Adapters call them against their real server; the
+//! [`zombie`] scenario, a randomized [`history`] checker, the object-store
+//! checks of [`blob`] and those of issuers on a server-side queue
+//! ([`lock_service`]). Adapters call them against their real server; the
 //! in-memory backends run them first.
 //!
 //! The testkit finds no servers: it reads no endpoint variables and knows
@@ -55,6 +56,7 @@
 pub mod blob;
 pub mod history;
 pub mod issuer;
+pub mod lock_service;
 mod names;
 pub mod store;
 pub mod zombie;

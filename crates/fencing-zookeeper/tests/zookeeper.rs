@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_harness::env::ZOOKEEPER;
 use fencing_harness::error_chain;
-use fencing_testkit::issuer::IssuerProfile;
+use fencing_testkit::issuer::{IssuerProfile, assert_lease_lost, grant};
+use fencing_testkit::lock_service::{self, freeze_on, frozen_client};
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 /// An issuer under a fresh prefix znode, or `None` if this run skips ZooKeeper.
@@ -64,10 +65,7 @@ async fn tokens_are_the_czxid_or_the_parent_cversion() {
     };
     let resource = fencing_testkit::unique_name("czxid");
     let long = Duration::from_secs(10);
-    let lease = by_czxid
-        .acquire(&LeaseRequest::new(&resource, long), long)
-        .await
-        .expect("acquire");
+    let lease = grant(&by_czxid, &resource, long).await;
     let dir = by_czxid.resource_path(&resource);
     let children = by_czxid
         .client()
@@ -94,10 +92,7 @@ async fn tokens_are_the_czxid_or_the_parent_cversion() {
     let resource = fencing_testkit::unique_name("cversion");
     let mut tokens = Vec::new();
     for _ in 0..3 {
-        let lease = by_cversion
-            .acquire(&LeaseRequest::new(&resource, long), long)
-            .await
-            .expect("acquire");
+        let lease = grant(&by_cversion, &resource, long).await;
         tokens.push(lease.token().get());
         by_cversion.release(&lease).await.expect("release");
     }
@@ -130,13 +125,7 @@ async fn session_bounds_come_from_the_server() {
     // A TTL the server cannot keep through a pause is shortened, so the
     // local deadline stays conservative.
     let resource = fencing_testkit::unique_name("long");
-    let lease = issuer
-        .acquire(
-            &LeaseRequest::new(&resource, max * 3),
-            Duration::from_secs(5),
-        )
-        .await
-        .expect("acquire");
+    let lease = grant(&issuer, &resource, max * 3).await;
     assert_eq!(lease.ttl(), max);
     issuer.release(&lease).await.expect("release");
     let short = LeaseRequest::new(&resource, min / 2);
@@ -144,36 +133,6 @@ async fn session_bounds_come_from_the_server() {
         issuer.try_acquire(&short).await,
         Err(Error::InvalidInput { .. })
     ));
-}
-
-/// Runs `work` on a runtime of its own, on its own thread, which a message
-/// on the returned sender freezes (every task on it, the ZooKeeper session
-/// included) for the given time: a stopped process.
-fn frozen_client<T: Send + 'static>(
-    work: impl FnOnce(
-        tokio::sync::oneshot::Receiver<Duration>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = T> + Send>>
-    + Send
-    + 'static,
-) -> (
-    tokio::sync::oneshot::Sender<Duration>,
-    std::thread::JoinHandle<T>,
-) {
-    let (pause_tx, pause_rx) = tokio::sync::oneshot::channel();
-    let thread = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(work(pause_rx))
-    });
-    (pause_tx, thread)
-}
-
-async fn freeze_on(pause: tokio::sync::oneshot::Receiver<Duration>) {
-    if let Ok(pause) = pause.await {
-        std::thread::sleep(pause); // the whole client stops
-    }
 }
 
 /// A holder whose process stops for longer than its session timeout loses
@@ -195,13 +154,7 @@ async fn a_paused_holder_loses_its_session() {
             let own = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, TokenSource::Czxid)
                 .await
                 .expect("connect");
-            let lease = own
-                .acquire(
-                    &LeaseRequest::new(&holder_resource, ttl),
-                    Duration::from_secs(5),
-                )
-                .await
-                .expect("acquire");
+            let lease = grant(&own, &holder_resource, ttl).await;
             let renewed = own.renew(&lease).await.expect("renew before the pause");
             granted_tx.send(renewed.token()).expect("report the grant");
             freeze_on(pause_rx).await;
@@ -240,101 +193,37 @@ async fn a_paused_holder_loses_its_session() {
 
 /// The ZooKeeper side of etcd#11456: a waiter whose session expires while
 /// it is queued (its process stopped) is never granted when it wakes, even
-/// though the holder released meanwhile.
+/// though the holder released meanwhile. See the testkit's check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_session_expired_while_queued_is_never_granted() {
     let Some(issuer) = connect(TokenSource::Czxid).await else {
         return;
     };
-    let resource = fencing_testkit::unique_name("expired-waiter");
-    let ttl = Duration::from_secs(2);
-    let holder = issuer
-        .acquire(
-            &LeaseRequest::new(&resource, Duration::from_secs(20)),
-            Duration::from_secs(5),
-        )
-        .await
-        .expect("holder");
-    let (prefix, waiter_resource) = (issuer.prefix().to_owned(), resource.clone());
-    let (pause, waiter) = frozen_client(move |pause_rx| {
-        Box::pin(async move {
-            let own = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, TokenSource::Czxid)
-                .await
-                .expect("connect");
-            tokio::spawn(freeze_on(pause_rx));
-            own.acquire(
-                &LeaseRequest::new(&waiter_resource, ttl),
-                Duration::from_secs(60),
-            )
-            .await
-        })
-    });
-    let dir = issuer.resource_path(&resource);
-    let queued_by = Instant::now() + Duration::from_secs(10);
-    while issuer
-        .client()
-        .list_children(&dir)
-        .await
-        .expect("children")
-        .len()
-        < 2
-    {
-        assert!(Instant::now() < queued_by, "the waiter never queued");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    pause.send(ttl * 4).expect("freeze the waiter");
-    let expired_by = Instant::now() + ttl * 3;
-    while issuer
-        .client()
-        .list_children(&dir)
-        .await
-        .expect("children")
-        .len()
-        > 1
-    {
-        assert!(
-            Instant::now() < expired_by,
-            "the stopped waiter's session did not expire"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    issuer
-        .release(&holder)
-        .await
-        .expect("the holder releases while the waiter is stopped");
-    match waiter.join().expect("waiter thread") {
-        Err(Error::LeaseLost { .. }) => {}
-        other => panic!("a waiter whose session expired must not be granted, got {other:?}"),
-    }
-    assert_eq!(
-        issuer.holder(&resource).await.unwrap(),
-        None,
-        "someone holds the resource"
-    );
+    let prefix = issuer.prefix().to_owned();
+    lock_service::a_waiter_whose_lease_expired_while_queued_is_never_granted(
+        &issuer,
+        &profile(),
+        async |resource| {
+            let dir = issuer.resource_path(resource);
+            let children = issuer.client().list_children(&dir).await;
+            children.expect("children").len()
+        },
+        move || {
+            Box::pin(async move {
+                let endpoint = ZOOKEEPER.endpoint();
+                let own = ZkIssuer::connect_with(&endpoint, &prefix, TokenSource::Czxid).await;
+                Arc::new(own.expect("connect")) as Arc<dyn TokenIssuer>
+            })
+        },
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_retryable_backend_error() {
-    let started = Instant::now();
-    let e = ZkIssuer::connect("127.0.0.1:1")
-        .await
-        .expect_err("nothing listens on port 1");
-    assert!(
-        matches!(
-            e,
-            Error::Backend {
-                backend: "zookeeper",
-                retryable: true,
-                ..
-            }
-        ),
-        "{e:?}"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        started.elapsed()
-    );
+    let unreachable = ZkIssuer::connect("127.0.0.1:1");
+    lock_service::an_unreachable_server_is_a_retryable_backend_error("zookeeper", unreachable)
+        .await;
     assert!(matches!(
         ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), "/zookeeper", TokenSource::Czxid).await,
         Err(Error::InvalidInput { .. })
@@ -347,50 +236,8 @@ async fn a_floor_is_refused_while_held_and_keeps_other_resources_alone() {
         let Some(issuer) = connect(source).await else {
             return;
         };
-        let resource = fencing_testkit::unique_name("floor-held");
-        let long = Duration::from_secs(10);
-        let held = issuer
-            .acquire(&LeaseRequest::new(&resource, long), long)
-            .await
-            .expect("acquire");
-        let floor = fencing_core::FencingToken::new(held.token().get() + 5_000);
-        assert!(matches!(
-            issuer.raise_floor(&resource, floor).await,
-            Err(Error::Busy { .. })
-        ));
-        let held = issuer
-            .renew(&held)
-            .await
-            .expect("the holder is undisturbed");
-        issuer.release(&held).await.expect("release");
-        issuer
-            .raise_floor(&resource, floor)
-            .await
-            .expect("free now");
-        let next = issuer
-            .acquire(&LeaseRequest::new(&resource, long), long)
-            .await
-            .expect("acquire");
-        assert!(
-            next.token() > floor,
-            "{source:?}: {} after a floor of {floor}",
-            next.token()
-        );
-        assert_eq!(
-            issuer.holder(&resource).await.unwrap().unwrap().token,
-            next.token()
-        );
-        let other = issuer
-            .acquire(&LeaseRequest::new(format!("{resource}-other"), long), long)
-            .await
-            .expect("acquire");
-        assert!(
-            other.token() < floor,
-            "{source:?}: another resource's token {} jumped",
-            other.token()
-        );
-        issuer.release(&other).await.expect("release");
-        issuer.release(&next).await.expect("release");
+        let label = format!("{source:?}");
+        lock_service::a_floor_is_refused_while_held(&issuer, &profile(), &label).await;
     }
 }
 
@@ -427,10 +274,7 @@ async fn a_fractional_millisecond_ttl_is_asked_for_rounded_up() {
         "the server grants {min:?}..={max:?}"
     );
     let resource = fencing_testkit::unique_name("ttl-ceil");
-    let lease = issuer
-        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
-        .await
-        .expect("acquire");
+    let lease = grant(&issuer, &resource, ttl).await;
     assert_eq!(
         lease.ttl(),
         ttl,
@@ -447,43 +291,8 @@ async fn a_floor_without_room_above_it_is_refused() {
         let Some(issuer) = connect(source).await else {
             return;
         };
-        let resource = fencing_testkit::unique_name("floor-range");
-        for floor in [u64::MAX, u64::MAX - 1_000, u64::MAX / 2 + (1 << 62)] {
-            let raised = issuer
-                .raise_floor(&resource, fencing_core::FencingToken::new(floor))
-                .await;
-            assert!(
-                matches!(raised, Err(Error::TokenOutOfRange { .. })),
-                "{source:?}, floor {floor}: {raised:?}"
-            );
-        }
-        let lease = issuer
-            .acquire(
-                &LeaseRequest::new(&resource, Duration::from_secs(2)),
-                Duration::from_secs(5),
-            )
-            .await
-            .expect("the resource still grants");
-        issuer.release(&lease).await.expect("release");
-        // A floor with room is taken: every later token still fits.
-        let floor = (1 << 63) - 1;
-        issuer
-            .raise_floor(&resource, fencing_core::FencingToken::new(floor))
-            .await
-            .expect("a floor of 2^63 - 1");
-        let lease = issuer
-            .acquire(
-                &LeaseRequest::new(&resource, Duration::from_secs(2)),
-                Duration::from_secs(5),
-            )
-            .await
-            .expect("acquire above the floor");
-        assert!(
-            lease.token().get() > floor,
-            "{source:?}: token {}",
-            lease.token()
-        );
-        issuer.release(&lease).await.expect("release");
+        let label = format!("{source:?}");
+        lock_service::a_floor_without_room_above_it_is_refused(&issuer, &profile(), &label).await;
     }
 }
 
@@ -495,32 +304,7 @@ async fn a_lease_rebuilt_from_its_token_renews_and_releases() {
     let Some(issuer) = connect(TokenSource::Czxid).await else {
         return;
     };
-    let resource = fencing_testkit::unique_name("rebuilt");
-    let request = LeaseRequest::new(&resource, Duration::from_secs(5));
-    let granted = issuer
-        .try_acquire(&request)
-        .await
-        .expect("acquire")
-        .expect("free");
-    assert!(granted.has_handle());
-    let rebuilt = fencing_core::Lease::new(&request, granted.token(), Instant::now());
-    assert!(!rebuilt.has_handle());
-    let renewed = issuer.renew(&rebuilt).await.expect("renew a rebuilt lease");
-    assert_eq!(renewed.token(), granted.token());
-    issuer
-        .release(&renewed)
-        .await
-        .expect("release a rebuilt lease");
-    assert!(issuer.holder(&resource).await.expect("holder").is_none());
-    // The lease the issuer granted is gone with it.
-    assert!(matches!(
-        issuer.renew(&granted).await,
-        Err(Error::LeaseLost { .. })
-    ));
-    assert!(matches!(
-        issuer.release(&granted).await,
-        Err(Error::LeaseLost { .. })
-    ));
+    lock_service::a_lease_rebuilt_from_its_token_renews_and_releases(&issuer).await;
 }
 
 /// A granted lease carries its session: another issuer on the same
@@ -536,16 +320,8 @@ async fn a_granted_lease_carries_its_session() {
     };
     let resource = fencing_testkit::unique_name("handle");
     let request = LeaseRequest::new(&resource, Duration::from_secs(5));
-    let lease = issuer
-        .try_acquire(&request)
-        .await
-        .expect("acquire")
-        .expect("free");
-    let rebuilt = fencing_core::Lease::new(&request, lease.token(), Instant::now());
-    assert!(matches!(
-        other.renew(&rebuilt).await,
-        Err(Error::LeaseLost { .. })
-    ));
+    let (lease, rebuilt) = lock_service::grant_and_rebuild(&issuer, &request).await;
+    assert_lease_lost(other.renew(&rebuilt).await, "renewing rebuilt");
     let renewed = other.renew(&lease).await.expect("renew through the handle");
     assert!(renewed.has_handle());
     other
@@ -553,8 +329,5 @@ async fn a_granted_lease_carries_its_session() {
         .await
         .expect("release through the handle");
     assert!(issuer.holder(&resource).await.expect("holder").is_none());
-    assert!(matches!(
-        issuer.renew(&rebuilt).await,
-        Err(Error::LeaseLost { .. })
-    ));
+    assert_lease_lost(issuer.renew(&rebuilt).await, "renewing rebuilt");
 }
