@@ -15,10 +15,10 @@ use azure_core::http::{ClientOptions, RequestContent, RetryOptions};
 use azure_storage_blob::BlobContainerClientOptions;
 use bytes::Bytes;
 use fencing_azure::{AzureBackend, AzureStore, emulator};
-use fencing_core::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome, frame};
+
 use fencing_core::{Error, FencedStore};
 use fencing_harness::env::AZURE;
-use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
+use fencing_harness::object_store::{self as shared, assert_backend_error, run_bucket, t};
 use fencing_harness::proxy::AnswerDroppingProxy;
 
 mod suite {
@@ -49,52 +49,7 @@ async fn conditions_fail_as_preconditions_and_the_etag_follows_every_write() {
         return;
     };
     let key = fencing_testkit::unique_name("conditions");
-    let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
-    let WriteOutcome::Written(v5) = backend
-        .write(
-            &key,
-            BlobWrite::new(framed(5, b"A"), meta(5), Precondition::Absent),
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("the first create lost its precondition");
-    };
-    assert_eq!(
-        backend
-            .write(
-                &key,
-                BlobWrite::new(framed(5, b"A"), meta(5), Precondition::Absent)
-            )
-            .await
-            .unwrap(),
-        WriteOutcome::PreconditionFailed,
-        "a create over an existing blob (409 BlobAlreadyExists) must be a failed precondition"
-    );
-    let WriteOutcome::Written(v6) = backend
-        .write(
-            &key,
-            BlobWrite::new(framed(6, b"A"), meta(6), Precondition::Matches(v5.clone())),
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("the fencer's rewrite lost its precondition");
-    };
-    assert_ne!(v5, v6, "same bytes at a higher token must change the ETag");
-    assert_eq!(
-        backend
-            .write(
-                &key,
-                BlobWrite::new(framed(5, b"B"), meta(5), Precondition::Matches(v5))
-            )
-            .await
-            .unwrap(),
-        WriteOutcome::PreconditionFailed,
-        "a write conditional on the token-5 version went through"
-    );
-    let blob = backend.read(&key).await.unwrap().expect("present");
-    assert_eq!((blob.bytes, blob.version), (framed(6, b"A"), v6));
+    fencing_testkit::blob::conditional_writes_follow_the_version(&backend, &key, b"A").await;
     let _ = backend.container().blob_client(&key).delete(None).await;
 }
 

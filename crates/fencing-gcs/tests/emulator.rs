@@ -8,11 +8,11 @@
 //! JSON API (the client library creates buckets over gRPC only).
 
 use bytes::Bytes;
-use fencing_core::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome};
+
 use fencing_core::{Error, FencedStore};
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
 use fencing_harness::env::GCS;
-use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
+use fencing_harness::object_store::{self as shared, assert_backend_error, run_bucket, t};
 use fencing_harness::proxy::AnswerDroppingProxy;
 use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
 
@@ -44,52 +44,8 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
     };
     for size in [1, MAX_VALUE_LEN] {
         let key = fencing_testkit::unique_name(&format!("precondition-{size}"));
-        let value = Bytes::from(vec![b'g'; size]);
-        let WriteOutcome::Written(first) = backend
-            .write(
-                &key,
-                BlobWrite::new(value.clone(), meta(1), Precondition::Absent),
-            )
-            .await
-            .unwrap()
-        else {
-            panic!("the first create lost its precondition");
-        };
-        assert_eq!(
-            backend
-                .write(
-                    &key,
-                    BlobWrite::new(value.clone(), meta(1), Precondition::Absent)
-                )
-                .await
-                .unwrap(),
-            WriteOutcome::PreconditionFailed,
-            "{size} bytes: ifGenerationMatch=0 on an existing object must fail"
-        );
-        let WriteOutcome::Written(second) = backend
-            .write(
-                &key,
-                BlobWrite::new(value.clone(), meta(2), Precondition::Matches(first.clone())),
-            )
-            .await
-            .unwrap()
-        else {
-            panic!("{size} bytes: the update at the current generation lost its precondition");
-        };
-        assert_ne!(first, second, "the generation changes on every write");
-        assert_eq!(
-            backend
-                .write(
-                    &key,
-                    BlobWrite::new(value.clone(), meta(1), Precondition::Matches(first))
-                )
-                .await
-                .unwrap(),
-            WriteOutcome::PreconditionFailed,
-            "{size} bytes: a write at an old generation must fail"
-        );
-        let blob = backend.read(&key).await.unwrap().expect("present");
-        assert_eq!((blob.bytes.len(), blob.version), (size, second));
+        let value = vec![b'g'; size];
+        fencing_testkit::blob::conditional_writes_follow_the_version(&backend, &key, &value).await;
     }
 }
 

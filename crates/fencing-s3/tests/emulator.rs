@@ -11,10 +11,10 @@ use aws_sdk_s3::error::DisplayErrorContext;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
 use bytes::Bytes;
-use fencing_core::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome, frame};
+
 use fencing_core::{Error, FencedStore};
 use fencing_harness::env::S3;
-use fencing_harness::object_store::{self as shared, assert_backend_error, meta, run_bucket, t};
+use fencing_harness::object_store::{self as shared, assert_backend_error, run_bucket, t};
 use fencing_harness::proxy::AnswerDroppingProxy;
 use fencing_s3::{S3Backend, S3Store, emulator};
 
@@ -103,45 +103,9 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
             "a metadata-only design is fooled: If-Match still matches after the token moved to 6",
         );
 
-    // Through the backend: A@5, then the fencer rewrites A@6.
-    let framed = |token: u64, value: &[u8]| frame::encode(meta(token), value);
-    let WriteOutcome::Written(v5) = backend
-        .write(
-            &key,
-            BlobWrite::new(framed(5, b"A"), meta(5), Precondition::Absent),
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("first write lost its precondition");
-    };
-    let WriteOutcome::Written(v6) = backend
-        .write(
-            &key,
-            BlobWrite::new(framed(6, b"A"), meta(6), Precondition::Matches(v5.clone())),
-        )
-        .await
-        .unwrap()
-    else {
-        panic!("the fencer's rewrite lost its precondition");
-    };
-    assert_ne!(v5, v6, "same bytes at a higher token must change the ETag");
-
-    // The stale writer read the version at token 5 and writes conditionally on it.
-    let stale = backend
-        .write(
-            &key,
-            BlobWrite::new(framed(5, b"B"), meta(5), Precondition::Matches(v5.clone())),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        stale,
-        WriteOutcome::PreconditionFailed,
-        "a write conditional on the token-5 version went through"
-    );
-    let blob = backend.read(&key).await.unwrap().expect("present");
-    assert_eq!((blob.bytes, blob.version), (framed(6, b"A"), v6));
+    // Through the backend: A@5, then the fencer rewrites A@6; a write
+    // conditional on the token-5 version fails.
+    fencing_testkit::blob::conditional_writes_follow_the_version(&backend, &key, b"A").await;
 
     // The same through two stores: A's fast path remembers the token-5 ETag.
     let key2 = format!("{key}-stores");

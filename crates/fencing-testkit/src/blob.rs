@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::blob::{
-    BlobBackend, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
+    BlobBackend, BlobMeta, BlobStore, BlobWrite, HookedWrites, Precondition, WriteHook,
+    WriteOutcome, frame,
 };
-use fencing_core::{FencedStore, Result};
+use fencing_core::{FencedStore, FencingToken, Result};
 
 /// A [`BlobBackend`] that forwards to `B` and counts its conditional
 /// writes: `CountingBackend::new(backend, WriteCounts::default())`, the
@@ -86,6 +87,54 @@ pub async fn racing_writers_take_the_precondition_path<B: BlobBackend + 'static>
     (writes, lost)
 }
 
+/// A backend's conditional writes on `key` (absent), each body `value`
+/// framed at a token: a create at 5 succeeds and a second create fails its
+/// precondition (HTTP 412, Azure's 409); a rewrite at 6 conditional on the
+/// first version succeeds with a new version (the frame is in the body, so
+/// the version follows the token); a write at 5 conditional on the first
+/// version then fails; the object reads back as the rewrite, at its version.
+pub async fn conditional_writes_follow_the_version<B: BlobBackend>(
+    backend: &B,
+    key: &str,
+    value: &[u8],
+) {
+    let at = |token: u64, precondition: Precondition| {
+        let hint = BlobMeta {
+            token: FencingToken::new(token),
+            has_value: true,
+        };
+        BlobWrite::new(frame::encode(hint, value), hint, precondition)
+    };
+    let write = async |write: BlobWrite| backend.write(key, write).await.expect("a write");
+    let size = value.len();
+    let WriteOutcome::Written(first) = write(at(5, Precondition::Absent)).await else {
+        panic!("{size} bytes: the first create lost its precondition");
+    };
+    assert_eq!(
+        write(at(5, Precondition::Absent)).await,
+        WriteOutcome::PreconditionFailed,
+        "{size} bytes: a create over an existing object must fail its precondition"
+    );
+    let on_first = || Precondition::Matches(first.clone());
+    let WriteOutcome::Written(second) = write(at(6, on_first())).await else {
+        panic!("{size} bytes: the rewrite at the current version lost its precondition");
+    };
+    assert_ne!(
+        first, second,
+        "{size} bytes: the version must change on every write"
+    );
+    assert_eq!(
+        write(at(5, on_first())).await,
+        WriteOutcome::PreconditionFailed,
+        "{size} bytes: a write conditional on the old version went through"
+    );
+    let stored = backend.read(key).await.expect("read").expect("present");
+    assert!(
+        stored.bytes == at(6, on_first()).body && stored.version == second,
+        "{size} bytes: the object must read back as the rewrite, at its version"
+    );
+}
+
 /// What a tampering step is expected to leave behind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterTampering {
@@ -113,7 +162,7 @@ pub async fn tampering_cannot_lower_the_mark<F, Fut>(
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    use fencing_core::{Error, FencingToken};
+    use fencing_core::Error;
     let (mark, zombie) = (FencingToken::new(34), FencingToken::new(33));
     store
         .put(key, Bytes::from_static(b"written at 34"), mark)
@@ -194,7 +243,7 @@ pub async fn a_lost_answer_is_an_unknown_outcome(
 ) -> String {
     use std::time::Duration;
 
-    use fencing_core::{Error, FencingToken};
+    use fencing_core::Error;
     // Create the key first, so the lost write is an update.
     direct
         .put(key, Bytes::from_static(b"first"), FencingToken::new(6))
@@ -257,7 +306,7 @@ pub async fn unfenced_objects_are_refused_unless_adopted<F, Fut>(
     F: Fn(String, &'static [u8]) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    use fencing_core::{Error, FencingToken};
+    use fencing_core::Error;
     put_foreign(key.to_owned(), b"legacy bytes").await;
     for (op, result) in [
         ("mark", strict.mark(key).await.map(drop)),
