@@ -13,3 +13,11 @@ pub use db::{Db, Dialect, Tables};
 pub use guard::{FenceConnection, fence_transaction};
 pub use issuer::SqlIssuer;
 pub use store::SqlStore;
+
+/// The issuer's lease statements, as [`SqlIssuer`] runs them, for
+/// `integration`'s bench, which times them bare: one copy, so the two
+/// cannot drift. Not a stable API.
+#[doc(hidden)]
+pub mod raw {
+    pub use crate::sql::{MYSQL_HELD_BIT, acquire, release, ttl_units};
+}

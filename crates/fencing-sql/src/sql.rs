@@ -201,7 +201,7 @@ fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
 /// A TTL in the unit the dialect's expiry arithmetic uses, from the TTL in
 /// milliseconds rounded **up**: a truncated TTL would let the database end
 /// the lease before the holder's local deadline.
-pub(crate) fn ttl_units(d: Dialect, ttl: std::time::Duration) -> i64 {
+pub fn ttl_units(d: Dialect, ttl: std::time::Duration) -> i64 {
     let millis = i64::try_from(fencing_core::ttl_millis_ceil(ttl)).unwrap_or(i64::MAX);
     match d {
         Dialect::MySql => millis.saturating_mul(1000),
@@ -227,7 +227,7 @@ fn next_token(d: Dialect, token: &str) -> String {
 /// MySQL puts it in `LAST_INSERT_ID`, with [`MYSQL_HELD_BIT`] set when the
 /// lease is held by someone else (MySQL ignores `LAST_INSERT_ID(0)`, so
 /// "not granted" needs a non-zero value).
-pub(crate) fn acquire(d: Dialect, t: &str) -> String {
+pub fn acquire(d: Dialect, t: &str) -> String {
     let (now, later) = now_and_later(d, 3);
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
@@ -292,7 +292,7 @@ pub(crate) fn raise_floor(d: Dialect, t: &str) -> String {
 }
 
 /// Tokens fit in 63 bits, so the top bit can say "held by someone else".
-pub(crate) const MYSQL_HELD_BIT: u64 = 1 << 63;
+pub const MYSQL_HELD_BIT: u64 = 1 << 63;
 
 /// Binds: ttl, resource, holder, token. One row changed = renewed.
 pub(crate) fn renew(d: Dialect, t: &str) -> String {
@@ -308,7 +308,7 @@ pub(crate) fn renew(d: Dialect, t: &str) -> String {
 }
 
 /// Binds: resource, holder, token. One row changed = released.
-pub(crate) fn release(d: Dialect, t: &str) -> String {
+pub fn release(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
     let p = |n| placeholder(d, n);
     let e = expiry_column(d);

@@ -1,13 +1,13 @@
 //! SQL (PostgreSQL, MariaDB, SQLite): the fenced upsert of [`SqlStore`]
 //! against a plain upsert of the same table shape, and the statements of
-//! [`SqlIssuer`] against the same statements run bare through sqlx, all on
-//! one shared pool.
+//! [`SqlIssuer`] against the same statements (`fencing_sql::raw`) run bare
+//! through sqlx, all on one shared pool.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use fencing::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
-use fencing_sql::{Db, SqlIssuer, SqlStore, Tables};
+use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, raw};
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 use crate::BoxResult;
@@ -39,10 +39,6 @@ macro_rules! on_pool {
         }
     };
 }
-
-/// `SqlIssuer` marks a MySQL acquire refused with this bit (see
-/// `fencing-sql/src/sql.rs`).
-const MYSQL_HELD_BIT: u64 = 1 << 63;
 
 /// The lease TTL of the acquire benchmarks (released at once in any case).
 const TTL: Duration = Duration::from_secs(10);
@@ -103,8 +99,8 @@ impl Sides {
         Ok(Self {
             dialect,
             plain_put: plain_upsert(dialect, &tables.records),
-            acquire: acquire(dialect, &tables.leases),
-            release: release(dialect, &tables.leases),
+            acquire: raw::acquire(db.dialect(), &tables.leases),
+            release: raw::release(db.dialect(), &tables.leases),
             pool,
             store,
             issuer,
@@ -143,36 +139,19 @@ impl Sides {
     /// The issuer's two statements, bare.
     pub(crate) async fn raw_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
         let holder = holder.as_str().as_bytes();
-        let ttl = match self.dialect {
-            Dialect::MariaDb => i64::try_from(TTL.as_micros())?,
-            Dialect::Postgres | Dialect::Sqlite => i64::try_from(TTL.as_millis())?,
-        };
+        let ttl = raw::ttl_units(self.db.dialect(), TTL);
+        // The acquire with its three binds, on any of the pools' query types.
+        macro_rules! acquire {
+            ($query:path) => {
+                $query(&self.acquire).bind(resource).bind(holder).bind(ttl)
+            };
+        }
         let token: Option<i64> = match &self.pool {
-            Pool::Pg(p) => {
-                sqlx::query_scalar(&self.acquire)
-                    .bind(resource)
-                    .bind(holder)
-                    .bind(ttl)
-                    .fetch_optional(p)
-                    .await?
-            }
-            Pool::Lite(p) => {
-                sqlx::query_scalar(&self.acquire)
-                    .bind(resource)
-                    .bind(holder)
-                    .bind(ttl)
-                    .fetch_optional(p)
-                    .await?
-            }
+            Pool::Pg(p) => acquire!(sqlx::query_scalar).fetch_optional(p).await?,
+            Pool::Lite(p) => acquire!(sqlx::query_scalar).fetch_optional(p).await?,
             Pool::My(p) => {
-                let id = sqlx::query(&self.acquire)
-                    .bind(resource)
-                    .bind(holder)
-                    .bind(ttl)
-                    .execute(p)
-                    .await?
-                    .last_insert_id();
-                (id & MYSQL_HELD_BIT == 0)
+                let id = acquire!(sqlx::query).execute(p).await?.last_insert_id();
+                (id & raw::MYSQL_HELD_BIT == 0)
                     .then(|| i64::try_from(id))
                     .transpose()?
             }
@@ -259,73 +238,4 @@ fn plain_upsert(d: Dialect, t: &str) -> String {
              ON DUPLICATE KEY UPDATE v = VALUES(v), lock_token = VALUES(lock_token)"
         ),
     }
-}
-
-// The issuer's statements, copied from `fencing-sql/src/sql.rs` (which
-// keeps them private) so that the raw side runs exactly what the issuer
-// runs; keep the two in step.
-
-fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
-    let p = placeholder(d, ttl_param);
-    match d {
-        Dialect::Postgres => (
-            "now()",
-            format!("now() + {p}::float8 * interval '1 millisecond'"),
-        ),
-        Dialect::MariaDb => (
-            "UTC_TIMESTAMP(6)",
-            format!("UTC_TIMESTAMP(6) + INTERVAL {p} MICROSECOND"),
-        ),
-        Dialect::Sqlite => {
-            const NOW: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
-            (NOW, format!("{NOW} + {p}"))
-        }
-    }
-}
-
-/// `SqlIssuer`'s acquire. Binds: resource, holder, ttl.
-fn acquire(d: Dialect, t: &str) -> String {
-    let (now, later) = now_and_later(d, 3);
-    match d {
-        Dialect::Postgres | Dialect::Sqlite => {
-            let (p1, p2) = (placeholder(d, 1), placeholder(d, 2));
-            format!(
-                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, {p2}, 1, {later}) \
-                 ON CONFLICT (resource) DO UPDATE SET \
-                 token = CASE WHEN {t}.holder = excluded.holder AND {t}.expires_at > {now} \
-                         THEN {t}.token ELSE {t}.token + 1 END, \
-                 holder = excluded.holder, expires_at = excluded.expires_at \
-                 WHERE {t}.holder IS NULL OR {t}.expires_at <= {now} OR {t}.holder = excluded.holder \
-                 RETURNING token"
-            )
-        }
-        Dialect::MariaDb => format!(
-            "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) \
-             VALUES (?, ?, 1, {later}, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE \
-             token = IF(holder <=> VALUES(holder) AND expires_at_utc > {now}, token, \
-                        IF(holder IS NULL OR expires_at_utc <= {now}, token + 1, token)), \
-             holder = IF(holder IS NULL OR expires_at_utc <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
-             expires_at_utc = IF(holder <=> VALUES(holder), VALUES(expires_at_utc), expires_at_utc), \
-             granted = LAST_INSERT_ID(token | IF(holder <=> VALUES(holder), 0, {MYSQL_HELD_BIT}))"
-        ),
-    }
-}
-
-/// `SqlIssuer`'s release. Binds: resource, holder, token.
-fn release(d: Dialect, t: &str) -> String {
-    let (now, _) = now_and_later(d, 9);
-    let p = |n| placeholder(d, n);
-    // MySQL's lease column holds UTC_TIMESTAMP(6): its name says so.
-    let expires = if d == Dialect::MariaDb {
-        "expires_at_utc"
-    } else {
-        "expires_at"
-    };
-    format!(
-        "UPDATE {t} SET holder = NULL, {expires} = NULL \
-         WHERE resource = {} AND holder = {} AND token = {} AND {expires} > {now}",
-        p(1),
-        p(2),
-        p(3)
-    )
 }
