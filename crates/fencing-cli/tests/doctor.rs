@@ -8,7 +8,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{FENCE, Scratch, assert_exit, emulator_bucket, text};
+use common::{FENCE, Scratch, assert_exit, assert_prints, emulator_bucket, text};
 use fencing_harness::env::{AZURE, GCS, REDIS, REDIS_AOF, S3, S3RVER, Server};
 
 /// `fence doctor` with ARGS; `creds` sets the AWS keys (s3rver checks them),
@@ -31,8 +31,20 @@ fn doctor(args: &[&str], creds: Option<(&str, &str)>) -> Output {
     cmd.output().expect("run fence doctor")
 }
 
-/// The `--json` report of one URL: every check's (role, verdict, name).
-fn json_checks(out: &Output) -> (serde_json::Value, Vec<(String, String, String)>) {
+/// `fence doctor URL` on `server`, which must be up: "could not check"
+/// fails the test naming the server.
+fn doctor_on(server: &Server, url: &str) -> Output {
+    let out = doctor(&[url], None);
+    if String::from_utf8_lossy(&out.stderr).contains("could not check") {
+        server.unavailable(&text(&out));
+    }
+    out
+}
+
+/// The `--json` report, which exited with `code`: every check's (role,
+/// verdict, name).
+fn json_checks(out: &Output, code: i32) -> (serde_json::Value, Vec<(String, String, String)>) {
+    assert_exit(out, code);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(out)));
     let mut checks = Vec::new();
@@ -80,15 +92,7 @@ fn assert_store_passes(server: &Server, url: &str) {
         text(&out)
     );
 
-    let out = doctor(&["--json", url], None);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}: {}",
-        server.name,
-        text(&out)
-    );
-    let (report, checks) = json_checks(&out);
+    let (report, checks) = json_checks(&doctor(&["--json", url], None), 0);
     assert_eq!(report["safe"], true, "{report}");
     assert_eq!(report["urls"][0]["verdict"], "safe", "{report}");
     assert!(checks.len() >= 5, "{report}");
@@ -150,25 +154,17 @@ async fn doctor_flags_s3rver_as_unsafe() {
     // sign with the emulator's test keys instead, which s3rver refuses.
     let url = format!("s3://{bucket}?endpoint={endpoint}");
     let out = doctor(&[&url], Some((S3RVER_KEY, S3RVER_KEY)));
-    assert_exit(&out, 7);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    for check in [
+    let wanted = [
         "UNSAFE  refuses a write under a stale version (If-Match / ifGenerationMatch): s3 APPLIED",
         "UNSAFE  refuses a create-only write over an existing object (If-None-Match / ifGenerationMatch=0): s3 APPLIED",
         // The client-side token check still works: only the preconditions are missing.
         "pass    refuses a lower token",
         &format!("{url}: UNSAFE: 2 of 5 checks failed"),
-    ] {
-        assert!(
-            stdout.contains(check),
-            "missing {check:?} in {}",
-            text(&out)
-        );
-    }
+    ];
+    assert_prints(&out, 7, &wanted);
 
     let out = doctor(&["--json", &url], Some((S3RVER_KEY, S3RVER_KEY)));
-    assert_exit(&out, 7);
-    let (report, checks) = json_checks(&out);
+    let (report, checks) = json_checks(&out, 7);
     assert_eq!(report["safe"], false, "{report}");
     assert_eq!(report["urls"][0]["verdict"], "unsafe", "{report}");
     let unsafe_: Vec<&str> = checks
@@ -190,21 +186,13 @@ fn doctor_runs_store_and_issuer_checks_on_a_sql_url() {
     let s = Scratch::new("doctor-sql");
     let url = s.url();
     let out = doctor(&[&url], None);
-    assert_exit(&out, 0);
+    let (store, issuer) = (format!("{url} (store)"), format!("{url} (issuer)"));
+    let wanted = [&store, &issuer, "refuses a lower token", "tokens rise"];
+    assert_prints(&out, 0, &wanted);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains(&format!("{url} (store)"))
-            && stdout.contains(&format!("{url} (issuer)"))
-            && stdout.contains("refuses a lower token")
-            && stdout.contains("tokens rise")
-            && !stdout.contains("UNSAFE"),
-        "{}",
-        text(&out)
-    );
+    assert!(!stdout.contains("UNSAFE"), "{}", text(&out));
 
-    let out = doctor(&["--json", &url], None);
-    assert_exit(&out, 0);
-    let (report, checks) = json_checks(&out);
+    let (report, checks) = json_checks(&doctor(&["--json", &url], None), 0);
     assert_eq!(report["safe"], true, "{report}");
     assert!(
         checks.iter().any(|(role, _, _)| role == "store"),
@@ -225,38 +213,21 @@ fn doctor_passes_the_append_only_redis_and_flags_the_volatile_one() {
         }
     }
     let (aof, volatile) = (REDIS_AOF.endpoint(), REDIS.endpoint());
-    let out = doctor(&[&aof], None);
-    if String::from_utf8_lossy(&out.stderr).contains("could not check") {
-        REDIS_AOF.unavailable(&text(&out));
-    }
-    assert_exit(&out, 0);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("pass    appendonly")
-            && stdout.contains("pass    tokens rise")
-            && stdout.contains(&format!("{aof}: safe")),
-        "{}",
-        text(&out)
-    );
-
-    let out = doctor(&[&volatile], None);
-    if String::from_utf8_lossy(&out.stderr).contains("could not check") {
-        REDIS.unavailable(&text(&out));
-    }
-    assert_exit(&out, 7);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("UNSAFE  opens without an opt-in")
-            && stdout.contains("UNSAFE  appendonly: appendonly is \"no\"")
-            && stdout.contains(&format!("{volatile}: UNSAFE")),
-        "{}",
-        text(&out)
-    );
+    let wanted = [
+        "pass    appendonly",
+        "pass    tokens rise",
+        &format!("{aof}: safe"),
+    ];
+    assert_prints(&doctor_on(&REDIS_AOF, &aof), 0, &wanted);
+    let wanted = [
+        "UNSAFE  opens without an opt-in",
+        "UNSAFE  appendonly: appendonly is \"no\"",
+        &format!("{volatile}: UNSAFE"),
+    ];
+    assert_prints(&doctor_on(&REDIS, &volatile), 7, &wanted);
 
     // Both at once: one unsafe URL makes the run unsafe.
-    let out = doctor(&["--json", &aof, &volatile], None);
-    assert_exit(&out, 7);
-    let (report, _) = json_checks(&out);
+    let (report, _) = json_checks(&doctor(&["--json", &aof, &volatile], None), 7);
     assert_eq!(report["urls"][0]["verdict"], "safe", "{report}");
     assert_eq!(report["urls"][1]["verdict"], "unsafe", "{report}");
 }

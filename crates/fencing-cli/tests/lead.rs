@@ -1,42 +1,12 @@
 //! `fence lead`, run as a user runs it: the real binary, a real SQLite file
 //! as both the issuer and the fenced store.
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const FENCE: &str = env!("CARGO_BIN_EXE_fence");
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("fence-lead-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-    fn url(&self) -> String {
-        format!("sqlite://{}", self.0.join("db.sqlite").display())
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{FENCE, Scratch, fence, json, text};
 
 fn lead(url: &str, candidate: &str, extra: &[&str], script: &str) -> Command {
     let mut cmd = Command::new(FENCE);
@@ -53,7 +23,7 @@ fn lead(url: &str, candidate: &str, extra: &[&str], script: &str) -> Command {
 fn one_leader_at_a_time_each_term_fenced_with_a_higher_token() {
     let s = Scratch::new("terms");
     let url = s.url();
-    let log = s.path("log");
+    let log = s.path("log").display().to_string();
     let fence_arg = format!("{url}#state");
     // Each term: log its start with the token, work a moment, log its end.
     let script = format!(
@@ -84,11 +54,7 @@ fn one_leader_at_a_time_each_term_fenced_with_a_higher_token() {
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
 
     // Every term fenced the store before its command started.
-    let mark = Command::new(FENCE)
-        .args(["mark", "--store", &url, "state", "--json"])
-        .output()
-        .unwrap();
-    let mark: serde_json::Value = serde_json::from_slice(&mark.stdout).unwrap();
+    let mark = json(&fence(&["mark", "--store", &url, "state", "--json"]));
     assert_eq!(mark["mark"], tokens[2]);
 }
 
@@ -127,11 +93,17 @@ fn a_lost_term_signals_the_command_and_exits_4_and_the_exit_code_passes_through(
 
 #[test]
 fn a_malformed_fence_is_bad_input() {
-    let out = Command::new(FENCE)
-        .args(["lead", "--issuer", "sqlite:///tmp/x.db", "--resource", "r"])
-        .args(["--fence", "no-key-here", "--", "true"])
-        .output()
-        .unwrap();
+    let out = fence(&[
+        "lead",
+        "--issuer",
+        "sqlite:///tmp/x.db",
+        "--resource",
+        "r",
+        "--fence",
+        "no-key-here",
+        "--",
+        "true",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("STORE_URL#KEY"));
 }

@@ -122,6 +122,12 @@ fn run_passes_the_token_releases_and_keeps_the_exit_code() {
 /// The batch job from the field: `fence run` is stopped (SIGSTOP) past its
 /// TTL, a second run takes the lease and writes, and when the first wakes
 /// its command's write is refused and `fence` exits with "lease lost".
+/// `kill SIGNAL -- GROUP`: stops or resumes a whole process group.
+fn signal_group(signal: &str, group: &str) {
+    let status = Command::new("kill").args([signal, "--", group]).status();
+    assert!(status.unwrap().success(), "kill {signal} -- {group}");
+}
+
 #[test]
 fn a_stopped_run_is_refused_after_it_wakes() {
     let s = Scratch::new("sigstop");
@@ -159,13 +165,7 @@ fn a_stopped_run_is_refused_after_it_wakes() {
         .unwrap();
     let group = format!("-{}", first.id());
     std::thread::sleep(Duration::from_millis(700));
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", "--", &group])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal_group("-STOP", &group);
 
     // Paused past its TTL: the second run gets the lease and writes.
     std::thread::sleep(Duration::from_millis(1600));
@@ -188,13 +188,7 @@ fn a_stopped_run_is_refused_after_it_wakes() {
     );
     assert_exit(&second, 0);
 
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", "--", &group])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal_group("-CONT", &group);
     let status = first.wait().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut stderr).unwrap();

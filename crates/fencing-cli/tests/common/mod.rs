@@ -49,6 +49,15 @@ pub(crate) fn assert_exit(out: &Output, code: i32) {
     assert_eq!(out.status.code(), Some(code), "{}", text(out));
 }
 
+/// Asserts `out` exited with `code` and printed each of `wanted` on stdout.
+pub(crate) fn assert_prints(out: &Output, code: i32, wanted: &[&str]) {
+    assert_exit(out, code);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for w in wanted {
+        assert!(stdout.contains(w), "missing {w:?} in {}", text(out));
+    }
+}
+
 /// A directory of its own for one test, removed when dropped.
 pub(crate) struct Scratch(PathBuf);
 
