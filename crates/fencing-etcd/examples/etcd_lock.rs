@@ -7,8 +7,6 @@
 //! ```
 
 use fencing_core::TokenIssuer;
-use fencing_core::memory::MemoryStore;
-use fencing_core::scenario::{Event, figure_9_6};
 use fencing_etcd::EtcdIssuer;
 
 #[tokio::main(flavor = "current_thread")]
@@ -22,9 +20,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ttl = issuer.min_ttl();
     println!("etcd at {endpoints:?}: tokens are lock keys' create_revision, TTL {ttl:?}");
     // The scenario `fence demo` narrates; an error if any step breaks the contract.
-    let print = |e: &Event| println!("{:>7.3}s  {:?}", e.at.as_secs_f64(), e.step);
-    let prefix = format!("lock/{}", std::process::id());
-    figure_9_6(&issuer, &MemoryStore::new(), ttl, false, &prefix, print).await?;
+    fencing_testkit::lock_service::print_figure_9_6(&issuer, ttl).await?;
     println!("client 1's stale write and renew were refused");
     Ok(())
 }

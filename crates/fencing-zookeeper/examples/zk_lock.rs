@@ -8,8 +8,6 @@
 //! cargo run -p fencing-zookeeper --example zk_lock -- --cversion        # tokens from the parent's cversion
 //! ```
 
-use fencing_core::memory::MemoryStore;
-use fencing_core::scenario::{Event, figure_9_6};
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 #[tokio::main(flavor = "current_thread")]
@@ -25,9 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("ZooKeeper at {addr} grants sessions of {min:?}..={max:?}; tokens from {source:?}");
     // The scenario `fence demo` narrates, with the shortest session; an
     // error if any step breaks the contract.
-    let print = |e: &Event| println!("{:>7.3}s  {:?}", e.at.as_secs_f64(), e.step);
-    let resource = format!("lock-{}", std::process::id());
-    figure_9_6(&issuer, &MemoryStore::new(), min, false, &resource, print).await?;
+    fencing_testkit::lock_service::print_figure_9_6(&issuer, min).await?;
     println!("client 1's stale write and renew were refused");
     Ok(())
 }
