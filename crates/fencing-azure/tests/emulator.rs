@@ -169,17 +169,7 @@ async fn azurite_setup_without_a_server_is_a_retryable_backend_error() {
 
 #[test]
 fn limits_are_one_put_blob() {
-    let limits = AzureBackend::limits();
-    assert_eq!(limits.max_key_len, 1024);
-    assert_eq!(
-        limits.max_value_len as u64 + fencing_core::blob::FRAME_HEADER_LEN as u64,
-        5000 << 20
-    );
-    assert_eq!(limits.max_token, t(u64::MAX));
-    assert!(matches!(
-        limits.check_write("k", t(1), limits.max_value_len + 1),
-        Err(Error::InvalidInput { .. })
-    ));
+    fencing_testkit::blob::assert_object_limits(AzureBackend::limits(), 1024, 5000 << 20);
 }
 
 #[test]

@@ -103,9 +103,8 @@ async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
 
 #[test]
 fn limits_are_the_single_request_upload_limits() {
-    let limits = GcsBackend::limits();
-    assert_eq!((limits.max_key_len, limits.max_value_len), (1024, 16 << 20));
-    assert_eq!(limits.max_token, t(u64::MAX));
+    let max_object = (16 << 20) + fencing_core::blob::FRAME_HEADER_LEN as u64;
+    fencing_testkit::blob::assert_object_limits(GcsBackend::limits(), 1024, max_object);
 }
 
 /// The emulator's JSON API, for what the client library offers over gRPC

@@ -313,21 +313,5 @@ async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
 
 #[test]
 fn limits_are_s3s_single_put_limits() {
-    let limits = S3Backend::limits();
-    assert_eq!(limits.max_key_len, 1024);
-    assert_eq!(
-        limits.max_value_len as u64 + fencing_s3::FRAME_HEADER_LEN as u64,
-        5 << 30
-    );
-    assert_eq!(limits.max_token, t(u64::MAX));
-    // An oversize value is refused before any request (no allocation needed
-    // to check the length).
-    assert!(matches!(
-        limits.check_write("k", t(1), limits.max_value_len + 1),
-        Err(Error::InvalidInput { .. })
-    ));
-    assert!(matches!(
-        limits.check_write(&"k".repeat(1025), t(1), 1),
-        Err(Error::InvalidInput { .. })
-    ));
+    fencing_testkit::blob::assert_object_limits(S3Backend::limits(), 1024, 5 << 30);
 }

@@ -17,7 +17,7 @@ use fencing_core::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobWrite, HookedWrites, Precondition, WriteHook,
     WriteOutcome, frame,
 };
-use fencing_core::{FencedStore, FencingToken, Result};
+use fencing_core::{FencedStore, FencingToken, Limits, Result};
 
 /// A [`BlobBackend`] that forwards to `B` and counts its conditional
 /// writes: `CountingBackend::new(backend, WriteCounts::default())`, the
@@ -133,6 +133,33 @@ pub async fn conditional_writes_follow_the_version<B: BlobBackend>(
         stored.bytes == at(6, on_first()).body && stored.version == second,
         "{size} bytes: the object must read back as the rewrite, at its version"
     );
+}
+
+/// Asserts `limits` are an object store's: keys up to `max_key_len` bytes,
+/// values up to `max_object_len` less the frame header, any `u64` token;
+/// a key or a value one over is refused before any request (no allocation
+/// needed to check the length).
+pub fn assert_object_limits(limits: Limits, max_key_len: usize, max_object_len: u64) {
+    assert_eq!(limits.max_key_len, max_key_len);
+    assert_eq!(
+        limits.max_value_len as u64 + frame::FRAME_HEADER_LEN as u64,
+        max_object_len
+    );
+    assert_eq!(limits.max_token, FencingToken::new(u64::MAX));
+    let one = FencingToken::new(1);
+    for (key, len) in [
+        ("k".to_owned(), limits.max_value_len + 1),
+        ("k".repeat(max_key_len + 1), 1),
+    ] {
+        assert!(
+            matches!(
+                limits.check_write(&key, one, len),
+                Err(fencing_core::Error::InvalidInput { .. })
+            ),
+            "a {}-byte key with a {len}-byte value must be refused",
+            key.len()
+        );
+    }
 }
 
 /// What a tampering step is expected to leave behind.
