@@ -11,25 +11,12 @@ use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken, Result};
 
+mod common;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_writers_lose_preconditions_and_retry() {
     let store = Arc::new(BlobStore::new(MemoryBlobBackend::new()));
-    // 16 writers with equal tokens: only the precondition keeps them apart.
-    let mut tasks = Vec::new();
-    for w in 0..16u8 {
-        let store = store.clone();
-        tasks.push(tokio::spawn(async move {
-            for i in 0..10u8 {
-                store
-                    .put("k", Bytes::from(vec![w, i]), FencingToken::new(1))
-                    .await
-                    .expect("equal tokens never go stale");
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    common::sixteen_writers_at_one_token(store.clone()).await;
     let backend = store.backend();
     assert!(
         backend.precondition_failures() > 0,

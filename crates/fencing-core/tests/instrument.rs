@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use fencing_core::blob::{
     BlobBackend, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
 };
@@ -26,6 +25,8 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
+
+mod common;
 
 /// Runs `test` on a current-thread runtime with a recorder of its own.
 fn recorded<F: Future>(test: F) -> (F::Output, Recorded) {
@@ -168,21 +169,7 @@ fn sixteen_racing_writers_count_cas_retries() {
         let store = Arc::new(Instrumented::new(BlobStore::new(Arc::new(
             MemoryBlobBackend::new(),
         ))));
-        let mut tasks = Vec::new();
-        for w in 0..16u8 {
-            let store = store.clone();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..10u8 {
-                    store
-                        .put("k", Bytes::from(vec![w, i]), FencingToken::new(1))
-                        .await
-                        .unwrap();
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
+        common::sixteen_writers_at_one_token(store.clone()).await;
         store.inner().backend().clone()
     });
     let failures = backend.precondition_failures();
