@@ -356,10 +356,7 @@ impl AzureConfig {
     /// # Errors
     /// As [`backend`](Self::backend).
     pub async fn connect(&self) -> Result<AzureStore> {
-        Ok(self
-            .backend()?
-            .into_store()
-            .adopt_unfenced(self.common.adopt_unfenced))
+        Ok(self.common.store(self.backend()?))
     }
 }
 

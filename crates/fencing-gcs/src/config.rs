@@ -146,10 +146,8 @@ impl GcsConfig {
     /// # Errors
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<GcsStore> {
-        let backend = GcsBackend::new(self.client().await?, self.common.name.clone());
-        Ok(backend
-            .into_store()
-            .adopt_unfenced(self.common.adopt_unfenced))
+        let client = self.client().await?;
+        Ok(self.common.store(GcsBackend::new(client, self.bucket())))
     }
 }
 

@@ -205,10 +205,8 @@ impl S3Config {
     /// # Errors
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<S3Store> {
-        let backend = S3Backend::new(self.client().await?, self.common.name.clone());
-        Ok(backend
-            .into_store()
-            .adopt_unfenced(self.common.adopt_unfenced))
+        let client = self.client().await?;
+        Ok(self.common.store(S3Backend::new(client, self.bucket())))
     }
 }
 

@@ -26,6 +26,7 @@
 
 use std::fmt;
 
+use super::{BlobBackend, BlobStore};
 use crate::url::{BackendUrl, Query};
 use crate::{Error, Result};
 
@@ -115,6 +116,12 @@ impl ObjectStoreConfig {
         };
         config.validate(kind)?;
         Ok(config)
+    }
+
+    /// The fenced store on `backend` (built for this bucket), adopting
+    /// objects written without fencing if `adopt_unfenced` says so.
+    pub fn store<B: BlobBackend>(&self, backend: B) -> BlobStore<B> {
+        BlobStore::new(backend).adopt_unfenced(self.adopt_unfenced)
     }
 
     /// Refuses an empty bucket and `emulator=true` without an endpoint.
