@@ -55,6 +55,23 @@ macro_rules! on_pool {
 }
 pub(crate) use on_pool;
 
+/// Like [`on_pool!`], with one body for the dialects whose statements
+/// answer with `RETURNING` (PostgreSQL, SQLite) and one for MySQL, which
+/// answers through `LAST_INSERT_ID`.
+macro_rules! on_returning_pool {
+    ($pool:expr, $p:ident => returning: $returning:expr, mysql: $mysql:expr $(,)?) => {
+        match $pool {
+            #[cfg(feature = "postgres")]
+            $crate::db::Pool::Postgres($p) => $returning,
+            #[cfg(feature = "sqlite")]
+            $crate::db::Pool::Sqlite($p) => $returning,
+            #[cfg(feature = "mysql")]
+            $crate::db::Pool::MySql($p) => $mysql,
+        }
+    };
+}
+pub(crate) use on_returning_pool;
+
 /// The names of the tables this crate uses, all sharing one prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tables {
@@ -131,26 +148,14 @@ impl Db {
             "postgres" | "postgresql" => {
                 let options: sqlx::postgres::PgConnectOptions =
                     url.parse().map_err(|e| bad_url(url, e))?;
-                probe(Dialect::Postgres, &options).await?;
-                Pool::Postgres(
-                    pool_options()
-                        .connect_with(options)
-                        .await
-                        .map_err(|e| map_error(Dialect::Postgres, "connect", false, e))?,
-                )
+                Pool::Postgres(probe_and_open(Dialect::Postgres, options).await?)
             }
             #[cfg(feature = "mysql")]
             "mysql" | "mariadb" => {
                 let url = url.replacen("mariadb:", "mysql:", 1);
                 let options: sqlx::mysql::MySqlConnectOptions =
                     url.parse().map_err(|e| bad_url(&url, e))?;
-                probe(Dialect::MySql, &options).await?;
-                Pool::MySql(
-                    pool_options()
-                        .connect_with(options)
-                        .await
-                        .map_err(|e| map_error(Dialect::MySql, "connect", false, e))?,
-                )
+                Pool::MySql(probe_and_open(Dialect::MySql, options).await?)
             }
             #[cfg(feature = "sqlite")]
             "sqlite" => {
@@ -282,20 +287,19 @@ impl Db {
     }
 }
 
-/// Opens and closes one connection, so a server that is down or refuses
-/// the credentials is reported as such (a pool only says it timed out).
-async fn probe<O>(dialect: Dialect, options: &O) -> Result<()>
-where
-    O: sqlx::ConnectOptions,
-    O::Connection: Sized,
-{
-    use sqlx::Connection;
-    let conn = options
-        .connect()
-        .await
-        .map_err(|e| map_error(dialect, "connect", false, e))?;
+/// Opens and closes one connection first, so a server that is down or
+/// refuses the credentials is reported as such (a pool only says it timed
+/// out), then opens the pool.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+async fn probe_and_open<DB: sqlx::Database>(
+    dialect: Dialect,
+    options: <DB::Connection as sqlx::Connection>::Options,
+) -> Result<sqlx::Pool<DB>> {
+    use sqlx::{ConnectOptions, Connection};
+    let failed = |e| map_error(dialect, "connect", false, e);
+    let conn = options.connect().await.map_err(failed)?;
     let _ = conn.close().await;
-    Ok(())
+    pool_options().connect_with(options).await.map_err(failed)
 }
 
 fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {

@@ -131,8 +131,13 @@ pub trait FenceConnection: sealed::Sealed + Send {
     async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error>;
 }
 
-macro_rules! returning_connection {
-    ($feature:literal, $conn:ty, $dialect:expr) => {
+/// `FenceConnection` for one connection type: the dialect, and the upsert
+/// given as `|conn, sql, domain, token| body` (PostgreSQL and SQLite read
+/// the mark from `RETURNING`, MySQL from `LAST_INSERT_ID`). The select is
+/// the same for all.
+macro_rules! fence_connection {
+    ($feature:literal, $conn:ty, $dialect:expr,
+     |$c:ident, $sql:ident, $domain:ident, $token:ident| $upsert:expr) => {
         #[cfg(feature = $feature)]
         impl sealed::Sealed for $conn {}
         #[cfg(feature = $feature)]
@@ -143,15 +148,12 @@ macro_rules! returning_connection {
             }
             async fn upsert(
                 &mut self,
-                sql: &str,
-                domain: &str,
-                token: i64,
+                $sql: &str,
+                $domain: &str,
+                $token: i64,
             ) -> Result<Option<i64>, sqlx::Error> {
-                sqlx::query_scalar(sql)
-                    .bind(domain)
-                    .bind(token)
-                    .fetch_optional(&mut *self)
-                    .await
+                let $c = &mut *self;
+                $upsert
             }
             async fn select(
                 &mut self,
@@ -166,34 +168,34 @@ macro_rules! returning_connection {
         }
     };
 }
-returning_connection!("postgres", sqlx::PgConnection, Dialect::Postgres);
-returning_connection!("sqlite", sqlx::SqliteConnection, Dialect::Sqlite);
-
-#[cfg(feature = "mysql")]
-impl sealed::Sealed for sqlx::MySqlConnection {}
-#[cfg(feature = "mysql")]
-#[async_trait]
-impl FenceConnection for sqlx::MySqlConnection {
-    fn dialect(&self) -> Dialect {
-        Dialect::MySql
+fence_connection!(
+    "postgres",
+    sqlx::PgConnection,
+    Dialect::Postgres,
+    |conn, sql, domain, token| {
+        let query = sqlx::query_scalar(sql).bind(domain).bind(token);
+        query.fetch_optional(conn).await
     }
-    async fn upsert(
-        &mut self,
-        sql: &str,
-        domain: &str,
-        token: i64,
-    ) -> Result<Option<i64>, sqlx::Error> {
+);
+fence_connection!(
+    "sqlite",
+    sqlx::SqliteConnection,
+    Dialect::Sqlite,
+    |conn, sql, domain, token| {
+        let query = sqlx::query_scalar(sql).bind(domain).bind(token);
+        query.fetch_optional(conn).await
+    }
+);
+fence_connection!(
+    "mysql",
+    sqlx::MySqlConnection,
+    Dialect::MySql,
+    |conn, sql, domain, token| {
         let result = sqlx::query(sql)
             .bind(domain)
             .bind(token)
-            .execute(&mut *self)
+            .execute(conn)
             .await?;
         Ok(Some(crate::store::mysql_mark(&result)))
     }
-    async fn select(&mut self, sql: &str, domain: &str) -> Result<Option<i64>, sqlx::Error> {
-        sqlx::query_scalar(sql)
-            .bind(domain)
-            .fetch_optional(&mut *self)
-            .await
-    }
-}
+);

@@ -10,7 +10,7 @@ use fencing_core::{
 use sqlx::Row;
 
 use crate::Dialect;
-use crate::db::{Db, Pool, on_pool};
+use crate::db::{Db, on_pool, on_returning_pool};
 use crate::error::map_error;
 use crate::sql;
 
@@ -187,27 +187,14 @@ impl TokenIssuer for SqlIssuer {
             request.holder.as_str().as_bytes(),
         );
         let sent_at = Instant::now();
-        let token: Option<i64> = match &self.db.pool {
-            #[cfg(feature = "postgres")]
-            Pool::Postgres(p) => {
-                sqlx::query_scalar(&self.acquire)
-                    .bind(resource)
-                    .bind(holder)
-                    .bind(ttl)
-                    .fetch_optional(p)
-                    .await
-            }
-            #[cfg(feature = "sqlite")]
-            Pool::Sqlite(p) => {
-                sqlx::query_scalar(&self.acquire)
-                    .bind(resource)
-                    .bind(holder)
-                    .bind(ttl)
-                    .fetch_optional(p)
-                    .await
-            }
-            #[cfg(feature = "mysql")]
-            Pool::MySql(p) => sqlx::query(&self.acquire)
+        let token: Option<i64> = on_returning_pool!(&self.db.pool, p =>
+            returning: sqlx::query_scalar(&self.acquire)
+                .bind(resource)
+                .bind(holder)
+                .bind(ttl)
+                .fetch_optional(p)
+                .await,
+            mysql: sqlx::query(&self.acquire)
                 .bind(resource)
                 .bind(holder)
                 .bind(ttl)
@@ -218,7 +205,7 @@ impl TokenIssuer for SqlIssuer {
                         .ok()
                         .filter(|_| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0)
                 }),
-        }
+        )
         .map_err(self.map(&format!("acquire {resource:?}"), true))?;
         token
             .map(|t| Ok(Lease::new(request, FencingToken::from_i64(t)?, sent_at)))
@@ -266,29 +253,20 @@ impl TokenIssuer for SqlIssuer {
             });
         }
         let raw = floor.to_i64()?;
-        let raised = match &self.db.pool {
-            #[cfg(feature = "postgres")]
-            Pool::Postgres(p) => sqlx::query(&self.raise_floor)
+        let raised = on_returning_pool!(&self.db.pool, p =>
+            returning: sqlx::query(&self.raise_floor)
                 .bind(resource)
                 .bind(raw)
                 .fetch_optional(p)
                 .await
                 .map(|r| r.is_some()),
-            #[cfg(feature = "sqlite")]
-            Pool::Sqlite(p) => sqlx::query(&self.raise_floor)
-                .bind(resource)
-                .bind(raw)
-                .fetch_optional(p)
-                .await
-                .map(|r| r.is_some()),
-            #[cfg(feature = "mysql")]
-            Pool::MySql(p) => sqlx::query(&self.raise_floor)
+            mysql: sqlx::query(&self.raise_floor)
                 .bind(resource)
                 .bind(raw)
                 .execute(p)
                 .await
                 .map(|r| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0),
-        }
+        )
         .map_err(self.map(&format!("raise floor of {resource:?}"), true))?;
         if raised {
             Ok(())

@@ -6,7 +6,7 @@ use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
 
 use crate::Dialect;
-use crate::db::{Db, Pool, on_pool};
+use crate::db::{Db, on_pool, on_returning_pool};
 use crate::error::{map_error, wrote_nothing};
 use crate::sql::{self, ValueChange};
 
@@ -101,32 +101,22 @@ impl SqlStore {
     ) -> Result<()> {
         let d = self.db.dialect();
         let raw = token.to_i64()?;
-        let mark = match &self.db.pool {
-            #[cfg(feature = "postgres")]
-            Pool::Postgres(p) => sqlx::query(sql)
+        let mark = on_returning_pool!(&self.db.pool, p =>
+            returning: sqlx::query(sql)
                 .bind(key)
                 .bind(value)
                 .bind(raw)
                 .fetch_optional(p)
                 .await
                 .map(|row| row.map(|_| raw)),
-            #[cfg(feature = "sqlite")]
-            Pool::Sqlite(p) => sqlx::query(sql)
-                .bind(key)
-                .bind(value)
-                .bind(raw)
-                .fetch_optional(p)
-                .await
-                .map(|row| row.map(|_| raw)),
-            #[cfg(feature = "mysql")]
-            Pool::MySql(p) => sqlx::query(sql)
+            mysql: sqlx::query(sql)
                 .bind(key)
                 .bind(value)
                 .bind(raw)
                 .execute(p)
                 .await
                 .map(|r| Some(mysql_mark(&r))),
-        }
+        )
         .map_err(|e| map_error(d, &format!("{op} {key:?}"), true, e))?;
         match mark {
             Some(mark) if mark <= raw => Ok(()),
