@@ -13,6 +13,8 @@ use fencing_core::{Error, FencedStore, FencingToken, Result};
 
 mod common;
 
+use common::LosesAnswers;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_writers_lose_preconditions_and_retry() {
     let store = Arc::new(BlobStore::new(MemoryBlobBackend::new()));
@@ -160,52 +162,9 @@ fn hooked<H>(hook: H) -> HookedWrites<MemoryBlobBackend, H> {
     HookedWrites::new(MemoryBlobBackend::new(), hook)
 }
 
-/// Applies the next write but reports its outcome as unknown (the response
-/// was lost), and can let another writer in right after: what an SDK's
-/// internal retry would turn into "nothing was written".
-#[derive(Debug)]
-struct LosesAnswers {
-    lose_next: std::sync::atomic::AtomicBool,
-    /// Written (with a higher token) right after the lost answer.
-    then: Option<(Bytes, FencingToken)>,
-}
-
-#[async_trait::async_trait]
-impl WriteHook<MemoryBlobBackend> for LosesAnswers {
-    async fn write(
-        &self,
-        inner: &MemoryBlobBackend,
-        key: &str,
-        write: BlobWrite,
-    ) -> Result<WriteOutcome> {
-        let outcome = inner.write(key, write).await?;
-        if self
-            .lose_next
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
-        {
-            assert!(matches!(outcome, WriteOutcome::Written(_)));
-            if let Some((value, token)) = &self.then {
-                BlobStore::new(inner)
-                    .put(key, value.clone(), *token)
-                    .await
-                    .unwrap();
-            }
-            return Err(Error::outcome_unknown(
-                "loses-answers",
-                format!("conditional write of {key:?}"),
-                "connection reset after the request was sent",
-            ));
-        }
-        Ok(outcome)
-    }
-}
-
 #[tokio::test]
 async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written() {
-    let backend = hooked(LosesAnswers {
-        lose_next: true.into(),
-        then: Some((Bytes::from("newer"), 8.into())),
-    });
+    let backend = hooked(LosesAnswers::new(1, Some((Bytes::from("newer"), 8.into()))));
     let store = BlobStore::new(backend);
     // Ours (token 7) is applied, its answer lost, then token 8 lands: the
     // loop must not say "stale: nothing was written".
@@ -218,10 +177,7 @@ async fn an_applied_write_whose_answer_was_lost_is_never_reported_as_not_written
 
 #[tokio::test]
 async fn a_lost_answer_is_retried_by_the_loop_and_succeeds() {
-    let backend = hooked(LosesAnswers {
-        lose_next: true.into(),
-        then: None,
-    });
+    let backend = hooked(LosesAnswers::new(1, None));
     let store = BlobStore::new(backend);
     store.put("k", "v1".into(), 7.into()).await.unwrap();
     let got = store.get("k").await.unwrap().unwrap();

@@ -10,14 +10,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use fencing_core::blob::{
-    BlobBackend, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
-};
+use fencing_core::blob::{BlobStore, HookedWrites};
 use fencing_core::instrument::{Instrumented, lease_span, names};
 use fencing_core::keepalive::KeepAlive;
 use fencing_core::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
-use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, Result, TokenIssuer};
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use metrics_util::CompositeKey;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use tracing::Instrument;
@@ -27,6 +24,8 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
 mod common;
+
+use common::LosesAnswers;
 
 /// Runs `test` on a current-thread runtime with a recorder of its own.
 fn recorded<F: Future>(test: F) -> (F::Output, Recorded) {
@@ -188,37 +187,15 @@ fn sixteen_racing_writers_count_cas_retries() {
     );
 }
 
-/// Applies every write, then reports that it may not have been.
-#[derive(Debug, Default)]
-struct Unanswered;
-
-#[async_trait]
-impl WriteHook<MemoryBlobBackend> for Unanswered {
-    fn name(&self, _: &MemoryBlobBackend) -> &'static str {
-        "unanswered"
-    }
-
-    async fn write(
-        &self,
-        inner: &MemoryBlobBackend,
-        key: &str,
-        write: BlobWrite,
-    ) -> Result<WriteOutcome> {
-        inner.write(key, write).await?;
-        Err(Error::outcome_unknown(
-            "unanswered",
-            format!("PUT {key}"),
-            "timed out",
-        ))
-    }
-}
-
 #[test]
 fn an_unknown_outcome_is_counted_once_per_call_and_once_per_retry() {
     let (result, m) = recorded(async {
         let store = Instrumented::new(
-            BlobStore::new(HookedWrites::new(MemoryBlobBackend::new(), Unanswered))
-                .with_max_attempts(2),
+            BlobStore::new(HookedWrites::new(
+                MemoryBlobBackend::new(),
+                LosesAnswers::new(u32::MAX, None),
+            ))
+            .with_max_attempts(2),
         );
         store.put("k", "v".into(), FencingToken::new(7)).await
     });
@@ -229,7 +206,7 @@ fn an_unknown_outcome_is_counted_once_per_call_and_once_per_retry() {
     assert_eq!(
         m.counter(
             names::OUTCOME_UNKNOWN,
-            &[(names::STORE, "unanswered"), (names::OP, "put")]
+            &[(names::STORE, "loses-answers"), (names::OP, "put")]
         ),
         1
     );

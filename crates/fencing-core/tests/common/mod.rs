@@ -1,9 +1,13 @@
 //! What the core's test binaries share.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
+use async_trait::async_trait;
 use bytes::Bytes;
-use fencing_core::{FencedStore, FencingToken};
+use fencing_core::blob::{BlobBackend, BlobStore, BlobWrite, WriteHook, WriteOutcome};
+use fencing_core::memory::MemoryBlobBackend;
+use fencing_core::{Error, FencedStore, FencingToken, Result};
 
 /// 16 writers × 10 puts of `"k"`, all at token 1, so only the backend's
 /// precondition keeps them apart. Panics if a put fails.
@@ -22,5 +26,58 @@ pub(crate) async fn sixteen_writers_at_one_token<S: FencedStore + 'static>(store
     }
     for t in tasks {
         t.await.unwrap();
+    }
+}
+
+/// Applies writes but loses their answers (what an SDK's internal retry
+/// would turn into "nothing was written"): the next `lose` of them, each
+/// reported as an unknown outcome, optionally with another writer let in
+/// right after.
+#[derive(Debug)]
+pub(crate) struct LosesAnswers {
+    lose: AtomicU32,
+    /// Written (with a higher token) right after each lost answer.
+    then: Option<(Bytes, FencingToken)>,
+}
+
+impl LosesAnswers {
+    /// Loses the next `lose` answers.
+    pub(crate) fn new(lose: u32, then: Option<(Bytes, FencingToken)>) -> Self {
+        Self {
+            lose: lose.into(),
+            then,
+        }
+    }
+}
+
+#[async_trait]
+impl WriteHook<MemoryBlobBackend> for LosesAnswers {
+    fn name(&self, _: &MemoryBlobBackend) -> &'static str {
+        "loses-answers"
+    }
+
+    async fn write(
+        &self,
+        inner: &MemoryBlobBackend,
+        key: &str,
+        w: BlobWrite,
+    ) -> Result<WriteOutcome> {
+        let outcome = inner.write(key, w).await?;
+        let lost = self
+            .lose
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if lost.is_err() {
+            return Ok(outcome);
+        }
+        assert!(matches!(outcome, WriteOutcome::Written(_)));
+        if let Some((value, token)) = &self.then {
+            let newer = BlobStore::new(inner).put(key, value.clone(), *token).await;
+            newer.expect("the write let in after the lost answer");
+        }
+        Err(Error::outcome_unknown(
+            "loses-answers",
+            format!("conditional write of {key:?}"),
+            "connection reset after the request was sent",
+        ))
     }
 }
