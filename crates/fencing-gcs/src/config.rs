@@ -166,13 +166,9 @@ fn adc_file_present() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::blob::config::invalid_input_message;
+    use fencing_core::blob::config::assert_refused;
 
     use super::*;
-
-    fn invalid(url: &str) -> String {
-        invalid_input_message(url, GcsConfig::from_url(url))
-    }
 
     #[test]
     fn good_urls() {
@@ -191,13 +187,19 @@ mod tests {
 
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
-        assert!(invalid("s3://b").contains("not a GCS URL"));
-        assert!(invalid("gs://?endpoint=x").contains("no bucket"));
-        assert!(invalid("gs://b/o").contains("\"/o\""));
-        let unknown = invalid("gs://b?region=x");
-        assert!(unknown.contains("\"region\""), "{unknown}");
-        assert!(unknown.contains("endpoint, emulator, adopt_unfenced"));
-        assert!(invalid("gs://b?emulator=on").contains("emulator=\"on\""));
-        assert!(invalid("gs://b?emulator=true").contains("needs endpoint="));
+        assert_refused(
+            GcsConfig::from_url,
+            &[
+                ("s3://b", &["not a GCS URL"]),
+                ("gs://?endpoint=x", &["no bucket"]),
+                ("gs://b/o", &["\"/o\""]),
+                (
+                    "gs://b?region=x",
+                    &["\"region\"", "endpoint, emulator, adopt_unfenced"],
+                ),
+                ("gs://b?emulator=on", &["emulator=\"on\""]),
+                ("gs://b?emulator=true", &["needs endpoint="]),
+            ],
+        );
     }
 }

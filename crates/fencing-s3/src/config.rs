@@ -231,13 +231,9 @@ pub(crate) fn emulator_client(endpoint: &str, region: Option<&str>) -> Client {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::blob::config::invalid_input_message;
+    use fencing_core::blob::config::assert_refused;
 
     use super::*;
-
-    fn invalid(url: &str) -> String {
-        invalid_input_message(url, S3Config::from_url(url))
-    }
 
     #[test]
     fn good_urls() {
@@ -258,16 +254,25 @@ mod tests {
 
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
-        assert!(invalid("gs://b").contains("not an S3 URL"));
-        assert!(invalid("s3://").contains("no bucket"));
-        assert!(invalid("s3://b/k").contains("\"/k\""));
-        let unknown = invalid("s3://b?endpont=x");
-        assert!(unknown.contains("\"endpont\""), "{unknown}");
-        assert!(unknown.contains("endpoint, path_style, emulator, adopt_unfenced"));
-        assert!(invalid("s3://b?adopt_unfenced=ture").contains("adopt_unfenced=\"ture\""));
-        assert!(invalid("s3://b?emulator=true").contains("needs endpoint="));
-        assert!(invalid("s3://b?region=").contains("region needs a value"));
-        assert!(invalid("s3://b?region=a&region=b").contains("twice"));
+        assert_refused(
+            S3Config::from_url,
+            &[
+                ("gs://b", &["not an S3 URL"]),
+                ("s3://", &["no bucket"]),
+                ("s3://b/k", &["\"/k\""]),
+                (
+                    "s3://b?endpont=x",
+                    &[
+                        "\"endpont\"",
+                        "endpoint, path_style, emulator, adopt_unfenced",
+                    ],
+                ),
+                ("s3://b?adopt_unfenced=ture", &["adopt_unfenced=\"ture\""]),
+                ("s3://b?emulator=true", &["needs endpoint="]),
+                ("s3://b?region=", &["region needs a value"]),
+                ("s3://b?region=a&region=b", &["twice"]),
+            ],
+        );
     }
 
     #[test]
