@@ -43,6 +43,14 @@ async fn assert_state(store: &dyn FencedStore, key: &str, value: Option<&str>, m
     );
 }
 
+/// Writes `value` at `token`, which must be accepted, and checks the
+/// store then holds that value under that mark.
+async fn accepted(store: &dyn FencedStore, key: &str, value: &str, token: u64, what: &str) {
+    let written = store.put(key, value.to_owned().into(), t(token)).await;
+    written.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_state(store, key, Some(value), Some(token)).await;
+}
+
 fn assert_stale<T: std::fmt::Debug>(
     result: Result<T, Error>,
     key: &str,
@@ -71,26 +79,10 @@ fn assert_stale<T: std::fmt::Debug>(
 pub async fn equal_and_higher_accepted(store: &dyn FencedStore) {
     let key = unique_name("accept");
     assert_state(store, &key, None, None).await;
-    store
-        .put(&key, "a".into(), t(5))
-        .await
-        .expect("first write");
-    assert_state(store, &key, Some("a"), Some(5)).await;
-    store
-        .put(&key, "b".into(), t(5))
-        .await
-        .expect("equal token must be accepted");
-    assert_state(store, &key, Some("b"), Some(5)).await;
-    store
-        .put(&key, "c".into(), t(6))
-        .await
-        .expect("higher token");
-    assert_state(store, &key, Some("c"), Some(6)).await;
-    store
-        .put(&key, "d".into(), t(1_000_000))
-        .await
-        .expect("much higher token");
-    assert_state(store, &key, Some("d"), Some(1_000_000)).await;
+    accepted(store, &key, "a", 5, "first write").await;
+    accepted(store, &key, "b", 5, "equal token must be accepted").await;
+    accepted(store, &key, "c", 6, "higher token").await;
+    accepted(store, &key, "d", 1_000_000, "much higher token").await;
 }
 
 /// A lower token is refused with both tokens named, and nothing changes.
@@ -121,11 +113,7 @@ pub async fn fence_advances_mark(store: &dyn FencedStore) {
     assert_stale(store.put(&key, "zombie".into(), t(9)).await, &key, 9, 10);
     assert_eq!(store.fence(&key, t(10)).await.expect("equal fence"), t(10));
     assert_stale(store.fence(&key, t(4)).await, &key, 4, 10);
-    store
-        .put(&key, "new holder".into(), t(10))
-        .await
-        .expect("the fencer writes");
-    assert_state(store, &key, Some("new holder"), Some(10)).await;
+    accepted(store, &key, "new holder", 10, "the fencer writes").await;
 
     // Fencing a key with no value leaves a mark but no value.
     let fresh = unique_name("fence-absent");
@@ -133,11 +121,7 @@ pub async fn fence_advances_mark(store: &dyn FencedStore) {
     assert_state(store, &fresh, None, Some(7)).await;
     assert_stale(store.put(&fresh, "zombie".into(), t(6)).await, &fresh, 6, 7);
     assert_state(store, &fresh, None, Some(7)).await;
-    store
-        .put(&fresh, "first".into(), t(7))
-        .await
-        .expect("write at the fenced token");
-    assert_state(store, &fresh, Some("first"), Some(7)).await;
+    accepted(store, &fresh, "first", 7, "write at the fenced token").await;
 }
 
 /// `delete` removes the value and keeps the mark.
@@ -148,11 +132,7 @@ pub async fn delete_keeps_mark(store: &dyn FencedStore) {
     assert_state(store, &key, None, Some(5)).await;
     assert_stale(store.put(&key, "zombie".into(), t(4)).await, &key, 4, 5);
     assert_state(store, &key, None, Some(5)).await;
-    store
-        .put(&key, "again".into(), t(5))
-        .await
-        .expect("write after delete");
-    assert_state(store, &key, Some("again"), Some(5)).await;
+    accepted(store, &key, "again", 5, "write after delete").await;
 }
 
 /// Keys are fenced independently.
@@ -160,11 +140,7 @@ pub async fn keys_are_independent(store: &dyn FencedStore) {
     let a = unique_name("indep-a");
     let b = format!("{a}-b");
     store.fence(&a, t(100)).await.expect("fence a");
-    store
-        .put(&b, "b".into(), t(1))
-        .await
-        .expect("a low token on another key is fine");
-    assert_state(store, &b, Some("b"), Some(1)).await;
+    accepted(store, &b, "b", 1, "a low token on another key is fine").await;
     assert_state(store, &a, None, Some(100)).await;
 }
 
