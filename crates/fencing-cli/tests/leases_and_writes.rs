@@ -4,7 +4,7 @@
 mod common;
 
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{FENCE, Scratch, assert_exit, fence, json, on_resource, put, text};
@@ -119,15 +119,38 @@ fn run_passes_the_token_releases_and_keeps_the_exit_code() {
     );
 }
 
-/// The batch job from the field: `fence run` is stopped (SIGSTOP) past its
-/// TTL, a second run takes the lease and writes, and when the first wakes
-/// its command's write is refused and `fence` exits with "lease lost".
 /// `kill SIGNAL -- GROUP`: stops or resumes a whole process group.
-fn signal_group(signal: &str, group: &str) {
+fn kill(signal: &str, group: &str) {
     let status = Command::new("kill").args([signal, "--", group]).status();
     assert!(status.unwrap().success(), "kill {signal} -- {group}");
 }
 
+/// `fence ARGS` started in a process group of its own (so `kill` stops its
+/// command too), output piped, and the group to signal.
+fn spawn_in_group(args: &[&str]) -> (Child, String) {
+    let child = Command::new(FENCE)
+        .args(args)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = format!("-{}", child.id());
+    (child, group)
+}
+
+/// Waits for a `fence` that must have exited with 4 (lease lost, "no
+/// longer held"); `what` for the message.
+fn assert_lost_lease(child: Child, what: &str) {
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{what}; stderr: {stderr}");
+    assert!(stderr.contains("no longer held"), "{stderr}");
+}
+
+/// The batch job from the field: `fence run` is stopped (SIGSTOP) past its
+/// TTL, a second run takes the lease and writes, and when the first wakes
+/// its command's write is refused and `fence` exits with "lease lost".
 #[test]
 fn a_stopped_run_is_refused_after_it_wakes() {
     let s = Scratch::new("sigstop");
@@ -141,31 +164,25 @@ fn a_stopped_run_is_refused_after_it_wakes() {
          sleep 2; {FENCE} put --store {url} report --token $FENCING_TOKEN 'first run, late'; echo $? > {}",
         result.display()
     );
-    let mut first = Command::new(FENCE)
-        .args([
-            "run",
-            "--issuer",
-            &url,
-            "--resource",
-            "report",
-            "--ttl",
-            "1s",
-            "--signal",
-            "SIGWINCH",
-            "--grace",
-            "20s",
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ])
-        .process_group(0)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let group = format!("-{}", first.id());
+    let (first, group) = spawn_in_group(&[
+        "run",
+        "--issuer",
+        &url,
+        "--resource",
+        "report",
+        "--ttl",
+        "1s",
+        "--signal",
+        "SIGWINCH",
+        "--grace",
+        "20s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     std::thread::sleep(Duration::from_millis(700));
-    signal_group("-STOP", &group);
+    kill("-STOP", &group);
 
     // Paused past its TTL: the second run gets the lease and writes.
     std::thread::sleep(Duration::from_millis(1600));
@@ -188,16 +205,8 @@ fn a_stopped_run_is_refused_after_it_wakes() {
     );
     assert_exit(&second, 0);
 
-    signal_group("-CONT", &group);
-    let status = first.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(first.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert_eq!(
-        status.code(),
-        Some(4),
-        "the first run must exit with 'lease lost'; stderr: {stderr}"
-    );
-    assert!(stderr.contains("no longer held"), "{stderr}");
+    kill("-CONT", &group);
+    assert_lost_lease(first, "the first run must exit with 'lease lost'");
 
     let code = std::fs::read_to_string(&result).expect("the zombie command tried its late write");
     assert_eq!(
@@ -226,16 +235,6 @@ fn a_closed_pipe_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(out.status.success(), "{stderr}");
-}
-
-fn kill(signal: &str, group: &str) {
-    assert!(
-        Command::new("kill")
-            .args([signal, "--", group])
-            .status()
-            .unwrap()
-            .success()
-    );
 }
 
 /// A command that runs for several TTLs keeps the lease all along.
@@ -282,35 +281,24 @@ fn a_held_lease_paused_past_its_deadline_is_lost() {
     let s = Scratch::new("keep-hold");
     let url = s.url();
     let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
-    let mut hold = Command::new(FENCE)
-        .args([
-            "acquire",
-            "--issuer",
-            &url,
-            "--resource",
-            "job",
-            "--ttl",
-            "1s",
-            "--hold",
-            "--json",
-        ])
-        .process_group(0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let group = format!("-{}", hold.id());
+    let (hold, group) = spawn_in_group(&[
+        "acquire",
+        "--issuer",
+        &url,
+        "--resource",
+        "job",
+        "--ttl",
+        "1s",
+        "--hold",
+        "--json",
+    ]);
     std::thread::sleep(Duration::from_millis(600));
     kill("-STOP", &group);
     let next = job("acquire", &["--ttl", "30s", "--wait", "10s", "--json"]);
     kill("-CONT", &group);
     assert_exit(&next, 0);
 
-    let status = hold.wait().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(hold.stderr.as_mut().unwrap(), &mut stderr).unwrap();
-    assert_eq!(status.code(), Some(4), "stderr: {stderr}");
-    assert!(stderr.contains("no longer held"), "{stderr}");
+    assert_lost_lease(hold, "the paused holder must exit with 'lease lost'");
     let next = json(&next);
     let holder = job("holder", &["--json"]);
     let holder = json(&holder);
