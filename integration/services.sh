@@ -507,6 +507,10 @@ cmd_deps() {
   have nc || apt+=(netcat-openbsd)
   have curl || apt+=(curl)
   have ss || apt+=(iproute2)
+  # the nemesis tests (integration/tests/nemesis.rs): partitions are iptables rules in
+  # network namespaces, skewed clocks are libfaketime
+  have iptables || apt+=(iptables)
+  [[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]] || apt+=(faketime)
   for svc in "${names[@]}"; do
     case $svc in
     etcd | etcd-cluster)

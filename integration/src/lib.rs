@@ -16,6 +16,7 @@ use fencing_harness::env::{self, Server};
 use fencing_sql::{Db, SqlStore, Tables};
 
 pub mod candidate;
+pub mod nemesis;
 
 /// The issuers, by name.
 pub const ISSUERS: &[&str] = &[
@@ -141,6 +142,12 @@ fn issuer_url(name: &str) -> Option<(Option<&'static Server>, String)> {
         ),
         _ => return None,
     })
+}
+
+/// A named issuer's URL on this checkout's servers (registry grammar), with
+/// this run's prefix; `None` for `memory` (in-process) and unknown names.
+pub fn issuer_url_of(name: &str) -> Option<String> {
+    issuer_url(name).map(|(_, url)| url)
 }
 
 /// A fresh issuer by name, with the TTL its tests use; `None` if skipped.

@@ -130,6 +130,12 @@ impl History {
             finished: Instant::now(),
             outcome,
         };
+        self.push(op);
+    }
+
+    /// Records an operation run elsewhere (another process, say), with the
+    /// interval and outcome it observed.
+    pub fn push(&self, op: Op) {
         self.ops.lock().expect("poisoned").push(op);
     }
 

@@ -1,0 +1,230 @@
+//! The nemesis runs, shared by the CI test (`tests/nemesis.rs`) and the
+//! `nemesis` binary (long mode, RELIABILITY.md):
+//! - partition runs: the etcd cluster or the ZooKeeper ensemble in three
+//!   namespaces, PostgreSQL and moto in their own, four clients in theirs,
+//!   under a random schedule of partitions, lossy links, kills and pauses;
+//! - clock runs: every issuer on this checkout's servers with PostgreSQL as
+//!   the store, five clients whose clocks are true, 5 h slow, 7 h fast,
+//!   jumping (wall clock) and jumping forward (every clock).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::schedule::Menu;
+use super::servers::{self, Cluster, ClusterKind, Topology};
+use super::timeline::RunReport;
+use super::{Clock, Nemesis, PairSpec, net, run_pair, write_evidence};
+
+/// How much to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One run per pair, sized for CI.
+    Ci,
+    /// Runs per pair until this many fenced calls were made.
+    Long(usize),
+}
+
+impl Mode {
+    fn run_length(self) -> Duration {
+        match self {
+            Self::Ci => Duration::from_secs(20),
+            Self::Long(_) => Duration::from_secs(120),
+        }
+    }
+
+    fn clock_run_length(self) -> Duration {
+        match self {
+            Self::Ci => Duration::from_secs(12),
+            Self::Long(_) => Duration::from_secs(120),
+        }
+    }
+
+    fn enough(self, operations: usize) -> bool {
+        match self {
+            Self::Ci => true,
+            Self::Long(target) => operations >= target,
+        }
+    }
+}
+
+/// Where failing runs' timelines go (every run's with `FENCING_NEMESIS_KEEP`
+/// set): `target/nemesis`.
+pub fn evidence_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/nemesis")
+}
+
+/// One pair's runs: the reports, and where the last one's timeline was
+/// written when a run broke the contract.
+#[derive(Debug)]
+pub struct PairRuns {
+    /// `issuer × store`.
+    pub label: String,
+    /// One report per run.
+    pub runs: Vec<RunReport>,
+    /// Timelines of runs with violations.
+    pub evidence: Vec<String>,
+}
+
+impl PairRuns {
+    /// Panics if any run broke the contract or proved nothing.
+    pub fn assert_clean(&self) {
+        for (i, run) in self.runs.iter().enumerate() {
+            run.assert_clean(self.evidence.get(i).map_or("-", String::as_str));
+        }
+    }
+
+    /// Fenced calls over every run.
+    pub fn operations(&self) -> usize {
+        self.runs.iter().map(|r| r.operations).sum()
+    }
+}
+
+/// Runs `spec` (seeds `seed`, `seed + 1`, … in long mode) until `mode` has
+/// enough, writing the timeline of any run with violations.
+async fn repeat(
+    nemesis: &mut Nemesis,
+    client_bin: &Path,
+    spec: &mut PairSpec,
+    mode: Mode,
+    work: &Path,
+) -> Result<PairRuns, String> {
+    let mut pair = PairRuns {
+        label: spec.label.clone(),
+        runs: Vec::new(),
+        evidence: Vec::new(),
+    };
+    let first_seed = spec.seed;
+    loop {
+        let (report, timeline) = run_pair(nemesis, client_bin, spec, work).await?;
+        println!("{report}");
+        let keep = std::env::var_os("FENCING_NEMESIS_KEEP").is_some();
+        let evidence = if report.violations.is_empty() && !keep {
+            "-".to_owned()
+        } else {
+            write_evidence(&evidence_dir(), &report, &timeline)
+        };
+        pair.evidence.push(evidence);
+        pair.runs.push(report);
+        if mode.enough(pair.operations()) {
+            return Ok(pair);
+        }
+        spec.seed = spec.seed.wrapping_add(1);
+        if spec.seed == first_seed {
+            return Ok(pair);
+        }
+    }
+}
+
+/// The partition runs on `kind` × PostgreSQL and × S3 (moto).
+pub async fn partition_runs(
+    kind: ClusterKind,
+    mode: Mode,
+    seed: u64,
+    client_bin: &Path,
+) -> Result<Vec<PairRuns>, String> {
+    net::preflight()?;
+    let work = tempdir(kind.name())?;
+    let clients = 4;
+    let topology = Topology::new(&kind.name()[..4], clients)?;
+    let cluster = Cluster::start(kind, &topology.members, &work)?;
+    let (pg, pg_url) = servers::postgres(&topology.postgres, &work)?;
+    let (moto, s3_url) = servers::moto(&topology.s3, &work, "nemesis")?;
+    let client_hosts: Vec<_> = topology.clients.clone();
+    let issuer_url = cluster.issuer_url(&fencing_testkit::unique_prefix());
+    let mut nemesis = Nemesis::cluster(topology, cluster, vec![pg, moto]);
+    let ttl = Duration::from_secs(2);
+    let mut pairs = Vec::new();
+    for (store, store_url) in [("postgres", pg_url), ("s3", s3_url)] {
+        let mut spec = PairSpec {
+            label: format!("{} × {store}", kind.name()),
+            issuer_url: issuer_url.clone(),
+            store_url,
+            ttl,
+            seed,
+            length: mode.run_length(),
+            clients: client_hosts
+                .iter()
+                .map(|h| (Some(h.clone()), Clock::Real))
+                .collect(),
+            menu: Menu {
+                members: 3,
+                clients,
+                ttl,
+                cluster_faults: true,
+                jumping_clocks: Vec::new(),
+            },
+        };
+        pairs.push(repeat(&mut nemesis, client_bin, &mut spec, mode, &work).await?);
+    }
+    drop(nemesis);
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(pairs)
+}
+
+/// The issuers of the clock runs, by their name in `fencing_integration`.
+pub const CLOCK_ISSUERS: &[&str] = &[
+    "sqlite",
+    "postgres",
+    "mariadb",
+    "redis",
+    "etcd",
+    "zookeeper",
+];
+
+/// The clock runs: each issuer × PostgreSQL, five clients with true, slow,
+/// fast, jumping and all-clocks-jumping clocks, client pauses past the TTL
+/// so that zombies do reach the store.
+pub async fn clock_runs(
+    issuers: &[&str],
+    mode: Mode,
+    seed: u64,
+    client_bin: &Path,
+) -> Result<Vec<PairRuns>, String> {
+    let work = tempdir("clocks")?;
+    let store_url = crate::issuer_url_of("postgres").ok_or("no PostgreSQL URL")?;
+    let mut pairs = Vec::new();
+    for name in issuers {
+        let issuer_url = crate::issuer_url_of(name).ok_or_else(|| format!("no URL for {name}"))?;
+        let ttl = match *name {
+            "etcd" | "zookeeper" => Duration::from_secs(2),
+            _ => Duration::from_millis(800),
+        };
+        let clocks = vec![
+            Clock::Real,
+            Clock::Offset(-5 * 3600),
+            Clock::Offset(7 * 3600),
+            Clock::Jumping { all_clocks: false },
+            Clock::Jumping { all_clocks: true },
+        ];
+        let mut spec = PairSpec {
+            label: format!("{name} × postgres, skewed clocks"),
+            issuer_url,
+            store_url: store_url.clone(),
+            ttl,
+            seed,
+            length: mode.clock_run_length(),
+            clients: clocks.into_iter().map(|c| (None, c)).collect(),
+            menu: Menu {
+                members: 0,
+                clients: 5,
+                ttl,
+                cluster_faults: true,
+                jumping_clocks: vec![(3, false), (4, true)],
+            },
+        };
+        let mut nemesis = Nemesis::default();
+        pairs.push(repeat(&mut nemesis, client_bin, &mut spec, mode, &work).await?);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(pairs)
+}
+
+fn tempdir(name: &str) -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "fencing-nemesis-{}-{name}-{}",
+        std::process::id(),
+        fencing_testkit::unique_prefix()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}

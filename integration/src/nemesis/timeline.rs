@@ -1,0 +1,654 @@
+//! What a nemesis run saw, and its verdict.
+//!
+//! Clients print events stamped with the machine's real monotonic clock
+//! (read by a raw system call, so `faketime` cannot skew it), the parent
+//! adds the faults it injected, and [`Timeline::check`] turns it into a
+//! [`RunReport`]: the history checker's verdict (no stale accept, no false
+//! refusal) plus the windows a run is judged by — two holders at once, and
+//! the longest time without a grant or an accepted write.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fencing::{FencingToken, Versioned};
+use fencing_testkit::history::{History, Op, OpKind, Outcome};
+
+/// CLOCK_MONOTONIC in nanoseconds, read through the vDSO by rustix:
+/// LD_PRELOAD (libfaketime) intercepts libc's `clock_gettime`, not this.
+pub fn real_monotonic_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    let nanos = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+    u64::try_from(nanos).expect("the monotonic clock is positive")
+}
+
+/// The value client `client` writes in its `seq`th put under `token`.
+pub fn value_of(client: u64, token: u64, seq: u64) -> Bytes {
+    Bytes::from(format!("client {client} token {token} put {seq}"))
+}
+
+/// One line a client printed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// Acquired, with this token.
+    Grant(u64),
+    /// An acquire failed (timeout, unreachable service).
+    AcquireFailed(String),
+    /// About to put (token, sequence number).
+    Put(u64, u64),
+    /// About to fence.
+    Fence(u64),
+    /// The last call was accepted.
+    Ok,
+    /// The last call was refused as stale; the mark the store named.
+    Stale(u64),
+    /// The last call failed otherwise (its outcome may be unknown).
+    Err(String),
+    /// About to release.
+    Release(u64),
+    /// The client's wall clock (Unix seconds), as its process reads it.
+    Clock(i64),
+}
+
+impl Event {
+    /// Parses `NS EVENT ARGS…`.
+    pub fn parse(line: &str) -> Option<(u64, Self)> {
+        let mut words = line.splitn(3, ' ');
+        let at = words.next()?.parse().ok()?;
+        let kind = words.next()?;
+        let rest = words.next().unwrap_or("");
+        let num = |s: &str| s.split(' ').next().and_then(|n| n.parse::<u64>().ok());
+        let event = match kind {
+            "grant" => Self::Grant(num(rest)?),
+            "acquire-failed" => Self::AcquireFailed(rest.to_owned()),
+            "put" => {
+                let (token, seq) = rest.split_once(' ')?;
+                Self::Put(token.parse().ok()?, seq.parse().ok()?)
+            }
+            "fence" => Self::Fence(num(rest)?),
+            "ok" => Self::Ok,
+            "stale" => Self::Stale(num(rest)?),
+            "err" => Self::Err(rest.to_owned()),
+            "release" => Self::Release(num(rest)?),
+            "clock" => Self::Clock(rest.trim().parse().ok()?),
+            _ => return None,
+        };
+        Some((at, event))
+    }
+}
+
+/// A fault the nemesis held from `start` to `end` (ns).
+#[derive(Clone, Debug)]
+pub struct FaultSpan {
+    /// Its kind, e.g. `partition-leader`.
+    pub kind: String,
+    /// What exactly, e.g. `etcd-2 (leader) | etcd-1 etcd-3`.
+    pub detail: String,
+    /// When it was injected.
+    pub start: u64,
+    /// When it was healed.
+    pub end: u64,
+}
+
+/// Events of every client and the faults, in one clock.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    /// (client, ns, event), in the order received.
+    pub events: Vec<(usize, u64, Event)>,
+    /// The faults.
+    pub faults: Vec<FaultSpan>,
+    /// When the run started and ended (ns).
+    pub span: (u64, u64),
+    /// The real wall clock minus the monotonic one, in ns (to tell how far
+    /// a client's wall clock was off).
+    pub wall_minus_monotonic: i128,
+}
+
+impl Timeline {
+    /// An empty timeline starting now.
+    pub fn start() -> Self {
+        let mono = real_monotonic_ns();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos();
+        let wall = i128::try_from(wall).expect("a wall clock within i128");
+        Self {
+            span: (mono, mono),
+            wall_minus_monotonic: wall - i128::from(mono),
+            ..Self::default()
+        }
+    }
+}
+
+/// One fenced call with its outcome (`None`: no answer before the run ended).
+struct Call {
+    client: usize,
+    kind: OpKind,
+    token: u64,
+    seq: u64,
+    start: u64,
+    end: u64,
+    outcome: Option<Event>,
+}
+
+/// A run's verdict and the numbers it is judged by.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// `issuer × store` and the variant, e.g. `etcd-cluster × postgres`.
+    pub label: String,
+    /// The seed that replays the schedule.
+    pub seed: u64,
+    /// How long the clients ran.
+    pub duration: Duration,
+    /// Fenced calls (puts and fences).
+    pub operations: usize,
+    /// Accepted by the store.
+    pub accepted: usize,
+    /// Refused as stale.
+    pub refused: usize,
+    /// Failed otherwise, or unanswered at the end.
+    pub failed: usize,
+    /// Leases granted.
+    pub grants: usize,
+    /// Acquires that failed.
+    pub acquire_failures: usize,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, usize>,
+    /// Accepted writes below a mark already accepted (must be 0).
+    pub stale_accepts: usize,
+    /// Every contract violation, stale accepts included (must be empty).
+    pub violations: Vec<String>,
+    /// Windows in which two or more clients held a lease they believed live.
+    pub overlaps: usize,
+    /// The longest such window.
+    pub longest_overlap: Duration,
+    /// Calls started inside such windows: (accepted, refused).
+    pub overlap_calls: (usize, usize),
+    /// The longest time without a grant.
+    pub longest_without_grant: Duration,
+    /// The longest time without an accepted write.
+    pub longest_without_accept: Duration,
+    /// Per client whose wall clock was off by over a minute: the least and
+    /// the most it was off, in hours (what `faketime` did, as measured).
+    pub clock_skew: BTreeMap<usize, (f64, f64)>,
+}
+
+impl RunReport {
+    /// Panics with the report, the seed and where the timeline was written
+    /// if the run broke the contract or proved nothing (no refusal means no
+    /// zombie ever reached the store).
+    pub fn assert_clean(&self, evidence: &str) {
+        assert!(
+            self.violations.is_empty(),
+            "{self}\nviolations (replay with FENCING_SEED={}; timeline: {evidence}):\n  {}",
+            self.seed,
+            self.violations.join("\n  ")
+        );
+        assert!(
+            self.accepted > 0 && self.grants > 1,
+            "{self}\nthe run accepted no write or granted at most once: it proves nothing (timeline: {evidence})"
+        );
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+impl std::fmt::Display for RunReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let faults: Vec<String> = self
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        write!(
+            f,
+            "{} (seed {}): {} of clients; {} fenced calls: {} accepted, {} refused as stale, {} failed; \
+             {} grants, {} acquires failed; faults: {}; stale accepts {}; two holders at once: {} windows \
+             (longest {}; calls in them {} accepted, {} refused); longest without a grant {}, without an \
+             accepted write {}",
+            self.label,
+            self.seed,
+            secs(self.duration),
+            self.operations,
+            self.accepted,
+            self.refused,
+            self.failed,
+            self.grants,
+            self.acquire_failures,
+            if faults.is_empty() {
+                "none".to_owned()
+            } else {
+                faults.join(", ")
+            },
+            self.stale_accepts,
+            self.overlaps,
+            secs(self.longest_overlap),
+            self.overlap_calls.0,
+            self.overlap_calls.1,
+            secs(self.longest_without_grant),
+            secs(self.longest_without_accept),
+        )?;
+        for (client, (low, high)) in &self.clock_skew {
+            write!(f, "; client {} clock off {low:+.2} h", client + 1)?;
+            if (high - low).abs() > 0.01 {
+                write!(f, " to {high:+.2} h")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The longest gap between consecutive instants within the run (its start
+/// and end included).
+fn longest_gap(mut at: Vec<u64>, (start, end): (u64, u64)) -> Duration {
+    at.retain(|t| (start..=end).contains(t));
+    at.push(start);
+    at.push(end);
+    at.sort_unstable();
+    let gap = at.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    Duration::from_nanos(gap)
+}
+
+impl Timeline {
+    fn calls(&self) -> Vec<Call> {
+        let mut open: BTreeMap<usize, Call> = BTreeMap::new();
+        let mut calls = Vec::new();
+        for (client, at, event) in &self.events {
+            let (client, at) = (*client, *at);
+            let started = match event {
+                Event::Put(token, seq) => Some((OpKind::Put, *token, *seq)),
+                Event::Fence(token) => Some((OpKind::Fence, *token, 0)),
+                _ => None,
+            };
+            if let Some((kind, token, seq)) = started {
+                if let Some(unanswered) = open.remove(&client) {
+                    calls.push(unanswered);
+                }
+                let call = Call {
+                    client,
+                    kind,
+                    token,
+                    seq,
+                    start: at,
+                    end: at,
+                    outcome: None,
+                };
+                open.insert(client, call);
+            } else if matches!(event, Event::Ok | Event::Stale(_) | Event::Err(_))
+                && let Some(mut call) = open.remove(&client)
+            {
+                call.end = at;
+                call.outcome = Some(event.clone());
+                calls.push(call);
+            }
+        }
+        calls.extend(open.into_values().map(|mut c| {
+            c.end = c.start.max(self.span.1);
+            c
+        }));
+        calls
+    }
+
+    /// Judges the run. `final_state` is the key's value and mark read after
+    /// every client stopped.
+    pub fn check(
+        &self,
+        label: &str,
+        seed: u64,
+        final_state: (Option<Versioned>, Option<FencingToken>),
+    ) -> RunReport {
+        let (base_ns, base) = (self.span.0, Instant::now());
+        let instant = |ns: u64| base + Duration::from_nanos(ns.saturating_sub(base_ns));
+        let calls = self.calls();
+        let history = History::new();
+        for (i, c) in calls.iter().enumerate() {
+            let outcome = match &c.outcome {
+                Some(Event::Ok) => Outcome::Accepted,
+                Some(Event::Stale(current)) => Outcome::Refused {
+                    current: FencingToken::new(*current),
+                },
+                Some(Event::Err(e)) => Outcome::Failed(e.clone()),
+                _ => Outcome::Failed(format!("call {i}: no answer before the run ended")),
+            };
+            history.push(Op {
+                client: c.client,
+                kind: c.kind,
+                token: FencingToken::new(c.token),
+                value: value_of(c.client as u64, c.token, c.seq),
+                started: instant(c.start),
+                finished: instant(c.end),
+                outcome,
+            });
+        }
+        // The final state is judged here, not by the history: a call whose
+        // answer was lost may have been applied, so its token may be the mark.
+        let tally = history.check(None);
+        let mut report = RunReport {
+            label: label.to_owned(),
+            seed,
+            duration: Duration::from_nanos(self.span.1 - self.span.0),
+            operations: tally.operations,
+            accepted: tally.accepted,
+            refused: tally.refused,
+            failed: tally.failed,
+            stale_accepts: tally
+                .violations
+                .iter()
+                .filter(|v| v.starts_with("stale accept"))
+                .count(),
+            violations: tally.violations,
+            ..RunReport::default()
+        };
+        report
+            .violations
+            .extend(final_state_violations(&calls, final_state));
+
+        let mut held: BTreeMap<usize, u64> = BTreeMap::new();
+        let mut intervals = Vec::new();
+        let mut grants = Vec::new();
+        for (client, at, event) in &self.events {
+            match event {
+                Event::Grant(_) => {
+                    report.grants += 1;
+                    grants.push(*at);
+                    if let Some(start) = held.insert(*client, *at) {
+                        intervals.push((start, *at));
+                    }
+                }
+                Event::Release(_) => {
+                    if let Some(start) = held.remove(client) {
+                        intervals.push((start, *at));
+                    }
+                }
+                Event::AcquireFailed(_) => report.acquire_failures += 1,
+                Event::Clock(secs) => {
+                    let real = (self.wall_minus_monotonic + i128::from(*at)) as f64 / 1e9;
+                    let off = (*secs as f64 - real) / 3600.0;
+                    if off.abs() > 1.0 / 60.0 {
+                        let e = report.clock_skew.entry(*client).or_insert((off, off));
+                        *e = (e.0.min(off), e.1.max(off));
+                    }
+                }
+                _ => {}
+            }
+        }
+        intervals.extend(
+            held.into_values()
+                .map(|start| (start, start.max(self.span.1))),
+        );
+        let windows = overlap_windows(&intervals);
+        report.overlaps = windows.len();
+        report.longest_overlap = windows
+            .iter()
+            .map(|(s, e)| Duration::from_nanos(e - s))
+            .max()
+            .unwrap_or_default();
+        for c in &calls {
+            if windows.iter().any(|(s, e)| (*s..*e).contains(&c.start)) {
+                match c.outcome {
+                    Some(Event::Ok) => report.overlap_calls.0 += 1,
+                    Some(Event::Stale(_)) => report.overlap_calls.1 += 1,
+                    _ => {}
+                }
+            }
+        }
+        report.longest_without_grant = longest_gap(grants, self.span);
+        let accepts = calls
+            .iter()
+            .filter(|c| c.outcome == Some(Event::Ok))
+            .map(|c| c.end)
+            .collect();
+        report.longest_without_accept = longest_gap(accepts, self.span);
+        for fault in &self.faults {
+            *report.faults.entry(fault.kind.clone()).or_default() += 1;
+        }
+        report
+    }
+
+    /// The run as a picture: one lane per client (grey while it believed it
+    /// held the lease; green accepted, red refused, orange failed calls),
+    /// faults as shaded bands with their detail on hover.
+    pub fn svg(&self, title: &str) -> String {
+        let clients = self.events.iter().map(|e| e.0 + 1).max().unwrap_or(0);
+        let (width, lane, top) = (1400.0, 26.0, 40.0);
+        let span = (self.span.1 - self.span.0).max(1) as f64;
+        let x = |ns: u64| 120.0 + (ns.saturating_sub(self.span.0)) as f64 / span * (width - 140.0);
+        let height = top + lane * clients as f64 + 30.0;
+        let mut s = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"monospace\" font-size=\"12\">\n\
+             <text x=\"10\" y=\"20\">{}</text>\n",
+            escape(title)
+        );
+        for f in &self.faults {
+            let _ = writeln!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{top}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f4a\" fill-opacity=\"0.15\"><title>{}: {}</title></rect>",
+                x(f.start),
+                (x(f.end) - x(f.start)).max(1.0),
+                lane * clients as f64,
+                escape(&f.kind),
+                escape(&f.detail)
+            );
+        }
+        let y = |c: usize| top + lane * c as f64;
+        for c in 0..clients {
+            let _ = writeln!(
+                s,
+                "<text x=\"10\" y=\"{:.1}\">client {}</text>",
+                y(c) + 17.0,
+                c + 1
+            );
+        }
+        let mut held: BTreeMap<usize, (u64, u64)> = BTreeMap::new();
+        let bar = |s: &mut String, c: usize, (start, token): (u64, u64), end: u64| {
+            let _ = writeln!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"10\" fill=\"#bbb\"><title>token {token}</title></rect>",
+                x(start),
+                y(c) + 4.0,
+                (x(end) - x(start)).max(1.0)
+            );
+        };
+        for (c, at, e) in &self.events {
+            match e {
+                Event::Grant(t) => {
+                    if let Some(h) = held.insert(*c, (*at, *t)) {
+                        bar(&mut s, *c, h, *at);
+                    }
+                }
+                Event::Release(_) => {
+                    if let Some(h) = held.remove(c) {
+                        bar(&mut s, *c, h, *at);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (c, h) in held {
+            bar(&mut s, c, h, self.span.1);
+        }
+        for call in self.calls() {
+            let (color, what) = match &call.outcome {
+                Some(Event::Ok) => ("#2a2", "accepted".to_owned()),
+                Some(Event::Stale(m)) => ("#d22", format!("refused, mark {m}")),
+                Some(Event::Err(e)) => ("#e80", format!("failed: {e}")),
+                _ => ("#e80", "no answer".to_owned()),
+            };
+            let _ = writeln!(
+                s,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"2\" height=\"8\" fill=\"{color}\"><title>token {} {}</title></rect>",
+                x(call.start),
+                y(call.client) + 16.0,
+                call.token,
+                escape(&what)
+            );
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// Where two or more of `intervals` overlap.
+fn overlap_windows(intervals: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut edges: Vec<(u64, i32)> = intervals
+        .iter()
+        .flat_map(|&(s, e)| [(s, 1), (e, -1)])
+        .collect();
+    // Ends before starts at the same instant: touching is not overlapping.
+    edges.sort_unstable();
+    let (mut depth, mut opened, mut windows) = (0, 0, Vec::new());
+    for (at, d) in edges {
+        let before = depth;
+        depth += d;
+        if before < 2 && depth >= 2 {
+            opened = at;
+        } else if before >= 2 && depth < 2 && at > opened {
+            windows.push((opened, at));
+        }
+    }
+    windows
+}
+
+/// The final value and mark against the calls: the mark is at least the
+/// highest accepted token and was presented by some call that may have been
+/// applied (accepted, or failed with its outcome unknown); the value was
+/// written by such a put at the mark.
+fn final_state_violations(
+    calls: &[Call],
+    (value, mark): (Option<Versioned>, Option<FencingToken>),
+) -> Vec<String> {
+    let maybe_applied = |c: &&Call| !matches!(c.outcome, Some(Event::Stale(_)));
+    let top = calls
+        .iter()
+        .filter(|c| c.outcome == Some(Event::Ok))
+        .map(|c| c.token)
+        .max();
+    let mut found = Vec::new();
+    let mark = mark.map(FencingToken::get);
+    if mark < top {
+        found.push(format!(
+            "final mark {mark:?} is below the highest accepted token {top:?}"
+        ));
+    }
+    if let Some(m) = mark
+        && !calls.iter().filter(maybe_applied).any(|c| c.token == m)
+    {
+        found.push(format!(
+            "final mark {m} was presented by no call that could have set it"
+        ));
+    }
+    if let Some(v) = value {
+        let written = calls
+            .iter()
+            .filter(maybe_applied)
+            .any(|c| c.kind == OpKind::Put && value_of(c.client as u64, c.token, c.seq) == v.value);
+        if !written {
+            found.push(format!(
+                "final value {:?} was written by no put that could have been applied",
+                String::from_utf8_lossy(&v.value)
+            ));
+        }
+    } else if calls
+        .iter()
+        .any(|c| c.kind == OpKind::Put && c.outcome == Some(Event::Ok))
+    {
+        found.push("value lost: puts were accepted but the key is empty".to_owned());
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeline(lines: &[(usize, &str)]) -> Timeline {
+        let events: Vec<_> = lines
+            .iter()
+            .map(|(c, l)| {
+                let (at, e) = Event::parse(l).expect("parses");
+                (*c, at, e)
+            })
+            .collect();
+        let end = events.iter().map(|e| e.1).max().unwrap_or(0) + 1;
+        Timeline {
+            events,
+            span: (0, end),
+            ..Timeline::default()
+        }
+    }
+
+    fn state(client: u64, token: u64, seq: u64) -> (Option<Versioned>, Option<FencingToken>) {
+        (
+            Some(Versioned {
+                value: value_of(client, token, seq),
+                token: FencingToken::new(token),
+            }),
+            Some(FencingToken::new(token)),
+        )
+    }
+
+    #[test]
+    fn a_zombie_refused_after_the_takeover_is_clean_and_counted() {
+        let t = timeline(&[
+            (0, "10 grant 1"),
+            (0, "20 put 1 1"),
+            (0, "30 ok"),
+            (1, "40 grant 2"),
+            (1, "50 put 2 1"),
+            (1, "60 ok"),
+            (0, "70 put 1 2"),
+            (0, "80 stale 2"),
+            (0, "90 release 1"),
+            (1, "100 release 2"),
+        ]);
+        let r = t.check("t", 7, state(1, 2, 1));
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!(
+            (r.accepted, r.refused, r.grants, r.stale_accepts),
+            (2, 1, 2, 0)
+        );
+        assert_eq!(r.overlaps, 1);
+        assert_eq!(r.longest_overlap, Duration::from_nanos(50));
+        assert_eq!(r.overlap_calls, (1, 1));
+    }
+
+    #[test]
+    fn a_stale_accept_is_found() {
+        let t = timeline(&[
+            (0, "10 grant 1"),
+            (1, "40 grant 2"),
+            (1, "50 put 2 1"),
+            (1, "60 ok"),
+            (0, "70 put 1 1"),
+            (0, "80 ok"),
+        ]);
+        let r = t.check("t", 7, state(0, 1, 1));
+        assert_eq!(r.stale_accepts, 1, "{:?}", r.violations);
+        assert!(r.violations.iter().any(|v| v.contains("below the highest")));
+    }
+
+    #[test]
+    fn an_unanswered_put_may_be_the_final_value() {
+        let t = timeline(&[(0, "10 grant 3"), (0, "20 put 3 1")]);
+        let r = t.check("t", 7, state(0, 3, 1));
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!(r.failed, 1);
+    }
+
+    #[test]
+    fn gaps_count_from_the_run_edges() {
+        let t = timeline(&[(0, "100 grant 1"), (0, "150 release 1"), (0, "400 grant 2")]);
+        let r = t.check("t", 7, (None, None));
+        assert_eq!(r.longest_without_grant, Duration::from_nanos(300));
+    }
+}
