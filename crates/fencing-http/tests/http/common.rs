@@ -134,6 +134,20 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// A PUT of `path` carrying `resource` and `token` in the fencing
+    /// headers.
+    pub(crate) async fn put_fenced(
+        &self,
+        path: &str,
+        resource: &str,
+        token: u64,
+    ) -> reqwest::Response {
+        let request = client()
+            .put(self.url(path))
+            .headers(fencing(resource, token));
+        request.send().await.unwrap()
+    }
+
     /// Stops the server and waits until it has.
     pub(crate) async fn stop(mut self) {
         let _ = self.shutdown.take().unwrap().send(());

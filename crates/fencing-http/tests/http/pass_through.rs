@@ -88,12 +88,7 @@ async fn a_predicate_and_a_resource_from_the_path_choose_what_is_fenced() {
 async fn the_handler_gets_the_admission() {
     let store = Arc::new(MemoryStore::new());
     let server = Server::start(FencingLayer::new(store).with_methods([Method::PUT])).await;
-    let response = client()
-        .put(server.url("/orders/9"))
-        .headers(fencing("orders/9", 12))
-        .send()
-        .await
-        .unwrap();
+    let response = server.put_fenced("/orders/9", "orders/9", 12).await;
     assert_eq!(response.text().await.unwrap(), "PUT 9 with token Some(12)");
     // POST is no longer fenced.
     let response = client().post(server.url("/orders/9")).send().await.unwrap();

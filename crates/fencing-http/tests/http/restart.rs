@@ -4,16 +4,10 @@
 use fencing_harness::env::POSTGRES;
 use fencing_http::FencingLayer;
 
-use crate::common::{Server, answer, client, fencing, sqlite_url, unique};
+use crate::common::{Server, answer, sqlite_url, unique};
 
 async fn put(server: &Server, resource: &str, token: u64) -> (u16, serde_json::Value) {
-    let response = client()
-        .put(server.url("/orders/7"))
-        .headers(fencing(resource, token))
-        .send()
-        .await
-        .unwrap();
-    answer(response).await
+    answer(server.put_fenced("/orders/7", resource, token).await).await
 }
 
 async fn restart_keeps_the_mark(url: &str, resource: &str) {

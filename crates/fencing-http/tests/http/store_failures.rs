@@ -44,12 +44,7 @@ impl FencedStore for Failing {
 
 async fn status_for(fail: fn() -> Error) -> (u16, Option<String>, serde_json::Value) {
     let server = Server::start(FencingLayer::new(Arc::new(Failing { fail }))).await;
-    let response = client()
-        .put(server.url("/orders/7"))
-        .headers(fencing("orders/7", 3))
-        .send()
-        .await
-        .unwrap();
+    let response = server.put_fenced("/orders/7", "orders/7", 3).await;
     let retry_after = response
         .headers()
         .get("retry-after")
