@@ -39,22 +39,6 @@ pub(crate) enum Pool {
     Sqlite(sqlx::SqlitePool),
 }
 
-/// Runs the same code on whichever pool is inside: the statements differ by
-/// dialect, the calls that run them do not.
-macro_rules! on_pool {
-    ($pool:expr, $p:ident => $body:expr) => {
-        match $pool {
-            #[cfg(feature = "postgres")]
-            $crate::db::Pool::Postgres($p) => $body,
-            #[cfg(feature = "mysql")]
-            $crate::db::Pool::MySql($p) => $body,
-            #[cfg(feature = "sqlite")]
-            $crate::db::Pool::Sqlite($p) => $body,
-        }
-    };
-}
-pub(crate) use on_pool;
-
 /// Like [`on_pool!`], with one body for the dialects whose statements
 /// answer with `RETURNING` (PostgreSQL, SQLite) and one for MySQL, which
 /// answers through `LAST_INSERT_ID`.
@@ -71,6 +55,15 @@ macro_rules! on_returning_pool {
     };
 }
 pub(crate) use on_returning_pool;
+
+/// Runs the same code on whichever pool is inside: the statements differ by
+/// dialect, the calls that run them do not.
+macro_rules! on_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        $crate::db::on_returning_pool!($pool, $p => returning: $body, mysql: $body)
+    };
+}
+pub(crate) use on_pool;
 
 /// The names of the tables this crate uses, all sharing one prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
