@@ -11,7 +11,7 @@
 //! a schedule; a failing run's timeline is written to `target/nemesis/`.
 
 use fencing_integration::nemesis::servers::ClusterKind;
-use fencing_integration::nemesis::suite::{self, Mode, PairRuns};
+use fencing_integration::nemesis::suite::{self, Mode};
 use fencing_testkit::history::HistoryConfig;
 
 const CLIENT: &str = env!("CARGO_BIN_EXE_nemesis-client");
@@ -20,9 +20,13 @@ const CLIENT: &str = env!("CARGO_BIN_EXE_nemesis-client");
 /// starve each other on a small machine and prove less.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn check(runs: Result<Vec<PairRuns>, String>) {
+/// One cluster's partition runs × every store, each clean.
+async fn partitions(kind: ClusterKind) {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let seed = HistoryConfig::seed_from_env();
+    let runs = suite::partition_runs(kind, suite::STORES, Mode::Ci, seed, CLIENT.as_ref()).await;
     let runs = runs.unwrap_or_else(|e| panic!("the nemesis could not run: {e}"));
-    assert!(!runs.is_empty());
+    assert_eq!(runs.len(), suite::STORES.len());
     for pair in &runs {
         pair.assert_clean();
     }
@@ -30,23 +34,19 @@ fn check(runs: Result<Vec<PairRuns>, String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_of_the_etcd_cluster_let_no_stale_write_in() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let seed = HistoryConfig::seed_from_env();
-    check(suite::partition_runs(ClusterKind::Etcd, Mode::Ci, seed, CLIENT.as_ref()).await);
+    partitions(ClusterKind::Etcd).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_of_the_zookeeper_ensemble_let_no_stale_write_in() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let seed = HistoryConfig::seed_from_env();
-    check(suite::partition_runs(ClusterKind::ZooKeeper, Mode::Ci, seed, CLIENT.as_ref()).await);
+    partitions(ClusterKind::ZooKeeper).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skewed_and_jumping_clocks_change_no_verdict_on_any_issuer() {
     let _one = ONE_AT_A_TIME.lock().await;
     let seed = HistoryConfig::seed_from_env();
-    let runs = suite::clock_runs(suite::CLOCK_ISSUERS, Mode::Ci, seed, CLIENT.as_ref()).await;
+    let runs = suite::clock_runs(&suite::clock_issuers(), Mode::Ci, seed, CLIENT.as_ref()).await;
     let runs = runs.unwrap_or_else(|e| panic!("the clock runs could not run: {e}"));
     for pair in &runs {
         pair.assert_clean();

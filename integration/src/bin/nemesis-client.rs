@@ -5,14 +5,17 @@
 //! of all clients even when this process's clocks are faked:
 //!
 //! ```text
-//! NS grant TOKEN | NS acquire-failed MESSAGE
-//! NS put TOKEN SEQ | NS fence TOKEN      (before the call)
-//! NS ok | NS stale CURRENT | NS err MESSAGE   (after it)
-//! NS release TOKEN
+//! NS grant LANE TOKEN | NS acquire-failed MESSAGE
+//! NS put LANE TOKEN SEQ | NS fence LANE TOKEN   (before the call)
+//! NS ok | NS stale CURRENT | NS err MESSAGE     (after it)
+//! NS release LANE TOKEN
 //! NS clock UNIX_SECONDS                  (its wall clock: at start, after each grant)
 //! ```
 //!
-//! Usage: `nemesis-client ID ISSUER_URL STORE_URL RESOURCE KEY TTL_MS SEED`.
+//! Usage: `nemesis-client ID ISSUER_URL STORE_URL RESOURCE KEY TTL_MS SEED
+//! WRITES_MAX SLOW_STEP_CHANCE LANES` (up to WRITES_MAX writes a lease,
+//! each followed by a slow step past the TTL with that chance; each cycle
+//! on one of LANES locks, `RESOURCE/n` guarding `KEY/n`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,13 +72,33 @@ fn outcome<T>(result: &Result<T, Error>) -> bool {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [id, issuer_url, store_url, resource, key, ttl_ms, seed] = args.as_slice() else {
-        eprintln!("usage: nemesis-client ID ISSUER_URL STORE_URL RESOURCE KEY TTL_MS SEED");
+    let [
+        id,
+        issuer_url,
+        store_url,
+        resource,
+        key,
+        ttl_ms,
+        seed,
+        writes_max,
+        slow,
+        lanes,
+    ] = args.as_slice()
+    else {
+        eprintln!(
+            "usage: nemesis-client ID ISSUER_URL STORE_URL RESOURCE KEY TTL_MS SEED WRITES_MAX SLOW_STEP_CHANCE LANES"
+        );
         return std::process::ExitCode::from(2);
     };
-    let (Ok(id), Ok(ttl_ms), Ok(seed)) = (id.parse::<u64>(), ttl_ms.parse(), seed.parse::<u64>())
-    else {
-        eprintln!("nemesis-client: ID, TTL_MS and SEED are numbers");
+    let (Ok(id), Ok(ttl_ms), Ok(seed), Ok(writes_max), Ok(slow), Ok(lanes)) = (
+        id.parse::<u64>(),
+        ttl_ms.parse(),
+        seed.parse::<u64>(),
+        writes_max.parse::<u32>(),
+        slow.parse::<f64>(),
+        lanes.parse::<u32>(),
+    ) else {
+        eprintln!("nemesis-client: every argument after the URLs and names is a number");
         return std::process::ExitCode::from(2);
     };
     let ttl = Duration::from_millis(ttl_ms);
@@ -114,8 +137,13 @@ async fn main() -> std::process::ExitCode {
     };
 
     emit_clock();
+    // Many lanes are for volume: no breather between writes.
+    let pause_ms = if lanes > 1 { 0 } else { 5 };
     let mut seq = 0u64;
     while !stop.load(Ordering::SeqCst) {
+        // Lanes are independent locks, each guarding its own key.
+        let lane = rng.random_range(0..lanes.max(1));
+        let (resource, key) = (format!("{resource}/{lane}"), format!("{key}/{lane}"));
         let lease = match issuer
             .acquire(&LeaseRequest::new(resource.as_str(), ttl), ttl * 2)
             .await
@@ -128,32 +156,32 @@ async fn main() -> std::process::ExitCode {
             }
         };
         let token = lease.token();
-        emit(&format!("grant {}", token.get()));
+        emit(&format!("grant {lane} {token}"));
         emit_clock();
         let mut holding = true;
         if rng.random_bool(0.2) {
-            emit(&format!("fence {}", token.get()));
-            holding = outcome(&store.fence(key, token).await);
+            emit(&format!("fence {lane} {token}"));
+            holding = outcome(&store.fence(&key, token).await);
         }
-        let writes = rng.random_range(5..=30);
+        let writes = rng.random_range(writes_max.min(5)..=writes_max);
         for _ in 0..writes {
             if !holding || stop.load(Ordering::SeqCst) {
                 break;
             }
             seq += 1;
-            emit(&format!("put {} {seq}", token.get()));
-            holding = outcome(&store.put(key, value_of(id, token.get(), seq), token).await);
+            emit(&format!("put {lane} {token} {seq}"));
+            holding = outcome(&store.put(&key, value_of(id, token.get(), seq), token).await);
             // Now and then a slow step (a long computation, a GC pause) that
             // outlives the lease without looking at it: the zombie the store
             // must stop. The nemesis's faults add their own.
-            let step = if rng.random_bool(0.04) {
+            let step = if rng.random_bool(slow) {
                 rng.random_range(ttl * 3 / 5..=ttl * 2)
             } else {
-                Duration::from_millis(rng.random_range(0..=5))
+                Duration::from_millis(rng.random_range(0..=pause_ms))
             };
             tokio::time::sleep(step).await;
         }
-        emit(&format!("release {}", token.get()));
+        emit(&format!("release {lane} {token}"));
         // Losing the lease first (a pause, a partition) is expected here.
         let _ = tokio::time::timeout(ttl, issuer.release(&lease)).await;
     }

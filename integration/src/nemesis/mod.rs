@@ -282,6 +282,12 @@ pub struct PairSpec {
     pub clients: Vec<(Option<net::Host>, Clock)>,
     /// The faults to draw from.
     pub menu: schedule::Menu,
+    /// Writes a lease, at most.
+    pub writes_max: u32,
+    /// The chance that a write is followed by a slow step past the TTL.
+    pub slow_step_chance: f64,
+    /// Independent locks (each with its own key) the clients pick from.
+    pub lanes: u32,
 }
 
 /// Runs `spec` with the `nemesis-client` at `client_bin`: opens the issuer
@@ -326,6 +332,9 @@ pub async fn run_pair(
             &key,
             &spec.ttl.as_millis().to_string(),
             &spec.seed.to_string(),
+            &spec.writes_max.to_string(),
+            &spec.slow_step_chance.to_string(),
+            &spec.lanes.to_string(),
         ]);
         let mut clock_file = None;
         match clock {
@@ -412,17 +421,20 @@ pub async fn run_pair(
     timeline.events = std::mem::take(&mut *events.lock().expect("poisoned"));
     timeline.faults = std::mem::take(&mut *faults.lock().expect("poisoned"));
 
-    let final_state = (
-        store
+    let mut finals = std::collections::BTreeMap::new();
+    for lane in timeline.lanes() {
+        let key = format!("{key}/{lane}");
+        let value = store
             .get(&key)
             .await
-            .map_err(|e| format!("final get: {e}"))?,
-        store
+            .map_err(|e| format!("final get: {e}"))?;
+        let mark = store
             .mark(&key)
             .await
-            .map_err(|e| format!("final mark: {e}"))?,
-    );
-    let report = timeline.check(&spec.label, spec.seed, final_state);
+            .map_err(|e| format!("final mark: {e}"))?;
+        finals.insert(lane, (value, mark));
+    }
+    let report = timeline.check(&spec.label, spec.seed, &finals);
     Ok((report, timeline))
 }
 

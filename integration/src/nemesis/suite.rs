@@ -39,6 +39,16 @@ impl Mode {
         }
     }
 
+    /// (writes a lease at most, slow-step chance, lanes): the long mode
+    /// writes more per lease on four locks at once, for volume; CI makes
+    /// more zombies per write on one lock.
+    fn client_load(self) -> (u32, f64, u32) {
+        match self {
+            Self::Ci => (30, 0.04, 1),
+            Self::Long(_) => (120, 0.01, 4),
+        }
+    }
+
     fn enough(self, operations: usize) -> bool {
         match self {
             Self::Ci => true,
@@ -115,9 +125,10 @@ async fn repeat(
     }
 }
 
-/// The partition runs on `kind` × PostgreSQL and × S3 (moto).
+/// The partition runs on `kind` × `stores` (`postgres`, `s3`: moto).
 pub async fn partition_runs(
     kind: ClusterKind,
+    stores: &[&str],
     mode: Mode,
     seed: u64,
     client_bin: &Path,
@@ -135,6 +146,9 @@ pub async fn partition_runs(
     let ttl = Duration::from_secs(2);
     let mut pairs = Vec::new();
     for (store, store_url) in [("postgres", pg_url), ("s3", s3_url)] {
+        if !stores.contains(&store) {
+            continue;
+        }
         let mut spec = PairSpec {
             label: format!("{} × {store}", kind.name()),
             issuer_url: issuer_url.clone(),
@@ -146,6 +160,9 @@ pub async fn partition_runs(
                 .iter()
                 .map(|h| (Some(h.clone()), Clock::Real))
                 .collect(),
+            writes_max: mode.client_load().0,
+            slow_step_chance: mode.client_load().1,
+            lanes: mode.client_load().2,
             menu: Menu {
                 members: 3,
                 clients,
@@ -161,15 +178,18 @@ pub async fn partition_runs(
     Ok(pairs)
 }
 
-/// The issuers of the clock runs, by their name in `fencing_integration`.
-pub const CLOCK_ISSUERS: &[&str] = &[
-    "sqlite",
-    "postgres",
-    "mariadb",
-    "redis",
-    "etcd",
-    "zookeeper",
-];
+/// The stores of the partition runs.
+pub const STORES: &[&str] = &["postgres", "s3"];
+
+/// The issuers of the clock runs: every issuer of this workspace that
+/// runs out of process (the memory issuer lives in one).
+pub fn clock_issuers() -> Vec<&'static str> {
+    crate::ISSUERS
+        .iter()
+        .copied()
+        .filter(|i| *i != "memory")
+        .collect()
+}
 
 /// The clock runs: each issuer × PostgreSQL, five clients with true, slow,
 /// fast, jumping and all-clocks-jumping clocks, client pauses past the TTL
@@ -204,6 +224,9 @@ pub async fn clock_runs(
             seed,
             length: mode.clock_run_length(),
             clients: clocks.into_iter().map(|c| (None, c)).collect(),
+            writes_max: mode.client_load().0,
+            slow_step_chance: mode.client_load().1,
+            lanes: mode.client_load().2,
             menu: Menu {
                 members: 0,
                 clients: 5,
@@ -227,4 +250,44 @@ fn tempdir(name: &str) -> Result<PathBuf, String> {
     ));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// The runs as RELIABILITY.md's table: one row per pair, summed over runs
+/// (the longest windows are the longest of any run).
+pub fn markdown_table(pairs: &[PairRuns]) -> String {
+    let mut out = String::from(
+        "| pair | runs | fenced calls | accepted | refused as stale | faults injected | two holders at once (windows, longest) | stale accepts | longest without a grant | longest without an accepted write |\n\
+         |---|---:|---:|---:|---:|---|---|---:|---:|---:|\n",
+    );
+    for pair in pairs {
+        let sum = |f: fn(&RunReport) -> usize| pair.runs.iter().map(f).sum::<usize>();
+        let longest =
+            |f: fn(&RunReport) -> Duration| pair.runs.iter().map(f).max().unwrap_or_default();
+        let mut faults = std::collections::BTreeMap::<&str, usize>::new();
+        for run in &pair.runs {
+            for (kind, n) in &run.faults {
+                *faults.entry(kind).or_default() += n;
+            }
+        }
+        let faults: Vec<String> = faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {}, {:.1} s | {} | {:.1} s | {:.1} s |\n",
+            pair.label,
+            pair.runs.len(),
+            sum(|r| r.operations),
+            sum(|r| r.accepted),
+            sum(|r| r.refused),
+            if faults.is_empty() {
+                "-".to_owned()
+            } else {
+                faults.join(", ")
+            },
+            sum(|r| r.overlaps),
+            longest(|r| r.longest_overlap).as_secs_f64(),
+            sum(|r| r.stale_accepts),
+            longest(|r| r.longest_without_grant).as_secs_f64(),
+            longest(|r| r.longest_without_accept).as_secs_f64(),
+        ));
+    }
+    out
 }

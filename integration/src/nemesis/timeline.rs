@@ -31,22 +31,22 @@ pub fn value_of(client: u64, token: u64, seq: u64) -> Bytes {
 /// One line a client printed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// Acquired, with this token.
-    Grant(u64),
+    /// Acquired lane `.0`'s lock, with token `.1`.
+    Grant(u32, u64),
     /// An acquire failed (timeout, unreachable service).
     AcquireFailed(String),
-    /// About to put (token, sequence number).
-    Put(u64, u64),
-    /// About to fence.
-    Fence(u64),
+    /// About to put (lane, token, sequence number).
+    Put(u32, u64, u64),
+    /// About to fence (lane, token).
+    Fence(u32, u64),
     /// The last call was accepted.
     Ok,
     /// The last call was refused as stale; the mark the store named.
     Stale(u64),
     /// The last call failed otherwise (its outcome may be unknown).
     Err(String),
-    /// About to release.
-    Release(u64),
+    /// About to release (lane, token).
+    Release(u32, u64),
     /// The client's wall clock (Unix seconds), as its process reads it.
     Clock(i64),
 }
@@ -58,20 +58,18 @@ impl Event {
         let at = words.next()?.parse().ok()?;
         let kind = words.next()?;
         let rest = words.next().unwrap_or("");
-        let num = |s: &str| s.split(' ').next().and_then(|n| n.parse::<u64>().ok());
-        let event = match kind {
-            "grant" => Self::Grant(num(rest)?),
-            "acquire-failed" => Self::AcquireFailed(rest.to_owned()),
-            "put" => {
-                let (token, seq) = rest.split_once(' ')?;
-                Self::Put(token.parse().ok()?, seq.parse().ok()?)
-            }
-            "fence" => Self::Fence(num(rest)?),
-            "ok" => Self::Ok,
-            "stale" => Self::Stale(num(rest)?),
-            "err" => Self::Err(rest.to_owned()),
-            "release" => Self::Release(num(rest)?),
-            "clock" => Self::Clock(rest.trim().parse().ok()?),
+        let nums: Vec<u64> = rest.split(' ').map_while(|n| n.parse().ok()).collect();
+        let lane = || nums.first().and_then(|l| u32::try_from(*l).ok());
+        let event = match (kind, nums.as_slice()) {
+            ("grant", [_, token]) => Self::Grant(lane()?, *token),
+            ("acquire-failed", _) => Self::AcquireFailed(rest.to_owned()),
+            ("put", [_, token, seq]) => Self::Put(lane()?, *token, *seq),
+            ("fence", [_, token]) => Self::Fence(lane()?, *token),
+            ("ok", _) => Self::Ok,
+            ("stale", [mark]) => Self::Stale(*mark),
+            ("err", _) => Self::Err(rest.to_owned()),
+            ("release", [_, token]) => Self::Release(lane()?, *token),
+            ("clock", _) => Self::Clock(rest.trim().parse().ok()?),
             _ => return None,
         };
         Some((at, event))
@@ -122,9 +120,13 @@ impl Timeline {
     }
 }
 
+/// A lane's key after the run: its value and mark.
+pub type FinalState = (Option<Versioned>, Option<FencingToken>);
+
 /// One fenced call with its outcome (`None`: no answer before the run ended).
 struct Call {
     client: usize,
+    lane: u32,
     kind: OpKind,
     token: u64,
     seq: u64,
@@ -260,16 +262,17 @@ impl Timeline {
         for (client, at, event) in &self.events {
             let (client, at) = (*client, *at);
             let started = match event {
-                Event::Put(token, seq) => Some((OpKind::Put, *token, *seq)),
-                Event::Fence(token) => Some((OpKind::Fence, *token, 0)),
+                Event::Put(lane, token, seq) => Some((*lane, OpKind::Put, *token, *seq)),
+                Event::Fence(lane, token) => Some((*lane, OpKind::Fence, *token, 0)),
                 _ => None,
             };
-            if let Some((kind, token, seq)) = started {
+            if let Some((lane, kind, token, seq)) = started {
                 if let Some(unanswered) = open.remove(&client) {
                     calls.push(unanswered);
                 }
                 let call = Call {
                     client,
+                    lane,
                     kind,
                     token,
                     seq,
@@ -293,17 +296,46 @@ impl Timeline {
         calls
     }
 
-    /// Judges the run. `final_state` is the key's value and mark read after
+    /// The lanes (independent locks and keys) the clients used.
+    pub fn lanes(&self) -> std::collections::BTreeSet<u32> {
+        self.events
+            .iter()
+            .filter_map(|(_, _, e)| match e {
+                Event::Grant(lane, _) => Some(*lane),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Judges the run. `finals` holds each lane's value and mark, read after
     /// every client stopped.
-    pub fn check(
+    pub fn check(&self, label: &str, seed: u64, finals: &BTreeMap<u32, FinalState>) -> RunReport {
+        let all = self.calls();
+        let mut report = RunReport {
+            label: label.to_owned(),
+            seed,
+            duration: Duration::from_nanos(self.span.1 - self.span.0),
+            ..RunReport::default()
+        };
+        for lane in self.lanes() {
+            let calls: Vec<&Call> = all.iter().filter(|c| c.lane == lane).collect();
+            let final_state = finals.get(&lane).cloned().unwrap_or_default();
+            self.check_lane(lane, &calls, final_state, &mut report);
+        }
+        self.windows(&all, &mut report);
+        report
+    }
+
+    /// One lane's history: the checker's clauses and the final state.
+    fn check_lane(
         &self,
-        label: &str,
-        seed: u64,
-        final_state: (Option<Versioned>, Option<FencingToken>),
-    ) -> RunReport {
+        lane: u32,
+        calls: &[&Call],
+        final_state: FinalState,
+        report: &mut RunReport,
+    ) {
         let (base_ns, base) = (self.span.0, Instant::now());
         let instant = |ns: u64| base + Duration::from_nanos(ns.saturating_sub(base_ns));
-        let calls = self.calls();
         let history = History::new();
         for (i, c) in calls.iter().enumerate() {
             let outcome = match &c.outcome {
@@ -327,41 +359,42 @@ impl Timeline {
         // The final state is judged here, not by the history: a call whose
         // answer was lost may have been applied, so its token may be the mark.
         let tally = history.check(None);
-        let mut report = RunReport {
-            label: label.to_owned(),
-            seed,
-            duration: Duration::from_nanos(self.span.1 - self.span.0),
-            operations: tally.operations,
-            accepted: tally.accepted,
-            refused: tally.refused,
-            failed: tally.failed,
-            stale_accepts: tally
-                .violations
-                .iter()
-                .filter(|v| v.starts_with("stale accept"))
-                .count(),
-            violations: tally.violations,
-            ..RunReport::default()
-        };
+        report.operations += tally.operations;
+        report.accepted += tally.accepted;
+        report.refused += tally.refused;
+        report.failed += tally.failed;
+        report.stale_accepts += tally
+            .violations
+            .iter()
+            .filter(|v| v.starts_with("stale accept"))
+            .count();
+        let found = tally
+            .violations
+            .into_iter()
+            .chain(final_state_violations(calls, final_state));
         report
             .violations
-            .extend(final_state_violations(&calls, final_state));
+            .extend(found.map(|v| format!("lane {lane}: {v}")));
+    }
 
-        let mut held: BTreeMap<usize, u64> = BTreeMap::new();
-        let mut intervals = Vec::new();
+    /// Grants, clocks, and the windows: two holders of one lane at once, and
+    /// the longest times without a grant or an accepted write (any lane).
+    fn windows(&self, calls: &[Call], report: &mut RunReport) {
+        let mut held: BTreeMap<usize, (u32, u64)> = BTreeMap::new();
+        let mut intervals: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
         let mut grants = Vec::new();
         for (client, at, event) in &self.events {
             match event {
-                Event::Grant(_) => {
+                Event::Grant(lane, _) => {
                     report.grants += 1;
                     grants.push(*at);
-                    if let Some(start) = held.insert(*client, *at) {
-                        intervals.push((start, *at));
+                    if let Some((l, start)) = held.insert(*client, (*lane, *at)) {
+                        intervals.entry(l).or_default().push((start, *at));
                     }
                 }
-                Event::Release(_) => {
-                    if let Some(start) = held.remove(client) {
-                        intervals.push((start, *at));
+                Event::Release(..) => {
+                    if let Some((l, start)) = held.remove(client) {
+                        intervals.entry(l).or_default().push((start, *at));
                     }
                 }
                 Event::AcquireFailed(_) => report.acquire_failures += 1,
@@ -376,19 +409,26 @@ impl Timeline {
                 _ => {}
             }
         }
-        intervals.extend(
-            held.into_values()
-                .map(|start| (start, start.max(self.span.1))),
-        );
-        let windows = overlap_windows(&intervals);
-        report.overlaps = windows.len();
-        report.longest_overlap = windows
+        for (lane, start) in held.into_values() {
+            intervals
+                .entry(lane)
+                .or_default()
+                .push((start, start.max(self.span.1)));
+        }
+        let windows: BTreeMap<u32, Vec<(u64, u64)>> = intervals
             .iter()
+            .map(|(lane, i)| (*lane, overlap_windows(i)))
+            .collect();
+        report.overlaps = windows.values().map(Vec::len).sum();
+        report.longest_overlap = windows
+            .values()
+            .flatten()
             .map(|(s, e)| Duration::from_nanos(e - s))
             .max()
             .unwrap_or_default();
-        for c in &calls {
-            if windows.iter().any(|(s, e)| (*s..*e).contains(&c.start)) {
+        for c in calls {
+            let lane = windows.get(&c.lane).map_or(&[][..], Vec::as_slice);
+            if lane.iter().any(|(s, e)| (*s..*e).contains(&c.start)) {
                 match c.outcome {
                     Some(Event::Ok) => report.overlap_calls.0 += 1,
                     Some(Event::Stale(_)) => report.overlap_calls.1 += 1,
@@ -406,7 +446,6 @@ impl Timeline {
         for fault in &self.faults {
             *report.faults.entry(fault.kind.clone()).or_default() += 1;
         }
-        report
     }
 
     /// The run as a picture: one lane per client (grey while it believed it
@@ -455,12 +494,12 @@ impl Timeline {
         };
         for (c, at, e) in &self.events {
             match e {
-                Event::Grant(t) => {
+                Event::Grant(_, t) => {
                     if let Some(h) = held.insert(*c, (*at, *t)) {
                         bar(&mut s, *c, h, *at);
                     }
                 }
-                Event::Release(_) => {
+                Event::Release(..) => {
                     if let Some(h) = held.remove(c) {
                         bar(&mut s, *c, h, *at);
                     }
@@ -523,11 +562,8 @@ fn overlap_windows(intervals: &[(u64, u64)]) -> Vec<(u64, u64)> {
 /// highest accepted token and was presented by some call that may have been
 /// applied (accepted, or failed with its outcome unknown); the value was
 /// written by such a put at the mark.
-fn final_state_violations(
-    calls: &[Call],
-    (value, mark): (Option<Versioned>, Option<FencingToken>),
-) -> Vec<String> {
-    let maybe_applied = |c: &&Call| !matches!(c.outcome, Some(Event::Stale(_)));
+fn final_state_violations(calls: &[&Call], (value, mark): FinalState) -> Vec<String> {
+    let maybe_applied = |c: &&&Call| !matches!(c.outcome, Some(Event::Stale(_)));
     let top = calls
         .iter()
         .filter(|c| c.outcome == Some(Event::Ok))
@@ -587,31 +623,32 @@ mod tests {
         }
     }
 
-    fn state(client: u64, token: u64, seq: u64) -> (Option<Versioned>, Option<FencingToken>) {
-        (
+    fn state(client: u64, token: u64, seq: u64) -> BTreeMap<u32, FinalState> {
+        let state = (
             Some(Versioned {
                 value: value_of(client, token, seq),
                 token: FencingToken::new(token),
             }),
             Some(FencingToken::new(token)),
-        )
+        );
+        BTreeMap::from([(0, state)])
     }
 
     #[test]
     fn a_zombie_refused_after_the_takeover_is_clean_and_counted() {
         let t = timeline(&[
-            (0, "10 grant 1"),
-            (0, "20 put 1 1"),
+            (0, "10 grant 0 1"),
+            (0, "20 put 0 1 1"),
             (0, "30 ok"),
-            (1, "40 grant 2"),
-            (1, "50 put 2 1"),
+            (1, "40 grant 0 2"),
+            (1, "50 put 0 2 1"),
             (1, "60 ok"),
-            (0, "70 put 1 2"),
+            (0, "70 put 0 1 2"),
             (0, "80 stale 2"),
-            (0, "90 release 1"),
-            (1, "100 release 2"),
+            (0, "90 release 0 1"),
+            (1, "100 release 0 2"),
         ]);
-        let r = t.check("t", 7, state(1, 2, 1));
+        let r = t.check("t", 7, &state(1, 2, 1));
         assert!(r.violations.is_empty(), "{:?}", r.violations);
         assert_eq!(
             (r.accepted, r.refused, r.grants, r.stale_accepts),
@@ -625,30 +662,52 @@ mod tests {
     #[test]
     fn a_stale_accept_is_found() {
         let t = timeline(&[
-            (0, "10 grant 1"),
-            (1, "40 grant 2"),
-            (1, "50 put 2 1"),
+            (0, "10 grant 0 1"),
+            (1, "40 grant 0 2"),
+            (1, "50 put 0 2 1"),
             (1, "60 ok"),
-            (0, "70 put 1 1"),
+            (0, "70 put 0 1 1"),
             (0, "80 ok"),
         ]);
-        let r = t.check("t", 7, state(0, 1, 1));
+        let r = t.check("t", 7, &state(0, 1, 1));
         assert_eq!(r.stale_accepts, 1, "{:?}", r.violations);
         assert!(r.violations.iter().any(|v| v.contains("below the highest")));
     }
 
     #[test]
+    fn lanes_are_judged_apart() {
+        // Token 1 on lane 1 after token 2 on lane 0: two locks, no stale accept.
+        let t = timeline(&[
+            (0, "10 grant 0 2"),
+            (0, "20 put 0 2 1"),
+            (0, "30 ok"),
+            (1, "40 grant 1 1"),
+            (1, "50 put 1 1 1"),
+            (1, "60 ok"),
+        ]);
+        let mut finals = state(0, 2, 1);
+        finals.insert(1, state(1, 1, 1)[&0].clone());
+        let r = t.check("t", 7, &finals);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!((r.accepted, r.grants), (2, 2));
+    }
+
+    #[test]
     fn an_unanswered_put_may_be_the_final_value() {
-        let t = timeline(&[(0, "10 grant 3"), (0, "20 put 3 1")]);
-        let r = t.check("t", 7, state(0, 3, 1));
+        let t = timeline(&[(0, "10 grant 0 3"), (0, "20 put 0 3 1")]);
+        let r = t.check("t", 7, &state(0, 3, 1));
         assert!(r.violations.is_empty(), "{:?}", r.violations);
         assert_eq!(r.failed, 1);
     }
 
     #[test]
     fn gaps_count_from_the_run_edges() {
-        let t = timeline(&[(0, "100 grant 1"), (0, "150 release 1"), (0, "400 grant 2")]);
-        let r = t.check("t", 7, (None, None));
+        let t = timeline(&[
+            (0, "100 grant 0 1"),
+            (0, "150 release 0 1"),
+            (0, "400 grant 0 2"),
+        ]);
+        let r = t.check("t", 7, &BTreeMap::new());
         assert_eq!(r.longest_without_grant, Duration::from_nanos(300));
     }
 }
