@@ -118,14 +118,6 @@ impl fmt::Debug for AzureConfig {
 }
 
 impl AzureConfig {
-    /// A config for `container`; credentials from the environment.
-    pub fn new(container: impl Into<String>) -> Self {
-        Self {
-            common: ObjectStoreConfig::new(container),
-            ..Self::default()
-        }
-    }
-
     /// Parses `az://CONTAINER?endpoint=URL|account=NAME[&sas=TOKEN&sas_lifetime=D&emulator=B&adopt_unfenced=B]`.
     ///
     /// # Errors
@@ -151,22 +143,6 @@ impl AzureConfig {
         config.sas_lifetime = query.take_duration("sas_lifetime")?;
         config.common.finish(&KIND, query, OPTIONS)?;
         Ok(config)
-    }
-
-    /// From the environment: `FENCING_AZURE_CONTAINER` (required),
-    /// `FENCING_AZURE_ENDPOINT` (else `AZURE_STORAGE_ACCOUNT`'s endpoint or
-    /// the connection string's), `FENCING_AZURE_EMULATOR=true`,
-    /// `FENCING_AZURE_ADOPT_UNFENCED=true`; credentials as the type's docs
-    /// say.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] without `FENCING_AZURE_CONTAINER`, or for a
-    /// variable that is not a strict boolean.
-    pub fn from_env() -> Result<Self> {
-        Ok(Self {
-            common: ObjectStoreConfig::from_env(&KIND)?,
-            ..Self::default()
-        })
     }
 
     /// A SAS token (the query string, with or without `?`).
@@ -219,7 +195,21 @@ impl AzureConfig {
         self
     }
 
-    fencing_core::object_store_config_methods!(common, container);
+    fencing_core::object_store_config_methods! {
+        common, container, KIND;
+        /// A config for `container`; credentials from the environment.
+        new;
+        /// From the environment: `FENCING_AZURE_CONTAINER` (required),
+        /// `FENCING_AZURE_ENDPOINT` (else `AZURE_STORAGE_ACCOUNT`'s endpoint or
+        /// the connection string's), `FENCING_AZURE_EMULATOR=true`,
+        /// `FENCING_AZURE_ADOPT_UNFENCED=true`; credentials as the type's docs
+        /// say.
+        ///
+        /// # Errors
+        /// [`Error::InvalidInput`] without `FENCING_AZURE_CONTAINER`, or for a
+        /// variable that is not a strict boolean.
+        from_env;
+    }
 
     fn apply_connection_string(&mut self, connection_string: &str) -> Result<()> {
         let mut fields = std::collections::HashMap::new();

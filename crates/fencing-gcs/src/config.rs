@@ -64,14 +64,6 @@ impl fmt::Debug for GcsConfig {
 }
 
 impl GcsConfig {
-    /// A config for `bucket` with application default credentials.
-    pub fn new(bucket: impl Into<String>) -> Self {
-        Self {
-            common: ObjectStoreConfig::new(bucket),
-            ..Self::default()
-        }
-    }
-
     /// Parses `gs://BUCKET[?endpoint=URL&emulator=B&adopt_unfenced=B]`.
     ///
     /// # Errors
@@ -87,20 +79,6 @@ impl GcsConfig {
         })
     }
 
-    /// From the environment: `FENCING_GCS_BUCKET` (required),
-    /// `FENCING_GCS_ENDPOINT`, `FENCING_GCS_EMULATOR=true`,
-    /// `FENCING_GCS_ADOPT_UNFENCED=true`; credentials as the type's docs say.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] without `FENCING_GCS_BUCKET`, or for a
-    /// variable that is not a strict boolean.
-    pub fn from_env() -> Result<Self> {
-        Ok(Self {
-            common: ObjectStoreConfig::from_env(&KIND)?,
-            credentials: None,
-        })
-    }
-
     /// Your own credentials instead of application default credentials.
     #[must_use]
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
@@ -108,7 +86,19 @@ impl GcsConfig {
         self
     }
 
-    fencing_core::object_store_config_methods!(common, bucket);
+    fencing_core::object_store_config_methods! {
+        common, bucket, KIND;
+        /// A config for `bucket` with application default credentials.
+        new;
+        /// From the environment: `FENCING_GCS_BUCKET` (required),
+        /// `FENCING_GCS_ENDPOINT`, `FENCING_GCS_EMULATOR=true`,
+        /// `FENCING_GCS_ADOPT_UNFENCED=true`; credentials as the type's docs say.
+        ///
+        /// # Errors
+        /// [`Error::InvalidInput`] without `FENCING_GCS_BUCKET`, or for a
+        /// variable that is not a strict boolean.
+        from_env;
+    }
 
     /// A client, with the credentials the type's docs describe.
     ///

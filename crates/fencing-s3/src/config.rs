@@ -81,14 +81,6 @@ impl fmt::Debug for S3Config {
 }
 
 impl S3Config {
-    /// A config for `bucket` with AWS's default chain and nothing else set.
-    pub fn new(bucket: impl Into<String>) -> Self {
-        Self {
-            common: ObjectStoreConfig::new(bucket),
-            ..Self::default()
-        }
-    }
-
     /// Parses `s3://BUCKET[?region=R&endpoint=URL&path_style=B&emulator=B&adopt_unfenced=B]`.
     ///
     /// # Errors
@@ -105,22 +97,6 @@ impl S3Config {
         };
         config.common.finish(&KIND, query, OPTIONS)?;
         Ok(config)
-    }
-
-    /// From the environment: `FENCING_S3_BUCKET` (required),
-    /// `FENCING_S3_ENDPOINT`, `FENCING_S3_EMULATOR=true` and
-    /// `FENCING_S3_ADOPT_UNFENCED=true`; region, credentials and endpoint
-    /// otherwise come from AWS's own variables and files at
-    /// [`connect`](Self::connect).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
-    /// variable that is not a strict boolean.
-    pub fn from_env() -> Result<Self> {
-        Ok(Self {
-            common: ObjectStoreConfig::from_env(&KIND)?,
-            ..Self::default()
-        })
     }
 
     /// The region.
@@ -145,7 +121,21 @@ impl S3Config {
         self
     }
 
-    fencing_core::object_store_config_methods!(common, bucket);
+    fencing_core::object_store_config_methods! {
+        common, bucket, KIND;
+        /// A config for `bucket` with AWS's default chain and nothing else set.
+        new;
+        /// From the environment: `FENCING_S3_BUCKET` (required),
+        /// `FENCING_S3_ENDPOINT`, `FENCING_S3_EMULATOR=true` and
+        /// `FENCING_S3_ADOPT_UNFENCED=true`; region, credentials and endpoint
+        /// otherwise come from AWS's own variables and files at
+        /// [`connect`](Self::connect).
+        ///
+        /// # Errors
+        /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
+        /// variable that is not a strict boolean.
+        from_env;
+    }
 
     /// Whether the emulator's test keys are used.
     pub fn emulator(&self) -> bool {

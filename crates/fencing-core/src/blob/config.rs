@@ -221,8 +221,36 @@ pub fn assert_refused<T: fmt::Debug>(parse: impl Fn(&str) -> Result<T>, cases: &
 /// methods of an adapter's config holding an [`ObjectStoreConfig`] in the
 /// field `$common`: `with_endpoint`, `with_emulator`, `with_adopt_unfenced`,
 /// `endpoint()` and the getter `$name()` for the bucket or container.
+///
+/// Given the adapter's [`ObjectStoreKind`] and the docs of each, also
+/// `new($name)` and `from_env()`, which differ only in their docs (what
+/// else the adapter reads from the environment); the config must be
+/// `Default`.
 #[macro_export]
 macro_rules! object_store_config_methods {
+    (
+        $common:ident, $name:ident, $kind:expr;
+        $(#[$new_doc:meta])* new;
+        $(#[$env_doc:meta])* from_env;
+    ) => {
+        $(#[$new_doc])*
+        pub fn new($name: impl Into<String>) -> Self {
+            Self {
+                $common: $crate::blob::config::ObjectStoreConfig::new($name),
+                ..Self::default()
+            }
+        }
+
+        $(#[$env_doc])*
+        pub fn from_env() -> $crate::Result<Self> {
+            Ok(Self {
+                $common: $crate::blob::config::ObjectStoreConfig::from_env(&$kind)?,
+                ..Self::default()
+            })
+        }
+
+        $crate::object_store_config_methods!($common, $name);
+    };
     ($common:ident, $name:ident) => {
         /// Another endpoint than the service's own (an emulator's, an
         /// S3-compatible server's, a sovereign cloud's).
