@@ -49,10 +49,9 @@ end
 /// counter is at `i64::MAX` (Redis's `INCR` cannot go above it), or a
 /// guard refusal.
 pub(crate) fn acquire() -> String {
-    GUARD.to_owned()
-        + r"
-local refused = guard(3)
-if refused then return refused end
+    guarded(
+        3,
+        r"
 local current = redis.call('GET', KEYS[1])
 if current then
   local sep = string.find(current, ':', 1, true)
@@ -72,7 +71,8 @@ redis.call('INCR', KEYS[2])
 local token = redis.call('GET', KEYS[2])
 redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
 return {1, token, 1}
-"
+",
+    )
 }
 
 /// KEYS: lock. ARGV: `token:holder`, ttl ms. Returns 1 if renewed.
@@ -94,10 +94,9 @@ return 0
 /// KEYS: fence. ARGV: floor, then the guard's three. Raises the counter to
 /// at least the floor; returns `{1, counter}`, or a guard refusal.
 pub(crate) fn raise_floor() -> String {
-    GUARD.to_owned()
-        + r"
-local refused = guard(2)
-if refused then return refused end
+    guarded(
+        2,
+        r"
 local current = redis.call('GET', KEYS[1])
 if (not current) or (string.len(current) < string.len(ARGV[1])) or
    (string.len(current) == string.len(ARGV[1]) and current < ARGV[1]) then
@@ -105,5 +104,12 @@ if (not current) or (string.len(current) < string.len(ARGV[1])) or
   return {1, ARGV[1]}
 end
 return {1, current}
-"
+",
+    )
+}
+
+/// `body` behind [`GUARD`], run with the guard's arguments from ARGV
+/// `first`: a refusal is returned before `body` runs.
+fn guarded(first: usize, body: &str) -> String {
+    format!("{GUARD}\nlocal refused = guard({first})\nif refused then return refused end{body}")
 }
