@@ -3,46 +3,14 @@
 //! the scan finds is tested in the `fencing-audit` crate, on its fixtures.
 #![cfg(feature = "audit")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
 
-fn fence(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fence"))
-        .args(args)
-        .output()
-        .expect("run fence")
-}
+mod common;
 
-/// A scratch tree, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("fence-audit-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn write(&self, path: &str, contents: &str) -> &Scratch {
-        let path = self.0.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, contents).unwrap();
-        self
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{Scratch, fence};
 
 const UNFENCED: &str = "import redis\n\
 r = redis.Redis()\n\
@@ -81,11 +49,11 @@ fn json_of(out: &Output) -> Value {
 #[test]
 fn json_output_matches_the_schema_and_an_unfenced_lock_exits_1() {
     let tree = tree("json");
-    let out = fence(&["audit", "--json", tree.path()]);
+    let out = fence(&["audit", "--json", tree.dir()]);
     assert_eq!(out.status.code(), Some(1));
     let json = json_of(&out);
     assert_eq!(json["version"], fencing_audit::JSON_VERSION);
-    assert_eq!(json["root"], tree.path());
+    assert_eq!(json["root"], tree.dir());
     let sites: Vec<(&str, u64, bool)> = json["findings"]
         .as_array()
         .unwrap()
@@ -110,21 +78,21 @@ fn json_output_matches_the_schema_and_an_unfenced_lock_exits_1() {
 #[test]
 fn no_fail_exits_0_and_a_fenced_tree_exits_0() {
     let tree = tree("no-fail");
-    let out = fence(&["audit", "--no-fail", "--json", tree.path()]);
+    let out = fence(&["audit", "--no-fail", "--json", tree.dir()]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json_of(&out)["summary"]["unfenced"], 1);
     let fenced = Scratch::new("fenced");
     fenced.write("fenced.py", FENCED);
-    assert_eq!(fence(&["audit", fenced.path()]).status.code(), Some(0));
+    assert_eq!(fence(&["audit", fenced.dir()]).status.code(), Some(0));
 }
 
 #[test]
 fn the_text_report_names_the_site_and_sums_up() {
     let tree = tree("text");
-    let out = fence(&["audit", tree.path()]);
+    let out = fence(&["audit", tree.dir()]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    let site = Path::new(tree.path()).join("jobs/unfenced.py");
+    let site = Path::new(tree.dir()).join("jobs/unfenced.py");
     let line = format!("  UNFENCED {}:4:", site.to_str().unwrap());
     assert!(text.contains(&line), "{line} missing:\n{text}");
     let summary = text.lines().last().unwrap();
@@ -142,7 +110,7 @@ fn category_filter_narrows_the_report_and_the_exit_code() {
         "--json",
         "--category",
         "optimistic,hint",
-        tree.path(),
+        tree.dir(),
     ]);
     assert_eq!(
         out.status.code(),
@@ -153,7 +121,7 @@ fn category_filter_narrows_the_report_and_the_exit_code() {
         json_of(&out)["summary"]["by_category"],
         serde_json::json!({"lock": 0, "optimistic": 0, "leader": 0, "hint": 1})
     );
-    let out = fence(&["audit", "--json", "--category", "lock", tree.path()]);
+    let out = fence(&["audit", "--json", "--category", "lock", tree.dir()]);
     assert_eq!(out.status.code(), Some(1));
 }
 

@@ -84,6 +84,19 @@ impl Scratch {
     pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+
+    /// The directory itself.
+    pub(crate) fn dir(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    /// Writes `contents` to `path` in the directory, making its parents.
+    pub(crate) fn write(&self, path: &str, contents: &str) -> &Self {
+        let path = self.path(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+        self
+    }
 }
 
 impl Drop for Scratch {
