@@ -14,7 +14,6 @@
 use std::time::Duration;
 
 use fencing_core::memory::MemoryIssuer;
-use fencing_core::scenario::figure_9_6;
 
 /// Client 1's lease; it pauses for 1.5 times this.
 const TTL: Duration = Duration::from_millis(200);
@@ -34,10 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The steps are fencing_core::scenario::figure_9_6, the scenario every
     // conformance suite asserts; it fails unless the zombie is refused.
     let prefix = format!("example/{}", std::process::id());
-    figure_9_6(&MemoryIssuer::new(), &store, TTL, false, &prefix, |event| {
-        println!("{:>7.3}s  {:?}", event.at.as_secs_f64(), event.step);
-    })
-    .await?;
+    fencing_testkit::zombie::print_figure_9_6(&MemoryIssuer::new(), &store, TTL, &prefix).await?;
     println!("{container}/{prefix}/file holds client 2's value; the zombie was refused");
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! ```
 
 use fencing_core::TokenIssuer;
+use fencing_core::memory::MemoryStore;
 use fencing_etcd::EtcdIssuer;
 
 #[tokio::main(flavor = "current_thread")]
@@ -20,7 +21,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ttl = issuer.min_ttl();
     println!("etcd at {endpoints:?}: tokens are lock keys' create_revision, TTL {ttl:?}");
     // The scenario `fence demo` narrates; an error if any step breaks the contract.
-    fencing_testkit::lock_service::print_figure_9_6(&issuer, ttl).await?;
+    let (store, prefix) = (MemoryStore::new(), fencing_testkit::unique_prefix());
+    fencing_testkit::zombie::print_figure_9_6(&issuer, &store, ttl, &prefix).await?;
     println!("client 1's stale write and renew were refused");
     Ok(())
 }

@@ -11,13 +11,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing_core::memory::MemoryStore;
-use fencing_core::scenario::{Event, ScenarioError, figure_9_6};
 use fencing_core::{Error, FencingToken, Lease, LeaseRequest, TokenIssuer};
 use tokio::sync::oneshot;
 
 use crate::issuer::{IssuerProfile, assert_lease_lost};
-use crate::{unique_name, unique_prefix};
+use crate::unique_name;
 
 /// A future to run on a [`frozen_client`]'s runtime.
 pub type ClientWork<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -44,26 +42,6 @@ pub async fn freeze_on(pause: oneshot::Receiver<Duration>) {
     if let Ok(pause) = pause.await {
         std::thread::sleep(pause); // the whole client stops
     }
-}
-
-/// Figure 9-6 (the scenario `fence demo` narrates) on `issuer` in front of
-/// an in-memory store, with the short `ttl`, printing each step as it
-/// happens: what the lock services' examples show. An error if a call
-/// fails or a step breaks the contract.
-pub async fn print_figure_9_6(
-    issuer: &dyn TokenIssuer,
-    ttl: Duration,
-) -> Result<Vec<Event>, ScenarioError> {
-    let print = |e: &Event| println!("{:>7.3}s  {:?}", e.at.as_secs_f64(), e.step);
-    figure_9_6(
-        issuer,
-        &MemoryStore::new(),
-        ttl,
-        false,
-        &unique_prefix(),
-        print,
-    )
-    .await
 }
 
 /// Polls the count of `resource`'s queue entries until `done` holds of it,

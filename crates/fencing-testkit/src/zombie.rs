@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 pub use fencing_core::scenario::{Event, Step};
+use fencing_core::scenario::{ScenarioError, figure_9_6};
 use fencing_core::{FencedStore, TokenIssuer};
 
 use crate::unique_prefix;
@@ -30,6 +31,20 @@ pub async fn zombie_is_refused(issuer: &dyn TokenIssuer, store: &dyn FencedStore
             store.name()
         );
     }
+}
+
+/// Figure 9-6 (the scenario `fence demo` narrates) on `issuer` and `store`
+/// under `prefix`, with the short `ttl`, printing each step as it happens:
+/// what the lock and object-store examples show. An error if a call fails
+/// or a step breaks the contract.
+pub async fn print_figure_9_6(
+    issuer: &dyn TokenIssuer,
+    store: &dyn FencedStore,
+    ttl: Duration,
+    prefix: &str,
+) -> Result<Vec<Event>, ScenarioError> {
+    let print = |e: &Event| println!("{:>7.3}s  {:?}", e.at.as_secs_f64(), e.step);
+    figure_9_6(issuer, store, ttl, false, prefix, print).await
 }
 
 /// Runs [`fencing_core::scenario::figure_9_6`] on fresh names, calling

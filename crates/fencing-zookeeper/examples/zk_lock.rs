@@ -8,6 +8,7 @@
 //! cargo run -p fencing-zookeeper --example zk_lock -- --cversion        # tokens from the parent's cversion
 //! ```
 
+use fencing_core::memory::MemoryStore;
 use fencing_zookeeper::{TokenSource, ZkIssuer};
 
 #[tokio::main(flavor = "current_thread")]
@@ -23,7 +24,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("ZooKeeper at {addr} grants sessions of {min:?}..={max:?}; tokens from {source:?}");
     // The scenario `fence demo` narrates, with the shortest session; an
     // error if any step breaks the contract.
-    fencing_testkit::lock_service::print_figure_9_6(&issuer, min).await?;
+    let (store, prefix) = (MemoryStore::new(), fencing_testkit::unique_prefix());
+    fencing_testkit::zombie::print_figure_9_6(&issuer, &store, min, &prefix).await?;
     println!("client 1's stale write and renew were refused");
     Ok(())
 }
