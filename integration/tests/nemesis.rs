@@ -60,3 +60,49 @@ async fn skewed_and_jumping_clocks_change_no_verdict_on_any_issuer() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_fencing_the_same_checker_sees_stale_accepts() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let seed = HistoryConfig::seed_from_env();
+    let report = suite::unfenced_control("redis", seed, CLIENT.as_ref())
+        .await
+        .unwrap_or_else(|e| panic!("the control could not run: {e}"));
+    println!("{report}");
+    assert!(
+        report.stale_accepts > 0 && report.refused == 0,
+        "clients that present a constant token were never caught writing under a superseded lease: \
+         the checker could not catch a broken store\n{report}"
+    );
+}
+
+#[test]
+fn a_topology_leaves_no_namespace_behind_even_when_its_owner_panics() {
+    if let Err(e) = fencing_integration::nemesis::net::preflight() {
+        panic!("{e}");
+    }
+    let built = std::thread::spawn(|| {
+        let mut net = fencing_integration::nemesis::net::Net::new().expect("a bridge");
+        let host = net.add_host("probe").expect("a host");
+        assert!(namespaces().contains(&host.ns));
+        panic!("{}", host.ns);
+    })
+    .join()
+    .expect_err("the thread panics");
+    let ns = built
+        .downcast_ref::<String>()
+        .expect("the namespace's name")
+        .clone();
+    assert!(
+        !namespaces().contains(&ns),
+        "{ns} outlived the topology that made it"
+    );
+}
+
+fn namespaces() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

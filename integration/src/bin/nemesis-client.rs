@@ -21,7 +21,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fencing::{Error, LeaseRequest};
+use fencing::{Error, FencingToken, LeaseRequest};
+use fencing_integration::nemesis::UNFENCED_VAR;
 use fencing_integration::nemesis::timeline::{real_monotonic_ns, value_of};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -137,6 +138,8 @@ async fn main() -> std::process::ExitCode {
     };
 
     emit_clock();
+    // The negative control: what code without fencing does, in effect.
+    let unfenced = std::env::var_os(UNFENCED_VAR).is_some();
     // Many lanes are for volume: no breather between writes.
     let pause_ms = if lanes > 1 { 0 } else { 5 };
     let mut seq = 0u64;
@@ -159,7 +162,7 @@ async fn main() -> std::process::ExitCode {
         emit(&format!("grant {lane} {token}"));
         emit_clock();
         let mut holding = true;
-        if rng.random_bool(0.2) {
+        if rng.random_bool(0.2) && !unfenced {
             emit(&format!("fence {lane} {token}"));
             holding = outcome(&store.fence(&key, token).await);
         }
@@ -170,7 +173,16 @@ async fn main() -> std::process::ExitCode {
             }
             seq += 1;
             emit(&format!("put {lane} {token} {seq}"));
-            holding = outcome(&store.put(&key, value_of(id, token.get(), seq), token).await);
+            let presented = if unfenced {
+                FencingToken::new(1 << 40)
+            } else {
+                token
+            };
+            holding = outcome(
+                &store
+                    .put(&key, value_of(id, token.get(), seq), presented)
+                    .await,
+            );
             // Now and then a slow step (a long computation, a GC pause) that
             // outlives the lease without looking at it: the zombie the store
             // must stop. The nemesis's faults add their own.

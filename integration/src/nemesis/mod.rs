@@ -32,6 +32,10 @@ use schedule::{Fault, Step};
 use servers::{Cluster, Proc, Topology};
 use timeline::{Event, FaultSpan, RunReport, Timeline, real_monotonic_ns};
 
+/// Set for `nemesis-client`: present a constant token far above any
+/// lease's instead of the lease's own (the negative control).
+pub const UNFENCED_VAR: &str = "FENCING_NEMESIS_UNFENCED";
+
 /// libfaketime's preload library (Debian `libfaketime`).
 const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -288,6 +292,9 @@ pub struct PairSpec {
     pub slow_step_chance: f64,
     /// Independent locks (each with its own key) the clients pick from.
     pub lanes: u32,
+    /// The negative control: clients present a constant huge token instead
+    /// of their lease's (events still name the lease's).
+    pub unfenced: bool,
 }
 
 /// Runs `spec` with the `nemesis-client` at `client_bin`: opens the issuer
@@ -365,6 +372,9 @@ pub async fn run_pair(
             return Err(format!(
                 "clock runs need libfaketime ({LIBFAKETIME}): run `integration/services.sh deps` (Debian faketime)"
             ));
+        }
+        if spec.unfenced {
+            cmd.env(UNFENCED_VAR, "1");
         }
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())

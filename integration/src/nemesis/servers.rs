@@ -426,6 +426,10 @@ pub fn postgres(host: &Host, dir: &Path) -> Result<(Proc, String), String> {
         "port=5432",
         "-c",
         &format!("unix_socket_directories={data_s}"),
+        // The nemesis never crashes PostgreSQL (the restart tests cover
+        // durability): commits need not wait for the disk.
+        "-c",
+        "synchronous_commit=off",
     ]
     .map(str::to_owned)
     .to_vec();

@@ -163,6 +163,7 @@ pub async fn partition_runs(
             writes_max: mode.client_load().0,
             slow_step_chance: mode.client_load().1,
             lanes: mode.client_load().2,
+            unfenced: false,
             menu: Menu {
                 members: 3,
                 clients,
@@ -227,6 +228,7 @@ pub async fn clock_runs(
             writes_max: mode.client_load().0,
             slow_step_chance: mode.client_load().1,
             lanes: mode.client_load().2,
+            unfenced: false,
             menu: Menu {
                 members: 0,
                 clients: 5,
@@ -240,6 +242,44 @@ pub async fn clock_runs(
     }
     let _ = std::fs::remove_dir_all(&work);
     Ok(pairs)
+}
+
+/// The negative control: clients that present a constant token far above
+/// any lease's, as code without fencing effectively does, on `issuer` ×
+/// PostgreSQL with client pauses. The store then refuses nothing, and the
+/// checker must see the zombies' writes land: a checker that passes this
+/// run could not catch anything.
+pub async fn unfenced_control(
+    issuer: &str,
+    seed: u64,
+    client_bin: &Path,
+) -> Result<RunReport, String> {
+    let work = tempdir("unfenced")?;
+    let ttl = Duration::from_millis(500);
+    let mut spec = PairSpec {
+        label: format!("{issuer} × postgres, unfenced clients"),
+        issuer_url: crate::issuer_url_of(issuer).ok_or_else(|| format!("no URL for {issuer}"))?,
+        store_url: crate::issuer_url_of("postgres").ok_or("no PostgreSQL URL")?,
+        ttl,
+        seed,
+        length: Duration::from_secs(8),
+        clients: vec![(None, Clock::Real); 3],
+        writes_max: 30,
+        slow_step_chance: 0.08,
+        lanes: 1,
+        unfenced: false,
+        menu: Menu {
+            members: 0,
+            clients: 3,
+            ttl,
+            cluster_faults: true,
+            jumping_clocks: Vec::new(),
+        },
+    };
+    spec.unfenced = true;
+    let (report, _) = run_pair(&mut Nemesis::default(), client_bin, &spec, &work).await?;
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(report)
 }
 
 fn tempdir(name: &str) -> Result<PathBuf, String> {
