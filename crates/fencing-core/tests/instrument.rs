@@ -1,22 +1,19 @@
 //! The metrics and spans of `instrument`, on the memory backends: every
 //! counter moves when it should, and the spans carry the token.
 //!
-//! Each test runs on its own current-thread runtime inside
-//! `metrics::with_local_recorder`, so tests running side by side never see
-//! each other's counts.
+//! Each test runs (`fencing_testkit::metrics::recorded`) on its own
+//! current-thread runtime inside `metrics::with_local_recorder`, so tests
+//! running side by side never see each other's counts.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fencing_core::blob::{BlobStore, HookedWrites};
 use fencing_core::instrument::{Instrumented, lease_span, names};
-use fencing_core::keepalive::KeepAlive;
 use fencing_core::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
-use metrics_util::CompositeKey;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use fencing_testkit::metrics::{recorded, release_behind_a_keep_alive};
 use tracing::Instrument;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -26,64 +23,6 @@ use tracing_subscriber::registry::LookupSpan;
 mod common;
 
 use common::LosesAnswers;
-
-/// Runs `test` on a current-thread runtime with a recorder of its own.
-fn recorded<F: Future>(test: F) -> (F::Output, Recorded) {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let out = metrics::with_local_recorder(&recorder, || runtime.block_on(test));
-    let series = snapshotter.snapshot().into_vec();
-    let series = series.into_iter().map(|(key, .., value)| (key, value));
-    (out, Recorded(series.collect()))
-}
-
-/// What was recorded, queried by name and labels.
-struct Recorded(Vec<(CompositeKey, DebugValue)>);
-
-impl Recorded {
-    /// The values of every series named `name` whose labels include all of
-    /// `labels`.
-    fn series(&self, name: &str, labels: &[(&str, &str)]) -> Vec<&DebugValue> {
-        let Self(series) = self;
-        series
-            .iter()
-            .filter(|(key, _)| {
-                let key = key.key();
-                key.name() == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
-            })
-            .map(|(_, value)| value)
-            .collect()
-    }
-
-    /// A counter summed over the matching series (0 if none).
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        self.series(name, labels)
-            .into_iter()
-            .map(|v| match v {
-                DebugValue::Counter(n) => *n,
-                other => panic!("{name} is not a counter: {other:?}"),
-            })
-            .sum()
-    }
-
-    /// How many samples a histogram holds over the matching series.
-    fn samples(&self, name: &str, labels: &[(&str, &str)]) -> usize {
-        self.series(name, labels)
-            .into_iter()
-            .map(|v| match v {
-                DebugValue::Histogram(samples) => samples.len(),
-                other => panic!("{name} is not a histogram: {other:?}"),
-            })
-            .sum()
-    }
-}
 
 const TTL: Duration = Duration::from_millis(300);
 
@@ -220,37 +159,10 @@ fn an_unknown_outcome_is_counted_once_per_call_and_once_per_retry() {
 #[test]
 fn a_keep_alive_that_is_refused_counts_a_lost_lease() {
     let ((), m) = recorded(async {
-        let issuer: Arc<dyn TokenIssuer> = Arc::new(Instrumented::new(MemoryIssuer::new()));
-        let lease = issuer
-            .try_acquire(&LeaseRequest::new("r", TTL))
-            .await
-            .unwrap()
-            .unwrap();
-        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
-        // Taken away behind the keep-alive's back: its next renewal is refused.
-        issuer.release(&lease).await.unwrap();
-        let lost = tokio::time::timeout(TTL * 3, keep_alive.lost())
-            .await
-            .expect("the loss is noticed within the TTL");
-        assert!(matches!(
-            lost.reason(),
-            fencing_core::keepalive::LostReason::Refused
-        ));
+        let issuer = Arc::new(Instrumented::new(MemoryIssuer::new()));
+        release_behind_a_keep_alive(issuer, "r", TTL).await;
     });
-    assert_eq!(
-        m.counter(
-            names::LEASES_LOST,
-            &[(names::ISSUER, "memory"), (names::REASON, "refused")]
-        ),
-        1
-    );
-    assert_eq!(
-        m.counter(
-            names::RENEWALS,
-            &[(names::ISSUER, "memory"), (names::RESULT, "lost")]
-        ),
-        1
-    );
+    m.assert_one_lost_lease("memory");
 }
 
 #[test]

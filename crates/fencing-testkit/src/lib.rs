@@ -57,6 +57,7 @@ pub mod blob;
 pub mod history;
 pub mod issuer;
 pub mod lock_service;
+pub mod metrics;
 mod names;
 pub mod store;
 pub mod zombie;

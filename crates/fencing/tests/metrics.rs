@@ -6,58 +6,20 @@
 //! compare-and-swap retries. A server that does not answer fails the test,
 //! naming it and how to start it (`FENCING_SKIP=name` skips it on request).
 //!
-//! Each test runs on its own current-thread runtime inside
-//! `metrics::with_local_recorder`, so parallel tests never share counts.
+//! Each test runs (`fencing_testkit::metrics::recorded`) on its own
+//! current-thread runtime inside `metrics::with_local_recorder`, so
+//! parallel tests never share counts.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fencing::instrument::names;
-use fencing::keepalive::{KeepAlive, LostReason};
-use fencing::{Error, FencingToken, LeaseRequest};
+use fencing::{Error, FencingToken};
 use fencing_harness::env::{POSTGRES, REDIS_AOF, S3};
-use metrics_util::CompositeKey;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-
-/// What was recorded.
-type Series = Vec<(CompositeKey, DebugValue)>;
+use fencing_testkit::metrics::{recorded, release_behind_a_keep_alive};
 
 fn prefix() -> String {
     fencing_testkit::unique_prefix().replace('-', "_")
-}
-
-/// Runs `test` on a current-thread runtime with a recorder of its own.
-fn recorded<F: Future>(test: F) -> (F::Output, Series) {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let out = metrics::with_local_recorder(&recorder, || runtime.block_on(test));
-    let series = snapshotter.snapshot().into_vec();
-    let series = series.into_iter().map(|(key, .., value)| (key, value));
-    (out, series.collect())
-}
-
-/// A counter summed over the series named `name` whose labels include
-/// all of `labels` (0 if none).
-fn counter(series: &Series, name: &str, labels: &[(&str, &str)]) -> u64 {
-    series
-        .iter()
-        .filter(|(key, _)| {
-            let key = key.key();
-            key.name() == name
-                && labels
-                    .iter()
-                    .all(|(k, v)| key.labels().any(|l| l.key() == *k && l.value() == *v))
-        })
-        .map(|(_, value)| match value {
-            DebugValue::Counter(n) => *n,
-            other => panic!("{name} is not a counter: {other:?}"),
-        })
-        .sum()
 }
 
 #[test]
@@ -85,16 +47,15 @@ fn a_zombie_write_to_postgres_is_one_stale_refusal_labelled_postgres() {
         );
     });
     let postgres = [(names::STORE, "postgres")];
-    assert_eq!(counter(&m, names::STALE_REFUSALS, &postgres), 1);
+    assert_eq!(m.counter(names::STALE_REFUSALS, &postgres), 1);
     assert_eq!(
-        counter(
-            &m,
+        m.counter(
             names::STALE_REFUSALS,
             &[(names::STORE, "postgres"), (names::OP, "put")]
         ),
         1
     );
-    assert_eq!(counter(&m, names::WRITES, &postgres), 2);
+    assert_eq!(m.counter(names::WRITES, &postgres), 2);
 }
 
 #[test]
@@ -108,37 +69,9 @@ fn a_lease_taken_from_under_a_keep_alive_on_redis_is_one_lost_lease() {
             .await
             .unwrap_or_else(|e| REDIS_AOF.unavailable(&e));
         let resource = format!("metrics-{}", prefix());
-        let ttl = Duration::from_secs(1);
-        let lease = issuer
-            .try_acquire(&LeaseRequest::new(&resource, ttl))
-            .await
-            .unwrap()
-            .expect("a fresh resource is free");
-        let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
-        issuer.release(&lease).await.unwrap();
-        let lost = tokio::time::timeout(ttl * 3, keep_alive.lost())
-            .await
-            .expect("the keep-alive notices within the TTL");
-        assert!(matches!(lost.reason(), LostReason::Refused), "{lost}");
+        release_behind_a_keep_alive(issuer, &resource, Duration::from_secs(1)).await;
     });
-    let redis = [(names::ISSUER, "redis")];
-    assert_eq!(counter(&m, names::GRANTS, &redis), 1);
-    assert_eq!(
-        counter(
-            &m,
-            names::LEASES_LOST,
-            &[(names::ISSUER, "redis"), (names::REASON, "refused")]
-        ),
-        1
-    );
-    assert_eq!(
-        counter(
-            &m,
-            names::RENEWALS,
-            &[(names::ISSUER, "redis"), (names::RESULT, "lost")]
-        ),
-        1
-    );
+    m.assert_one_lost_lease("redis");
 }
 
 #[test]
@@ -184,15 +117,14 @@ fn sixteen_writers_racing_on_one_s3_object_count_cas_retries() {
             writer.await.unwrap();
         }
     });
-    let retries = counter(
-        &m,
+    let retries = m.counter(
         names::CAS_RETRIES,
         &[(names::STORE, "s3"), (names::CAUSE, "precondition_failed")],
     );
     assert!(retries > 0, "16 writers never lost a precondition");
     assert_eq!(
-        counter(&m, names::WRITES, &[(names::STORE, "s3")]),
+        m.counter(names::WRITES, &[(names::STORE, "s3")]),
         u64::from(WRITERS) * u64::from(PUTS)
     );
-    assert_eq!(counter(&m, names::STALE_REFUSALS, &[]), 0);
+    assert_eq!(m.counter(names::STALE_REFUSALS, &[]), 0);
 }
