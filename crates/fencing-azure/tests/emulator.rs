@@ -17,27 +17,50 @@ use bytes::Bytes;
 use fencing_azure::{AzureBackend, AzureStore, emulator};
 
 use fencing_core::FencedStore;
-use fencing_harness::env::AZURE;
-use fencing_harness::object_store::{self as shared, assert_backend_error, run_bucket, t};
-use fencing_harness::proxy::AnswerDroppingProxy;
+use fencing_harness::env::{AZURE, Server};
+use fencing_harness::object_store::{self as shared, Emulator, assert_backend_error, t};
 
 mod suite {
     fencing_testkit::blob_store_conformance!(super::backend);
 }
 
-/// This run's container.
-fn container_name() -> String {
-    run_bucket("az")
+/// Azurite through `fencing_azure::emulator` (its development account).
+struct Azurite;
+
+impl Emulator for Azurite {
+    type Backend = AzureBackend;
+    const SERVER: Server = AZURE;
+    const NAME: &'static str = "azure";
+
+    async fn set_up(endpoint: &str, container: &str) -> fencing_core::Result<AzureBackend> {
+        let store = emulator::store(endpoint, container).await?;
+        Ok(store.backend().clone())
+    }
+
+    async fn backend_at(endpoint: &str, container: &str) -> AzureBackend {
+        emulator::backend(endpoint, container, None).expect("a backend")
+    }
+
+    /// A plain Put Blob of bytes that carry no frame.
+    async fn put_foreign(backend: AzureBackend, key: String, body: &'static [u8]) {
+        backend
+            .container()
+            .blob_client(&key)
+            .upload(
+                <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(
+                    Bytes::from_static(body),
+                ),
+                None,
+            )
+            .await
+            .expect("plain upload");
+    }
 }
 
 /// A backend on this run's container (created if needed), or `None` when
 /// the run asked to skip Azure. A server that does not answer fails the test.
 async fn backend() -> Option<AzureBackend> {
-    let store = shared::set_up(&AZURE, "az", async |endpoint, container| {
-        emulator::store(endpoint, container).await
-    })
-    .await?;
-    Some(store.backend().clone())
+    shared::backend::<Azurite>().await
 }
 
 /// `If-None-Match: *` on an existing blob answers 409 `BlobAlreadyExists`
@@ -113,18 +136,13 @@ async fn a_large_value_is_one_put_and_reads_back_whole() {
 
 #[tokio::test]
 async fn a_missing_container_is_a_permanent_backend_error() {
-    let Some(_) = backend().await else { return };
-    let missing = AzureStore::new(
-        emulator::backend(
-            &AZURE.endpoint(),
-            &format!("{}-missing", container_name()),
-            None,
-        )
-        .expect("a backend"),
+    let Some((missing, e)) = shared::a_missing_bucket_is_permanent::<Azurite>().await else {
+        return;
+    };
+    assert!(
+        format!("{:?}", std::error::Error::source(&e)).contains("ContainerNotFound"),
+        "{e:?}"
     );
-    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, "azure", false);
-    let source = std::error::Error::source(&e).expect("the client error is chained");
-    assert!(format!("{source:?}").contains("ContainerNotFound"), "{e:?}");
     assert_backend_error(missing.mark("k").await, "azure", false);
 }
 
@@ -163,8 +181,8 @@ async fn azurite_container_creation_is_idempotent() {
 /// with integration/services.sh up azurite").
 #[tokio::test]
 async fn azurite_setup_without_a_server_is_a_retryable_backend_error() {
-    let setup = emulator::store("http://127.0.0.1:1/devstoreaccount1", "nowhere").await;
-    assert_backend_error(setup, "azure", true);
+    shared::set_up_without_a_server_is_retryable::<Azurite>("http://127.0.0.1:1/devstoreaccount1")
+        .await;
 }
 
 #[test]
@@ -183,30 +201,9 @@ fn debug_output_hides_the_sas() {
     );
 }
 
-/// A plain Put Blob of bytes that carry no frame.
-async fn put_foreign(backend: AzureBackend, key: String, body: &'static [u8]) {
-    backend
-        .container()
-        .blob_client(&key)
-        .upload(
-            <RequestContent<Bytes, azure_core::http::NoFormat> as From<Bytes>>::from(
-                Bytes::from_static(body),
-            ),
-            None,
-        )
-        .await
-        .expect("plain upload");
-}
-
 #[tokio::test]
 async fn objects_written_without_fencing_are_refused_unless_adopted() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    shared::unfenced_objects_are_refused_unless_adopted(&backend, |key, body| {
-        put_foreign(backend.clone(), key, body)
-    })
-    .await;
+    shared::unfenced_objects_on::<Azurite>().await;
 }
 
 /// Set Blob Metadata and Set Blob Properties change the ETag but not the
@@ -248,7 +245,7 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
     )
     .await;
     shared::a_foreign_overwrite_cannot_lower_the_mark(&store, "Put Blob", |key, body| {
-        put_foreign(backend, key, body)
+        Azurite::put_foreign(backend, key, body)
     })
     .await;
 }
@@ -291,12 +288,5 @@ async fn a_lease_on_the_blob_is_a_permanent_error_not_a_lost_race() {
 /// precondition. Our writes go through a client without retries.
 #[tokio::test]
 async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&AZURE.endpoint()).await;
-    let through_proxy =
-        AzureStore::new(emulator::backend(&proxied, &container_name(), None).expect("a backend"));
-    let direct = AzureStore::new(backend);
-    shared::a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, b"PUT ").await;
+    shared::a_lost_answer_on::<Azurite>(b"PUT ").await;
 }

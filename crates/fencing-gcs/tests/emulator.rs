@@ -9,29 +9,53 @@
 
 use bytes::Bytes;
 
-use fencing_core::{Error, FencedStore};
+use fencing_core::Error;
 use fencing_gcs::{GcsBackend, GcsStore, MAX_VALUE_LEN, emulator};
-use fencing_harness::env::GCS;
-use fencing_harness::object_store::{self as shared, assert_backend_error, run_bucket, t};
-use fencing_harness::proxy::AnswerDroppingProxy;
+use fencing_harness::env::{GCS, Server};
+use fencing_harness::object_store::{self as shared, Emulator, run_bucket};
 use google_cloud_gax::retry_policy::{AlwaysRetry, RetryPolicyExt};
 
 mod suite {
     fencing_testkit::blob_store_conformance!(super::backend);
 }
 
+/// fake-gcs-server through `fencing_gcs::emulator` (anonymous).
+struct FakeGcs;
+
+impl Emulator for FakeGcs {
+    type Backend = GcsBackend;
+    const SERVER: Server = GCS;
+    const NAME: &'static str = "gcs";
+
+    async fn set_up(endpoint: &str, bucket: &str) -> fencing_core::Result<GcsBackend> {
+        Ok(emulator::store(endpoint, bucket).await?.backend().clone())
+    }
+
+    async fn backend_at(endpoint: &str, bucket: &str) -> GcsBackend {
+        let client = emulator::client(endpoint).await.expect("client");
+        GcsBackend::new(client, bucket)
+    }
+
+    /// A plain upload of bytes that carry no frame.
+    async fn put_foreign(backend: GcsBackend, key: String, body: &'static [u8]) {
+        backend
+            .client()
+            .write_object(backend.bucket(), key, Bytes::from_static(body))
+            .send_buffered()
+            .await
+            .expect("plain upload");
+    }
+}
+
 /// This run's bucket.
 fn bucket_name() -> String {
-    run_bucket("gcs")
+    run_bucket(FakeGcs::NAME)
 }
 
 /// A backend on this run's bucket (created if needed), or `None` when the
 /// run asked to skip GCS. A server that does not answer fails the test.
 async fn backend() -> Option<GcsBackend> {
-    let created = shared::set_up(&GCS, "gcs", async |endpoint, bucket| {
-        emulator::store(endpoint, bucket).await
-    });
-    Some(created.await?.backend().clone())
+    shared::backend::<FakeGcs>().await
 }
 
 /// The upload path really carries `ifGenerationMatch` and the server really
@@ -51,18 +75,7 @@ async fn the_upload_path_honours_generation_preconditions_up_to_the_limit() {
 
 #[tokio::test]
 async fn a_missing_bucket_is_a_permanent_backend_error() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let missing = GcsStore::new(GcsBackend::new(
-        backend.client().clone(),
-        format!("{}-missing", bucket_name()),
-    ));
-    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, "gcs", false);
-    assert!(
-        std::error::Error::source(&e).is_some(),
-        "the client error is chained"
-    );
+    shared::a_missing_bucket_is_permanent::<FakeGcs>().await;
 }
 
 #[tokio::test]
@@ -97,8 +110,7 @@ async fn emulator_bucket_creation_is_idempotent() {
 /// with integration/services.sh up gcs").
 #[tokio::test]
 async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
-    let setup = emulator::store("http://127.0.0.1:1", "nowhere").await;
-    assert_backend_error(setup, "gcs", true);
+    shared::set_up_without_a_server_is_retryable::<FakeGcs>("http://127.0.0.1:1").await;
 }
 
 #[test]
@@ -123,25 +135,9 @@ async fn json_api(method: reqwest::Method, path: String, body: &str) {
     assert!(status.is_success(), "{url}: {status} {text}");
 }
 
-/// A plain upload of bytes that carry no frame.
-async fn put_foreign(backend: GcsBackend, key: String, body: &'static [u8]) {
-    backend
-        .client()
-        .write_object(backend.bucket(), key, Bytes::from_static(body))
-        .send_buffered()
-        .await
-        .expect("plain upload");
-}
-
 #[tokio::test]
 async fn objects_written_without_fencing_are_refused_unless_adopted() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    shared::unfenced_objects_are_refused_unless_adopted(&backend, |key, body| {
-        put_foreign(backend.clone(), key, body)
-    })
-    .await;
+    shared::unfenced_objects_on::<FakeGcs>().await;
 }
 
 /// A metadata patch keeps the generation, so a mark kept in metadata could
@@ -188,7 +184,7 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
     )
     .await;
     shared::a_foreign_overwrite_cannot_lower_the_mark(&store, "upload", |key, body| {
-        put_foreign(backend, key, body)
+        FakeGcs::put_foreign(backend, key, body)
     })
     .await;
 }
@@ -198,13 +194,5 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
 /// precondition. Our upload goes out with the client's retries off.
 #[tokio::test]
 async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&GCS.endpoint()).await;
-    let client = emulator::client(&proxied).await.expect("client");
-    let through_proxy = GcsStore::new(GcsBackend::new(client, bucket_name()));
-    let direct = GcsStore::new(backend);
-    shared::a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, b"POST /upload/")
-        .await;
+    shared::a_lost_answer_on::<FakeGcs>(b"POST /upload/").await;
 }

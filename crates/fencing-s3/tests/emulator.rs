@@ -13,29 +13,53 @@ use aws_sdk_s3::types::{MetadataDirective, Tag, Tagging};
 use bytes::Bytes;
 
 use fencing_core::{Error, FencedStore};
-use fencing_harness::env::S3;
-use fencing_harness::object_store::{self as shared, assert_backend_error, run_bucket, t};
-use fencing_harness::proxy::AnswerDroppingProxy;
+use fencing_harness::env::{S3, Server};
+use fencing_harness::object_store::{self as shared, Emulator, run_bucket, t};
 use fencing_s3::{S3Backend, S3Store, emulator};
 
 mod suite {
     fencing_testkit::blob_store_conformance!(super::backend);
 }
 
+/// moto through `fencing_s3::emulator` (its test keys).
+struct Moto;
+
+impl Emulator for Moto {
+    type Backend = S3Backend;
+    const SERVER: Server = S3;
+    const NAME: &'static str = "s3";
+
+    async fn set_up(endpoint: &str, bucket: &str) -> fencing_core::Result<S3Backend> {
+        Ok(emulator::store(endpoint, bucket).await?.backend().clone())
+    }
+
+    async fn backend_at(endpoint: &str, bucket: &str) -> S3Backend {
+        S3Backend::new(emulator::client(endpoint), bucket)
+    }
+
+    /// A plain `PutObject` of bytes that carry no frame.
+    async fn put_foreign(backend: S3Backend, key: String, body: &'static [u8]) {
+        backend
+            .client()
+            .put_object()
+            .bucket(backend.bucket())
+            .key(key)
+            .body(ByteStream::from_static(body))
+            .send()
+            .await
+            .expect("raw put");
+    }
+}
+
 /// This run's bucket.
 fn bucket_name() -> String {
-    run_bucket("s3")
+    run_bucket(Moto::NAME)
 }
 
 /// A backend on this run's bucket (created if needed), or `None` when the
 /// run asked to skip S3. A server that does not answer fails the test.
 async fn backend() -> Option<S3Backend> {
-    shared::set_up(&S3, "s3", async |endpoint, bucket| {
-        let client = emulator::client(endpoint);
-        emulator::create_bucket(&client, bucket).await?;
-        Ok(S3Backend::new(client, bucket))
-    })
-    .await
+    shared::backend::<Moto>().await
 }
 
 /// Deletes `keys` (best effort: the bucket is this run's own).
@@ -124,28 +148,11 @@ async fn identical_bytes_rewritten_with_a_higher_token_are_not_mistaken_for_the_
     clean_up(&backend, &[&key, &key2, &naive]).await;
 }
 
-/// A plain `PutObject` of bytes that carry no frame.
-async fn put_foreign(backend: S3Backend, key: String, body: &'static [u8]) {
-    backend
-        .client()
-        .put_object()
-        .bucket(backend.bucket())
-        .key(key)
-        .body(ByteStream::from_static(body))
-        .send()
-        .await
-        .expect("raw put");
-}
-
 #[tokio::test]
 async fn objects_written_without_fencing_are_refused_unless_adopted() {
-    let Some(backend) = backend().await else {
+    let Some((backend, key)) = shared::unfenced_objects_on::<Moto>().await else {
         return;
     };
-    let key = shared::unfenced_objects_are_refused_unless_adopted(&backend, |key, body| {
-        put_foreign(backend.clone(), key, body)
-    })
-    .await;
 
     // The frame is really there; the metadata is a hint that agrees.
     let raw = backend
@@ -239,7 +246,7 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
     let be = backend.clone();
     let key4 =
         shared::a_foreign_overwrite_cannot_lower_the_mark(&store, "PutObject", |key, body| {
-            put_foreign(be, key, body)
+            Moto::put_foreign(be, key, body)
         })
         .await;
     clean_up(&backend, &[&key, &key2, &key3, &key4]).await;
@@ -250,28 +257,16 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
 /// write goes out with SDK retries off, and the loop reports the truth.
 #[tokio::test]
 async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
-    let Some(backend) = backend().await else {
-        return;
-    };
-    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&S3.endpoint()).await;
-    let client = emulator::client(&proxied);
-    let through_proxy = S3Store::new(S3Backend::new(client, backend.bucket()));
-    let direct = S3Store::new(backend.clone());
-    let key =
-        shared::a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, b"PUT ").await;
-    clean_up(&backend, &[&key]).await;
+    if let Some((backend, key)) = shared::a_lost_answer_on::<Moto>(b"PUT ").await {
+        clean_up(&backend, &[&key]).await;
+    }
 }
 
 #[tokio::test]
 async fn a_missing_bucket_is_a_permanent_backend_error() {
-    let Some(backend) = backend().await else {
+    let Some((_, e)) = shared::a_missing_bucket_is_permanent::<Moto>().await else {
         return;
     };
-    let missing = S3Store::new(S3Backend::new(
-        backend.client().clone(),
-        format!("{}-missing", bucket_name()),
-    ));
-    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, "s3", false);
     let source = std::error::Error::source(&e).expect("the SDK error is chained");
     assert!(
         format!("{}", DisplayErrorContext(source)).contains("NoSuchBucket"),
@@ -307,8 +302,7 @@ async fn emulator_bucket_creation_is_idempotent() {
 /// with integration/services.sh up s3").
 #[tokio::test]
 async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
-    let setup = emulator::store("http://127.0.0.1:1", "nowhere").await;
-    assert_backend_error(setup, "s3", true);
+    shared::set_up_without_a_server_is_retryable::<Moto>("http://127.0.0.1:1").await;
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! What the S3, GCS and Azure emulator tests share: this run's bucket, its
 //! set-up against a server that may be missing, and the cases every object
 //! store runs the same way (a refused connection, a lost answer, objects
-//! written without fencing, a foreign overwrite), each adapter supplying only
-//! its SDK's calls.
+//! written without fencing, a foreign overwrite, a missing bucket), each
+//! adapter supplying only its SDK's calls (an [`Emulator`]).
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -48,6 +48,89 @@ pub async fn set_up<T>(
         Err(e) if e.is_retryable() => server.unavailable(&error_chain(&e)),
         Err(e) => panic!("cannot set up {bucket}: {}", error_chain(&e)),
     }
+}
+
+/// One object store's emulator as its tests reach it: the SDK calls the
+/// shared cases below need.
+pub trait Emulator {
+    /// The adapter's backend.
+    type Backend: BlobBackend + Clone + 'static;
+    /// The server, as [`crate::env`] finds it.
+    const SERVER: Server;
+    /// The backend's name (in its errors) and this run's bucket's suffix.
+    const NAME: &'static str;
+
+    /// A backend on `bucket` at `endpoint`, created there if needed, with
+    /// the emulator's credentials.
+    fn set_up(endpoint: &str, bucket: &str) -> impl Future<Output = Result<Self::Backend>>;
+
+    /// A backend on `bucket` at `endpoint` (a proxy in front of the server,
+    /// say), nothing sent yet.
+    fn backend_at(endpoint: &str, bucket: &str) -> impl Future<Output = Self::Backend>;
+
+    /// Writes `body` at `key` with the SDK alone, as a program that knows
+    /// nothing of fencing.
+    fn put_foreign(
+        backend: Self::Backend,
+        key: String,
+        body: &'static [u8],
+    ) -> impl Future<Output = ()>;
+}
+
+/// A backend on this run's bucket of `E` (created if needed), or `None`
+/// when the run asked to skip the server ([`set_up`]).
+pub async fn backend<E: Emulator>() -> Option<E::Backend> {
+    set_up(&E::SERVER, E::NAME, async |endpoint, bucket| {
+        E::set_up(endpoint, bucket).await
+    })
+    .await
+}
+
+/// The store of `E` at an address where nothing listens: setting it up is
+/// a retryable backend error (what a test turns into "start it with
+/// integration/services.sh").
+pub async fn set_up_without_a_server_is_retryable<E: Emulator>(nowhere: &str) {
+    assert_backend_error(E::set_up(nowhere, "nowhere").await, E::NAME, true);
+}
+
+/// A write to a bucket that does not exist on `E`'s server: a permanent
+/// backend error, the SDK's error chained. Returns the store and the error
+/// for the adapter's own checks, or `None` when the run skips the server.
+pub async fn a_missing_bucket_is_permanent<E: Emulator>() -> Option<(BlobStore<E::Backend>, Error)>
+{
+    backend::<E>().await?;
+    let bucket = format!("{}-missing", run_bucket(E::NAME));
+    let missing = BlobStore::new(E::backend_at(&E::SERVER.endpoint(), &bucket).await);
+    let e = assert_backend_error(missing.put("k", "v".into(), t(1)).await, E::NAME, false);
+    assert!(
+        std::error::Error::source(&e).is_some(),
+        "not chained: {e:?}"
+    );
+    Some((missing, e))
+}
+
+/// [`unfenced_objects_are_refused_unless_adopted`] on `E`'s backend with
+/// its [`Emulator::put_foreign`]: the backend and the key, or `None` when
+/// the run skips the server.
+pub async fn unfenced_objects_on<E: Emulator>() -> Option<(E::Backend, String)> {
+    let backend = backend::<E>().await?;
+    let put_foreign = |key, body| E::put_foreign(backend.clone(), key, body);
+    let key = unfenced_objects_are_refused_unless_adopted(&backend, put_foreign).await;
+    Some((backend, key))
+}
+
+/// [`a_lost_answer_is_an_unknown_outcome`] on `E`, through an
+/// [`AnswerDroppingProxy`] in front of its server dropping the answer of
+/// the request starting with `write_prefix`: the backend and the key, or
+/// `None` when the run skips the server.
+pub async fn a_lost_answer_on<E: Emulator>(write_prefix: &[u8]) -> Option<(E::Backend, String)> {
+    let backend = backend::<E>().await?;
+    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&E::SERVER.endpoint()).await;
+    let through_proxy = BlobStore::new(E::backend_at(&proxied, &run_bucket(E::NAME)).await);
+    let direct = BlobStore::new(backend.clone());
+    let key =
+        a_lost_answer_is_an_unknown_outcome(through_proxy, &direct, &proxy, write_prefix).await;
+    Some((backend, key))
 }
 
 /// The metadata of a value written at token `n`.
