@@ -118,6 +118,22 @@ impl fmt::Debug for AzureConfig {
 }
 
 impl AzureConfig {
+    fencing_core::object_store_config_methods! {
+        common, container, KIND;
+        /// A config for `container`; credentials from the environment.
+        new;
+        /// From the environment: `FENCING_AZURE_CONTAINER` (required),
+        /// `FENCING_AZURE_ENDPOINT` (else `AZURE_STORAGE_ACCOUNT`'s endpoint or
+        /// the connection string's), `FENCING_AZURE_EMULATOR=true`,
+        /// `FENCING_AZURE_ADOPT_UNFENCED=true`; credentials as the type's docs
+        /// say.
+        ///
+        /// # Errors
+        /// [`Error::InvalidInput`] without `FENCING_AZURE_CONTAINER`, or for a
+        /// variable that is not a strict boolean.
+        from_env;
+    }
+
     /// Parses `az://CONTAINER?endpoint=URL|account=NAME[&sas=TOKEN&sas_lifetime=D&emulator=B&adopt_unfenced=B]`.
     ///
     /// # Errors
@@ -193,22 +209,6 @@ impl AzureConfig {
     pub fn with_options(mut self, options: BlobContainerClientOptions) -> Self {
         self.options = Some(options);
         self
-    }
-
-    fencing_core::object_store_config_methods! {
-        common, container, KIND;
-        /// A config for `container`; credentials from the environment.
-        new;
-        /// From the environment: `FENCING_AZURE_CONTAINER` (required),
-        /// `FENCING_AZURE_ENDPOINT` (else `AZURE_STORAGE_ACCOUNT`'s endpoint or
-        /// the connection string's), `FENCING_AZURE_EMULATOR=true`,
-        /// `FENCING_AZURE_ADOPT_UNFENCED=true`; credentials as the type's docs
-        /// say.
-        ///
-        /// # Errors
-        /// [`Error::InvalidInput`] without `FENCING_AZURE_CONTAINER`, or for a
-        /// variable that is not a strict boolean.
-        from_env;
     }
 
     fn apply_connection_string(&mut self, connection_string: &str) -> Result<()> {

@@ -64,6 +64,20 @@ impl fmt::Debug for GcsConfig {
 }
 
 impl GcsConfig {
+    fencing_core::object_store_config_methods! {
+        common, bucket, KIND;
+        /// A config for `bucket` with application default credentials.
+        new;
+        /// From the environment: `FENCING_GCS_BUCKET` (required),
+        /// `FENCING_GCS_ENDPOINT`, `FENCING_GCS_EMULATOR=true`,
+        /// `FENCING_GCS_ADOPT_UNFENCED=true`; credentials as the type's docs say.
+        ///
+        /// # Errors
+        /// [`Error::InvalidInput`] without `FENCING_GCS_BUCKET`, or for a
+        /// variable that is not a strict boolean.
+        from_env;
+    }
+
     /// Parses `gs://BUCKET[?endpoint=URL&emulator=B&adopt_unfenced=B]`.
     ///
     /// # Errors
@@ -84,20 +98,6 @@ impl GcsConfig {
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(credentials);
         self
-    }
-
-    fencing_core::object_store_config_methods! {
-        common, bucket, KIND;
-        /// A config for `bucket` with application default credentials.
-        new;
-        /// From the environment: `FENCING_GCS_BUCKET` (required),
-        /// `FENCING_GCS_ENDPOINT`, `FENCING_GCS_EMULATOR=true`,
-        /// `FENCING_GCS_ADOPT_UNFENCED=true`; credentials as the type's docs say.
-        ///
-        /// # Errors
-        /// [`Error::InvalidInput`] without `FENCING_GCS_BUCKET`, or for a
-        /// variable that is not a strict boolean.
-        from_env;
     }
 
     /// A client, with the credentials the type's docs describe.

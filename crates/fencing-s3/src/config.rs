@@ -81,6 +81,22 @@ impl fmt::Debug for S3Config {
 }
 
 impl S3Config {
+    fencing_core::object_store_config_methods! {
+        common, bucket, KIND;
+        /// A config for `bucket` with AWS's default chain and nothing else set.
+        new;
+        /// From the environment: `FENCING_S3_BUCKET` (required),
+        /// `FENCING_S3_ENDPOINT`, `FENCING_S3_EMULATOR=true` and
+        /// `FENCING_S3_ADOPT_UNFENCED=true`; region, credentials and endpoint
+        /// otherwise come from AWS's own variables and files at
+        /// [`connect`](Self::connect).
+        ///
+        /// # Errors
+        /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
+        /// variable that is not a strict boolean.
+        from_env;
+    }
+
     /// Parses `s3://BUCKET[?region=R&endpoint=URL&path_style=B&emulator=B&adopt_unfenced=B]`.
     ///
     /// # Errors
@@ -119,22 +135,6 @@ impl S3Config {
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(credentials);
         self
-    }
-
-    fencing_core::object_store_config_methods! {
-        common, bucket, KIND;
-        /// A config for `bucket` with AWS's default chain and nothing else set.
-        new;
-        /// From the environment: `FENCING_S3_BUCKET` (required),
-        /// `FENCING_S3_ENDPOINT`, `FENCING_S3_EMULATOR=true` and
-        /// `FENCING_S3_ADOPT_UNFENCED=true`; region, credentials and endpoint
-        /// otherwise come from AWS's own variables and files at
-        /// [`connect`](Self::connect).
-        ///
-        /// # Errors
-        /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
-        /// variable that is not a strict boolean.
-        from_env;
     }
 
     /// Whether the emulator's test keys are used.
