@@ -17,8 +17,7 @@
 //! new leader's first accepted write (a measurement, not an assertion).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Lines};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,7 @@ use fencing::memory::MemoryStore;
 use fencing::{Error, FencedStore, FencingToken, TokenIssuer};
 use fencing_harness::env::{ETCD_CLUSTER, ZK_ENSEMBLE};
 use fencing_harness::failover::Cluster;
+use fencing_harness::process::{StdoutLines, signal, spawn_reporting_token};
 use fencing_integration::candidate;
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix};
 
@@ -37,10 +37,7 @@ const FOLLOWER_TTL: Duration = Duration::from_secs(20);
 /// The first leader, paused just before it writes.
 enum Zombie {
     /// `election-candidate`, stopped with SIGSTOP.
-    Process {
-        child: Child,
-        lines: Lines<BufReader<ChildStdout>>,
-    },
+    Process { child: Child, lines: StdoutLines },
     /// The memory issuer's stand-in: a thread whose whole runtime (the
     /// keep-alive included) blocks until it is resumed.
     Thread {
@@ -59,21 +56,14 @@ impl Zombie {
         targets: &[(String, String)],
     ) -> (Self, FencingToken) {
         if issuer_name != "memory" {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_election-candidate"))
-                .args([issuer_name, resource, "zombie"])
-                .args(targets.iter().map(|(s, k)| format!("{s}={k}")))
-                .env(RUN_PREFIX_VAR, run_prefix())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("start the candidate process");
-            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-            let first = lines.next().expect("a line").expect("readable");
-            let token: u64 = first
-                .strip_prefix("leader ")
-                .unwrap_or_else(|| panic!("unexpected {first:?}"))
-                .parse()
-                .unwrap();
-            signal(&child, "STOP");
+            let (child, lines, token) = spawn_reporting_token(
+                Command::new(env!("CARGO_BIN_EXE_election-candidate"))
+                    .args([issuer_name, resource, "zombie"])
+                    .args(targets.iter().map(|(s, k)| format!("{s}={k}")))
+                    .env(RUN_PREFIX_VAR, run_prefix()),
+                "leader",
+            );
+            signal(child.id(), "STOP");
             return (Self::Process { child, lines }, FencingToken::new(token));
         }
         let (token_tx, token_rx) = mpsc::channel();
@@ -109,7 +99,7 @@ impl Zombie {
                 mut child,
                 mut lines,
             } => {
-                signal(&child, "CONT");
+                signal(child.id(), "CONT");
                 let verdicts = (0..stores)
                     .map(|_| lines.next().expect("a verdict").expect("readable"))
                     .collect();
@@ -122,14 +112,6 @@ impl Zombie {
             }
         }
     }
-}
-
-fn signal(child: &Child, signal: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{signal}"), child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{signal}");
 }
 
 /// Collects every term an observer sees, in order.

@@ -3,11 +3,11 @@
 //! lease and writes, then SIGCONTs it. Its write must be refused with the
 //! typed error, and the store must hold the new holder's data.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use fencing::LeaseRequest;
+use fencing_harness::process::{signal, spawn_reporting_token};
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix, store};
 
 async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
@@ -18,28 +18,14 @@ async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
     let resource = fencing_testkit::unique_name("paused");
     let key = fencing_testkit::unique_name("paused-key");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zombie-client"))
-        .args([issuer_name, store_name, &resource, &key])
-        .env(RUN_PREFIX_VAR, run_prefix())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the zombie process");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a line").expect("readable");
-    let zombie_token: u64 = first
-        .strip_prefix("acquired ")
-        .unwrap_or_else(|| panic!("unexpected {first:?}"))
-        .parse()
-        .unwrap();
-
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-STOP", &pid])
-            .status()
-            .unwrap()
-            .success()
+    let (mut child, mut lines, zombie_token) = spawn_reporting_token(
+        Command::new(env!("CARGO_BIN_EXE_zombie-client"))
+            .args([issuer_name, store_name, &resource, &key])
+            .env(RUN_PREFIX_VAR, run_prefix()),
+        "acquired",
     );
+
+    signal(child.id(), "STOP");
     tokio::time::sleep(ttl + ttl / 2).await;
 
     let lease = issuer
@@ -55,13 +41,7 @@ async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
         .await
         .expect("new holder writes");
 
-    assert!(
-        Command::new("kill")
-            .args(["-CONT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(child.id(), "CONT");
     let verdict = lines.next().expect("a verdict").expect("readable");
     let status = child.wait().unwrap();
     assert_eq!(

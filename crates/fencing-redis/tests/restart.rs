@@ -44,16 +44,9 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
     let pid = info
         .lines()
         .find_map(|l| l.strip_prefix("process_id:"))
-        .expect("process_id in INFO")
-        .trim()
-        .to_owned();
-    assert!(
-        Command::new("kill")
-            .args(["-9", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+        .and_then(|pid| pid.trim().parse().ok())
+        .expect("process_id in INFO");
+    fencing_harness::process::signal(pid, "9");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let up = Command::new("bash")
         .args([SERVICES, "up", "redis-aof"])

@@ -144,11 +144,7 @@ impl Cluster {
     /// # Panics
     /// If the signal cannot be sent.
     pub fn kill(&self, (pid, port): (u32, u16), signal: &str) -> MemberDown {
-        let status = Command::new("kill")
-            .args([format!("-{signal}"), pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success(), "could not kill pid {pid}");
+        crate::process::signal(pid, signal);
         MemberDown {
             cluster: self.clone(),
             port: Some(port),

@@ -12,11 +12,14 @@
 //! - [`verify`]: reading what an issuer's `verify` reports.
 //! - [`failover`]: killing a cluster's leader under load through
 //!   `services.sh`.
+//! - [`process`]: client processes that report their token, stopped and
+//!   resumed with signals.
 
 pub mod env;
 mod errors;
 pub mod failover;
 pub mod object_store;
+pub mod process;
 pub mod proxy;
 pub mod verify;
 
