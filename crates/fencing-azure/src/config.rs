@@ -363,7 +363,7 @@ fn account_of(endpoint: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::blob::config::assert_refused;
+    use fencing_core::url::assert_refused;
 
     use super::*;
 

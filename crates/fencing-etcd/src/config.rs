@@ -159,13 +159,12 @@ fn env(name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use fencing_core::url::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match EtcdConfig::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, EtcdConfig::from_url(url))
     }
 
     #[test]

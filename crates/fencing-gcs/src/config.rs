@@ -156,7 +156,7 @@ fn adc_file_present() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::blob::config::assert_refused;
+    use fencing_core::url::assert_refused;
 
     use super::*;
 

@@ -172,13 +172,12 @@ impl RedisConfig {
 
 #[cfg(test)]
 mod tests {
+    use fencing_core::url::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match RedisConfig::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, RedisConfig::from_url(url))
     }
 
     #[test]

@@ -221,7 +221,7 @@ pub(crate) fn emulator_client(endpoint: &str, region: Option<&str>) -> Client {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::blob::config::assert_refused;
+    use fencing_core::url::assert_refused;
 
     use super::*;
 

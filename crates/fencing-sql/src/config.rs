@@ -136,13 +136,12 @@ impl SqlConfig {
 
 #[cfg(test)]
 mod tests {
+    use fencing_core::url::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match SqlConfig::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, SqlConfig::from_url(url))
     }
 
     #[test]

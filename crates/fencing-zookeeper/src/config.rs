@@ -132,13 +132,12 @@ impl ZkConfig {
 
 #[cfg(test)]
 mod tests {
+    use fencing_core::url::invalid_input_message;
+
     use super::*;
 
     fn invalid(url: &str) -> String {
-        match ZkConfig::from_url(url) {
-            Err(Error::InvalidInput { message }) => message,
-            other => panic!("{url}: expected InvalidInput, got {other:?}"),
-        }
+        invalid_input_message(url, ZkConfig::from_url(url))
     }
 
     #[test]

@@ -185,38 +185,6 @@ pub fn env_bool(name: &str) -> Result<bool> {
     }
 }
 
-/// The message of an [`Error::InvalidInput`]: what a config's tests check.
-///
-/// # Panics
-/// For anything else, naming `what` (the URL tried).
-#[doc(hidden)]
-pub fn invalid_input_message<T: fmt::Debug>(what: &str, result: Result<T>) -> String {
-    match result {
-        Err(Error::InvalidInput { message }) => message,
-        other => panic!("{what}: expected InvalidInput, got {other:?}"),
-    }
-}
-
-/// Asserts that `parse` refuses each URL with an [`Error::InvalidInput`]
-/// whose message mentions every fragment listed for it: a config's
-/// refusals, as a table.
-///
-/// # Panics
-/// On the first URL accepted or refused otherwise, or whose message lacks
-/// a fragment.
-#[doc(hidden)]
-pub fn assert_refused<T: fmt::Debug>(parse: impl Fn(&str) -> Result<T>, cases: &[(&str, &[&str])]) {
-    for (url, fragments) in cases {
-        let message = invalid_input_message(url, parse(url));
-        for fragment in *fragments {
-            assert!(
-                message.contains(fragment),
-                "{url}: {message:?} does not mention {fragment:?}"
-            );
-        }
-    }
-}
-
 /// The setters and getters every object store's config has, as inherent
 /// methods of an adapter's config holding an [`ObjectStoreConfig`] in the
 /// field `$common`: `with_endpoint`, `with_emulator`, `with_adopt_unfenced`,
@@ -299,6 +267,8 @@ mod tests {
         env_prefix: "FENCING_TEST_MEM",
         emulator_endpoint: "the emulator's address",
     };
+
+    use crate::url::invalid_input_message;
 
     fn invalid<T: fmt::Debug>(r: Result<T>) -> String {
         invalid_input_message("mem://", r)
