@@ -7,7 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{FENCE, Scratch, assert_exit, fence, json, on_resource, put, text};
+use common::{FENCE, Scratch, assert_exit, fence, json, on_resource, put, resource_args, text};
 
 #[test]
 fn put_get_mark_fence_and_the_stale_exit_code() {
@@ -164,23 +164,14 @@ fn a_stopped_run_is_refused_after_it_wakes() {
          sleep 2; {FENCE} put --store {url} report --token $FENCING_TOKEN 'first run, late'; echo $? > {}",
         result.display()
     );
-    let (first, group) = spawn_in_group(&[
+    let (first, group) = spawn_in_group(&resource_args(
         "run",
-        "--issuer",
         &url,
-        "--resource",
         "report",
-        "--ttl",
-        "1s",
-        "--signal",
-        "SIGWINCH",
-        "--grace",
-        "20s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ]);
+        &[
+            "--ttl", "1s", "--signal", "SIGWINCH", "--grace", "20s", "--", "sh", "-c", &script,
+        ],
+    ));
     std::thread::sleep(Duration::from_millis(700));
     kill("-STOP", &group);
 
@@ -225,7 +216,7 @@ fn a_closed_pipe_ends_quietly() {
     let s = Scratch::new("pipe");
     let url = s.url();
     let mut child = Command::new(FENCE)
-        .args(["acquire", "--issuer", &url, "--resource", "job"])
+        .args(resource_args("acquire", &url, "job", &[]))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -244,18 +235,12 @@ fn run_keeps_the_lease_past_its_ttl() {
     let url = s.url();
     let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
     let run = Command::new(FENCE)
-        .args([
+        .args(resource_args(
             "run",
-            "--issuer",
             &url,
-            "--resource",
             "job",
-            "--ttl",
-            "1s",
-            "--",
-            "sleep",
-            "3",
-        ])
+            &["--ttl", "1s", "--", "sleep", "3"],
+        ))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -281,17 +266,8 @@ fn a_held_lease_paused_past_its_deadline_is_lost() {
     let s = Scratch::new("keep-hold");
     let url = s.url();
     let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
-    let (hold, group) = spawn_in_group(&[
-        "acquire",
-        "--issuer",
-        &url,
-        "--resource",
-        "job",
-        "--ttl",
-        "1s",
-        "--hold",
-        "--json",
-    ]);
+    let hold = resource_args("acquire", &url, "job", &["--ttl", "1s", "--hold", "--json"]);
+    let (hold, group) = spawn_in_group(&hold);
     std::thread::sleep(Duration::from_millis(600));
     kill("-STOP", &group);
     let next = job("acquire", &["--ttl", "30s", "--wait", "10s", "--json"]);

@@ -21,11 +21,21 @@ pub(crate) fn put(store: &str, key: &str, token: &str, value: &str) -> Output {
     fence(&["put", "--store", store, key, "--token", token, value])
 }
 
-/// `fence COMMAND --issuer ISSUER --resource RESOURCE MORE…`: the lease
-/// commands (`acquire`, `renew`, `release`, `holder`, `run`).
-pub(crate) fn on_resource(command: &str, issuer: &str, resource: &str, more: &[&str]) -> Output {
+/// `COMMAND --issuer ISSUER --resource RESOURCE MORE…`: the arguments of
+/// the lease commands (`acquire`, `renew`, `release`, `holder`, `run`).
+pub(crate) fn resource_args<'a>(
+    command: &'a str,
+    issuer: &'a str,
+    resource: &'a str,
+    more: &[&'a str],
+) -> Vec<&'a str> {
     let head = [command, "--issuer", issuer, "--resource", resource];
-    fence(&[&head[..], more].concat())
+    [&head[..], more].concat()
+}
+
+/// `fence` with [`resource_args`], run to the end.
+pub(crate) fn on_resource(command: &str, issuer: &str, resource: &str, more: &[&str]) -> Output {
+    fence(&resource_args(command, issuer, resource, more))
 }
 
 /// What `out` printed, for failure messages.
