@@ -84,26 +84,12 @@ pub(crate) fn timeline(events: &[Event], ttl: Duration) -> String {
                 }
             }
             Step::Fenced { client, token } => {
-                arrow(
-                    &mut svg,
-                    at,
-                    usize::from(*client),
-                    &format!("fence at {token}"),
-                    "#3b7dbf",
-                    writes,
-                );
-                writes += 1.0;
+                let label = format!("fence at {token}");
+                arrow(&mut svg, at, *client, &label, "#3b7dbf", &mut writes);
             }
             Step::Wrote { client, token, .. } => {
-                arrow(
-                    &mut svg,
-                    at,
-                    usize::from(*client),
-                    &format!("write, token {token}: accepted"),
-                    "#2a8a2a",
-                    writes,
-                );
-                writes += 1.0;
+                let label = format!("write, token {token}: accepted");
+                arrow(&mut svg, at, *client, &label, "#2a8a2a", &mut writes);
             }
             Step::Refused {
                 client,
@@ -112,8 +98,7 @@ pub(crate) fn timeline(events: &[Event], ttl: Duration) -> String {
                 ..
             } => {
                 let label = format!("write, token {presented}: REFUSED ({current} seen)");
-                arrow(&mut svg, at, usize::from(*client), &label, "#c22", writes);
-                writes += 1.0;
+                arrow(&mut svg, at, *client, &label, "#c22", &mut writes);
             }
             Step::Final { value, token } => {
                 let _ = writeln!(
@@ -128,10 +113,12 @@ pub(crate) fn timeline(events: &[Event], ttl: Duration) -> String {
 }
 
 /// A write (or fence) travelling from a client's row down to the store,
-/// labelled below the store's row (one line per write, so labels never
-/// overlap).
-fn arrow(svg: &mut String, x: f64, client: usize, label: &str, color: &str, line: f64) {
-    let from = ROW[client - 1] + 2.0;
+/// labelled below the store's row on the next of the `lines` (one per
+/// write, so labels never overlap).
+fn arrow(svg: &mut String, x: f64, client: u8, label: &str, color: &str, lines: &mut f64) {
+    let line = *lines;
+    *lines += 1.0;
+    let from = ROW[usize::from(client) - 1] + 2.0;
     let to = ROW[2] - 4.0;
     let label_y = ROW[2] + 22.0 + 17.0 * line;
     let _ = writeln!(
