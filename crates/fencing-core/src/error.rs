@@ -167,6 +167,14 @@ impl Error {
         }
     }
 
+    /// An [`Error::LeaseLost`] for `lease` (its resource and token).
+    pub fn lease_lost(lease: &crate::Lease) -> Self {
+        Self::LeaseLost {
+            resource: lease.resource().to_owned(),
+            token: lease.token(),
+        }
+    }
+
     /// An [`Error::Busy`]: `resource` is held, and `operation` needs it free.
     pub fn busy(resource: impl Into<String>, operation: &'static str) -> Self {
         Self::Busy {

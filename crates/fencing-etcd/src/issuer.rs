@@ -330,15 +330,11 @@ impl TokenIssuer for EtcdIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        let lost = || Error::LeaseLost {
-            resource: lease.resource().to_owned(),
-            token: lease.token(),
-        };
         if self.is_abandoned(lease) {
-            return Err(lost());
+            return Err(Error::lease_lost(lease));
         }
         let Some(lease_id) = self.lease_id(lease, "find our lock key").await? else {
-            return Err(lost());
+            return Err(Error::lease_lost(lease));
         };
         let sent = Instant::now();
         self.inner
@@ -359,10 +355,7 @@ impl TokenIssuer for EtcdIssuer {
             // Our key is gone for good (keys are never re-created with a
             // past create revision).
             self.forget_abandoned(lease);
-            return Err(Error::LeaseLost {
-                resource: lease.resource().to_owned(),
-                token: lease.token(),
-            });
+            return Err(Error::lease_lost(lease));
         };
         // A revoked (or expired) etcd lease answers "not found": LeaseLost.
         let revoked = self.inner.rpc.revoke(lease_id).await.map_err(|e| {

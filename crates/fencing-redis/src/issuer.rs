@@ -261,13 +261,6 @@ fn lock_value(lease: &Lease) -> String {
     format!("{}:{}", lease.token(), lease.holder())
 }
 
-fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost {
-        resource: lease.resource().to_owned(),
-        token: lease.token(),
-    }
-}
-
 #[async_trait]
 impl TokenIssuer for RedisIssuer {
     fn name(&self) -> &'static str {
@@ -353,7 +346,7 @@ impl TokenIssuer for RedisIssuer {
         if renewed == 1 {
             Ok(lease.renewed(sent_at))
         } else {
-            Err(lost(lease))
+            Err(Error::lease_lost(lease))
         }
     }
 
@@ -369,7 +362,7 @@ impl TokenIssuer for RedisIssuer {
         if released == 1 {
             Ok(())
         } else {
-            Err(lost(lease))
+            Err(Error::lease_lost(lease))
         }
     }
 

@@ -162,13 +162,6 @@ impl LeaseClock {
     }
 }
 
-fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost {
-        resource: lease.resource().to_owned(),
-        token: lease.token(),
-    }
-}
-
 #[async_trait]
 impl TokenIssuer for SqlIssuer {
     fn name(&self) -> &'static str {
@@ -223,7 +216,7 @@ impl TokenIssuer for SqlIssuer {
         if changed == 1 {
             Ok(lease.renewed(sent_at))
         } else {
-            Err(lost(lease))
+            Err(Error::lease_lost(lease))
         }
     }
 
@@ -235,7 +228,7 @@ impl TokenIssuer for SqlIssuer {
         if changed == 1 {
             Ok(())
         } else {
-            Err(lost(lease))
+            Err(Error::lease_lost(lease))
         }
     }
 

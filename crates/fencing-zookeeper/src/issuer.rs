@@ -154,13 +154,6 @@ impl ZkIssuer {
     }
 }
 
-fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost {
-        resource: lease.resource().to_owned(),
-        token: lease.token(),
-    }
-}
-
 #[async_trait]
 impl TokenIssuer for ZkIssuer {
     fn name(&self) -> &'static str {
@@ -207,9 +200,13 @@ impl TokenIssuer for ZkIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        let held = self.inner.held.find(lease).ok_or_else(|| lost(lease))?;
+        let held = self
+            .inner
+            .held
+            .find(lease)
+            .ok_or_else(|| Error::lease_lost(lease))?;
         let sent = Instant::now();
-        let client = held.live_client().ok_or_else(|| lost(lease))?;
+        let client = held.live_client().ok_or_else(|| Error::lease_lost(lease))?;
         let stat = self
             .inner
             .rpc
@@ -224,22 +221,26 @@ impl TokenIssuer for ZkIssuer {
         match stat {
             Some(stat) if stat.ephemeral_owner == held.session.0 => {
                 if !held.extend(sent) {
-                    return Err(lost(lease));
+                    return Err(Error::lease_lost(lease));
                 }
                 Ok(lease.renewed(sent))
             }
             _ => {
                 held.close();
-                Err(lost(lease))
+                Err(Error::lease_lost(lease))
             }
         }
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {
-        let held = self.inner.held.take(lease).ok_or_else(|| lost(lease))?;
+        let held = self
+            .inner
+            .held
+            .take(lease)
+            .ok_or_else(|| Error::lease_lost(lease))?;
         let Some(client) = held.live_client() else {
             held.close();
-            return Err(lost(lease));
+            return Err(Error::lease_lost(lease));
         };
         match self.inner.rpc.timed(client.delete(&held.path, None)).await {
             Ok(()) => {

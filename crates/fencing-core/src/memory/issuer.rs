@@ -119,7 +119,7 @@ impl TokenIssuer for MemoryIssuer {
                 held.expires = now + lease.ttl();
                 Ok(lease.renewed(now))
             }
-            None => Err(lost(lease)),
+            None => Err(Error::lease_lost(lease)),
         }
     }
 
@@ -132,7 +132,7 @@ impl TokenIssuer for MemoryIssuer {
                 .as_ref()
                 .is_some_and(|h| holds(h, lease) && h.expires > now)
         }) else {
-            return Err(lost(lease));
+            return Err(Error::lease_lost(lease));
         };
         r.held = None;
         drop(resources);
@@ -174,13 +174,6 @@ impl TokenIssuer for MemoryIssuer {
 /// the real holder's lease.
 fn holds(held: &Held, lease: &Lease) -> bool {
     held.token == lease.token() && held.holder == *lease.holder()
-}
-
-fn lost(lease: &Lease) -> Error {
-    Error::LeaseLost {
-        resource: lease.resource().to_owned(),
-        token: lease.token(),
-    }
 }
 
 #[cfg(test)]
