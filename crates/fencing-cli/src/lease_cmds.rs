@@ -36,16 +36,32 @@ pub(crate) struct Supervision {
     grace: Duration,
 }
 
+/// The lease `acquire` and `run` take, and how long they wait for it.
+#[derive(Debug, Args)]
+pub(crate) struct Grant {
+    #[command(flatten)]
+    target: Target,
+    /// How long the lease lives without renewal; `run` and `acquire
+    /// --hold` renew it every third of this.
+    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
+    ttl: Duration,
+    /// How long to wait while someone else holds it (0 = give up at once
+    /// with exit code 5).
+    #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
+    wait: Duration,
+}
+
+impl Grant {
+    /// The request for the resource with the TTL.
+    fn request(&self) -> LeaseRequest {
+        LeaseRequest::new(&self.target.resource, self.ttl)
+    }
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct AcquireArgs {
     #[command(flatten)]
-    target: Target,
-    /// How long the lease lives without renewal.
-    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
-    ttl: Duration,
-    /// How long to wait while someone else holds it (0 = try once).
-    #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
-    wait: Duration,
+    grant: Grant,
     /// The holder id (default: a fresh one, printed).
     #[arg(long)]
     holder: Option<String>,
@@ -88,15 +104,7 @@ pub(crate) struct HolderArgs {
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     #[command(flatten)]
-    target: Target,
-    /// How long the lease lives without renewal; `fence` renews it every
-    /// third of this while the command runs.
-    #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
-    ttl: Duration,
-    /// How long to wait while someone else holds it (0 = give up at once
-    /// with exit code 5).
-    #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
-    wait: Duration,
+    grant: Grant,
     #[command(flatten)]
     supervision: Supervision,
     /// The command and its arguments.
@@ -111,12 +119,12 @@ fn lease_of(args: &LeaseArgs) -> Result<Lease, Error> {
 }
 
 pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
-    let issuer = backends::open_issuer(&args.target.issuer).await?;
-    let mut request = LeaseRequest::new(&args.target.resource, args.ttl);
+    let issuer = backends::open_issuer(&args.grant.target.issuer).await?;
+    let mut request = args.grant.request();
     if let Some(holder) = &args.holder {
         request = request.with_holder(HolderId::new(holder)?);
     }
-    let Some(lease) = acquire_or_wait(&*issuer, &request, args.wait).await? else {
+    let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
         return held(&*issuer, &request.resource).await;
     };
     LeaseView::of_lease(&lease).print(args.json);
@@ -173,13 +181,13 @@ pub(crate) async fn holder(args: HolderArgs) -> CliResult {
 
 /// Runs a command under a lease: the batch job that must not run twice.
 pub(crate) async fn run(args: RunArgs) -> CliResult {
-    let issuer = backends::open_issuer(&args.target.issuer).await?;
-    let request = LeaseRequest::new(&args.target.resource, args.ttl);
-    let Some(lease) = acquire_or_wait(&*issuer, &request, args.wait).await? else {
+    let issuer = backends::open_issuer(&args.grant.target.issuer).await?;
+    let request = args.grant.request();
+    let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
         return held(&*issuer, &request.resource).await;
     };
 
-    let mut child = spawn_with_lease(&args.command, &lease, &args.target.issuer)?;
+    let mut child = spawn_with_lease(&args.command, &lease, &args.grant.target.issuer)?;
     let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
     match supervise(&mut child, keep_alive.lost(), &args.supervision).await? {
         Ended::Exited(code) => {
