@@ -134,6 +134,14 @@ impl Nemesis {
                     _ => format!("{} | every member (the store still reachable)", client.name),
                 })
             }
+            Fault::SlowClient(c, kbit) => {
+                let client = &topo.ok_or("no topology")?.clients[c];
+                net()?.throttle(client, kbit)?;
+                Ok(format!(
+                    "{} sends at {kbit} kbit/s (deep queue)",
+                    client.name
+                ))
+            }
             Fault::PauseClient(c) => {
                 let pid = *self.clients.get(c).ok_or("no such client")?;
                 servers::signal(pid, Signal::SIGSTOP);
@@ -309,12 +317,19 @@ pub async fn run_pair(
 ) -> Result<(RunReport, Timeline), String> {
     let prefix = fencing_testkit::unique_prefix();
     let (resource, key) = (format!("{prefix}/lock"), format!("{prefix}/key"));
-    let issuer = fencing::open_issuer(&spec.issuer_url).await.map_err(|e| {
-        format!(
-            "{}: cannot open the issuer {}: {e}",
-            spec.label, spec.issuer_url
-        )
-    })?;
+    // A run starts on a settled service: the last run's heal may have just
+    // restarted a member, and the cluster may still be electing.
+    if let Some(cluster) = &nemesis.cluster {
+        tokio::task::block_in_place(|| cluster.wait_leader(Duration::from_secs(60)))?;
+    }
+    let issuer = open_settled(|| fencing::open_issuer(&spec.issuer_url))
+        .await
+        .map_err(|e| {
+            format!(
+                "{}: cannot open the issuer {}: {e}",
+                spec.label, spec.issuer_url
+            )
+        })?;
     let store = fencing::open_store(&spec.store_url).await.map_err(|e| {
         format!(
             "{}: cannot open the store {}: {e}",
@@ -446,6 +461,23 @@ pub async fn run_pair(
     }
     let report = timeline.check(&spec.label, spec.seed, &finals);
     Ok((report, timeline))
+}
+
+/// Opens a backend, retrying retryable errors for up to 30 s.
+async fn open_settled<T, F, Fut>(open: F) -> fencing::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = fencing::Result<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match open().await {
+            Err(e) if e.is_retryable() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Writes the timeline of a run (SVG and the raw events) under `dir`;

@@ -192,10 +192,27 @@ impl Net {
         Ok(())
     }
 
-    /// Removes every partition and lossy link.
+    /// Throttles everything `host` sends to `kbit` kbit/s with a deep
+    /// queue (tbf): packets wait up to seconds. This kernel has no netem, so
+    /// this is the delay a nemesis can add: queueing, not a fixed latency.
+    pub fn throttle(&self, host: &Host, kbit: u32) -> Result<(), String> {
+        let rate = format!("{kbit}kbit");
+        let args = [
+            "-n", &host.ns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", &rate,
+            "burst", "4kb", "latency", "3s",
+        ];
+        run("tc", &args).map(drop)
+    }
+
+    /// Removes every partition, lossy link and throttle.
     pub fn heal(&self) -> Result<(), String> {
         for host in &self.hosts {
             host.iptables(&["-F"])?;
+            // Fails when there is no throttle to remove: nothing to heal.
+            let _ = run(
+                "tc",
+                &["-n", &host.ns, "qdisc", "del", "dev", "eth0", "root"],
+            );
         }
         Ok(())
     }

@@ -19,6 +19,8 @@ pub enum Fault {
     IsolateClient(usize),
     /// A share of the packets between a client and every member dropped.
     LossyClient(usize, f64),
+    /// A client's link throttled to this many kbit/s (queueing delay).
+    SlowClient(usize, u32),
     /// A client stopped (SIGSTOP) for the step, past its TTL.
     PauseClient(usize),
     /// A member killed (SIGKILL), restarted at the heal.
@@ -47,6 +49,7 @@ impl Fault {
             Self::PartitionLeader => "partition-leader",
             Self::IsolateClient(_) => "isolate-client",
             Self::LossyClient(..) => "lossy-link",
+            Self::SlowClient(..) => "slow-link",
             Self::PauseClient(_) => "pause-client",
             Self::KillMember(_) | Self::KillLeader => "kill-member",
             Self::PauseMember(_) => "pause-member",
@@ -114,6 +117,7 @@ fn pick(rng: &mut StdRng, menu: &Menu) -> Option<Fault> {
             Fault::IsolateClient(client),
             Fault::IsolateClient(client),
             Fault::LossyClient(client, rng.random_range(0.2..0.6)),
+            Fault::SlowClient(client, rng.random_range(16..=128)),
             Fault::PauseClient(client),
             Fault::KillMember(member),
             Fault::KillLeader,
