@@ -69,8 +69,8 @@ pub struct Step {
     pub hold: Duration,
 }
 
-/// What a schedule may use.
-#[derive(Clone, Debug)]
+/// What a schedule may use (by default: nothing).
+#[derive(Clone, Debug, Default)]
 pub struct Menu {
     /// Lock-service members (0: no cluster faults).
     pub members: usize,

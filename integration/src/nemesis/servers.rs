@@ -61,6 +61,25 @@ impl Proc {
         Ok(())
     }
 
+    /// Starts it and waits until it accepts connections on `port`.
+    fn serving(mut self, port: u16) -> Result<Self, String> {
+        self.start()?;
+        let addr = SocketAddr::from((self.host.ip, port));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok() {
+                return Ok(self);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!(
+            "{} in {} did not answer on {addr} within 30 s; its log ends:\n{}",
+            self.program,
+            self.host.ns,
+            self.log_tail()
+        ))
+    }
+
     /// Whether it was started and not killed.
     pub fn running(&self) -> bool {
         self.child.is_some()
@@ -114,23 +133,6 @@ pub fn signal(pid: u32, sig: Signal) {
     }
 }
 
-/// Waits until `addr` accepts a connection.
-fn wait_port(proc: &Proc, addr: SocketAddr, within: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Err(format!(
-        "{} in {} did not answer on {addr} within {within:?}; its log ends:\n{}",
-        proc.program,
-        proc.host.ns,
-        proc.log_tail()
-    ))
-}
-
 /// A PostgreSQL server of its own (initdb'd into `dir`, trust auth from the
 /// bridge) in `host`; returns it and its URL.
 pub fn postgres(host: &Host, dir: &Path) -> Result<(Proc, String), String> {
@@ -182,13 +184,7 @@ pub fn postgres(host: &Host, dir: &Path) -> Result<(Proc, String), String> {
     ]
     .map(str::to_owned)
     .to_vec();
-    let mut proc = Proc::new(host, "setpriv", args, dir.join("postgres.log"));
-    proc.start()?;
-    wait_port(
-        &proc,
-        SocketAddr::from((host.ip, 5432)),
-        Duration::from_secs(30),
-    )?;
+    let proc = Proc::new(host, "setpriv", args, dir.join("postgres.log")).serving(5432)?;
     Ok((
         proc,
         format!("postgres://postgres@{}:5432/postgres", host.ip),
@@ -217,18 +213,13 @@ pub fn moto(host: &Host, dir: &Path, bucket: &str) -> Result<(Proc, String), Str
         host.ip.to_string(),
         "9000".to_owned(),
     ];
-    let mut proc = Proc::new(
+    let proc = Proc::new(
         host,
         &python.display().to_string(),
         args,
         dir.join("moto.log"),
-    );
-    proc.start()?;
-    wait_port(
-        &proc,
-        SocketAddr::from((host.ip, 9000)),
-        Duration::from_secs(30),
-    )?;
+    )
+    .serving(9000)?;
     let endpoint = format!("http://{}:9000", host.ip);
     run(
         "curl",

@@ -39,13 +39,35 @@ impl Mode {
         }
     }
 
-    /// (writes a lease at most, slow-step chance, lanes): the long mode
-    /// writes more per lease on four locks at once, for volume; CI makes
-    /// more zombies per write on one lock.
-    fn client_load(self) -> (u32, f64, u32) {
-        match self {
+    /// A run of `issuer_url` × `store_url` with this mode's client load:
+    /// the long mode writes more per lease on four locks at once, for
+    /// volume; CI makes more zombies per write on one lock. No clients and
+    /// no faults yet.
+    fn spec(
+        self,
+        label: String,
+        issuer_url: String,
+        store_url: String,
+        ttl: Duration,
+        seed: u64,
+    ) -> PairSpec {
+        let (writes_max, slow_step_chance, lanes) = match self {
             Self::Ci => (30, 0.04, 1),
             Self::Long(_) => (120, 0.01, 4),
+        };
+        PairSpec {
+            label,
+            issuer_url,
+            store_url,
+            ttl,
+            seed,
+            length: self.run_length(),
+            clients: Vec::new(),
+            menu: Menu::default(),
+            writes_max,
+            slow_step_chance,
+            lanes,
+            unfenced: false,
         }
     }
 
@@ -150,20 +172,11 @@ pub async fn partition_runs(
             continue;
         }
         let mut spec = PairSpec {
-            label: format!("{} × {store}", kind.name()),
-            issuer_url: issuer_url.clone(),
-            store_url,
-            ttl,
-            seed,
             length: mode.run_length(),
             clients: client_hosts
                 .iter()
                 .map(|h| (Some(h.clone()), Clock::Real))
                 .collect(),
-            writes_max: mode.client_load().0,
-            slow_step_chance: mode.client_load().1,
-            lanes: mode.client_load().2,
-            unfenced: false,
             menu: Menu {
                 members: 3,
                 clients,
@@ -171,6 +184,13 @@ pub async fn partition_runs(
                 cluster_faults: true,
                 jumping_clocks: Vec::new(),
             },
+            ..mode.spec(
+                format!("{} × {store}", kind.name()),
+                issuer_url.clone(),
+                store_url,
+                ttl,
+                seed,
+            )
         };
         pairs.push(repeat(&mut nemesis, client_bin, &mut spec, mode, &work).await?);
     }
@@ -218,17 +238,8 @@ pub async fn clock_runs(
             Clock::Jumping { all_clocks: true },
         ];
         let mut spec = PairSpec {
-            label: format!("{name} × postgres, skewed clocks"),
-            issuer_url,
-            store_url: store_url.clone(),
-            ttl,
-            seed,
             length: mode.clock_run_length(),
             clients: clocks.into_iter().map(|c| (None, c)).collect(),
-            writes_max: mode.client_load().0,
-            slow_step_chance: mode.client_load().1,
-            lanes: mode.client_load().2,
-            unfenced: false,
             menu: Menu {
                 members: 0,
                 clients: 5,
@@ -236,6 +247,13 @@ pub async fn clock_runs(
                 cluster_faults: true,
                 jumping_clocks: vec![(3, false), (4, true)],
             },
+            ..mode.spec(
+                format!("{name} × postgres, skewed clocks"),
+                issuer_url,
+                store_url.clone(),
+                ttl,
+                seed,
+            )
         };
         let mut nemesis = Nemesis::default();
         pairs.push(repeat(&mut nemesis, client_bin, &mut spec, mode, &work).await?);
@@ -256,18 +274,13 @@ pub async fn unfenced_control(
 ) -> Result<RunReport, String> {
     let work = tempdir("unfenced")?;
     let ttl = Duration::from_millis(500);
+    let issuer_url = crate::issuer_url_of(issuer).ok_or_else(|| format!("no URL for {issuer}"))?;
+    let store_url = crate::issuer_url_of("postgres").ok_or("no PostgreSQL URL")?;
+    let label = format!("{issuer} × postgres, unfenced clients");
     let mut spec = PairSpec {
-        label: format!("{issuer} × postgres, unfenced clients"),
-        issuer_url: crate::issuer_url_of(issuer).ok_or_else(|| format!("no URL for {issuer}"))?,
-        store_url: crate::issuer_url_of("postgres").ok_or("no PostgreSQL URL")?,
-        ttl,
-        seed,
         length: Duration::from_secs(8),
         clients: vec![(None, Clock::Real); 3],
-        writes_max: 30,
         slow_step_chance: 0.08,
-        lanes: 1,
-        unfenced: false,
         menu: Menu {
             members: 0,
             clients: 3,
@@ -275,6 +288,7 @@ pub async fn unfenced_control(
             cluster_faults: true,
             jumping_clocks: Vec::new(),
         },
+        ..Mode::Ci.spec(label, issuer_url, store_url, ttl, seed)
     };
     spec.unfenced = true;
     let (report, _) = run_pair(&mut Nemesis::default(), client_bin, &spec, &work).await?;
