@@ -59,6 +59,34 @@ impl FencingToken {
     pub fn checked_next(self) -> Option<Self> {
         self.0.checked_add(1).map(Self)
     }
+
+    /// The largest offset a floor may put on a backend counter that is an
+    /// `i64` (an etcd revision, a ZooKeeper zxid): any such counter plus it
+    /// still fits a token, so a floor can never make a later grant overflow.
+    pub const MAX_FLOOR_OFFSET: u64 = u64::MAX - i64::MAX as u64;
+
+    /// The offset a backend counter standing at `counter` needs so that its
+    /// next value plus the offset is at least this floor: `None` when
+    /// `current`, the offset in force, already does.
+    ///
+    /// # Errors
+    /// [`Error::TokenOutOfRange`] when the offset would exceed
+    /// [`MAX_FLOOR_OFFSET`](Self::MAX_FLOOR_OFFSET), naming the highest
+    /// floor the counter allows.
+    pub fn floor_offset(self, counter: u64, current: u64) -> Result<Option<u64>, Error> {
+        // The next value is above `counter`, so `floor - counter` suffices.
+        let needed = self.0.saturating_sub(counter);
+        if needed <= current {
+            return Ok(None);
+        }
+        if needed > Self::MAX_FLOOR_OFFSET {
+            return Err(Error::TokenOutOfRange {
+                token: self,
+                max: Self(counter.saturating_add(Self::MAX_FLOOR_OFFSET)),
+            });
+        }
+        Ok(Some(needed))
+    }
 }
 
 impl From<u64> for FencingToken {
@@ -96,6 +124,24 @@ impl FromStr for FencingToken {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_floor_offset_is_what_the_counter_lacks_and_never_overflows() {
+        let floor = FencingToken::new(100);
+        assert_eq!(floor.floor_offset(40, 0).unwrap(), Some(60));
+        assert_eq!(floor.floor_offset(40, 60).unwrap(), None);
+        assert_eq!(floor.floor_offset(150, 0).unwrap(), None);
+        let top = FencingToken::new(u64::MAX);
+        assert!(matches!(
+            top.floor_offset(0, 0),
+            Err(Error::TokenOutOfRange { max, .. }) if max.get() == FencingToken::MAX_FLOOR_OFFSET
+        ));
+        let counter = u64::try_from(i64::MAX).unwrap();
+        assert_eq!(
+            top.floor_offset(counter, 0).unwrap(),
+            Some(FencingToken::MAX_FLOOR_OFFSET)
+        );
+    }
 
     #[test]
     fn i64_conversion_refuses_instead_of_wrapping() {

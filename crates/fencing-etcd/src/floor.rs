@@ -10,11 +10,9 @@ use crate::client::Rpc;
 use crate::error::{BACKEND, Failure, Op, map_error};
 use crate::keys::Keys;
 
-/// The largest floor offset [`raise`] writes: any etcd revision (an
-/// `i64`) plus it still fits a `u64` token, so a floor can never make a
-/// later grant overflow. A floor above `revision + MAX_OFFSET` is refused
-/// with [`Error::TokenOutOfRange`].
-pub(crate) const MAX_OFFSET: u64 = u64::MAX - i64::MAX as u64;
+/// The largest floor offset [`raise`] writes (any etcd revision plus it
+/// still fits a token).
+pub(crate) const MAX_OFFSET: u64 = FencingToken::MAX_FLOOR_OFFSET;
 
 /// How often a floor write may lose the race for the floor key.
 const ATTEMPTS: u32 = 20;
@@ -96,17 +94,9 @@ pub(crate) async fn raise(
         let offset = parse_floor(Some(&response))?;
         let version = response.kvs().first().map_or(0, KeyValue::mod_revision);
         let revision = u64::try_from(response.header().map_or(0, |h| h.revision())).unwrap_or(0);
-        // The next key's revision is above `revision`.
-        let needed = floor.get().saturating_sub(revision);
-        if needed <= offset {
+        let Some(needed) = floor.floor_offset(revision, offset)? else {
             return Ok(());
-        }
-        if needed > MAX_OFFSET {
-            return Err(Error::TokenOutOfRange {
-                token: floor,
-                max: FencingToken::new(revision.saturating_add(MAX_OFFSET)),
-            });
-        }
+        };
         let txn = Txn::new()
             .when([
                 Compare::create_revision(dir.clone(), CompareOp::Equal, 0).with_prefix(),

@@ -9,7 +9,7 @@ use crate::client::{Rpc, ZkResult};
 use crate::error::{BACKEND, Op, map_error};
 use crate::keys::LOCK_PREFIX;
 use crate::queue::CREATE_ATTEMPTS;
-use crate::token::{MAX_OFFSET, TokenSource};
+use crate::token::TokenSource;
 
 /// A resource znode's data: its floor offset, empty for none.
 pub(crate) fn parse_offset(data: &[u8]) -> ZkResult<u64> {
@@ -66,16 +66,9 @@ pub(crate) async fn raise(
             TokenSource::ParentCversion => i64::from(stat.cversion),
         };
         let below_next = u64::try_from(below_next).unwrap_or(0);
-        let needed = floor.get().saturating_sub(below_next);
-        if needed <= offset {
+        let Some(needed) = floor.floor_offset(below_next, offset)? else {
             return Ok(());
-        }
-        if needed > MAX_OFFSET {
-            return Err(Error::TokenOutOfRange {
-                token: floor,
-                max: FencingToken::new(below_next.saturating_add(MAX_OFFSET)),
-            });
-        }
+        };
         match rpc
             .timed(client.set_data(&dir, needed.to_string().as_bytes(), Some(stat.version)))
             .await

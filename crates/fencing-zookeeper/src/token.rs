@@ -32,10 +32,9 @@ pub enum TokenSource {
     ParentCversion,
 }
 
-/// The largest floor offset `raise_floor` writes: a czxid (an `i64`; a
-/// cversion is an `i32`) plus it still fits a `u64` token, so an accepted
-/// floor can never make a later grant overflow.
-pub(crate) const MAX_OFFSET: u64 = u64::MAX - i64::MAX as u64;
+/// The largest floor offset `raise_floor` writes (a czxid, an `i64`, or a
+/// cversion, an `i32`, plus it still fits a token).
+pub(crate) const MAX_OFFSET: u64 = FencingToken::MAX_FLOOR_OFFSET;
 
 /// A token plus the resource's floor offset. It cannot overflow for an
 /// offset `raise_floor` wrote (at most [`MAX_OFFSET`]); a larger one (an
