@@ -291,7 +291,12 @@ pub async fn unfenced_control(
         ..Mode::Ci.spec(label, issuer_url, store_url, ttl, seed)
     };
     spec.unfenced = true;
-    let (report, _) = run_pair(&mut Nemesis::default(), client_bin, &spec, &work).await?;
+    let (report, timeline) = run_pair(&mut Nemesis::default(), client_bin, &spec, &work).await?;
+    // What a broken store looks like, kept to compare a failing run with.
+    println!(
+        "timeline: {}",
+        write_evidence(&evidence_dir(), &report, &timeline)
+    );
     let _ = std::fs::remove_dir_all(&work);
     Ok(report)
 }

@@ -11,15 +11,20 @@ impl Timeline {
     /// faults as shaded bands with their detail on hover.
     pub fn svg(&self, title: &str) -> String {
         let clients = self.events.iter().map(|e| e.0 + 1).max().unwrap_or(0);
-        let (width, lane, top) = (1400.0, 26.0, 40.0);
+        // The report is long: one line per clause of it.
+        let heading: Vec<&str> = title.split("; ").collect();
+        let (width, lane) = (1400.0, 26.0);
+        let top = 20.0 + 16.0 * heading.len() as f64;
         let span = (self.span.1 - self.span.0).max(1) as f64;
         let x = |ns: u64| 120.0 + (ns.saturating_sub(self.span.0)) as f64 / span * (width - 140.0);
         let height = top + lane * clients as f64 + 30.0;
         let mut s = format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"monospace\" font-size=\"12\">\n\
-             <text x=\"10\" y=\"20\">{}</text>\n",
-            escape(title)
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"monospace\" font-size=\"12\">\n"
         );
+        for (i, line) in heading.iter().enumerate() {
+            let y = 18.0 + 16.0 * i as f64;
+            let _ = writeln!(s, "<text x=\"10\" y=\"{y}\">{}</text>", escape(line));
+        }
         for f in &self.faults {
             let _ = writeln!(
                 s,
