@@ -39,12 +39,24 @@ pub fn preflight() -> Result<(), String> {
             ));
         }
     }
-    let probe = format!("fnm{}-probe", std::process::id());
+    // A name of this process's own, so concurrent probes do not collide
+    // and a concurrent sweep leaves it alone.
+    let (tag, _) = next_tag();
+    let probe = format!("{tag}-probe");
     run("ip", &["netns", "add", &probe]).map_err(|e| {
         format!("the nemesis needs network namespaces, i.e. root (or CAP_NET_ADMIN): {e}")
     })?;
     let _ = run("ip", &["netns", "del", &probe]);
     Ok(())
+}
+
+/// The next name of this process's: `fnm<pid><letter>` (interface names
+/// stay within Linux's 15 bytes), and the letter's number.
+fn next_tag() -> (String, u32) {
+    static TAGS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 26;
+    let letter = char::from(b'a' + u8::try_from(n).expect("below 26"));
+    (format!("fnm{}{letter}", std::process::id()), n)
 }
 
 /// One host: a namespace with an address on the bridge.
@@ -86,14 +98,8 @@ impl Net {
     /// A new empty bridge, after sweeping what killed runs left behind.
     pub fn new() -> Result<Self, String> {
         sweep();
-        static NETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let (tag, n) = next_tag();
         let pid = std::process::id();
-        let n = NETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 26;
-        // `fnm<pid><letter>`: interface names stay within Linux's 15 bytes.
-        let tag = format!(
-            "fnm{pid}{}",
-            char::from(b'a' + u8::try_from(n).expect("below 26"))
-        );
         // A subnet per net, so concurrent runs do not collide.
         let byte = |n: u32| u8::try_from(n).expect("below 256");
         let subnet = [10, 200 + byte(pid % 50), byte((pid / 50 + n * 37) % 250)];
