@@ -413,12 +413,16 @@ pub async fn run_pair(
         children.push(child);
     }
 
-    let steps = schedule::random(spec.seed, spec.length, &spec.menu);
+    // Faults for the first three quarters, then all healed: the last
+    // quarter shows the service recover (Jepsen's final phase), so a run
+    // whose faults starved it still ends with grants to judge.
+    let faulty = spec.length * 3 / 4;
+    let steps = schedule::random(spec.seed, faulty, &spec.menu);
     let faults = Arc::new(Mutex::new(Vec::new()));
     let mut moved = std::mem::take(nemesis);
-    let (length, recorded) = (spec.length, faults.clone());
+    let recorded = faults.clone();
     let played = tokio::task::spawn_blocking(move || {
-        moved.play(&steps, length, &recorded);
+        moved.play(&steps, faulty, &recorded);
         if let Err(e) = moved.heal() {
             eprintln!("nemesis: heal failed: {e}");
         }
@@ -427,6 +431,7 @@ pub async fn run_pair(
     .await
     .map_err(|e| format!("the nemesis panicked: {e}"))?;
     *nemesis = played;
+    tokio::time::sleep(spec.length - faulty).await;
 
     // Stop: close every stdin, let each finish its call, then kill stragglers.
     // The run's windows end here; what the clients answer after still counts.
