@@ -17,6 +17,8 @@ trap 'rm -rf "$scratch"' EXIT
 # "package example" -> arguments.
 declare -A ARGS=(
   ["fencing-audit audit"]="crates/fencing-audit/tests/fixtures"
+  ["fencing-sql issuer"]="$FENCING_PG_URL"
+  ["fencing-sql store"]="$FENCING_PG_URL"
 )
 # Further runs: "package example|arguments".
 EXTRA=(

@@ -8,7 +8,8 @@ use std::time::Duration;
 use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use azure_storage_blob::BlobContainerClientOptions;
-use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind, env};
+use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::url::env;
 use fencing_core::{Error, Result};
 
 use crate::sas::{account_sas, container_url};

@@ -239,8 +239,7 @@ impl<B: BlobBackend> BlobStore<B> {
                     return Ok(());
                 }
                 Ok(WriteOutcome::PreconditionFailed) => {
-                    self.remember(key, None);
-                    self.count_retry("precondition_failed");
+                    self.retrying(key, "precondition_failed");
                     tracing::debug!(
                         key,
                         attempt,
@@ -249,8 +248,7 @@ impl<B: BlobBackend> BlobStore<B> {
                     );
                 }
                 Err(e @ Error::OutcomeUnknown { .. }) => {
-                    self.remember(key, None);
-                    self.count_retry("outcome_unknown");
+                    self.retrying(key, "outcome_unknown");
                     tracing::warn!(
                         key,
                         attempt,
@@ -270,10 +268,12 @@ impl<B: BlobBackend> BlobStore<B> {
         }))
     }
 
-    /// Counts a conditional write the loop tries again
+    /// Before trying a conditional write again: forgets `key`'s version
+    /// (it is read afresh) and counts the retry
     /// ([`names::CAS_RETRIES`](crate::instrument::names::CAS_RETRIES)).
-    fn count_retry(&self, cause: &'static str) {
+    fn retrying(&self, key: &str, cause: &'static str) {
         use crate::instrument::names;
+        self.remember(key, None);
         metrics::counter!(
             names::CAS_RETRIES,
             names::STORE => self.backend.name(),

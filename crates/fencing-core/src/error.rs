@@ -229,6 +229,48 @@ impl Error {
     }
 }
 
+/// The call a backend error came from, for an adapter's one error-mapping
+/// function: its name for messages, whether it changes state (a write
+/// whose answer was lost is [`Error::OutcomeUnknown`], not a retryable
+/// failure), and the lease it was about (the backend saying the lease, the
+/// session or the node is gone means [`Error::LeaseLost`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    /// For messages, e.g. `"create lock key"`.
+    pub name: &'a str,
+    /// Whether the call changes state on the server.
+    pub write: bool,
+    /// The lease the call was about: `(resource, token)`.
+    pub lease: Option<(&'a str, FencingToken)>,
+}
+
+impl<'a> Call<'a> {
+    /// A call that changes nothing (or whose unknown outcome is harmless).
+    pub const fn read(name: &'a str) -> Self {
+        Self {
+            name,
+            write: false,
+            lease: None,
+        }
+    }
+
+    /// A call that changes state.
+    pub const fn write(name: &'a str) -> Self {
+        Self {
+            name,
+            write: true,
+            lease: None,
+        }
+    }
+
+    /// The same call, about the lease on `resource` with `token`.
+    #[must_use]
+    pub const fn on_lease(mut self, resource: &'a str, token: FencingToken) -> Self {
+        self.lease = Some((resource, token));
+        self
+    }
+}
+
 /// Whether a failure happened before any byte of the request was sent: a
 /// connection refused or a host or network unreachable, anywhere in the
 /// `source()` chain. Only then is a failed write known not to have been

@@ -14,7 +14,7 @@ mod store;
 mod token;
 pub mod url;
 
-pub use error::{BoxError, Error, Result, never_sent};
+pub use error::{BoxError, Call, Error, Result, never_sent};
 pub use issuer::TokenIssuer;
 pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
 pub use store::{FencedStore, Limits, Versioned};

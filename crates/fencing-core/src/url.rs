@@ -77,6 +77,24 @@ impl BackendUrl {
         })
     }
 
+    /// Splits `url` as [`parse`](Self::parse) for a backend that takes
+    /// `schemes`, described by `what` when another is given
+    /// (`"a Redis URL (redis://HOST:PORT[/DB])"`).
+    ///
+    /// # Errors
+    /// As [`parse`](Self::parse), and [`Error::InvalidInput`] for another
+    /// scheme.
+    pub fn parse_as(url: &str, schemes: &[&str], what: &str) -> Result<Self> {
+        let url = Self::parse(url)?;
+        if !schemes.contains(&url.scheme()) {
+            return Err(Error::invalid_input(format!(
+                "not {what}: scheme {:?}",
+                url.scheme()
+            )));
+        }
+        Ok(url)
+    }
+
     /// The scheme, lowercase (`s3`, `redis`…).
     pub fn scheme(&self) -> &str {
         &self.scheme
@@ -307,6 +325,42 @@ pub fn redact(url: &str) -> String {
             format!("{base}?{}", keys.join("&"))
         }
     }
+}
+
+/// The variable `name`, if set and not empty.
+pub fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The variable `name` as a strict boolean (`true`/`1`/`yes`,
+/// `false`/`0`/`no`); unset or empty is `false`.
+///
+/// # Errors
+/// [`Error::InvalidInput`] for any other value, naming the variable.
+pub fn env_bool(name: &str) -> Result<bool> {
+    match env(name).as_deref() {
+        None | Some("false" | "0" | "no") => Ok(false),
+        Some("true" | "1" | "yes") => Ok(true),
+        Some(other) => Err(Error::invalid_input(format!(
+            "{name}={other:?}: expected true or false"
+        ))),
+    }
+}
+
+/// The value of the first of `names` that is set and not empty: a
+/// config's `from_env`, where the project's own variable comes before the
+/// ecosystem's conventional one (`DATABASE_URL`, `REDIS_URL`, …).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming every variable tried, when none is set.
+pub fn env_any(names: &[&str]) -> Result<String> {
+    names.iter().find_map(|name| env(name)).ok_or_else(|| {
+        Error::invalid_input(match names {
+            [one] => format!("{one} is not set"),
+            [a, b] => format!("neither {a} nor {b} is set"),
+            _ => format!("none of {} is set", names.join(", ")),
+        })
+    })
 }
 
 /// The message of an [`Error::InvalidInput`]: what a config's tests check.

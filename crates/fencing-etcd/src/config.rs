@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fencing_core::url::BackendUrl;
+use fencing_core::url::{BackendUrl, env, env_any};
 use fencing_core::{Error, Result};
 
 use crate::EtcdIssuer;
@@ -49,13 +49,11 @@ impl EtcdConfig {
     /// the list, a path, an unknown option (naming the known ones) or a bad
     /// duration.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse(url)?;
-        if url.scheme() != "etcd" {
-            return Err(Error::invalid_input(format!(
-                "not an etcd URL (etcd://HOST:PORT[,HOST:PORT…]): scheme {:?}",
-                url.scheme()
-            )));
-        }
+        let mut url = BackendUrl::parse_as(
+            url,
+            &["etcd"],
+            "an etcd URL (etcd://HOST:PORT[,HOST:PORT…])",
+        )?;
         url.expect_no_path("etcd://HOST:PORT[,HOST:PORT…][?prefix=P]")?;
         let mut config = Self::new(hosts(url.authority())?);
         let query = url.query();
@@ -73,11 +71,7 @@ impl EtcdConfig {
     /// # Errors
     /// [`Error::InvalidInput`] if neither variable is set.
     pub fn from_env() -> Result<Self> {
-        let list = env("FENCING_ETCD_ENDPOINTS")
-            .or_else(|| env("ETCDCTL_ENDPOINTS"))
-            .ok_or_else(|| {
-                Error::invalid_input("neither FENCING_ETCD_ENDPOINTS nor ETCDCTL_ENDPOINTS is set")
-            })?;
+        let list = env_any(&["FENCING_ETCD_ENDPOINTS", "ETCDCTL_ENDPOINTS"])?;
         let hosts = list
             .split(',')
             .map(|h| h.trim().trim_start_matches("http://"))
@@ -153,19 +147,11 @@ fn hosts(list: &str) -> Result<Vec<String>> {
         .collect()
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use fencing_core::url::invalid_input_message;
 
     use super::*;
-
-    fn invalid(url: &str) -> String {
-        invalid_input_message(url, EtcdConfig::from_url(url))
-    }
 
     #[test]
     fn good_urls() {
@@ -180,6 +166,7 @@ mod tests {
 
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
+        let invalid = |url| invalid_input_message(url, EtcdConfig::from_url(url));
         assert!(invalid("zk://h:1").contains("not an etcd URL"));
         assert!(invalid("etcd://").contains("no etcd host"));
         assert!(invalid("etcd://h:1,,g:2").contains("\"\" is not an etcd HOST:PORT"));

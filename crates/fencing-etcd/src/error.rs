@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fencing_core::{Error, FencingToken};
+use fencing_core::{Call, Error};
 use tonic::Code;
 
 /// The backend name in errors.
@@ -20,44 +20,6 @@ pub(crate) enum Failure {
 impl From<etcd_client::Error> for Failure {
     fn from(e: etcd_client::Error) -> Self {
         Self::Etcd(e)
-    }
-}
-
-/// What was being done when a call failed.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Op<'a> {
-    /// For messages, e.g. `"create lock key"`.
-    pub(crate) name: &'a str,
-    /// Whether the call changes state on the server: a write whose answer
-    /// was lost is [`Error::OutcomeUnknown`], not a retryable failure.
-    pub(crate) write: bool,
-    /// The lease the call was about: "lease not found" means it is lost.
-    pub(crate) lease: Option<(&'a str, FencingToken)>,
-}
-
-impl<'a> Op<'a> {
-    /// A call that changes nothing (or whose unknown outcome is harmless).
-    pub(crate) const fn read(name: &'a str) -> Self {
-        Self {
-            name,
-            write: false,
-            lease: None,
-        }
-    }
-
-    /// A call that changes state.
-    pub(crate) const fn write(name: &'a str) -> Self {
-        Self {
-            name,
-            write: true,
-            lease: None,
-        }
-    }
-
-    /// The same call, about the lease on `resource` with `token`.
-    pub(crate) const fn on_lease(mut self, resource: &'a str, token: FencingToken) -> Self {
-        self.lease = Some((resource, token));
-        self
     }
 }
 
@@ -113,7 +75,7 @@ pub(crate) fn never_sent(e: &etcd_client::Error) -> bool {
 /// - `InvalidArgument`, `OutOfRange` (a request etcd refuses, e.g. too
 ///   large) → [`Error::InvalidInput`];
 /// - `ResourceExhausted`, `Aborted` → retryable; anything else → not.
-pub(crate) fn map_error(failure: Failure, op: Op<'_>) -> Error {
+pub(crate) fn map_error(failure: Failure, op: Call<'_>) -> Error {
     if let Some((resource, token)) = op.lease
         && lease_not_found(&failure)
     {
@@ -171,13 +133,15 @@ pub(crate) fn map_error(failure: Failure, op: Op<'_>) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use fencing_core::FencingToken;
+
     use super::*;
 
     #[test]
     fn unavailable_is_unknown_for_writes_and_retryable_for_reads() {
         let unavailable =
             || Failure::Etcd(tonic::Status::unavailable("etcdserver: no leader").into());
-        let e = map_error(unavailable(), Op::write("create lock key"));
+        let e = map_error(unavailable(), Call::write("create lock key"));
         assert!(
             matches!(
                 e,
@@ -189,20 +153,14 @@ mod tests {
             "{e:?}"
         );
         assert!(!e.is_retryable());
-        let e = map_error(unavailable(), Op::read("find holder"));
+        let e = map_error(unavailable(), Call::read("find holder"));
         assert!(
-            matches!(
-                e,
-                Error::Backend {
-                    retryable: true,
-                    ..
-                }
-            ),
+            matches!(e, Error::Backend { retryable, .. } if retryable),
             "{e:?}"
         );
         let e = map_error(
             Failure::Elapsed(Duration::from_secs(1)),
-            Op::write("revoke lease"),
+            Call::write("revoke lease"),
         );
         assert!(matches!(e, Error::OutcomeUnknown { .. }), "{e:?}");
     }
@@ -214,21 +172,15 @@ mod tests {
         };
         let e = map_error(
             gone(),
-            Op::write("revoke lease").on_lease("r", FencingToken::new(7)),
+            Call::write("revoke lease").on_lease("r", FencingToken::new(7)),
         );
         assert!(
             matches!(e, Error::LeaseLost { token, .. } if token.get() == 7),
             "{e:?}"
         );
-        let e = map_error(gone(), Op::write("revoke lease"));
+        let e = map_error(gone(), Call::write("revoke lease"));
         assert!(
-            matches!(
-                e,
-                Error::Backend {
-                    retryable: false,
-                    ..
-                }
-            ),
+            matches!(e, Error::Backend { retryable, .. } if !retryable),
             "{e:?}"
         );
         let keep_alive = Failure::Etcd(etcd_client::Error::LeaseKeepAliveError(
@@ -241,15 +193,12 @@ mod tests {
     fn a_call_that_never_left_is_retryable_even_for_a_write() {
         let refused = tonic::Status::unavailable("tcp connect error");
         assert!(never_sent(&refused.clone().into()));
-        let e = map_error(Failure::Etcd(refused.into()), Op::write("create lock key"));
+        let e = map_error(
+            Failure::Etcd(refused.into()),
+            Call::write("create lock key"),
+        );
         assert!(
-            matches!(
-                e,
-                Error::Backend {
-                    retryable: true,
-                    ..
-                }
-            ),
+            matches!(e, Error::Backend { retryable, .. } if retryable),
             "{e:?}"
         );
         let leader_changed = tonic::Status::unavailable("etcdserver: leader changed");
@@ -262,7 +211,7 @@ mod tests {
             tonic::Status::invalid_argument("etcdserver: request is too large").into(),
         );
         assert!(matches!(
-            map_error(big, Op::write("put")),
+            map_error(big, Call::write("put")),
             Error::InvalidInput { .. }
         ));
     }

@@ -4,10 +4,10 @@
 use etcd_client::{
     Compare, CompareOp, GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse,
 };
-use fencing_core::{Error, FencingToken, Result};
+use fencing_core::{Call, Error, FencingToken, Result};
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, Failure, Op, map_error};
+use crate::error::{BACKEND, Failure, map_error};
 use crate::keys::Keys;
 
 /// The largest floor offset [`raise`] writes (any etcd revision plus it
@@ -90,7 +90,7 @@ pub(crate) async fn raise(
         let response = rpc
             .get(floor_key.clone(), GetOptions::new())
             .await
-            .map_err(|e| map_error(e, Op::read("read the floor")))?;
+            .map_err(|e| map_error(e, Call::read("read the floor")))?;
         let offset = parse_floor(Some(&response))?;
         let version = response.kvs().first().map_or(0, KeyValue::mod_revision);
         let revision = u64::try_from(response.header().map_or(0, |h| h.revision())).unwrap_or(0);
@@ -110,7 +110,7 @@ pub(crate) async fn raise(
         let response = rpc
             .txn(txn)
             .await
-            .map_err(|e| map_error(e, Op::write("raise the floor")))?;
+            .map_err(|e| map_error(e, Call::write("raise the floor")))?;
         if response.succeeded() {
             return Ok(());
         }

@@ -10,11 +10,11 @@ use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
 use fencing_core::keepalive::KeepAlive;
 use fencing_core::{
-    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Call, Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, Op, map_error};
+use crate::error::{BACKEND, map_error};
 use crate::floor::{self, token_of};
 use crate::keys::{DEFAULT_PREFIX, Keys, first_created};
 use crate::queue::{self, LockHandle, RevokeOnDrop, Waiter};
@@ -100,7 +100,7 @@ impl EtcdIssuer {
             .with_require_leader(true);
         let client = Client::connect(endpoints, Some(options))
             .await
-            .map_err(|e| map_error(e.into(), Op::read("connect")))?;
+            .map_err(|e| map_error(e.into(), Call::read("connect")))?;
         let issuer = Self::new(client).rebuild(|inner| {
             inner.endpoints = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
         });
@@ -226,7 +226,7 @@ impl EtcdIssuer {
             .get(self.prefix().to_owned(), options)
             .await
             .map(drop)
-            .map_err(|e| map_error(e, Op::read("read")))
+            .map_err(|e| map_error(e, Call::read("read")))
     }
 
     /// The etcd lease id of `lease`'s lock key: from the handle the lease
@@ -259,7 +259,7 @@ impl EtcdIssuer {
         let (offset, found) =
             floor::floor_and_keys(rpc, keys, lease.resource(), GetOptions::new().with_prefix())
                 .await
-                .map_err(|e| map_error(e, Op::read(op)))?;
+                .map_err(|e| map_error(e, Call::read(op)))?;
         Ok(found.into_iter().find(|kv| {
             token_of(kv.create_revision(), offset) == lease.token()
                 && kv.value() == lease.holder().as_str().as_bytes()
@@ -302,7 +302,7 @@ impl TokenIssuer for EtcdIssuer {
         // background.)
         rpc.revoke(queued.lease_id)
             .await
-            .map_err(|e| map_error(e, Op::write("revoke the lease of a refused try")))?;
+            .map_err(|e| map_error(e, Call::write("revoke the lease of a refused try")))?;
         guard.disarm();
         Ok(None)
     }
@@ -344,7 +344,7 @@ impl TokenIssuer for EtcdIssuer {
             .map_err(|e| {
                 map_error(
                     e,
-                    Op::read("keep the lease alive").on_lease(lease.resource(), lease.token()),
+                    Call::read("keep the lease alive").on_lease(lease.resource(), lease.token()),
                 )
             })?;
         Ok(lease.renewed(sent))
@@ -361,7 +361,7 @@ impl TokenIssuer for EtcdIssuer {
         let revoked = self.inner.rpc.revoke(lease_id).await.map_err(|e| {
             map_error(
                 e,
-                Op::write("revoke the lease").on_lease(lease.resource(), lease.token()),
+                Call::write("revoke the lease").on_lease(lease.resource(), lease.token()),
             )
         });
         // Keep an abandoned lease refused while etcd may still have it.
@@ -375,7 +375,7 @@ impl TokenIssuer for EtcdIssuer {
         let (offset, found) =
             floor::floor_and_keys(&self.inner.rpc, &self.inner.keys, resource, first_created())
                 .await
-                .map_err(|e| map_error(e, Op::read("find the holder")))?;
+                .map_err(|e| map_error(e, Call::read("find the holder")))?;
         let Some(first) = found.into_iter().next() else {
             return Ok(None);
         };

@@ -8,10 +8,10 @@ use etcd_client::{
     Compare, CompareOp, EventType, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
     WatchFilterType, WatchOptions,
 };
-use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
+use fencing_core::{Call, Error, FencingToken, Lease, LeaseRequest, Result};
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, Op, lease_not_found, map_error};
+use crate::error::{BACKEND, lease_not_found, map_error};
 use crate::floor::{MAX_OFFSET, parse_floor, token_of};
 use crate::keys::{Keys, first_created, just_before};
 
@@ -78,7 +78,7 @@ pub(crate) async fn enqueue(
     let lease_id = rpc
         .grant(ttl)
         .await
-        .map_err(|e| map_error(e, Op::read("grant lease")))?;
+        .map_err(|e| map_error(e, Call::read("grant lease")))?;
     let key = Keys::lock_key(&dir, lease_id);
     let txn = Txn::new()
         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -97,7 +97,7 @@ pub(crate) async fn enqueue(
         Err(e) => {
             // The key may exist: revoking the lease removes it either way.
             rpc.revoke_quietly(lease_id).await;
-            return Err(map_error(e, Op::write("create lock key")));
+            return Err(map_error(e, Call::write("create lock key")));
         }
     };
     let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
@@ -293,7 +293,7 @@ impl<'a> Waiter<'a> {
             {
                 Ok(r) => r,
                 Err(e) => {
-                    self.attempt.last_error = Some(map_error(e, Op::read("find the key ahead")));
+                    self.attempt.last_error = Some(map_error(e, Call::read("find the key ahead")));
                     self.pause().await?;
                     continue;
                 }
@@ -317,14 +317,14 @@ impl<'a> Waiter<'a> {
         let mut stream = match self.rpc.watch(predecessor, options.clone()).await {
             Ok(s) => s,
             Err(e) => {
-                self.attempt.last_error = Some(map_error(e, Op::read("watch the key ahead")));
+                self.attempt.last_error = Some(map_error(e, Call::read("watch the key ahead")));
                 self.pause().await?;
                 return Ok(());
             }
         };
         let ours = &self.queued.key;
         if let Err(e) = stream.watch(ours.clone(), Some(options)).await {
-            self.attempt.last_error = Some(map_error(e.into(), Op::read("watch our key")));
+            self.attempt.last_error = Some(map_error(e.into(), Call::read("watch our key")));
             return Ok(());
         }
         loop {
@@ -344,7 +344,7 @@ impl<'a> Waiter<'a> {
                     }
                     Ok(None) => return Ok(()),
                     Err(e) => {
-                        self.attempt.last_error = Some(map_error(e.into(), Op::read("watch the key ahead")));
+                        self.attempt.last_error = Some(map_error(e.into(), Call::read("watch the key ahead")));
                         let left = self.attempt.give_up.saturating_duration_since(Instant::now());
                         tokio::time::sleep(RETRY_PAUSE.min(left)).await;
                         return Ok(());
@@ -373,13 +373,15 @@ impl<'a> Waiter<'a> {
                         Ok(r) if r.succeeded() => return Ok(sent),
                         Ok(_) => return Err(self.lost()),
                         Err(e) => {
-                            self.attempt.last_error = Some(map_error(e, Op::read("check our key")));
+                            self.attempt.last_error =
+                                Some(map_error(e, Call::read("check our key")));
                         }
                     }
                 }
                 Err(e) if lease_not_found(&e) => return Err(self.lost()),
                 Err(e) => {
-                    self.attempt.last_error = Some(map_error(e, Op::read("keep our lease alive")));
+                    self.attempt.last_error =
+                        Some(map_error(e, Call::read("keep our lease alive")));
                 }
             }
             if self.live.may_have_ended() {

@@ -15,11 +15,11 @@ use std::time::Duration;
 use etcd_client::{
     AlarmAction, AlarmType, Client, ConnectOptions, GetOptions, MemberListResponse, StatusResponse,
 };
-use fencing_core::Result;
 use fencing_core::safety::{self, SafetyCheck};
+use fencing_core::{Call, Result};
 
 use crate::EtcdIssuer;
-use crate::error::{Op, map_error};
+use crate::error::map_error;
 
 /// How long one member may take to answer a status and a read.
 const MEMBER_TIMEOUT: Duration = Duration::from_secs(3);
@@ -34,7 +34,7 @@ async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
         .rpc()
         .call(|mut c| async move { c.member_list().await })
         .await
-        .map_err(|e| map_error(e, Op::read("list the members")))?;
+        .map_err(|e| map_error(e, Call::read("list the members")))?;
     let cluster = list.header().map_or(0, |h| h.cluster_id());
     let members = list.members();
     let name_of = |id: u64| {
@@ -278,7 +278,7 @@ async fn alarms_check(
         .rpc()
         .call(|mut c| async move { c.alarm(AlarmAction::Get, AlarmType::None, None).await })
         .await
-        .map_err(|e| map_error(e, Op::read("list the alarms")))?;
+        .map_err(|e| map_error(e, Call::read("list the alarms")))?;
     let alarms = response.alarms();
     let named = |kind: AlarmType| {
         alarms

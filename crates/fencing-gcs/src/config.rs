@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind, env};
+use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::url::env;
 use fencing_core::{Error, Result};
 use google_cloud_auth::credentials::{Credentials, anonymous};
 use google_cloud_storage::client::Storage;

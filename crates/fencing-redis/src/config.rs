@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use fencing_core::url::{BackendUrl, redact};
+use fencing_core::url::{BackendUrl, env_any, redact};
 use fencing_core::{Error, Result};
 
 use crate::{Durability, RedisIssuer};
@@ -70,13 +70,11 @@ impl RedisConfig {
     /// `volatile` with `replicas`, `wait` without `replicas`, or
     /// `replicas=0`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut parsed = BackendUrl::parse(url)?;
-        if !matches!(parsed.scheme(), "redis" | "rediss") {
-            return Err(Error::invalid_input(format!(
-                "not a Redis URL (redis://HOST:PORT[/DB]): scheme {:?}",
-                parsed.scheme()
-            )));
-        }
+        let mut parsed = BackendUrl::parse_as(
+            url,
+            &["redis", "rediss"],
+            "a Redis URL (redis://HOST:PORT[/DB])",
+        )?;
         if parsed.authority().is_empty() {
             return Err(Error::invalid_input(
                 "no Redis host: expected redis://HOST:PORT[/DB]",
@@ -129,13 +127,7 @@ impl RedisConfig {
     /// [`Error::InvalidInput`] if neither is set, or as
     /// [`from_url`](Self::from_url).
     pub fn from_env() -> Result<Self> {
-        let url = ["FENCING_REDIS_URL", "REDIS_URL"]
-            .iter()
-            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-            .ok_or_else(|| {
-                Error::invalid_input("neither FENCING_REDIS_URL nor REDIS_URL is set")
-            })?;
-        Self::from_url(&url)
+        Self::from_url(&env_any(&["FENCING_REDIS_URL", "REDIS_URL"])?)
     }
 
     /// What to accept of the server's durability.
@@ -176,10 +168,6 @@ mod tests {
 
     use super::*;
 
-    fn invalid(url: &str) -> String {
-        invalid_input_message(url, RedisConfig::from_url(url))
-    }
-
     #[test]
     fn good_urls() {
         let c = RedisConfig::from_url("redis://h:1/2").unwrap();
@@ -206,6 +194,7 @@ mod tests {
 
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
+        let invalid = |url| invalid_input_message(url, RedisConfig::from_url(url));
         assert!(invalid("etcd://h:1").contains("not a Redis URL"));
         assert!(invalid("redis://").contains("no Redis host"));
         let unknown = invalid("redis://h:1?volatle=1");

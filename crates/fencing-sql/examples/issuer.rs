@@ -1,22 +1,23 @@
 //! The SQL counter issuer: leases with tokens, on the database's clock.
 //!
 //! ```sh
-//! cargo run -p fencing-sql --example issuer                      # PostgreSQL from FENCING_PG_URL
+//! DATABASE_URL=postgres://fencing:fencing@127.0.0.1:5432/fencing cargo run -p fencing-sql --example issuer
 //! cargo run -p fencing-sql --example issuer -- sqlite://example.sqlite
 //! ```
 
 use std::time::Duration;
 
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
-use fencing_sql::SqlIssuer;
+use fencing_sql::SqlConfig;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let url = std::env::args().nth(1).unwrap_or_else(|| {
-        std::env::var("FENCING_PG_URL")
-            .unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into())
-    });
-    let issuer = SqlIssuer::connect(&url).await?;
+    // A URL argument, else FENCING_SQL_URL or DATABASE_URL.
+    let config = match std::env::args().nth(1) {
+        Some(url) => SqlConfig::from_url(&url)?,
+        None => SqlConfig::from_env()?,
+    };
+    let issuer = config.connect_issuer().await?;
     let resource = format!("examples/issuer/{}", std::process::id());
     let ttl = Duration::from_secs(2);
 

@@ -2,21 +2,22 @@
 //! refused.
 //!
 //! ```sh
-//! cargo run -p fencing-sql --example store                       # PostgreSQL from FENCING_PG_URL
+//! DATABASE_URL=postgres://fencing:fencing@127.0.0.1:5432/fencing cargo run -p fencing-sql --example store
 //! cargo run -p fencing-sql --example store -- mysql://fencing:fencing@127.0.0.1:3306/fencing
 //! cargo run -p fencing-sql --example store -- sqlite://example.sqlite
 //! ```
 
 use fencing_core::{Error, FencedStore, FencingToken};
-use fencing_sql::SqlStore;
+use fencing_sql::SqlConfig;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    let url = std::env::args().nth(1).unwrap_or_else(|| {
-        std::env::var("FENCING_PG_URL")
-            .unwrap_or_else(|_| "postgres://fencing:fencing@127.0.0.1:5432/fencing".into())
-    });
-    let store = SqlStore::connect(&url).await?;
+    // A URL argument, else FENCING_SQL_URL or DATABASE_URL.
+    let config = match std::env::args().nth(1) {
+        Some(url) => SqlConfig::from_url(&url)?,
+        None => SqlConfig::from_env()?,
+    };
+    let store = config.connect_store().await?;
     let key = format!("examples/store/{}", std::process::id());
 
     store

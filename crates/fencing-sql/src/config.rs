@@ -1,7 +1,7 @@
 //! [`SqlConfig`]: a SQL store or issuer from a URL, the environment or
 //! setters.
 
-use fencing_core::url::redact;
+use fencing_core::url::{env_any, redact};
 use fencing_core::{Error, Result};
 
 use crate::{Db, SqlIssuer, SqlStore, Tables};
@@ -86,13 +86,7 @@ impl SqlConfig {
     /// [`Error::InvalidInput`] if neither is set, or as
     /// [`from_url`](Self::from_url).
     pub fn from_env() -> Result<Self> {
-        let url = ["FENCING_SQL_URL", "DATABASE_URL"]
-            .iter()
-            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-            .ok_or_else(|| {
-                Error::invalid_input("neither FENCING_SQL_URL nor DATABASE_URL is set")
-            })?;
-        Self::from_url(&url)
+        Self::from_url(&env_any(&["FENCING_SQL_URL", "DATABASE_URL"])?)
     }
 
     /// Other table names.
@@ -140,10 +134,6 @@ mod tests {
 
     use super::*;
 
-    fn invalid(url: &str) -> String {
-        invalid_input_message(url, SqlConfig::from_url(url))
-    }
-
     #[test]
     fn good_urls() {
         let c = SqlConfig::from_url("sqlite:///tmp/x.db").unwrap();
@@ -158,6 +148,7 @@ mod tests {
 
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
+        let invalid = |url| invalid_input_message(url, SqlConfig::from_url(url));
         assert!(invalid("oracle://h/db").contains("unsupported database URL"));
         assert!(
             invalid("postgres://u:secret@h/db?fencing_table_prefix=a;drop")

@@ -132,10 +132,16 @@ pub trait FenceConnection: sealed::Sealed + Send {
 }
 
 /// `FenceConnection` for one connection type: the dialect, and the upsert
-/// given as `|conn, sql, domain, token| body` (PostgreSQL and SQLite read
-/// the mark from `RETURNING`, MySQL from `LAST_INSERT_ID`). The select is
-/// the same for all.
+/// given as `|conn, sql, domain, token| body`, by default reading the mark
+/// from `RETURNING` (PostgreSQL, SQLite; MySQL reads `LAST_INSERT_ID`).
+/// The select is the same for all.
 macro_rules! fence_connection {
+    ($feature:literal, $conn:ty, $dialect:expr) => {
+        fence_connection!($feature, $conn, $dialect, |conn, sql, domain, token| {
+            let query = sqlx::query_scalar(sql).bind(domain).bind(token);
+            query.fetch_optional(conn).await
+        });
+    };
     ($feature:literal, $conn:ty, $dialect:expr,
      |$c:ident, $sql:ident, $domain:ident, $token:ident| $upsert:expr) => {
         #[cfg(feature = $feature)]
@@ -168,24 +174,8 @@ macro_rules! fence_connection {
         }
     };
 }
-fence_connection!(
-    "postgres",
-    sqlx::PgConnection,
-    Dialect::Postgres,
-    |conn, sql, domain, token| {
-        let query = sqlx::query_scalar(sql).bind(domain).bind(token);
-        query.fetch_optional(conn).await
-    }
-);
-fence_connection!(
-    "sqlite",
-    sqlx::SqliteConnection,
-    Dialect::Sqlite,
-    |conn, sql, domain, token| {
-        let query = sqlx::query_scalar(sql).bind(domain).bind(token);
-        query.fetch_optional(conn).await
-    }
-);
+fence_connection!("postgres", sqlx::PgConnection, Dialect::Postgres);
+fence_connection!("sqlite", sqlx::SqliteConnection, Dialect::Sqlite);
 fence_connection!(
     "mysql",
     sqlx::MySqlConnection,

@@ -144,6 +144,21 @@ impl History {
         self.ops.lock().expect("poisoned").clone()
     }
 
+    /// Reads `key`'s final value and mark from `store` and [`check`]s the
+    /// history against them.
+    ///
+    /// # Panics
+    /// If the store cannot be read.
+    ///
+    /// [`check`]: Self::check
+    pub async fn check_final(&self, store: &dyn FencedStore, key: &str) -> Tally {
+        let final_state = (
+            store.get(key).await.expect("final get"),
+            store.mark(key).await.expect("final mark"),
+        );
+        self.check(Some(final_state))
+    }
+
     /// Checks the history against the store contract:
     /// - no accepted operation carries a token below one whose acceptance
     ///   had completed before it started (no stale accept);
@@ -443,11 +458,7 @@ pub async fn run_history(
     for task in tasks {
         task.await.expect("history client panicked");
     }
-    let final_state = (
-        store.get(&key).await.expect("final get"),
-        store.mark(&key).await.expect("final mark"),
-    );
-    let tally = history.check(Some(final_state));
+    let tally = history.check_final(&*store, &key).await;
     let acquire_errors = errors.lock().expect("poisoned").clone();
     HistoryReport {
         pair: format!("{} × {}", issuer.name(), store.name()),

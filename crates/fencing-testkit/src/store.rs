@@ -75,6 +75,15 @@ fn assert_stale<T: std::fmt::Debug>(
     }
 }
 
+/// `key` holds a mark and no value; a write one below the mark is refused
+/// and changes nothing.
+async fn mark_without_value_refuses_a_zombie(store: &dyn FencedStore, key: &str, mark: u64) {
+    assert_state(store, key, None, Some(mark)).await;
+    let zombie = store.put(key, "zombie".into(), t(mark - 1)).await;
+    assert_stale(zombie, key, mark - 1, mark);
+    assert_state(store, key, None, Some(mark)).await;
+}
+
 /// Equal and higher tokens are accepted; the mark follows.
 pub async fn equal_and_higher_accepted(store: &dyn FencedStore) {
     let key = unique_name("accept");
@@ -118,9 +127,7 @@ pub async fn fence_advances_mark(store: &dyn FencedStore) {
     // Fencing a key with no value leaves a mark but no value.
     let fresh = unique_name("fence-absent");
     store.fence(&fresh, t(7)).await.expect("fence absent key");
-    assert_state(store, &fresh, None, Some(7)).await;
-    assert_stale(store.put(&fresh, "zombie".into(), t(6)).await, &fresh, 6, 7);
-    assert_state(store, &fresh, None, Some(7)).await;
+    mark_without_value_refuses_a_zombie(store, &fresh, 7).await;
     accepted(store, &fresh, "first", 7, "write at the fenced token").await;
 }
 
@@ -129,9 +136,7 @@ pub async fn delete_keeps_mark(store: &dyn FencedStore) {
     let key = unique_name("delete");
     store.put(&key, "v".into(), t(4)).await.expect("write");
     store.delete(&key, t(5)).await.expect("delete");
-    assert_state(store, &key, None, Some(5)).await;
-    assert_stale(store.put(&key, "zombie".into(), t(4)).await, &key, 4, 5);
-    assert_state(store, &key, None, Some(5)).await;
+    mark_without_value_refuses_a_zombie(store, &key, 5).await;
     accepted(store, &key, "again", 5, "write after delete").await;
 }
 
@@ -251,11 +256,7 @@ pub async fn racing_writers_with(store: Arc<dyn FencedStore>, writers: usize, wr
     for task in tasks {
         task.await.expect("writer panicked");
     }
-    let final_state = (
-        store.get(&key).await.expect("get"),
-        store.mark(&key).await.expect("mark"),
-    );
-    let tally = history.check(Some(final_state));
+    let tally = history.check_final(&*store, &key).await;
     assert!(
         tally.violations.is_empty(),
         "racing writers on {}:\n  {}",

@@ -5,10 +5,10 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fencing_core::Result;
+use fencing_core::{Call, Result};
 use zookeeper_client as zk;
 
-use crate::error::{Op, map_error};
+use crate::error::map_error;
 
 pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
 
@@ -91,7 +91,7 @@ impl Rpc {
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         match self.timed(client.mkdir(path, &options)).await {
             Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(e) => Err(map_error(e, Op::read("create the resource znode"))),
+            Err(e) => Err(map_error(e, Call::read("create the resource znode"))),
         }
     }
 }
@@ -133,7 +133,7 @@ async fn session(
         .connect(connect_string);
     match tokio::time::timeout(operation_timeout, connecting).await {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(map_error(e, Op::read("open a session"))),
-        Err(_) => Err(map_error(zk::Error::Timeout, Op::read("open a session"))),
+        Ok(Err(e)) => Err(map_error(e, Call::read("open a session"))),
+        Err(_) => Err(map_error(zk::Error::Timeout, Call::read("open a session"))),
     }
 }

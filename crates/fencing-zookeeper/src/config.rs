@@ -1,6 +1,6 @@
 //! [`ZkConfig`]: a ZooKeeper issuer from a URL, the environment or setters.
 
-use fencing_core::url::BackendUrl;
+use fencing_core::url::{BackendUrl, env_any};
 use fencing_core::{Error, Result};
 
 use crate::{DEFAULT_PREFIX, TokenSource, ZkIssuer};
@@ -47,13 +47,11 @@ impl ZkConfig {
     /// [`Error::InvalidInput`] for another scheme, no host, an empty host in
     /// the list, an unknown option (naming the known ones) or token source.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse(url)?;
-        if !matches!(url.scheme(), "zk" | "zookeeper") {
-            return Err(Error::invalid_input(format!(
-                "not a ZooKeeper URL (zk://HOST:PORT[,HOST:PORT…][/PREFIX]): scheme {:?}",
-                url.scheme()
-            )));
-        }
+        let mut url = BackendUrl::parse_as(
+            url,
+            &["zk", "zookeeper"],
+            "a ZooKeeper URL (zk://HOST:PORT[,HOST:PORT…][/PREFIX])",
+        )?;
         let hosts = url.authority();
         if hosts.is_empty() || hosts.split(',').any(str::is_empty) {
             return Err(Error::invalid_input(format!(
@@ -86,11 +84,7 @@ impl ZkConfig {
     /// # Errors
     /// [`Error::InvalidInput`] if `FENCING_ZOOKEEPER_CONNECT` is not set.
     pub fn from_env() -> Result<Self> {
-        let connect = std::env::var("FENCING_ZOOKEEPER_CONNECT")
-            .ok()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| Error::invalid_input("FENCING_ZOOKEEPER_CONNECT is not set"))?;
-        let mut config = Self::new(connect);
+        let mut config = Self::new(env_any(&["FENCING_ZOOKEEPER_CONNECT"])?);
         if let Ok(prefix) = std::env::var("FENCING_ZOOKEEPER_PREFIX") {
             config.prefix = prefix;
         }
@@ -136,10 +130,6 @@ mod tests {
 
     use super::*;
 
-    fn invalid(url: &str) -> String {
-        invalid_input_message(url, ZkConfig::from_url(url))
-    }
-
     #[test]
     fn good_urls() {
         let c = ZkConfig::from_url("zk://h:1").unwrap();
@@ -152,6 +142,7 @@ mod tests {
 
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
+        let invalid = |url| invalid_input_message(url, ZkConfig::from_url(url));
         assert!(invalid("etcd://h:1").contains("not a ZooKeeper URL"));
         assert!(invalid("zk:///x").contains("expected zk://HOST:PORT"));
         assert!(invalid("zk://h:1,").contains("expected zk://HOST:PORT"));

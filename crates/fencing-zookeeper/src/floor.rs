@@ -2,11 +2,11 @@
 //! added to every token, so that a migration can start a resource's tokens
 //! above anything granted before.
 
-use fencing_core::{Error, FencingToken, Result};
+use fencing_core::{Call, Error, FencingToken, Result};
 use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
-use crate::error::{BACKEND, Op, map_error};
+use crate::error::{BACKEND, map_error};
 use crate::keys::LOCK_PREFIX;
 use crate::queue::CREATE_ATTEMPTS;
 use crate::token::TokenSource;
@@ -39,7 +39,7 @@ pub(crate) async fn raise(
 ) -> Result<()> {
     let client = rpc.live_main().await?;
     rpc.mkdir(&client, &dir).await?;
-    let read = |e| map_error(e, Op::read("read the resource znode"));
+    let read = |e| map_error(e, Call::read("read the resource znode"));
     for _ in 0..CREATE_ATTEMPTS {
         let mut reader = client.new_multi_reader();
         reader.add_get_data(&dir).map_err(read)?;
@@ -75,7 +75,7 @@ pub(crate) async fn raise(
         {
             Ok(_) => return Ok(()),
             Err(zk::Error::BadVersion) => {} // a create came first: look again
-            Err(e) => return Err(map_error(e, Op::read("write the floor"))),
+            Err(e) => return Err(map_error(e, Call::read("write the floor"))),
         }
     }
     Err(Error::Contention {

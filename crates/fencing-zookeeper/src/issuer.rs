@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fencing_core::{
-    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Call, Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 use zookeeper_client as zk;
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, Op, map_error};
+use crate::error::{BACKEND, map_error};
 use crate::floor;
 use crate::held::HeldLeases;
 use crate::keys::{DEFAULT_PREFIX, normalize_prefix, resource_path};
@@ -215,7 +215,7 @@ impl TokenIssuer for ZkIssuer {
             .map_err(|e| {
                 map_error(
                     e,
-                    Op::read("check the lock node").on_lease(lease.resource(), lease.token()),
+                    Call::read("check the lock node").on_lease(lease.resource(), lease.token()),
                 )
             })?;
         match stat {
@@ -250,7 +250,7 @@ impl TokenIssuer for ZkIssuer {
             Err(e) => {
                 let e = map_error(
                     e,
-                    Op::read("delete the lock node").on_lease(lease.resource(), lease.token()),
+                    Call::read("delete the lock node").on_lease(lease.resource(), lease.token()),
                 );
                 if e.is_retryable() {
                     // Still ours: keep it so the caller can try again.
@@ -290,7 +290,7 @@ impl TokenIssuer for ZkIssuer {
         let client = rpc.live_main().await?;
         let (offset, nodes) = queue::lock_nodes(rpc, &client, &dir)
             .await
-            .map_err(|e| map_error(e, Op::read("list the lock nodes")))?;
+            .map_err(|e| map_error(e, Call::read("list the lock nodes")))?;
         let Some(first) = nodes.into_iter().next() else {
             return Ok(None);
         };

@@ -5,11 +5,11 @@
 
 use std::time::{Duration, Instant};
 
-use fencing_core::{Error, FencingToken, LeaseRequest, Result};
+use fencing_core::{Call, Error, FencingToken, LeaseRequest, Result};
 use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
-use crate::error::{Op, map_error};
+use crate::error::map_error;
 use crate::floor::parse_offset;
 use crate::keys::LOCK_PREFIX;
 use crate::token::{TokenSource, cversion_token, czxid_token, with_offset};
@@ -96,7 +96,7 @@ pub(crate) async fn enqueue(
     }
     // On any failure the session is dropped here, closing it: a node it
     // may have created goes with it.
-    let created = created.map_err(|e| map_error(e, Op::create("create the lock node")))?;
+    let created = created.map_err(|e| map_error(e, Call::write("create the lock node")))?;
     let token = match source {
         TokenSource::Czxid => with_offset(czxid_token(created.czxid)?, created.offset)?,
         TokenSource::ParentCversion => {
@@ -106,7 +106,7 @@ pub(crate) async fn enqueue(
             let path = format!("{dir}/{}", created.name);
             rpc.timed(client.set_data(&path, data.as_bytes(), Some(0)))
                 .await
-                .map_err(|e| map_error(e, Op::read("record the token in the lock node")))?;
+                .map_err(|e| map_error(e, Call::read("record the token in the lock node")))?;
             token
         }
     };
@@ -234,7 +234,7 @@ pub(crate) async fn ahead_of(rpc: &Rpc, q: &Queued) -> Result<Option<String>> {
     let (_, nodes) = lock_nodes(rpc, &q.client, &q.dir).await.map_err(|e| {
         map_error(
             e,
-            Op::read("list the lock nodes").on_lease(&q.request.resource, q.token),
+            Call::read("list the lock nodes").on_lease(&q.request.resource, q.token),
         )
     })?;
     let Some(index) = nodes.iter().position(|n| n.name == q.name) else {
@@ -302,7 +302,7 @@ pub(crate) async fn wait_turn(rpc: &Rpc, q: &Queued, attempt: Attempt) -> Result
             Err(e) => {
                 let e = map_error(
                     e,
-                    Op::read("watch the node ahead").on_lease(&q.request.resource, q.token),
+                    Call::read("watch the node ahead").on_lease(&q.request.resource, q.token),
                 );
                 if !e.is_retryable() {
                     return Err(e);

@@ -126,27 +126,21 @@ fn unsupported(url: &str, role: &str, grammar: &str) -> Error {
 pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
     match scheme(url) {
         #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
-            Ok(Arc::new(Instrumented::new(
-                fencing_sql::SqlConfig::from_url(url)?
-                    .connect_issuer()
-                    .await?,
-            )))
-        }
+        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => issuer(
+            fencing_sql::SqlConfig::from_url(url)?
+                .connect_issuer()
+                .await?,
+        ),
         #[cfg(feature = "redis")]
-        "redis" | "rediss" => Ok(Arc::new(Instrumented::new(
-            fencing_redis::RedisConfig::from_url(url)?.connect().await?,
-        ))),
+        "redis" | "rediss" => issuer(fencing_redis::RedisConfig::from_url(url)?.connect().await?),
         #[cfg(feature = "etcd")]
-        "etcd" => Ok(Arc::new(Instrumented::new(
-            fencing_etcd::EtcdConfig::from_url(url)?.connect().await?,
-        ))),
+        "etcd" => issuer(fencing_etcd::EtcdConfig::from_url(url)?.connect().await?),
         #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" => Ok(Arc::new(Instrumented::new(
+        "zk" | "zookeeper" => issuer(
             fencing_zookeeper::ZkConfig::from_url(url)?
                 .connect()
                 .await?,
-        ))),
+        ),
         _ => Err(unsupported(url, "issuer", ISSUER_URLS)),
     }
 }
@@ -160,27 +154,31 @@ pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
 pub async fn open_store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
     match scheme(url) {
         #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => {
-            Ok(Arc::new(Instrumented::new(
-                fencing_sql::SqlConfig::from_url(url)?
-                    .connect_store()
-                    .await?,
-            )))
-        }
+        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => store(
+            fencing_sql::SqlConfig::from_url(url)?
+                .connect_store()
+                .await?,
+        ),
         #[cfg(feature = "s3")]
-        "s3" => Ok(Arc::new(Instrumented::new(
-            fencing_s3::S3Config::from_url(url)?.connect().await?,
-        ))),
+        "s3" => store(fencing_s3::S3Config::from_url(url)?.connect().await?),
         #[cfg(feature = "gcs")]
-        "gs" => Ok(Arc::new(Instrumented::new(
-            fencing_gcs::GcsConfig::from_url(url)?.connect().await?,
-        ))),
+        "gs" => store(fencing_gcs::GcsConfig::from_url(url)?.connect().await?),
         #[cfg(feature = "azure")]
-        "az" => Ok(Arc::new(Instrumented::new(
-            fencing_azure::AzureConfig::from_url(url)?.connect().await?,
-        ))),
+        "az" => store(fencing_azure::AzureConfig::from_url(url)?.connect().await?),
         _ => Err(unsupported(url, "store", STORE_URLS)),
     }
+}
+
+/// An issuer as every registry arm returns it: instrumented, shared.
+#[allow(dead_code)] // with no issuer feature enabled
+fn issuer(inner: impl TokenIssuer + 'static) -> Result<Arc<dyn TokenIssuer>, Error> {
+    Ok(Arc::new(Instrumented::new(inner)))
+}
+
+/// A store as every registry arm returns it: instrumented, shared.
+#[allow(dead_code)] // with no store feature enabled
+fn store(inner: impl FencedStore + 'static) -> Result<Arc<dyn FencedStore>, Error> {
+    Ok(Arc::new(Instrumented::new(inner)))
 }
 
 #[cfg(test)]

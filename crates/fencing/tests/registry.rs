@@ -109,47 +109,37 @@ async fn redis_urls_open_an_issuer_and_refuse_a_volatile_server_unless_asked() {
     .await;
 }
 
-#[tokio::test]
-async fn s3_url_opens_a_store_with_emulator_true() {
-    if S3.skipped() {
+/// An object store by URL with `emulator=true`, on a bucket the crate's
+/// `emulator::store` creates first (as a test of an application would).
+async fn emulator_store<T, E: std::fmt::Display>(
+    server: &Server,
+    scheme: &str,
+    create: impl AsyncFnOnce(&str, &str) -> Result<T, E>,
+) {
+    if server.skipped() {
         return;
     }
-    let bucket = prefix().replace('_', "-");
-    let client = fencing_s3::emulator::client(&S3.endpoint());
-    if let Err(e) = fencing_s3::emulator::create_bucket(&client, &bucket).await {
-        S3.unavailable(&e);
+    let (endpoint, bucket) = (server.endpoint(), prefix().replace('_', "-"));
+    if let Err(e) = create(&endpoint, &bucket).await {
+        server.unavailable(&e);
     }
-    let url = format!("s3://{bucket}?endpoint={}&emulator=true", S3.endpoint());
-    store(Some(&S3), &url).await;
+    let url = format!("{scheme}://{bucket}?endpoint={endpoint}&emulator=true");
+    store(Some(server), &url).await;
+}
+
+#[tokio::test]
+async fn s3_url_opens_a_store_with_emulator_true() {
+    emulator_store(&S3, "s3", fencing_s3::emulator::store).await;
 }
 
 #[tokio::test]
 async fn gs_url_opens_a_store_with_emulator_true() {
-    if GCS.skipped() {
-        return;
-    }
-    let bucket = prefix().replace('_', "-");
-    if let Err(e) = fencing_gcs::emulator::create_bucket(&GCS.endpoint(), &bucket).await {
-        GCS.unavailable(&e);
-    }
-    let url = format!("gs://{bucket}?endpoint={}&emulator=true", GCS.endpoint());
-    store(Some(&GCS), &url).await;
+    emulator_store(&GCS, "gs", fencing_gcs::emulator::store).await;
 }
 
 #[tokio::test]
 async fn az_url_opens_a_store_with_emulator_true() {
-    if AZURE.skipped() {
-        return;
-    }
-    let container = prefix().replace('_', "-");
-    if let Err(e) = fencing_azure::emulator::store(&AZURE.endpoint(), &container).await {
-        AZURE.unavailable(&e);
-    }
-    let url = format!(
-        "az://{container}?endpoint={}&emulator=true",
-        AZURE.endpoint()
-    );
-    store(Some(&AZURE), &url).await;
+    emulator_store(&AZURE, "az", fencing_azure::emulator::store).await;
 }
 
 #[tokio::test]

@@ -423,11 +423,7 @@ where
         "tokens in grant order are not strictly increasing: {grants:?}"
     );
     // No stale write was accepted.
-    let final_state = (
-        store.get(&key).await.expect("final get"),
-        store.mark(&key).await.expect("final mark"),
-    );
-    let tally = history.check(Some(final_state));
+    let tally = history.check_final(&*store, &key).await;
     assert!(
         tally.violations.is_empty(),
         "history violations:\n  {}",

@@ -27,7 +27,7 @@
 use std::fmt;
 
 use super::{BlobBackend, BlobStore};
-use crate::url::{BackendUrl, Query};
+use crate::url::{BackendUrl, Query, env, env_bool};
 use crate::{Error, Result};
 
 /// What tells one object store's URLs, variables and messages from
@@ -79,14 +79,7 @@ impl ObjectStoreConfig {
     /// [`Error::InvalidInput`] for another scheme, a path, or a value that
     /// is empty or not a strict boolean.
     pub fn from_url(kind: &ObjectStoreKind, url: &str) -> Result<(Self, Query)> {
-        let mut url = BackendUrl::parse(url)?;
-        if url.scheme() != kind.scheme {
-            return Err(Error::invalid_input(format!(
-                "not {}: scheme {:?}",
-                kind.what,
-                url.scheme()
-            )));
-        }
+        let mut url = BackendUrl::parse_as(url, &[kind.scheme], kind.what)?;
         url.expect_no_path(kind.shape)?;
         let mut config = Self::new(url.authority());
         let query = url.query();
@@ -162,26 +155,6 @@ impl ObjectStoreConfig {
             .field("endpoint", &self.endpoint)
             .field("emulator", &self.emulator)
             .field("adopt_unfenced", &self.adopt_unfenced);
-    }
-}
-
-/// The variable `name`, if set and not empty.
-pub fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// The variable `name` as a strict boolean (`true`/`1`/`yes`,
-/// `false`/`0`/`no`); unset or empty is `false`.
-///
-/// # Errors
-/// [`Error::InvalidInput`] for any other value, naming the variable.
-pub fn env_bool(name: &str) -> Result<bool> {
-    match env(name).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some(other) => Err(Error::invalid_input(format!(
-            "{name}={other:?}: expected true or false"
-        ))),
     }
 }
 

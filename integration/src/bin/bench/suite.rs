@@ -69,6 +69,22 @@ fn prefix() -> String {
 
 /// Wraps a connection failure in the message of `server` (what is missing,
 /// how to start it).
+/// What `open` opens, again through a counting proxy in front of `url`'s
+/// server, when the plan counts round trips.
+async fn counting<S>(
+    plan: &Plan,
+    url: &str,
+    open: impl AsyncFnOnce(String) -> BoxResult<S>,
+) -> BoxResult<Option<(CountingProxy, S)>> {
+    if !plan.count {
+        return Ok(None);
+    }
+    let (target, via) = split_url(url)?;
+    let proxy = CountingProxy::start(target).await;
+    let sides = open(via(proxy.addr())).await?;
+    Ok(Some((proxy, sides)))
+}
+
 fn reach<T>(server: &Server, result: BoxResult<T>) -> BoxResult<T> {
     result.map_err(|e| {
         format!(
@@ -253,14 +269,10 @@ where
 {
     let open = async |endpoint: &str| reach(server, make(endpoint).await.map_err(Into::into));
     let direct = blob::Sides::new(open(endpoint).await?);
-    let counted = if plan.count {
-        let (target, via) = split_url(endpoint)?;
-        let proxy = CountingProxy::start(target).await;
-        let sides = blob::Sides::new(open(&via(proxy.addr())).await?);
-        Some((proxy, sides))
-    } else {
-        None
-    };
+    let counted = counting(plan, endpoint, async |via| {
+        Ok(blob::Sides::new(open(&via).await?))
+    })
+    .await?;
     let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
 
     for &len in &plan.payloads {
@@ -371,62 +383,73 @@ pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
 
 // --- Lock services ---------------------------------------------------------
 
-/// Times and counts `fenced` against `raw` on sides made by `make` at an
-/// endpoint (direct, then through the proxy).
-async fn lock_row<S>(
+/// One lock service's sides (direct, and through the counting proxy when
+/// the plan counts round trips) and its fenced acquire + release, for rows
+/// that time it against raw calls.
+struct LockBench<'a, S, F> {
     name: &'static str,
-    operation: &str,
-    plan: &Plan,
-    direct: &S,
-    counted: Option<&(CountingProxy, S)>,
-    fenced: impl AsyncFn(&S) -> BoxResult<()>,
-    raw: impl AsyncFn(&S) -> BoxResult<()>,
-) -> BoxResult<Row> {
-    let through_proxy = counted.map(|(proxy, sides)| (proxy, sides));
-    let rounds = (plan.iterations, plan.warmup);
-    let (timed, trips) =
-        compare(rounds, plan.count_ops, direct, through_proxy, fenced, raw).await?;
-    Ok(Row::latency(name, operation, None, timed, Some(target::LOCK)).with_trips(trips))
+    plan: &'a Plan,
+    direct: S,
+    counted: Option<(CountingProxy, S)>,
+    fenced: F,
+}
+
+impl<'a, S, F: AsyncFn(&S) -> BoxResult<()>> LockBench<'a, S, F> {
+    /// The sides `connect` opens at `url` (failing with how to start
+    /// `server`), the second through a counting proxy.
+    async fn open(
+        name: &'static str,
+        plan: &'a Plan,
+        (server, url): (&Server, &str),
+        connect: impl AsyncFn(&str) -> BoxResult<S>,
+        fenced: F,
+    ) -> BoxResult<Self> {
+        let direct = reach(server, connect(url).await)?;
+        let counted = counting(plan, url, async |via| connect(&via).await).await?;
+        Ok(Self {
+            name,
+            plan,
+            direct,
+            counted,
+            fenced,
+        })
+    }
+
+    /// Times and counts the fenced side against `raw`.
+    async fn row(&self, operation: &str, raw: impl AsyncFn(&S) -> BoxResult<()>) -> BoxResult<Row> {
+        let through_proxy = self.counted.as_ref().map(|(proxy, sides)| (proxy, sides));
+        let rounds = (self.plan.iterations, self.plan.warmup);
+        let (timed, trips) = compare(
+            rounds,
+            self.plan.count_ops,
+            &self.direct,
+            through_proxy,
+            &self.fenced,
+            raw,
+        )
+        .await?;
+        Ok(Row::latency(self.name, operation, None, timed, Some(target::LOCK)).with_trips(trips))
+    }
 }
 
 pub(crate) async fn etcd(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let endpoints = env::ETCD.endpoint();
     let endpoint = endpoints.split(',').next().unwrap_or_default().to_owned();
     let p = prefix();
-    let direct = reach(&env::ETCD, locks::Etcd::connect(&endpoint, &p).await)?;
-    out.versions.push(direct.version().await?);
-    let counted = if plan.count {
-        let (target, via) = split_url(&endpoint)?;
-        let proxy = CountingProxy::start(target).await;
-        let sides = locks::Etcd::connect(&via(proxy.addr()), &p).await?;
-        Some((proxy, sides))
-    } else {
-        None
-    };
+    let connect = async |url: &str| locks::Etcd::connect(url, &p).await;
+    let fenced = async |s: &locks::Etcd| s.fenced().await;
+    let bench = LockBench::open("etcd", plan, (&env::ETCD, &endpoint), connect, fenced).await?;
+    out.versions.push(bench.direct.version().await?);
     out.rows.push(
-        lock_row(
-            "etcd",
-            "acquire + release vs grant + txn + revoke",
-            plan,
-            &direct,
-            counted.as_ref(),
-            async |s: &locks::Etcd| s.fenced().await,
-            async |s: &locks::Etcd| s.raw().await,
-        )
-        .await?
-        .note("raw: lease grant, a txn creating the key with the lease if absent, lease revoke; same client"),
+        bench
+            .row("acquire + release vs grant + txn + revoke", async |s| s.raw().await)
+            .await?
+            .note("raw: lease grant, a txn creating the key with the lease if absent, lease revoke; same client"),
     );
-    let mut row = lock_row(
-        "etcd",
-        "… vs grant + txn + read + revoke",
-        plan,
-        &direct,
-        counted.as_ref(),
-        async |s: &locks::Etcd| s.fenced().await,
-        async |s: &locks::Etcd| s.raw_with_lookup().await,
-    )
-    .await?
-    .note("what a lease rebuilt from its token alone pays: release finds its lock key by the token first");
+    let mut row = bench
+        .row("… vs grant + txn + read + revoke", async |s| s.raw_with_lookup().await)
+        .await?
+        .note("what a lease rebuilt from its token alone pays: release finds its lock key by the token first");
     row.target = None;
     out.rows.push(row);
     Ok(())
@@ -447,65 +470,48 @@ pub(crate) async fn zookeeper(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     } else {
         None
     };
+    let bench = LockBench {
+        name: "zookeeper",
+        plan,
+        direct,
+        counted,
+        fenced: async |s: &locks::ZooKeeper| s.fenced().await,
+    };
     out.rows.push(
-        lock_row(
-            "zookeeper",
-            "acquire + release vs create + delete",
-            plan,
-            &direct,
-            counted.as_ref(),
-            async |s: &locks::ZooKeeper| s.fenced().await,
-            async |s: &locks::ZooKeeper| s.raw().await,
-        )
-        .await?
-        .note("raw: create an ephemeral sequential znode and delete it, on a session opened beforehand"),
+        bench
+            .row("acquire + release vs create + delete", async |s| s.raw().await)
+            .await?
+            .note("raw: create an ephemeral sequential znode and delete it, on a session opened beforehand"),
     );
     out.rows.push(
-        lock_row(
-            "zookeeper",
-            "… vs session + create + delete + close",
-            plan,
-            &direct,
-            counted.as_ref(),
-            async |s: &locks::ZooKeeper| s.fenced().await,
-            async |s: &locks::ZooKeeper| s.raw_with_session().await,
-        )
-        .await?
-        .note("the issuer opens a session per lease; this raw side does too"),
+        bench
+            .row(
+                "… vs session + create + delete + close",
+                async |s: &locks::ZooKeeper| s.raw_with_session().await,
+            )
+            .await?
+            .note("the issuer opens a session per lease; this raw side does too"),
     );
     if let Some(row) = out.rows.last_mut() {
         row.target = None;
     }
-    direct.clean_up().await;
+    bench.direct.clean_up().await;
     Ok(())
 }
 
 pub(crate) async fn redis(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let url = env::REDIS_AOF.endpoint();
     let p = prefix();
-    let direct = reach(&env::REDIS_AOF, locks::Redis::connect(&url, &p).await)?;
-    out.versions.push(direct.version().await?);
-    let counted = if plan.count {
-        let (target, via) = split_url(&url)?;
-        let proxy = CountingProxy::start(target).await;
-        let sides = locks::Redis::connect(&via(proxy.addr()), &p).await?;
-        Some((proxy, sides))
-    } else {
-        None
-    };
+    let connect = async |url: &str| locks::Redis::connect(url, &p).await;
+    let fenced = async |s: &locks::Redis| s.fenced().await;
+    let bench = LockBench::open("redis", plan, (&env::REDIS_AOF, &url), connect, fenced).await?;
+    out.versions.push(bench.direct.version().await?);
     out.rows.push(
-        lock_row(
-            "redis",
-            "acquire + release vs SET NX PX + INCR + DEL",
-            plan,
-            &direct,
-            counted.as_ref(),
-            async |s: &locks::Redis| s.fenced().await,
-            async |s: &locks::Redis| s.raw().await,
-        )
-        .await?
-        .note("the issuer's acquire and release scripts; both on the append-only server (`appendfsync always`)"),
+        bench
+            .row("acquire + release vs SET NX PX + INCR + DEL", async |s| s.raw().await)
+            .await?
+            .note("the issuer's acquire and release scripts; both on the append-only server (`appendfsync always`)"),
     );
-    direct.clean_up().await;
+    bench.direct.clean_up().await;
     Ok(())
 }
