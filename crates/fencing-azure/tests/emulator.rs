@@ -96,10 +96,9 @@ async fn committed_blocks(backend: &AzureBackend, key: &str) -> usize {
 /// ETag-locked download.
 #[tokio::test]
 async fn a_large_value_is_one_put_and_reads_back_whole() {
-    let Some(backend) = backend().await else {
+    let Some((backend, store)) = shared::store::<Azurite>().await else {
         return;
     };
-    let store = AzureStore::new(backend.clone());
     let key = fencing_testkit::unique_name("large");
     let value: Bytes = (0..9 * 1024 * 1024)
         .map(|i: u32| i.to_le_bytes()[0] ^ 0x5a)
@@ -211,10 +210,9 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
 /// a zombie in either.
 #[tokio::test]
 async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
-    let Some(backend) = backend().await else {
+    let Some((backend, store)) = shared::store::<Azurite>().await else {
         return;
     };
-    let store = AzureStore::new(backend.clone());
 
     let blob = |key: String| backend.container().blob_client(&key);
     let zeroed = HashMap::from([
@@ -255,10 +253,9 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
 /// non-retryable error instead of 32 futile attempts.
 #[tokio::test]
 async fn a_lease_on_the_blob_is_a_permanent_error_not_a_lost_race() {
-    let Some(backend) = backend().await else {
+    let Some((backend, store)) = shared::store::<Azurite>().await else {
         return;
     };
-    let store = AzureStore::new(backend.clone());
     let key = fencing_testkit::unique_name("leased");
     store.put(&key, "v".into(), t(1)).await.unwrap();
     let blob = backend.container().blob_client(&key);

@@ -145,10 +145,9 @@ async fn objects_written_without_fencing_are_refused_unless_adopted() {
 /// A rewrite onto itself and a plain overwrite cannot let a zombie in either.
 #[tokio::test]
 async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
-    let Some(backend) = backend().await else {
+    let Some((backend, store)) = shared::store::<FakeGcs>().await else {
         return;
     };
-    let store = GcsStore::new(backend.clone());
     let bucket = bucket_name();
     let object = |key: &str| format!("b/{bucket}/o/{}", key.replace('/', "%2F"));
 

@@ -199,10 +199,9 @@ async fn copy_in_place(client: &Client, bucket: &str, key: String, metadata: &[(
 /// plain overwrite cannot let a zombie in.
 #[tokio::test]
 async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
-    let Some(backend) = backend().await else {
+    let Some((backend, store)) = shared::store::<Moto>().await else {
         return;
     };
-    let store = S3Store::new(backend.clone());
     let (client, bucket) = (backend.client(), backend.bucket());
     let key = shared::a_metadata_change_cannot_lower_the_mark(
         &store,

@@ -13,10 +13,8 @@ use fencing_sql::SqlConfig;
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     // A URL argument, else FENCING_SQL_URL or DATABASE_URL.
-    let config = match std::env::args().nth(1) {
-        Some(url) => SqlConfig::from_url(&url)?,
-        None => SqlConfig::from_env()?,
-    };
+    let url = std::env::args().nth(1);
+    let config = url.map_or_else(SqlConfig::from_env, |url| SqlConfig::from_url(&url))?;
     let issuer = config.connect_issuer().await?;
     let resource = format!("examples/issuer/{}", std::process::id());
     let ttl = Duration::from_secs(2);

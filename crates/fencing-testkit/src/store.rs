@@ -51,7 +51,12 @@ async fn accepted(store: &dyn FencedStore, key: &str, value: &str, token: u64, w
     assert_state(store, key, Some(value), Some(token)).await;
 }
 
-fn assert_stale<T: std::fmt::Debug>(
+/// Asserts that `result` is the refusal a zombie gets: [`Error::StaleToken`]
+/// naming `key`, the token `presented` and the store's `current` mark.
+///
+/// # Panics
+/// On any other result, or other fields.
+pub fn assert_stale<T: std::fmt::Debug>(
     result: Result<T, Error>,
     key: &str,
     presented: u64,

@@ -10,6 +10,7 @@ use fencing::{Error, FencingToken, LeaseRequest};
 use fencing_harness::env::{
     AZURE, ETCD, GCS, MYSQL, POSTGRES, REDIS, REDIS_AOF, S3, Server, ZOOKEEPER,
 };
+use fencing_testkit::store::assert_stale;
 
 fn prefix() -> String {
     fencing_testkit::unique_prefix().replace('-', "_")
@@ -35,13 +36,8 @@ async fn store(server: Option<&Server>, url: &str) {
         .put(&key, "from 34".into(), FencingToken::new(34))
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"));
-    let stale = store
-        .put(&key, "from 33".into(), FencingToken::new(33))
-        .await;
-    assert!(
-        matches!(stale, Err(Error::StaleToken { .. })),
-        "{url}: {stale:?}"
-    );
+    let stale = store.put(&key, "from 33".into(), FencingToken::new(33));
+    assert_stale(stale.await, &key, 33, 34);
 }
 
 async fn issuer(server: &Server, url: &str) {

@@ -86,6 +86,12 @@ pub async fn backend<E: Emulator>() -> Option<E::Backend> {
     .await
 }
 
+/// [`backend`] and a fenced store on it.
+pub async fn store<E: Emulator>() -> Option<(E::Backend, BlobStore<E::Backend>)> {
+    let backend = backend::<E>().await?;
+    Some((backend.clone(), BlobStore::new(backend)))
+}
+
 /// The store of `E` at an address where nothing listens: setting it up is
 /// a retryable backend error (what a test turns into "start it with
 /// integration/services.sh").

@@ -254,22 +254,25 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
 
 // --- Object stores ---------------------------------------------------------
 
-/// The object-store cases on `B`, whose store at an endpoint `make` opens.
+/// The object-store cases on `B`, whose store on this run's bucket at an
+/// endpoint `make(endpoint, bucket)` opens (the adapter's
+/// `emulator::store`).
 async fn objects<B, F>(
     name: &'static str,
     server: &Server,
-    endpoint: &str,
     plan: &Plan,
     out: &mut Output,
     make: F,
 ) -> BoxResult<()>
 where
     B: Plain,
-    F: AsyncFn(&str) -> fencing::Result<BlobStore<B>>,
+    F: AsyncFn(&str, &str) -> fencing::Result<BlobStore<B>>,
 {
-    let open = async |endpoint: &str| reach(server, make(endpoint).await.map_err(Into::into));
-    let direct = blob::Sides::new(open(endpoint).await?);
-    let counted = counting(plan, endpoint, async |via| {
+    let (endpoint, bucket) = (server.endpoint(), bucket());
+    let open =
+        async |endpoint: &str| reach(server, make(endpoint, &bucket).await.map_err(Into::into));
+    let direct = blob::Sides::new(open(&endpoint).await?);
+    let counted = counting(plan, &endpoint, async |via| {
         Ok(blob::Sides::new(open(&via).await?))
     })
     .await?;
@@ -350,33 +353,20 @@ fn bucket() -> String {
 }
 
 pub(crate) async fn s3(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let endpoint = env::S3.endpoint();
-    let bucket = bucket();
-    objects("s3", &env::S3, &endpoint, plan, out, async |e: &str| {
-        fencing_s3::emulator::store(e, &bucket).await
-    })
-    .await
+    objects("s3", &env::S3, plan, out, fencing_s3::emulator::store).await
 }
 
 pub(crate) async fn gcs(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let endpoint = env::GCS.endpoint();
-    let bucket = bucket();
-    objects("gcs", &env::GCS, &endpoint, plan, out, async |e: &str| {
-        fencing_gcs::emulator::store(e, &bucket).await
-    })
-    .await
+    objects("gcs", &env::GCS, plan, out, fencing_gcs::emulator::store).await
 }
 
 pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let endpoint = env::AZURE.endpoint();
-    let bucket = bucket();
     objects(
         "azure",
         &env::AZURE,
-        &endpoint,
         plan,
         out,
-        async |e: &str| fencing_azure::emulator::store(e, &bucket).await,
+        fencing_azure::emulator::store,
     )
     .await
 }
