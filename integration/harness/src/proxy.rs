@@ -10,8 +10,8 @@
 //!   and loses the answer: the "applied, but the response never came back"
 //!   that an SDK's own retry turns into a failed precondition.
 //!
-//! Bounded: both listen on 127.0.0.1 only, forward only to a loopback
-//! target, keep at most [`MAX_CONNECTIONS`] connections, hold at most one
+//! Bounded: all listen on 127.0.0.1 only, forward only to a loopback
+//! target, keep at most [`MAX_CONNECTIONS`] connections open, hold at most one
 //! read buffer per direction of a connection, and stop by themselves when
 //! dropped or after [`LIFETIME`].
 
@@ -25,8 +25,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
-/// The most connections one proxy accepts ([`HoldingProxy`]: in all;
-/// [`CountingProxy`]: open at once).
+/// The most connections one proxy keeps open at once (the next accept
+/// waits for one to close).
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long a proxy lives at most.
 pub const LIFETIME: Duration = Duration::from_secs(300);
@@ -68,6 +68,40 @@ async fn listen_for(target: SocketAddr) -> (TcpListener, SocketAddr) {
     (listener, addr)
 }
 
+/// Listens on a fresh loopback port and runs `pump` on each client
+/// connection (its pump to `target`), at most [`MAX_CONNECTIONS`] at once,
+/// until [`LIFETIME`] or the proxy's drop: then every pump is aborted.
+///
+/// # Panics
+/// If `target` is not on loopback or no port can be bound.
+async fn serve<F, Fut>(target: SocketAddr, pump: F) -> (SocketAddr, AbortOnDrop)
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let (listener, addr) = listen_for(target).await;
+    let task = AbortOnDrop::within_lifetime(async move {
+        let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        let mut pumps = tokio::task::JoinSet::new();
+        loop {
+            let Ok(permit) = open.clone().acquire_owned().await else {
+                break;
+            };
+            let Ok((client, _)) = listener.accept().await else {
+                break;
+            };
+            let pumping = pump(client);
+            pumps.spawn(async move {
+                pumping.await;
+                drop(permit);
+            });
+            // Reap finished pumps so the set stays small.
+            while pumps.try_join_next().is_some() {}
+        }
+    });
+    (addr, task)
+}
+
 /// A running proxy. Dropping it stops it and closes its connections.
 #[derive(Debug)]
 pub struct HoldingProxy {
@@ -84,27 +118,13 @@ impl HoldingProxy {
     /// # Panics
     /// If `target` is not on loopback or no port can be bound.
     pub async fn start(target: SocketAddr) -> Self {
-        let (listener, addr) = listen_for(target).await;
         let (hold, holding) = watch::channel(false);
         let held_chunks = Arc::new(AtomicUsize::new(0));
         let counter = held_chunks.clone();
-        let task = AbortOnDrop::within_lifetime(async move {
-            let mut pumps = Vec::new();
-            while pumps.len() < MAX_CONNECTIONS {
-                let Ok((client, _)) = listener.accept().await else {
-                    break;
-                };
-                pumps.push(tokio::spawn(pump(
-                    client,
-                    target,
-                    holding.clone(),
-                    counter.clone(),
-                )));
-            }
-            for p in pumps {
-                let _ = p.await;
-            }
-        });
+        let (addr, task) = serve(target, move |client| {
+            pump(client, target, holding.clone(), counter.clone())
+        })
+        .await;
         Self {
             addr,
             hold,
@@ -271,30 +291,13 @@ impl CountingProxy {
     /// # Panics
     /// If `target` is not on loopback or no port can be bound.
     pub async fn start(target: SocketAddr) -> Self {
-        let (listener, addr) = listen_for(target).await;
         let counters = Arc::new(Counters::default());
         let counting = counters.clone();
-        let task = AbortOnDrop::within_lifetime(async move {
-            let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-            let mut pumps = tokio::task::JoinSet::new();
-            loop {
-                // At most MAX_CONNECTIONS open: the next accept waits.
-                let Ok(permit) = open.clone().acquire_owned().await else {
-                    break;
-                };
-                let Ok((client, _)) = listener.accept().await else {
-                    break;
-                };
-                counting.connections.fetch_add(1, Ordering::SeqCst);
-                let counting = counting.clone();
-                pumps.spawn(async move {
-                    count_pump(client, target, counting).await;
-                    drop(permit);
-                });
-                // Reap finished pumps so the set stays small.
-                while pumps.try_join_next().is_some() {}
-            }
-        });
+        let (addr, task) = serve(target, move |client| {
+            counting.connections.fetch_add(1, Ordering::SeqCst);
+            count_pump(client, target, counting.clone())
+        })
+        .await;
         Self {
             addr,
             counters,
@@ -497,19 +500,12 @@ impl AnswerDroppingProxy {
     /// # Panics
     /// If `target` is not on loopback or no port can be bound.
     pub async fn start(target: SocketAddr) -> Self {
-        let (listener, addr) = listen_for(target).await;
         let state = Arc::new(DropState::default());
         let shared = state.clone();
-        let task = AbortOnDrop::within_lifetime(async move {
-            let mut pumps = tokio::task::JoinSet::new();
-            while pumps.len() < MAX_CONNECTIONS {
-                let Ok((client, _)) = listener.accept().await else {
-                    break;
-                };
-                pumps.spawn(drop_pump(client, target, shared.clone()));
-                while pumps.try_join_next().is_some() {}
-            }
-        });
+        let (addr, task) = serve(target, move |client| {
+            drop_pump(client, target, shared.clone())
+        })
+        .await;
         Self {
             addr,
             state,
