@@ -26,7 +26,7 @@ use fencing::memory::MemoryStore;
 use fencing::{Error, FencedStore, FencingToken, TokenIssuer};
 use fencing_harness::env::{ETCD_CLUSTER, ZK_ENSEMBLE};
 use fencing_harness::failover::Cluster;
-use fencing_harness::process::{StdoutLines, signal, spawn_reporting_token};
+use fencing_harness::process::{Signal, StdoutLines, signal, spawn_reporting_token};
 use fencing_integration::candidate;
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix};
 
@@ -63,7 +63,7 @@ impl Zombie {
                     .env(RUN_PREFIX_VAR, run_prefix()),
                 "leader",
             );
-            signal(child.id(), "STOP");
+            signal(child.id(), Signal::SIGSTOP);
             return (Self::Process { child, lines }, FencingToken::new(token));
         }
         let (token_tx, token_rx) = mpsc::channel();
@@ -99,7 +99,7 @@ impl Zombie {
                 mut child,
                 mut lines,
             } => {
-                signal(child.id(), "CONT");
+                signal(child.id(), Signal::SIGCONT);
                 let verdicts = (0..stores)
                     .map(|_| lines.next().expect("a verdict").expect("readable"))
                     .collect();
@@ -347,7 +347,7 @@ async fn leader_kill_keeps_one_writer_per_term(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let leader = cluster.leader();
     let killed_at = t0.elapsed();
-    let down = cluster.kill(leader, "KILL");
+    let down = cluster.kill(leader, Signal::SIGKILL);
     eprintln!(
         "{:.1}s: killed the {} leader (pid {}, port {})",
         killed_at.as_secs_f64(),

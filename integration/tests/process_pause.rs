@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use fencing::LeaseRequest;
-use fencing_harness::process::{signal, spawn_reporting_token};
+use fencing_harness::process::{Signal, signal, spawn_reporting_token};
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix, store};
 
 async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
@@ -25,7 +25,7 @@ async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
         "acquired",
     );
 
-    signal(child.id(), "STOP");
+    signal(child.id(), Signal::SIGSTOP);
     tokio::time::sleep(ttl + ttl / 2).await;
 
     let lease = issuer
@@ -41,7 +41,7 @@ async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
         .await
         .expect("new holder writes");
 
-    signal(child.id(), "CONT");
+    signal(child.id(), Signal::SIGCONT);
     let verdict = lines.next().expect("a verdict").expect("readable");
     let status = child.wait().unwrap();
     assert_eq!(

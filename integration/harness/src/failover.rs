@@ -45,6 +45,7 @@ use fencing_testkit::history::{History, Tally};
 
 use crate::env::Server;
 use crate::error_chain;
+use crate::process::Signal;
 
 /// A cluster `integration/services.sh` runs and can kill a member of.
 #[derive(Clone, Debug)]
@@ -136,14 +137,14 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no follower of ours in:\n{status}"))
     }
 
-    /// Kills the member `(pid, port)` with `signal` (e.g. `"KILL"`,
-    /// `"TERM"`); the member is started again when the returned guard is
+    /// Kills the member `(pid, port)` with `signal` (`SIGKILL`,
+    /// `SIGTERM`); the member is started again when the returned guard is
     /// dropped or [`restarted`](MemberDown::restart), so a failing test
     /// leaves the cluster as it found it.
     ///
     /// # Panics
     /// If the signal cannot be sent.
-    pub fn kill(&self, (pid, port): (u32, u16), signal: &str) -> MemberDown {
+    pub fn kill(&self, (pid, port): (u32, u16), signal: Signal) -> MemberDown {
         crate::process::signal(pid, signal);
         MemberDown {
             cluster: self.clone(),
@@ -391,7 +392,7 @@ where
     tokio::time::sleep(config.kill_after).await;
     let (pid, port) = cluster.leader();
     let killed_at = t0.elapsed();
-    let restart = cluster.kill((pid, port), "KILL");
+    let restart = cluster.kill((pid, port), Signal::SIGKILL);
     eprintln!(
         "{:.1}s: killed the leader of the {} (pid {pid}, port {port})",
         killed_at.as_secs_f64(),

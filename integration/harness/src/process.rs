@@ -5,20 +5,32 @@
 use std::io::{BufRead, BufReader, Lines};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
+pub use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
 /// The rest of a spawned process's stdout, line by line.
 pub type StdoutLines = Lines<BufReader<ChildStdout>>;
 
-/// Sends `signal` (`"STOP"`, `"CONT"`, `"KILL"`, `"9"`) to `pid` with
-/// `kill`.
+/// Sends `signal` to process `pid`, never to a group: pid 0 (and a pid
+/// too large to be one) is refused.
+///
+/// # Errors
+/// The pid refused, or what `kill(2)` says (no such process, not ours).
+pub fn send_signal(pid: u32, signal: Signal) -> Result<(), String> {
+    let raw = i32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| format!("{pid} is not a process id"))?;
+    nix::sys::signal::kill(Pid::from_raw(raw), signal)
+        .map_err(|e| format!("could not send {signal} to pid {pid}: {e}"))
+}
+
+/// [`send_signal`], for a test.
 ///
 /// # Panics
-/// If `kill` fails.
-pub fn signal(pid: u32, signal: &str) {
-    let status = Command::new("kill")
-        .args([format!("-{signal}"), pid.to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success(), "could not send SIG{signal} to pid {pid}");
+/// If the signal cannot be sent.
+pub fn signal(pid: u32, signal: Signal) {
+    send_signal(pid, signal).unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Starts `command` with its stdout piped and reads its first line, which

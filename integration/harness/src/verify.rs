@@ -8,6 +8,7 @@ use fencing_core::safety::{SafetyCheck, Verdict};
 
 use crate::env::Server;
 use crate::failover::{Cluster, MemberDown};
+use crate::process::Signal;
 
 /// The one check named `name`.
 ///
@@ -70,7 +71,7 @@ pub fn assert_cluster_checks<'a>(
 pub async fn a_follower_down(cluster: Server) -> (u16, MemberDown) {
     let cluster = Cluster::new(cluster);
     let (pid, port) = cluster.a_follower();
-    let down = cluster.kill((pid, port), "TERM");
+    let down = cluster.kill((pid, port), Signal::SIGTERM);
     tokio::time::sleep(Duration::from_secs(1)).await;
     (port, down)
 }

@@ -25,7 +25,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::Signal;
+use fencing_harness::process::Signal;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use schedule::{Fault, Step};

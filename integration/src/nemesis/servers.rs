@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use fencing_harness::process::{Signal, send_signal};
 
 use super::net::{Host, Net, run};
 
@@ -124,13 +123,10 @@ impl Drop for Proc {
     }
 }
 
-/// Sends `sig` to process `pid` (never to a group: pid 0 is refused).
+/// Sends `sig` to process `pid`, if it is still there (a fault on a
+/// process that already exited is no fault).
 pub fn signal(pid: u32, sig: Signal) {
-    if let Ok(pid) = i32::try_from(pid)
-        && pid > 0
-    {
-        let _ = kill(Pid::from_raw(pid), sig);
-    }
+    let _ = send_signal(pid, sig);
 }
 
 /// A PostgreSQL server of its own (initdb'd into `dir`, trust auth from the
