@@ -46,7 +46,7 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
         .find_map(|l| l.strip_prefix("process_id:"))
         .and_then(|pid| pid.trim().parse().ok())
         .expect("process_id in INFO");
-    fencing_harness::process::signal(pid, "9");
+    fencing_harness::process::signal(pid, fencing_harness::process::Signal::SIGKILL);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let up = Command::new("bash")
         .args([SERVICES, "up", "redis-aof"])
