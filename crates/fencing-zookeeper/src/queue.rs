@@ -191,15 +191,30 @@ pub(crate) async fn lock_nodes(
     client: &zk::Client,
     dir: &str,
 ) -> ZkResult<(u64, Vec<LockNode>)> {
-    let children = match rpc.timed(client.list_children(dir)).await {
-        Ok(children) => children,
-        Err(zk::Error::NoNode) => return Ok((0, Vec::new())),
-        Err(e) => return Err(e),
-    };
-    let names: Vec<String> = children
-        .into_iter()
-        .filter(|c| c.starts_with(LOCK_PREFIX))
-        .collect();
+    let names = lock_names(rpc, client, dir).await?;
+    read_lock_nodes(rpc, client, dir, names).await
+}
+
+/// The names of the lock nodes under `dir`, in no order; none if `dir` is
+/// gone.
+async fn lock_names(rpc: &Rpc, client: &zk::Client, dir: &str) -> ZkResult<Vec<String>> {
+    match rpc.timed(client.list_children(dir)).await {
+        Ok(children) => Ok(children
+            .into_iter()
+            .filter(|c| c.starts_with(LOCK_PREFIX))
+            .collect()),
+        Err(zk::Error::NoNode) => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`lock_nodes`] for nodes already listed.
+async fn read_lock_nodes(
+    rpc: &Rpc,
+    client: &zk::Client,
+    dir: &str,
+    names: Vec<String>,
+) -> ZkResult<(u64, Vec<LockNode>)> {
     if names.is_empty() {
         return Ok((0, Vec::new()));
     }
@@ -231,12 +246,26 @@ pub(crate) async fn lock_nodes(
 
 /// Where our node stands: `Ok(None)` if first, else the node ahead.
 pub(crate) async fn ahead_of(rpc: &Rpc, q: &Queued) -> Result<Option<String>> {
-    let (_, nodes) = lock_nodes(rpc, &q.client, &q.dir).await.map_err(|e| {
+    let lost_or_failed = |e| {
         map_error(
             e,
             Call::read("list the lock nodes").on_lease(&q.request.resource, q.token),
         )
-    })?;
+    };
+    let names = lock_names(rpc, &q.client, &q.dir)
+        .await
+        .map_err(lost_or_failed)?;
+    if !names.contains(&q.name) {
+        // Our node is gone: the session expired (or was closed).
+        return Err(q.lost());
+    }
+    if names.len() == 1 {
+        // Alone in the queue: first, with no need to read the order.
+        return Ok(None);
+    }
+    let (_, nodes) = read_lock_nodes(rpc, &q.client, &q.dir, names)
+        .await
+        .map_err(lost_or_failed)?;
     let Some(index) = nodes.iter().position(|n| n.name == q.name) else {
         // Our node is gone: the session expired (or was closed).
         return Err(q.lost());
