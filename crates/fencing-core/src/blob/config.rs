@@ -27,7 +27,7 @@
 use std::fmt;
 
 use super::{BlobBackend, BlobStore};
-use crate::url::{BackendUrl, Query, env, env_bool};
+use crate::url::{BackendUrl, Query, env, env_any, env_bool};
 use crate::{Error, Result};
 
 /// What tells one object store's URLs, variables and messages from
@@ -99,10 +99,8 @@ impl ObjectStoreConfig {
     pub fn from_env(kind: &ObjectStoreKind) -> Result<Self> {
         let prefix = kind.env_prefix;
         let name_var = format!("{prefix}_{}", kind.noun.to_ascii_uppercase());
-        let name =
-            env(&name_var).ok_or_else(|| Error::invalid_input(format!("{name_var} is not set")))?;
         let config = Self {
-            name,
+            name: env_any(&[&name_var])?,
             endpoint: env(&format!("{prefix}_ENDPOINT")),
             emulator: env_bool(&format!("{prefix}_EMULATOR"))?,
             adopt_unfenced: env_bool(&format!("{prefix}_ADOPT_UNFENCED"))?,

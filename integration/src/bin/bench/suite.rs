@@ -121,15 +121,13 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
     let direct_unpinged = connect(&url, false).await?;
     out.versions.push(direct.version().await?);
     // The same sides through a counting proxy (not for SQLite: no network).
-    let counted = match (plan.count, server) {
-        (true, Some(_)) => {
-            let (target, via) = split_url(&url)?;
-            let proxy = CountingProxy::start(target).await;
-            let pinged = connect(&via(proxy.addr()), true).await?;
-            let unpinged = connect(&via(proxy.addr()), false).await?;
-            Some((proxy, pinged, unpinged))
-        }
-        _ => None,
+    let counted = match server {
+        Some(_) => counting(plan, &url, async |via| {
+            Ok((connect(&via, true).await?, connect(&via, false).await?))
+        })
+        .await?
+        .map(|(proxy, (pinged, unpinged))| (proxy, pinged, unpinged)),
+        None => None,
     };
     let embedded = "embedded: no network, no round trips";
     // A fenced put against a plain upsert of `len` bytes on `direct`, and
