@@ -26,8 +26,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::var("FENCING_AZURE_CONTAINER").unwrap_or_else(|_| "fencing-example".into());
 
     // Azurite's development account, reached with an account SAS; the
-    // container is created if missing. Against Azure, build your own
-    // `BlobContainerClient` and call `fencing_azure::azure_store`.
+    // container is created if missing. Against Azure (a connection string,
+    // an account key, a SAS or an Entra ID credential; the container
+    // exists): `fencing_azure::AzureConfig::from_env()?.connect().await?`.
     let store = fencing_azure::emulator::store(&endpoint, &container).await?;
 
     // The steps are fencing_core::scenario::figure_9_6, the scenario every

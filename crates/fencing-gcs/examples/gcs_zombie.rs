@@ -25,8 +25,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bucket = std::env::var("FENCING_GCS_BUCKET").unwrap_or_else(|_| "fencing-example".into());
 
     // The emulator, reached anonymously; the bucket is created over its JSON
-    // API. Against real GCS, build your own `Storage` client and call
-    // `fencing_gcs::gcs_store`.
+    // API. Against real GCS (application default credentials; the bucket
+    // exists): `fencing_gcs::GcsConfig::from_env()?.connect().await?`, or
+    // `GcsConfig::from_url("gs://BUCKET")`.
     let store = fencing_gcs::emulator::store(&endpoint, &bucket).await?;
 
     // The steps are fencing_core::scenario::figure_9_6, the scenario every

@@ -24,7 +24,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bucket = std::env::var("FENCING_S3_BUCKET").unwrap_or_else(|_| "fencing-example".into());
 
     // The emulator's client (static test keys, path-style) and the bucket.
-    // Against real S3, build your own client and call `fencing_s3::s3_store`.
+    // Against real S3 (AWS's credential chain; the bucket exists):
+    // `fencing_s3::S3Config::from_env()?.connect().await?`, or
+    // `S3Config::from_url("s3://BUCKET?region=…")`.
     let store = fencing_s3::emulator::store(&endpoint, &bucket)
         .await
         .map_err(|e| {

@@ -47,11 +47,7 @@ impl SqlConfig {
             || (cfg!(feature = "mysql") && matches!(scheme, "mysql" | "mariadb"))
             || (cfg!(feature = "sqlite") && scheme == "sqlite");
         if !supported {
-            return Err(Error::invalid_input(format!(
-                "unsupported database URL {:?}: expected postgres://, mysql://, mariadb:// or sqlite:// \
-                 (with the matching feature enabled)",
-                redact(url)
-            )));
+            return Err(unsupported(url));
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut prefix = None;
@@ -106,9 +102,7 @@ impl SqlConfig {
     /// # Errors
     /// As [`Db::connect`].
     pub async fn connect(&self) -> Result<Db> {
-        Ok(Db::connect(&self.url)
-            .await?
-            .with_tables(self.tables.clone()))
+        Db::open(&self.url, self.tables.clone()).await
     }
 
     /// Connects and opens the store (creating its tables).
@@ -126,6 +120,15 @@ impl SqlConfig {
     pub async fn connect_issuer(&self) -> Result<SqlIssuer> {
         SqlIssuer::new(self.connect().await?).await
     }
+}
+
+/// A URL whose scheme this build does not open.
+pub(crate) fn unsupported(url: &str) -> Error {
+    Error::invalid_input(format!(
+        "unsupported database URL {:?}: expected postgres://, mysql://, mariadb:// or sqlite:// \
+         (with the matching fencing-sql feature enabled)",
+        redact(url)
+    ))
 }
 
 #[cfg(test)]
@@ -158,5 +161,22 @@ mod tests {
         assert!(
             invalid("sqlite://x?fencing_table_prefix=a&fencing_table_prefix=b").contains("twice")
         );
+    }
+
+    /// `Db::connect` reads the URL as `SqlConfig` does: our option is taken
+    /// out, and no message shows the password (a URL the driver cannot
+    /// parse is refused before anything is sent).
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn db_connect_refuses_a_malformed_url_without_showing_its_password() {
+        for url in [
+            "postgres://u:secret@[::1:5432/x",
+            "postgres://u:secret@[::1:5432/x?fencing_table_prefix=t_",
+            "oracle://u:secret@h/db",
+        ] {
+            let message = invalid_input_message(url, Db::connect(url).await);
+            assert!(!message.contains("secret"), "{message}");
+            assert!(message.contains("u:***@"), "{message}");
+        }
     }
 }

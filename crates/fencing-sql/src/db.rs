@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use fencing_core::url::redact;
 use fencing_core::{Error, Result};
 
 use crate::error::map_error;
@@ -129,12 +130,21 @@ impl fmt::Debug for Db {
 
 impl Db {
     /// Connects by URL: `postgres://…`, `mysql://…` (also `mariadb://…`),
-    /// `sqlite://path` (created if missing, WAL journal) or `sqlite::memory:`.
+    /// `sqlite://path` (created if missing, WAL journal) or `sqlite::memory:`,
+    /// with `fencing_table_prefix=` as [`SqlConfig`](crate::SqlConfig) reads
+    /// it (the same as `SqlConfig::from_url(url)?.connect()`).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an unknown scheme or malformed URL;
+    /// [`Error::InvalidInput`] for an unknown scheme or malformed URL (the
+    /// message shows the URL without its password);
     /// [`Error::Backend`] if the server does not answer.
     pub async fn connect(url: &str) -> Result<Self> {
+        crate::SqlConfig::from_url(url)?.connect().await
+    }
+
+    /// Opens a pool on `url` (a scheme [`SqlConfig`](crate::SqlConfig)
+    /// accepted, without our option) for `tables`.
+    pub(crate) async fn open(url: &str, tables: Tables) -> Result<Self> {
         let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
         let pool = match scheme {
             #[cfg(feature = "postgres")]
@@ -167,17 +177,9 @@ impl Db {
                         .map_err(|e| map_error(Dialect::Sqlite, "connect", false, e))?,
                 )
             }
-            _ => {
-                return Err(Error::invalid_input(format!(
-                    "unsupported database URL {url:?}: expected postgres://, mysql://, mariadb:// or sqlite:// \
-                     (with the matching fencing-sql feature enabled)"
-                )));
-            }
+            _ => return Err(crate::config::unsupported(url)),
         };
-        Ok(Self {
-            pool,
-            tables: Tables::default(),
-        })
+        Ok(Self { pool, tables })
     }
 
     /// Uses an existing PostgreSQL pool.
@@ -302,5 +304,5 @@ fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
 }
 
 fn bad_url(url: &str, e: sqlx::Error) -> Error {
-    Error::invalid_input(format!("malformed database URL {url:?}: {e}"))
+    Error::invalid_input(format!("malformed database URL {:?}: {e}", redact(url)))
 }
