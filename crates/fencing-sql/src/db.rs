@@ -151,14 +151,23 @@ impl Db {
             "postgres" | "postgresql" => {
                 let options: sqlx::postgres::PgConnectOptions =
                     url.parse().map_err(|e| bad_url(url, e))?;
-                Pool::Postgres(probe_and_open(Dialect::Postgres, options).await?)
+                Pool::Postgres(probe_and_open(Dialect::Postgres, options, pool_options()).await?)
             }
             #[cfg(feature = "mysql")]
             "mysql" | "mariadb" => {
                 let url = url.replacen("mariadb:", "mysql:", 1);
                 let options: sqlx::mysql::MySqlConnectOptions =
                     url.parse().map_err(|e| bad_url(&url, e))?;
-                Pool::MySql(probe_and_open(Dialect::MySql, options).await?)
+                // A server default of `autocommit=0` (or an `init_connect`
+                // setting it) would leave every write in an open transaction,
+                // rolled back when the connection closes.
+                let pool = pool_options().after_connect(|conn, _| {
+                    Box::pin(async move {
+                        sqlx::Executor::execute(conn, "SET autocommit = 1").await?;
+                        Ok(())
+                    })
+                });
+                Pool::MySql(probe_and_open(Dialect::MySql, options, pool).await?)
             }
             #[cfg(feature = "sqlite")]
             "sqlite" => {
@@ -259,6 +268,35 @@ impl Db {
         Ok(())
     }
 
+    /// Refuses a pool whose sessions would not keep what they accept: on
+    /// MySQL/MariaDB, `autocommit` off (a server default, `init_connect`,
+    /// or the pool's own `after_connect`) leaves every statement in an open
+    /// transaction, invisible to other sessions and rolled back when the
+    /// connection closes: a fence that vanishes, a token granted twice.
+    /// The pools this crate opens turn it on; a pool passed to
+    /// [`Db::mysql`] is checked here, by [`SqlStore::new`](crate::SqlStore::new)
+    /// and [`SqlIssuer::new`](crate::SqlIssuer::new).
+    pub(crate) async fn check_session(&self) -> Result<()> {
+        #[cfg(feature = "mysql")]
+        #[allow(irrefutable_let_patterns)]
+        if let Pool::MySql(p) = &self.pool {
+            let autocommit: i64 = sqlx::query_scalar("SELECT CAST(@@autocommit AS SIGNED)")
+                .fetch_one(p)
+                .await
+                .map_err(|e| map_error(Dialect::MySql, "read autocommit", false, e))?;
+            if autocommit != 1 {
+                return Err(Error::UnsafeConfiguration {
+                    backend: Dialect::MySql.name(),
+                    reason: "autocommit is off in this pool's sessions: every write would stay in an open \
+                             transaction, rolled back when the connection closes; run `SET autocommit = 1` \
+                             in the pool's after_connect (the pools Db::connect opens do)"
+                        .into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Drops the three tables (for tests and clean-up).
     ///
     /// # Errors
@@ -289,12 +327,13 @@ impl Db {
 async fn probe_and_open<DB: sqlx::Database>(
     dialect: Dialect,
     options: <DB::Connection as sqlx::Connection>::Options,
+    pool: sqlx::pool::PoolOptions<DB>,
 ) -> Result<sqlx::Pool<DB>> {
     use sqlx::{ConnectOptions, Connection};
     let failed = |e| map_error(dialect, "connect", false, e);
     let conn = options.connect().await.map_err(failed)?;
     let _ = conn.close().await;
-    pool_options().connect_with(options).await.map_err(failed)
+    pool.connect_with(options).await.map_err(failed)
 }
 
 fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {

@@ -48,8 +48,11 @@ impl SqlIssuer {
     /// [`Error::UnsafeConfiguration`] if an existing lease table keeps
     /// expiry on a zone-dependent clock (the MySQL table earlier releases
     /// created, a PostgreSQL `timestamp without time zone`): the message
-    /// names the statements that migrate it.
+    /// names the statements that migrate it, or for a MySQL pool whose
+    /// sessions run with `autocommit` off (a grant would be rolled back when
+    /// the connection closes, and its token granted again).
     pub async fn new(db: Db) -> Result<Self> {
+        db.check_session().await?;
         db.create_tables().await?;
         let (d, t) = (db.dialect(), db.tables.leases.clone());
         let issuer = Self {

@@ -45,8 +45,11 @@ impl SqlStore {
     ///
     /// # Errors
     /// [`Error::Backend`] if the table cannot be created or the server
-    /// cannot be reached.
+    /// cannot be reached; [`Error::UnsafeConfiguration`] for a MySQL pool
+    /// whose sessions run with `autocommit` off (its writes would be rolled
+    /// back when the connection closes).
     pub async fn new(db: Db) -> Result<Self> {
+        db.check_session().await?;
         db.create_tables().await?;
         let d = db.dialect();
         let t = &db.tables.records;

@@ -721,3 +721,39 @@ dropped_write_suite!(dropped_sqlite, None, sqlite_url(), sqlx::Sqlite, |table| {
         ),
     ]
 });
+
+/// A MySQL/MariaDB pool whose sessions start with `autocommit` off (a
+/// server default or `init_connect`; here the pool's own `after_connect`)
+/// would keep every accepted write in a transaction that is rolled back
+/// when its connection closes: the store and the issuer refuse it rather
+/// than report a fence or a grant that will vanish.
+#[tokio::test]
+async fn a_mysql_pool_with_autocommit_off_is_refused() {
+    if MYSQL.skipped() {
+        return;
+    }
+    let pool = sqlx::pool::PoolOptions::<sqlx::MySql>::new()
+        .max_connections(2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::query("SET autocommit = 0")
+                    .execute(conn)
+                    .await
+                    .map(|_| ())
+            })
+        })
+        .connect(&MYSQL.endpoint())
+        .await
+        .unwrap_or_else(|e| MYSQL.unavailable(&e));
+    let db = Db::mysql(pool).with_tables(tables_for("autocommit"));
+    let store = SqlStore::new(db.clone()).await.map(drop);
+    let issuer = SqlIssuer::new(db).await.map(drop);
+    for (what, opened) in [("store", store), ("issuer", issuer)] {
+        match opened {
+            Err(Error::UnsafeConfiguration { reason, .. }) => {
+                assert!(reason.contains("autocommit is off"), "{what}: {reason}");
+            }
+            other => panic!("{what}: expected UnsafeConfiguration, got {other:?}"),
+        }
+    }
+}
