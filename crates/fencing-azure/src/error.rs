@@ -38,8 +38,11 @@ const OVERRIDES: &[Override] = &[
         .means(Meaning::Permanent),
     // A blob deleted under a write.
     Override::status(404).writes().means(Meaning::LostRace),
-    // Throttled (`ServerBusy`): not applied.
-    Override::status(503).means(Meaning::Retryable),
+    // Throttled: not applied. Any other 503 (a gateway's, perhaps after
+    // forwarding the write) may follow an applied write.
+    Override::status(503)
+        .code("ServerBusy")
+        .means(Meaning::Retryable),
 ];
 
 /// Maps a client failure of `op` on `container`/`key`: an answer by the
@@ -163,6 +166,24 @@ mod tests {
             (
                 Op::Update,
                 answered(StatusCode::ServiceUnavailable, Some("ServerBusy")),
+                "backend retryable=true",
+            ),
+            // Only Azure's own throttling promises the write was not
+            // applied; another 503 (a gateway's, after forwarding) may come
+            // after it was.
+            (
+                Op::Update,
+                answered(StatusCode::ServiceUnavailable, None),
+                "unknown",
+            ),
+            (
+                Op::Create,
+                answered(StatusCode::ServiceUnavailable, Some("ServiceUnavailable")),
+                "unknown",
+            ),
+            (
+                Op::Head,
+                answered(StatusCode::ServiceUnavailable, None),
                 "backend retryable=true",
             ),
             (

@@ -32,9 +32,15 @@ const OVERRIDES: &[Override] = &[
     Override::status(404)
         .code("NoSuchBucket")
         .means(Meaning::Permanent),
-    // Throttled or asked to retry: not applied.
-    Override::status(408).means(Meaning::Retryable),
-    Override::status(503).means(Meaning::Retryable),
+    // S3's own "not applied, try again" answers: the request body was not
+    // read in time, or throttled. Any other 408/503 (a load balancer's,
+    // perhaps after forwarding the write) may follow an applied write.
+    Override::status(408)
+        .code("RequestTimeout")
+        .means(Meaning::Retryable),
+    Override::status(503)
+        .code("SlowDown")
+        .means(Meaning::Retryable),
     // 2xx/3xx with a response the SDK could not read: the write went
     // through, but we cannot say at which version.
     Override::statuses(200, 399)
@@ -169,6 +175,22 @@ mod tests {
                 answered(503, Some("SlowDown")),
                 "backend retryable=true",
             ),
+            // Only S3's own throttling promises the write was not applied;
+            // another 503 (a load balancer's, after forwarding) may come
+            // after it was.
+            (Op::Write, answered(503, None), "unknown"),
+            (
+                Op::Write,
+                answered(503, Some("ServiceUnavailable")),
+                "unknown",
+            ),
+            (Op::Read, answered(503, None), "backend retryable=true"),
+            (
+                Op::Write,
+                answered(408, Some("RequestTimeout")),
+                "backend retryable=true",
+            ),
+            (Op::Write, answered(408, None), "unknown"),
             (Op::Write, answered(500, Some("InternalError")), "unknown"),
             (
                 Op::Read,
