@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use etcd_client::{Client, ConnectOptions, GetOptions, KeyValue};
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn};
 use fencing_core::keepalive::KeepAlive;
 use fencing_core::{
     Call, Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
@@ -229,17 +229,21 @@ impl EtcdIssuer {
             .map_err(|e| map_error(e, Call::read("read")))
     }
 
-    /// The etcd lease id of `lease`'s lock key: from the handle the lease
-    /// carries, or else found by token and holder ([`Self::find_key`]).
-    /// `None` if the key is gone, or is not this holder's.
-    async fn lease_id(&self, lease: &Lease, op: &str) -> Result<Option<i64>> {
+    /// `lease`'s lock key and the etcd lease attached to it: from the handle
+    /// the lease carries, or else found by token and holder
+    /// ([`Self::find_key`]). `None` if the key is gone, or is not this
+    /// holder's.
+    async fn lock_of(&self, lease: &Lease, op: &str) -> Result<Option<LockHandle>> {
         let dir = self.inner.keys.dir(lease.resource());
         if let Some(handle) = lease.handle::<LockHandle>()
             && handle.key.starts_with(&dir)
         {
-            return Ok(Some(handle.lease_id));
+            return Ok(Some(handle.clone()));
         }
-        Ok(self.find_key(lease, op).await?.map(|kv| kv.lease()))
+        Ok(self.find_key(lease, op).await?.map(|kv| LockHandle {
+            key: String::from_utf8_lossy(kv.key()).into_owned(),
+            lease_id: kv.lease(),
+        }))
     }
 
     /// Our lock key for `lease`: the key whose create revision is the token
@@ -333,25 +337,36 @@ impl TokenIssuer for EtcdIssuer {
         if self.is_abandoned(lease) {
             return Err(Error::lease_lost(lease));
         }
-        let Some(lease_id) = self.lease_id(lease, "find our lock key").await? else {
+        let Some(lock) = self.lock_of(lease, "find our lock key").await? else {
             return Err(Error::lease_lost(lease));
         };
+        let rpc = &self.inner.rpc;
+        let call = |what| Call::read(what).on_lease(lease.resource(), lease.token());
         let sent = Instant::now();
-        self.inner
-            .rpc
-            .keep_alive_once(lease_id)
+        rpc.keep_alive_once(lock.lease_id)
             .await
-            .map_err(|e| {
-                map_error(
-                    e,
-                    Call::read("keep the lease alive").on_lease(lease.resource(), lease.token()),
-                )
-            })?;
+            .map_err(|e| map_error(e, call("keep the lease alive")))?;
+        // The etcd lease outlives a lock key deleted by hand (`etcdctl del`),
+        // and the next in line is granted at once: the key must still be
+        // there, with our lease, after the keep-alive.
+        let ours = Txn::new().when([Compare::lease(
+            lock.key.clone(),
+            CompareOp::Equal,
+            lock.lease_id,
+        )]);
+        let kept = rpc
+            .txn(ours)
+            .await
+            .map_err(|e| map_error(e, call("check our lock key")))?;
+        if !kept.succeeded() {
+            return Err(Error::lease_lost(lease));
+        }
         Ok(lease.renewed(sent))
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {
-        let Some(lease_id) = self.lease_id(lease, "find our lock key").await? else {
+        let Some(LockHandle { lease_id, .. }) = self.lock_of(lease, "find our lock key").await?
+        else {
             // Our key is gone for good (keys are never re-created with a
             // past create revision).
             self.forget_abandoned(lease);

@@ -20,7 +20,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// What a granted [`Lease`] carries ([`Lease::handle`]): its lock key and
 /// the etcd lease attached to it, so renew and release need no lookup.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct LockHandle {
     pub(crate) key: String,
     pub(crate) lease_id: i64,

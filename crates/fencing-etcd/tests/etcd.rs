@@ -248,6 +248,43 @@ async fn revoke_and_notice(
     lost.expect("the handle notices within a TTL");
 }
 
+/// An operator clears a "stuck" lock with `etcdctl del` of its key: the
+/// next in line is granted, while the holder's etcd lease lives on. The
+/// holder must learn it lost the lock (renew, and so its keep-alive
+/// handle), not go on believing it holds it beside the new holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_lock_key_is_a_lost_lease_though_its_etcd_lease_lives() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let ttl = Duration::from_secs(4);
+    let (resource, lease, keep_alive) = kept_alive(&issuer, "deleted-key", ttl).await;
+    let key = lock_key(&issuer, &resource).await;
+    issuer
+        .client()
+        .kv_client()
+        .delete(key.key().to_vec(), None)
+        .await
+        .expect("delete the lock key");
+    let next = issuer
+        .try_acquire(&LeaseRequest::new(&resource, ttl))
+        .await
+        .expect("acquire")
+        .expect("granted: the key ahead of it is gone");
+    assert!(next.token() > lease.token());
+    assert_lease_lost(
+        issuer.renew(&lease).await,
+        "renewing the deleted key's lease",
+    );
+    let lost = tokio::time::timeout(ttl * 2, keep_alive.lost()).await;
+    lost.expect("the keep-alive handle notices within two TTLs");
+    // `fence renew --token` in another process: no handle, found by token.
+    let request = LeaseRequest::new(&resource, ttl).with_holder(lease.holder().clone());
+    let rebuilt = Lease::new(&request, lease.token(), std::time::Instant::now());
+    assert_lease_lost(issuer.renew(&rebuilt).await, "renewing a rebuilt lease");
+    issuer.release(&next).await.expect("release");
+}
+
 /// Tokens of two resources can be equal (a floor offsets one of them). A
 /// lease of one resource whose keep-alive gave up must not make the other
 /// resource's lease with the same token unrenewable.
