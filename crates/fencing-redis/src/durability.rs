@@ -18,9 +18,13 @@ pub enum Durability {
     /// Refuse unless the server is a primary **without replicas**, with
     /// `appendonly yes`, `appendfsync always`, `no-appendfsync-on-rewrite
     /// no` and a `maxmemory-policy` that cannot evict the counter. The
-    /// default. Role, replicas and the append-only file are checked again
-    /// inside every grant, and everything again whenever the connection
-    /// lands on another server process.
+    /// default. Role, replicas, the append-only file, the `maxmemory-policy`
+    /// and that the counter has no TTL are checked again inside every grant
+    /// (`CONFIG SET` can change a setting at run time), and everything again
+    /// whenever the connection lands on another server process.
+    /// (`appendfsync` and `no-appendfsync-on-rewrite` are not in `INFO`, which
+    /// is all a script may read: a change of those at run time is seen by
+    /// `verify`, or at the next reconnect.)
     #[default]
     Required,
     /// A primary with replicas, opted in: the persistence settings of
@@ -111,6 +115,11 @@ impl Finding {
             "maxmemory-policy" => ("maxmemory-policy", value.starts_with("allkeys").then(|| format!(
                 "maxmemory-policy is {value:?}: it may evict the fence counter (a key without a TTL) and \
                  re-issue its tokens; use noeviction or a volatile-* policy, {volatile_opt_in}"
+            ))),
+            "fence-counter-ttl" => ("fence counter TTL", Some(format!(
+                "the fence counter has a TTL ({value} ms left): when it expires, the tokens start again at 1; \
+                 remove it with PERSIST (`{{prefix}}{{resource}}:fence`) and stop what set it (a TTL sweep over \
+                 the prefix?), {volatile_opt_in}"
             ))),
             "role" => ("role", (value != "master").then(|| format!(
                 "role is {value:?} (a replica): its counter lags the primary's, and what it grants is lost when \

@@ -15,7 +15,9 @@
 /// and the most connected replicas allowed (empty: no upper bound).
 /// Returns nil if this node may grant; `{-1, run_id}` if it is not the
 /// checked server (the issuer checks it, then retries); `{-2, setting,
-/// value[, online replicas]}` if it must not grant. `INFO` is allowed in scripts (`ROLE` and
+/// value[, online replicas]}` if it must not grant (role, replicas, the
+/// append-only file, an evicting `maxmemory-policy`; `counter_expires`
+/// refuses a counter with a TTL the same way). `INFO` is allowed in scripts (`ROLE` and
 /// `CONFIG` are not); `run_id` changes with every server process, so a
 /// restart or another node is always checked again.
 const GUARD: &str = r"
@@ -38,6 +40,22 @@ local function guard(first)
   if string.match(redis.call('INFO', 'persistence'), 'aof_enabled:(%d)') ~= '1' then
     return {-2, 'appendonly', 'no'}
   end
+  -- `CONFIG SET` can switch it at run time; an allkeys-* policy may evict
+  -- the counter.
+  local policy = string.match(redis.call('INFO', 'memory'), 'maxmemory_policy:([%w-]+)')
+  if policy and string.sub(policy, 1, 7) == 'allkeys' then
+    return {-2, 'maxmemory-policy', policy}
+  end
+  return nil
+end
+
+-- A counter with a TTL (a sweep over the prefix, an EXPIRE by hand) would
+-- vanish, and the tokens start again at 1. Checked unless the caller
+-- accepted a volatile counter (an empty run_id).
+local function counter_expires(run_id, counter)
+  if run_id == '' then return nil end
+  local ttl = redis.call('PTTL', counter)
+  if ttl >= 0 then return {-2, 'fence-counter-ttl', tostring(ttl)} end
   return nil
 end
 ";
@@ -67,6 +85,8 @@ if counter and (string.len(counter) > 19 or
    (string.len(counter) == 19 and counter >= '9223372036854775807')) then
   return {-3, counter}
 end
+local expires = counter_expires(ARGV[3], KEYS[2])
+if expires then return expires end
 redis.call('INCR', KEYS[2])
 local token = redis.call('GET', KEYS[2])
 redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
@@ -97,6 +117,8 @@ pub(crate) fn raise_floor() -> String {
     guarded(
         2,
         r"
+local expires = counter_expires(ARGV[2], KEYS[1])
+if expires then return expires end
 local current = redis.call('GET', KEYS[1])
 if (not current) or (string.len(current) < string.len(ARGV[1])) or
    (string.len(current) == string.len(ARGV[1]) and current < ARGV[1]) then

@@ -319,6 +319,83 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
     drop(replica);
 }
 
+/// An evicting policy switched on at run time (`CONFIG SET
+/// maxmemory-policy allkeys-lru`, after the issuer connected and judged the
+/// server) may evict the fence counter: the next grant is refused, without
+/// writing.
+#[tokio::test]
+async fn an_evicting_policy_set_after_connect_stops_the_next_grant() {
+    let server = PrivateRedis::start(&[]).await;
+    let issuer = connect_to(&server.url(), Durability::Required)
+        .await
+        .expect("an append-only primary with noeviction is safe");
+    grant_once(&issuer, "before", TTL).await;
+
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query_async(&mut raw(&server.url()).await)
+        .await
+        .expect("CONFIG SET");
+    let reason = refused_grant(
+        &issuer,
+        &server.url(),
+        "a grant after maxmemory-policy became allkeys-lru",
+    )
+    .await;
+    assert!(
+        reason.contains("maxmemory-policy is \"allkeys-lru\""),
+        "{reason}"
+    );
+}
+
+/// A TTL on the fence counter (a sweep that expires every key under a
+/// prefix, an `EXPIRE` by hand) would let it vanish and the tokens start
+/// again at 1: the next grant and floor are refused, and the counter is
+/// left as it was.
+#[tokio::test]
+async fn a_fence_counter_with_a_ttl_stops_the_next_grant() {
+    let Some(issuer) = issuer_on(&REDIS_AOF, Durability::Required).await else {
+        return;
+    };
+    let url = REDIS_AOF.endpoint();
+    let resource = "expiring";
+    let before = grant_once(&issuer, resource, TTL).await;
+    let fence = format!("{}{resource}:fence", issuer.prefix());
+    let mut conn = raw(&url).await;
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(&fence)
+        .arg(60_000)
+        .query_async(&mut conn)
+        .await
+        .expect("PEXPIRE");
+    let reason = refusal(
+        issuer.try_acquire(&LeaseRequest::new(resource, TTL)).await,
+        "a grant on a counter with a TTL",
+    );
+    assert!(
+        reason.contains("fence counter") && reason.contains("TTL"),
+        "{reason}"
+    );
+    let floor = FencingToken::new(before.token().get() + 100);
+    let reason = refusal(
+        issuer.raise_floor(resource, floor).await,
+        "a floor on a counter with a TTL",
+    );
+    assert!(reason.contains("fence counter"), "{reason}");
+    assert_eq!(
+        get(&url, &fence).await,
+        Some(before.token().get().to_string()),
+        "the refused calls changed the counter"
+    );
+    let _: i64 = redis::cmd("DEL")
+        .arg(&fence)
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
+}
+
 /// With the replicated opt-in, a replica lost after connect stops the next
 /// grant before anything is written (no WAIT could succeed).
 #[tokio::test]
