@@ -6,13 +6,16 @@ use fencing_core::{Error, Result};
 
 use crate::{Db, SqlIssuer, SqlStore, Tables};
 
-/// Our one option in a SQL URL; every other option is the driver's.
+/// Our options in a SQL URL; every other option is the driver's.
 const TABLE_PREFIX: &str = "fencing_table_prefix";
+const ACCEPT_VOLATILE: &str = "fencing_accept_volatile_commits";
 
 /// A SQL database by URL: `postgres://…`, `mysql://…` (`mariadb://…`),
 /// `sqlite://PATH` or `sqlite::memory:`. The URL is the driver's (sqlx's),
-/// with its own options (`sslmode=…`); this crate adds one,
-/// `fencing_table_prefix=P` (the [`Tables`] prefix, default `fencing_`).
+/// with its own options (`sslmode=…`); this crate adds two,
+/// `fencing_table_prefix=P` (the [`Tables`] prefix, default `fencing_`)
+/// and `fencing_accept_volatile_commits=true` (an issuer on a server whose
+/// commits a crash can lose, [`Db::accept_volatile_commits`]).
 ///
 /// ```
 /// let config = fencing_sql::SqlConfig::from_url("postgres://u:p@127.0.0.1/db?sslmode=disable&fencing_table_prefix=app_")?;
@@ -23,6 +26,7 @@ const TABLE_PREFIX: &str = "fencing_table_prefix";
 pub struct SqlConfig {
     url: String,
     tables: Tables,
+    volatile_commits_accepted: bool,
 }
 
 impl std::fmt::Debug for SqlConfig {
@@ -31,6 +35,7 @@ impl std::fmt::Debug for SqlConfig {
         f.debug_struct("SqlConfig")
             .field("url", &redact(&self.url))
             .field("tables", &self.tables)
+            .field("volatile_commits_accepted", &self.volatile_commits_accepted)
             .finish()
     }
 }
@@ -50,19 +55,32 @@ impl SqlConfig {
             return Err(unsupported(url));
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut prefix = None;
+        let (mut prefix, mut accept_volatile) = (None, None);
         let mut rest = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some((TABLE_PREFIX, value)) if prefix.is_none() => prefix = Some(value),
-                Some((TABLE_PREFIX, _)) => {
-                    return Err(Error::invalid_input(format!(
-                        "option {TABLE_PREFIX:?} is given twice in the URL"
-                    )));
+            let (slot, name) = match pair.split_once('=') {
+                Some((TABLE_PREFIX, value)) => ((&mut prefix, value), TABLE_PREFIX),
+                Some((ACCEPT_VOLATILE, value)) => ((&mut accept_volatile, value), ACCEPT_VOLATILE),
+                _ => {
+                    rest.push(pair);
+                    continue;
                 }
-                _ => rest.push(pair),
+            };
+            if slot.0.replace(slot.1).is_some() {
+                return Err(Error::invalid_input(format!(
+                    "option {name:?} is given twice in the URL"
+                )));
             }
         }
+        let volatile_commits_accepted = match accept_volatile {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                return Err(Error::invalid_input(format!(
+                    "option {ACCEPT_VOLATILE}={other:?}: expected true or false"
+                )));
+            }
+        };
         let tables = match prefix {
             Some(prefix) => Tables::with_prefix(prefix)?,
             None => Tables::default(),
@@ -72,7 +90,11 @@ impl SqlConfig {
         } else {
             format!("{base}?{}", rest.join("&"))
         };
-        Ok(Self { url, tables })
+        Ok(Self {
+            url,
+            tables,
+            volatile_commits_accepted,
+        })
     }
 
     /// From the environment: `FENCING_SQL_URL`, else the conventional
@@ -97,12 +119,26 @@ impl SqlConfig {
         &self.tables
     }
 
+    /// Accepts a server whose commits a crash can lose (URL option
+    /// `fencing_accept_volatile_commits=true`): see
+    /// [`Db::accept_volatile_commits`].
+    #[must_use]
+    pub fn with_volatile_commits_accepted(mut self, accepted: bool) -> Self {
+        self.volatile_commits_accepted = accepted;
+        self
+    }
+
     /// Connects: a [`Db`] on the tables.
     ///
     /// # Errors
     /// As [`Db::connect`].
     pub async fn connect(&self) -> Result<Db> {
-        Db::open(&self.url, self.tables.clone()).await
+        let db = Db::open(&self.url, self.tables.clone()).await?;
+        Ok(if self.volatile_commits_accepted {
+            db.accept_volatile_commits()
+        } else {
+            db
+        })
     }
 
     /// Connects and opens the store (creating its tables).

@@ -117,6 +117,8 @@ impl Default for Tables {
 pub struct Db {
     pub(crate) pool: Pool,
     pub(crate) tables: Tables,
+    /// [`Db::accept_volatile_commits`].
+    pub(crate) volatile_commits_accepted: bool,
 }
 
 impl fmt::Debug for Db {
@@ -124,6 +126,7 @@ impl fmt::Debug for Db {
         f.debug_struct("Db")
             .field("dialect", &self.dialect())
             .field("tables", &self.tables)
+            .field("volatile_commits_accepted", &self.volatile_commits_accepted)
             .finish()
     }
 }
@@ -188,35 +191,113 @@ impl Db {
             }
             _ => return Err(crate::config::unsupported(url)),
         };
-        Ok(Self { pool, tables })
+        Ok(Self::on(pool, tables))
+    }
+
+    fn on(pool: Pool, tables: Tables) -> Self {
+        Self {
+            pool,
+            tables,
+            volatile_commits_accepted: false,
+        }
     }
 
     /// Uses an existing PostgreSQL pool.
     #[cfg(feature = "postgres")]
     pub fn postgres(pool: sqlx::PgPool) -> Self {
-        Self {
-            pool: Pool::Postgres(pool),
-            tables: Tables::default(),
-        }
+        Self::on(Pool::Postgres(pool), Tables::default())
     }
 
     /// Uses an existing MySQL/MariaDB pool.
     #[cfg(feature = "mysql")]
     pub fn mysql(pool: sqlx::MySqlPool) -> Self {
-        Self {
-            pool: Pool::MySql(pool),
-            tables: Tables::default(),
-        }
+        Self::on(Pool::MySql(pool), Tables::default())
     }
 
     /// Uses an existing SQLite pool. Give it a `busy_timeout` (and WAL) so
     /// concurrent writers wait instead of failing with `SQLITE_BUSY`.
     #[cfg(feature = "sqlite")]
     pub fn sqlite(pool: sqlx::SqlitePool) -> Self {
-        Self {
-            pool: Pool::Sqlite(pool),
-            tables: Tables::default(),
-        }
+        Self::on(Pool::Sqlite(pool), Tables::default())
+    }
+
+    /// Accepts a server whose commits can be lost in a crash (PostgreSQL
+    /// `synchronous_commit=off` or `fsync=off`, MySQL/MariaDB
+    /// `innodb_flush_log_at_trx_commit` 0 or 2, SQLite `synchronous` below
+    /// `FULL` or an in-memory database): [`SqlIssuer::new`](crate::SqlIssuer::new)
+    /// refuses such a server otherwise, since a lost commit re-issues its
+    /// tokens. Tokens can then go backwards after a crash; `verify` still
+    /// reports it as unsafe, and says it was accepted.
+    #[must_use]
+    pub fn accept_volatile_commits(mut self) -> Self {
+        self.volatile_commits_accepted = true;
+        self
+    }
+
+    /// Why a commit on this pool's sessions may not survive a crash
+    /// (`None`: it does, as far as the server's settings tell).
+    pub(crate) async fn volatile_commits(&self) -> Result<Option<String>> {
+        let d = self.dialect();
+        let read = |e| map_error(d, "read the commit settings", false, e);
+        let reason = match &self.pool {
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(p) => {
+                let (fsync, synchronous_commit): (String, String) = sqlx::query_as(
+                    "SELECT current_setting('fsync'), current_setting('synchronous_commit')",
+                )
+                .fetch_one(p)
+                .await
+                .map_err(read)?;
+                if fsync == "off" {
+                    Some("fsync is off: a crash can lose committed grants (and corrupt the database)".to_owned())
+                } else if synchronous_commit == "off" {
+                    Some(
+                        "synchronous_commit is off: a server crash can lose the last committed grants, \
+                         and their tokens are granted again"
+                            .to_owned(),
+                    )
+                } else {
+                    None
+                }
+            }
+            #[cfg(feature = "mysql")]
+            Pool::MySql(p) => {
+                let flush: i64 =
+                    sqlx::query_scalar("SELECT CAST(@@innodb_flush_log_at_trx_commit AS SIGNED)")
+                        .fetch_one(p)
+                        .await
+                        .map_err(read)?;
+                matches!(flush, 0 | 2).then(|| {
+                    format!(
+                        "innodb_flush_log_at_trx_commit is {flush}: a crash can lose the last committed \
+                         grants, and their tokens are granted again; set it to 1"
+                    )
+                })
+            }
+            #[cfg(feature = "sqlite")]
+            Pool::Sqlite(p) => {
+                let file: String =
+                    sqlx::query_scalar("SELECT file FROM pragma_database_list WHERE name = 'main'")
+                        .fetch_one(p)
+                        .await
+                        .map_err(read)?;
+                let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+                    .fetch_one(p)
+                    .await
+                    .map_err(read)?;
+                if file.is_empty() {
+                    Some("an in-memory database: its counters go when the process does, and its tokens start again at 1".to_owned())
+                } else if synchronous < 2 {
+                    Some(format!(
+                        "synchronous is {synchronous} (below FULL, 2): a crash or power loss can lose the last \
+                         committed grants, and their tokens are granted again"
+                    ))
+                } else {
+                    None
+                }
+            }
+        };
+        Ok(reason)
     }
 
     /// Uses other table names.

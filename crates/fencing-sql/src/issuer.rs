@@ -48,9 +48,11 @@ impl SqlIssuer {
     /// [`Error::UnsafeConfiguration`] if an existing lease table keeps
     /// expiry on a zone-dependent clock (the MySQL table earlier releases
     /// created, a PostgreSQL `timestamp without time zone`): the message
-    /// names the statements that migrate it, or for a MySQL pool whose
+    /// names the statements that migrate it; for a MySQL pool whose
     /// sessions run with `autocommit` off (a grant would be rolled back when
-    /// the connection closes, and its token granted again).
+    /// the connection closes, and its token granted again); for a server
+    /// whose commits a crash can lose, unless the `db` accepts it
+    /// ([`Db::accept_volatile_commits`]).
     pub async fn new(db: Db) -> Result<Self> {
         db.check_session().await?;
         db.create_tables().await?;
@@ -69,7 +71,36 @@ impl SqlIssuer {
                 reason,
             });
         }
+        if let Some(reason) = issuer.db.volatile_commits().await?
+            && !issuer.db.volatile_commits_accepted
+        {
+            return Err(Error::UnsafeConfiguration {
+                backend: d.name(),
+                reason: format!(
+                    "{reason}; or accept it with Db::accept_volatile_commits (URL option \
+                     fencing_accept_volatile_commits=true): tokens can then go backwards after a crash"
+                ),
+            });
+        }
         Ok(issuer)
+    }
+
+    /// Whether a committed grant survives a crash, as `verify` reports it.
+    async fn commit_check(&self) -> Result<SafetyCheck> {
+        const NAME: &str = "commit durability";
+        Ok(match self.db.volatile_commits().await? {
+            None => SafetyCheck::pass(
+                NAME,
+                "commits are flushed to disk before they are acknowledged",
+            ),
+            Some(reason) if self.db.volatile_commits_accepted => SafetyCheck::unsafe_(
+                NAME,
+                format!(
+                    "{reason} (accepted: this issuer's Db was opened with accept_volatile_commits)"
+                ),
+            ),
+            Some(reason) => SafetyCheck::unsafe_(NAME, reason),
+        })
     }
 
     /// Reads the lease table's columns and says whether its expiry is
@@ -299,7 +330,7 @@ impl TokenIssuer for SqlIssuer {
         const NAME: &str = "lease clock";
         match self.lease_clock().await? {
             LeaseClock::ZoneFree(detail) => {
-                let mut checks = vec![SafetyCheck::pass(NAME, detail)];
+                let mut checks = vec![SafetyCheck::pass(NAME, detail), self.commit_check().await?];
                 checks.extend(fencing_core::safety::probe_issuer(self).await?);
                 Ok(checks)
             }

@@ -757,3 +757,79 @@ async fn a_mysql_pool_with_autocommit_off_is_refused() {
         }
     }
 }
+
+/// `url` with one more query option.
+fn with_option(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
+}
+
+/// The reason of an `UnsafeConfiguration`; anything else fails the test.
+fn unsafe_reason<T: std::fmt::Debug>(result: fencing_core::Result<T>, what: &str) -> String {
+    match result {
+        Err(Error::UnsafeConfiguration { reason, .. }) => reason,
+        other => panic!("{what}: expected UnsafeConfiguration, got {other:?}"),
+    }
+}
+
+/// A server whose commits a crash can lose would grant a lost grant's
+/// token again: PostgreSQL with `synchronous_commit=off` (here a session
+/// setting in the URL, as a role or database default would be) is refused
+/// by the issuer unless accepted by name, and `verify` reports it either way.
+#[tokio::test]
+async fn an_issuer_refuses_postgres_commits_a_crash_can_lose() {
+    if POSTGRES.skipped() {
+        return;
+    }
+    let url = with_option(
+        &POSTGRES.endpoint(),
+        "options=-c%20synchronous_commit%3Doff",
+    );
+    let prefix = tables_for("volatile").records.replace("records", "");
+    let url = with_option(&url, &format!("fencing_table_prefix={prefix}"));
+    let config = fencing_sql::SqlConfig::from_url(&url).expect("a URL");
+    let reason = unsafe_reason(config.connect_issuer().await, "synchronous_commit=off");
+    assert!(
+        reason.contains("synchronous_commit is off")
+            && reason.contains("fencing_accept_volatile_commits"),
+        "{reason}"
+    );
+    let accepted = fencing_sql::SqlConfig::from_url(&with_option(
+        &url,
+        "fencing_accept_volatile_commits=true",
+    ))
+    .expect("a URL")
+    .connect_issuer()
+    .await
+    .expect("accepted by name");
+    let checks = accepted.verify().await.expect("verify");
+    let check = checks
+        .iter()
+        .find(|c| c.name == "commit durability")
+        .unwrap_or_else(|| panic!("no commit check: {checks:#?}"));
+    assert_eq!(check.verdict, Verdict::Unsafe, "{check:?}");
+    assert!(check.detail.contains("accepted"), "{check:?}");
+}
+
+/// SQLite below `synchronous=FULL`, or in memory, loses commits in a crash
+/// (or with the process): refused the same way.
+#[tokio::test]
+async fn an_issuer_refuses_sqlite_commits_a_crash_can_lose() {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+    let path = std::env::temp_dir().join(format!("fencing-normal-{}.sqlite", tables().records));
+    let options = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal);
+    let pool = sqlx::SqlitePool::connect_with(options).await.expect("pool");
+    let reason = unsafe_reason(SqlIssuer::new(Db::sqlite(pool)).await, "synchronous=NORMAL");
+    assert!(reason.contains("synchronous is 1"), "{reason}");
+    let memory = Db::connect("sqlite::memory:").await.expect("in memory");
+    let reason = unsafe_reason(SqlIssuer::new(memory.clone()).await, "sqlite::memory:");
+    assert!(reason.contains("in-memory"), "{reason}");
+    SqlIssuer::new(memory.accept_volatile_commits())
+        .await
+        .expect("accepted by name");
+    let _ = std::fs::remove_file(&path);
+}
