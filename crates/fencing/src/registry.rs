@@ -39,6 +39,7 @@ use fencing_core::{Error, FencedStore, TokenIssuer};
 /// The issuer URL grammar, one line per backend (for help texts).
 pub const ISSUER_URLS: &str = "\
 sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://… (mariadb://…)  [&fencing_table_prefix=P]
+    [&fencing_accept_volatile_commits=true]  (a server whose commits a crash can lose)
 redis://[USER:PASS@]HOST:PORT[/DB][?volatile=true | ?replicas=N&wait=500ms][&prefix=P]
 etcd://HOST:PORT[,HOST:PORT…][?prefix=P&timeout=2s&min_ttl=1s]
 zk://HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion]";
