@@ -86,14 +86,95 @@ impl Rpc {
             .unwrap_or(Err(zk::Error::Timeout))
     }
 
-    /// Creates `path` and its parents as persistent znodes (never deleted).
-    pub(crate) async fn mkdir(&self, client: &zk::Client, path: &str) -> Result<()> {
+    /// Creates the prefix znode (and its parents) if needed, letting
+    /// nobody delete its children: ZooKeeper checks a delete against the
+    /// parent's ACL, and a resource znode deleted (`deleteall`, to clear a
+    /// "stuck" lock) would come back with its cversion at 0 and no floor.
+    /// A prefix an earlier release created with every permission loses
+    /// DELETE here; if this session may not change its ACL, `verify` says
+    /// so.
+    pub(crate) async fn make_prefix(&self, client: &zk::Client, prefix: &str) -> Result<()> {
+        let failed = |e| map_error(e, Call::read("create the prefix znode"));
+        if let Some((parent, _)) = prefix.rsplit_once('/')
+            && !parent.is_empty()
+        {
+            let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+            match self.timed(client.mkdir(parent, &options)).await {
+                Ok(()) | Err(zk::Error::NodeExists) => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        let acl = [zk::Acl::new(prefix_permissions(), zk::AuthId::anyone())];
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl));
+        match self.timed(client.create(prefix, b"", &options)).await {
+            Ok(_) => return Ok(()),
+            Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(failed(e)),
+        }
+        let (acls, stat) = self.timed(client.get_acl(prefix)).await.map_err(failed)?;
+        if !deletable(&acls) {
+            return Ok(());
+        }
+        let kept: Vec<zk::Acl> = acls
+            .iter()
+            .map(|a| zk::Acl::new(a.permission() & prefix_permissions(), a.auth_id().clone()))
+            .collect();
+        match self
+            .timed(client.set_acl(prefix, &kept, Some(stat.aversion)))
+            .await
+        {
+            // BadVersion: another issuer changed it first.
+            Ok(_) | Err(zk::Error::BadVersion) => Ok(()),
+            Err(zk::Error::NoAuth) => {
+                tracing::warn!(
+                    prefix,
+                    "cannot take DELETE off the prefix znode's ACL: its resource znodes can be deleted"
+                );
+                Ok(())
+            }
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// Whether someone may delete the resource znodes under `prefix`.
+    pub(crate) async fn resources_deletable(
+        &self,
+        client: &zk::Client,
+        prefix: &str,
+    ) -> Result<bool> {
+        let (acls, _) = self
+            .timed(client.get_acl(prefix))
+            .await
+            .map_err(|e| map_error(e, Call::read("read the prefix znode's ACL")))?;
+        Ok(deletable(&acls))
+    }
+
+    /// Creates the resource znode `dir` (persistent, never deleted), and
+    /// the prefix above it should it be gone.
+    pub(crate) async fn make_resource(&self, client: &zk::Client, dir: &str) -> Result<()> {
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-        match self.timed(client.mkdir(path, &options)).await {
-            Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
+        let mut created = self.timed(client.create(dir, b"", &options)).await;
+        if created.as_ref().err() == Some(&zk::Error::NoNode)
+            && let Some((prefix, _)) = dir.rsplit_once('/')
+        {
+            self.make_prefix(client, prefix).await?;
+            created = self.timed(client.create(dir, b"", &options)).await;
+        }
+        match created {
+            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(map_error(e, Call::read("create the resource znode"))),
         }
     }
+}
+
+/// Everyone's permissions on the prefix znode: all but DELETE.
+fn prefix_permissions() -> zk::Permission {
+    zk::Permission::READ | zk::Permission::WRITE | zk::Permission::CREATE | zk::Permission::ADMIN
+}
+
+fn deletable(acls: &[zk::Acl]) -> bool {
+    acls.iter()
+        .any(|a| a.permission().has(zk::Permission::DELETE))
 }
 
 /// Asks for a 250 ms session: the server answers with its

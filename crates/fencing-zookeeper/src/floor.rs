@@ -38,7 +38,7 @@ pub(crate) async fn raise(
     floor: FencingToken,
 ) -> Result<()> {
     let client = rpc.live_main().await?;
-    rpc.mkdir(&client, &dir).await?;
+    rpc.make_resource(&client, &dir).await?;
     let read = |e| map_error(e, Call::read("read the resource znode"));
     for _ in 0..CREATE_ATTEMPTS {
         let mut reader = client.new_multi_reader();

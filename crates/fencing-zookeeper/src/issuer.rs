@@ -113,12 +113,16 @@ impl ZkIssuer {
         issuer
             .inner
             .rpc
-            .mkdir(&issuer.client(), &issuer.inner.prefix)
+            .make_prefix(&issuer.client(), &issuer.inner.prefix)
             .await?;
         Ok(issuer)
     }
 
     /// The connect string (`host:port[,host:port…]`).
+    pub(crate) fn rpc(&self) -> &Rpc {
+        &self.inner.rpc
+    }
+
     pub(crate) fn connect_string(&self) -> &str {
         self.inner.rpc.connect_string()
     }

@@ -1,6 +1,7 @@
 //! Where things live in ZooKeeper's tree.
 //!
-//! - `{prefix}`: a persistent znode, created at connect.
+//! - `{prefix}`: a persistent znode, created at connect, whose ACL lets
+//!   nobody delete its children.
 //! - `{prefix}/{escaped resource}`: the resource znode, persistent and never
 //!   deleted; its data is the resource's floor offset (empty for none).
 //! - `{prefix}/{escaped resource}/lock-NNNNNNNNNN`: a lock node, ephemeral

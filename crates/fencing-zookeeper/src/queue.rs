@@ -91,7 +91,7 @@ pub(crate) async fn enqueue(
     let holder = request.holder.as_str().as_bytes();
     let mut created = create_lock_node(rpc, &client, &dir, holder).await;
     if created.as_ref().err() == Some(&zk::Error::NoNode) {
-        rpc.mkdir(&client, &dir).await?;
+        rpc.make_resource(&client, &dir).await?;
         created = create_lock_node(rpc, &client, &dir, holder).await;
     }
     // On any failure the session is dropped here, closing it: a node it

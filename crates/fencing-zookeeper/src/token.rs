@@ -22,8 +22,9 @@ pub enum TokenSource {
     /// resource; they advance by 2 per uncontended grant (our create, our
     /// delete). Right when a store keeps tokens in a narrow column or a
     /// person reads them. It resets if the resource znode is deleted and
-    /// recreated, so **never delete resource znodes** (this crate never
-    /// does); it is a signed 32-bit counter, and a wrapped value is refused
+    /// recreated, so nobody may delete resource znodes (the prefix znode's
+    /// ACL lets nobody, and `verify` checks it); it is a signed 32-bit
+    /// counter, and a wrapped value is refused
     /// ([`Error::UnsafeConfiguration`]) rather than let a token go
     /// backwards. (Not the sequence suffix of the node's name: on
     /// ZooKeeper 3.8 that counts creates only, and it wraps too,

@@ -21,7 +21,7 @@ use fencing_core::safety::{self, SafetyCheck};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::ZkIssuer;
+use crate::{TokenSource, ZkIssuer};
 
 /// How long one server may take to answer a four-letter word.
 const WORD_TIMEOUT: Duration = Duration::from_secs(3);
@@ -29,6 +29,38 @@ const WORD_TIMEOUT: Duration = Duration::from_secs(3);
 /// The ensemble checks, then the generic probe.
 pub(crate) async fn verify(issuer: &ZkIssuer) -> Result<Vec<SafetyCheck>> {
     safety::then_probe(issuer, ensemble(issuer).await).await
+}
+
+/// Whether the resource znodes can be deleted: one deleted and made again
+/// starts with cversion 0 and no floor.
+async fn resource_znodes(issuer: &ZkIssuer) -> SafetyCheck {
+    const NAME: &str = "resource znodes";
+    let prefix = issuer.prefix();
+    match issuer
+        .rpc()
+        .resources_deletable(&issuer.client(), prefix)
+        .await
+    {
+        Ok(false) => SafetyCheck::pass(NAME, format!("{prefix}'s ACL lets nobody delete them")),
+        Ok(true) => {
+            let why = format!(
+                "{prefix}'s ACL lets someone delete them (an earlier release made it, and this session \
+                 may not change it): a resource znode deleted and made again has no floor"
+            );
+            match issuer.token_source() {
+                TokenSource::ParentCversion => SafetyCheck::unsafe_(
+                    NAME,
+                    format!(
+                        "{why}, and its cversion tokens start again at 1; take DELETE off the ACL"
+                    ),
+                ),
+                TokenSource::Czxid => {
+                    SafetyCheck::warn(NAME, format!("{why}; take DELETE off the ACL"))
+                }
+            }
+        }
+        Err(e) => SafetyCheck::warn(NAME, format!("could not read {prefix}'s ACL: {e}")),
+    }
 }
 
 /// What `srvr` said about one server.
@@ -43,7 +75,7 @@ enum Mode {
 }
 
 async fn ensemble(issuer: &ZkIssuer) -> Vec<SafetyCheck> {
-    let mut checks = vec![config_check(issuer).await];
+    let mut checks = vec![resource_znodes(issuer).await, config_check(issuer).await];
     let mut modes = Vec::new();
     for server in servers(issuer.connect_string()) {
         let check = format!("server {server}");

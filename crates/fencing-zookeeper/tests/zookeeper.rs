@@ -331,3 +331,68 @@ async fn a_granted_lease_carries_its_session() {
     assert!(issuer.holder(&resource).await.expect("holder").is_none());
     assert_lease_lost(issuer.renew(&rebuilt).await, "renewing rebuilt");
 }
+
+/// An operator clearing a "stuck" lock with `deleteall` of its resource
+/// znode would reset the znode's cversion (with
+/// `TokenSource::ParentCversion` the tokens start again at 1, below marks
+/// the stores hold) and drop its floor. The prefix znode lets nobody delete
+/// a resource znode (ZooKeeper checks a delete against the parent's ACL);
+/// lock nodes stay deletable, and tokens go on rising.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nobody_can_delete_a_resource_znode() {
+    use fencing_zookeeper::zookeeper_client as zk;
+    let Some(issuer) = connect(TokenSource::ParentCversion).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("undeletable");
+    let ttl = Duration::from_secs(10);
+    let first = grant(&issuer, &resource, ttl).await;
+    issuer.release(&first).await.expect("release");
+    let path = issuer.resource_path(&resource);
+    let deleted = issuer.client().delete(&path, None).await;
+    assert_eq!(deleted, Err(zk::Error::NoAuth), "deleting {path}");
+    let next = grant(&issuer, &resource, ttl).await;
+    assert!(
+        next.token() > first.token(),
+        "{} after {}",
+        next.token(),
+        first.token()
+    );
+    issuer.release(&next).await.expect("release");
+    let checks = issuer.verify().await.expect("verify");
+    let check = checks
+        .iter()
+        .find(|c| c.name == "resource znodes")
+        .unwrap_or_else(|| panic!("no resource znodes check: {checks:#?}"));
+    assert_eq!(
+        check.verdict,
+        fencing_core::safety::Verdict::Pass,
+        "{check:?}"
+    );
+}
+
+/// A prefix znode an earlier release created (everyone may delete its
+/// children) loses DELETE when an issuer connects to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_prefix_loses_delete_at_connect() {
+    use fencing_zookeeper::zookeeper_client as zk;
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let old = format!("{}-old", issuer.prefix());
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    issuer
+        .client()
+        .create(&old, b"", &options)
+        .await
+        .expect("an old-style prefix");
+    ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &old, TokenSource::Czxid)
+        .await
+        .expect("connect");
+    let (acls, _) = issuer.client().get_acl(&old).await.expect("get_acl");
+    assert!(
+        acls.iter()
+            .all(|a| !a.permission().has(zk::Permission::DELETE)),
+        "{acls:?}"
+    );
+}
