@@ -10,10 +10,12 @@ pub(crate) const BACKEND: &str = "zookeeper";
 /// ZooKeeper error means:
 /// - `SessionExpired`, `ClientClosed` (and `NoNode`, `BadVersion` on our
 ///   own lock node) → [`Error::LeaseLost`] when the call was about a lease;
-/// - `ConnectionLoss` or `Timeout` during a create → [`Error::OutcomeUnknown`]
-///   (the node may exist; it goes when its session ends);
-/// - `ConnectionLoss`, `Timeout`, `NoHosts`, `Throttled`, `SessionMoved`,
-///   and `SessionExpired` outside a lease → a retryable [`Error::Backend`];
+/// - a lost connection (`ConnectionLoss`, `Timeout`, the client's own
+///   `Custom` connection failures) during a write → [`Error::OutcomeUnknown`]
+///   (a created node may exist, a deleted one may be gone; either goes or
+///   stays gone when its session ends);
+/// - the same on a read, `NoHosts`, `Throttled`, `SessionMoved`, and
+///   `SessionExpired` outside a lease → a retryable [`Error::Backend`];
 /// - `BadArguments`, `InvalidAcl` → [`Error::InvalidInput`];
 /// - anything else (`NodeExists` where we did not expect it, `NoAuth`, …)
 ///   → a [`Error::Backend`] that is not retryable.
@@ -33,10 +35,14 @@ pub(crate) fn map_error(e: zk::Error, op: Call<'_>) -> Error {
         };
     }
     match e {
-        zk::Error::ConnectionLoss | zk::Error::Timeout if op.write => {
+        // `Custom`: the client's session loop failing a pending request on
+        // its connection ("no response from connection in 2000ms", a read
+        // error): as much a lost connection as `ConnectionLoss`.
+        zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_) if op.write => {
             Error::outcome_unknown(BACKEND, op.name, e)
         }
         zk::Error::ConnectionLoss
+        | zk::Error::Custom(_)
         | zk::Error::Timeout
         | zk::Error::NoHosts
         | zk::Error::Throttled

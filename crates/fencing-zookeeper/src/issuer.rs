@@ -254,7 +254,7 @@ impl TokenIssuer for ZkIssuer {
             Err(e) => {
                 let e = map_error(
                     e,
-                    Call::read("delete the lock node").on_lease(lease.resource(), lease.token()),
+                    Call::write("delete the lock node").on_lease(lease.resource(), lease.token()),
                 );
                 if e.is_retryable() {
                     // Still ours: keep it so the caller can try again.

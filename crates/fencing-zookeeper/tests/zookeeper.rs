@@ -396,3 +396,48 @@ async fn an_existing_prefix_loses_delete_at_connect() {
         "{acls:?}"
     );
 }
+
+/// A release whose delete is held on the way (it may still reach the server
+/// and be applied) is an unknown outcome, not "nothing was deleted, try
+/// again"; the lease's session is closed, so its lock node goes either way
+/// and the resource is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
+    if ZOOKEEPER.skipped() {
+        return;
+    }
+    let target = ZOOKEEPER
+        .endpoint()
+        .split(',')
+        .next()
+        .expect("a server")
+        .trim()
+        .to_owned();
+    let target: std::net::SocketAddr = target
+        .parse()
+        .unwrap_or_else(|_| panic!("{target}: expected IP:PORT"));
+    let proxy = fencing_harness::proxy::HoldingProxy::start(target).await;
+    let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
+    let issuer = ZkIssuer::connect_with(&proxy.addr().to_string(), &prefix, TokenSource::Czxid)
+        .await
+        .unwrap_or_else(|e| ZOOKEEPER.unavailable(&error_chain(&e)));
+    let resource = fencing_testkit::unique_name("unanswered-release");
+    let ttl = Duration::from_secs(4);
+    let lease = grant(&issuer, &resource, ttl).await;
+    proxy.hold();
+    let released = issuer.release(&lease).await;
+    assert!(
+        matches!(released, Err(Error::OutcomeUnknown { .. })),
+        "{released:?}"
+    );
+    proxy.release();
+    let direct = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), issuer.prefix(), TokenSource::Czxid)
+        .await
+        .expect("connect past the proxy");
+    let next = direct
+        .acquire(&LeaseRequest::new(&resource, ttl), ttl * 3)
+        .await
+        .expect("free once the session is gone");
+    assert!(next.token() > lease.token());
+    direct.release(&next).await.expect("release");
+}
