@@ -30,13 +30,21 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Checks a key: non-empty, at most `max_key_len` bytes, no NUL.
+    /// Checks a key: non-empty, at most `max_key_len` bytes, no NUL, and
+    /// not `.` or `..` (GCS and Azure cannot name such an object: a URL
+    /// path drops a dot segment. Refused on every store, so that keys stay
+    /// portable when data moves between backends).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] naming the limit.
     pub fn check_key(&self, key: &str) -> Result<()> {
         if key.is_empty() {
             return Err(Error::invalid_input("key is empty"));
+        }
+        if key == "." || key == ".." {
+            return Err(Error::invalid_input(format!(
+                "key {key:?} is a dot segment, which object stores cannot name"
+            )));
         }
         if key.len() > self.max_key_len {
             return Err(Error::invalid_input(format!(
