@@ -47,15 +47,9 @@ async fn issuer_on(server: &Server, durability: Durability) -> Option<RedisIssue
     }
 }
 
-/// The reason of an `UnsafeConfiguration`; anything else fails the test.
+/// The reason of Redis's `UnsafeConfiguration`; anything else fails the test.
 fn refusal<T: std::fmt::Debug>(result: Result<T>, what: &str) -> String {
-    match result {
-        Err(Error::UnsafeConfiguration {
-            backend: "redis",
-            reason,
-        }) => reason,
-        other => panic!("{what} must be refused with UnsafeConfiguration, got {other:?}"),
-    }
+    fencing_testkit::safety::refusal(result, "redis", what)
 }
 
 /// A grant of `"after"` that must be refused (`what` names the case)
@@ -605,11 +599,7 @@ async fn a_floor_or_grant_at_the_top_of_the_range_is_refused() {
 // verify
 
 fn verdict_of(checks: &[fencing_core::safety::SafetyCheck], name: &str) -> Verdict {
-    checks
-        .iter()
-        .find(|c| c.name == name)
-        .unwrap_or_else(|| panic!("no {name:?} check in {checks:#?}"))
-        .verdict
+    fencing_testkit::safety::check(checks, name).verdict
 }
 
 const SETTINGS: [&str; 6] = [
@@ -647,7 +637,7 @@ async fn verify_reports_what_makes_a_redis_unsafe() {
         Verdict::Pass,
         "{checks:#?}"
     );
-    let appendonly = checks.iter().find(|c| c.name == "appendonly").unwrap();
+    let appendonly = fencing_testkit::safety::check(&checks, "appendonly");
     assert_eq!(appendonly.verdict, Verdict::Unsafe, "{checks:#?}");
     assert!(
         appendonly.detail.contains("appendonly yes"),
@@ -678,10 +668,7 @@ async fn verify_reports_what_makes_a_redis_unsafe() {
         .await
         .unwrap();
     let checks = primary.verify().await.unwrap();
-    let replicas = checks
-        .iter()
-        .find(|c| c.name == "connected replicas")
-        .unwrap();
+    let replicas = fencing_testkit::safety::check(&checks, "connected replicas");
     assert_eq!(replicas.verdict, Verdict::Unsafe, "{checks:#?}");
     assert!(
         replicas.detail.contains("Durability::Replicated"),
@@ -771,10 +758,7 @@ async fn verify_warns_that_wait_is_not_consensus() {
         return;
     };
     let checks = issuer.verify().await.unwrap();
-    let replicas = checks
-        .iter()
-        .find(|c| c.name == "connected replicas")
-        .unwrap();
+    let replicas = fencing_testkit::safety::check(&checks, "connected replicas");
     assert_eq!(replicas.verdict, Verdict::Warn, "{checks:#?}");
     assert!(replicas.detail.contains("WAIT"), "{replicas:?}");
     assert_eq!(verdict_of(&checks, "role"), Verdict::Pass, "{checks:#?}");

@@ -14,6 +14,7 @@ use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{MYSQL, POSTGRES, Server};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::issuer::IssuerProfile;
+use fencing_testkit::safety::{check, refusal};
 
 /// One table prefix per test run.
 fn tables() -> Tables {
@@ -159,10 +160,7 @@ macro_rules! database_suite {
                 let issuer = SqlIssuer::new(db).await.expect("issuer");
                 let checks = issuer.verify().await.expect("verify runs");
                 assert!(fencing_core::safety::all_safe(&checks), "{checks:#?}");
-                let clock = checks
-                    .iter()
-                    .find(|c| c.name == "lease clock")
-                    .unwrap_or_else(|| panic!("no lease clock check in {checks:#?}"));
+                let clock = check(&checks, "lease clock");
                 assert_eq!(clock.verdict, Verdict::Pass, "{clock:?}");
                 assert!(clock.detail.contains($clock), "{clock:?} does not name {}", $clock);
                 assert!(
@@ -348,10 +346,11 @@ macro_rules! zone_suite {
                 .execute(&pool)
                 .await
                 .unwrap();
-                let reason = match SqlIssuer::new(db.clone()).await {
-                    Err(Error::UnsafeConfiguration { reason, .. }) => reason,
-                    other => panic!("a zone-dependent lease table must be refused, got {other:?}"),
-                };
+                let reason = refusal(
+                    SqlIssuer::new(db.clone()).await,
+                    db.dialect().name(),
+                    "a zone-dependent lease table",
+                );
                 // The statements the refusal names migrate the table, and
                 // the counter goes on from where it was.
                 let migration: fn(&str) -> Vec<String> = $migration;
@@ -380,10 +379,7 @@ macro_rules! zone_suite {
                 // An older release recreates the table under a running issuer.
                 legacy_table(&db, &tables).await;
                 let checks = issuer.verify().await.expect("verify runs");
-                let clock = checks
-                    .iter()
-                    .find(|c| c.name == "lease clock")
-                    .unwrap_or_else(|| panic!("no lease clock check in {checks:#?}"));
+                let clock = check(&checks, "lease clock");
                 assert_eq!(clock.verdict, Verdict::Unsafe, "{checks:#?}");
                 assert!(clock.detail.contains("ALTER TABLE"), "{clock:?}");
                 assert!(!fencing_core::safety::all_safe(&checks));
@@ -749,12 +745,8 @@ async fn a_mysql_pool_with_autocommit_off_is_refused() {
     let store = SqlStore::new(db.clone()).await.map(drop);
     let issuer = SqlIssuer::new(db).await.map(drop);
     for (what, opened) in [("store", store), ("issuer", issuer)] {
-        match opened {
-            Err(Error::UnsafeConfiguration { reason, .. }) => {
-                assert!(reason.contains("autocommit is off"), "{what}: {reason}");
-            }
-            other => panic!("{what}: expected UnsafeConfiguration, got {other:?}"),
-        }
+        let reason = refusal(opened, "mysql", what);
+        assert!(reason.contains("autocommit is off"), "{what}: {reason}");
     }
 }
 
@@ -762,14 +754,6 @@ async fn a_mysql_pool_with_autocommit_off_is_refused() {
 fn with_option(url: &str, option: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}{option}")
-}
-
-/// The reason of an `UnsafeConfiguration`; anything else fails the test.
-fn unsafe_reason<T: std::fmt::Debug>(result: fencing_core::Result<T>, what: &str) -> String {
-    match result {
-        Err(Error::UnsafeConfiguration { reason, .. }) => reason,
-        other => panic!("{what}: expected UnsafeConfiguration, got {other:?}"),
-    }
 }
 
 /// A server whose commits a crash can lose would grant a lost grant's
@@ -788,7 +772,11 @@ async fn an_issuer_refuses_postgres_commits_a_crash_can_lose() {
     let prefix = tables_for("volatile").records.replace("records", "");
     let url = with_option(&url, &format!("fencing_table_prefix={prefix}"));
     let config = fencing_sql::SqlConfig::from_url(&url).expect("a URL");
-    let reason = unsafe_reason(config.connect_issuer().await, "synchronous_commit=off");
+    let reason = refusal(
+        config.connect_issuer().await,
+        "postgres",
+        "synchronous_commit=off",
+    );
     assert!(
         reason.contains("synchronous_commit is off")
             && reason.contains("fencing_accept_volatile_commits"),
@@ -803,10 +791,7 @@ async fn an_issuer_refuses_postgres_commits_a_crash_can_lose() {
     .await
     .expect("accepted by name");
     let checks = accepted.verify().await.expect("verify");
-    let check = checks
-        .iter()
-        .find(|c| c.name == "commit durability")
-        .unwrap_or_else(|| panic!("no commit check: {checks:#?}"));
+    let check = fencing_testkit::safety::check(&checks, "commit durability");
     assert_eq!(check.verdict, Verdict::Unsafe, "{check:?}");
     assert!(check.detail.contains("accepted"), "{check:?}");
 }
@@ -823,10 +808,18 @@ async fn an_issuer_refuses_sqlite_commits_a_crash_can_lose() {
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal);
     let pool = sqlx::SqlitePool::connect_with(options).await.expect("pool");
-    let reason = unsafe_reason(SqlIssuer::new(Db::sqlite(pool)).await, "synchronous=NORMAL");
+    let reason = refusal(
+        SqlIssuer::new(Db::sqlite(pool)).await,
+        "sqlite",
+        "synchronous=NORMAL",
+    );
     assert!(reason.contains("synchronous is 1"), "{reason}");
     let memory = Db::connect("sqlite::memory:").await.expect("in memory");
-    let reason = unsafe_reason(SqlIssuer::new(memory.clone()).await, "sqlite::memory:");
+    let reason = refusal(
+        SqlIssuer::new(memory.clone()).await,
+        "sqlite",
+        "sqlite::memory:",
+    );
     assert!(reason.contains("in-memory"), "{reason}");
     SqlIssuer::new(memory.accept_volatile_commits())
         .await

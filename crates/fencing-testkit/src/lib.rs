@@ -59,6 +59,7 @@ pub mod issuer;
 pub mod lock_service;
 pub mod metrics;
 mod names;
+pub mod safety;
 pub mod store;
 pub mod zombie;
 

@@ -360,10 +360,7 @@ async fn nobody_can_delete_a_resource_znode() {
     );
     issuer.release(&next).await.expect("release");
     let checks = issuer.verify().await.expect("verify");
-    let check = checks
-        .iter()
-        .find(|c| c.name == "resource znodes")
-        .unwrap_or_else(|| panic!("no resource znodes check: {checks:#?}"));
+    let check = fencing_testkit::safety::check(&checks, "resource znodes");
     assert_eq!(
         check.verdict,
         fencing_core::safety::Verdict::Pass,
