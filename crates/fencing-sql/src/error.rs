@@ -1,6 +1,6 @@
 //! sqlx errors → [`fencing_core::Error`], in one place.
 
-use fencing_core::{Error, FencingToken};
+use fencing_core::{Error, FencingToken, Result};
 
 use crate::Dialect;
 
@@ -72,4 +72,49 @@ pub(crate) fn wrote_nothing(dialect: Dialect, table: &str, key: &str) -> Error {
              so it cannot be fenced"
         ),
     }
+}
+
+/// A row whose mark is negative: fencing never writes one, so another
+/// program did. Refused, never taken over as "mark 0".
+pub(crate) fn foreign_mark(dialect: Dialect, table: &str, key: &str, mark: i64) -> Error {
+    Error::backend(
+        dialect.name(),
+        false,
+        format!(
+            "{key:?} in {table} holds lock_token {mark}, which was not written by fencing (marks are never \
+             negative); nothing was written: fix or delete the row"
+        ),
+    )
+}
+
+/// What a fenced upsert's answer means. `written` is the mark it reported
+/// (`None`: refused or dropped without saying); `read_mark` reads the row's
+/// mark then. Accepted at or below `token`; stale above it; foreign data
+/// below zero; and a refusal no higher mark explains means something
+/// dropped the write ([`wrote_nothing`]).
+pub(crate) async fn upsert_verdict(
+    written: Option<i64>,
+    read_mark: impl std::future::Future<Output = Result<Option<i64>>>,
+    (dialect, table, key): (Dialect, &str, &str),
+    token: FencingToken,
+) -> Result<()> {
+    let raw = token.to_i64()?;
+    let mark = match written {
+        Some(mark) => mark,
+        None => match read_mark.await? {
+            Some(mark) if mark > raw || mark < 0 => mark,
+            _ => return Err(wrote_nothing(dialect, table, key)),
+        },
+    };
+    if mark < 0 {
+        return Err(foreign_mark(dialect, table, key, mark));
+    }
+    if mark <= raw {
+        return Ok(());
+    }
+    Err(Error::StaleToken {
+        key: key.to_owned(),
+        presented: token,
+        current: FencingToken::from_i64(mark)?,
+    })
 }

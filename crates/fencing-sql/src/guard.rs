@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use fencing_core::{Error, FencingToken, Result};
 
-use crate::error::{map_error, wrote_nothing};
+use crate::error::{map_error, upsert_verdict};
 use crate::{Dialect, Tables, sql};
 
 /// Checks and advances a **fence domain** inside the caller's transaction:
@@ -82,30 +82,19 @@ where
         .upsert(&stmt, domain, raw)
         .await
         .map_err(|e| map_error(dialect, &op, true, e))?;
-    let mark = match written {
-        Some(mark) => mark,
-        // Refused, or dropped: only a higher mark says which. A missing row
-        // or a mark at or below ours means the fence did not happen.
-        None => {
-            let select = sql::select_mark(dialect, &tables.domains, "domain");
-            match conn
-                .select(&select, domain)
-                .await
-                .map_err(|e| map_error(dialect, &op, false, e))?
-            {
-                Some(mark) if mark > raw => mark,
-                _ => return Err(wrote_nothing(dialect, &tables.domains, domain)),
-            }
-        }
+    let select = sql::select_mark(dialect, &tables.domains, "domain");
+    let read_mark = async {
+        conn.select(&select, domain)
+            .await
+            .map_err(|e| map_error(dialect, &op, false, e))
     };
-    if mark <= raw {
-        return Ok(());
-    }
-    Err(Error::StaleToken {
-        key: domain.to_owned(),
-        presented: token,
-        current: FencingToken::from_i64(mark)?,
-    })
+    upsert_verdict(
+        written,
+        read_mark,
+        (dialect, &tables.domains, domain),
+        token,
+    )
+    .await
 }
 
 mod sealed {

@@ -125,11 +125,13 @@ pub(crate) fn fenced_upsert(
             format!(
                 "INSERT INTO {table} ({cols}) VALUES ({vals}) \
                  ON CONFLICT ({key_col}) DO UPDATE SET {set_v}lock_token = excluded.lock_token \
-                 WHERE {table}.lock_token <= excluded.lock_token RETURNING lock_token"
+                 WHERE {table}.lock_token <= excluded.lock_token AND {table}.lock_token >= 0 \
+                 RETURNING lock_token"
             )
         }
         Dialect::MySql => {
-            let ok = "lock_token <= VALUES(lock_token)";
+            // A negative mark is foreign data: never overwritten.
+            let ok = "lock_token <= VALUES(lock_token) AND lock_token >= 0";
             let (cols, vals, set_v) = match value {
                 None => (
                     format!("{key_col}, lock_token"),
@@ -146,9 +148,14 @@ pub(crate) fn fenced_upsert(
                     },
                 ),
             };
+            // LAST_INSERT_ID carries the resulting mark back. It is
+            // unsigned: a foreign negative mark is reported as `~0`
+            // (u64::MAX, read back as -1) and left in place.
             format!(
                 "INSERT INTO {table} ({cols}) VALUES ({vals}) ON DUPLICATE KEY UPDATE \
-                 {set_v}lock_token = LAST_INSERT_ID(IF({ok}, VALUES(lock_token), lock_token))"
+                 {set_v}lock_token = IF(LAST_INSERT_ID(IF({ok}, CAST(VALUES(lock_token) AS UNSIGNED), \
+                 IF(lock_token < 0, ~0, CAST(lock_token AS UNSIGNED)))) = ~0, \
+                 lock_token, CAST(LAST_INSERT_ID() AS SIGNED))"
             )
         }
     }

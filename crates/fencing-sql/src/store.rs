@@ -2,12 +2,12 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
+use fencing_core::{FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
 
 use crate::Dialect;
 use crate::db::{Db, on_pool, on_returning_pool};
-use crate::error::{map_error, wrote_nothing};
+use crate::error::{foreign_mark, map_error, upsert_verdict};
 use crate::sql::{self, ValueChange};
 
 /// A [`FencedStore`] on a SQL table (`key`, `value`, `lock_token BIGINT`).
@@ -121,48 +121,30 @@ impl SqlStore {
                 .map(|r| Some(mysql_mark(&r))),
         )
         .map_err(|e| map_error(d, &format!("{op} {key:?}"), true, e))?;
-        match mark {
-            Some(mark) if mark <= raw => Ok(()),
-            Some(mark) => Err(stale(key, token, mark)),
-            // Refused, or dropped: only a higher mark says which. Marks only
-            // rise, so a refusal leaves one above our token; anything else
-            // (no row, a mark at or below ours) means nothing was written.
-            None => match self.read_mark(key).await? {
-                Some(current) if current > token => Err(Error::StaleToken {
-                    key: key.to_owned(),
-                    presented: token,
-                    current,
-                }),
-                _ => Err(wrote_nothing(d, &self.db.tables.records, key)),
-            },
-        }
+        let table = &self.db.tables.records;
+        upsert_verdict(mark, self.raw_mark(key), (d, table, key), token).await
     }
 
-    async fn read_mark(&self, key: &str) -> Result<Option<FencingToken>> {
+    /// The row's mark as stored (negative: foreign data).
+    async fn raw_mark(&self, key: &str) -> Result<Option<i64>> {
         let d = self.db.dialect();
-        let raw: Option<i64> = on_pool!(&self.db.pool, p => sqlx::query_scalar(&self.statements.mark).bind(key).fetch_optional(p).await)
-            .map_err(|e| map_error(d, &format!("read mark {key:?}"), false, e))?;
-        raw.map(FencingToken::from_i64).transpose()
+        on_pool!(&self.db.pool, p => sqlx::query_scalar(&self.statements.mark).bind(key).fetch_optional(p).await)
+            .map_err(|e| map_error(d, &format!("read mark {key:?}"), false, e))
+    }
+
+    /// A stored mark as a token, refusing a negative one as foreign data.
+    fn token_of(&self, key: &str, mark: i64) -> Result<FencingToken> {
+        FencingToken::from_i64(mark)
+            .map_err(|_| foreign_mark(self.db.dialect(), &self.db.tables.records, key, mark))
     }
 }
 
-/// MySQL's upsert reports the resulting mark through `LAST_INSERT_ID`
-/// (0 for a fresh insert, which is always accepted).
+/// MySQL's upsert reports the resulting mark through `LAST_INSERT_ID`,
+/// which the server keeps unsigned: a foreign row's negative mark comes
+/// back as its two's complement, read here as the negative it was.
 #[cfg(feature = "mysql")]
 pub(crate) fn mysql_mark(result: &sqlx::mysql::MySqlQueryResult) -> i64 {
-    i64::try_from(result.last_insert_id()).unwrap_or(i64::MAX)
-}
-
-fn stale(key: &str, presented: FencingToken, mark: i64) -> Error {
-    // A negative mark is foreign data, not "mark 0".
-    match FencingToken::from_i64(mark) {
-        Ok(current) => Error::StaleToken {
-            key: key.to_owned(),
-            presented,
-            current,
-        },
-        Err(e) => e,
-    }
+    i64::from_ne_bytes(result.last_insert_id().to_ne_bytes())
 }
 
 #[async_trait]
@@ -193,11 +175,12 @@ impl FencedStore for SqlStore {
         })
         .map_err(|e| map_error(d, &format!("get {key:?}"), false, e))?;
         match row {
-            Some((Some(value), token)) => Ok(Some(Versioned {
+            Some((Some(value), mark)) => Ok(Some(Versioned {
                 value: Bytes::from(value),
-                token: FencingToken::from_i64(token)?,
+                token: self.token_of(key, mark)?,
             })),
-            _ => Ok(None),
+            Some((None, mark)) => self.token_of(key, mark).map(|_| None),
+            None => Ok(None),
         }
     }
 
@@ -210,7 +193,10 @@ impl FencedStore for SqlStore {
 
     async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
         self.limits.check_key(key)?;
-        self.read_mark(key).await
+        self.raw_mark(key)
+            .await?
+            .map(|mark| self.token_of(key, mark))
+            .transpose()
     }
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {

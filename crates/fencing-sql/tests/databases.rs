@@ -86,6 +86,44 @@ macro_rules! database_suite {
                 token
             }
 
+            /// A row whose mark is negative was not written by fencing
+            /// (which never stores one): every call on it is refused as
+            /// foreign data, and the row stays as it was.
+            #[tokio::test]
+            async fn a_row_with_a_negative_mark_is_foreign_data_and_left_alone() {
+                let Some(db) = db().await else { return };
+                let store = SqlStore::new(db).await.expect("store");
+                let key = fencing_testkit::unique_name("negative-mark");
+                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let records = &tables().records;
+                sqlx::query(&format!(
+                    "INSERT INTO {records} (k, v, lock_token) VALUES ('{key}', 'legacy', -1)"
+                ))
+                .execute(&pool)
+                .await
+                .expect("a foreign row");
+                let foreign = |what: &str, result: fencing_core::Result<()>| match result {
+                    Err(Error::Backend { retryable: false, source, .. }) => {
+                        let message = source.to_string();
+                        assert!(message.contains("-1") && message.contains("not written by fencing"), "{what}: {message}");
+                    }
+                    other => panic!("{what} on a negative mark must be refused as foreign data, got {other:?}"),
+                };
+                foreign("put", store.put(&key, "mine".into(), FencingToken::new(1)).await);
+                foreign("fence", store.fence(&key, FencingToken::new(1)).await.map(drop));
+                foreign("delete", store.delete(&key, FencingToken::new(1)).await);
+                foreign("get", store.get(&key).await.map(drop));
+                foreign("mark", store.mark(&key).await.map(drop));
+                let row: (Vec<u8>, i64) = sqlx::query_as(&format!(
+                    "SELECT v, lock_token FROM {records} WHERE k = '{key}'"
+                ))
+                .fetch_one(&pool)
+                .await
+                .expect("the row");
+                assert_eq!(row, (b"legacy".to_vec(), -1), "the foreign row changed");
+                pool.close().await;
+            }
+
             // A TTL of 2.999 ms: a server that drops the 0.999 ms (or
             // a clock that counts whole milliseconds) frees the lease before
             // the holder's local deadline, and a contender polling
