@@ -421,6 +421,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         let mut checks = safety::probe_store(self).await?;
         checks.extend(self.verify_preconditions().await?);
+        checks.extend(self.backend.bucket_checks().await?);
         Ok(checks)
     }
 }

@@ -13,12 +13,15 @@ pub use aws_sdk_s3;
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ExpirationStatus;
 use bytes::Bytes;
 use fencing_core::blob::{
     BlobBackend, BlobStore, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
 };
 pub use fencing_core::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
+use fencing_core::safety::SafetyCheck;
 use fencing_core::{Error, FencingToken, Limits, Result};
 
 use crate::error::{Failure, Op, classify};
@@ -131,6 +134,66 @@ impl BlobBackend for S3Backend {
 
     fn limits(&self) -> Limits {
         Self::limits()
+    }
+
+    /// A lifecycle rule that expires current objects deletes them, marks
+    /// and all (a zombie may then create the key again at any token): a
+    /// warning naming each such rule. A rule on another prefix is harmless;
+    /// only you know which prefixes are fenced.
+    async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
+        const NAME: &str = "no lifecycle expiration";
+        let answer = self
+            .client
+            .get_bucket_lifecycle_configuration()
+            .bucket(&self.bucket)
+            .send()
+            .await;
+        let output = match answer {
+            Ok(output) => output,
+            Err(e) if e.code() == Some("NoSuchLifecycleConfiguration") => {
+                return Ok(vec![SafetyCheck::pass(
+                    NAME,
+                    "the bucket has no lifecycle rules",
+                )]);
+            }
+            Err(e) => {
+                return Ok(vec![SafetyCheck::warn(
+                    NAME,
+                    format!(
+                        "could not read the bucket's lifecycle rules: {}",
+                        aws_sdk_s3::error::DisplayErrorContext(&e)
+                    ),
+                )]);
+            }
+        };
+        let expiring: Vec<String> = output
+            .rules()
+            .iter()
+            .filter(|r| *r.status() == ExpirationStatus::Enabled)
+            .filter(|r| {
+                r.expiration()
+                    .is_some_and(|e| e.days().is_some() || e.date().is_some())
+            })
+            .map(|r| {
+                let prefix = r
+                    .filter()
+                    .and_then(|f| f.prefix().or_else(|| f.and().and_then(|a| a.prefix())))
+                    .unwrap_or("");
+                format!("{:?} (prefix {prefix:?})", r.id().unwrap_or("unnamed"))
+            })
+            .collect();
+        Ok(vec![if expiring.is_empty() {
+            SafetyCheck::pass(NAME, "no enabled rule expires current objects")
+        } else {
+            SafetyCheck::warn(
+                NAME,
+                format!(
+                    "lifecycle rules expire objects: {}. An expired fenced object takes its mark with it, \
+                     and a zombie's write then creates it again; keep expiration off fenced prefixes",
+                    expiring.join(", ")
+                ),
+            )
+        }])
     }
 
     /// A GET of the whole object, or a ranged one: the version and the

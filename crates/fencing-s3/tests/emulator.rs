@@ -308,3 +308,54 @@ async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
 fn limits_are_s3s_single_put_limits() {
     fencing_testkit::blob::assert_object_limits(S3Backend::limits(), 1024, 5 << 30);
 }
+
+/// A lifecycle rule that expires objects deletes fenced ones, marks and
+/// all: `verify` passes a bucket without one and warns, naming the rule,
+/// once a rule expires current objects.
+#[tokio::test]
+async fn verify_warns_of_a_lifecycle_rule_that_expires_objects() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleExpiration, LifecycleRule,
+        LifecycleRuleFilter,
+    };
+    use fencing_core::safety::Verdict;
+    if S3.skipped() {
+        return;
+    }
+    let bucket = format!("{}-lifecycle", bucket_name());
+    let store = emulator::store(&S3.endpoint(), &bucket)
+        .await
+        .unwrap_or_else(|e| S3.unavailable(&e));
+    let checks = store.verify().await.expect("verify");
+    let check = fencing_testkit::safety::check(&checks, "no lifecycle expiration");
+    assert_eq!(check.verdict, Verdict::Pass, "{check:?}");
+
+    let rule = LifecycleRule::builder()
+        .id("expire-jobs")
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix("jobs/").build())
+        .expiration(LifecycleExpiration::builder().days(30).build())
+        .build()
+        .expect("a rule");
+    store
+        .backend()
+        .client()
+        .put_bucket_lifecycle_configuration()
+        .bucket(&bucket)
+        .lifecycle_configuration(
+            BucketLifecycleConfiguration::builder()
+                .rules(rule)
+                .build()
+                .expect("a configuration"),
+        )
+        .send()
+        .await
+        .expect("put the lifecycle rule");
+    let checks = store.verify().await.expect("verify");
+    let check = fencing_testkit::safety::check(&checks, "no lifecycle expiration");
+    assert_eq!(check.verdict, Verdict::Warn, "{check:?}");
+    assert!(
+        check.detail.contains("\"expire-jobs\"") && check.detail.contains("\"jobs/\""),
+        "{check:?}"
+    );
+}

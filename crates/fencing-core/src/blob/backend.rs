@@ -6,6 +6,7 @@ use std::fmt::{self, Debug};
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::safety::SafetyCheck;
 use crate::{FencingToken, Limits, Result};
 
 /// The metadata key of the token hint (never read back: the frame decides).
@@ -152,6 +153,14 @@ pub trait BlobBackend: Send + Sync + Debug {
     fn unmatchable_version(&self) -> BlobVersion {
         BlobVersion::new("\"fencing-verify-never-matches\"")
     }
+
+    /// What `verify` should report of the bucket's own settings: anything
+    /// that deletes objects outside the store (a lifecycle expiration rule)
+    /// takes their marks with it, and a zombie may then write. None by
+    /// default.
+    async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Forwards to the backend behind the reference (two stores, or a test and
@@ -174,6 +183,9 @@ macro_rules! forward_blob_backend {
             }
             fn unmatchable_version(&self) -> BlobVersion {
                 (**self).unmatchable_version()
+            }
+            async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
+                (**self).bucket_checks().await
             }
         }
     )*};

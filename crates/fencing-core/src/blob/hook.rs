@@ -69,4 +69,8 @@ impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
     fn unmatchable_version(&self) -> BlobVersion {
         self.inner.unmatchable_version()
     }
+
+    async fn bucket_checks(&self) -> Result<Vec<crate::safety::SafetyCheck>> {
+        self.inner.bucket_checks().await
+    }
 }
