@@ -227,6 +227,12 @@ mod tests {
             classify(Op::Read, "b", "k", io(ErrorKind::ConnectionReset)).describe(),
             "backend retryable=true"
         );
+        // Unreachable may come after the request went out (an ICMP error
+        // on a retransmission): not proof that nothing was sent.
+        assert_eq!(
+            classify(Op::Write, "b", "k", io(ErrorKind::HostUnreachable)).describe(),
+            "unknown"
+        );
         // Refused: nothing was sent, so even a write may be retried.
         assert_eq!(
             classify(Op::Write, "b", "k", io(ErrorKind::ConnectionRefused)).describe(),
