@@ -10,6 +10,7 @@ use fencing::Error;
 use fencing::safety::{SafetyCheck, Verdict};
 use serde::Serialize;
 
+use crate::output::redact;
 use crate::{CliResult, backends, exit};
 
 #[derive(Debug, Args)]
@@ -370,45 +371,4 @@ fn describe(e: &Error) -> String {
         text.push_str(" (is the server up and reachable at that address?)");
     }
     text
-}
-
-/// The URL with its password and SAS token hidden, for printing.
-fn redact(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let authority = &rest[..authority_end];
-        if let Some((userinfo, host)) = authority.rsplit_once('@')
-            && let Some((user, _password)) = userinfo.split_once(':')
-        {
-            out = format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]);
-        }
-    }
-    if let Some(start) = out.find("sas=") {
-        let value_start = start + "sas=".len();
-        let end = out[value_start..]
-            .find('&')
-            .map_or(out.len(), |i| value_start + i);
-        out.replace_range(value_start..end, "***");
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_and_sas_tokens_are_hidden() {
-        assert_eq!(
-            redact("postgres://fencing:secret@127.0.0.1:5432/fencing"),
-            "postgres://fencing:***@127.0.0.1:5432/fencing"
-        );
-        assert_eq!(
-            redact("az://c?endpoint=https://a.blob.core.windows.net&sas=sv%3D1%26sig%3Dx"),
-            "az://c?endpoint=https://a.blob.core.windows.net&sas=***"
-        );
-        assert_eq!(redact("redis://127.0.0.1:6380"), "redis://127.0.0.1:6380");
-        assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
-    }
 }

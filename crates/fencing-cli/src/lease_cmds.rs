@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use fencing::keepalive::{KeepAlive, Lost};
 use fencing::{Error, FencingToken, HolderId, Lease, LeaseRequest, TokenIssuer};
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
@@ -210,6 +210,9 @@ pub(crate) fn spawn_with_lease(
     let (program, rest) = command.split_first().expect("clap requires a command");
     let child = Command::new(program)
         .args(rest)
+        // A process group of its own, so that a lost lease stops the whole
+        // job: a shell script's own children too, not just the shell.
+        .process_group(0)
         .env("FENCING_TOKEN", lease.token().to_string())
         .env("FENCING_RESOURCE", lease.resource())
         .env("FENCING_HOLDER", lease.holder().as_str())
@@ -234,8 +237,8 @@ pub(crate) enum Ended {
 }
 
 /// Waits for `child` while its lease is kept: passes Ctrl-C and SIGTERM on
-/// to it; when `lost` resolves, sends it the configured signal and kills it
-/// after the grace period.
+/// to its process group; when `lost` resolves, sends the group the
+/// configured signal and kills the group after the grace period.
 pub(crate) async fn supervise(
     child: &mut Child,
     lost: impl Future<Output = Lost>,
@@ -270,6 +273,7 @@ pub(crate) async fn supervise(
             "fence: the command did not stop within {:?}; killing it",
             supervision.grace
         );
+        signal_child(pid, Signal::SIGKILL);
         let _ = child.kill().await;
     }
     Ok(Ended::Lost)
@@ -301,9 +305,10 @@ async fn held(issuer: &dyn TokenIssuer, resource: &str) -> CliResult {
     Ok(ExitCode::from(exit::HELD))
 }
 
+/// Signals the command's process group (it leads one of its own).
 fn signal_child(pid: Option<Pid>, signal: Signal) {
     if let Some(pid) = pid {
-        let _ = kill(pid, signal);
+        let _ = killpg(pid, signal);
     }
 }
 

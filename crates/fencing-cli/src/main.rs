@@ -59,7 +59,7 @@ enum Command {
     /// over, and the store refuses the paused client's write. Needs no server.
     Demo(demo::DemoArgs),
     /// Run a command while holding a lease; it gets FENCING_TOKEN to write
-    /// with, and is signalled if the lease is lost.
+    /// with, and its process group is signalled if the lease is lost.
     Run(lease_cmds::RunArgs),
     /// Run a long-lived command as the elected leader of a resource:
     /// followers wait and take over. The command gets the term's

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use fencing::{FencingToken, LeaseRequest};
 use serde::Serialize;
 
+use crate::output::redact;
 use crate::{CliResult, backends, exit};
 
 #[derive(Debug, Subcommand)]
@@ -200,7 +201,8 @@ async fn issuer(args: IssuerArgs) -> CliResult {
             let Some(holding) = holding.filter(|_| args.force) else {
                 eprintln!(
                     "fence: {:?} has a live holder on {}; migrate when it is free, or pass --force",
-                    args.resource, args.from
+                    args.resource,
+                    redact(&args.from)
                 );
                 return Ok(ExitCode::from(exit::HELD));
             };
@@ -214,7 +216,7 @@ async fn issuer(args: IssuerArgs) -> CliResult {
             fencing::Error::invalid_input(format!("--store takes URL#KEY, got {spec:?}"))
         })?;
         let store = backends::open_store(url).await?;
-        marks.push((format!("{url}#{key}"), store.mark(key).await?));
+        marks.push((format!("{}#{key}", redact(url)), store.mark(key).await?));
     }
 
     let floor = [old_issuer_next, live_holder_token]
@@ -233,10 +235,11 @@ async fn issuer(args: IssuerArgs) -> CliResult {
         )
         .await?;
     to.release(&check).await?;
+    let (from_shown, to_shown) = (redact(&args.from), redact(&args.to));
     let report = Report {
         resource: &args.resource,
-        from: &args.from,
-        to: &args.to,
+        from: &from_shown,
+        to: &to_shown,
         old_issuer_next,
         live_holder_token,
         marks,

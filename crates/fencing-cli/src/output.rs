@@ -49,3 +49,57 @@ impl<'a> LeaseView<'a> {
         }
     }
 }
+
+/// The URL with its password and secret option values (`sas=`,
+/// `password=`, `sig=`) hidden, for printing; other options stay readable.
+pub(crate) fn redact(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
+            && let Some((user, _password)) = userinfo.split_once(':')
+        {
+            out = format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]);
+        }
+    }
+    for secret in ["sas=", "password=", "sig="] {
+        let mut from = 0;
+        while let Some(found) = out[from..].find(secret) {
+            let start = from + found;
+            let value_start = start + secret.len();
+            // Only a whole option name: after `?` or `&`.
+            if start > 0 && matches!(out.as_bytes()[start - 1], b'?' | b'&') {
+                let end = out[value_start..]
+                    .find('&')
+                    .map_or(out.len(), |i| value_start + i);
+                out.replace_range(value_start..end, "***");
+            }
+            from = value_start.min(out.len());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_and_sas_tokens_are_hidden() {
+        assert_eq!(
+            redact("postgres://fencing:secret@127.0.0.1:5432/fencing"),
+            "postgres://fencing:***@127.0.0.1:5432/fencing"
+        );
+        assert_eq!(
+            redact("az://c?endpoint=https://a.blob.core.windows.net&sas=sv%3D1%26sig%3Dx"),
+            "az://c?endpoint=https://a.blob.core.windows.net&sas=***"
+        );
+        assert_eq!(
+            redact("postgres://h/db?user=u&password=secret&sslmode=disable"),
+            "postgres://h/db?user=u&password=***&sslmode=disable"
+        );
+        assert_eq!(redact("redis://127.0.0.1:6380"), "redis://127.0.0.1:6380");
+        assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+    }
+}

@@ -107,3 +107,29 @@ fn a_malformed_fence_is_bad_input() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("STORE_URL#KEY"));
 }
+
+/// A lost term stops the command's own children too: here the shell waits
+/// on a job of its own that would leave a mark after 3 s. The shell alone
+/// dying on SIGTERM is not enough; the job must not outlive the term.
+#[test]
+fn a_lost_term_stops_the_commands_children_too() {
+    let s = Scratch::new("group");
+    let url = s.url();
+    let marker = s.path("marker");
+    let script = format!(
+        "{FENCE} release --issuer \"$FENCING_ISSUER\" --resource \"$FENCING_RESOURCE\" \
+         --holder \"$FENCING_HOLDER\" --token \"$FENCING_TOKEN\" >/dev/null; \
+         sh -c 'sleep 3; touch {}'; true",
+        marker.display()
+    );
+    let out = lead(&url, "a", &["--grace", "1s"], &script)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !marker.exists(),
+        "the command's child outlived the lost term: {}",
+        text(&out)
+    );
+}

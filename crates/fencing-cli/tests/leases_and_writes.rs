@@ -125,6 +125,19 @@ fn kill(signal: &str, group: &str) {
     assert!(status.unwrap().success(), "kill {signal} -- {group}");
 }
 
+/// Stops (`-STOP`) or resumes (`-CONT`) a whole `fence run` job, as a
+/// paused machine would: `fence`'s own process group, and the group its
+/// command leads (`fence` starts the command in a group of its own).
+fn pause_job(signal: &str, fence: &Child, group: &str) {
+    let pid = fence.id();
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .expect("the children of fence");
+    for child in children.split_whitespace() {
+        kill(signal, &format!("-{child}"));
+    }
+    kill(signal, group);
+}
+
 /// `fence ARGS` started in a process group of its own (so `kill` stops its
 /// command too), output piped, and the group to signal.
 fn spawn_in_group(args: &[&str]) -> (Child, String) {
@@ -173,7 +186,7 @@ fn a_stopped_run_is_refused_after_it_wakes() {
         ],
     ));
     std::thread::sleep(Duration::from_millis(700));
-    kill("-STOP", &group);
+    pause_job("-STOP", &first, &group);
 
     // Paused past its TTL: the second run gets the lease and writes.
     std::thread::sleep(Duration::from_millis(1600));
@@ -196,7 +209,7 @@ fn a_stopped_run_is_refused_after_it_wakes() {
     );
     assert_exit(&second, 0);
 
-    kill("-CONT", &group);
+    pause_job("-CONT", &first, &group);
     assert_lost_lease(first, "the first run must exit with 'lease lost'");
 
     let code = std::fs::read_to_string(&result).expect("the zombie command tried its late write");

@@ -156,13 +156,20 @@ impl BlobBackend for S3Backend {
                     "the bucket has no lifecycle rules",
                 )]);
             }
+            Err(e) if e.code() == Some("NotImplemented") => {
+                return Ok(vec![SafetyCheck::pass(
+                    NAME,
+                    "this server has no lifecycle rules (NotImplemented)",
+                )]);
+            }
             Err(e) => {
+                let why = match (e.code(), e.message()) {
+                    (Some(code), Some(message)) => format!("{code}: {message}"),
+                    _ => aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
+                };
                 return Ok(vec![SafetyCheck::warn(
                     NAME,
-                    format!(
-                        "could not read the bucket's lifecycle rules: {}",
-                        aws_sdk_s3::error::DisplayErrorContext(&e)
-                    ),
+                    format!("could not read the bucket's lifecycle rules: {why}"),
                 )]);
             }
         };

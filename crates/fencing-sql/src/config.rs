@@ -61,6 +61,16 @@ impl SqlConfig {
             let (slot, name) = match pair.split_once('=') {
                 Some((TABLE_PREFIX, value)) => ((&mut prefix, value), TABLE_PREFIX),
                 Some((ACCEPT_VOLATILE, value)) => ((&mut accept_volatile, value), ACCEPT_VOLATILE),
+                // The driver takes the rest, and ignores what it does not
+                // know: a typo in one of ours would silently mean other
+                // tables (another issuer, tokens from 1 again).
+                _ if pair.starts_with("fencing_") => {
+                    let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+                    return Err(Error::invalid_input(format!(
+                        "unknown option {name:?} in the database URL; this crate's options are \
+                         {TABLE_PREFIX} and {ACCEPT_VOLATILE}"
+                    )));
+                }
                 _ => {
                     rest.push(pair);
                     continue;
@@ -196,6 +206,15 @@ mod tests {
         assert!(!invalid("oracle://u:secret@h").contains("secret"));
         assert!(
             invalid("sqlite://x?fencing_table_prefix=a&fencing_table_prefix=b").contains("twice")
+        );
+        // The driver would ignore a misspelt option of ours: other tables.
+        let typo = invalid("postgres://u:secret@h/db?fencing_table_prefx=app_");
+        assert!(
+            typo.contains("\"fencing_table_prefx\"") && typo.contains("fencing_table_prefix"),
+            "{typo}"
+        );
+        assert!(
+            invalid("mysql://h/db?fencing_accept_volatile_commits=yes").contains("true or false")
         );
     }
 

@@ -44,8 +44,9 @@ impl SqlStore {
     /// A store on `db`, creating its table if needed.
     ///
     /// # Errors
-    /// [`Error::Backend`] if the table cannot be created or the server
-    /// cannot be reached; [`Error::UnsafeConfiguration`] for a MySQL pool
+    /// [`Error::Backend`](fencing_core::Error::Backend) if the table cannot
+    /// be created or the server cannot be reached;
+    /// [`Error::UnsafeConfiguration`](fencing_core::Error::UnsafeConfiguration) for a MySQL pool
     /// whose sessions run with `autocommit` off (its writes would be rolled
     /// back when the connection closes).
     pub async fn new(db: Db) -> Result<Self> {
