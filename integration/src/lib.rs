@@ -12,7 +12,7 @@ use std::time::Duration;
 use fencing::blob::BlobStore;
 use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
 use fencing::{FencedStore, TokenIssuer};
-use fencing_harness::env::{self, Server};
+use fencing_harness::env::{self, Server, with_option};
 use fencing_sql::{Db, SqlStore, Tables};
 
 pub mod candidate;
@@ -99,12 +99,6 @@ impl std::fmt::Display for Causes<'_> {
 /// every object store accepts.
 fn bucket_name() -> String {
     format!("{}-matrix", run_prefix().replace('_', "-"))
-}
-
-/// `base` with `option` appended to its query.
-fn with_option(base: &str, option: &str) -> String {
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}{option}")
 }
 
 /// A backend's URL in the registry's grammar (`fencing::registry`), with

@@ -58,14 +58,14 @@ impl SqlConfig {
         let (mut prefix, mut accept_volatile) = (None, None);
         let mut rest = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (slot, name) = match pair.split_once('=') {
-                Some((TABLE_PREFIX, value)) => ((&mut prefix, value), TABLE_PREFIX),
-                Some((ACCEPT_VOLATILE, value)) => ((&mut accept_volatile, value), ACCEPT_VOLATILE),
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let slot = match (name, pair.contains('=')) {
+                (TABLE_PREFIX, true) => &mut prefix,
+                (ACCEPT_VOLATILE, true) => &mut accept_volatile,
                 // The driver takes the rest, and ignores what it does not
                 // know: a typo in one of ours would silently mean other
                 // tables (another issuer, tokens from 1 again).
-                _ if pair.starts_with("fencing_") => {
-                    let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+                _ if name.starts_with("fencing_") => {
                     return Err(Error::invalid_input(format!(
                         "unknown option {name:?} in the database URL; this crate's options are \
                          {TABLE_PREFIX} and {ACCEPT_VOLATILE}"
@@ -76,7 +76,7 @@ impl SqlConfig {
                     continue;
                 }
             };
-            if slot.0.replace(slot.1).is_some() {
+            if slot.replace(value).is_some() {
                 return Err(Error::invalid_input(format!(
                     "option {name:?} is given twice in the URL"
                 )));

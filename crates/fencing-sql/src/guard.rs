@@ -82,8 +82,8 @@ where
         .upsert(&stmt, domain, raw)
         .await
         .map_err(|e| map_error(dialect, &op, true, e))?;
-    let select = sql::select_mark(dialect, &tables.domains, "domain");
     let read_mark = async {
+        let select = sql::select_mark(dialect, &tables.domains, "domain");
         conn.select(&select, domain)
             .await
             .map_err(|e| map_error(dialect, &op, false, e))

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
-use fencing_harness::env::{MYSQL, POSTGRES, Server};
+use fencing_harness::env::{MYSQL, POSTGRES, Server, with_option};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::issuer::IssuerProfile;
 use fencing_testkit::safety::{check, refusal};
@@ -786,12 +786,6 @@ async fn a_mysql_pool_with_autocommit_off_is_refused() {
         let reason = refusal(opened, "mysql", what);
         assert!(reason.contains("autocommit is off"), "{what}: {reason}");
     }
-}
-
-/// `url` with one more query option.
-fn with_option(url: &str, option: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}{option}")
 }
 
 /// A server whose commits a crash can lose would grant a lost grant's

@@ -118,11 +118,12 @@ impl ZkIssuer {
         Ok(issuer)
     }
 
-    /// The connect string (`host:port[,host:port…]`).
+    /// The sessions and calls (for `verify`).
     pub(crate) fn rpc(&self) -> &Rpc {
         &self.inner.rpc
     }
 
+    /// The connect string (`host:port[,host:port…]`).
     pub(crate) fn connect_string(&self) -> &str {
         self.inner.rpc.connect_string()
     }

@@ -18,6 +18,12 @@ pub struct Server {
     pub default: &'static str,
 }
 
+/// `url` with `option` (`name=value`) appended to its query.
+pub fn with_option(url: &str, option: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{option}")
+}
+
 impl Server {
     /// The endpoint: the variable if set, the default otherwise.
     pub fn endpoint(&self) -> String {
