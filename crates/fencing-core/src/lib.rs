@@ -11,10 +11,11 @@ pub mod memory;
 pub mod safety;
 pub mod scenario;
 mod store;
+pub mod tls;
 mod token;
 pub mod url;
 
-pub use error::{BoxError, Call, Error, Result, never_sent};
+pub use error::{BoxError, Call, Error, Result, never_sent, tls_failure};
 pub use issuer::TokenIssuer;
 pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
 pub use store::{FencedStore, Limits, Versioned};

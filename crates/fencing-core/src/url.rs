@@ -274,7 +274,7 @@ fn parse_duration(value: &str) -> Option<Duration> {
 }
 
 /// Decodes `%XX` escapes; `+` is left as it is (base64 in a SAS uses it).
-fn percent_decode(s: &str) -> Result<String> {
+pub(crate) fn percent_decode(s: &str) -> Result<String> {
     if !s.contains('%') {
         return Ok(s.to_owned());
     }
@@ -296,35 +296,102 @@ fn percent_decode(s: &str) -> Result<String> {
     String::from_utf8(out).map_err(|_| bad())
 }
 
-/// The URL with its password (`user:…@`) and query values replaced by
-/// `***`, for messages: a URL may carry a password or a SAS.
+/// Option names whose values are secrets wherever they appear: an Azure
+/// SAS or its signature, passwords, keys, tokens.
+const SECRET_OPTIONS: &[&str] = &[
+    "sas",
+    "sig",
+    "password",
+    "pass",
+    "sslpassword",
+    "key",
+    "account_key",
+    "access_key",
+    "secret",
+    "secret_key",
+    "secret_access_key",
+    "token",
+    "session_token",
+    "credentials",
+];
+
+/// The one redaction of the workspace, for every message, `Debug` print
+/// and report that shows a URL (the CLI's too): the password of
+/// `user:password@` is replaced by `***` (also in a mistyped URL without
+/// `://`), and so is the value of every secret option (`sas`, `sig`,
+/// `password`, `key`, `token`, …), in the query and in an embedded request
+/// URL alike. Other options stay readable.
 pub fn redact(url: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),
     };
-    let base = match (base.split_once("://"), base.rfind('@')) {
-        (Some((scheme, rest)), Some(_)) => {
-            let (userinfo, host) = rest.rsplit_once('@').unwrap_or(("", rest));
+    let mut out = redact_userinfo(base);
+    if let Some(query) = query {
+        out.push('?');
+        out.push_str(&redact_query(query));
+    }
+    out
+}
+
+/// `scheme://user:pw@host/path` → `scheme://user:***@host/path`. Without
+/// `://` (a typo), whatever stands between the last `:` and the `@`.
+fn redact_userinfo(base: &str) -> String {
+    let Some(i) = base.find("://") else {
+        return match base.rfind('@') {
+            Some(at) => match base[..at].rfind(':') {
+                Some(colon) => format!("{}***{}", &base[..=colon], &base[at..]),
+                None => base.to_owned(),
+            },
+            None => base.to_owned(),
+        };
+    };
+    let (head, rest) = base.split_at(i + 3);
+    let end = rest.find('/').unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
             let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}:***@{host}")
+            format!("{head}{user}:***@{host}{}", &rest[end..])
         }
         _ => base.to_owned(),
-    };
-    match query {
-        None => base,
-        Some(query) => {
-            let keys: Vec<String> = query
-                .split('&')
-                .filter(|p| !p.is_empty())
-                .map(|p| match p.split_once('=') {
-                    Some((k, _)) => format!("{k}=***"),
-                    None => p.to_owned(),
-                })
-                .collect();
-            format!("{base}?{}", keys.join("&"))
-        }
     }
+}
+
+fn redact_query(query: &str) -> String {
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if is_secret_option(key) => format!("{key}=***"),
+            _ => pair.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn is_secret_option(key: &str) -> bool {
+    let key = key.to_ascii_lowercase().replace('-', "_");
+    SECRET_OPTIONS.contains(&key.as_str())
+}
+
+/// `text` (an SDK's error message) with every URL in it redacted: some
+/// SDKs print the request URL, SAS signature and all.
+pub fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        // Back to the start of the scheme, forward to the end of the URL.
+        let scheme_start = rest[..i]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+            .map_or(0, |j| j + 1);
+        let end = rest[i..]
+            .find(|c: char| c.is_whitespace() || "\"'<>`)]}".contains(c))
+            .map_or(rest.len(), |j| i + j);
+        out.push_str(&rest[..scheme_start]);
+        out.push_str(&redact(&rest[scheme_start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The variable `name`, if set and not empty.
@@ -483,12 +550,36 @@ mod tests {
     }
 
     #[test]
-    fn redaction_hides_passwords_and_values() {
+    fn redaction_hides_passwords_and_secret_values_only() {
         assert_eq!(
-            redact("postgres://u:secret@h/db?sslmode=require"),
-            "postgres://u:***@h/db?sslmode=***"
+            redact("postgres://u:secret@h/db?sslmode=require&password=pw"),
+            "postgres://u:***@h/db?sslmode=require&password=***"
         );
-        assert_eq!(redact("az://c?sas=sig"), "az://c?sas=***");
+        assert_eq!(
+            redact("az://c?endpoint=https://a.blob.core.windows.net&sas=sv%3D1%26sig%3Dx"),
+            "az://c?endpoint=https://a.blob.core.windows.net&sas=***"
+        );
         assert_eq!(redact("etcd://h:1"), "etcd://h:1");
+        assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+        assert_eq!(redact("etcd://user:pw@h:1,g:2"), "etcd://user:***@h:1,g:2");
+        // Mistyped: no `//`, or one slash.
+        assert_eq!(redact("redis:/u:PW@h"), "redis:/u:***@h");
+        assert_eq!(redact("redis:u:PW@h"), "redis:u:***@h");
+        assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+        assert_eq!(redact("s3://b?Secret-Key=x&region=r"), "s3://b?Secret-Key=***&region=r");
+    }
+
+    #[test]
+    fn urls_inside_a_message_are_redacted() {
+        let message = "error sending request for url (https://acct.blob.core.windows.net/c/k?sv=1&sig=SIGNATURE&se=2): 403";
+        let shown = redact_text(message);
+        assert!(!shown.contains("SIGNATURE"), "{shown}");
+        assert!(shown.starts_with("error sending request for url (https://acct.blob"), "{shown}");
+        assert!(shown.ends_with("&se=2): 403"), "{shown}");
+        assert_eq!(redact_text("no url here"), "no url here");
+        assert_eq!(
+            redact_text("to redis://u:PW@h:1 and postgres://p:Q@h/d."),
+            "to redis://u:***@h:1 and postgres://p:***@h/d."
+        );
     }
 }

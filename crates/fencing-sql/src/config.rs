@@ -1,21 +1,32 @@
 //! [`SqlConfig`]: a SQL store or issuer from a URL, the environment or
 //! setters.
 
-use fencing_core::url::{env_any, redact};
+use fencing_core::tls::TlsOptions;
+use fencing_core::url::{Query, env_any, redact};
 use fencing_core::{Error, Result};
 
 use crate::{Db, SqlIssuer, SqlStore, Tables};
 
-/// Our options in a SQL URL; every other option is the driver's.
+/// Our options in a SQL URL; every other option is the driver's, but TLS
+/// ([`TlsOptions::URL_OPTIONS`]).
 const TABLE_PREFIX: &str = "fencing_table_prefix";
 const ACCEPT_VOLATILE: &str = "fencing_accept_volatile_commits";
+/// The MySQL driver's TLS spellings: one set of names for every backend.
+const DRIVER_TLS_OPTIONS: &[&str] = &["ssl-mode", "ssl-ca", "ssl-cert", "ssl-key"];
 
 /// A SQL database by URL: `postgres://…`, `mysql://…` (`mariadb://…`),
 /// `sqlite://PATH` or `sqlite::memory:`. The URL is the driver's (sqlx's),
-/// with its own options (`sslmode=…`); this crate adds two,
+/// with its own options; this crate adds two,
 /// `fencing_table_prefix=P` (the [`Tables`] prefix, default `fencing_`)
 /// and `fencing_accept_volatile_commits=true` (an issuer on a server whose
 /// commits a crash can lose, [`Db::accept_volatile_commits`]).
+///
+/// TLS takes the options every fencing backend takes
+/// ([`fencing_core::tls`]): `sslmode=disable|prefer|require|verify-ca|verify-full`
+/// (default `prefer`, the drivers' own), `sslrootcert=CA.pem`,
+/// `sslcert=…&sslkey=…`, on PostgreSQL and MySQL/MariaDB alike (the MySQL
+/// driver's own spellings, `ssl-mode` and `ssl-ca`, are refused, naming
+/// these). The password is the URL's `user:password@`.
 ///
 /// ```
 /// let config = fencing_sql::SqlConfig::from_url("postgres://u:p@127.0.0.1/db?sslmode=disable&fencing_table_prefix=app_")?;
@@ -27,6 +38,7 @@ pub struct SqlConfig {
     url: String,
     tables: Tables,
     volatile_commits_accepted: bool,
+    tls: TlsOptions,
 }
 
 impl std::fmt::Debug for SqlConfig {
@@ -36,6 +48,7 @@ impl std::fmt::Debug for SqlConfig {
             .field("url", &redact(&self.url))
             .field("tables", &self.tables)
             .field("volatile_commits_accepted", &self.volatile_commits_accepted)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -56,9 +69,19 @@ impl SqlConfig {
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let (mut prefix, mut accept_volatile) = (None, None);
-        let mut rest = Vec::new();
+        let (mut rest, mut tls) = (Vec::new(), Vec::new());
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            if TlsOptions::URL_OPTIONS.contains(&name) {
+                tls.push(pair);
+                continue;
+            }
+            if DRIVER_TLS_OPTIONS.contains(&name) {
+                return Err(Error::invalid_input(format!(
+                    "option {name:?}: TLS takes the options every fencing backend takes: {}",
+                    TlsOptions::URL_OPTIONS.join(", ")
+                )));
+            }
             let slot = match (name, pair.contains('=')) {
                 (TABLE_PREFIX, true) => &mut prefix,
                 (ACCEPT_VOLATILE, true) => &mut accept_volatile,
@@ -95,6 +118,12 @@ impl SqlConfig {
             Some(prefix) => Tables::with_prefix(prefix)?,
             None => Tables::default(),
         };
+        let tls = TlsOptions::take_from(&mut Query::parse(&tls.join("&"))?)?;
+        if scheme == "sqlite" && !tls.is_default() {
+            return Err(Error::invalid_input(
+                "a sqlite:// URL takes no TLS option: SQLite is a local file",
+            ));
+        }
         let url = if rest.is_empty() {
             base.to_owned()
         } else {
@@ -104,6 +133,7 @@ impl SqlConfig {
             url,
             tables,
             volatile_commits_accepted,
+            tls,
         })
     }
 
@@ -138,12 +168,25 @@ impl SqlConfig {
         self
     }
 
+    /// TLS options (replacing the URL's `sslmode`, `sslrootcert`,
+    /// `sslcert`, `sslkey`).
+    #[must_use]
+    pub fn with_tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The TLS options.
+    pub fn tls(&self) -> &TlsOptions {
+        &self.tls
+    }
+
     /// Connects: a [`Db`] on the tables.
     ///
     /// # Errors
     /// As [`Db::connect`].
     pub async fn connect(&self) -> Result<Db> {
-        let db = Db::open(&self.url, self.tables.clone()).await?;
+        let db = Db::open(&self.url, self.tables.clone(), &self.tls).await?;
         Ok(if self.volatile_commits_accepted {
             db.accept_volatile_commits()
         } else {
@@ -193,6 +236,13 @@ mod tests {
         assert_eq!(c.url, "postgres://u:pw@h/db?sslmode=disable&x=1");
         assert_eq!(c.tables().leases, "t_leases");
         assert!(!format!("{c:?}").contains("pw"));
+        let c = SqlConfig::from_url(
+            "mysql://u:pw@h/db?sslmode=verify-ca&sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem&x=1",
+        )
+        .unwrap();
+        assert_eq!(c.url, "mysql://u:pw@h/db?x=1");
+        assert_eq!(c.tls().ca_file(), Some(std::path::Path::new("/ca.pem")));
+        assert!(c.tls().client_cert_files().is_some());
     }
 
     #[test]
@@ -216,6 +266,10 @@ mod tests {
         assert!(
             invalid("mysql://h/db?fencing_accept_volatile_commits=yes").contains("true or false")
         );
+        assert!(invalid("mysql://h/db?ssl-mode=required").contains("sslmode, sslrootcert"));
+        assert!(invalid("postgres://h/db?sslcert=/c.pem").contains("without sslkey"));
+        assert!(invalid("postgres://h/db?sslmode=allow").contains("allow"));
+        assert!(invalid("sqlite:///tmp/x.db?sslmode=require").contains("no TLS option"));
     }
 
     /// `Db::connect` reads the URL as `SqlConfig` does: our option is taken

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use fencing_core::safety::SafetyCheck;
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::url::redact;
 use fencing_core::{Error, Result};
 
@@ -119,6 +121,9 @@ pub struct Db {
     pub(crate) tables: Tables,
     /// [`Db::accept_volatile_commits`].
     pub(crate) volatile_commits_accepted: bool,
+    /// The host and the TLS mode asked for, when known (not for a MySQL
+    /// pool passed in).
+    transport: Option<(String, TlsMode)>,
 }
 
 impl fmt::Debug for Db {
@@ -147,13 +152,14 @@ impl Db {
 
     /// Opens a pool on `url` (a scheme [`SqlConfig`](crate::SqlConfig)
     /// accepted, without our option) for `tables`.
-    pub(crate) async fn open(url: &str, tables: Tables) -> Result<Self> {
+    pub(crate) async fn open(url: &str, tables: Tables, tls: &TlsOptions) -> Result<Self> {
         let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
         let pool = match scheme {
             #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => {
                 let options: sqlx::postgres::PgConnectOptions =
                     url.parse().map_err(|e| bad_url(url, e))?;
+                let options = postgres_tls(options, tls)?;
                 Pool::Postgres(probe_and_open(Dialect::Postgres, options, pool_options()).await?)
             }
             #[cfg(feature = "mysql")]
@@ -161,6 +167,8 @@ impl Db {
                 let url = url.replacen("mariadb:", "mysql:", 1);
                 let options: sqlx::mysql::MySqlConnectOptions =
                     url.parse().map_err(|e| bad_url(&url, e))?;
+                let asked = (mysql_host(&url), tls.mode(TlsMode::Prefer));
+                let options = mysql_tls(options, tls)?;
                 // A server default of `autocommit=0` (or an `init_connect`
                 // setting it) would leave every write in an open transaction,
                 // rolled back when the connection closes.
@@ -170,7 +178,11 @@ impl Db {
                         Ok(())
                     })
                 });
-                Pool::MySql(probe_and_open(Dialect::MySql, options, pool).await?)
+                let pool = Pool::MySql(probe_and_open(Dialect::MySql, options, pool).await?);
+                return Ok(Self {
+                    transport: Some(asked),
+                    ..Self::on(pool, tables)
+                });
             }
             #[cfg(feature = "sqlite")]
             "sqlite" => {
@@ -195,20 +207,30 @@ impl Db {
     }
 
     fn on(pool: Pool, tables: Tables) -> Self {
+        #[allow(unreachable_patterns)]
+        let transport = match &pool {
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(p) => {
+                let options = p.connect_options();
+                Some((options.get_host().to_owned(), pg_mode(options.get_ssl_mode())))
+            }
+            _ => None,
+        };
         Self {
             pool,
             tables,
             volatile_commits_accepted: false,
+            transport,
         }
     }
 
-    /// Uses an existing PostgreSQL pool.
+    /// Uses an existing PostgreSQL pool (its own TLS settings).
     #[cfg(feature = "postgres")]
     pub fn postgres(pool: sqlx::PgPool) -> Self {
         Self::on(Pool::Postgres(pool), Tables::default())
     }
 
-    /// Uses an existing MySQL/MariaDB pool.
+    /// Uses an existing MySQL/MariaDB pool (its own TLS settings).
     #[cfg(feature = "mysql")]
     pub fn mysql(pool: sqlx::MySqlPool) -> Self {
         Self::on(Pool::MySql(pool), Tables::default())
@@ -298,6 +320,54 @@ impl Db {
             }
         };
         Ok(reason)
+    }
+
+    /// What `fence doctor` says of this pool's transport, read off a live
+    /// session (what the server agreed to, not only what the URL asked
+    /// for): plaintext to a server past the loopback, or TLS without a
+    /// certificate check, is a warning.
+    pub(crate) async fn transport_check(&self) -> Result<SafetyCheck> {
+        let d = self.dialect();
+        let read = |e| map_error(d, "read the session's TLS state", false, e);
+        let encrypted = match &self.pool {
+            #[cfg(feature = "postgres")]
+            Pool::Postgres(p) => {
+                let ssl: Option<bool> =
+                    sqlx::query_scalar("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                        .fetch_optional(p)
+                        .await
+                        .map_err(read)?;
+                ssl == Some(true)
+            }
+            #[cfg(feature = "mysql")]
+            Pool::MySql(p) => {
+                let cipher: Option<(String, String)> =
+                    sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+                        .fetch_optional(p)
+                        .await
+                        .map_err(read)?;
+                cipher.is_some_and(|(_, c)| !c.is_empty())
+            }
+            #[cfg(feature = "sqlite")]
+            Pool::Sqlite(_) => return Ok(SafetyCheck::pass("transport", "a local file: no network")),
+        };
+        let (host, asked) = match &self.transport {
+            Some((host, mode)) => (host.as_str(), Some(*mode)),
+            None => ("the server", None),
+        };
+        let mode = match (encrypted, asked) {
+            (false, _) => TlsMode::Disable,
+            // The drivers check no certificate below verify-ca.
+            (true, Some(TlsMode::Prefer | TlsMode::Require)) => TlsMode::Require,
+            (true, Some(mode)) => mode,
+            (true, None) => {
+                return Ok(SafetyCheck::pass(
+                    "transport",
+                    "TLS; the certificate check is the pool's own setting",
+                ));
+            }
+        };
+        Ok(TlsOptions::transport_check(mode, &[host]))
     }
 
     /// Uses other table names.
@@ -422,6 +492,93 @@ fn pool_options<DB: sqlx::Database>() -> sqlx::pool::PoolOptions<DB> {
         .max_connections(16)
         .acquire_timeout(std::time::Duration::from_secs(10))
 }
+
+/// The TLS options on PostgreSQL's own (libpq's) modes.
+#[cfg(feature = "postgres")]
+fn postgres_tls(
+    options: sqlx::postgres::PgConnectOptions,
+    tls: &TlsOptions,
+) -> Result<sqlx::postgres::PgConnectOptions> {
+    use sqlx::postgres::PgSslMode;
+    if tls.is_default() {
+        return Ok(options); // the URL had none: the driver's default, prefer
+    }
+    let mode = match tls.mode_for("postgres", TlsMode::Prefer, ALL_MODES)? {
+        TlsMode::Disable => PgSslMode::Disable,
+        TlsMode::Prefer => PgSslMode::Prefer,
+        TlsMode::Require => PgSslMode::Require,
+        TlsMode::VerifyCa => PgSslMode::VerifyCa,
+        TlsMode::VerifyFull => PgSslMode::VerifyFull,
+    };
+    let mut options = options.ssl_mode(mode);
+    if let Some(ca) = tls.read_ca()? {
+        options = options.ssl_root_cert_from_pem(ca);
+    }
+    if let Some(identity) = tls.read_identity()? {
+        options = options
+            .ssl_client_cert_from_pem(identity.cert)
+            .ssl_client_key_from_pem(identity.key.expose());
+    }
+    Ok(options)
+}
+
+#[cfg(feature = "postgres")]
+fn pg_mode(mode: sqlx::postgres::PgSslMode) -> TlsMode {
+    use sqlx::postgres::PgSslMode;
+    match mode {
+        PgSslMode::Disable => TlsMode::Disable,
+        PgSslMode::Allow | PgSslMode::Prefer => TlsMode::Prefer,
+        PgSslMode::Require => TlsMode::Require,
+        PgSslMode::VerifyCa => TlsMode::VerifyCa,
+        PgSslMode::VerifyFull => TlsMode::VerifyFull,
+    }
+}
+
+/// The TLS options on MySQL's modes (`verify-full` is its `VERIFY_IDENTITY`).
+#[cfg(feature = "mysql")]
+fn mysql_tls(
+    options: sqlx::mysql::MySqlConnectOptions,
+    tls: &TlsOptions,
+) -> Result<sqlx::mysql::MySqlConnectOptions> {
+    use sqlx::mysql::MySqlSslMode;
+    if tls.is_default() {
+        return Ok(options);
+    }
+    let mode = match tls.mode_for("mysql", TlsMode::Prefer, ALL_MODES)? {
+        TlsMode::Disable => MySqlSslMode::Disabled,
+        TlsMode::Prefer => MySqlSslMode::Preferred,
+        TlsMode::Require => MySqlSslMode::Required,
+        TlsMode::VerifyCa => MySqlSslMode::VerifyCa,
+        TlsMode::VerifyFull => MySqlSslMode::VerifyIdentity,
+    };
+    let mut options = options.ssl_mode(mode);
+    if let Some(ca) = tls.read_ca()? {
+        options = options.ssl_ca_from_pem(ca);
+    }
+    if let Some(identity) = tls.read_identity()? {
+        options = options
+            .ssl_client_cert_from_pem(identity.cert)
+            .ssl_client_key_from_pem(identity.key.expose());
+    }
+    Ok(options)
+}
+
+/// `mysql://u:p@HOST:port/db` → `HOST`, for the transport check.
+#[cfg(feature = "mysql")]
+fn mysql_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    authority.rsplit_once('@').map_or(authority, |(_, h)| h).to_owned()
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+const ALL_MODES: &[TlsMode] = &[
+    TlsMode::Disable,
+    TlsMode::Prefer,
+    TlsMode::Require,
+    TlsMode::VerifyCa,
+    TlsMode::VerifyFull,
+];
 
 fn bad_url(url: &str, e: sqlx::Error) -> Error {
     Error::invalid_input(format!("malformed database URL {:?}: {e}", redact(url)))

@@ -21,10 +21,19 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
             Error::backend(backend, true, e)
         }
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) if write => {
+        // Only a handshake fails this way: nothing was sent.
+        sqlx::Error::Tls(_) => Error::tls(backend, e),
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) if write => {
             Error::outcome_unknown(backend, operation, e)
         }
-        sqlx::Error::Io(_) | sqlx::Error::Tls(_) => Error::backend(backend, true, e),
+        sqlx::Error::Io(_) => Error::backend(backend, true, e),
+        // A wrong password, an unknown user, no pg_hba.conf entry for this
+        // transport (a plaintext login where only TLS is allowed).
+        sqlx::Error::Database(ref db)
+            if matches!(db.code().as_deref(), Some("28P01" | "28000")) =>
+        {
+            Error::unauthenticated(backend, e)
+        }
         // Only a lease grant does arithmetic on a token: `token + 1` at
         // i64::MAX (see `sql::next_token`). Nothing was granted.
         sqlx::Error::Database(ref db) if token_overflow(dialect, db.as_ref()) => {

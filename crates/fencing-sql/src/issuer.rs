@@ -330,7 +330,11 @@ impl TokenIssuer for SqlIssuer {
         const NAME: &str = "lease clock";
         match self.lease_clock().await? {
             LeaseClock::ZoneFree(detail) => {
-                let mut checks = vec![SafetyCheck::pass(NAME, detail), self.commit_check().await?];
+                let mut checks = vec![
+                    SafetyCheck::pass(NAME, detail),
+                    self.commit_check().await?,
+                    self.db.transport_check().await?,
+                ];
                 checks.extend(fencing_core::safety::probe_issuer(self).await?);
                 Ok(checks)
             }

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use fencing_core::safety::SafetyCheck;
 use fencing_core::{FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
 
@@ -204,5 +205,11 @@ impl FencedStore for SqlStore {
         self.limits.check_write(key, token, 0)?;
         self.upsert(&self.statements.delete, "delete", key, None, token)
             .await
+    }
+
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let mut checks = vec![self.db.transport_check().await?];
+        checks.extend(fencing_core::safety::probe_store(self).await?);
+        Ok(checks)
     }
 }

@@ -164,3 +164,98 @@ pub const ZK_ENSEMBLE: Server = Server {
     var: "FENCING_ZK_ENSEMBLE",
     default: "127.0.0.1:11181,127.0.0.1:12181,127.0.0.1:13181",
 };
+
+// The TLS-only, password-required variants (`integration/services.sh up
+// tls`): a throwaway CA in `FENCING_TLS_DIR`, user `fencing`, password
+// [`TLS_PASSWORD`]. URLs carry the password; the tests add the TLS options.
+
+/// The password of user `fencing` on every TLS variant: what the
+/// secret-in-error tests look for in every message.
+pub const TLS_PASSWORD: &str = "fencing-tls-secret";
+
+/// PostgreSQL: `ssl=on`, `hostssl` only, scram password.
+pub const POSTGRES_TLS: Server = Server {
+    name: "PostgreSQL (TLS only, scram)",
+    service: "postgres-tls",
+    var: "FENCING_PG_TLS_URL",
+    default: "postgres://fencing:fencing-tls-secret@127.0.0.1:5433/fencing",
+};
+/// MariaDB: `require_secure_transport`, the user `REQUIRE SSL`.
+pub const MYSQL_TLS: Server = Server {
+    name: "MariaDB (TLS only)",
+    service: "mariadb-tls",
+    var: "FENCING_MYSQL_TLS_URL",
+    default: "mysql://fencing:fencing-tls-secret@127.0.0.1:3307/fencing",
+};
+/// Redis: TLS port only, an ACL user, the default user off.
+pub const REDIS_TLS: Server = Server {
+    name: "Redis (TLS only, ACL user)",
+    service: "redis-tls",
+    var: "FENCING_REDIS_TLS_URL",
+    default: "rediss://fencing:fencing-tls-secret@127.0.0.1:6390",
+};
+/// etcd: client certificates required, `auth enable`, user `fencing`
+/// limited to the prefix `fencing/`.
+pub const ETCD_TLS: Server = Server {
+    name: "etcd (mutual TLS, auth)",
+    service: "etcd-tls",
+    var: "FENCING_ETCD_TLS_ENDPOINTS",
+    default: "127.0.0.1:2389",
+};
+/// ZooKeeper: `secureClientPort` only; digest authentication.
+pub const ZK_TLS: Server = Server {
+    name: "ZooKeeper (TLS)",
+    service: "zk-tls",
+    var: "FENCING_ZK_TLS_ADDR",
+    default: "127.0.0.1:2281",
+};
+/// S3 (moto) over HTTPS with the throwaway CA's certificate.
+pub const S3_TLS: Server = Server {
+    name: "S3 (moto, HTTPS)",
+    service: "s3-tls",
+    var: "FENCING_S3_TLS_ENDPOINT",
+    default: "https://127.0.0.1:9443",
+};
+
+/// A file of the throwaway PKI (`ca.pem`, `other-ca.pem`, `client.pem`,
+/// `client-key.pem`): `FENCING_TLS_DIR`, else `integration/.state/tls`.
+pub fn tls_file(name: &str) -> std::path::PathBuf {
+    let dir = std::env::var("FENCING_TLS_DIR").map_or_else(
+        |_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state/tls"),
+        std::path::PathBuf::from,
+    );
+    dir.join(name)
+}
+
+/// `url` with the TLS options that trust the throwaway CA and present its
+/// client certificate: `sslrootcert=…&sslcert=…&sslkey=…`.
+pub fn with_test_tls(url: &str) -> String {
+    let file = |n: &str| tls_file(n).display().to_string();
+    with_option(
+        url,
+        &format!(
+            "sslrootcert={}&sslcert={}&sslkey={}",
+            file("ca.pem"),
+            file("client.pem"),
+            file("client-key.pem")
+        ),
+    )
+}
+
+/// Asserts that no text of `error` (its `Display`, every `source()`, its
+/// `Debug`, and [`fencing_core::Error::chain`]) shows `secret`.
+///
+/// # Panics
+/// When one does, quoting it.
+pub fn assert_no_secret(what: &str, error: &fencing_core::Error, secret: &str) {
+    let mut texts = vec![error.to_string(), format!("{error:?}"), error.chain()];
+    let mut cause = std::error::Error::source(error);
+    while let Some(e) = cause {
+        texts.push(e.to_string());
+        texts.push(format!("{e:?}"));
+        cause = e.source();
+    }
+    for text in texts {
+        assert!(!text.contains(secret), "{what}: the secret shows in {text:?}");
+    }
+}

@@ -1,0 +1,528 @@
+//! TLS and credentials for every network backend, parsed and checked once.
+//!
+//! Every backend's config takes the same URL options, named as libpq names
+//! them (the most widely known set), and hands the parsed [`TlsOptions`] to
+//! its client library's own TLS (rustls in every SDK here):
+//!
+//! | URL option | meaning |
+//! | --- | --- |
+//! | `sslmode=disable\|prefer\|require\|verify-ca\|verify-full` | plaintext; TLS if the server offers it (SQL only); encrypted without checking the certificate; the chain checked; the chain and the host name checked |
+//! | `sslrootcert=PATH` | the CA certificates (PEM) to trust instead of the system roots: a private CA |
+//! | `sslcert=PATH`, `sslkey=PATH` | a client certificate and its key (PEM), for mutual TLS |
+//!
+//! With no `sslmode`, a CA or client certificate means `verify-full`, and a
+//! TLS scheme (`rediss://`, an `https://` endpoint) too; otherwise the
+//! connection is plaintext, as before. A backend offers the modes its
+//! client library can do ([`TlsOptions::mode_for`] refuses the others by
+//! name). Passwords come from the URL's `user:password@` as each backend's
+//! own URLs have them, and live in a [`Secret`], which no `Debug` or
+//! `Display` shows.
+//!
+//! ```
+//! use fencing_core::tls::{TlsMode, TlsOptions};
+//! use fencing_core::url::BackendUrl;
+//!
+//! let mut url = BackendUrl::parse("etcd://10.0.0.1:2379?sslrootcert=/etc/ca.pem")?;
+//! let tls = TlsOptions::take_from(url.query())?;
+//! assert_eq!(tls.mode(TlsMode::Disable), TlsMode::VerifyFull);
+//! url.finish(TlsOptions::URL_OPTIONS)?;
+//! # Ok::<(), fencing_core::Error>(())
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::safety::SafetyCheck;
+use crate::url::Query;
+use crate::{Error, Result};
+
+/// How a connection is protected, from none to a fully checked certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TlsMode {
+    /// Plaintext.
+    Disable,
+    /// TLS if the server offers it, else plaintext: what the SQL drivers
+    /// do when no mode is given. Anyone on the path can force plaintext;
+    /// only the SQL backends offer it, and `fence doctor` reports what the
+    /// session really got.
+    Prefer,
+    /// Encrypted, but any certificate is accepted: no protection against a
+    /// machine in the middle. `fence doctor` warns of it.
+    Require,
+    /// The certificate chain is checked against the trusted CAs, the host
+    /// name is not.
+    VerifyCa,
+    /// The chain and the host name are checked.
+    VerifyFull,
+}
+
+impl TlsMode {
+    /// Its `sslmode=` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Disable => "disable",
+            Self::Prefer => "prefer",
+            Self::Require => "require",
+            Self::VerifyCa => "verify-ca",
+            Self::VerifyFull => "verify-full",
+        }
+    }
+
+    /// Whether the connection is sure to be encrypted.
+    pub fn encrypted(self) -> bool {
+        !matches!(self, Self::Disable | Self::Prefer)
+    }
+}
+
+impl fmt::Display for TlsMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TlsMode {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "disable" => Ok(Self::Disable),
+            "prefer" => Ok(Self::Prefer),
+            "require" => Ok(Self::Require),
+            "verify-ca" => Ok(Self::VerifyCa),
+            "verify-full" => Ok(Self::VerifyFull),
+            // libpq's `allow` starts in plaintext and tries TLS only if refused.
+            "allow" => Err(Error::invalid_input(
+                "sslmode=allow is not offered: it starts in plaintext; use disable, prefer, require, verify-ca or verify-full",
+            )),
+            other => Err(Error::invalid_input(format!(
+                "sslmode={other:?}: expected disable, prefer, require, verify-ca or verify-full"
+            ))),
+        }
+    }
+}
+
+/// The TLS options of one connection: a mode, trusted CAs, a client
+/// identity. Paths only; the files are read at connect, and a key file's
+/// contents never appear in a message.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    mode: Option<TlsMode>,
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+}
+
+/// A client certificate chain and its private key, as PEM.
+pub struct Identity {
+    /// The certificate chain (PEM).
+    pub cert: Vec<u8>,
+    /// The private key (PEM). Never printed.
+    pub key: Secret<Vec<u8>>,
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Identity")
+            .field("cert", &format_args!("{} bytes", self.cert.len()))
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl TlsOptions {
+    /// The URL options [`take_from`](Self::take_from) reads.
+    pub const URL_OPTIONS: &'static [&'static str] = &["sslmode", "sslrootcert", "sslcert", "sslkey"];
+
+    /// No TLS option set: the backend's default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes `sslmode`, `sslrootcert`, `sslcert` and `sslkey` from a URL's
+    /// query, and checks that they fit together.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an unknown mode, an empty path, a
+    /// certificate without its key (or the reverse), or files given with
+    /// `sslmode=disable`.
+    pub fn take_from(query: &mut Query) -> Result<Self> {
+        let options = Self {
+            mode: query.take_nonempty("sslmode")?.map(|m| m.parse()).transpose()?,
+            ca_file: query.take_nonempty("sslrootcert")?.map(PathBuf::from),
+            cert_file: query.take_nonempty("sslcert")?.map(PathBuf::from),
+            key_file: query.take_nonempty("sslkey")?.map(PathBuf::from),
+        };
+        options.check()?;
+        Ok(options)
+    }
+
+    /// The mode, whatever the files would imply.
+    #[must_use]
+    pub fn with_mode(mut self, mode: TlsMode) -> Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    /// Trusts the CA certificates in `path` (PEM) instead of the system
+    /// roots.
+    #[must_use]
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Presents the client certificate in `cert` with the key in `key`
+    /// (both PEM), for mutual TLS.
+    #[must_use]
+    pub fn with_client_cert(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.cert_file = Some(cert.into());
+        self.key_file = Some(key.into());
+        self
+    }
+
+    /// Whether no option is set.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The mode in force: the one set, else `verify-full` when a CA or a
+    /// client certificate is given, else `default` (the scheme's: plaintext
+    /// for `redis://`, `verify-full` for `rediss://`).
+    pub fn mode(&self, default: TlsMode) -> TlsMode {
+        match self.mode {
+            Some(mode) => mode,
+            None if self.ca_file.is_some() || self.cert_file.is_some() => TlsMode::VerifyFull,
+            None => default,
+        }
+    }
+
+    /// The mode in force, refused unless `backend`'s client can do it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the mode and the ones `backend` offers.
+    pub fn mode_for(&self, backend: &str, default: TlsMode, offered: &[TlsMode]) -> Result<TlsMode> {
+        self.check()?;
+        let mode = self.mode(default);
+        if offered.contains(&mode) {
+            return Ok(mode);
+        }
+        let names: Vec<&str> = offered.iter().map(|m| m.as_str()).collect();
+        Err(Error::invalid_input(format!(
+            "sslmode={mode} is not offered by {backend}'s client; use one of {}",
+            names.join(", ")
+        )))
+    }
+
+    /// The CA file, if one is given.
+    pub fn ca_file(&self) -> Option<&Path> {
+        self.ca_file.as_deref()
+    }
+
+    /// The client certificate and key files, if given.
+    pub fn client_cert_files(&self) -> Option<(&Path, &Path)> {
+        self.cert_file.as_deref().zip(self.key_file.as_deref())
+    }
+
+    /// The trusted CA certificates (PEM), if a CA file is given.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the file when it cannot be read or
+    /// holds no PEM certificate.
+    pub fn read_ca(&self) -> Result<Option<Vec<u8>>> {
+        self.ca_file
+            .as_deref()
+            .map(|path| read_pem(path, "CA file (sslrootcert)", "CERTIFICATE"))
+            .transpose()
+    }
+
+    /// The client identity, if a certificate and key are given.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the file that cannot be read or holds
+    /// no PEM of the right kind (never what the key file holds).
+    pub fn read_identity(&self) -> Result<Option<Identity>> {
+        let Some((cert, key)) = self.client_cert_files() else {
+            return Ok(None);
+        };
+        Ok(Some(Identity {
+            cert: read_pem(cert, "client certificate (sslcert)", "CERTIFICATE")?,
+            key: Secret::new(read_pem(key, "client key (sslkey)", "PRIVATE KEY")?),
+        }))
+    }
+
+    /// What `fence doctor` says of this connection to `hosts` in `mode`:
+    /// plaintext past the loopback, or an unchecked certificate, is a
+    /// warning.
+    pub fn transport_check(mode: TlsMode, hosts: &[&str]) -> SafetyCheck {
+        const NAME: &str = "transport";
+        match mode {
+            TlsMode::VerifyFull => SafetyCheck::pass(NAME, "TLS, certificate and host name checked"),
+            TlsMode::VerifyCa => SafetyCheck::pass(
+                NAME,
+                "TLS, certificate chain checked (not the host name: sslmode=verify-full checks it too)",
+            ),
+            TlsMode::Require => SafetyCheck::warn(
+                NAME,
+                "TLS without a certificate check (sslmode=require): anyone on the path can pose as the server; use sslmode=verify-full",
+            ),
+            TlsMode::Prefer => SafetyCheck::warn(
+                NAME,
+                "TLS only if the server offers it (sslmode=prefer): anyone on the path can force plaintext; use sslmode=verify-full",
+            ),
+            TlsMode::Disable => match hosts.iter().find(|h| !is_loopback(h)) {
+                Some(host) => SafetyCheck::warn(
+                    NAME,
+                    format!(
+                        "plaintext to {host}: passwords and data cross the network unencrypted; use TLS (sslmode=verify-full)"
+                    ),
+                ),
+                None => SafetyCheck::pass(NAME, "plaintext, loopback only"),
+            },
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => {
+                return Err(Error::invalid_input(
+                    "sslcert is given without sslkey: a client certificate needs its key",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid_input(
+                    "sslkey is given without sslcert: a client key needs its certificate",
+                ));
+            }
+            _ => {}
+        }
+        if self.mode == Some(TlsMode::Disable) && (self.ca_file.is_some() || self.cert_file.is_some()) {
+            return Err(Error::invalid_input(
+                "sslmode=disable with sslrootcert or sslcert: certificates need TLS; drop one or the other",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `host` (`h`, `h:port`, `[::1]:port`, `http://h:port`) is this
+/// machine.
+fn is_loopback(host: &str) -> bool {
+    let host = host.split_once("://").map_or(host, |(_, rest)| rest);
+    let host = host.split(['/', '?']).next().unwrap_or(host);
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or(rest)
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host }
+        })
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn read_pem(path: &Path, what: &str, label: &str) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::invalid_input(format!("cannot read the {what} {}: {e}", path.display())))?;
+    // "PRIVATE KEY" also matches "RSA PRIVATE KEY" and "EC PRIVATE KEY".
+    let marker = format!("{label}-----");
+    if !bytes.windows(marker.len()).any(|w| w == marker.as_bytes())
+        || !bytes.windows(11).any(|w| w == b"-----BEGIN ")
+    {
+        return Err(Error::invalid_input(format!(
+            "the {what} {} holds no PEM {label}",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A password, key or token: its `Debug` and `Display` show `***`, so a
+/// config, a span or an error that holds one never prints it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret<T = String>(T);
+
+impl<T> Secret<T> {
+    /// Wraps `value`.
+    pub fn new(value: T) -> Self {
+        Self(value)
+    }
+
+    /// The value itself, for the client library that needs it.
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl<T> fmt::Display for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self(value.to_owned())
+    }
+}
+
+/// A user name and its password, from a URL's `user:password@` or set by
+/// hand.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user name (empty when only a password is given, as in
+    /// `redis://:PASSWORD@host`).
+    pub user: String,
+    /// The password, if any.
+    pub password: Option<Secret>,
+}
+
+impl Credentials {
+    /// `user` with `password`.
+    pub fn new(user: impl Into<String>, password: impl Into<Secret>) -> Self {
+        Self {
+            user: user.into(),
+            password: Some(password.into()),
+        }
+    }
+
+    /// Splits `user:password@hosts` into the credentials (percent-decoded)
+    /// and the hosts. No `@`: no credentials.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for bad percent-encoding (the message never
+    /// shows the password).
+    pub fn split_authority(authority: &str) -> Result<(Option<Self>, &str)> {
+        let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
+            return Ok((None, authority));
+        };
+        let (user, password) = match userinfo.split_once(':') {
+            Some((user, password)) => (user, Some(password)),
+            None => (userinfo, None),
+        };
+        let decode = |s: &str, what: &str| {
+            crate::url::percent_decode(s)
+                .map_err(|_| Error::invalid_input(format!("bad percent-encoding in the URL's {what}")))
+        };
+        Ok((
+            Some(Self {
+                user: decode(user, "user name")?,
+                password: password.map(|p| decode(p, "password").map(Secret::new)).transpose()?,
+            }),
+            hosts,
+        ))
+    }
+
+    /// The password, or `""`.
+    pub fn password(&self) -> &str {
+        self.password.as_ref().map_or("", |p| p.expose().as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::safety::Verdict;
+    use crate::url::{BackendUrl, invalid_input_message};
+
+    fn parse(query: &str) -> Result<TlsOptions> {
+        TlsOptions::take_from(&mut Query::parse(query)?)
+    }
+
+    #[test]
+    fn modes_default_from_the_files_and_the_scheme() {
+        assert_eq!(parse("").unwrap().mode(TlsMode::Disable), TlsMode::Disable);
+        assert_eq!(parse("").unwrap().mode(TlsMode::VerifyFull), TlsMode::VerifyFull);
+        assert_eq!(
+            parse("sslrootcert=/ca.pem").unwrap().mode(TlsMode::Disable),
+            TlsMode::VerifyFull
+        );
+        assert_eq!(
+            parse("sslmode=require").unwrap().mode(TlsMode::VerifyFull),
+            TlsMode::Require
+        );
+        let mtls = parse("sslcert=/c.pem&sslkey=/k.pem&sslmode=verify-ca").unwrap();
+        assert_eq!(mtls.mode(TlsMode::Disable), TlsMode::VerifyCa);
+        assert_eq!(
+            mtls.client_cert_files(),
+            Some((Path::new("/c.pem"), Path::new("/k.pem")))
+        );
+    }
+
+    #[test]
+    fn bad_combinations_are_refused_by_name() {
+        let invalid = |q| invalid_input_message(q, parse(q));
+        assert!(invalid("sslmode=verify").contains("expected disable, prefer, require"));
+        assert!(invalid("sslmode=allow").contains("starts in plaintext"));
+        assert!(invalid("sslcert=/c.pem").contains("without sslkey"));
+        assert!(invalid("sslkey=/k.pem").contains("without sslcert"));
+        assert!(invalid("sslmode=disable&sslrootcert=/ca.pem").contains("certificates need TLS"));
+        assert!(invalid("sslrootcert=").contains("needs a value"));
+        let offered = [TlsMode::Disable, TlsMode::VerifyFull];
+        let message = invalid_input_message(
+            "verify-ca on etcd",
+            parse("sslmode=verify-ca")
+                .unwrap()
+                .mode_for("etcd", TlsMode::Disable, &offered),
+        );
+        assert!(message.contains("etcd") && message.contains("disable, verify-full"), "{message}");
+    }
+
+    #[test]
+    fn files_are_read_at_connect_and_named_when_wrong() {
+        let dir = std::env::temp_dir().join(format!("fencing-tls-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n").unwrap();
+        let key = dir.join("key.pem");
+        std::fs::write(&key, "not a key: hunter2").unwrap();
+        let tls = TlsOptions::new().with_ca_file(&ca);
+        assert!(tls.read_ca().unwrap().is_some());
+        let missing = TlsOptions::new().with_ca_file(dir.join("nope.pem"));
+        assert!(invalid_input_message("missing", missing.read_ca()).contains("nope.pem"));
+        let bad = TlsOptions::new().with_client_cert(&ca, &key);
+        let message = invalid_input_message("bad key", bad.read_identity());
+        assert!(message.contains("key.pem") && message.contains("PRIVATE KEY"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn doctor_warns_of_plaintext_past_the_loopback_and_of_unchecked_certificates() {
+        let verdict = |mode, hosts: &[&str]| TlsOptions::transport_check(mode, hosts).verdict;
+        assert_eq!(verdict(TlsMode::Disable, &["127.0.0.1:2379", "localhost", "[::1]:1"]), Verdict::Pass);
+        assert_eq!(verdict(TlsMode::Disable, &["127.0.0.1:1", "10.0.0.2:2379"]), Verdict::Warn);
+        assert_eq!(verdict(TlsMode::Disable, &["http://db.internal:5432"]), Verdict::Warn);
+        assert_eq!(verdict(TlsMode::Require, &["127.0.0.1"]), Verdict::Warn);
+        assert_eq!(verdict(TlsMode::Prefer, &["127.0.0.1"]), Verdict::Warn);
+        assert_eq!(verdict(TlsMode::VerifyCa, &["db"]), Verdict::Pass);
+        assert_eq!(verdict(TlsMode::VerifyFull, &["db"]), Verdict::Pass);
+    }
+
+    #[test]
+    fn credentials_come_from_the_authority_and_never_print() {
+        let url = BackendUrl::parse("redis://default:p%40ss@h:1,g:2/0").unwrap();
+        let (creds, hosts) = Credentials::split_authority(url.authority()).unwrap();
+        let creds = creds.unwrap();
+        assert_eq!((creds.user.as_str(), creds.password(), hosts), ("default", "p@ss", "h:1,g:2"));
+        assert!(!format!("{creds:?}").contains("p@ss"));
+        let (none, hosts) = Credentials::split_authority("h:1").unwrap();
+        assert_eq!((none, hosts), (None, "h:1"));
+        let (only_user, _) = Credentials::split_authority("u@h").unwrap();
+        assert_eq!(only_user.unwrap().password, None);
+        assert_eq!(format!("{}", Secret::new("x")), "***");
+    }
+}
