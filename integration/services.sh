@@ -192,9 +192,8 @@ answering() { # INSTANCE PORT
   postgres-tls) [[ $(psql_tls "$port" verify-full -c 'SELECT 1' 2>/dev/null) == 1 ]] ;;
   mariadb-tls) [[ $(mariadb_tls "$port" -N -B fencing -e 'SELECT 1' 2>/dev/null) == 1 ]] ;;
   redis-tls) [[ $(redis_tls "$port" --user "$TLS_USER" --pass "$TLS_PASSWORD" ping 2>/dev/null) == PONG ]] ;;
-  etcd-tls) # before setup_etcd_tls enabled auth, etcd refuses the login itself, over mutual TLS: it serves
-    out=$(etcdctl_tls "$port" --user "$TLS_USER:$TLS_PASSWORD" get --count-only fencing/ 2>&1) ||
-      [[ $out == *"authentication is not enabled"* ]] ;;
+  # (before setup_etcd_tls enabled auth, etcdctl logs in, is told auth is off, and goes on without)
+  etcd-tls) etcdctl_tls "$port" --user "$TLS_USER:$TLS_PASSWORD" get fencing/ >/dev/null 2>&1 ;;
   zk-tls) [[ -n $(zk_tls_mode "$port") ]] ;;
   s3-tls) out=$(http_get --cacert "$TLS_DIR/ca.pem" "https://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult* ]] ;;
   esac
@@ -419,12 +418,14 @@ start_instance() { # INSTANCE PORT
   mariadb-tls) start_mariadb_tls "$port" ;;
   redis-tls)
     # Append-only and fsynced like redis-aof: the Redis issuer refuses a Redis that can lose its counter.
-    # The ACL users come from the command line: default off, so every client must name the test user.
+    # The ACL file turns the default user off, so every client must name the test user (and the
+    # password stays out of the command line, hence out of ps and the log).
+    printf '%s\n' "user default off" "user $TLS_USER on >$TLS_PASSWORD ~* &* +@all" >"$dir/users.acl"
+    chmod 0600 "$dir/users.acl"
     spawn "$inst" "$dir" redis-server --bind 127.0.0.1 --port 0 --tls-port "$port" \
       --tls-cert-file "$TLS_DIR/server.pem" --tls-key-file "$TLS_DIR/server-key.pem" \
       --tls-ca-cert-file "$TLS_DIR/ca.pem" --tls-auth-clients optional \
-      --dir "$dir" --save "" --appendonly yes --appendfsync always --daemonize no \
-      --user default off --user "$TLS_USER" on ">$TLS_PASSWORD" '~*' '&*' +@all
+      --dir "$dir" --save "" --appendonly yes --appendfsync always --daemonize no --aclfile "$dir/users.acl"
     ;;
   etcd-tls)
     # Mutual TLS on the client port (etcd maps a client certificate's CN to a user); users and
@@ -824,23 +825,30 @@ setup_redis_tls() {
 
 # Users and roles, then auth on; once. After that only the check runs: the test user reads
 # fencing/ and may not write outside it.
+etcd_tls_user() { # PORT NAME: add the user (password TLS_PASSWORD) unless there
+  etcdctl_tls "$1" user get "$2" >/dev/null 2>&1 || etcdctl_tls "$1" --interactive=false user add "$2:$TLS_PASSWORD"
+}
+
 setup_etcd_tls() {
-  local port out r
+  local port out rc=''
   port=$(members etcd-tls | awk '{print $2}')
-  if ! out=$(etcdctl_tls "$port" --user "root:$TLS_PASSWORD" user get root 2>&1); then
-    [[ $out == *"authentication is not enabled"* ]] || die "etcd-tls: auth is on, but root cannot log in: $out"
+  # With auth off, etcdctl's login is refused with "authentication is not enabled" (a warning),
+  # and the command runs without: the message, not the exit status, tells.
+  out=$(etcdctl_tls "$port" --user "root:$TLS_PASSWORD" user get root 2>&1) || rc=$?
+  if [[ $out == *"authentication is not enabled"* ]]; then
     log "etcd-tls: adding users root and $TLS_USER (role $TLS_USER: readwrite on fencing/), enabling auth"
+    # each step may have run before (an up cut short): all of them can run again
     {
-      for r in root "$TLS_USER"; do
-        etcdctl_tls "$port" user get "$r" >/dev/null 2>&1 ||
-          etcdctl_tls "$port" --interactive=false user add "$r:$TLS_PASSWORD"
-      done
-      etcdctl_tls "$port" role get "$TLS_USER" >/dev/null 2>&1 || etcdctl_tls "$port" role add "$TLS_USER"
-      etcdctl_tls "$port" role grant-permission "$TLS_USER" --prefix=true readwrite fencing/
-      etcdctl_tls "$port" user grant-role root root
-      etcdctl_tls "$port" user grant-role "$TLS_USER" "$TLS_USER"
-      etcdctl_tls "$port" auth enable
+      etcd_tls_user "$port" root &&
+        etcd_tls_user "$port" "$TLS_USER" &&
+        { etcdctl_tls "$port" role get "$TLS_USER" >/dev/null 2>&1 || etcdctl_tls "$port" role add "$TLS_USER"; } &&
+        etcdctl_tls "$port" role grant-permission "$TLS_USER" --prefix=true readwrite fencing/ &&
+        etcdctl_tls "$port" user grant-role root root &&
+        etcdctl_tls "$port" user grant-role "$TLS_USER" "$TLS_USER" &&
+        etcdctl_tls "$port" auth enable
     } >>"$LOGS/etcd-tls.log" 2>&1 || die "etcd-tls: setting up auth failed; see $LOGS/etcd-tls.log"
+  elif [[ -n $rc ]]; then
+    die "etcd-tls: auth is on, but root cannot log in: $out"
   fi
   etcdctl_tls "$port" --user "$TLS_USER:$TLS_PASSWORD" get fencing/ >/dev/null 2>&1 ||
     die "etcd-tls: user $TLS_USER cannot read fencing/"
