@@ -266,10 +266,15 @@ impl TlsOptions {
                 NAME,
                 "TLS without a certificate check (sslmode=require): anyone on the path can pose as the server; use sslmode=verify-full",
             ),
-            TlsMode::Prefer => SafetyCheck::warn(
-                NAME,
-                "TLS only if the server offers it (sslmode=prefer): anyone on the path can force plaintext; use sslmode=verify-full",
-            ),
+            TlsMode::Prefer => match hosts.iter().find(|h| !is_loopback(h)) {
+                Some(host) => SafetyCheck::warn(
+                    NAME,
+                    format!(
+                        "TLS to {host} only if the server offers it, its certificate unchecked (sslmode=prefer, the driver's default): anyone on the path can force plaintext or pose as the server; use sslmode=verify-full"
+                    ),
+                ),
+                None => SafetyCheck::pass(NAME, "sslmode=prefer (the driver's default), loopback only"),
+            },
             TlsMode::Disable => match hosts.iter().find(|h| !is_loopback(h)) {
                 Some(host) => SafetyCheck::warn(
                     NAME,
@@ -507,7 +512,8 @@ mod tests {
         assert_eq!(verdict(TlsMode::Disable, &["127.0.0.1:1", "10.0.0.2:2379"]), Verdict::Warn);
         assert_eq!(verdict(TlsMode::Disable, &["http://db.internal:5432"]), Verdict::Warn);
         assert_eq!(verdict(TlsMode::Require, &["127.0.0.1"]), Verdict::Warn);
-        assert_eq!(verdict(TlsMode::Prefer, &["127.0.0.1"]), Verdict::Warn);
+        assert_eq!(verdict(TlsMode::Prefer, &["127.0.0.1"]), Verdict::Pass);
+        assert_eq!(verdict(TlsMode::Prefer, &["db.internal"]), Verdict::Warn);
         assert_eq!(verdict(TlsMode::VerifyCa, &["db"]), Verdict::Pass);
         assert_eq!(verdict(TlsMode::VerifyFull, &["db"]), Verdict::Pass);
     }

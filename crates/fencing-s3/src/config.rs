@@ -1,10 +1,14 @@
 //! [`S3Config`]: an S3 store from a URL, the environment or setters.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use aws_sdk_s3::Client;
+use aws_sdk_s3::config::SharedHttpClient;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
+use aws_smithy_http_client::tls;
 use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
 use crate::{S3Backend, S3Store};
@@ -16,6 +20,7 @@ const OPTIONS: &[&str] = &[
     "path_style",
     "emulator",
     "adopt_unfenced",
+    "sslrootcert",
 ];
 
 /// The `s3://` URL, its variables and messages.
@@ -51,6 +56,10 @@ const EMULATOR_KEY: &str = "test";
 /// | `path_style=true` | path-style addressing (the default with `endpoint=`) |
 /// | `emulator=true` | a local emulator's test keys (`test`/`test`); needs `endpoint=` |
 /// | `adopt_unfenced=true` | take over objects written without fencing at mark 0 |
+/// | `sslrootcert=PATH` | trust the CA certificates in PATH (PEM) besides the system roots: an `https://` endpoint with a private CA (MinIO, an on-premise S3) |
+///
+/// The endpoint's scheme says whether TLS is used (AWS itself: always);
+/// the certificate and host name are always checked.
 ///
 /// ```
 /// let config = fencing_s3::S3Config::from_url(
@@ -66,6 +75,7 @@ pub struct S3Config {
     region: Option<String>,
     path_style: Option<bool>,
     credentials: Option<Credentials>,
+    ca_file: Option<PathBuf>,
 }
 
 impl fmt::Debug for S3Config {
@@ -76,6 +86,7 @@ impl fmt::Debug for S3Config {
         d.field("region", &self.region)
             .field("path_style", &self.path_style)
             .field("credentials", &self.credentials.as_ref().map(|_| "***"))
+            .field("ca_file", &self.ca_file)
             .finish()
     }
 }
@@ -110,6 +121,7 @@ impl S3Config {
             region: query.take_nonempty("region")?,
             path_style: query.take_bool("path_style")?,
             credentials: None,
+            ca_file: query.take_nonempty("sslrootcert")?.map(PathBuf::from),
         };
         config.common.finish(&KIND, query, OPTIONS)?;
         Ok(config)
@@ -127,6 +139,14 @@ impl S3Config {
     #[must_use]
     pub fn with_path_style(mut self, path_style: bool) -> Self {
         self.path_style = Some(path_style);
+        self
+    }
+
+    /// Trusts the CA certificates in `path` (PEM) besides the system roots
+    /// (URL option `sslrootcert=`).
+    #[must_use]
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
         self
     }
 
@@ -151,11 +171,15 @@ impl S3Config {
     /// they are looked for and `emulator=true`.
     pub async fn client(&self) -> Result<Client> {
         self.common.validate(&KIND)?;
+        let http = self.http_client()?;
         if self.common.emulator {
             let endpoint = self.endpoint().unwrap_or_default();
-            return Ok(emulator_client(endpoint, self.region.as_deref()));
+            return Ok(emulator_client(endpoint, self.region.as_deref(), http));
         }
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(http) = http {
+            loader = loader.http_client(http);
+        }
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
         }
@@ -189,6 +213,31 @@ impl S3Config {
         Ok(Client::from_conf(config.build()))
     }
 
+    /// The SDK's own HTTPS client, trusting the CA file too; `None`
+    /// without one (the SDK's default client).
+    fn http_client(&self) -> Result<Option<SharedHttpClient>> {
+        let Some(path) = &self.ca_file else {
+            return Ok(None);
+        };
+        let pem = TlsOptions::new()
+            .with_ca_file(path)
+            .read_ca()?
+            .unwrap_or_default();
+        let trust = tls::TrustStore::default().with_pem_certificate(pem);
+        let context = tls::TlsContext::builder()
+            .with_trust_store(trust)
+            .build()
+            .map_err(|e| Error::invalid_input(format!("CA file {}: {e}", path.display())))?;
+        Ok(Some(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(
+                    tls::rustls_provider::CryptoMode::AwsLc,
+                ))
+                .tls_context(context)
+                .build_https(),
+        ))
+    }
+
     /// Opens the store: [`client`](Self::client), then the backend on the
     /// bucket (nothing is sent to the bucket yet).
     ///
@@ -202,8 +251,16 @@ impl S3Config {
 
 /// A client for an emulator at `endpoint`: the test keys, `region` or
 /// `us-east-1`, path-style addressing, the SDK's default retries.
-pub(crate) fn emulator_client(endpoint: &str, region: Option<&str>) -> Client {
-    let config = aws_sdk_s3::Config::builder()
+pub(crate) fn emulator_client(
+    endpoint: &str,
+    region: Option<&str>,
+    http: Option<SharedHttpClient>,
+) -> Client {
+    let mut config = aws_sdk_s3::Config::builder();
+    if let Some(http) = http {
+        config = config.http_client(http);
+    }
+    let config = config
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.unwrap_or("us-east-1").to_owned()))
         .credentials_provider(Credentials::new(

@@ -22,7 +22,7 @@ use crate::{S3Backend, S3Store};
 /// `us-east-1`, path-style addressing, the SDK's default retries (what
 /// `S3Config::from_url("s3://B?endpoint=…&emulator=true")` builds).
 pub fn client(endpoint: &str) -> Client {
-    crate::config::emulator_client(endpoint, None)
+    crate::config::emulator_client(endpoint, None, None)
 }
 
 /// Creates `bucket`; one this account owns already is fine.

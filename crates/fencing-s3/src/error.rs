@@ -3,7 +3,7 @@
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 pub(crate) use fencing_core::blob::http::Failure;
 use fencing_core::blob::http::{self, Meaning, Override, Request};
-use fencing_core::{Error, never_sent};
+use fencing_core::{Error, never_sent, tls_failure};
 
 const BACKEND: &str = "s3";
 
@@ -79,9 +79,22 @@ where
         (SdkError::TimeoutError(_), _) if write => unknown(err),
         (SdkError::TimeoutError(_), _) => fail(true, err),
         (SdkError::DispatchFailure(d), _) if d.is_user() => fail(false, err),
+        // The handshake failed: nothing was sent.
+        (SdkError::DispatchFailure(_), _) if tls_failure(&err) => {
+            Failure::Error(Error::tls(BACKEND, err))
+        }
         (SdkError::DispatchFailure(_), _) if never_sent(&err) => fail(true, err),
         (SdkError::DispatchFailure(_), _) if write => unknown(err),
         (SdkError::DispatchFailure(_), _) => fail(true, err),
+        // Keys the server does not know, or a secret that does not match.
+        (_, Some(403))
+            if matches!(
+                err.as_service_error().and_then(ProvideErrorMetadata::code),
+                Some("InvalidAccessKeyId" | "SignatureDoesNotMatch")
+            ) =>
+        {
+            Failure::Error(Error::unauthenticated(BACKEND, err))
+        }
         // An answer came back.
         (_, Some(status)) => {
             let request = match op {

@@ -212,7 +212,10 @@ impl Db {
             #[cfg(feature = "postgres")]
             Pool::Postgres(p) => {
                 let options = p.connect_options();
-                Some((options.get_host().to_owned(), pg_mode(options.get_ssl_mode())))
+                Some((
+                    options.get_host().to_owned(),
+                    pg_mode(options.get_ssl_mode()),
+                ))
             }
             _ => None,
         };
@@ -349,7 +352,9 @@ impl Db {
                 cipher.is_some_and(|(_, c)| !c.is_empty())
             }
             #[cfg(feature = "sqlite")]
-            Pool::Sqlite(_) => return Ok(SafetyCheck::pass("transport", "a local file: no network")),
+            Pool::Sqlite(_) => {
+                return Ok(SafetyCheck::pass("transport", "a local file: no network"));
+            }
         };
         let (host, asked) = match &self.transport {
             Some((host, mode)) => (host.as_str(), Some(*mode)),
@@ -357,8 +362,6 @@ impl Db {
         };
         let mode = match (encrypted, asked) {
             (false, _) => TlsMode::Disable,
-            // The drivers check no certificate below verify-ca.
-            (true, Some(TlsMode::Prefer | TlsMode::Require)) => TlsMode::Require,
             (true, Some(mode)) => mode,
             (true, None) => {
                 return Ok(SafetyCheck::pass(
@@ -568,7 +571,10 @@ fn mysql_tls(
 fn mysql_host(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?']).next().unwrap_or(rest);
-    authority.rsplit_once('@').map_or(authority, |(_, h)| h).to_owned()
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, h)| h)
+        .to_owned()
 }
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]

@@ -21,8 +21,10 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
             Error::backend(backend, true, e)
         }
-        // Only a handshake fails this way: nothing was sent.
+        // Only a handshake fails this way: nothing was sent. (sqlx reports
+        // an untrusted certificate as an io::Error around the rustls one.)
         sqlx::Error::Tls(_) => Error::tls(backend, e),
+        sqlx::Error::Io(ref io) if fencing_core::tls_failure(io) => Error::tls(backend, e),
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) if write => {
             Error::outcome_unknown(backend, operation, e)
         }

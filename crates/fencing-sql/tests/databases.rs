@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
-use fencing_harness::env::{MYSQL, POSTGRES, Server, with_option};
+use fencing_harness::env::{
+    MYSQL, MYSQL_TLS, POSTGRES, POSTGRES_TLS, Server, with_option, with_test_tls,
+};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::issuer::IssuerProfile;
 use fencing_testkit::safety::{check, refusal};
@@ -41,6 +43,29 @@ async fn connect(server: Option<&Server>, url: &str) -> Option<Db> {
             Some(server) => server.unavailable(&e),
             None => panic!("cannot open {url}: {e}"),
         },
+    }
+}
+
+/// `url` for sqlx itself, reading a table behind fencing's back: the MySQL
+/// driver spells TLS otherwise, so our options go and it negotiates TLS
+/// unchecked (its default); PostgreSQL's are libpq's, as ours.
+fn driver_url(url: &str) -> String {
+    if !url.starts_with("mysql:") {
+        return url.to_owned();
+    }
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|p| {
+            !p.is_empty()
+                && !fencing_core::tls::TlsOptions::URL_OPTIONS
+                    .contains(&p.split('=').next().unwrap_or(p))
+        })
+        .collect();
+    if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
     }
 }
 
@@ -74,7 +99,7 @@ macro_rules! database_suite {
             /// The stored counter of `resource`, read raw: it must still be
             /// an integer (SQLite turns an overflowing `token + 1` into a REAL).
             async fn stored_token(resource: &str) -> i64 {
-                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let pool = sqlx::Pool::<$db>::connect(&driver_url(&$url)).await.expect("pool");
                 let token = sqlx::query_scalar::<_, i64>(&format!(
                     "SELECT token FROM {} WHERE resource = '{resource}'",
                     tables().leases
@@ -94,7 +119,7 @@ macro_rules! database_suite {
                 let Some(db) = db().await else { return };
                 let store = SqlStore::new(db).await.expect("store");
                 let key = fencing_testkit::unique_name("negative-mark");
-                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let pool = sqlx::Pool::<$db>::connect(&driver_url(&$url)).await.expect("pool");
                 let records = &tables().records;
                 sqlx::query(&format!(
                     "INSERT INTO {records} (k, v, lock_token) VALUES ('{key}', 'legacy', -1)"
@@ -290,6 +315,25 @@ database_suite!(
     "UTC_TIMESTAMP(6)"
 );
 database_suite!(sqlite, None, sqlite_url(), sqlx::Sqlite, "julianday('now')");
+// The same suites on the TLS-only, password-required servers
+// (`integration/services.sh up tls`), certificate and host name checked.
+database_suite!(
+    postgres_tls,
+    Some(&POSTGRES_TLS),
+    with_option(
+        &with_test_tls(&POSTGRES_TLS.endpoint()),
+        "sslmode=verify-full"
+    ),
+    sqlx::Postgres,
+    "now()"
+);
+database_suite!(
+    mariadb_tls,
+    Some(&MYSQL_TLS),
+    with_option(&with_test_tls(&MYSQL_TLS.endpoint()), "sslmode=verify-full"),
+    sqlx::MySql,
+    "UTC_TIMESTAMP(6)"
+);
 
 /// Lease time on servers with a session time zone: two pools set to zones
 /// 20 hours apart share one lease table; a legacy table whose expiry
@@ -356,7 +400,7 @@ macro_rules! zone_suite {
 
             /// The lease table as the previous release created it.
             async fn legacy_table(db: &Db, tables: &Tables) {
-                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let pool = sqlx::Pool::<$db>::connect(&driver_url(&$url)).await.expect("pool");
                 sqlx::query(&format!("DROP TABLE IF EXISTS {}", tables.leases))
                     .execute(&pool)
                     .await
@@ -375,7 +419,7 @@ macro_rules! zone_suite {
                 let tables = tables_for("legacy");
                 let db = db.with_tables(tables.clone());
                 legacy_table(&db, &tables).await;
-                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let pool = sqlx::Pool::<$db>::connect(&driver_url(&$url)).await.expect("pool");
                 // A live lease of an old process, at token 41.
                 sqlx::query(&format!(
                     "INSERT INTO {} (resource, holder, token, expires_at) VALUES ('r', 'old', 41, '2999-01-01 00:00:00')",
@@ -670,7 +714,9 @@ macro_rules! dropped_write_suite {
                 let db = db.with_tables(tables.clone());
                 db.drop_tables().await.unwrap();
                 db.create_tables().await.unwrap();
-                let pool = sqlx::Pool::<$db>::connect(&$url).await.expect("pool");
+                let pool = sqlx::Pool::<$db>::connect(&driver_url(&$url))
+                    .await
+                    .expect("pool");
                 let store = SqlStore::new(db.clone()).await.expect("store");
                 // "existing" has a mark of 3 before writes start being dropped.
                 let mut tx = pool.begin().await.unwrap();
