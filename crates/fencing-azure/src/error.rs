@@ -1,9 +1,9 @@
 //! The one place Azure Blob failures become [`fencing_core::Error`]s.
 
 use azure_core::error::ErrorKind;
-use fencing_core::Error;
 pub(crate) use fencing_core::blob::http::Failure;
 use fencing_core::blob::http::{self, Meaning, Override};
+use fencing_core::{Error, Redacted, tls_failure};
 
 const BACKEND: &str = "azure";
 
@@ -48,14 +48,25 @@ const OVERRIDES: &[Override] = &[
 /// Maps a client failure of `op` on `container`/`key`: an answer by the
 /// core's status table with Azure's [`OVERRIDES`], anything else by the
 /// client's error kind.
+///
+/// The client's messages carry the request URL, SAS signature and all: the
+/// error kept as the `source()` is its [`Redacted`] text.
 pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Error) -> Failure {
     let write = op.is_write();
     let fail = |retryable: bool, err: azure_core::Error| {
-        Failure::Error(Error::backend(BACKEND, retryable, err))
+        Failure::Error(Error::backend(BACKEND, retryable, Redacted::new(&err)))
     };
     let operation = || format!("conditional Put Blob of {key:?} in container {container:?}");
-    let unknown =
-        |err: azure_core::Error| Failure::Error(Error::outcome_unknown(BACKEND, operation(), err));
+    let unknown = |err: azure_core::Error| {
+        Failure::Error(Error::outcome_unknown(
+            BACKEND,
+            operation(),
+            Redacted::new(&err),
+        ))
+    };
+    if tls_failure(&err) {
+        return Failure::Error(Error::tls(BACKEND, Redacted::new(&err)));
+    }
 
     let (status, code) = match err.kind() {
         ErrorKind::HttpResponse {
@@ -71,6 +82,18 @@ pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Erro
         // Bad credentials, a request that cannot be built.
         _ => return fail(false, err),
     };
+    // A SAS or key the account does not accept: a wrong signature or an
+    // expired SAS (Azure: AuthenticationFailed; Azurite says
+    // AuthorizationFailure for both, as Azure does for a SAS without the
+    // right permissions).
+    if status == 403
+        && matches!(
+            code.as_deref(),
+            Some("AuthenticationFailed" | "AuthorizationFailure")
+        )
+    {
+        return Failure::Error(Error::unauthenticated(BACKEND, Redacted::new(&err)));
+    }
     http::failure(
         BACKEND,
         op,
@@ -78,7 +101,7 @@ pub(crate) fn classify(op: Op, container: &str, key: &str, err: azure_core::Erro
         code.as_deref(),
         OVERRIDES,
         operation,
-        err,
+        Redacted::new(&err),
     )
 }
 
@@ -161,6 +184,16 @@ mod tests {
             (
                 Op::Update,
                 answered(StatusCode::Forbidden, Some("AuthenticationFailed")),
+                "unauthenticated",
+            ),
+            (
+                Op::Read,
+                answered(StatusCode::Forbidden, Some("AuthorizationFailure")),
+                "unauthenticated",
+            ),
+            (
+                Op::Read,
+                answered(StatusCode::Forbidden, Some("AuthorizationPermissionMismatch")),
                 "backend retryable=false",
             ),
             (

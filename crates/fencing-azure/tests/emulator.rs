@@ -287,3 +287,49 @@ async fn a_lease_on_the_blob_is_a_permanent_error_not_a_lost_race() {
 async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
     shared::a_lost_answer_on::<Azurite>(b"PUT ").await;
 }
+
+/// A SAS whose signature Azurite does not accept, and the same SAS to a
+/// port nobody listens on: the client's messages carry the request URL,
+/// `sig=` and all; no link of the error chain may show it.
+#[tokio::test]
+async fn a_sas_never_shows_in_an_error_chain() {
+    if backend().await.is_none() {
+        return;
+    }
+    const SIG: &str = "c2lnbmF0dXJlLXRoYXQtbXVzdC1ub3Qtc2hvdw";
+    let sas = format!(
+        "sv=2023-11-03%26ss=b%26srt=sco%26sp=rwdlac%26se=2099-01-01T00:00:00Z%26spr=https,http%26sig={SIG}"
+    );
+    let container = fencing_harness::object_store::run_bucket("azure");
+    for (endpoint, what) in [
+        (AZURE.endpoint(), "a signature the account does not accept"),
+        (
+            "http://127.0.0.1:1/devstoreaccount1".to_owned(),
+            "a refused connection",
+        ),
+    ] {
+        let url = format!("az://{container}?endpoint={endpoint}&sas={sas}");
+        let store = fencing_azure::AzureConfig::from_url(&url)
+            .expect("URL")
+            .connect()
+            .await
+            .expect("store");
+        let err = store
+            .put("k", "v".into(), fencing_core::FencingToken::new(1))
+            .await
+            .expect_err(what);
+        fencing_harness::env::assert_no_secret(what, &err, SIG);
+        if what.starts_with("a signature") {
+            assert!(
+                matches!(
+                    err,
+                    fencing_core::Error::Unauthenticated {
+                        backend: "azure",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+    }
+}

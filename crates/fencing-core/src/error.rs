@@ -253,18 +253,7 @@ impl Error {
     /// nobody writes the chain printer again and no SDK's request URL
     /// shows its signature.
     pub fn chain(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(e) = cause {
-            let line = e.to_string();
-            // Some SDKs repeat their cause in their own message.
-            if !text.ends_with(&line) {
-                text.push_str(": ");
-                text.push_str(&line);
-            }
-            cause = e.source();
-        }
-        crate::url::redact_text(&text)
+        Redacted::new(self).0
     }
 
     /// Whether repeating the same call is safe and may succeed.
@@ -332,6 +321,38 @@ impl<'a> Call<'a> {
         self
     }
 }
+
+/// An SDK error's whole chain, as redacted text ([`crate::url::redact_text`]),
+/// standing in for the error itself as a `source()`: some SDKs print the
+/// request URL in their messages, SAS signature and all, and a `source()`
+/// chain cannot be redacted link by link. Classify the original first.
+#[derive(Debug)]
+pub struct Redacted(String);
+
+impl Redacted {
+    /// The chain of `err`, `: `-separated, redacted.
+    pub fn new(err: &(dyn std::error::Error + 'static)) -> Self {
+        let mut text = err.to_string();
+        let mut cause = err.source();
+        while let Some(e) = cause {
+            let line = e.to_string();
+            if !text.ends_with(&line) {
+                text.push_str(": ");
+                text.push_str(&line);
+            }
+            cause = e.source();
+        }
+        Self(crate::url::redact_text(&text))
+    }
+}
+
+impl std::fmt::Display for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Redacted {}
 
 /// Whether a TLS handshake failure (a rustls error: an untrusted
 /// certificate, a refused or missing client certificate) is anywhere in

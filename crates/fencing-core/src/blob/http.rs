@@ -237,6 +237,8 @@ impl Failure {
                 format!("backend retryable={retryable}")
             }
             Self::Error(Error::OutcomeUnknown { .. }) => "unknown".into(),
+            Self::Error(Error::Unauthenticated { .. }) => "unauthenticated".into(),
+            Self::Error(Error::Tls { .. }) => "tls".into(),
             Self::Error(e) => format!("{e:?}"),
         }
     }
