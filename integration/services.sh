@@ -887,9 +887,7 @@ cmd_deps() {
   local names svc apt=() need_py='' need_node='' need_s3rver=''
   expand_names "$@"
   names=("${NAMES[@]}")
-  have protoc || apt+=(protobuf-compiler) # the etcd-client crate generates code from .proto files
-  # ... and imports google/protobuf/*.proto, which come with libprotobuf-dev
-  [[ -f /usr/include/google/protobuf/descriptor.proto ]] || apt+=(libprotobuf-dev)
+  # (No protoc: the workspace builds with the one fencing-etcd pins, see .cargo/config.toml.)
   have nc || apt+=(netcat-openbsd)
   have curl || apt+=(curl)
   have ss || apt+=(iproute2)

@@ -74,24 +74,9 @@ where
     match make.await {
         Ok(backend) => Some(backend),
         Err(e) => match server {
-            Some(server) => server.unavailable(&Causes(&e)),
-            None => panic!("cannot open an embedded backend: {}", Causes(&e)),
+            Some(server) => server.unavailable(&e.chain()),
+            None => panic!("cannot open an embedded backend: {}", e.chain()),
         },
-    }
-}
-
-/// An error and its causes, `: `-separated, for failure messages.
-struct Causes<'a>(&'a (dyn std::error::Error + 'static));
-
-impl std::fmt::Display for Causes<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(e) = cause {
-            write!(f, ": {e}")?;
-            cause = e.source();
-        }
-        Ok(())
     }
 }
 

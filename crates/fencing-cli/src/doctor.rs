@@ -10,8 +10,8 @@ use fencing::Error;
 use fencing::safety::{SafetyCheck, Verdict};
 use serde::Serialize;
 
-use crate::output::redact;
 use crate::{CliResult, backends, exit};
+use fencing::url::redact;
 
 #[derive(Debug, Args)]
 pub(crate) struct DoctorArgs {
@@ -351,16 +351,7 @@ fn judge(url: String, sections: Vec<Section>) -> Report {
 
 /// An error and its causes on one line, with a hint when nothing answered.
 fn describe(e: &Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
+    let mut text = e.chain();
     if matches!(
         e,
         Error::Backend {

@@ -160,14 +160,10 @@ async fn main() -> ExitCode {
     result.unwrap_or_else(|e| report(&*e))
 }
 
-/// Prints an error with its chain of causes and picks the exit code.
+/// Prints an error with its chain of causes (redacted) and picks the exit
+/// code.
 fn report(e: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("fence: {e}");
-    let mut source = e.source();
-    while let Some(s) = source {
-        eprintln!("  caused by: {s}");
-        source = s.source();
-    }
+    eprintln!("fence: {}", fencing::error_chain(e));
     let code = match e.downcast_ref::<fencing::Error>() {
         Some(fencing::Error::StaleToken { .. }) => exit::STALE,
         Some(fencing::Error::LeaseLost { .. }) => exit::LEASE_LOST,

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 use fencing::{FencingToken, LeaseRequest};
 use serde::Serialize;
 
-use crate::output::redact;
 use crate::{CliResult, backends, exit};
+use fencing::url::redact;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum MigrateCommand {

@@ -253,7 +253,7 @@ impl Error {
     /// nobody writes the chain printer again and no SDK's request URL
     /// shows its signature.
     pub fn chain(&self) -> String {
-        Redacted::new(self).0
+        error_chain(self)
     }
 
     /// Whether repeating the same call is safe and may succeed.
@@ -330,20 +330,28 @@ impl<'a> Call<'a> {
 pub struct Redacted(String);
 
 impl Redacted {
-    /// The chain of `err`, `: `-separated, redacted.
+    /// The chain of `err`: [`error_chain`].
     pub fn new(err: &(dyn std::error::Error + 'static)) -> Self {
-        let mut text = err.to_string();
-        let mut cause = err.source();
-        while let Some(e) = cause {
-            let line = e.to_string();
-            if !text.ends_with(&line) {
-                text.push_str(": ");
-                text.push_str(&line);
-            }
-            cause = e.source();
-        }
-        Self(crate::url::redact_text(&text))
+        Self(error_chain(err))
     }
+}
+
+/// `err` and every cause below it, `: `-separated (a cause an SDK already
+/// repeats in its own message is not printed twice), redacted
+/// ([`crate::url::redact_text`]): the one chain printer, for the CLI, the
+/// tests and any log line. [`Error::chain`] is the same for our errors.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(e) = cause {
+        let line = e.to_string();
+        if !text.ends_with(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+        cause = e.source();
+    }
+    crate::url::redact_text(&text)
 }
 
 impl std::fmt::Display for Redacted {
@@ -356,16 +364,24 @@ impl std::error::Error for Redacted {}
 
 /// Whether a TLS handshake failure (a rustls error: an untrusted
 /// certificate, a refused or missing client certificate) is anywhere in
-/// `err`'s chain, including inside an `io::Error` (whose `source()` skips
-/// the error it wraps).
+/// `err`'s chain, including inside an `io::Error` or an `Arc<dyn Error>`
+/// (redis-rs keeps one), whose `source()` skips the error they wrap.
 pub fn tls_failure(err: &(dyn std::error::Error + 'static)) -> bool {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
     let mut cause = Some(err);
     while let Some(e) = cause {
         if e.is::<rustls::Error>() {
             return true;
         }
-        if let Some(inner) = e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref())
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
             && tls_failure(inner)
+        {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<Shared>()
+            && tls_failure(&**inner)
         {
             return true;
         }

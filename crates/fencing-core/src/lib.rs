@@ -15,7 +15,7 @@ pub mod tls;
 mod token;
 pub mod url;
 
-pub use error::{BoxError, Call, Error, Redacted, Result, never_sent, tls_failure};
+pub use error::{BoxError, Call, Error, Redacted, Result, error_chain, never_sent, tls_failure};
 pub use issuer::TokenIssuer;
 pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
 pub use store::{FencedStore, Limits, Versioned};

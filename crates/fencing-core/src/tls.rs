@@ -132,7 +132,8 @@ impl fmt::Debug for Identity {
 
 impl TlsOptions {
     /// The URL options [`take_from`](Self::take_from) reads.
-    pub const URL_OPTIONS: &'static [&'static str] = &["sslmode", "sslrootcert", "sslcert", "sslkey"];
+    pub const URL_OPTIONS: &'static [&'static str] =
+        &["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
     /// No TLS option set: the backend's default.
     pub fn new() -> Self {
@@ -148,7 +149,10 @@ impl TlsOptions {
     /// `sslmode=disable`.
     pub fn take_from(query: &mut Query) -> Result<Self> {
         let options = Self {
-            mode: query.take_nonempty("sslmode")?.map(|m| m.parse()).transpose()?,
+            mode: query
+                .take_nonempty("sslmode")?
+                .map(|m| m.parse())
+                .transpose()?,
             ca_file: query.take_nonempty("sslrootcert")?.map(PathBuf::from),
             cert_file: query.take_nonempty("sslcert")?.map(PathBuf::from),
             key_file: query.take_nonempty("sslkey")?.map(PathBuf::from),
@@ -201,7 +205,12 @@ impl TlsOptions {
     ///
     /// # Errors
     /// [`Error::InvalidInput`] naming the mode and the ones `backend` offers.
-    pub fn mode_for(&self, backend: &str, default: TlsMode, offered: &[TlsMode]) -> Result<TlsMode> {
+    pub fn mode_for(
+        &self,
+        backend: &str,
+        default: TlsMode,
+        offered: &[TlsMode],
+    ) -> Result<TlsMode> {
         self.check()?;
         let mode = self.mode(default);
         if offered.contains(&mode) {
@@ -257,7 +266,9 @@ impl TlsOptions {
     pub fn transport_check(mode: TlsMode, hosts: &[&str]) -> SafetyCheck {
         const NAME: &str = "transport";
         match mode {
-            TlsMode::VerifyFull => SafetyCheck::pass(NAME, "TLS, certificate and host name checked"),
+            TlsMode::VerifyFull => {
+                SafetyCheck::pass(NAME, "TLS, certificate and host name checked")
+            }
             TlsMode::VerifyCa => SafetyCheck::pass(
                 NAME,
                 "TLS, certificate chain checked (not the host name: sslmode=verify-full checks it too)",
@@ -273,7 +284,9 @@ impl TlsOptions {
                         "TLS to {host} only if the server offers it, its certificate unchecked (sslmode=prefer, the driver's default): anyone on the path can force plaintext or pose as the server; use sslmode=verify-full"
                     ),
                 ),
-                None => SafetyCheck::pass(NAME, "sslmode=prefer (the driver's default), loopback only"),
+                None => {
+                    SafetyCheck::pass(NAME, "sslmode=prefer (the driver's default), loopback only")
+                }
             },
             TlsMode::Disable => match hosts.iter().find(|h| !is_loopback(h)) {
                 Some(host) => SafetyCheck::warn(
@@ -301,7 +314,9 @@ impl TlsOptions {
             }
             _ => {}
         }
-        if self.mode == Some(TlsMode::Disable) && (self.ca_file.is_some() || self.cert_file.is_some()) {
+        if self.mode == Some(TlsMode::Disable)
+            && (self.ca_file.is_some() || self.cert_file.is_some())
+        {
             return Err(Error::invalid_input(
                 "sslmode=disable with sslrootcert or sslcert: certificates need TLS; drop one or the other",
             ));
@@ -320,16 +335,23 @@ fn is_loopback(host: &str) -> bool {
         rest.split(']').next().unwrap_or(rest)
     } else {
         host.rsplit_once(':').map_or(host, |(h, port)| {
-            if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host }
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
         })
     };
     name.eq_ignore_ascii_case("localhost")
-        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn read_pem(path: &Path, what: &str, label: &str) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::invalid_input(format!("cannot read the {what} {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::invalid_input(format!("cannot read the {what} {}: {e}", path.display()))
+    })?;
     // "PRIVATE KEY" also matches "RSA PRIVATE KEY" and "EC PRIVATE KEY".
     let marker = format!("{label}-----");
     if !bytes.windows(marker.len()).any(|w| w == marker.as_bytes())
@@ -419,13 +441,16 @@ impl Credentials {
             None => (userinfo, None),
         };
         let decode = |s: &str, what: &str| {
-            crate::url::percent_decode(s)
-                .map_err(|_| Error::invalid_input(format!("bad percent-encoding in the URL's {what}")))
+            crate::url::percent_decode(s).map_err(|_| {
+                Error::invalid_input(format!("bad percent-encoding in the URL's {what}"))
+            })
         };
         Ok((
             Some(Self {
                 user: decode(user, "user name")?,
-                password: password.map(|p| decode(p, "password").map(Secret::new)).transpose()?,
+                password: password
+                    .map(|p| decode(p, "password").map(Secret::new))
+                    .transpose()?,
             }),
             hosts,
         ))
@@ -450,7 +475,10 @@ mod tests {
     #[test]
     fn modes_default_from_the_files_and_the_scheme() {
         assert_eq!(parse("").unwrap().mode(TlsMode::Disable), TlsMode::Disable);
-        assert_eq!(parse("").unwrap().mode(TlsMode::VerifyFull), TlsMode::VerifyFull);
+        assert_eq!(
+            parse("").unwrap().mode(TlsMode::VerifyFull),
+            TlsMode::VerifyFull
+        );
         assert_eq!(
             parse("sslrootcert=/ca.pem").unwrap().mode(TlsMode::Disable),
             TlsMode::VerifyFull
@@ -483,7 +511,10 @@ mod tests {
                 .unwrap()
                 .mode_for("etcd", TlsMode::Disable, &offered),
         );
-        assert!(message.contains("etcd") && message.contains("disable, verify-full"), "{message}");
+        assert!(
+            message.contains("etcd") && message.contains("disable, verify-full"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -491,7 +522,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fencing-tls-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let ca = dir.join("ca.pem");
-        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n").unwrap();
+        std::fs::write(
+            &ca,
+            "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
         let key = dir.join("key.pem");
         std::fs::write(&key, "not a key: hunter2").unwrap();
         let tls = TlsOptions::new().with_ca_file(&ca);
@@ -500,7 +535,10 @@ mod tests {
         assert!(invalid_input_message("missing", missing.read_ca()).contains("nope.pem"));
         let bad = TlsOptions::new().with_client_cert(&ca, &key);
         let message = invalid_input_message("bad key", bad.read_identity());
-        assert!(message.contains("key.pem") && message.contains("PRIVATE KEY"), "{message}");
+        assert!(
+            message.contains("key.pem") && message.contains("PRIVATE KEY"),
+            "{message}"
+        );
         assert!(!message.contains("hunter2"), "{message}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -508,9 +546,21 @@ mod tests {
     #[test]
     fn doctor_warns_of_plaintext_past_the_loopback_and_of_unchecked_certificates() {
         let verdict = |mode, hosts: &[&str]| TlsOptions::transport_check(mode, hosts).verdict;
-        assert_eq!(verdict(TlsMode::Disable, &["127.0.0.1:2379", "localhost", "[::1]:1"]), Verdict::Pass);
-        assert_eq!(verdict(TlsMode::Disable, &["127.0.0.1:1", "10.0.0.2:2379"]), Verdict::Warn);
-        assert_eq!(verdict(TlsMode::Disable, &["http://db.internal:5432"]), Verdict::Warn);
+        assert_eq!(
+            verdict(
+                TlsMode::Disable,
+                &["127.0.0.1:2379", "localhost", "[::1]:1"]
+            ),
+            Verdict::Pass
+        );
+        assert_eq!(
+            verdict(TlsMode::Disable, &["127.0.0.1:1", "10.0.0.2:2379"]),
+            Verdict::Warn
+        );
+        assert_eq!(
+            verdict(TlsMode::Disable, &["http://db.internal:5432"]),
+            Verdict::Warn
+        );
         assert_eq!(verdict(TlsMode::Require, &["127.0.0.1"]), Verdict::Warn);
         assert_eq!(verdict(TlsMode::Prefer, &["127.0.0.1"]), Verdict::Pass);
         assert_eq!(verdict(TlsMode::Prefer, &["db.internal"]), Verdict::Warn);
@@ -523,7 +573,10 @@ mod tests {
         let url = BackendUrl::parse("redis://default:p%40ss@h:1,g:2/0").unwrap();
         let (creds, hosts) = Credentials::split_authority(url.authority()).unwrap();
         let creds = creds.unwrap();
-        assert_eq!((creds.user.as_str(), creds.password(), hosts), ("default", "p@ss", "h:1,g:2"));
+        assert_eq!(
+            (creds.user.as_str(), creds.password(), hosts),
+            ("default", "p@ss", "h:1,g:2")
+        );
         assert!(!format!("{creds:?}").contains("p@ss"));
         let (none, hosts) = Credentials::split_authority("h:1").unwrap();
         assert_eq!((none, hosts), (None, "h:1"));

@@ -566,7 +566,14 @@ mod tests {
         assert_eq!(redact("redis:/u:PW@h"), "redis:/u:***@h");
         assert_eq!(redact("redis:u:PW@h"), "redis:u:***@h");
         assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
-        assert_eq!(redact("s3://b?Secret-Key=x&region=r"), "s3://b?Secret-Key=***&region=r");
+        assert_eq!(
+            redact("s3://b?Secret-Key=x&region=r"),
+            "s3://b?Secret-Key=***&region=r"
+        );
+        assert_eq!(
+            redact("postgres://h/db?user=u&password=secret&sslmode=disable"),
+            "postgres://h/db?user=u&password=***&sslmode=disable"
+        );
     }
 
     #[test]
@@ -574,7 +581,10 @@ mod tests {
         let message = "error sending request for url (https://acct.blob.core.windows.net/c/k?sv=1&sig=SIGNATURE&se=2): 403";
         let shown = redact_text(message);
         assert!(!shown.contains("SIGNATURE"), "{shown}");
-        assert!(shown.starts_with("error sending request for url (https://acct.blob"), "{shown}");
+        assert!(
+            shown.starts_with("error sending request for url (https://acct.blob"),
+            "{shown}"
+        );
         assert!(shown.ends_with("&se=2): 403"), "{shown}");
         assert_eq!(redact_text("no url here"), "no url here");
         assert_eq!(

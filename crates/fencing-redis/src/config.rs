@@ -2,20 +2,30 @@
 
 use std::time::Duration;
 
+use fencing_core::tls::{Credentials, TlsOptions};
 use fencing_core::url::{BackendUrl, env_any, redact};
 use fencing_core::{Error, Result};
 
+use crate::target::{SHAPE, Target};
 use crate::{Durability, RedisIssuer};
 
-/// The options a `redis://` URL takes (the rest of the URL is Redis's own).
+/// The options a `redis://` URL takes besides the TLS ones
+/// ([`TlsOptions::URL_OPTIONS`]); the rest of the URL is Redis's own.
 const OPTIONS: &[&str] = &["volatile", "replicas", "wait", "prefix"];
 
 /// How long `WAIT` waits for replicas when `replicas=` comes without `wait=`.
 const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 
-/// How to reach Redis: parsed from `redis://[USER:PASS@]HOST:PORT[/DB]`,
-/// read from the environment, or set with the `with_*` setters;
-/// [`connect`](Self::connect) opens the issuer.
+/// How to reach Redis: parsed from
+/// `redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]`, read from the environment,
+/// or set with the `with_*` setters; [`connect`](Self::connect) opens the
+/// issuer.
+///
+/// `rediss://` is TLS, the server's certificate and host name checked
+/// against the system roots; `redis://` is plaintext unless a TLS option
+/// below asks for TLS. `USER:PASSWORD@` logs in with `AUTH USER PASSWORD`
+/// (an ACL user); `:PASSWORD@` with `AUTH PASSWORD` (`requirepass`, or the
+/// `default` user). Percent-encode `@`, `:`, `/` and `#` in a password.
 ///
 /// | URL option | meaning |
 /// | --- | --- |
@@ -23,6 +33,15 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 /// | `replicas=N&wait=500ms` | [`Durability::Replicated`]: `WAIT N 500` after each grant (`wait` defaults to 1s) |
 /// | `volatile=true` | [`Durability::AcceptVolatileCounter`]: tests and demos only |
 /// | `prefix=P` | the key prefix (default [`RedisIssuer::DEFAULT_PREFIX`]) |
+/// | `sslmode=verify-full` | TLS, the certificate and host name checked (the default of `rediss://`, and of `redis://` with a CA or client certificate) |
+/// | `sslmode=require` | TLS **without any certificate check** (`fence doctor` warns); only by this explicit option |
+/// | `sslmode=disable` | plaintext (the default of `redis://`; refused with `rediss://`) |
+/// | `sslrootcert=PATH` | trust the CA certificates in `PATH` (PEM) instead of the system roots |
+/// | `sslcert=PATH&sslkey=PATH` | present this client certificate and key (PEM): `tls-auth-clients yes` |
+///
+/// `sslmode=verify-ca` is refused (redis-rs checks the certificate chain
+/// only together with the host name), and so is `prefer` (Redis has no
+/// STARTTLS).
 ///
 /// ```
 /// use fencing_redis::{Durability, RedisConfig};
@@ -31,11 +50,19 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 ///     config.durability(),
 ///     Durability::Replicated { replicas: 1, timeout: std::time::Duration::from_millis(500) }
 /// );
+/// let tls = RedisConfig::from_url("rediss://app:s3cret@redis.internal:6380?sslrootcert=/etc/redis/ca.pem")?;
+/// assert!(!format!("{tls:?}").contains("s3cret"));
 /// # Ok::<(), fencing_core::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct RedisConfig {
+    /// The URL without its query (from [`from_url`](Self::from_url)), or
+    /// as given to [`new`](Self::new) (TLS options and all).
     url: String,
+    /// The TLS options, in place of any in `url`.
+    tls: Option<TlsOptions>,
+    /// The login, in place of the URL's `USER:PASSWORD@`.
+    credentials: Option<Credentials>,
     durability: Durability,
     prefix: Option<String>,
 }
@@ -45,6 +72,8 @@ impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisConfig")
             .field("url", &redact(&self.url))
+            .field("tls", &self.tls)
+            .field("credentials", &self.credentials)
             .field("durability", &self.durability)
             .field("prefix", &self.prefix)
             .finish()
@@ -52,11 +81,14 @@ impl std::fmt::Debug for RedisConfig {
 }
 
 impl RedisConfig {
-    /// A config for the Redis URL `url` (no options of ours in it),
-    /// [`Durability::Required`].
+    /// A config for the Redis URL `url` (the TLS options may be in it, no
+    /// other option of ours), [`Durability::Required`]. The URL is parsed
+    /// by [`connect`](Self::connect).
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            tls: None,
+            credentials: None,
             durability: Durability::Required,
             prefix: None,
         }
@@ -65,27 +97,24 @@ impl RedisConfig {
     /// Parses `redis://…` or `rediss://…` with the options above.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for another scheme, no host, an unknown
+    /// [`Error::InvalidInput`] for another scheme, no host, several hosts,
+    /// a bad port or database, a user name without a password, an unknown
     /// option (naming the known ones), a bad boolean, number or duration,
-    /// `volatile` with `replicas`, `wait` without `replicas`, or
-    /// `replicas=0`.
+    /// `volatile` with `replicas`, `wait` without `replicas`,
+    /// `replicas=0`, or TLS options that do not fit together
+    /// (`rediss://` with `sslmode=disable`, `sslmode=require` with
+    /// `sslrootcert`, `sslcert` without `sslkey`…) or that redis-rs cannot
+    /// do (`verify-ca`, `prefer`). No message shows the password.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut parsed = BackendUrl::parse_as(
-            url,
-            &["redis", "rediss"],
-            "a Redis URL (redis://HOST:PORT[/DB])",
-        )?;
-        if parsed.authority().is_empty() {
-            return Err(Error::invalid_input(
-                "no Redis host: expected redis://HOST:PORT[/DB]",
-            ));
-        }
+        let mut parsed =
+            BackendUrl::parse_as(url, &["redis", "rediss"], &format!("a Redis URL ({SHAPE})"))?;
         let query = parsed.query();
         let volatile = query.take_bool("volatile")?.unwrap_or(false);
         let replicas = query.take_parsed::<u32>("replicas")?;
         let wait = query.take_duration("wait")?;
         let prefix = query.take_nonempty("prefix")?;
-        std::mem::take(query).finish(OPTIONS)?;
+        let target = Target::take_from(&mut parsed)?;
+        parsed.finish(&[OPTIONS, TlsOptions::URL_OPTIONS].concat())?;
         let durability = match (volatile, replicas, wait) {
             (true, Some(_), _) => {
                 return Err(Error::invalid_input(
@@ -115,6 +144,8 @@ impl RedisConfig {
         let base = url.split_once('?').map_or(url, |(base, _)| base);
         Ok(Self {
             url: base.to_owned(),
+            tls: Some(target.tls),
+            credentials: None,
             durability,
             prefix,
         })
@@ -137,6 +168,22 @@ impl RedisConfig {
         self
     }
 
+    /// The TLS options, in place of those of the URL: a CA, a client
+    /// certificate, a mode (`rediss://` still defaults to `verify-full`).
+    #[must_use]
+    pub fn with_tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The login, in place of the URL's `USER:PASSWORD@`: `AUTH USER
+    /// PASSWORD`, or `AUTH PASSWORD` with an empty user.
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
     /// The key prefix.
     #[must_use]
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -149,12 +196,20 @@ impl RedisConfig {
         self.durability
     }
 
-    /// Connects and checks durability: [`RedisIssuer::connect`].
+    /// Connects (reading the TLS files), logs in and checks durability:
+    /// [`RedisIssuer::connect`].
     ///
     /// # Errors
     /// As [`RedisIssuer::connect`].
     pub async fn connect(&self) -> Result<RedisIssuer> {
-        let issuer = RedisIssuer::connect(&self.url, self.durability).await?;
+        let mut target = Target::parse(&self.url)?;
+        if let Some(tls) = &self.tls {
+            target.tls = tls.clone();
+        }
+        if let Some(credentials) = &self.credentials {
+            target.credentials = Some(credentials.clone());
+        }
+        let issuer = RedisIssuer::open(&target, self.durability).await?;
         Ok(match &self.prefix {
             Some(prefix) => issuer.with_prefix(prefix.clone()),
             None => issuer,
@@ -208,5 +263,45 @@ mod tests {
         assert!(invalid("redis://h:1?replicas=-1").starts_with("replicas=\"-1\""));
         assert!(invalid("redis://h:1?replicas=1&wait=0ms").contains("block forever"));
         assert!(invalid("redis://h:1?replicas=1&wait=5").contains("wait=\"5\""));
+        assert!(
+            unknown.contains("sslmode, sslrootcert, sslcert, sslkey"),
+            "{unknown}"
+        );
+        let message = invalid("rediss://default:PW@h:1/notadb?volatile=1");
+        assert!(
+            message.contains("notadb") && !message.contains("PW"),
+            "{message}"
+        );
+        assert!(invalid("rediss://h:1?sslmode=verify-ca").contains("verify-ca"));
+    }
+
+    #[test]
+    fn tls_options_and_the_login_come_from_the_url_or_the_setters() {
+        let c = RedisConfig::from_url(
+            "redis://fencing:PW@h:1?sslrootcert=/ca.pem&prefix=p:&sslcert=/c.pem&sslkey=/k.pem",
+        )
+        .unwrap();
+        assert_eq!(c.url, "redis://fencing:PW@h:1");
+        let tls = c.tls.as_ref().unwrap();
+        assert_eq!(tls.ca_file(), Some(std::path::Path::new("/ca.pem")));
+        assert!(tls.client_cert_files().is_some());
+        let c = c
+            .with_tls(TlsOptions::new().with_mode(fencing_core::tls::TlsMode::Require))
+            .with_credentials(Credentials::new("other", "SECRET2"));
+        let debug = format!("{c:?}");
+        assert!(
+            debug.contains("Require") && debug.contains("other"),
+            "{debug}"
+        );
+        assert!(
+            !debug.contains("PW") && !debug.contains("SECRET2"),
+            "{debug}"
+        );
+        // new() takes the TLS options in the URL, parsed at connect.
+        assert!(
+            RedisConfig::new("rediss://h:1?sslmode=require")
+                .tls
+                .is_none()
+        );
     }
 }

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use fencing_core::safety::Verdict;
+use fencing_core::safety::{SafetyCheck, Verdict};
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 use redis::aio::ConnectionManager;
 
@@ -258,6 +259,54 @@ pub(crate) async fn inspect(
         run_id: field(&server, "run_id"),
         findings,
     })
+}
+
+/// What the server says of a connection whose TLS settings the issuer did
+/// not make (the caller's connection manager): TLS if it came in on the
+/// server's `tls-port` (`CLIENT INFO`'s `laddr`), else plaintext to that
+/// address.
+pub(crate) async fn live_transport(conn: &mut ConnectionManager) -> SafetyCheck {
+    const NAME: &str = "transport";
+    let client = redis::cmd("CLIENT")
+        .arg("INFO")
+        .query_async::<String>(&mut conn.clone())
+        .await;
+    let tls_port = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-port")
+        .query_async::<Vec<String>>(conn)
+        .await;
+    let (client, tls_port) = match (client, tls_port) {
+        (Ok(client), Ok(pair)) => (client, pair.get(1).cloned().unwrap_or_default()),
+        (Err(e), _) | (_, Err(e)) => {
+            return SafetyCheck::warn(
+                NAME,
+                format!(
+                    "cannot tell whether the connection manager uses TLS (CLIENT INFO, CONFIG GET tls-port: {e})"
+                ),
+            );
+        }
+    };
+    let Some(laddr) = client
+        .split_whitespace()
+        .find_map(|field| field.strip_prefix("laddr="))
+    else {
+        return SafetyCheck::warn(
+            NAME,
+            "cannot tell whether the connection manager uses TLS (CLIENT INFO shows no laddr)",
+        );
+    };
+    let port = laddr.rsplit_once(':').map_or("", |(_, port)| port);
+    if tls_port != "0" && port == tls_port {
+        SafetyCheck::pass(
+            NAME,
+            format!(
+                "TLS (the connection came in on the server's tls-port {port}); the certificate check is the connection manager's own setting"
+            ),
+        )
+    } else {
+        TlsOptions::transport_check(TlsMode::Disable, &[laddr])
+    }
 }
 
 pub(crate) fn unsafe_config(reason: String) -> Error {

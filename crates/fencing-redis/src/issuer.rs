@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fencing_core::safety::SafetyCheck;
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
@@ -13,8 +14,9 @@ use redis::{AsyncCommands, Script, ScriptInvocation};
 
 use crate::BACKEND;
 use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_config};
-use crate::error::{map_error, parse_token};
+use crate::error::{connect_error, map_error, parse_token};
 use crate::scripts;
+use crate::target::Target;
 
 /// A [`TokenIssuer`] on Redis with Hazelcast `FencedLock` semantics.
 ///
@@ -42,6 +44,9 @@ pub struct RedisIssuer {
     renew: Script,
     release: Script,
     raise_floor: Script,
+    /// The TLS mode and the `host:port` this issuer connected to; `None`
+    /// for the caller's own connection manager ([`RedisIssuer::new`]).
+    transport: Option<(TlsMode, String)>,
 }
 
 impl std::fmt::Debug for RedisIssuer {
@@ -57,17 +62,27 @@ impl RedisIssuer {
     /// The default key prefix.
     pub const DEFAULT_PREFIX: &'static str = "fencing:";
 
-    /// Connects to `url` (`redis://host:port/db`) and checks durability.
+    /// Connects to `url` (`redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]`,
+    /// with the TLS options of [`RedisConfig`](crate::RedisConfig) and no
+    /// other), logs in and checks durability.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for a malformed URL or durability;
+    /// [`Error::InvalidInput`] for a malformed URL or durability (the
+    /// message never shows the password);
+    /// [`Error::Tls`] if the TLS handshake fails (an untrusted certificate,
+    /// a client certificate missing or refused);
+    /// [`Error::Unauthenticated`] if the server refuses the user and
+    /// password, or wants a login and got none;
     /// [`Error::Backend`] if the server does not answer;
     /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
     /// the counter under `durability`.
     pub async fn connect(url: &str, durability: Durability) -> Result<Self> {
+        Self::open(&Target::parse(url)?, durability).await
+    }
+
+    pub(crate) async fn open(target: &Target, durability: Durability) -> Result<Self> {
         check_durability(durability)?;
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid_input(format!("malformed Redis URL {url:?}: {e}")))?;
+        let (client, mode) = target.client()?;
         // `WAIT` holds the reply for up to its timeout: the response timeout
         // must outlast it, or a slow acknowledgement reads as a dead server.
         let wait = match durability {
@@ -82,22 +97,34 @@ impl RedisIssuer {
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));
+        let address = target.address();
         let connection = client
             .get_connection_manager_with_config(config)
             .await
-            .map_err(|e| map_error("connect", false, e))?;
-        Self::new(connection, durability).await
+            .map_err(|e| connect_error(mode, &address, e))?;
+        let issuer = Self {
+            transport: Some((mode, address)),
+            ..Self::on(connection, durability)
+        };
+        issuer.check_server().await?;
+        Ok(issuer)
     }
 
-    /// Uses an existing connection manager and checks durability. With
-    /// [`Durability::Replicated`], its response timeout must be longer than
-    /// the `WAIT` timeout.
+    /// Uses an existing connection manager (its own TLS and login) and
+    /// checks durability. With [`Durability::Replicated`], its response
+    /// timeout must be longer than the `WAIT` timeout.
     ///
     /// # Errors
     /// As [`RedisIssuer::connect`].
     pub async fn new(connection: ConnectionManager, durability: Durability) -> Result<Self> {
         check_durability(durability)?;
-        let issuer = Self {
+        let issuer = Self::on(connection, durability);
+        issuer.check_server().await?;
+        Ok(issuer)
+    }
+
+    fn on(connection: ConnectionManager, durability: Durability) -> Self {
+        Self {
             connection,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             durability,
@@ -106,9 +133,8 @@ impl RedisIssuer {
             renew: Script::new(scripts::RENEW),
             release: Script::new(scripts::RELEASE),
             raise_floor: Script::new(&scripts::raise_floor()),
-        };
-        issuer.check_server().await?;
-        Ok(issuer)
+            transport: None,
+        }
     }
 
     /// Uses another key prefix.
@@ -126,6 +152,16 @@ impl RedisIssuer {
     /// The durability this issuer enforces.
     pub fn durability(&self) -> Durability {
         self.durability
+    }
+
+    /// What `fence doctor` says of the transport: plaintext past the
+    /// loopback, or TLS without a certificate check, is a warning. For the
+    /// caller's own connection manager, what the server says of it.
+    async fn transport_check(&self) -> SafetyCheck {
+        match &self.transport {
+            Some((mode, address)) => TlsOptions::transport_check(*mode, &[address]),
+            None => crate::durability::live_transport(&mut self.connection.clone()).await,
+        }
     }
 
     fn lock_key(&self, resource: &str) -> String {
@@ -429,7 +465,9 @@ impl TokenIssuer for RedisIssuer {
     /// `appendonly`, `appendfsync`, `no-appendfsync-on-rewrite`,
     /// `maxmemory-policy`, `role` and `connected replicas`, each judged
     /// under this issuer's [`Durability`] (under
-    /// [`Durability::AcceptVolatileCounter`], as the default would judge it).
+    /// [`Durability::AcceptVolatileCounter`], as the default would judge it),
+    /// and `transport` (plaintext past the loopback, or TLS without a
+    /// certificate check, is a warning).
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         let server = inspect(&mut self.connection.clone(), self.durability).await?;
         let mut checks = match fencing_core::safety::probe_issuer(self).await {
@@ -449,6 +487,7 @@ impl TokenIssuer for RedisIssuer {
                 .into_iter()
                 .map(|f| SafetyCheck::new(f.name, f.verdict, f.detail)),
         );
+        checks.push(self.transport_check().await);
         Ok(checks)
     }
 }

@@ -5,6 +5,7 @@ mod durability;
 mod error;
 mod issuer;
 mod scripts;
+mod target;
 
 pub use config::RedisConfig;
 pub use durability::Durability;

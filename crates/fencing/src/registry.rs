@@ -40,9 +40,11 @@ use fencing_core::{Error, FencedStore, TokenIssuer};
 pub const ISSUER_URLS: &str = "\
 sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://… (mariadb://…)  [&fencing_table_prefix=P]
     [&fencing_accept_volatile_commits=true]  (a server whose commits a crash can lose)
-redis://[USER:PASS@]HOST:PORT[/DB][?volatile=true | ?replicas=N&wait=500ms][&prefix=P]
-etcd://HOST:PORT[,HOST:PORT…][?prefix=P&timeout=2s&min_ttl=1s]
-zk://HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion]";
+redis://[USER:PASS@]HOST:PORT[/DB][?volatile=true | ?replicas=N&wait=500ms][&prefix=P]  (rediss://: TLS)
+etcd://[USER:PASS@]HOST:PORT[,HOST:PORT…][?prefix=P&timeout=2s&min_ttl=1s]
+zk://[USER:PASS@]HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion]  (USER:PASS: digest auth)
+TLS on every one but sqlite: sslmode=disable|prefer|require|verify-ca|verify-full, sslrootcert=CA.pem,
+    sslcert=CERT.pem&sslkey=KEY.pem (a CA or a certificate alone means verify-full)";
 
 /// The store URL grammar, one line per backend (for help texts).
 pub const STORE_URLS: &str = "\
@@ -52,7 +54,8 @@ gs://BUCKET[?endpoint=URL&emulator=true]  (application default credentials)
 az://CONTAINER?endpoint=URL|account=NAME[&sas=TOKEN&emulator=true]  (or AZURE_STORAGE_CONNECTION_STRING,
     AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY)
 s3/gs/az take adopt_unfenced=true (take over objects written without fencing, at mark 0) and
-emulator=true (a local emulator's well-known test credentials; never used otherwise)";
+emulator=true (a local emulator's well-known test credentials; never used otherwise);
+s3 takes sslrootcert=CA.pem (an https:// endpoint with a private CA); SQL stores take the TLS options above";
 
 /// What each scheme is: (scheme, feature, store, issuer).
 const SCHEMES: &[(&str, &str, bool, bool)] = &[

@@ -256,6 +256,9 @@ pub fn assert_no_secret(what: &str, error: &fencing_core::Error, secret: &str) {
         cause = e.source();
     }
     for text in texts {
-        assert!(!text.contains(secret), "{what}: the secret shows in {text:?}");
+        assert!(
+            !text.contains(secret),
+            "{what}: the secret shows in {text:?}"
+        );
     }
 }

@@ -317,13 +317,14 @@ where
     let attempts: Arc<Mutex<Vec<Attempt>>> = Arc::default();
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let t0 = Instant::now();
-    let error = move |errors: &Mutex<Vec<String>>, what: String, e: &dyn std::error::Error| {
-        errors.lock().expect("poisoned").push(format!(
-            "{:.1}s {what}: {}",
-            t0.elapsed().as_secs_f64(),
-            error_chain(e)
-        ));
-    };
+    let error =
+        move |errors: &Mutex<Vec<String>>, what: String, e: &(dyn std::error::Error + 'static)| {
+            errors.lock().expect("poisoned").push(format!(
+                "{:.1}s {what}: {}",
+                t0.elapsed().as_secs_f64(),
+                error_chain(e)
+            ));
+        };
 
     let mut clients = Vec::new();
     for client in 0..config.clients {

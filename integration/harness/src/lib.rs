@@ -16,11 +16,11 @@
 //!   resumed with signals.
 
 pub mod env;
-mod errors;
 pub mod failover;
 pub mod object_store;
 pub mod process;
 pub mod proxy;
 pub mod verify;
 
-pub use errors::error_chain;
+/// `e` and its causes, redacted: the core's one chain printer.
+pub use fencing_core::error_chain;

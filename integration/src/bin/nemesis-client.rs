@@ -42,14 +42,7 @@ fn emit_clock() {
 }
 
 fn one_line(e: &Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text.replace('\n', " ")
+    e.chain().replace('\n', " ")
 }
 
 /// Reports an operation's outcome; `false` when the holder lost the lock.

@@ -1,0 +1,460 @@
+//! Redis over TLS with an ACL login, on the TLS-only server
+//! (`FENCING_REDIS_TLS_URL`: `integration/services.sh up redis-tls`: the
+//! TLS port only, user `fencing`, the default user off, append-only and
+//! fsynced): the issuer suite (the zombie scenario and the history checker
+//! included) with the test CA and client certificate, `verify`'s transport
+//! check, and every failure typed and free of the password. A private
+//! `redis-server` that requires client certificates
+//! (`--tls-auth-clients yes`) is started here for the missing-certificate
+//! case.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::grant_once;
+use fencing_core::safety::Verdict;
+use fencing_core::tls::{Credentials, TlsOptions};
+use fencing_core::{Error, Result, TokenIssuer};
+use fencing_harness::env::{
+    REDIS_AOF, REDIS_TLS, TLS_PASSWORD, assert_no_secret, tls_file, with_option, with_test_tls,
+};
+use fencing_redis::{Durability, RedisConfig, RedisIssuer};
+use fencing_testkit::issuer::IssuerProfile;
+
+const TTL: Duration = Duration::from_secs(5);
+
+/// `url` trusting only the test CA (no client certificate: the shared
+/// server takes clients without one).
+fn with_ca(url: &str) -> String {
+    with_option(
+        url,
+        &format!("sslrootcert={}", tls_file("ca.pem").display()),
+    )
+}
+
+/// The TLS server's URL with the login replaced by `userinfo` (`user:pw`,
+/// `:pw`, or empty for none).
+fn with_login(userinfo: &str) -> String {
+    let url = REDIS_TLS.endpoint();
+    let (scheme, rest) = url.split_once("://").expect("a URL");
+    let hosts = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
+    match userinfo {
+        "" => format!("{scheme}://{hosts}"),
+        login => format!("{scheme}://{login}@{hosts}"),
+    }
+}
+
+/// The TLS server's `host:port`.
+fn address() -> String {
+    with_login("").split_once("://").unwrap().1.to_owned()
+}
+
+async fn connect(url: &str) -> Result<RedisIssuer> {
+    RedisConfig::from_url(url)?
+        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
+        .connect()
+        .await
+}
+
+/// An issuer on the TLS server through `url`, or `None` if the run skips
+/// it; a server that does not answer fails the test.
+async fn tls_issuer(url: &str) -> Option<RedisIssuer> {
+    if REDIS_TLS.skipped() {
+        return None;
+    }
+    match connect(url).await {
+        Ok(issuer) => Some(issuer),
+        Err(e @ Error::Backend { .. }) => REDIS_TLS.unavailable(&e.chain()),
+        Err(e) => panic!(
+            "{} through {}: {}",
+            REDIS_TLS.name,
+            fencing_core::url::redact(url),
+            e.chain()
+        ),
+    }
+}
+
+/// The error connecting through `url`; `None` if the run skips the server.
+async fn failure(url: &str) -> Option<Error> {
+    if REDIS_TLS.skipped() {
+        return None;
+    }
+    match connect(url).await {
+        Ok(issuer) => panic!(
+            "{}: connected, expected a failure: {issuer:?}",
+            fencing_core::url::redact(url)
+        ),
+        Err(e) => {
+            assert_no_secret(url, &e, TLS_PASSWORD);
+            Some(e)
+        }
+    }
+}
+
+async fn suite_issuer() -> Option<Arc<dyn TokenIssuer>> {
+    Some(Arc::new(
+        tls_issuer(&with_test_tls(&REDIS_TLS.endpoint())).await?,
+    ))
+}
+
+fn profile() -> IssuerProfile {
+    IssuerProfile::with_ttl(Duration::from_millis(300))
+}
+
+fencing_testkit::issuer_conformance!(suite_issuer, profile());
+
+fn transport(checks: &[fencing_core::safety::SafetyCheck]) -> &fencing_core::safety::SafetyCheck {
+    checks
+        .iter()
+        .find(|c| c.name == "transport")
+        .unwrap_or_else(|| panic!("no transport check in {checks:?}"))
+}
+
+#[tokio::test]
+async fn the_ca_alone_verifies_and_the_acl_user_passes_the_durability_checks() {
+    let Some(issuer) = tls_issuer(&with_ca(&REDIS_TLS.endpoint())).await else {
+        return;
+    };
+    // Connecting checked INFO and CONFIG GET as user `fencing`; verify
+    // reads them again, and says the certificate and host were checked.
+    let checks = issuer.verify().await.unwrap();
+    assert!(
+        checks.iter().all(|c| c.verdict != Verdict::Unsafe),
+        "{checks:?}"
+    );
+    let check = transport(&checks);
+    assert_eq!(check.verdict, Verdict::Pass, "{check:?}");
+    assert!(check.detail.contains("host name checked"), "{check:?}");
+    let first = grant_once(&issuer, "ca-only", TTL).await;
+    assert!(grant_once(&issuer, "ca-only", TTL).await.token() > first.token());
+}
+
+#[tokio::test]
+async fn the_setters_give_the_tls_options_and_the_login() {
+    if REDIS_TLS.skipped() {
+        return;
+    }
+    let issuer = RedisConfig::new(with_login(""))
+        .with_tls(TlsOptions::new().with_ca_file(tls_file("ca.pem")))
+        .with_credentials(Credentials::new("fencing", TLS_PASSWORD))
+        .connect()
+        .await
+        .unwrap_or_else(|e| REDIS_TLS.unavailable(&e.chain()));
+    grant_once(&issuer, "setters", TTL).await;
+    // The setters win over the URL's options and login.
+    let wrong_url = with_option(
+        &with_login("fencing:not-the-password"),
+        &format!("sslrootcert={}", tls_file("other-ca.pem").display()),
+    );
+    let issuer = RedisConfig::from_url(&wrong_url)
+        .unwrap()
+        .with_tls(TlsOptions::new().with_ca_file(tls_file("ca.pem")))
+        .with_credentials(Credentials::new("fencing", TLS_PASSWORD))
+        .connect()
+        .await
+        .unwrap_or_else(|e| panic!("{}", e.chain()));
+    grant_once(&issuer, "setters", TTL).await;
+}
+
+#[tokio::test]
+async fn sslmode_require_skips_the_certificate_check_and_verify_warns() {
+    // No CA: the test CA is in no system store, so only `require` connects.
+    let Some(issuer) = tls_issuer(&with_option(&REDIS_TLS.endpoint(), "sslmode=require")).await
+    else {
+        return;
+    };
+    grant_once(&issuer, "require", TTL).await;
+    let checks = issuer.verify().await.unwrap();
+    let check = transport(&checks);
+    assert_eq!(check.verdict, Verdict::Warn, "{check:?}");
+    assert!(check.detail.contains("sslmode=require"), "{check:?}");
+}
+
+#[tokio::test]
+async fn the_system_roots_do_not_trust_the_test_ca() {
+    // rediss:// alone: verify-full against the system roots.
+    let Some(e) = failure(&REDIS_TLS.endpoint()).await else {
+        return;
+    };
+    assert!(
+        matches!(
+            e,
+            Error::Tls {
+                backend: "redis",
+                ..
+            }
+        ),
+        "{}",
+        e.chain()
+    );
+    assert!(!e.is_retryable());
+}
+
+#[tokio::test]
+async fn a_wrong_ca_is_a_tls_error() {
+    let url = with_option(
+        &REDIS_TLS.endpoint(),
+        &format!("sslrootcert={}", tls_file("other-ca.pem").display()),
+    );
+    let Some(e) = failure(&url).await else {
+        return;
+    };
+    assert!(
+        matches!(
+            e,
+            Error::Tls {
+                backend: "redis",
+                ..
+            }
+        ),
+        "{}",
+        e.chain()
+    );
+    assert!(!e.is_retryable());
+    assert!(e.chain().contains("certificate"), "{}", e.chain());
+}
+
+#[tokio::test]
+async fn a_wrong_or_missing_login_is_unauthenticated() {
+    for (login, what) in [
+        ("fencing:wrong-password", "a wrong password"),
+        ("nobody:fencing-tls-secret", "an unknown user"),
+        (
+            ":fencing-tls-secret",
+            "a password for the default user, which is off",
+        ),
+        ("", "no login where one is required"),
+    ] {
+        let Some(e) = failure(&with_ca(&with_login(login))).await else {
+            return;
+        };
+        assert!(
+            matches!(
+                e,
+                Error::Unauthenticated {
+                    backend: "redis",
+                    ..
+                }
+            ),
+            "{what}: {}",
+            e.chain()
+        );
+        assert!(!e.is_retryable(), "{what}");
+        assert_no_secret(what, &e, "wrong-password");
+    }
+}
+
+#[tokio::test]
+async fn plaintext_to_the_tls_port_says_so() {
+    let url = format!("redis://fencing:{TLS_PASSWORD}@{}", address());
+    let Some(e) = failure(&url).await else {
+        return;
+    };
+    assert!(
+        matches!(
+            e,
+            Error::Backend {
+                retryable: false,
+                ..
+            }
+        ),
+        "{}",
+        e.chain()
+    );
+    assert!(e.chain().contains("TLS port"), "{}", e.chain());
+}
+
+#[tokio::test]
+async fn tls_to_a_plaintext_port_says_so() {
+    if REDIS_AOF.skipped() {
+        return;
+    }
+    let plain = REDIS_AOF.endpoint();
+    let url = with_ca(&plain.replacen("redis://", &format!("rediss://:{TLS_PASSWORD}@"), 1));
+    // Redis reads the ClientHello as the start of an inline command and
+    // waits for its end: the handshake times out, and the error says why.
+    match connect(&url).await {
+        Err(e @ Error::Backend { .. }) if e.chain().contains("plaintext port") => {
+            assert_no_secret("TLS to plaintext", &e, TLS_PASSWORD);
+        }
+        Err(e @ Error::Tls { .. }) => assert_no_secret("TLS to plaintext", &e, TLS_PASSWORD),
+        Err(
+            e @ Error::Backend {
+                retryable: true, ..
+            },
+        ) if e.chain().contains("refused") => REDIS_AOF.unavailable(&e),
+        other => panic!("expected an error naming a plaintext port, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn bad_urls_and_refused_connections_show_no_password() {
+    let secret = TLS_PASSWORD;
+    for url in [
+        format!("rediss://default:{secret}@127.0.0.1:6390/notadb"),
+        format!("redis://:{secret}@127.0.0.1/notadb"),
+        format!("rediss:/fencing:{secret}@127.0.0.1:6390"),
+        format!("rediss://fencing:{secret}@127.0.0.1:6390?sslmode=verify-ca"),
+        format!("rediss://fencing:{secret}@127.0.0.1:6390?sslrootcert=/nonexistent/ca.pem"),
+    ] {
+        match RedisIssuer::connect(&url, Durability::Required).await {
+            Err(e @ Error::InvalidInput { .. }) => assert_no_secret(&url, &e, secret),
+            other => panic!("{url}: expected InvalidInput, got {other:?}"),
+        }
+    }
+    // A closed port: retryable, and no password either.
+    let url = with_ca(&format!("rediss://fencing:{secret}@127.0.0.1:1"));
+    match RedisIssuer::connect(&url, Durability::Required).await {
+        Err(
+            e @ Error::Backend {
+                retryable: true, ..
+            },
+        ) => assert_no_secret(&url, &e, secret),
+        other => panic!("expected a retryable backend error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn verify_reads_the_transport_of_a_callers_connection_manager() {
+    if REDIS_TLS.skipped() || REDIS_AOF.skipped() {
+        return;
+    }
+    let manager = |url: String| async move {
+        let client = redis::Client::build_with_tls(
+            url.as_str(),
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(std::fs::read(tls_file("ca.pem")).unwrap()),
+            },
+        )
+        .or_else(|_| redis::Client::open(url.as_str()))
+        .unwrap();
+        redis::aio::ConnectionManager::new(client).await.unwrap()
+    };
+    let tls = RedisIssuer::new(manager(REDIS_TLS.endpoint()).await, Durability::Required)
+        .await
+        .unwrap();
+    let check = tls.verify().await.unwrap();
+    let check = transport(&check);
+    assert_eq!(check.verdict, Verdict::Pass, "{check:?}");
+    assert!(check.detail.starts_with("TLS"), "{check:?}");
+    let plain = RedisIssuer::new(manager(REDIS_AOF.endpoint()).await, Durability::Required)
+        .await
+        .unwrap();
+    let check = plain.verify().await.unwrap();
+    let check = transport(&check);
+    assert!(check.detail.starts_with("plaintext"), "{check:?}");
+}
+
+// ---------------------------------------------------------------------------
+// A private server that requires client certificates.
+
+/// A `redis-server` of this test's own on a TLS port only, requiring a
+/// client certificate of the test CA, killed when dropped.
+struct MutualTlsRedis {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl MutualTlsRedis {
+    async fn start() -> Self {
+        let file = |n: &str| tls_file(n).display().to_string();
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("redis-mtls-{}", fencing_testkit::unique_prefix()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let child = Command::new("redis-server")
+                .args(["--bind", "127.0.0.1", "--port", "0"])
+                .args(["--tls-port", &port.to_string()])
+                .args(["--tls-cert-file", &file("server.pem")])
+                .args(["--tls-key-file", &file("server-key.pem")])
+                .args(["--tls-ca-cert-file", &file("ca.pem")])
+                .args(["--tls-auth-clients", "yes"])
+                .arg("--dir")
+                .arg(&dir)
+                .args([
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                ])
+                .args(["--user", "default", "off"])
+                .args([
+                    "--user",
+                    "fencing",
+                    "on",
+                    &format!(">{TLS_PASSWORD}"),
+                    "~*",
+                    "&*",
+                    "+@all",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server on PATH (integration/services.sh deps redis)");
+            let mut server = Self { child, port, dir };
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(10) {
+                if server.child.try_wait().unwrap().is_some() {
+                    break; // lost the port: try another
+                }
+                if connect(&with_test_tls(&server.url())).await.is_ok() {
+                    return server;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        panic!("could not start a private redis-server with --tls-auth-clients yes");
+    }
+
+    fn url(&self) -> String {
+        format!("rediss://fencing:{TLS_PASSWORD}@127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for MutualTlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test]
+async fn a_missing_client_certificate_is_a_tls_error_where_one_is_required() {
+    if REDIS_TLS.skipped() {
+        return;
+    }
+    let server = MutualTlsRedis::start().await;
+    let issuer = connect(&with_test_tls(&server.url())).await.unwrap();
+    grant_once(&issuer, "mtls", TTL).await;
+    let url = with_ca(&server.url());
+    let e = connect(&url)
+        .await
+        .expect_err("connected without a client certificate");
+    assert_no_secret(&url, &e, TLS_PASSWORD);
+    assert!(
+        matches!(
+            e,
+            Error::Tls {
+                backend: "redis",
+                ..
+            }
+        ),
+        "{}",
+        e.chain()
+    );
+    assert!(!e.is_retryable());
+}
