@@ -193,7 +193,10 @@ mod tests {
             ),
             (
                 Op::Read,
-                answered(StatusCode::Forbidden, Some("AuthorizationPermissionMismatch")),
+                answered(
+                    StatusCode::Forbidden,
+                    Some("AuthorizationPermissionMismatch"),
+                ),
                 "backend retryable=false",
             ),
             (

@@ -181,6 +181,11 @@ impl BlobBackend for AzureBackend {
         "azure"
     }
 
+    fn endpoint(&self) -> Option<String> {
+        // The origin only: the query may hold a SAS.
+        Some(self.reads.url().origin().ascii_serialization())
+    }
+
     fn limits(&self) -> Limits {
         Self::limits()
     }

@@ -422,6 +422,15 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
         let mut checks = safety::probe_store(self).await?;
         checks.extend(self.verify_preconditions().await?);
         checks.extend(self.backend.bucket_checks().await?);
+        if let Some(endpoint) = self.backend.endpoint() {
+            // The SDKs check the certificate and host name of every https:// endpoint.
+            let mode = if endpoint.starts_with("https://") {
+                crate::tls::TlsMode::VerifyFull
+            } else {
+                crate::tls::TlsMode::Disable
+            };
+            checks.push(crate::tls::TlsOptions::transport_check(mode, &[&endpoint]));
+        }
         Ok(checks)
     }
 }

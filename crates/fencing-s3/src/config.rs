@@ -245,7 +245,9 @@ impl S3Config {
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<S3Store> {
         let client = self.client().await?;
-        Ok(self.common.store(S3Backend::new(client, self.bucket())))
+        Ok(self
+            .common
+            .store(S3Backend::new(client, self.bucket()).with_endpoint(self.endpoint())))
     }
 }
 

@@ -58,5 +58,7 @@ pub async fn create_bucket(client: &Client, bucket: &str) -> Result<()> {
 pub async fn store(endpoint: &str, bucket: &str) -> Result<S3Store> {
     let client = client(endpoint);
     create_bucket(&client, bucket).await?;
-    Ok(S3Backend::new(client, bucket).into_store())
+    Ok(S3Backend::new(client, bucket)
+        .with_endpoint(Some(endpoint))
+        .into_store())
 }

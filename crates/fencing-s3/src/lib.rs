@@ -57,6 +57,8 @@ const UNKNOWN_ETAG: &str = "\"fencing-s3-unknown-etag\"";
 pub struct S3Backend {
     client: Client,
     bucket: String,
+    /// For `verify`'s transport check; unknown for a caller's own client.
+    endpoint: Option<String>,
 }
 
 impl S3Backend {
@@ -67,7 +69,19 @@ impl S3Backend {
         Self {
             client,
             bucket: bucket.into(),
+            endpoint: None,
         }
+    }
+
+    /// Names the endpoint `client` talks to (`None`: AWS itself), for
+    /// `verify`'s transport check; [`S3Config`] does it.
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
+        self.endpoint = Some(endpoint.map_or_else(
+            || "https://s3.amazonaws.com".to_owned(),
+            fencing_core::url::redact,
+        ));
+        self
     }
 
     /// The bucket.
@@ -140,6 +154,10 @@ impl BlobBackend for S3Backend {
     /// and all (a zombie may then create the key again at any token): a
     /// warning naming each such rule. A rule on another prefix is harmless;
     /// only you know which prefixes are fenced.
+    fn endpoint(&self) -> Option<String> {
+        self.endpoint.clone()
+    }
+
     async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
         const NAME: &str = "no lifecycle expiration";
         let answer = self

@@ -4,6 +4,7 @@
 //! CA gives: typed, and without the secret key in any message.
 
 use aws_sdk_s3::config::Credentials;
+use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore};
 use fencing_harness::env::{S3_TLS, assert_no_secret, tls_file};
 use fencing_s3::{S3Backend, S3Config, S3Store, emulator};
@@ -101,4 +102,23 @@ async fn the_right_ca_writes_and_a_bad_ca_file_is_invalid_input() {
         matches!(&missing, Error::InvalidInput { message } if message.contains("/nonexistent/ca.pem")),
         "{missing:?}"
     );
+}
+
+/// `verify` (what `fence doctor` prints) says how the endpoint is reached:
+/// HTTPS passes, plaintext past the loopback is a warning naming it.
+#[tokio::test]
+async fn verify_reports_the_endpoints_transport() {
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let checked = S3Store::new(backend.clone().with_endpoint(Some(&S3_TLS.endpoint())));
+    let checks = checked.verify().await.expect("verify");
+    let transport = fencing_testkit::safety::check(&checks, "transport");
+    assert_eq!(transport.verdict, Verdict::Pass, "{transport:?}");
+    // The same client, named as a plaintext endpoint on another host.
+    let plaintext = S3Store::new(backend.with_endpoint(Some("http://s3.internal:9000")));
+    let checks = plaintext.verify().await.expect("verify");
+    let transport = fencing_testkit::safety::check(&checks, "transport");
+    assert_eq!(transport.verdict, Verdict::Warn, "{transport:?}");
+    assert!(transport.detail.contains("s3.internal"), "{transport:?}");
 }

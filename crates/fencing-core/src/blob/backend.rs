@@ -161,6 +161,13 @@ pub trait BlobBackend: Send + Sync + Debug {
     async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
         Ok(Vec::new())
     }
+
+    /// The endpoint the client talks to (`https://…`, `http://127.0.0.1:9000`),
+    /// without credentials, if the client can say: `verify` reports a
+    /// plaintext endpoint past the loopback. `None` by default.
+    fn endpoint(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Forwards to the backend behind the reference (two stores, or a test and
@@ -186,6 +193,9 @@ macro_rules! forward_blob_backend {
             }
             async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
                 (**self).bucket_checks().await
+            }
+            fn endpoint(&self) -> Option<String> {
+                (**self).endpoint()
             }
         }
     )*};

@@ -73,4 +73,8 @@ impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
     async fn bucket_checks(&self) -> Result<Vec<crate::safety::SafetyCheck>> {
         self.inner.bucket_checks().await
     }
+
+    fn endpoint(&self) -> Option<String> {
+        self.inner.endpoint()
+    }
 }
