@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, GetOptions, GetResponse, Txn, TxnResponse, WatchOptions, WatchStream};
 
-use crate::error::{Failure, never_sent};
+use crate::error::{Failure, invalid_token, never_sent};
 
 /// How many times a call that never left this process is tried again.
 const NOT_SENT_RETRIES: u32 = 4;
@@ -46,13 +46,17 @@ impl Rpc {
     /// Runs one call with the operation timeout, on a clone of the client.
     /// A call that never left this process (no connection to the member
     /// the balancer picked, e.g. a killed leader) is tried again, up to
-    /// four times: the balancer then picks another member.
+    /// four times: the balancer then picks another member. A call refused
+    /// for an expired auth token that etcd-client did not renew by itself
+    /// ([`invalid_token`]) logs in again and is tried once more (etcd
+    /// refused it before doing anything).
     pub(crate) async fn call<T, F, Fut>(&self, mut call: F) -> Result<T, Failure>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         let mut attempt = 0_u32;
+        let mut logged_in_again = false;
         loop {
             let client = self.client.clone();
             match tokio::time::timeout(self.timeout, call(client)).await {
@@ -61,6 +65,15 @@ impl Rpc {
                     attempt += 1;
                     tracing::debug!(attempt, error = %e, "etcd call not sent; trying again");
                     tokio::time::sleep(Duration::from_millis(25) * attempt).await;
+                }
+                Ok(Err(e)) if !logged_in_again && invalid_token(&e) => {
+                    logged_in_again = true;
+                    tracing::debug!(error = %e, "etcd refused the auth token; logging in again");
+                    match tokio::time::timeout(self.timeout, self.client.refresh_token()).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(refused)) => return Err(Failure::Etcd(refused)),
+                        Err(_) => return Err(Failure::Elapsed(self.timeout)),
+                    }
                 }
                 Ok(Err(e)) => return Err(Failure::Etcd(e)),
                 Err(_) => return Err(Failure::Elapsed(self.timeout)),

@@ -2,39 +2,81 @@
 
 use std::time::Duration;
 
-use fencing_core::url::{BackendUrl, env, env_any};
+use etcd_client::{Certificate, ConnectOptions, Identity};
+use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
+use fencing_core::url::{BackendUrl, env};
 use fencing_core::{Error, Result};
 
 use crate::EtcdIssuer;
+use crate::error::BACKEND;
 
-/// The options an `etcd://` URL takes.
-const OPTIONS: &[&str] = &["prefix", "timeout", "min_ttl"];
+/// The options an `etcd://` URL takes: ours, then
+/// [`TlsOptions::URL_OPTIONS`].
+const OPTIONS: &[&str] = &[
+    "prefix",
+    "timeout",
+    "min_ttl",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+];
 
-/// How to reach etcd: parsed from `etcd://HOST:PORT[,HOST:PORT…]`, read
-/// from the environment, or set with the `with_*` setters;
+/// The modes etcd's client (tonic on rustls) can do: it always checks the
+/// chain and the host name once TLS is on.
+const OFFERED: &[TlsMode] = &[TlsMode::Disable, TlsMode::VerifyFull];
+
+/// The URL's shape, for messages.
+const SHAPE: &str = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?prefix=P&sslrootcert=CA.pem…]";
+
+/// How to reach etcd: parsed from
+/// `etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?OPTIONS]`, read from
+/// the environment, or set with the `with_*` setters;
 /// [`connect`](Self::connect) opens the issuer.
 ///
 /// | URL option | meaning |
 /// | --- | --- |
-/// | `prefix=P` | the key prefix (default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)) |
+/// | `prefix=P` | the key prefix (default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)); a user whose role is limited to a prefix needs this one |
 /// | `timeout=DURATION` | the per-request timeout (`2s`) |
 /// | `min_ttl=DURATION` | the shortest TTL a lease may ask for |
+/// | `sslmode=disable\|verify-full` | plaintext, or TLS with the chain and the host name checked. etcd's client (tonic) always checks both once TLS is on, so `require` and `verify-ca` are refused |
+/// | `sslrootcert=CA.pem` | the CA certificates to trust instead of the system roots (etcdctl's `--cacert`) |
+/// | `sslcert=CERT.pem&sslkey=KEY.pem` | a client certificate and its key, for mutual TLS (`--client-cert-auth`; etcdctl's `--cert`, `--key`) |
+///
+/// Any TLS option (a CA, a client certificate, `sslmode=verify-full`)
+/// switches every endpoint to `https://`; without one the connection is
+/// plaintext, as before. `USER:PASSWORD@` logs in as an etcd user
+/// (`etcdctl auth enable`; percent-encode `@`, `/`, `?`, `#` and `%` in
+/// the password); its role needs read and write rights on the key prefix
+/// only (`etcdctl role grant-permission ROLE --prefix=true readwrite
+/// fencing/`). With mutual TLS and no user, etcd takes the user name from
+/// the certificate's common name.
 ///
 /// ```
 /// let config = fencing_etcd::EtcdConfig::from_url("etcd://127.0.0.1:2379,127.0.0.1:22379?prefix=jobs/")?;
 /// assert_eq!(config.endpoints(), ["http://127.0.0.1:2379", "http://127.0.0.1:22379"]);
+/// let tls = fencing_etcd::EtcdConfig::from_url(
+///     "etcd://app:s3cret@etcd.internal:2379?sslrootcert=/etc/etcd/ca.pem&sslcert=/etc/etcd/app.pem&sslkey=/etc/etcd/app-key.pem",
+/// )?;
+/// assert_eq!(tls.endpoints(), ["https://etcd.internal:2379"]);
+/// assert!(!format!("{tls:?}").contains("s3cret"));
 /// # Ok::<(), fencing_core::Error>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 pub struct EtcdConfig {
+    /// As given: `host:port`, `http://host:port` or `https://host:port`.
     endpoints: Vec<String>,
     prefix: Option<String>,
     timeout: Option<Duration>,
     min_ttl: Option<Duration>,
+    tls: TlsOptions,
+    /// Its `Debug` hides the password.
+    credentials: Option<Credentials>,
 }
 
 impl EtcdConfig {
-    /// A config for `endpoints` (`http://host:port`).
+    /// A config for `endpoints` (`host:port`, `http://host:port`, or
+    /// `https://host:port` for TLS with the system roots).
     pub fn new<E: Into<String>>(endpoints: impl IntoIterator<Item = E>) -> Self {
         Self {
             endpoints: endpoints.into_iter().map(Into::into).collect(),
@@ -42,43 +84,118 @@ impl EtcdConfig {
         }
     }
 
-    /// Parses `etcd://HOST:PORT[,HOST:PORT…][?prefix=P&timeout=D&min_ttl=D]`.
+    /// Parses `etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?prefix=P&timeout=D&min_ttl=D&sslmode=M&sslrootcert=F&sslcert=F&sslkey=F]`.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for another scheme, no host, an empty host in
-    /// the list, a path, an unknown option (naming the known ones) or a bad
-    /// duration.
+    /// the list, a path, an unknown option (naming the known ones), a bad
+    /// duration, a user without a password (or the reverse), or TLS
+    /// options that do not fit together (a certificate without its key,
+    /// `sslmode=require`). No message shows the password.
     pub fn from_url(url: &str) -> Result<Self> {
+        Self::parse(url).map_err(|e| match e {
+            Error::InvalidInput { .. } if at_past_hosts(url) => Error::invalid_input(format!(
+                "malformed etcd URL (not quoted: it has an '@' past its host list, which may be part of a \
+                 password): percent-encode '@', '/', '?' and '%' in the password (%40, %2F, %3F, %25); \
+                 expected {SHAPE}"
+            )),
+            e => e,
+        })
+    }
+
+    fn parse(url: &str) -> Result<Self> {
         let mut url = BackendUrl::parse_as(
             url,
             &["etcd"],
             "an etcd URL (etcd://HOST:PORT[,HOST:PORT…])",
         )?;
-        url.expect_no_path("etcd://HOST:PORT[,HOST:PORT…][?prefix=P]")?;
-        let mut config = Self::new(hosts(url.authority())?);
+        let (credentials, hosts) = Credentials::split_authority(url.authority())?;
+        url.expect_no_path(SHAPE)?;
+        let mut config = Self::new(self::hosts(hosts)?);
+        config.credentials = credentials.map(checked).transpose()?;
         let query = url.query();
         config.prefix = query.take_nonempty("prefix")?;
         config.timeout = query.take_duration("timeout")?;
         config.min_ttl = query.take_duration("min_ttl")?;
+        config.tls = TlsOptions::take_from(query)?;
         std::mem::take(query).finish(OPTIONS)?;
+        config.transport()?;
         Ok(config)
     }
 
-    /// From the environment: `FENCING_ETCD_ENDPOINTS`, else etcdctl's
-    /// `ETCDCTL_ENDPOINTS` (comma-separated, with or without `http://`),
-    /// and `FENCING_ETCD_PREFIX`.
+    /// From the environment, with etcdctl's own variables as fallbacks:
+    ///
+    /// | variable | else | meaning |
+    /// | --- | --- | --- |
+    /// | `FENCING_ETCD_ENDPOINTS` | `ETCDCTL_ENDPOINTS` | comma-separated `host:port`, `http://…` or `https://…` (required) |
+    /// | `FENCING_ETCD_PREFIX` | | the key prefix |
+    /// | `FENCING_ETCD_USER` | `ETCDCTL_USER` | `user:password`, or `user` with the password in … |
+    /// | `FENCING_ETCD_PASSWORD` | `ETCDCTL_PASSWORD` | … |
+    /// | `FENCING_ETCD_CACERT` | `ETCDCTL_CACERT` | the CA file (switches to TLS) |
+    /// | `FENCING_ETCD_CERT`, `FENCING_ETCD_KEY` | `ETCDCTL_CERT`, `ETCDCTL_KEY` | the client certificate and key (mutual TLS) |
+    ///
+    /// `ETCDCTL_INSECURE_SKIP_TLS_VERIFY=true` is refused: etcd's client
+    /// always checks the certificate and the host name.
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] if neither variable is set.
+    /// [`Error::InvalidInput`] if no endpoint variable is set, a user has
+    /// no password, a certificate has no key (or the reverse), or the
+    /// certificate check is turned off.
     pub fn from_env() -> Result<Self> {
-        let list = env_any(&["FENCING_ETCD_ENDPOINTS", "ETCDCTL_ENDPOINTS"])?;
-        let hosts = list
+        Self::from_vars(env)
+    }
+
+    /// [`from_env`](Self::from_env), reading the variables through `var`
+    /// (set and not empty).
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let either = |ours: &str, etcdctl: &str| var(ours).or_else(|| var(etcdctl));
+        let list = either("FENCING_ETCD_ENDPOINTS", "ETCDCTL_ENDPOINTS").ok_or_else(|| {
+            Error::invalid_input("neither FENCING_ETCD_ENDPOINTS nor ETCDCTL_ENDPOINTS is set")
+        })?;
+        let list: Vec<&str> = list
             .split(',')
-            .map(|h| h.trim().trim_start_matches("http://"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut config = Self::new(self::hosts(&hosts)?);
-        config.prefix = env("FENCING_ETCD_PREFIX");
+            .map(|h| h.trim().trim_end_matches('/'))
+            .collect();
+        let mut config = Self::new(self::hosts(&list.join(","))?);
+        config.prefix = var("FENCING_ETCD_PREFIX");
+        if let Some(user) = either("FENCING_ETCD_USER", "ETCDCTL_USER") {
+            let (user, password) = match user.split_once(':') {
+                Some((user, password)) => (user.to_owned(), Some(password.to_owned())),
+                None => (user, either("FENCING_ETCD_PASSWORD", "ETCDCTL_PASSWORD")),
+            };
+            config.credentials = Some(checked(Credentials {
+                user,
+                password: password.map(Into::into),
+            })?);
+        }
+        if !matches!(
+            var("ETCDCTL_INSECURE_SKIP_TLS_VERIFY").as_deref(),
+            None | Some("false" | "0" | "no")
+        ) {
+            return Err(Error::invalid_input(
+                "ETCDCTL_INSECURE_SKIP_TLS_VERIFY=true is not offered: etcd's client always checks the \
+                 server's certificate and host name; trust its CA with FENCING_ETCD_CACERT (or ETCDCTL_CACERT)",
+            ));
+        }
+        let mut tls = TlsOptions::new();
+        if let Some(ca) = either("FENCING_ETCD_CACERT", "ETCDCTL_CACERT") {
+            tls = tls.with_ca_file(ca);
+        }
+        match (
+            either("FENCING_ETCD_CERT", "ETCDCTL_CERT"),
+            either("FENCING_ETCD_KEY", "ETCDCTL_KEY"),
+        ) {
+            (Some(cert), Some(key)) => tls = tls.with_client_cert(cert, key),
+            (None, None) => {}
+            _ => {
+                return Err(Error::invalid_input(
+                    "a client certificate needs its key: set both FENCING_ETCD_CERT and FENCING_ETCD_KEY \
+                     (or ETCDCTL_CERT and ETCDCTL_KEY)",
+                ));
+            }
+        }
+        config.tls = tls;
+        config.transport()?;
         Ok(config)
     }
 
@@ -103,20 +220,58 @@ impl EtcdConfig {
         self
     }
 
-    /// The endpoints.
-    pub fn endpoints(&self) -> &[String] {
-        &self.endpoints
+    /// TLS options (replacing the URL's `sslmode`, `sslrootcert`,
+    /// `sslcert`, `sslkey`): any but `sslmode=disable` switches the
+    /// endpoints to `https://`. Only `disable` and `verify-full` are
+    /// offered.
+    #[must_use]
+    pub fn with_tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Logs in as an etcd user (replacing the URL's `USER:PASSWORD@`).
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// The TLS options.
+    pub fn tls(&self) -> &TlsOptions {
+        &self.tls
+    }
+
+    /// The endpoints the issuer dials: `https://` once TLS is on,
+    /// `http://` otherwise.
+    pub fn endpoints(&self) -> Vec<String> {
+        let tls = self.tls.mode(self.default_mode()) != TlsMode::Disable;
+        self.endpoints.iter().map(|e| with_scheme(e, tls)).collect()
     }
 
     /// Connects and applies the options.
     ///
     /// # Errors
-    /// As [`EtcdIssuer::connect`] and [`EtcdIssuer::with_prefix`].
+    /// As [`EtcdIssuer::connect`] and [`EtcdIssuer::with_prefix`];
+    /// [`Error::InvalidInput`] for a TLS mode etcd's client cannot do, or a
+    /// CA or client certificate file that cannot be read or parsed;
+    /// [`Error::Tls`] when the handshake fails; [`Error::Unauthenticated`]
+    /// when etcd refuses the user.
     pub async fn connect(&self) -> Result<EtcdIssuer> {
-        let mut issuer = EtcdIssuer::connect(&self.endpoints).await?;
-        if let Some(prefix) = &self.prefix {
-            issuer = issuer.with_prefix(prefix.clone())?;
+        let (mode, endpoints) = self.transport()?;
+        let credentials = self.credentials.clone().map(checked).transpose()?;
+        let mut options = ConnectOptions::new();
+        if mode == TlsMode::VerifyFull {
+            options = options.with_tls(self.client_tls()?);
         }
+        let mut issuer = EtcdIssuer::open(
+            &endpoints,
+            options,
+            Some(mode),
+            credentials.as_ref(),
+            self.prefix.as_deref(),
+        )
+        .await?;
         if let Some(timeout) = self.timeout {
             issuer = issuer.with_operation_timeout(timeout);
         }
@@ -125,23 +280,104 @@ impl EtcdConfig {
         }
         Ok(issuer)
     }
+
+    /// `verify-full` when an endpoint says `https://`, else plaintext.
+    fn default_mode(&self) -> TlsMode {
+        if self.endpoints.iter().any(|e| e.starts_with("https://")) {
+            TlsMode::VerifyFull
+        } else {
+            TlsMode::Disable
+        }
+    }
+
+    /// The mode in force (refused unless etcd's client can do it) and the
+    /// endpoints with their scheme.
+    fn transport(&self) -> Result<(TlsMode, Vec<String>)> {
+        let mode = self.tls.mode_for(BACKEND, self.default_mode(), OFFERED)?;
+        if mode == TlsMode::Disable && self.endpoints.iter().any(|e| e.starts_with("https://")) {
+            return Err(Error::invalid_input(
+                "sslmode=disable with an https:// endpoint: drop one or the other",
+            ));
+        }
+        Ok((mode, self.endpoints()))
+    }
+
+    /// tonic's TLS config: the CA given, else the system roots; the client
+    /// identity, if given.
+    fn client_tls(&self) -> Result<etcd_client::TlsOptions> {
+        let tls = etcd_client::TlsOptions::new();
+        let tls = match self.tls.read_ca()? {
+            Some(pem) => tls.ca_certificate(Certificate::from_pem(pem)),
+            None => tls.with_native_roots(),
+        };
+        Ok(match self.tls.read_identity()? {
+            Some(identity) => {
+                tls.identity(Identity::from_pem(identity.cert, identity.key.expose()))
+            }
+            None => tls,
+        })
+    }
 }
 
-/// `a:1,b:2` → `["http://a:1", "http://b:2"]`.
+/// `host:port` with the scheme: `https://` if `tls`, else `http://`.
+fn with_scheme(endpoint: &str, tls: bool) -> String {
+    let bare = endpoint
+        .strip_prefix("https://")
+        .or_else(|| endpoint.strip_prefix("http://"))
+        .unwrap_or(endpoint);
+    format!("{}{bare}", if tls { "https://" } else { "http://" })
+}
+
+/// Credentials etcd can log in with: a user name and its password.
+fn checked(credentials: Credentials) -> Result<Credentials> {
+    if credentials.user.is_empty() {
+        return Err(Error::invalid_input(format!(
+            "etcd credentials need a user name: {SHAPE}"
+        )));
+    }
+    if credentials.password.is_none() {
+        return Err(Error::invalid_input(format!(
+            "etcd user {:?} needs its password: {SHAPE}",
+            credentials.user
+        )));
+    }
+    Ok(credentials)
+}
+
+/// Whether `url` has an `@` after its authority: a password with a raw
+/// `/` or `?` ends the authority early, and a message quoting the path or
+/// an option would show the rest of it.
+fn at_past_hosts(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    rest[end..].contains('@')
+}
+
+/// `a:1,https://b:2` → `["a:1", "https://b:2"]`, each checked. No message
+/// quotes an entry with an `@` (it may hold a password).
 fn hosts(list: &str) -> Result<Vec<String>> {
     if list.is_empty() {
-        return Err(Error::invalid_input(
-            "no etcd host: expected etcd://HOST:PORT[,HOST:PORT…]",
-        ));
+        return Err(Error::invalid_input(format!(
+            "no etcd host: expected {SHAPE}"
+        )));
     }
     list.split(',')
-        .map(|h| {
-            if h.is_empty() || h.contains(['@', ' ']) {
+        .map(|entry| {
+            let host = entry
+                .strip_prefix("https://")
+                .or_else(|| entry.strip_prefix("http://"))
+                .unwrap_or(entry);
+            if host.contains('@') {
+                Err(Error::invalid_input(
+                    "an etcd endpoint holds an '@': give the user once, before the first host \
+                     (etcd://USER:PASSWORD@HOST:PORT,HOST:PORT), or in FENCING_ETCD_USER",
+                ))
+            } else if host.is_empty() || host.contains([' ', '/']) {
                 Err(Error::invalid_input(format!(
-                    "{h:?} is not an etcd HOST:PORT"
+                    "{entry:?} is not an etcd HOST:PORT"
                 )))
             } else {
-                Ok(format!("http://{h}"))
+                Ok(entry.to_owned())
             }
         })
         .collect()
@@ -162,6 +398,61 @@ mod tests {
         assert_eq!(c.prefix.as_deref(), Some("p/"));
         assert_eq!(c.timeout, Some(Duration::from_secs(3)));
         assert_eq!(c.min_ttl, Some(Duration::from_millis(500)));
+        assert!(c.credentials.is_none() && c.tls.is_default());
+    }
+
+    #[test]
+    fn the_url_takes_every_tls_option() {
+        for option in TlsOptions::URL_OPTIONS {
+            assert!(OPTIONS.contains(option), "{option}");
+        }
+    }
+
+    #[test]
+    fn tls_options_switch_the_endpoints_to_https() {
+        let https = |url| EtcdConfig::from_url(url).unwrap().endpoints();
+        assert_eq!(
+            https("etcd://h:1,g:2?sslrootcert=/ca.pem"),
+            ["https://h:1", "https://g:2"]
+        );
+        assert_eq!(https("etcd://h:1?sslmode=verify-full"), ["https://h:1"]);
+        assert_eq!(
+            https("etcd://h:1?sslcert=/c.pem&sslkey=/k.pem"),
+            ["https://h:1"]
+        );
+        assert_eq!(https("etcd://h:1?sslmode=disable"), ["http://h:1"]);
+        let c = EtcdConfig::from_url("etcd://h:1?sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem")
+            .unwrap();
+        assert_eq!(c.tls().ca_file(), Some(std::path::Path::new("/ca.pem")));
+        assert!(c.tls().client_cert_files().is_some());
+        // Setters: a TLS option turns http:// endpoints into https://.
+        let c = EtcdConfig::new(["http://h:1", "g:2"])
+            .with_tls(TlsOptions::new().with_ca_file("/ca.pem"));
+        assert_eq!(c.endpoints(), ["https://h:1", "https://g:2"]);
+        let c = EtcdConfig::new(["https://h:1"]);
+        assert_eq!(c.transport().unwrap().0, TlsMode::VerifyFull);
+    }
+
+    #[test]
+    fn credentials_come_from_the_authority_and_never_print() {
+        let c =
+            EtcdConfig::from_url("etcd://app:p%40ss%2Fw0rd@h:1,g:2?sslrootcert=/ca.pem").unwrap();
+        assert_eq!(c.endpoints(), ["https://h:1", "https://g:2"]);
+        let creds = c.credentials.as_ref().unwrap();
+        assert_eq!(
+            (creds.user.as_str(), creds.password()),
+            ("app", "p@ss/w0rd")
+        );
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("p@ss") && !debug.contains("p%40ss"),
+            "{debug}"
+        );
+        // Credentials without TLS are allowed (a loopback etcd); verify warns past the loopback.
+        let c = EtcdConfig::from_url("etcd://app:pw@127.0.0.1:2379").unwrap();
+        assert_eq!(c.endpoints(), ["http://127.0.0.1:2379"]);
+        let c = EtcdConfig::new(["h:1"]).with_credentials(Credentials::new("u", "pw"));
+        assert!(!format!("{c:?}").contains("pw"));
     }
 
     #[test]
@@ -172,8 +463,124 @@ mod tests {
         assert!(invalid("etcd://h:1,,g:2").contains("\"\" is not an etcd HOST:PORT"));
         assert!(invalid("etcd://h:1/x").contains("\"/x\""));
         let unknown = invalid("etcd://h:1?prefx=a");
-        assert!(unknown.contains("\"prefx\"") && unknown.contains("prefix, timeout, min_ttl"));
+        assert!(
+            unknown.contains("\"prefx\"") && unknown.contains("prefix, timeout, min_ttl, sslmode")
+        );
         assert!(invalid("etcd://h:1?timeout=2").contains("timeout=\"2\""));
         assert!(invalid("etcd://h:1?prefix=").contains("prefix needs a value"));
+        let require = invalid("etcd://h:1?sslmode=require");
+        assert!(require.contains("disable, verify-full"), "{require}");
+        assert!(invalid("etcd://h:1?sslmode=verify-ca").contains("not offered by etcd's client"));
+        assert!(invalid("etcd://h:1?sslcert=/c.pem").contains("without sslkey"));
+        assert!(
+            invalid("etcd://h:1?sslmode=disable&sslrootcert=/ca.pem")
+                .contains("certificates need TLS")
+        );
+    }
+
+    #[test]
+    fn no_message_shows_the_password() {
+        let secret = "hunter2";
+        for url in [
+            "etcd://u:hunter2@",
+            "etcd://u:hunter2@h:1,,g:2",
+            "etcd://u:hunter2@h:1/x",
+            "etcd://u:hunter2@h:1?prefx=a",
+            "etcd://u:hunter2@h:1?sslmode=require",
+            "etcd://:hunter2@h:1",
+            "etcd://u:hunt/er2@h:1",
+            "etcd://u:hunt?er2@h:1",
+            "etcd://u:hunter2%zz@h:1",
+            "etcx://u:hunter2@h:1",
+        ] {
+            let message = invalid_input_message(url, EtcdConfig::from_url(url));
+            for part in ["hunter2", "hunt", "er2@"] {
+                assert!(!message.contains(part), "{url}: {message}");
+            }
+            assert!(!message.contains(secret));
+        }
+        // A password without a user, a user without a password.
+        assert!(
+            invalid_input_message("no user", EtcdConfig::from_url("etcd://:pw@h:1"))
+                .contains("user name")
+        );
+        let no_password =
+            invalid_input_message("no password", EtcdConfig::from_url("etcd://app@h:1"));
+        assert!(
+            no_password.contains("\"app\" needs its password"),
+            "{no_password}"
+        );
+        // What `hosts` refused before this change, quoting the password.
+        let message = invalid_input_message("@ in a host", hosts("h:1,u:hunter2@g:2"));
+        assert!(
+            !message.contains(secret) && message.contains("'@'"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_environment_takes_etcdctls_variables() {
+        let from = |pairs: &[(&str, &str)]| {
+            let vars: std::collections::HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            EtcdConfig::from_vars(|name| vars.get(name).filter(|v| !v.is_empty()).cloned())
+        };
+        let c = from(&[
+            ("ETCDCTL_ENDPOINTS", "https://h:1/, https://g:2"),
+            ("ETCDCTL_USER", "app:pa:ss"),
+            ("ETCDCTL_CACERT", "/ca.pem"),
+            ("ETCDCTL_CERT", "/c.pem"),
+            ("ETCDCTL_KEY", "/k.pem"),
+        ])
+        .unwrap();
+        assert_eq!(c.endpoints(), ["https://h:1", "https://g:2"]);
+        let creds = c.credentials.as_ref().unwrap();
+        assert_eq!((creds.user.as_str(), creds.password()), ("app", "pa:ss"));
+        assert_eq!(c.tls().ca_file(), Some(std::path::Path::new("/ca.pem")));
+        assert!(c.tls().client_cert_files().is_some());
+        // https:// alone is TLS with the system roots.
+        let c = from(&[("ETCDCTL_ENDPOINTS", "https://h:1")]).unwrap();
+        assert_eq!(c.transport().unwrap().0, TlsMode::VerifyFull);
+
+        // Ours first; a password of its own; plaintext endpoints.
+        let c = from(&[
+            ("FENCING_ETCD_ENDPOINTS", "h:1,http://g:2"),
+            ("ETCDCTL_ENDPOINTS", "https://other:1"),
+            ("FENCING_ETCD_USER", "app"),
+            ("FENCING_ETCD_PASSWORD", "pw"),
+            ("ETCDCTL_PASSWORD", "not this one"),
+            ("FENCING_ETCD_PREFIX", "jobs/"),
+        ])
+        .unwrap();
+        assert_eq!(c.endpoints(), ["http://h:1", "http://g:2"]);
+        assert_eq!(c.credentials.as_ref().unwrap().password(), "pw");
+        assert_eq!(c.prefix.as_deref(), Some("jobs/"));
+
+        let refused = |pairs: &[(&str, &str)]| invalid_input_message("env", from(pairs));
+        let e = refused(&[("ETCDCTL_ENDPOINTS", "h:1"), ("ETCDCTL_USER", "app")]);
+        assert!(e.contains("needs its password"), "{e}");
+        let e = refused(&[("ETCDCTL_ENDPOINTS", "h:1"), ("ETCDCTL_CERT", "/c.pem")]);
+        assert!(e.contains("needs its key"), "{e}");
+        let e = refused(&[
+            ("ETCDCTL_ENDPOINTS", "h:1"),
+            ("ETCDCTL_INSECURE_SKIP_TLS_VERIFY", "true"),
+        ]);
+        assert!(e.contains("always checks"), "{e}");
+        assert!(
+            from(&[
+                ("ETCDCTL_ENDPOINTS", "h:1"),
+                ("ETCDCTL_INSECURE_SKIP_TLS_VERIFY", "false")
+            ])
+            .is_ok()
+        );
+        let e = refused(&[("ETCDCTL_ENDPOINTS", "u:hunter2@h:1")]);
+        assert!(!e.contains("hunter2"), "{e}");
+        let e = refused(&[("ETCDCTL_ENDPOINTS", "")]);
+        assert!(
+            e.contains("FENCING_ETCD_ENDPOINTS") && e.contains("ETCDCTL_ENDPOINTS"),
+            "{e}"
+        );
     }
 }

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn};
 use fencing_core::keepalive::KeepAlive;
+use fencing_core::tls::{Credentials, TlsMode};
 use fencing_core::{
     Call, Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, map_error};
+use crate::error::{BACKEND, Failure, auth_not_enabled, map_error};
 use crate::floor::{self, token_of};
 use crate::keys::{DEFAULT_PREFIX, Keys, first_created};
 use crate::queue::{self, LockHandle, RevokeOnDrop, Waiter};
@@ -63,6 +64,8 @@ struct Inner {
     /// The endpoints given to [`EtcdIssuer::connect`] (empty for a caller's
     /// own client): `verify` checks they all belong to one cluster.
     endpoints: Vec<String>,
+    /// How `verify` reaches each member on a connection of its own.
+    dial: Dial,
     keys: Keys,
     min_ttl: Duration,
     /// `(resource, token)` of leases whose background keep-alive gave up:
@@ -70,6 +73,24 @@ struct Inner {
     /// by resource too: a floor can give two resources the same token.
     /// Shared by every issuer built from the same one.
     abandoned: Arc<Mutex<HashSet<(String, u64)>>>,
+}
+
+/// How the issuer connected: what `verify` needs to reach each member on
+/// its own connection, and to report the transport.
+#[derive(Clone, Default)]
+pub(crate) struct Dial {
+    /// TLS and the user, as the issuer's own client has them. Never
+    /// printed: its `Debug` would show the client key and the password.
+    pub(crate) options: ConnectOptions,
+    /// The transport, when known (not for a caller's own client, nor for
+    /// endpoints without a scheme given to [`EtcdIssuer::connect_with`]).
+    pub(crate) mode: Option<TlsMode>,
+    /// Whether this is the caller's own client ([`EtcdIssuer::new`]):
+    /// nothing is known of its TLS or user.
+    pub(crate) callers_client: bool,
+    /// A user was given, but etcd has authentication off, so the issuer
+    /// connected without it.
+    pub(crate) auth_off: bool,
 }
 
 impl fmt::Debug for EtcdIssuer {
@@ -85,26 +106,130 @@ impl fmt::Debug for EtcdIssuer {
 impl EtcdIssuer {
     /// Connects to etcd at `endpoints` (e.g. `["http://127.0.0.1:2379"]`)
     /// and checks that the cluster answers a linearizable read.
+    /// `https://` endpoints are reached over TLS, trusting the system's
+    /// roots; for a private CA, a client certificate or a user, see
+    /// [`EtcdConfig`](crate::EtcdConfig) or [`connect_with`](Self::connect_with).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a malformed endpoint; a retryable
-    /// [`Error::Backend`] if etcd does not answer.
+    /// [`Error::Backend`] if etcd does not answer; [`Error::Tls`] when the
+    /// TLS handshake fails.
     pub async fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<Self> {
+        let mut options = ConnectOptions::new();
+        let mut mode = scheme_mode(endpoints);
+        if endpoints.iter().any(|e| e.as_ref().starts_with("https://")) {
+            options = options.with_tls(etcd_client::TlsOptions::new().with_native_roots());
+        } else {
+            // No TLS options: etcd-client dials `host:port` in plaintext.
+            mode = Some(TlsMode::Disable);
+        }
+        Self::open(endpoints, options, mode, None, None).await
+    }
+
+    /// Connects as [`connect`](Self::connect) does, with the caller's own
+    /// `options` (TLS: [`ConnectOptions::with_tls`] and `https://`
+    /// endpoints; a user: [`ConnectOptions::with_user`]). The issuer sets
+    /// its connect timeout, HTTP/2 keep-alive, `require_leader` and token
+    /// refresh on top; `verify` reaches each member with the same options.
+    /// [`EtcdConfig`](crate::EtcdConfig) builds these options from a URL.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); [`Error::Tls`] when the handshake
+    /// fails, [`Error::Unauthenticated`] when etcd refuses the user.
+    pub async fn connect_with<E: AsRef<str>>(
+        endpoints: &[E],
+        options: ConnectOptions,
+    ) -> Result<Self> {
+        Self::open(endpoints, options, scheme_mode(endpoints), None, None).await
+    }
+
+    /// Connects with `options` (TLS, no user) and `credentials`, checks
+    /// that the cluster answers a read of `prefix` (default
+    /// [`DEFAULT_PREFIX`]), which a user whose role is limited to its
+    /// prefix may make. `mode` is the transport, if known.
+    ///
+    /// With a user and password, etcd-client authenticates at connect and
+    /// sends the token with every call; the token is renewed when etcd
+    /// answers that it is invalid (a simple token expires after
+    /// `--auth-token-ttl` idle, 5 minutes by default). A server with
+    /// authentication off refuses the login: the issuer then connects
+    /// without the user, as etcdctl does, and `verify` warns of it.
+    ///
+    /// A server that closes the connection at once, twice, is refusing
+    /// the transport: under TLS 1.3 a server refuses a client certificate
+    /// (or the lack of one) only after the client's side of the handshake
+    /// is done, so no TLS error reaches the client, only a closed
+    /// connection; and a TLS server closes a plaintext connection. Either
+    /// is reported as such ([`Error::Tls`], or a backend error that is not
+    /// retryable), not as an unreachable server.
+    pub(crate) async fn open<E: AsRef<str>>(
+        endpoints: &[E],
+        options: ConnectOptions,
+        mode: Option<TlsMode>,
+        credentials: Option<&Credentials>,
+        prefix: Option<&str>,
+    ) -> Result<Self> {
         if endpoints.is_empty() {
             return Err(Error::invalid_input("no etcd endpoint given"));
         }
-        let options = ConnectOptions::new()
+        let prefix = prefix.unwrap_or(DEFAULT_PREFIX);
+        check_prefix(prefix)?;
+        let options = options
             .with_connect_timeout(Duration::from_secs(2))
             .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
             .with_keep_alive_while_idle(true)
-            .with_require_leader(true);
-        let client = Client::connect(endpoints, Some(options))
-            .await
-            .map_err(|e| map_error(e.into(), Call::read("connect")))?;
+            .with_require_leader(true)
+            .with_auto_token_refresh(true);
+        let mut closed_before = false;
+        loop {
+            match Self::try_open(endpoints, &options, mode, credentials, prefix).await {
+                Ok(issuer) => return Ok(issuer),
+                Err(e) if closed_at_once(&e) && !closed_before => {
+                    closed_before = true;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) if closed_at_once(&e) => return Err(closed_twice(mode, e)),
+                Err(e) => return Err(map_error(e, Call::read("connect"))),
+            }
+        }
+    }
+
+    /// One try of [`open`](Self::open).
+    async fn try_open<E: AsRef<str>>(
+        endpoints: &[E],
+        options: &ConnectOptions,
+        mode: Option<TlsMode>,
+        credentials: Option<&Credentials>,
+        prefix: &str,
+    ) -> std::result::Result<Self, Failure> {
+        let with_user = match credentials {
+            Some(c) => options.clone().with_user(c.user.clone(), c.password()),
+            None => options.clone(),
+        };
+        let connect = |options| async move { Client::connect(endpoints, Some(options)).await };
+        let (client, dial, auth_off) = match connect(with_user.clone()).await {
+            Ok(client) => (client, with_user, false),
+            Err(e) if credentials.is_some() && auth_not_enabled(&e) => {
+                tracing::warn!(
+                    "etcd has authentication off: connecting without the user given; anyone who reaches \
+                     etcd can write the issuer's keys (etcdctl auth enable)"
+                );
+                (connect(options.clone()).await?, options.clone(), true)
+            }
+            Err(e) => return Err(e.into()),
+        };
         let issuer = Self::new(client).rebuild(|inner| {
             inner.endpoints = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
+            inner.keys = Keys::new(prefix.to_owned());
+            inner.dial = Dial {
+                options: dial,
+                mode,
+                callers_client: false,
+                auth_off,
+            };
         });
-        issuer.ping().await?;
+        let count = GetOptions::new().with_prefix().with_count_only();
+        issuer.rpc().get(prefix.to_owned(), count).await?;
         Ok(issuer)
     }
 
@@ -115,6 +240,10 @@ impl EtcdIssuer {
             inner: Arc::new(Inner {
                 rpc: Rpc::new(client, DEFAULT_OPERATION_TIMEOUT),
                 endpoints: Vec::new(),
+                dial: Dial {
+                    callers_client: true,
+                    ..Dial::default()
+                },
                 keys: Keys::new(DEFAULT_PREFIX.to_owned()),
                 min_ttl: DEFAULT_MIN_TTL,
                 abandoned: Arc::default(),
@@ -128,11 +257,7 @@ impl EtcdIssuer {
     /// [`Error::InvalidInput`] for an empty prefix or one with a NUL byte.
     pub fn with_prefix(self, prefix: impl Into<String>) -> Result<Self> {
         let prefix = prefix.into();
-        if prefix.is_empty() || prefix.contains('\0') {
-            return Err(Error::invalid_input(format!(
-                "bad etcd key prefix {prefix:?}"
-            )));
-        }
+        check_prefix(&prefix)?;
         Ok(self.rebuild(|inner| inner.keys = Keys::new(prefix)))
     }
 
@@ -173,6 +298,11 @@ impl EtcdIssuer {
     /// issuer on the caller's own client.
     pub(crate) fn endpoints(&self) -> &[String] {
         &self.inner.endpoints
+    }
+
+    /// How the issuer connected, for `verify`.
+    pub(crate) fn dial(&self) -> &Dial {
+        &self.inner.dial
     }
 
     /// The etcd client, for anything this crate does not do.
@@ -217,16 +347,6 @@ impl EtcdIssuer {
 
     fn abandoned(&self) -> std::sync::MutexGuard<'_, HashSet<(String, u64)>> {
         self.inner.abandoned.lock().expect("poisoned")
-    }
-
-    async fn ping(&self) -> Result<()> {
-        let options = GetOptions::new().with_prefix().with_count_only();
-        self.inner
-            .rpc
-            .get(self.prefix().to_owned(), options)
-            .await
-            .map(drop)
-            .map_err(|e| map_error(e, Call::read("read")))
     }
 
     /// `lease`'s lock key and the etcd lease attached to it: from the handle
@@ -281,12 +401,19 @@ impl TokenIssuer for EtcdIssuer {
         self.inner.min_ttl
     }
 
-    /// The generic probe, plus etcd's membership: how many members vote
+    /// The generic probe, plus the transport (plaintext past the loopback
+    /// is a warning; not known for the caller's own client), a user that
+    /// etcd ignores because authentication is off (a warning), and etcd's
+    /// membership: how many members vote
     /// (one is a warning: no failover), each member's status and health on
-    /// its own connection (unreachable is a warning: raft keeps tokens
+    /// its own connection, with the issuer's TLS and user (unreachable is
+    /// a warning: raft keeps tokens
     /// safe, grants only wait), one agreed leader, the connect endpoints
     /// all in one cluster (two clusters are unsafe: unrelated revisions),
-    /// and etcd's alarms (`CORRUPT` is unsafe, `NOSPACE` a warning). Not
+    /// and etcd's alarms (`CORRUPT` is unsafe, `NOSPACE` a warning). A
+    /// cluster-wide read that the user's role may not make (the member
+    /// list, the alarms) is a warning, not an error: the issuer needs
+    /// rights on its prefix only. Not
     /// checked: auto-compaction, which cannot hurt tokens (a live key keeps
     /// its create revision; a waiter's watch starts from a fresh read).
     async fn verify(&self) -> Result<Vec<fencing_core::safety::SafetyCheck>> {
@@ -426,6 +553,114 @@ impl TokenIssuer for EtcdIssuer {
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         floor::raise(&self.inner.rpc, &self.inner.keys, resource, floor).await
     }
+}
+
+/// An etcd key prefix the issuer can use: not empty, no NUL.
+fn check_prefix(prefix: &str) -> Result<()> {
+    if prefix.is_empty() || prefix.contains('\0') {
+        return Err(Error::invalid_input(format!(
+            "bad etcd key prefix {prefix:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the server closed the connection at its first use (the TLS
+/// handshake, if any, was done): "connection closed", a broken pipe or a
+/// reset, not a refused connection.
+fn closed_at_once(failure: &Failure) -> bool {
+    let Failure::Etcd(etcd_client::Error::GRpcStatus(status)) = failure else {
+        return false;
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if ["connection closed", "broken pipe", "connection reset"]
+            .iter()
+            .any(|s| text.contains(s))
+        {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            )
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// What a connection closed at once, twice, means for the transport.
+fn closed_twice(mode: Option<TlsMode>, failure: Failure) -> Error {
+    let Failure::Etcd(source) = failure else {
+        return map_error(failure, Call::read("connect"));
+    };
+    match mode {
+        Some(TlsMode::VerifyFull) => Error::tls(
+            BACKEND,
+            Closed {
+                reason: "etcd closed the connection right after the TLS handshake, twice: under TLS 1.3 \
+                         that is how a server refuses the client certificate (it requires one and none was \
+                         given: sslcert, sslkey; or it does not trust the one given)",
+                source,
+            },
+        ),
+        Some(_) => Error::backend(
+            BACKEND,
+            false,
+            Closed {
+                reason: "etcd closed the plaintext connection at once, twice, as a server that serves only \
+                         TLS does: give its CA (sslrootcert=…) or sslmode=verify-full (https:// endpoints)",
+                source,
+            },
+        ),
+        None => map_error(Failure::Etcd(source), Call::read("connect")),
+    }
+}
+
+/// A connection the server closed at once, and what that likely means.
+#[derive(Debug)]
+struct Closed {
+    reason: &'static str,
+    source: etcd_client::Error,
+}
+
+impl fmt::Display for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason)
+    }
+}
+
+impl std::error::Error for Closed {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// The transport the endpoints' schemes give: `https://` (tonic checks
+/// the chain and the host name), `http://`; `None` for an endpoint
+/// without a scheme (etcd-client then uses TLS if the options have it) or
+/// a mix.
+fn scheme_mode<E: AsRef<str>>(endpoints: &[E]) -> Option<TlsMode> {
+    let mode = |e: &E| {
+        let e = e.as_ref();
+        if e.starts_with("https://") {
+            Some(TlsMode::VerifyFull)
+        } else if e.starts_with("http://") {
+            Some(TlsMode::Disable)
+        } else {
+            None
+        }
+    };
+    let first = mode(endpoints.first()?)?;
+    endpoints
+        .iter()
+        .all(|e| mode(e) == Some(first))
+        .then_some(first)
 }
 
 /// A lease's entry in the abandoned set.

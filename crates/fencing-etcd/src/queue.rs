@@ -338,6 +338,20 @@ impl<'a> Waiter<'a> {
                         if ours_gone {
                             return Err(self.lost());
                         }
+                        if response.canceled() && !response.cancel_reason().is_empty() {
+                            // etcd refused the watch, e.g. "permission denied"
+                            // for a token that expired while idle: read the
+                            // queue again after a pause (the read renews the
+                            // token), never in a tight loop.
+                            let reason = response.cancel_reason();
+                            self.attempt.last_error = Some(Error::backend(
+                                BACKEND,
+                                true,
+                                format!("etcd cancelled the watch of the key ahead: {reason}"),
+                            ));
+                            self.pause().await?;
+                            return Ok(());
+                        }
                         if response.canceled() || !response.events().is_empty() {
                             return Ok(());
                         }

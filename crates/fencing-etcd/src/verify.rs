@@ -12,29 +12,87 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use etcd_client::{
-    AlarmAction, AlarmType, Client, ConnectOptions, GetOptions, MemberListResponse, StatusResponse,
-};
+use etcd_client::{AlarmAction, AlarmType, Client, GetOptions, MemberListResponse, StatusResponse};
 use fencing_core::safety::{self, SafetyCheck};
+use fencing_core::tls::TlsOptions;
 use fencing_core::{Call, Result};
 
 use crate::EtcdIssuer;
-use crate::error::map_error;
+use crate::error::{Failure, map_error, permission_denied};
 
 /// How long one member may take to answer a status and a read.
 const MEMBER_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The membership checks, then the generic probe.
+/// The transport and authentication, the membership checks, then the
+/// generic probe.
 pub(crate) async fn verify(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
-    safety::then_probe(issuer, membership(issuer).await?).await
+    let mut checks = access(issuer);
+    checks.extend(membership(issuer).await?);
+    safety::then_probe(issuer, checks).await
+}
+
+/// How the issuer reaches etcd: the transport (plaintext past the
+/// loopback is a warning), and a user that etcd ignores (authentication
+/// off) is a warning. Nothing for the caller's own client, whose TLS and
+/// user this crate cannot see.
+fn access(issuer: &EtcdIssuer) -> Vec<SafetyCheck> {
+    let dial = issuer.dial();
+    if dial.callers_client {
+        return Vec::new();
+    }
+    let hosts: Vec<&str> = issuer.endpoints().iter().map(String::as_str).collect();
+    let mut checks = vec![match dial.mode {
+        Some(mode) => TlsOptions::transport_check(mode, &hosts),
+        None => SafetyCheck::warn(
+            "transport",
+            "endpoints without a scheme (or a mix of http:// and https://): whether TLS is used depends on \
+             the ConnectOptions given; give https:// endpoints",
+        ),
+    }];
+    if dial.auth_off {
+        checks.push(SafetyCheck::warn(
+            "auth",
+            "a user was given, but etcd has authentication off (the login was refused with \"authentication \
+             is not enabled\"): anyone who reaches etcd can write the issuer's keys; run etcdctl auth enable",
+        ));
+    }
+    checks
+}
+
+/// A warning for a cluster-wide read the user's role may not make (etcd
+/// 3.4 lets any user list members, status and alarms; later versions or
+/// another setup may not): the issuer needs only its prefix, so this is no
+/// failure of `verify`, only a check not made.
+fn not_permitted(name: &str, what: &str, failure: &Failure) -> SafetyCheck {
+    SafetyCheck::warn(
+        name,
+        format!(
+            "not checked: the user's role may not {what} (etcd answered {}); the issuer needs rights on its \
+             key prefix only, so this is no failure, but {what} is not verified",
+            match failure {
+                Failure::Etcd(etcd_client::Error::GRpcStatus(status)) =>
+                    status.message().to_owned(),
+                Failure::Etcd(e) => e.to_string(),
+                Failure::Elapsed(after) => format!("nothing within {after:?}"),
+            }
+        ),
+    )
 }
 
 async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
-    let list: MemberListResponse = issuer
+    let list = issuer
         .rpc()
         .call(|mut c| async move { c.member_list().await })
-        .await
-        .map_err(|e| map_error(e, Call::read("list the members")))?;
+        .await;
+    let list: MemberListResponse = match list {
+        Ok(list) => list,
+        Err(e) if permission_denied(&e) => {
+            let mut checks = vec![not_permitted("members", "list the members", &e)];
+            checks.push(alarms_check(issuer, &|id| format!("{id:x}")).await?);
+            return Ok(checks);
+        }
+        Err(e) => return Err(map_error(e, Call::read("list the members"))),
+    };
     let cluster = list.header().map_or(0, |h| h.cluster_id());
     let members = list.members();
     let name_of = |id: u64| {
@@ -60,15 +118,20 @@ async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
             ));
             continue;
         };
-        let answer = member_status(url, issuer.prefix()).await;
+        let answer = member_status(issuer, url).await;
         checks.push(match &answer {
             Err(e) => SafetyCheck::warn(
                 check,
                 format!(
                     "unreachable at its client URL {url}: {e}. The cluster keeps granting while a quorum \
                      answers, and a member cannot grant on its own (it catches up from the leader before it \
-                     serves); but one failure fewer is tolerated. (This check connects without TLS or \
-                     credentials.)"
+                     serves); but one failure fewer is tolerated.{}",
+                    if issuer.dial().callers_client {
+                        " (This check connects without TLS or credentials: the issuer is on the caller's \
+                         own client; EtcdIssuer::connect_with gives it the options.)"
+                    } else {
+                        ""
+                    }
                 ),
             ),
             Ok(status) => {
@@ -154,14 +217,22 @@ fn member_count(members: &[etcd_client::Member]) -> SafetyCheck {
     }
 }
 
-/// One status and one linearizable read through the member at `url`, as
-/// `etcdctl endpoint health` does: the read needs the member to reach a
-/// leader with a quorum.
-async fn member_status(url: &str, key: &str) -> std::result::Result<StatusResponse, String> {
-    let options = ConnectOptions::new()
+/// One status and one linearizable read (of the issuer's prefix, which
+/// its user may read) through the member at `url`, as `etcdctl endpoint
+/// health` does: the read needs the member to reach a leader with a
+/// quorum. On a connection of its own, with the issuer's TLS and user.
+async fn member_status(
+    issuer: &EtcdIssuer,
+    url: &str,
+) -> std::result::Result<StatusResponse, String> {
+    let options = issuer
+        .dial()
+        .options
+        .clone()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(MEMBER_TIMEOUT)
         .with_require_leader(true);
+    let key = issuer.prefix();
     let ask = async {
         let mut client = Client::connect([url], Some(options)).await?;
         let status = client.status().await?;
@@ -229,7 +300,7 @@ async fn endpoints_check(
     let mut unreachable = Vec::new();
     for endpoint in endpoints {
         if !answers.contains_key(endpoint) {
-            let answer = member_status(endpoint, issuer.prefix()).await;
+            let answer = member_status(issuer, endpoint).await;
             answers.insert(endpoint.clone(), answer);
         }
         match &answers[endpoint] {
@@ -274,11 +345,17 @@ async fn alarms_check(
     issuer: &EtcdIssuer,
     name_of: &(dyn Fn(u64) -> String + Sync),
 ) -> Result<SafetyCheck> {
-    let response = issuer
+    let response = match issuer
         .rpc()
         .call(|mut c| async move { c.alarm(AlarmAction::Get, AlarmType::None, None).await })
         .await
-        .map_err(|e| map_error(e, Call::read("list the alarms")))?;
+    {
+        Ok(response) => response,
+        Err(e) if permission_denied(&e) => {
+            return Ok(not_permitted("alarms", "list the alarms", &e));
+        }
+        Err(e) => return Err(map_error(e, Call::read("list the alarms"))),
+    };
     let alarms = response.alarms();
     let named = |kind: AlarmType| {
         alarms
