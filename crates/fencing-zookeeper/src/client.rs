@@ -8,7 +8,8 @@ use std::time::Duration;
 use fencing_core::{Call, Result};
 use zookeeper_client as zk;
 
-use crate::error::map_error;
+use crate::access::{Access, prefix_permissions};
+use crate::error::{Failure, map_error};
 
 pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
 
@@ -16,10 +17,11 @@ pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
 /// answers with its maxSessionTimeout.
 const MAIN_SESSION: Duration = Duration::from_secs(3600);
 
-/// The connect string, the issuer's own session and the server's
-/// session-timeout bounds.
+/// The connect string, how sessions reach it, the issuer's own session
+/// and the server's session-timeout bounds.
 pub(crate) struct Rpc {
     connect_string: String,
+    access: Access,
     timeout: Duration,
     /// The issuer's own session: holder lookups and creating resource
     /// znodes. Replaced when it expires (e.g. after this process stopped).
@@ -31,12 +33,17 @@ pub(crate) struct Rpc {
 impl Rpc {
     /// Opens the issuer's own session and learns the server's
     /// session-timeout bounds.
-    pub(crate) async fn connect(connect_string: &str, timeout: Duration) -> Result<Self> {
-        let main = session(connect_string, MAIN_SESSION, timeout).await?;
+    pub(crate) async fn connect(
+        connect_string: &str,
+        access: Access,
+        timeout: Duration,
+    ) -> Result<Self> {
+        let main = session(&access, connect_string, MAIN_SESSION, timeout).await?;
         let max_session = main.session_timeout();
-        let min_session = probe_min_session(connect_string, max_session).await;
+        let min_session = probe_min_session(&access, connect_string, max_session).await;
         Ok(Self {
             connect_string: connect_string.to_owned(),
+            access,
             timeout,
             main: Mutex::new(main),
             min_session,
@@ -46,6 +53,11 @@ impl Rpc {
 
     pub(crate) fn connect_string(&self) -> &str {
         &self.connect_string
+    }
+
+    /// How sessions reach the servers, and the ACL of our znodes.
+    pub(crate) fn access(&self) -> &Access {
+        &self.access
     }
 
     /// The server's `(minSessionTimeout, maxSessionTimeout)`.
@@ -67,7 +79,13 @@ impl Rpc {
         ) {
             return Ok(current);
         }
-        let fresh = session(&self.connect_string, MAIN_SESSION, self.timeout).await?;
+        let fresh = session(
+            &self.access,
+            &self.connect_string,
+            MAIN_SESSION,
+            self.timeout,
+        )
+        .await?;
         *self.main.lock().expect("poisoned") = fresh.clone();
         Ok(fresh)
     }
@@ -76,7 +94,7 @@ impl Rpc {
     /// server's bounds).
     pub(crate) async fn lease_session(&self, timeout: Duration) -> Result<zk::Client> {
         let wanted = timeout.max(self.min_session).min(self.max_session);
-        session(&self.connect_string, wanted, self.timeout).await
+        session(&self.access, &self.connect_string, wanted, self.timeout).await
     }
 
     /// Runs one call with the operation timeout.
@@ -90,21 +108,25 @@ impl Rpc {
     /// nobody delete its children: ZooKeeper checks a delete against the
     /// parent's ACL, and a resource znode deleted (`deleteall`, to clear a
     /// "stuck" lock) would come back with its cversion at 0 and no floor.
-    /// A prefix an earlier release created with every permission loses
-    /// DELETE here; if this session may not change its ACL, `verify` says
-    /// so.
+    /// With credentials, the prefix is our identity's alone. A prefix an
+    /// earlier release created with every permission loses DELETE here
+    /// (its other entries stay: `verify` reports one that anyone may
+    /// write); if this session may not change its ACL, `verify` says so.
     pub(crate) async fn make_prefix(&self, client: &zk::Client, prefix: &str) -> Result<()> {
         let failed = |e| map_error(e, Call::read("create the prefix znode"));
         if let Some((parent, _)) = prefix.rsplit_once('/')
             && !parent.is_empty()
         {
+            // The parents are a namespace others may share: open to
+            // anyone, as before (they guard nothing of ours: a prefix with
+            // resource znodes cannot be deleted, and a sibling is no harm).
             let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
             match self.timed(client.mkdir(parent, &options)).await {
                 Ok(()) | Err(zk::Error::NodeExists) => {}
                 Err(e) => return Err(failed(e)),
             }
         }
-        let acl = [zk::Acl::new(prefix_permissions(), zk::AuthId::anyone())];
+        let acl = self.access.prefix_acl();
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl));
         match self.timed(client.create(prefix, b"", &options)).await {
             Ok(_) => return Ok(()),
@@ -152,7 +174,7 @@ impl Rpc {
     /// Creates the resource znode `dir` (persistent, never deleted), and
     /// the prefix above it should it be gone.
     pub(crate) async fn make_resource(&self, client: &zk::Client, dir: &str) -> Result<()> {
-        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let options = zk::CreateMode::Persistent.with_acls(self.access.acls());
         let mut created = self.timed(client.create(dir, b"", &options)).await;
         if created.as_ref().err() == Some(&zk::Error::NoNode)
             && let Some((prefix, _)) = dir.rsplit_once('/')
@@ -167,11 +189,6 @@ impl Rpc {
     }
 }
 
-/// Everyone's permissions on the prefix znode: all but DELETE.
-fn prefix_permissions() -> zk::Permission {
-    zk::Permission::READ | zk::Permission::WRITE | zk::Permission::CREATE | zk::Permission::ADMIN
-}
-
 fn deletable(acls: &[zk::Acl]) -> bool {
     acls.iter()
         .any(|a| a.permission().has(zk::Permission::DELETE))
@@ -182,9 +199,14 @@ fn deletable(acls: &[zk::Acl]) -> bool {
 /// errs on the long side). The client gives a session that long to be
 /// established, so a busy server may miss it: try three times, then assume
 /// ZooKeeper's default ratio (min = max / 10, i.e. 2 and 20 ticks).
-async fn probe_min_session(connect_string: &str, max_session: Duration) -> Duration {
+async fn probe_min_session(
+    access: &Access,
+    connect_string: &str,
+    max_session: Duration,
+) -> Duration {
     for _ in 0..3 {
         if let Ok(probe) = session(
+            access,
             connect_string,
             Duration::from_millis(250),
             Duration::from_secs(2),
@@ -197,24 +219,34 @@ async fn probe_min_session(connect_string: &str, max_session: Duration) -> Durat
     max_session / 10
 }
 
-/// Opens a session asking for `timeout`.
+/// Opens a session asking for `timeout`. If none can be opened for want
+/// of a connection, a handshake of our own tells whether TLS is why.
 async fn session(
+    access: &Access,
     connect_string: &str,
     timeout: Duration,
     operation_timeout: Duration,
 ) -> Result<zk::Client> {
-    let connecting = zk::Client::connector()
+    let connector = zk::Client::connector()
         .with_session_timeout(timeout)
         .with_connection_timeout(
             operation_timeout
                 .min(Duration::from_secs(2))
                 .max(timeout * 2 / 5),
         )
-        .with_fail_eagerly()
-        .connect(connect_string);
-    match tokio::time::timeout(operation_timeout, connecting).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(map_error(e, Call::read("open a session"))),
-        Err(_) => Err(map_error(zk::Error::Timeout, Call::read("open a session"))),
-    }
+        .with_fail_eagerly();
+    let connecting = access.connect(connector, connect_string);
+    let e = match tokio::time::timeout(operation_timeout, connecting).await {
+        Ok(Ok(client)) => return Ok(client),
+        Ok(Err(e)) => e,
+        Err(_) => zk::Error::Timeout,
+    };
+    let failure = match e {
+        zk::Error::NoHosts | zk::Error::ConnectionLoss | zk::Error::Timeout => access
+            .diagnose(connect_string)
+            .await
+            .unwrap_or(Failure::Zk(e)),
+        e => Failure::Zk(e),
+    };
+    Err(map_error(failure, Call::read("open a session")))
 }

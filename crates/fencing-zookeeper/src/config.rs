@@ -1,26 +1,36 @@
 //! [`ZkConfig`]: a ZooKeeper issuer from a URL, the environment or setters.
 
+use fencing_core::tls::{Credentials, TlsOptions};
 use fencing_core::url::{BackendUrl, env_any};
 use fencing_core::{Error, Result};
 
-use crate::{DEFAULT_PREFIX, TokenSource, ZkIssuer};
+use crate::access::{Access, check_digest};
+use crate::{DEFAULT_PREFIX, TokenSource, ZkIssuer, tls};
 
-/// The options a `zk://` URL takes.
+/// The options a `zk://` URL takes besides the TLS ones.
 const OPTIONS: &[&str] = &["token"];
 
-/// How to reach ZooKeeper: parsed from `zk://HOST:PORT[,HOST:PORT…][/PREFIX]`,
-/// read from the environment, or set with the `with_*` setters;
+/// How to reach ZooKeeper: parsed from
+/// `zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX][?OPTIONS]`, read
+/// from the environment, or set with the `with_*` setters;
 /// [`connect`](Self::connect) opens the issuer.
 ///
 /// | URL part | meaning |
 /// | --- | --- |
+/// | `USER:PASSWORD@` | digest credentials (percent-encoded): every session logs in (`addauth digest`), and every znode the issuer creates is that identity's alone |
 /// | `/PREFIX` | the prefix znode (default [`DEFAULT_PREFIX`]) |
 /// | `token=czxid` / `token=cversion` | the [`TokenSource`] (default `czxid`) |
+/// | `sslrootcert=PATH` | TLS to the servers' `secureClientPort`, trusting the CA certificates in `PATH` (PEM; required for TLS: zookeeper-client trusts no system roots) |
+/// | `sslcert=PATH`, `sslkey=PATH` | a client certificate and its key (PEM), for a server with `ssl.clientAuth=need` |
+/// | `sslmode=disable\|verify-full` | plaintext (the default without the options above), or TLS with the certificate and host name checked (the default with them); `require` and `verify-ca` are refused: zookeeper-client always checks the chain, and skips the host name only through an `unsafe` call |
 ///
 /// ```
-/// let config = fencing_zookeeper::ZkConfig::from_url("zk://127.0.0.1:2181/locks?token=cversion")?;
-/// assert_eq!(config.connect_string(), "127.0.0.1:2181");
+/// let config = fencing_zookeeper::ZkConfig::from_url(
+///     "zk://fencing:s3cret@127.0.0.1:2281/locks?token=cversion&sslrootcert=/etc/zk/ca.pem",
+/// )?;
+/// assert_eq!(config.connect_string(), "127.0.0.1:2281");
 /// assert_eq!(config.prefix(), "/locks");
+/// assert!(!format!("{config:?}").contains("s3cret"));
 /// # Ok::<(), fencing_core::Error>(())
 /// ```
 #[derive(Clone, Debug)]
@@ -28,37 +38,50 @@ pub struct ZkConfig {
     connect_string: String,
     prefix: String,
     token_source: TokenSource,
+    tls: TlsOptions,
+    /// Its `Debug` shows the password as `***`.
+    credentials: Option<Credentials>,
 }
 
 impl ZkConfig {
-    /// A config for `connect_string` (`host:port[,host:port…]`).
+    /// A config for `connect_string` (`host:port[,host:port…]`), plaintext
+    /// and without credentials.
     pub fn new(connect_string: impl Into<String>) -> Self {
         Self {
             connect_string: connect_string.into(),
             prefix: DEFAULT_PREFIX.to_owned(),
             token_source: TokenSource::default(),
+            tls: TlsOptions::new(),
+            credentials: None,
         }
     }
 
-    /// Parses `zk://HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion]`
-    /// (`zookeeper://` too).
+    /// Parses
+    /// `zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion&sslmode=…&sslrootcert=…&sslcert=…&sslkey=…]`
+    /// (`zookeeper://` too). The files are read at [`connect`](Self::connect).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for another scheme, no host, an empty host in
-    /// the list, an unknown option (naming the known ones) or token source.
+    /// the list, an unknown option (naming the known ones) or token source,
+    /// a TLS mode zookeeper-client cannot do, TLS without `sslrootcert`, or
+    /// credentials without a user or password (never showing the password).
     pub fn from_url(url: &str) -> Result<Self> {
         let mut url = BackendUrl::parse_as(
             url,
             &["zk", "zookeeper"],
             "a ZooKeeper URL (zk://HOST:PORT[,HOST:PORT…][/PREFIX])",
         )?;
-        let hosts = url.authority();
+        let (credentials, hosts) = Credentials::split_authority(url.authority())?;
         if hosts.is_empty() || hosts.split(',').any(str::is_empty) {
             return Err(Error::invalid_input(format!(
                 "{hosts:?}: expected zk://HOST:PORT[,HOST:PORT…]"
             )));
         }
+        if let Some(credentials) = &credentials {
+            check_digest(credentials)?;
+        }
         let mut config = Self::new(hosts);
+        config.credentials = credentials;
         if !matches!(url.path(), "" | "/") {
             config.prefix = url.path().trim_end_matches('/').to_owned();
         }
@@ -74,7 +97,14 @@ impl ZkConfig {
                 }
             };
         }
-        std::mem::take(query).finish(OPTIONS)?;
+        config.tls = TlsOptions::take_from(query)?;
+        tls::mode(&config.tls)?;
+        let known: Vec<&str> = OPTIONS
+            .iter()
+            .chain(TlsOptions::URL_OPTIONS)
+            .copied()
+            .collect();
+        std::mem::take(query).finish(&known)?;
         Ok(config)
     }
 
@@ -105,6 +135,24 @@ impl ZkConfig {
         self
     }
 
+    /// TLS to the servers' `secureClientPort`: a CA file is required, a
+    /// client certificate optional; modes `disable` and `verify-full`
+    /// (checked at [`connect`](Self::connect)).
+    #[must_use]
+    pub fn with_tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// Digest credentials: every session logs in as `user:password`, and
+    /// every znode the issuer creates is that identity's alone (the user
+    /// name may not hold `:`; checked at [`connect`](Self::connect)).
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
     /// The connect string.
     pub fn connect_string(&self) -> &str {
         &self.connect_string
@@ -115,12 +163,34 @@ impl ZkConfig {
         &self.prefix
     }
 
-    /// Connects: [`ZkIssuer::connect_with`].
+    /// The TLS options.
+    pub fn tls(&self) -> &TlsOptions {
+        &self.tls
+    }
+
+    /// The digest user, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.credentials.as_ref().map(|c| c.user.as_str())
+    }
+
+    /// Connects (reading the TLS files), learns the server's session-timeout
+    /// bounds and creates the prefix znode: [`ZkIssuer`].
     ///
     /// # Errors
-    /// As [`ZkIssuer::connect_with`].
+    /// [`Error::InvalidInput`] for a bad prefix, TLS mode, file or
+    /// credentials; [`Error::Tls`] when a server refuses our TLS handshake
+    /// or we its certificate; [`Error::Unauthenticated`] when the prefix
+    /// znode admits another identity (a wrong password, or none);
+    /// a retryable [`Error::Backend`] if no server answers.
     pub async fn connect(&self) -> Result<ZkIssuer> {
-        ZkIssuer::connect_with(&self.connect_string, &self.prefix, self.token_source).await
+        let access = Access::load(&self.tls, self.credentials.as_ref())?;
+        ZkIssuer::open(
+            &self.connect_string,
+            access,
+            &self.prefix,
+            self.token_source,
+        )
+        .await
     }
 }
 
@@ -144,10 +214,70 @@ mod tests {
     fn bad_urls_are_invalid_input_naming_the_problem() {
         let invalid = |url| invalid_input_message(url, ZkConfig::from_url(url));
         assert!(invalid("etcd://h:1").contains("not a ZooKeeper URL"));
-        assert!(invalid("zk:///x").contains("expected zk://HOST:PORT"));
-        assert!(invalid("zk://h:1,").contains("expected zk://HOST:PORT"));
+        assert!(invalid("zk:///x").contains("HOST:PORT[,HOST:PORT…]"));
+        assert!(invalid("zk://h:1,").contains("HOST:PORT[,HOST:PORT…]"));
         assert!(invalid("zk://h:1?token=mzxid").contains("czxid or cversion"));
         let unknown = invalid("zk://h:1?prefix=/x");
         assert!(unknown.contains("\"prefix\"") && unknown.contains("known options: token"));
+        assert!(unknown.contains("sslrootcert"), "{unknown}");
+    }
+
+    #[test]
+    fn tls_and_credentials_come_from_the_url() {
+        let c = ZkConfig::from_url(
+            "zk://fencing:p%40ss@h:2281,g:2281/p?sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem",
+        )
+        .unwrap();
+        assert_eq!((c.connect_string(), c.prefix()), ("h:2281,g:2281", "/p"));
+        assert_eq!(c.user(), Some("fencing"));
+        assert_eq!(c.credentials.as_ref().unwrap().password(), "p@ss");
+        assert_eq!(c.tls().ca_file(), Some(std::path::Path::new("/ca.pem")));
+        assert!(c.tls().client_cert_files().is_some());
+        assert!(!format!("{c:?}").contains("p@ss"), "{c:?}");
+        let plain = ZkConfig::from_url("zk://h:1").unwrap();
+        assert!(plain.tls().is_default() && plain.user().is_none());
+        let off = ZkConfig::from_url("zk://h:1?sslmode=disable").unwrap();
+        assert_eq!(
+            tls::mode(off.tls()).unwrap(),
+            fencing_core::tls::TlsMode::Disable
+        );
+    }
+
+    #[test]
+    fn bad_tls_or_credentials_are_refused_without_the_password() {
+        let invalid = |url| invalid_input_message(url, ZkConfig::from_url(url));
+        for (url, says) in [
+            (
+                "zk://u:hunter2@h:1?sslmode=require&sslrootcert=/ca.pem",
+                "disable, verify-full",
+            ),
+            (
+                "zk://u:hunter2@h:1?sslmode=verify-ca&sslrootcert=/ca.pem",
+                "disable, verify-full",
+            ),
+            (
+                "zk://u:hunter2@h:1?sslmode=verify-full",
+                "needs sslrootcert",
+            ),
+            ("zk://u:hunter2@h:1?sslcert=/c.pem", "without sslkey"),
+            (
+                "zk://u:hunter2@h:1?sslmode=disable&sslrootcert=/ca.pem",
+                "certificates need TLS",
+            ),
+            (
+                "zk://u:hunter2@h:1?sslrootcert=/ca.pem&sslpassword=x",
+                "unknown option",
+            ),
+            ("zk://u:hunter2@h:1,", "expected zk://"),
+            ("zk://u:hunter2@", "expected zk://"),
+            ("zk://:hunter2@h:1", "user name"),
+            ("zk://a%3Ab:hunter2@h:1", "without ':'"),
+            ("zk://u@h:1", "no password"),
+            ("zk://u:hunter2%zz@h:1", "percent-encoding"),
+        ] {
+            let message = invalid(url);
+            assert!(message.contains(says), "{url}: {message}");
+            assert!(!message.contains("hunter2"), "{url}: {message}");
+        }
     }
 }

@@ -12,11 +12,13 @@ use fencing_core::{
 };
 use zookeeper_client as zk;
 
+use crate::ZkConfig;
+use crate::access::Access;
 use crate::client::Rpc;
 use crate::error::{BACKEND, map_error};
 use crate::floor;
 use crate::held::HeldLeases;
-use crate::keys::{DEFAULT_PREFIX, normalize_prefix, resource_path};
+use crate::keys::{normalize_prefix, resource_path};
 use crate::queue::{self, Attempt};
 use crate::token::{TokenSource, czxid_token, with_offset};
 
@@ -70,8 +72,11 @@ struct Inner {
 impl fmt::Debug for ZkIssuer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (min, max) = self.session_timeouts();
+        let access = self.inner.rpc.access();
         f.debug_struct("ZkIssuer")
             .field("connect_string", &self.connect_string())
+            .field("tls", &access.mode())
+            .field("user", &access.user())
             .field("prefix", &self.inner.prefix)
             .field("token_source", &self.inner.token_source)
             .field("session_timeouts", &(min..=max))
@@ -80,13 +85,15 @@ impl fmt::Debug for ZkIssuer {
 }
 
 impl ZkIssuer {
-    /// Connects to ZooKeeper (`host:port[,host:port…]`), learns the
-    /// server's session-timeout bounds and creates the prefix znode.
+    /// Connects to ZooKeeper (`host:port[,host:port…]`) in plaintext and
+    /// without credentials, learns the server's session-timeout bounds and
+    /// creates the prefix znode. For TLS and digest credentials, see
+    /// [`ZkConfig`].
     ///
     /// # Errors
     /// A retryable [`Error::Backend`] if no server answers.
     pub async fn connect(connect_string: &str) -> Result<Self> {
-        Self::connect_with(connect_string, DEFAULT_PREFIX, TokenSource::default()).await
+        ZkConfig::new(connect_string).connect().await
     }
 
     /// Like [`connect`](Self::connect), with a prefix znode (e.g.
@@ -100,8 +107,22 @@ impl ZkIssuer {
         prefix: &str,
         token_source: TokenSource,
     ) -> Result<Self> {
+        ZkConfig::new(connect_string)
+            .with_prefix(prefix)
+            .with_token_source(token_source)
+            .connect()
+            .await
+    }
+
+    /// [`ZkConfig::connect`]: the one way in.
+    pub(crate) async fn open(
+        connect_string: &str,
+        access: Access,
+        prefix: &str,
+        token_source: TokenSource,
+    ) -> Result<Self> {
         let prefix = normalize_prefix(prefix)?;
-        let rpc = Rpc::connect(connect_string, DEFAULT_OPERATION_TIMEOUT).await?;
+        let rpc = Rpc::connect(connect_string, access, DEFAULT_OPERATION_TIMEOUT).await?;
         let issuer = Self {
             inner: Arc::new(Inner {
                 rpc,

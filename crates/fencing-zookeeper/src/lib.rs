@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod access;
 mod client;
 mod config;
 mod error;
@@ -8,6 +9,7 @@ mod held;
 mod issuer;
 mod keys;
 mod queue;
+mod tls;
 mod token;
 mod verify;
 

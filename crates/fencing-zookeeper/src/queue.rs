@@ -134,7 +134,7 @@ async fn create_lock_node(
     holder: &[u8],
 ) -> ZkResult<Created> {
     let prefix = format!("{dir}/{LOCK_PREFIX}");
-    let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+    let options = zk::CreateMode::EphemeralSequential.with_acls(rpc.access().acls());
     for attempt in 0..CREATE_ATTEMPTS {
         let (data, stat) = rpc.timed(client.get_data(dir)).await?;
         let offset = parse_offset(&data)?;

@@ -12,23 +12,99 @@
 //! The ensemble is read from `/zookeeper/config` (readable by anyone by
 //! default) and each server of the connect string is asked `srvr`, the one
 //! four-letter word ZooKeeper allows by default (`mntr` too, on the
-//! leader, when `4lw.commands.whitelist` allows it).
-
-use std::time::Duration;
+//! leader, when `4lw.commands.whitelist` allows it), over TLS when the
+//! sessions use it.
+//!
+//! Also: the transport (plaintext past the loopback is a warning), and,
+//! with credentials, whether our znodes still let anyone write them.
 
 use fencing_core::Result;
 use fencing_core::safety::{self, SafetyCheck};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use fencing_core::tls::TlsOptions;
+use zookeeper_client as zk;
 
+use crate::access::{Access, PROBE_TIMEOUT, WRITE_PERMISSIONS, servers};
 use crate::{TokenSource, ZkIssuer};
-
-/// How long one server may take to answer a four-letter word.
-const WORD_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The ensemble checks, then the generic probe.
 pub(crate) async fn verify(issuer: &ZkIssuer) -> Result<Vec<SafetyCheck>> {
     safety::then_probe(issuer, ensemble(issuer).await).await
+}
+
+/// With credentials: whether the prefix znode or a resource znode still
+/// lets anyone (`world:anyone`) change it, as znodes made before the
+/// credentials were (or by hand) do. The issuer leaves their ACL alone
+/// (clients without credentials may still use them); `setAcl` fixes it.
+async fn znode_acls(issuer: &ZkIssuer) -> Option<SafetyCheck> {
+    const NAME: &str = "znode ACLs";
+    let rpc = issuer.rpc();
+    let user = rpc.access().user()?;
+    let (prefix, client) = (issuer.prefix(), issuer.client());
+    let failed = |e: zk::Error| {
+        Some(SafetyCheck::warn(
+            NAME,
+            format!("could not read the ACLs under {prefix}: {e}"),
+        ))
+    };
+    let children = match rpc.timed(client.list_children(prefix)).await {
+        Ok(children) => children,
+        Err(e) => return failed(e),
+    };
+    // Sent at once, answered in order.
+    let pending: Vec<_> = std::iter::once(prefix.to_owned())
+        .chain(children.iter().map(|c| format!("{prefix}/{c}")))
+        .map(|path| (path.clone(), client.get_acl(&path)))
+        .collect();
+    let mut open = Vec::new();
+    for (path, acl) in pending {
+        match rpc.timed(acl).await {
+            Ok((acls, _)) => {
+                if let Some(granted) = anyone_may_write(&acls) {
+                    open.push(format!("{path} ({granted})"));
+                }
+            }
+            Err(zk::Error::NoNode) => {}
+            Err(e) => return failed(e),
+        }
+    }
+    if open.is_empty() {
+        return Some(SafetyCheck::pass(
+            NAME,
+            format!(
+                "{prefix} and its {} resource znode(s) let only digest user {user:?} change them",
+                children.len()
+            ),
+        ));
+    }
+    const SHOWN: usize = 5;
+    let more = match open.len().saturating_sub(SHOWN) {
+        0 => String::new(),
+        more => format!(" and {more} more"),
+    };
+    Some(SafetyCheck::warn(
+        NAME,
+        format!(
+            "world:anyone may change {} of {} znode(s): {}{more}; any client of the ensemble can rewrite a \
+             floor or crowd the queue. Give them digest user {user:?}'s ACL (setAcl) once no client without \
+             credentials uses them",
+            open.len(),
+            children.len() + 1,
+            open[..open.len().min(SHOWN)].join(", ")
+        ),
+    ))
+}
+
+/// What `world:anyone` may do beyond reading, if anything.
+fn anyone_may_write(acls: &[zk::Acl]) -> Option<zk::Permission> {
+    let granted = acls
+        .iter()
+        .filter(|a| *a.auth_id() == zk::AuthId::anyone())
+        .fold(zk::Permission::NONE, |all, a| all | a.permission());
+    let writes = WRITE_PERMISSIONS
+        .into_iter()
+        .filter(|p| granted.has(*p))
+        .fold(zk::Permission::NONE, |all, p| all | p);
+    (writes != zk::Permission::NONE).then_some(writes)
 }
 
 /// Whether the resource znodes can be deleted: one deleted and made again
@@ -75,11 +151,18 @@ enum Mode {
 }
 
 async fn ensemble(issuer: &ZkIssuer) -> Vec<SafetyCheck> {
-    let mut checks = vec![resource_znodes(issuer).await, config_check(issuer).await];
+    let access = issuer.rpc().access();
+    let hosts: Vec<&str> = servers(issuer.connect_string()).collect();
+    let mut checks = vec![
+        TlsOptions::transport_check(access.mode(), &hosts),
+        resource_znodes(issuer).await,
+    ];
+    checks.extend(znode_acls(issuer).await);
+    checks.push(config_check(issuer).await);
     let mut modes = Vec::new();
-    for server in servers(issuer.connect_string()) {
+    for server in hosts {
         let check = format!("server {server}");
-        let answer = match four_letter_word(server, "srvr").await {
+        let answer = match access.four_letter_word(server, "srvr").await {
             Ok(answer) => answer,
             Err(e) => {
                 checks.push(SafetyCheck::warn(
@@ -130,18 +213,10 @@ async fn ensemble(issuer: &ZkIssuer) -> Vec<SafetyCheck> {
         });
         modes.push((server, mode));
     }
-    if let Some(check) = leader_check(&modes).await {
+    if let Some(check) = leader_check(access, &modes).await {
         checks.push(check);
     }
     checks
-}
-
-/// The servers of a connect string: `host:port,host:port[/chroot]`.
-fn servers(connect_string: &str) -> impl Iterator<Item = &str> {
-    let hosts = connect_string
-        .find('/')
-        .map_or(connect_string, |i| &connect_string[..i]);
-    hosts.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
 /// A `Name: value` line of a four-letter word's answer.
@@ -152,26 +227,10 @@ fn field<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// Sends a four-letter word and reads the answer until the server closes.
-async fn four_letter_word(server: &str, word: &str) -> std::result::Result<String, String> {
-    let ask = async {
-        let mut stream = TcpStream::connect(server).await?;
-        stream.write_all(word.as_bytes()).await?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await?;
-        Ok::<_, std::io::Error>(answer)
-    };
-    match tokio::time::timeout(WORD_TIMEOUT, ask).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {WORD_TIMEOUT:?}")),
-    }
-}
-
 /// The ensemble's voting members, from `/zookeeper/config`.
 async fn config_check(issuer: &ZkIssuer) -> SafetyCheck {
     let client = issuer.client();
-    let config = match tokio::time::timeout(WORD_TIMEOUT, client.get_config()).await {
+    let config = match tokio::time::timeout(PROBE_TIMEOUT, client.get_config()).await {
         Ok(Ok((data, _))) => String::from_utf8_lossy(&data).into_owned(),
         Ok(Err(e)) => {
             return SafetyCheck::warn("ensemble", format!("could not read /zookeeper/config: {e}"));
@@ -179,7 +238,7 @@ async fn config_check(issuer: &ZkIssuer) -> SafetyCheck {
         Err(_) => {
             return SafetyCheck::warn(
                 "ensemble",
-                format!("/zookeeper/config: no answer within {WORD_TIMEOUT:?}"),
+                format!("/zookeeper/config: no answer within {PROBE_TIMEOUT:?}"),
             );
         }
     };
@@ -228,7 +287,7 @@ async fn config_check(issuer: &ZkIssuer) -> SafetyCheck {
 
 /// Whether the servers of the connect string form one ensemble with one
 /// leader. `None` when there is nothing to say (no server answered).
-async fn leader_check(modes: &[(&str, Mode)]) -> Option<SafetyCheck> {
+async fn leader_check(access: &Access, modes: &[(&str, Mode)]) -> Option<SafetyCheck> {
     let leaders: Vec<&str> = modes
         .iter()
         .filter(|(_, m)| *m == Mode::Leader)
@@ -264,7 +323,7 @@ async fn leader_check(modes: &[(&str, Mode)]) -> Option<SafetyCheck> {
         ));
     };
     // `mntr` answers on the leader with its followers, if allowed.
-    let synced = match four_letter_word(leader, "mntr").await {
+    let synced = match access.four_letter_word(leader, "mntr").await {
         Ok(answer) => answer
             .lines()
             .find_map(|l| l.strip_prefix("zk_synced_followers"))
@@ -283,9 +342,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn connect_strings_name_their_servers() {
-        let all: Vec<&str> = servers("a:1, b:2,c:3/chroot/x").collect();
-        assert_eq!(all, ["a:1", "b:2", "c:3"]);
+    fn anyone_may_write_is_every_permission_but_read() {
+        let anyone = |p| zk::Acl::new(p, zk::AuthId::anyone());
+        assert_eq!(anyone_may_write(&[anyone(zk::Permission::READ)]), None);
+        assert_eq!(anyone_may_write(&zk::Acls::creator_all()), None);
+        let prefix = crate::access::prefix_permissions();
+        assert_eq!(
+            anyone_may_write(&[anyone(prefix)]),
+            Some(zk::Permission::WRITE | zk::Permission::CREATE | zk::Permission::ADMIN)
+        );
+        let ours = zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("digest", "u:x"));
+        assert_eq!(
+            anyone_may_write(&[ours, anyone(zk::Permission::READ | zk::Permission::CREATE)]),
+            Some(zk::Permission::CREATE)
+        );
     }
 
     #[test]
