@@ -83,6 +83,12 @@ const CAMPAIGN_WAIT: Duration = Duration::from_secs(3600);
 /// The longest pause between retries of a failed acquire or fence.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// How many answers in a row may be lost (`OutcomeUnknown`) on one acquire
+/// or one fence before the campaign gives up: a fence is idempotent and a
+/// lost grant can be looked up, so a few lost answers settle by asking
+/// again, but a store or issuer that never answers is reported.
+const MAX_UNKNOWN: u32 = 5;
+
 /// Separates a candidate id from the random part of its holder id.
 const TERM_SEPARATOR: char = '#';
 
@@ -211,7 +217,12 @@ impl Election {
     ///
     /// Waits as long as it takes (wrap it in `tokio::time::timeout` to
     /// bound it). Errors the issuer marks retryable (a server restarting,
-    /// a timeout) are retried with a backoff of up to a second.
+    /// a timeout) are retried with a backoff of up to a second. A lost
+    /// answer ([`Error::OutcomeUnknown`], up to five in a row) is settled,
+    /// not given up on: a takeover fence is sent again (fencing twice with
+    /// one token changes nothing), and a grant is looked up with
+    /// [`TokenIssuer::holder`] (this campaign's holder id is fresh, so if
+    /// it holds the resource, the grant went through).
     ///
     /// Dropping the future while it waits gives up the candidacy; a term
     /// won just as it is dropped runs out after its TTL.
@@ -284,11 +295,22 @@ impl Election {
         let request = LeaseRequest::new(&self.resource, self.ttl).with_holder(self.term_holder()?);
         request.validate(self.issuer.min_ttl())?;
         let mut backoff = Backoff::new(self.ttl);
+        let mut unknown = 0;
         let lease = loop {
+            let sent_at = std::time::Instant::now();
             match self.issuer.acquire(&request, CAMPAIGN_WAIT).await {
                 Ok(lease) => break lease,
                 Err(e) if e.is_retryable() => {
                     tracing::debug!(resource = %self.resource, error = %e, "campaign: acquire failed; retrying");
+                    backoff.wait().await;
+                }
+                Err(e @ Error::OutcomeUnknown { .. }) if unknown < MAX_UNKNOWN => {
+                    unknown += 1;
+                    tracing::debug!(resource = %self.resource, error = %e,
+                        "campaign: the grant's answer was lost; asking who holds");
+                    if let Some(lease) = self.granted_anyway(&request, sent_at).await {
+                        break lease;
+                    }
                     backoff.wait().await;
                 }
                 Err(e) => return Err(e),
@@ -303,25 +325,59 @@ impl Election {
         })
     }
 
+    /// After an acquire whose answer was lost: the lease, if the grant went
+    /// through after all (this campaign's holder id is fresh, so holding
+    /// the resource under it means that very acquire was granted). A
+    /// re-entrant issuer hands it back on the next acquire; for the others
+    /// ask [`TokenIssuer::holder`]. The lease is dated from when the
+    /// acquire was sent, so its deadline stays conservative.
+    async fn granted_anyway(
+        &self,
+        request: &LeaseRequest,
+        sent_at: std::time::Instant,
+    ) -> Option<Lease> {
+        if self.issuer.reentrant() {
+            return None;
+        }
+        match self.issuer.holder(&request.resource).await {
+            Ok(Some(held)) if held.holder == request.holder => {
+                Some(Lease::new(request, held.token, sent_at))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(resource = %self.resource, error = %e,
+                    "campaign: could not ask who holds; acquiring again");
+                None
+            }
+        }
+    }
+
     /// Fences every takeover key with the term's token, retrying errors
-    /// marked retryable while the term is held.
+    /// marked retryable while the term is held, and a lost answer (a fence
+    /// is idempotent: fencing again settles it) up to [`MAX_UNKNOWN`]
+    /// times in a row.
     async fn fence_all(&self, leadership: &Leadership) -> Result<()> {
         let token = leadership.token();
         for fence in &self.fences {
             let mut backoff = Backoff::new(self.ttl);
+            let mut unknown = 0;
             loop {
                 if let Some(lost) = leadership.keep_alive.lost_now() {
                     return Err(lost.into());
                 }
-                match fence.store.fence(&fence.key, token).await {
+                let retry = match fence.store.fence(&fence.key, token).await {
                     Ok(_) => break,
-                    Err(e) if e.is_retryable() && !leadership.lease().is_expired() => {
-                        tracing::debug!(store = fence.store.name(), key = %fence.key, error = %e,
-                            "fence on takeover failed; retrying");
-                        backoff.wait().await;
+                    Err(e) if leadership.lease().is_expired() => return Err(e),
+                    Err(e) if e.is_retryable() => e,
+                    Err(e @ Error::OutcomeUnknown { .. }) if unknown < MAX_UNKNOWN => {
+                        unknown += 1;
+                        e
                     }
                     Err(e) => return Err(e),
-                }
+                };
+                tracing::debug!(store = fence.store.name(), key = %fence.key, error = %retry,
+                    "fence on takeover failed; fencing again");
+                backoff.wait().await;
             }
         }
         Ok(())

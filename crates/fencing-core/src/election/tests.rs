@@ -187,3 +187,146 @@ async fn bad_candidate_ids_and_ttls_are_invalid_input() {
         assert!(matches!(err, Error::InvalidInput { .. }), "{err}");
     }
 }
+
+/// The first `fence` is applied, then answered as lost: the store holds the
+/// new mark, the caller hears `OutcomeUnknown`.
+#[derive(Debug)]
+struct FirstFenceUnanswered {
+    inner: MemoryStore,
+    answered: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl FencedStore for FirstFenceUnanswered {
+    fn name(&self) -> &'static str {
+        "lossy"
+    }
+    fn limits(&self) -> crate::Limits {
+        self.inner.limits()
+    }
+    async fn put(&self, key: &str, value: bytes::Bytes, token: FencingToken) -> Result<()> {
+        self.inner.put(key, value, token).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<crate::Versioned>> {
+        self.inner.get(key).await
+    }
+    async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
+        let applied = self.inner.fence(key, token).await?;
+        if !self
+            .answered
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(Error::outcome_unknown(
+                "lossy",
+                "fence",
+                "the answer was lost",
+            ));
+        }
+        Ok(applied)
+    }
+    async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
+        self.inner.mark(key).await
+    }
+    async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
+        self.inner.delete(key, token).await
+    }
+}
+
+#[tokio::test]
+async fn a_takeover_fence_whose_answer_is_lost_is_retried_not_resigned() {
+    let (issuer, _) = backends();
+    let store = Arc::new(FirstFenceUnanswered {
+        inner: MemoryStore::new(),
+        answered: false.into(),
+    });
+    let term = within(
+        "the campaign",
+        Election::new(issuer.clone(), "r", "a", LONG_TTL)
+            .fence_on_takeover(store.clone(), "k")
+            .campaign(),
+    )
+    .await
+    .expect("a fence is idempotent: the lost answer is settled by fencing again");
+    assert_eq!(store.mark("k").await.unwrap(), Some(term.token()));
+    term.resign().await.unwrap();
+}
+
+/// The first `acquire` is granted, then answered as lost; not re-entrant,
+/// so asking again would wait on its own grant: only `holder` settles it.
+#[derive(Debug)]
+struct FirstGrantUnanswered {
+    inner: MemoryIssuer,
+    answered: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl TokenIssuer for FirstGrantUnanswered {
+    fn name(&self) -> &'static str {
+        "lossy"
+    }
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        self.inner.try_acquire(request).await
+    }
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        if !self
+            .answered
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.inner.acquire(request, wait).await?;
+            return Err(Error::outcome_unknown(
+                "lossy",
+                "acquire",
+                "the answer was lost",
+            ));
+        }
+        // Not re-entrant: the holder's own grant counts as held.
+        if let Some(held) = self.inner.holder(&request.resource).await? {
+            if held.holder == request.holder {
+                tokio::time::sleep(wait).await;
+                return Err(Error::Timeout {
+                    operation: "acquire".into(),
+                    after: wait,
+                });
+            }
+        }
+        self.inner.acquire(request, wait).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        self.inner.release(lease).await
+    }
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        self.inner.holder(resource).await
+    }
+}
+
+#[tokio::test]
+async fn a_grant_whose_answer_is_lost_is_found_through_holder() {
+    let issuer = Arc::new(FirstGrantUnanswered {
+        inner: MemoryIssuer::new(),
+        answered: false.into(),
+    });
+    let store: Arc<dyn FencedStore> = Arc::new(MemoryStore::new());
+    let term = within(
+        "the campaign",
+        Election::new(issuer.clone(), "r", "a", LONG_TTL)
+            .fence_on_takeover(store.clone(), "k")
+            .campaign(),
+    )
+    .await
+    .expect("the lost grant is ours: holder says so");
+    let held = issuer.holder("r").await.unwrap().expect("held");
+    assert_eq!(
+        (held.holder, held.token),
+        (term.lease().holder().clone(), term.token())
+    );
+    assert_eq!(store.mark("k").await.unwrap(), Some(term.token()));
+    term.resign().await.unwrap();
+    assert_eq!(
+        issuer.holder("r").await.unwrap(),
+        None,
+        "resigned: free at once"
+    );
+}
