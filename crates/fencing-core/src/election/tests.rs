@@ -280,14 +280,14 @@ impl TokenIssuer for FirstGrantUnanswered {
             ));
         }
         // Not re-entrant: the holder's own grant counts as held.
-        if let Some(held) = self.inner.holder(&request.resource).await? {
-            if held.holder == request.holder {
-                tokio::time::sleep(wait).await;
-                return Err(Error::Timeout {
-                    operation: "acquire".into(),
-                    after: wait,
-                });
-            }
+        if let Some(held) = self.inner.holder(&request.resource).await?
+            && held.holder == request.holder
+        {
+            tokio::time::sleep(wait).await;
+            return Err(Error::Timeout {
+                operation: "acquire".into(),
+                after: wait,
+            });
         }
         self.inner.acquire(request, wait).await
     }
