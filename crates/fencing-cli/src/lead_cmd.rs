@@ -48,8 +48,8 @@ fn parse_fence(s: &str) -> Result<(String, String), String> {
 }
 
 /// Stands for leader, waits as long as it takes, then runs the command
-/// with the term's token until it ends (exit: its code) or the term is lost
-/// (the command is signalled; exit 4).
+/// with the term's token until it and the rest of its process group end
+/// (exit: its code) or the term is lost (the group is ended; exit 4).
 pub(crate) async fn lead(args: LeadArgs) -> CliResult {
     let issuer = backends::open_issuer(&args.target.issuer).await?;
     let candidate = args.candidate.unwrap_or_else(|| {

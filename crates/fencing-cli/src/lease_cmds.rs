@@ -6,9 +6,11 @@ use std::time::Duration;
 use clap::Args;
 use fencing::keepalive::{KeepAlive, Lost};
 use fencing::{Error, FencingToken, HolderId, Lease, LeaseRequest, TokenIssuer};
+use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep_until};
 
 use crate::output::LeaseView;
 use crate::{CliResult, backends, exit};
@@ -24,16 +26,34 @@ pub(crate) struct Target {
     pub(crate) resource: String,
 }
 
-/// What happens to a command whose lease is lost (`run`, `lead`).
+/// What happens to the command's process group when its lease is lost,
+/// and when the command exits before the rest of its group (`run`, `lead`).
 #[derive(Debug, Args)]
 pub(crate) struct Supervision {
-    /// The signal sent to the command when the lease is lost.
+    /// The signal that asks the command's process group to stop: when the
+    /// lease is lost, and with `--orphans kill`.
     #[arg(long, default_value = "SIGTERM")]
     signal: Signal,
-    /// How long the command may take to stop after that signal before it
-    /// is killed.
+    /// How long the group may take to stop after that signal before every
+    /// member still in it is killed (SIGKILL).
     #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     grace: Duration,
+    /// What to do when the command exits while other members of its process
+    /// group still run (a job it started with `&`, a grandchild): they hold
+    /// its FENCING_TOKEN, so the lease is not handed on beside them.
+    #[arg(long, value_enum, default_value_t = Orphans::Wait, value_name = "WHAT")]
+    orphans: Orphans,
+}
+
+/// `--orphans`: the members of the command's group left when it exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Orphans {
+    /// Keep the lease, renewed, until every member has exited (as flock(1)
+    /// holds its lock while a child keeps the descriptor).
+    Wait,
+    /// Send them --signal, SIGKILL after --grace, and release once they are
+    /// gone.
+    Kill,
 }
 
 /// The lease `acquire` and `run` take, and how long they wait for it.
@@ -210,7 +230,7 @@ pub(crate) fn spawn_with_lease(
     let (program, rest) = command.split_first().expect("clap requires a command");
     let child = Command::new(program)
         .args(rest)
-        // A process group of its own, so that a lost lease stops the whole
+        // A process group of its own, so that the lease covers the whole
         // job: a shell script's own children too, not just the shell.
         .process_group(0)
         .env("FENCING_TOKEN", lease.token().to_string())
@@ -229,54 +249,174 @@ pub(crate) fn spawn_with_lease(
 
 /// How a supervised command ended.
 pub(crate) enum Ended {
-    /// On its own, with this exit code (128 + signal if a signal ended it).
+    /// On its own, with this exit code (128 + signal if a signal ended it),
+    /// and every member of its process group is gone.
     Exited(u8),
-    /// The lease was lost: the command was signalled (and killed if it did
-    /// not stop within the grace period).
+    /// The lease was lost: the command's group was signalled, killed if it
+    /// did not stop within the grace period, and is gone.
     Lost,
 }
 
-/// Waits for `child` while its lease is kept: passes Ctrl-C and SIGTERM on
-/// to its process group; when `lost` resolves, sends the group the
-/// configured signal and kills the group after the grace period.
+/// Waits for `child` and the rest of its process group while the lease is
+/// kept, so that the lease is given up only when no member that holds its
+/// token is left: passes Ctrl-C and SIGTERM on to the group; when the
+/// command exits first, waits for the others or ends them (`--orphans`);
+/// when `lost` resolves, sends the group the configured signal and kills
+/// the group after the grace period, whatever the command itself did.
 pub(crate) async fn supervise(
     child: &mut Child,
     lost: impl Future<Output = Lost>,
     supervision: &Supervision,
 ) -> std::io::Result<Ended> {
-    let pid = child
+    let group = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
+        .map(|id| Group(Pid::from_raw(id)))
+        .ok_or_else(|| std::io::Error::other("the command has no pid"))?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::pin!(lost);
-    let lost = loop {
-        tokio::select! {
-            status = child.wait() => return Ok(Ended::Exited(exit_code(status?))),
-            lost = &mut lost => break lost,
-            // Pass interrupts on, then wait for the command as usual.
-            _ = tokio::signal::ctrl_c() => signal_child(pid, Signal::SIGINT),
-            _ = terminate.recv() => signal_child(pid, Signal::SIGTERM),
+    let mut code = None;
+    let mut was_lost = false;
+    // Once the group has been asked to stop: when it is killed.
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
+    let mut probe = PROBE_FIRST;
+    let stop = |kill_at: &mut Option<Instant>| {
+        if kill_at.is_none() {
+            group.signal(supervision.signal);
+            *kill_at = Some(Instant::now() + supervision.grace);
         }
     };
 
-    eprintln!(
-        "fence: {lost}; sending {} to the command",
-        supervision.signal
-    );
-    signal_child(pid, supervision.signal);
-    if tokio::time::timeout(supervision.grace, child.wait())
-        .await
-        .is_err()
-    {
-        eprintln!(
-            "fence: the command did not stop within {:?}; killing it",
-            supervision.grace
-        );
-        signal_child(pid, Signal::SIGKILL);
-        let _ = child.kill().await;
+    loop {
+        tokio::select! {
+            status = child.wait(), if code.is_none() => {
+                let status = exit_code(status?);
+                code = Some(status);
+                if !group.alive() {
+                    break;
+                }
+                match supervision.orphans {
+                    _ if was_lost => {}
+                    Orphans::Wait => eprintln!(
+                        "fence: the command exited ({status}) but its process group still runs; \
+                         keeping the lease until every member has exited (--orphans wait)"
+                    ),
+                    Orphans::Kill => {
+                        eprintln!(
+                            "fence: the command exited ({status}); sending {} to the rest of its \
+                             process group (--orphans kill)",
+                            supervision.signal
+                        );
+                        stop(&mut kill_at);
+                    }
+                }
+            }
+            lost = &mut lost, if !was_lost => {
+                eprintln!(
+                    "fence: {lost}; sending {} to the command's process group",
+                    supervision.signal
+                );
+                stop(&mut kill_at);
+                was_lost = true;
+            }
+            () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
+                eprintln!(
+                    "fence: the command's process group did not stop within {:?}; killing it",
+                    supervision.grace
+                );
+                group.signal(Signal::SIGKILL);
+                // In case the command left its own group.
+                let _ = child.start_kill();
+                killed = true;
+            }
+            // Only a probe tells when the last member is gone (it need not
+            // be fence's child); the command counts until it is reaped.
+            () = tokio::time::sleep(probe), if code.is_some() => {
+                if !group.alive() {
+                    break;
+                }
+                probe = (probe * 2).min(PROBE_MAX);
+            }
+            // Pass interrupts on, then wait for the group as usual.
+            _ = tokio::signal::ctrl_c() => group.signal(Signal::SIGINT),
+            _ = terminate.recv() => group.signal(Signal::SIGTERM),
+        }
     }
-    Ok(Ended::Lost)
+    Ok(match code {
+        Some(code) if !was_lost => Ended::Exited(code),
+        _ => Ended::Lost,
+    })
+}
+
+/// How soon after the command's exit the group is first probed, and the
+/// longest gap between probes.
+const PROBE_FIRST: Duration = Duration::from_millis(10);
+const PROBE_MAX: Duration = Duration::from_millis(500);
+
+/// The command's process group: it leads one of its own
+/// (`process_group(0)`), so the group's id is its pid.
+///
+/// A process that leaves the group (`setsid`, `setpgid`, a daemon's double
+/// fork) is out of sight: neither waited for nor signalled.
+#[derive(Clone, Copy, Debug)]
+struct Group(Pid);
+
+impl Group {
+    /// Signals every member. Never called once [`alive`](Self::alive) said
+    /// no (the loop ends), so a reused group id is not signalled.
+    fn signal(self, signal: Signal) {
+        let _ = killpg(self.0, signal);
+    }
+
+    /// Whether a member of the group can still run.
+    fn alive(self) -> bool {
+        // EPERM (a member that runs as another user) counts as alive.
+        killpg(self.0, None) != Err(Errno::ESRCH) && !only_zombies(self.0)
+    }
+}
+
+/// Whether every member of group `pgid` that `/proc` shows is a zombie. A
+/// zombie still counts for `killpg`, and where pid 1 does not reap orphans
+/// (a container without an init) it would keep fence waiting forever; it
+/// cannot act. False when unsure: no `/proc`, or no member visible (another
+/// user's process under `hidepid`).
+fn only_zombies(pgid: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let mut members = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`: comm may hold spaces and `)`.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (Some(state), Some(_ppid), Some(pgrp)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if pgrp.parse::<i32>() != Ok(pgid.as_raw()) {
+            continue;
+        }
+        // A main thread that exited shows `Z` while the other threads run.
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(1, Iterator::count);
+        if !matches!(state, "Z" | "X") || threads > 1 {
+            return false;
+        }
+        members += 1;
+    }
+    members > 0
 }
 
 /// Tries once (`wait` zero) or waits up to `wait`; `None` if still held.
@@ -303,13 +443,6 @@ async fn held(issuer: &dyn TokenIssuer, resource: &str) -> CliResult {
     });
     eprintln!("fence: {resource:?} is held{by}");
     Ok(ExitCode::from(exit::HELD))
-}
-
-/// Signals the command's process group (it leads one of its own).
-fn signal_child(pid: Option<Pid>, signal: Signal) {
-    if let Some(pid) = pid {
-        let _ = killpg(pid, signal);
-    }
 }
 
 /// The command's exit code, or 128 + the signal that ended it (as shells do).

@@ -60,10 +60,27 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Run a command while holding a lease; it gets FENCING_TOKEN to write
     /// with, and its process group is signalled if the lease is lost.
+    ///
+    /// The lease covers the command's whole process group: a job it leaves
+    /// running (`&`, a grandchild) keeps the lease, renewed, until it exits
+    /// (`--orphans wait`, the default), or is ended at the command's exit
+    /// (`--orphans kill`). A lost lease sends the group --signal, then
+    /// SIGKILL after --grace to every member still there, and fence exits 4
+    /// once they are gone. A process that leaves the group (setsid, setpgid,
+    /// a daemon) is neither waited for nor signalled; fence killed with
+    /// SIGKILL stops nothing. Their late writes are still refused by a
+    /// fenced store once a newer token has written.
     Run(lease_cmds::RunArgs),
     /// Run a long-lived command as the elected leader of a resource:
     /// followers wait and take over. The command gets the term's
     /// FENCING_TOKEN; stores named with --fence are fenced first.
+    ///
+    /// The term covers the command's whole process group, as for `fence
+    /// run`: it lasts until every member has exited (`--orphans wait`) or
+    /// the rest are ended at the command's exit (`--orphans kill`); a lost
+    /// term ends every member (--signal, SIGKILL after --grace), exit 4. A
+    /// process that leaves the group (setsid, setpgid, a daemon) is not
+    /// tracked.
     Lead(lead_cmd::LeadArgs),
     /// Acquire a lease and print its token and holder id.
     Acquire(lease_cmds::AcquireArgs),

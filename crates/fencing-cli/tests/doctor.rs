@@ -159,7 +159,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
         "UNSAFE  refuses a create-only write over an existing object (If-None-Match / ifGenerationMatch=0): s3 APPLIED",
         // The client-side token check still works: only the preconditions are missing.
         "pass    refuses a lower token",
-        &format!("{url}: UNSAFE: 2 of 6 checks failed"),
+        &format!("{url}: UNSAFE: 2 of 7 checks failed"),
     ];
     assert_prints(&out, 7, &wanted);
 

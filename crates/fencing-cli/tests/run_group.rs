@@ -1,0 +1,339 @@
+//! The lease covers the command's whole process group, not just the
+//! command: `fence run` and `fence lead` with the real binary, a job the
+//! command leaves running (`&`, a grandchild), and members that ignore
+//! SIGTERM when the lease is lost. SQLite files, and Redis for `lead`.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{FENCE, Scratch, assert_exit, resource_args, text};
+
+/// Shell that waits until `go` exists (bounded, so a failed test leaves
+/// nothing running for long): the job the test lets finish when it wants.
+fn wait_for(go: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e {} ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+        go.display()
+    )
+}
+
+/// Shell that writes its own pid to `file`, ignores SIGTERM, and lives up
+/// to 20 s: a member of the group that only SIGKILL ends.
+fn term_ignoring_member(file: &Path) -> String {
+    format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {}; i=0; while [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done' >/dev/null 2>&1 &",
+        file.display()
+    )
+}
+
+/// Shell that waits until `file` is written (bounded).
+fn wait_written(file: &Path) -> String {
+    format!(
+        "i=0; while [ ! -s {} ] && [ $i -lt 400 ]; do sleep 0.01; i=$((i+1)); done",
+        file.display()
+    )
+}
+
+/// Shell that gives the lease up behind fence's back: its next renewal is
+/// refused, so the lease is lost.
+fn release_own_lease() -> String {
+    format!(
+        "{FENCE} release --issuer \"$FENCING_ISSUER\" --resource \"$FENCING_RESOURCE\" \
+         --holder \"$FENCING_HOLDER\" --token \"$FENCING_TOKEN\" >/dev/null"
+    )
+}
+
+/// `fence ARGS` started, its output piped.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(FENCE)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fence")
+}
+
+/// Waits up to `limit` for `child` to exit; whether it did.
+fn exits_within(child: &mut Child, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Waits (bounded) until `file` holds `line`.
+fn await_line(file: &Path, line: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !lines(file).iter().any(|l| l == line) {
+        assert!(Instant::now() < deadline, "{line:?} never reached {file:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lines(file: &Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the process whose pid `file` holds can still run: not gone and
+/// not a zombie (one that pid 1 has not reaped yet cannot act).
+fn alive(file: &Path) -> bool {
+    let pid = std::fs::read_to_string(file).expect("the member wrote its pid");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+    stat.is_ok_and(|s| {
+        let state = s.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|r| r.starts_with('Z') || r.starts_with('X'))
+    })
+}
+
+/// The first holder's command exits at once, leaving a job (`&`) that runs
+/// with its token until the test lets it finish; a second `fence run` on
+/// the same resource, started after the command exited, must not start
+/// its command before that job is done. The TTL is short, so the lease
+/// is renewed while fence waits for the job.
+#[test]
+fn a_background_job_keeps_the_lease_until_it_ends() {
+    let s = Scratch::new("group-bg");
+    let url = s.url();
+    let (log, go) = (s.path("log"), s.path("go"));
+    let first = format!(
+        "( {}; echo job-done >> {log} ) >/dev/null 2>&1 & echo leader-done >> {log}",
+        wait_for(&go),
+        log = log.display()
+    );
+    let first = spawn(&resource_args(
+        "run",
+        &url,
+        "nightly",
+        &["--ttl", "1s", "--", "sh", "-c", &first],
+    ));
+    await_line(&log, "leader-done");
+
+    let second = format!("echo second-start >> {}", log.display());
+    let mut second = spawn(&resource_args(
+        "run",
+        &url,
+        "nightly",
+        &["--ttl", "5s", "--wait", "30s", "--", "sh", "-c", &second],
+    ));
+    // Nothing announces that the second run is blocked; give it time to
+    // get in wrongly (it takes milliseconds), then let the job finish.
+    let second_done_early = exits_within(&mut second, Duration::from_secs(3));
+    std::fs::write(&go, "").unwrap();
+
+    let (first, second) = (
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    );
+    assert_eq!(
+        lines(&log),
+        ["leader-done", "job-done", "second-start"],
+        "the second run started beside the first run's job (second exited early: {second_done_early})\n\
+         first: {}\nsecond: {}",
+        text(&first),
+        text(&second)
+    );
+    assert_exit(&first, 0);
+    assert_exit(&second, 0);
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(err.contains("keeping the lease"), "{err}");
+}
+
+/// `--orphans kill`: at the command's exit the rest of its group is sent
+/// the signal, and killed after --grace if it ignores it; fence exits with
+/// the command's code once they are gone, and releases.
+#[test]
+fn orphans_kill_ends_the_group_at_the_commands_exit() {
+    let s = Scratch::new("group-kill");
+    let url = s.url();
+    let (polite, stubborn) = (s.path("polite.pid"), s.path("stubborn.pid"));
+    let script = format!(
+        "sh -c 'echo $$ > {}; sleep 20' >/dev/null 2>&1 & {} {}; {}; exit 3",
+        polite.display(),
+        term_ignoring_member(&stubborn),
+        wait_written(&polite),
+        wait_written(&stubborn),
+    );
+    let started = Instant::now();
+    let out = Command::new(FENCE)
+        .args(resource_args(
+            "run",
+            &url,
+            "nightly",
+            &[
+                "--orphans",
+                "kill",
+                "--grace",
+                "1s",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ],
+        ))
+        .output()
+        .unwrap();
+    assert_exit(&out, 3);
+    assert!(!alive(&polite), "the member outlived fence: {}", text(&out));
+    assert!(!alive(&stubborn), "the TERM-ignoring member outlived fence");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let holder = Command::new(FENCE)
+        .args(resource_args("holder", &url, "nightly", &["--json"]))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&holder.stdout).trim(), "null");
+}
+
+/// A lost lease ends every member: the command dies on SIGTERM at once,
+/// a member that ignores SIGTERM is killed after --grace all the same, and
+/// fence exits (4) only once it is gone. For `run` and `lead`.
+fn a_lost_lease_kills_a_term_ignoring_member(command: &str) {
+    let s = Scratch::new(&format!("group-lost-{command}"));
+    let url = s.url();
+    let member = s.path("member.pid");
+    let script = format!(
+        "{} {}; {}; exec sleep 30",
+        term_ignoring_member(&member),
+        wait_written(&member),
+        release_own_lease(),
+    );
+    let mut args = resource_args(command, &url, "nightly", &["--ttl", "1s", "--grace", "1s"]);
+    args.extend(["--", "sh", "-c", &script]);
+    let started = Instant::now();
+    let out: Output = Command::new(FENCE).args(&args).output().unwrap();
+    assert_exit(&out, 4);
+    assert!(
+        !alive(&member),
+        "a member of the group outlived the lost lease: {}",
+        text(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_lost_lease_kills_a_term_ignoring_member_run() {
+    a_lost_lease_kills_a_term_ignoring_member("run");
+}
+
+#[test]
+fn a_lost_term_kills_a_term_ignoring_member_lead() {
+    a_lost_lease_kills_a_term_ignoring_member("lead");
+}
+
+/// `fence lead` on Redis: the leader's command starts a child that starts
+/// a grandchild in the background and exits; the term must last until the
+/// grandchild is done, so the next candidate's command starts after it.
+#[test]
+fn a_grandchild_keeps_the_term_until_it_ends_lead_on_redis() {
+    let server = fencing_harness::env::REDIS_AOF;
+    if server.skipped() {
+        return;
+    }
+    let redis = server.endpoint();
+    let resource = fencing_testkit::unique_name("group-lead");
+    let probe = Command::new(FENCE)
+        .args(resource_args("holder", &redis, &resource, &[]))
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        server.unavailable(&text(&probe));
+    }
+
+    let s = Scratch::new("group-grandchild");
+    let (log, go) = (s.path("log"), s.path("go"));
+    s.write(
+        "grandchild.sh",
+        &format!(
+            "{}; echo grandchild-done >> {}\n",
+            wait_for(&go),
+            log.display()
+        ),
+    );
+    s.write(
+        "child.sh",
+        &format!(
+            "sh {} >/dev/null 2>&1 &\n",
+            s.path("grandchild.sh").display()
+        ),
+    );
+    let leader = format!(
+        "sh {}; echo leader-done >> {}",
+        s.path("child.sh").display(),
+        log.display()
+    );
+    let lead = |candidate: &str, script: &str| {
+        let mut args = resource_args("lead", &redis, &resource, &["--ttl", "1s"]);
+        args.extend(["--candidate", candidate, "--", "sh", "-c", script]);
+        spawn(&args)
+    };
+    let a = lead("a", &leader);
+    await_line(&log, "leader-done");
+
+    let mut b = lead("b", &format!("echo b-start >> {}", log.display()));
+    // As above: b would get in within milliseconds if a's term had ended.
+    let b_done_early = exits_within(&mut b, Duration::from_secs(3));
+    std::fs::write(&go, "").unwrap();
+
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!(
+        lines(&log),
+        ["leader-done", "grandchild-done", "b-start"],
+        "b led beside a's grandchild (b exited early: {b_done_early})\na: {}\nb: {}",
+        text(&a),
+        text(&b)
+    );
+    assert_exit(&a, 0);
+    assert_exit(&b, 0);
+}
+
+/// A member that exited but that nobody reaps (its parent left the group
+/// with `setsid` and never waits; pid 1 in a container without an init
+/// leaves orphans so too) cannot act: it must not keep the lease forever.
+/// The parent, out of the group, is not waited for: the documented limit.
+#[test]
+fn an_unreaped_zombie_does_not_hold_the_lease() {
+    let s = Scratch::new("group-zombie");
+    let url = s.url();
+    let outside = s.path("outside.pid");
+    let script = format!(
+        "sh -c 'echo $$ > {}; (exit 0) & exec setsid sleep 20' >/dev/null 2>&1 & {}",
+        outside.display(),
+        wait_written(&outside),
+    );
+    let out = Command::new(FENCE)
+        .args(resource_args(
+            "run",
+            &url,
+            "nightly",
+            &["--", "sh", "-c", &script],
+        ))
+        .output()
+        .unwrap();
+    let outside_alive = alive(&outside);
+    let pid = std::fs::read_to_string(&outside).unwrap();
+    let _ = Command::new("kill").arg(pid.trim()).status();
+    assert_exit(&out, 0);
+    assert!(
+        outside_alive,
+        "fence waited for the zombie until its parent exited: {}",
+        text(&out)
+    );
+}
