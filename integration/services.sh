@@ -148,7 +148,7 @@ psql_tls() { # PORT SSLMODE PSQL-ARGS...: as the test user over TCP (password fr
 mariadb_tls() { # PORT CLIENT-ARGS...: as the test user over TCP, the server's certificate verified
   local port=$1
   shift
-  timeout 5 mariadb --protocol=tcp -h 127.0.0.1 -P "$port" -u "$TLS_USER" --password="$TLS_PASSWORD" \
+  MYSQL_PWD=$TLS_PASSWORD timeout 5 mariadb --protocol=tcp -h 127.0.0.1 -P "$port" -u "$TLS_USER" \
     --connect-timeout=3 --ssl-ca="$TLS_DIR/ca.pem" --ssl-verify-server-cert "$@"
 }
 
@@ -805,7 +805,7 @@ setup_mariadb_tls() {
   local port
   port=$(members mariadb-tls | awk '{print $2}')
   expect_refused "mariadb-tls: a connection without TLS (--skip-ssl)" \
-    timeout 5 mariadb --protocol=tcp -h 127.0.0.1 -P "$port" -u "$TLS_USER" --password="$TLS_PASSWORD" \
+    env MYSQL_PWD="$TLS_PASSWORD" timeout 5 mariadb --protocol=tcp -h 127.0.0.1 -P "$port" -u "$TLS_USER" \
     --connect-timeout=3 --skip-ssl fencing -e 'SELECT 1'
   log "mariadb-tls: TLS only, database fencing, users $TLS_USER@% and $TLS_USER@localhost (REQUIRE SSL) ready"
 }

@@ -50,8 +50,12 @@ pub fn container_client(
     options: Option<BlobContainerClientOptions>,
 ) -> Result<BlobContainerClient> {
     let (url, token) = config(endpoint, container).container_url()?;
-    BlobContainerClient::new(url, token, options)
-        .map_err(|e| Error::invalid_input(format!("cannot make a client for {endpoint:?}: {e}")))
+    BlobContainerClient::new(url, token, options).map_err(|e| {
+        Error::invalid_input(format!(
+            "cannot make a client for {:?}: {e}",
+            fencing_core::url::redact(endpoint)
+        ))
+    })
 }
 
 /// Creates the container `client` points at; one that exists already is

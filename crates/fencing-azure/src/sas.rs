@@ -54,8 +54,12 @@ fn sign(account: &str, key_base64: &str, expiry: &str) -> Result<String> {
 pub(crate) fn container_url(endpoint: &str, container: &str, sas: &str) -> Result<Url> {
     let sas = sas.trim_start_matches('?');
     let url = format!("{}/{container}?{sas}", endpoint.trim_end_matches('/'));
-    url.parse()
-        .map_err(|e| Error::invalid_input(format!("{endpoint:?} is not a usable endpoint: {e}")))
+    url.parse().map_err(|e| {
+        Error::invalid_input(format!(
+            "{:?} is not a usable endpoint: {e}",
+            fencing_core::url::redact(endpoint)
+        ))
+    })
 }
 
 /// Percent-encodes a query value (base64 and timestamps need no more).

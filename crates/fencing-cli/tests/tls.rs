@@ -102,3 +102,29 @@ fn no_password_shows_whatever_fails() {
         }
     }
 }
+
+/// The endpoint `fence doctor` judges is the one the SDK resolved
+/// (`AWS_ENDPOINT_URL` here), not "AWS itself" for a URL without one.
+#[tokio::test]
+async fn doctor_judges_the_endpoint_the_sdk_resolved() {
+    use fencing_harness::env::S3;
+    let Some(bucket) = common::emulator_bucket(&S3).await else {
+        return;
+    };
+    let out = std::process::Command::new(common::FENCE)
+        .args([
+            "doctor",
+            &format!("s3://{}?path_style=true&region=us-east-1", bucket.name),
+        ])
+        .env("AWS_ENDPOINT_URL", S3.endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .output()
+        .expect("run fence doctor");
+    let transport = lines_of(&out, "transport");
+    assert!(
+        !transport.is_empty() && transport.iter().all(|l| l.contains("plaintext")),
+        "{}",
+        text(&out)
+    );
+}

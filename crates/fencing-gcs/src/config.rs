@@ -138,7 +138,9 @@ impl GcsConfig {
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<GcsStore> {
         let client = self.client().await?;
-        Ok(self.common.store(GcsBackend::new(client, self.bucket())))
+        Ok(self
+            .common
+            .store(GcsBackend::new(client, self.bucket()).with_endpoint(self.endpoint())))
     }
 }
 

@@ -105,5 +105,7 @@ pub async fn create_bucket(endpoint: &str, bucket: &str) -> Result<()> {
 /// As [`create_bucket`] and [`client`].
 pub async fn store(endpoint: &str, bucket: &str) -> Result<GcsStore> {
     create_bucket(endpoint, bucket).await?;
-    Ok(GcsBackend::new(client(endpoint).await?, bucket).into_store())
+    Ok(GcsBackend::new(client(endpoint).await?, bucket)
+        .with_endpoint(Some(endpoint))
+        .into_store())
 }

@@ -53,6 +53,8 @@ pub struct GcsBackend {
     client: Storage,
     /// `projects/_/buckets/<name>`, as the client expects it.
     bucket: String,
+    /// For `verify`'s transport check; unknown for a caller's own client.
+    endpoint: Option<String>,
 }
 
 impl GcsBackend {
@@ -67,7 +69,22 @@ impl GcsBackend {
         } else {
             format!("projects/_/buckets/{bucket}")
         };
-        Self { client, bucket }
+        Self {
+            client,
+            bucket,
+            endpoint: None,
+        }
+    }
+
+    /// Names the endpoint `client` talks to (`None`: Google's own), for
+    /// `verify`'s transport check; [`GcsConfig`](crate::GcsConfig) does it.
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
+        self.endpoint = Some(endpoint.map_or_else(
+            || "https://storage.googleapis.com".to_owned(),
+            fencing_core::url::redact,
+        ));
+        self
     }
 
     /// The bucket, as `projects/_/buckets/<name>`.
@@ -100,6 +117,10 @@ impl GcsBackend {
 impl BlobBackend for GcsBackend {
     fn name(&self) -> &'static str {
         "gcs"
+    }
+
+    fn endpoint(&self) -> Option<String> {
+        self.endpoint.clone()
     }
 
     fn limits(&self) -> Limits {

@@ -56,7 +56,7 @@ const EMULATOR_KEY: &str = "test";
 /// | `path_style=true` | path-style addressing (the default with `endpoint=`) |
 /// | `emulator=true` | a local emulator's test keys (`test`/`test`); needs `endpoint=` |
 /// | `adopt_unfenced=true` | take over objects written without fencing at mark 0 |
-/// | `sslrootcert=PATH` | trust the CA certificates in PATH (PEM) besides the system roots: an `https://` endpoint with a private CA (MinIO, an on-premise S3) |
+/// | `sslrootcert=PATH` | trust the CA certificates in PATH (PEM) instead of the system roots: an `https://` endpoint with a private CA (MinIO, an on-premise S3) |
 ///
 /// The endpoint's scheme says whether TLS is used (AWS itself: always);
 /// the certificate and host name are always checked.
@@ -142,8 +142,8 @@ impl S3Config {
         self
     }
 
-    /// Trusts the CA certificates in `path` (PEM) besides the system roots
-    /// (URL option `sslrootcert=`).
+    /// Trusts the CA certificates in `path` (PEM) instead of the system
+    /// roots (URL option `sslrootcert=`).
     #[must_use]
     pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.ca_file = Some(path.into());
@@ -170,11 +170,24 @@ impl S3Config {
     /// [`Error::InvalidInput`] when no credentials are found, naming where
     /// they are looked for and `emulator=true`.
     pub async fn client(&self) -> Result<Client> {
+        Ok(self.client_and_endpoint().await?.0)
+    }
+
+    /// [`client`](Self::client), and the endpoint it talks to (`None`:
+    /// AWS itself), as the SDK resolved it: `endpoint=`, else
+    /// `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` or the profile's.
+    async fn client_and_endpoint(&self) -> Result<(Client, Option<String>)> {
         self.common.validate(&KIND)?;
+        if self.ca_file.is_some() && self.endpoint().is_some_and(|e| !e.starts_with("https://")) {
+            return Err(Error::invalid_input(
+                "sslrootcert= is for an https:// endpoint; this one is plaintext",
+            ));
+        }
         let http = self.http_client()?;
         if self.common.emulator {
             let endpoint = self.endpoint().unwrap_or_default();
-            return Ok(emulator_client(endpoint, self.region.as_deref(), http));
+            let client = emulator_client(endpoint, self.region.as_deref(), http);
+            return Ok((client, Some(endpoint.to_owned())));
         }
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
         if let Some(http) = http {
@@ -210,10 +223,20 @@ impl S3Config {
         }
         let path_style = self.path_style.unwrap_or(self.endpoint().is_some());
         config = config.force_path_style(path_style);
-        Ok(Client::from_conf(config.build()))
+        let endpoint = sdk.endpoint_url().map(str::to_owned);
+        if self.ca_file.is_some()
+            && endpoint
+                .as_deref()
+                .is_some_and(|e| !e.starts_with("https://"))
+        {
+            return Err(Error::invalid_input(
+                "sslrootcert= is for an https:// endpoint; this one is plaintext",
+            ));
+        }
+        Ok((Client::from_conf(config.build()), endpoint))
     }
 
-    /// The SDK's own HTTPS client, trusting the CA file too; `None`
+    /// The SDK's own HTTPS client, trusting the CA file only; `None`
     /// without one (the SDK's default client).
     fn http_client(&self) -> Result<Option<SharedHttpClient>> {
         let Some(path) = &self.ca_file else {
@@ -223,7 +246,8 @@ impl S3Config {
             .with_ca_file(path)
             .read_ca()?
             .unwrap_or_default();
-        let trust = tls::TrustStore::default().with_pem_certificate(pem);
+        // The CA instead of the system roots, as sslrootcert means everywhere.
+        let trust = tls::TrustStore::empty().with_pem_certificate(pem);
         let context = tls::TlsContext::builder()
             .with_trust_store(trust)
             .build()
@@ -244,10 +268,10 @@ impl S3Config {
     /// # Errors
     /// As [`client`](Self::client).
     pub async fn connect(&self) -> Result<S3Store> {
-        let client = self.client().await?;
+        let (client, endpoint) = self.client_and_endpoint().await?;
         Ok(self
             .common
-            .store(S3Backend::new(client, self.bucket()).with_endpoint(self.endpoint())))
+            .store(S3Backend::new(client, self.bucket()).with_endpoint(endpoint.as_deref())))
     }
 }
 

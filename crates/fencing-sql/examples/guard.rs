@@ -1,12 +1,14 @@
 //! Fencing your own transaction: an `orders` table, updated by whoever holds
-//! the `orders` lease. A zombie's whole transaction is rolled back.
+//! the `orders` lease. A zombie's whole transaction is rolled back, and a
+//! fence through the `SqlStore` (an election's takeover) shuts it out too:
+//! one name, one mark.
 //!
 //! ```sh
 //! cargo run -p fencing-sql --example guard          # PostgreSQL from FENCING_PG_URL
 //! ```
 
-use fencing_core::{Error, FencingToken};
-use fencing_sql::{Db, Tables, fence_transaction};
+use fencing_core::{Error, FencedStore, FencingToken};
+use fencing_sql::{Db, SqlStore, Tables, fence_transaction};
 use sqlx::PgPool;
 
 #[tokio::main(flavor = "current_thread")]
@@ -46,6 +48,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tx.rollback().await?;
         }
         other => panic!("the zombie was let in: {other:?}"),
+    }
+
+    // A new term (35) fences the name through the store before its first
+    // write, as `Election::fence_on_takeover` does; 34 is now the zombie.
+    let store = SqlStore::new(Db::postgres(pool.clone()).with_tables(tables.clone())).await?;
+    store.fence(&domain, FencingToken::new(35)).await?;
+    let mut tx = pool.begin().await?;
+    match fence_transaction(&mut tx, &tables, &domain, FencingToken::new(34)).await {
+        Err(e @ Error::StaleToken { .. }) => {
+            println!("deposed holder refused: {e}");
+            tx.rollback().await?;
+        }
+        other => panic!("the deposed holder was let in: {other:?}"),
     }
 
     let statuses: Vec<(i64, String)> =

@@ -233,7 +233,11 @@ mod tests {
         let c =
             SqlConfig::from_url("postgres://u:pw@h/db?sslmode=disable&fencing_table_prefix=t_&x=1")
                 .unwrap();
-        assert_eq!(c.url, "postgres://u:pw@h/db?sslmode=disable&x=1");
+        assert_eq!(c.url, "postgres://u:pw@h/db?x=1");
+        assert_eq!(
+            c.tls().mode(fencing_core::tls::TlsMode::Prefer),
+            fencing_core::tls::TlsMode::Disable
+        );
         assert_eq!(c.tables().leases, "t_leases");
         assert!(!format!("{c:?}").contains("pw"));
         let c = SqlConfig::from_url(

@@ -71,9 +71,14 @@ pub(crate) use on_pool;
 /// The names of the tables this crate uses, all sharing one prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tables {
-    /// Fenced key-value records: `key`, `value`, `lock_token`.
+    /// Fenced key-value records: `key`, `value`, `lock_token`. Also the
+    /// marks of [`crate::fence_transaction`]'s domains: one row, one mark
+    /// per name, whichever API fences it.
     pub records: String,
-    /// Fence domains for [`crate::fence_transaction`]: `domain`, `lock_token`.
+    /// Legacy: where earlier releases kept [`crate::fence_transaction`]'s
+    /// marks (`domain`, `lock_token`). Still created, carried into
+    /// `records` when the tables are opened, and read by the guard so that
+    /// no mark kept here is lost; nothing writes it any more.
     pub domains: String,
     /// Leases of [`crate::SqlIssuer`].
     pub leases: String,
@@ -397,7 +402,10 @@ impl Db {
         }
     }
 
-    /// Creates the three tables if they do not exist.
+    /// Creates the three tables if they do not exist, and carries the marks
+    /// that earlier releases' [`fence_transaction`](crate::fence_transaction)
+    /// kept in the domains table into the records table (the higher mark
+    /// wins; once carried, opening again writes nothing).
     ///
     /// # Errors
     /// [`Error::Backend`] if the database refuses (e.g. no `CREATE` right).
@@ -418,6 +426,23 @@ impl Db {
                     Err(e) => return Err(map_error(self.dialect(), "create tables", false, e)),
                 }
             }
+        }
+        self.carry_legacy_marks().await
+    }
+
+    /// One row at a time, each its own statement: a single `INSERT …
+    /// SELECT` would lock many records at once, in an order that can
+    /// deadlock with guarded transactions holding several of them.
+    async fn carry_legacy_marks(&self) -> Result<()> {
+        let d = self.dialect();
+        let select = crate::sql::legacy_marks(d, &self.tables);
+        let legacy: Vec<(String, i64)> =
+            on_pool!(&self.pool, p => sqlx::query_as(&select).fetch_all(p).await)
+                .map_err(|e| map_error(d, "read legacy fence-domain marks", false, e))?;
+        let carry = crate::sql::carry_legacy_mark(d, &self.tables);
+        for (name, mark) in legacy {
+            on_pool!(&self.pool, p => sqlx::query(&carry).bind(&name).bind(mark).execute(p).await.map(|_| ()))
+                .map_err(|e| map_error(d, &format!("carry the legacy mark of {name:?}"), true, e))?;
         }
         Ok(())
     }

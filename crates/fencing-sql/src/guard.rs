@@ -22,6 +22,23 @@ use crate::{Dialect, Tables, sql};
 /// writing under that domain; pick domains as wide as the lease (one per
 /// leased resource, typically).
 ///
+/// **One name, one mark.** The domain's mark is the row of that name in
+/// `tables.records`, the mark [`SqlStore`](crate::SqlStore) keeps for the
+/// key of that name (the value is left alone). On the same database and
+/// tables, `store.fence("orders", 6)` (an election's takeover fence, `fence
+/// lead --fence postgres://…#orders`, the HTTP layer on a `SqlStore`)
+/// refuses `fence_transaction(…, "orders", 5)`, and this fence with 6
+/// refuses `store.put("orders", …, 5)`; a store write to the name waits for
+/// the guarded transaction to end. Still one statement per call.
+///
+/// Earlier releases kept these marks in `tables.domains`, which the store
+/// never read. Opening the tables ([`Db::create_tables`](crate::Db::create_tables),
+/// `SqlStore::new`, `SqlIssuer::new`) carries them into the records table,
+/// and this fence refuses a token below the name's mark there too, so no
+/// mark is lost. A process still running an earlier release writes only
+/// the domains table and is not refused by the store's marks: stop those
+/// first (see the crate README).
+///
 /// Run it at `READ COMMITTED` (PostgreSQL's default) or MariaDB's default
 /// `REPEATABLE READ` (the upsert reads the latest row); on SQLite begin the
 /// transaction with `pool.begin_with("BEGIN IMMEDIATE")` so two writers do
@@ -53,9 +70,11 @@ use crate::{Dialect, Tables, sql};
 /// # Errors
 /// [`Error::StaleToken`] naming the domain, `token` and the mark;
 /// [`Error::TokenOutOfRange`] above `i64::MAX`; [`Error::InvalidInput`] for
-/// an empty domain or one over 512 bytes; [`Error::UnsafeConfiguration`] if
-/// the upsert wrote nothing and no higher mark explains it (a trigger or
-/// rule on the domain table drops writes): the domain was not fenced.
+/// an empty domain or one over 512 bytes; [`Error::Backend`] (not
+/// retryable) if the row holds a negative mark, which fencing never writes
+/// (another program's data, left as it is); [`Error::UnsafeConfiguration`]
+/// if the upsert wrote nothing and no higher mark explains it (a trigger or
+/// rule on the records table drops writes): the domain was not fenced.
 pub async fn fence_transaction<DB>(
     tx: &mut sqlx::Transaction<'_, DB>,
     tables: &Tables,
@@ -77,13 +96,13 @@ where
     let conn: &mut DB::Connection = tx;
     let dialect = conn.dialect();
     let op = format!("fence domain {domain:?}");
-    let stmt = sql::fenced_upsert(dialect, &tables.domains, "domain", None);
+    let stmt = sql::guard_upsert(dialect, tables);
     let written = conn
         .upsert(&stmt, domain, raw)
         .await
         .map_err(|e| map_error(dialect, &op, true, e))?;
     let read_mark = async {
-        let select = sql::select_mark(dialect, &tables.domains, "domain");
+        let select = sql::select_mark(dialect, &tables.records);
         conn.select(&select, domain)
             .await
             .map_err(|e| map_error(dialect, &op, false, e))
@@ -91,7 +110,7 @@ where
     upsert_verdict(
         written,
         read_mark,
-        (dialect, &tables.domains, domain),
+        (dialect, &tables.records, domain),
         token,
     )
     .await
@@ -107,8 +126,8 @@ mod sealed {
 pub trait FenceConnection: sealed::Sealed + Send {
     #[doc(hidden)]
     fn dialect(&self) -> Dialect;
-    /// Runs the domain upsert; `Some(mark)` if it reports one, `None` if
-    /// refused without saying the mark.
+    /// Runs the guard's upsert (binds: domain, token, domain); `Some(mark)`
+    /// if it reports one, `None` if refused without saying the mark.
     #[doc(hidden)]
     async fn upsert(
         &mut self,
@@ -127,7 +146,10 @@ pub trait FenceConnection: sealed::Sealed + Send {
 macro_rules! fence_connection {
     ($feature:literal, $conn:ty, $dialect:expr) => {
         fence_connection!($feature, $conn, $dialect, |conn, sql, domain, token| {
-            let query = sqlx::query_scalar(sql).bind(domain).bind(token);
+            let query = sqlx::query_scalar(sql)
+                .bind(domain)
+                .bind(token)
+                .bind(domain);
             query.fetch_optional(conn).await
         });
     };
@@ -173,6 +195,7 @@ fence_connection!(
         let result = sqlx::query(sql)
             .bind(domain)
             .bind(token)
+            .bind(domain)
             .execute(conn)
             .await?;
         Ok(Some(crate::store::mysql_mark(&result)))

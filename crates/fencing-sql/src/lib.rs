@@ -12,6 +12,9 @@ pub use config::SqlConfig;
 pub use db::{Db, Dialect, Tables};
 pub use guard::{FenceConnection, fence_transaction};
 pub use issuer::SqlIssuer;
+/// The sqlx this crate is built with: [`fence_transaction`] takes its
+/// `Transaction`, and `Db::postgres` and the like its pools.
+pub use sqlx;
 pub use store::SqlStore;
 
 /// The issuer's lease statements, as [`SqlIssuer`] runs them, for

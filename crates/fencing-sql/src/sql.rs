@@ -88,43 +88,63 @@ pub(crate) enum ValueChange {
     Clear,
 }
 
-/// The fenced upsert: one statement that inserts or updates the row only if
-/// the stored token is `<=` the presented one. Binds: key, value, token
-/// (key, token without a value column).
+/// The fenced upsert of the records table: one statement that inserts or
+/// updates the row only if the stored token is `<=` the presented one.
+/// Binds: key, value, token.
 ///
 /// PostgreSQL and SQLite return the new token (no row = refused). MySQL has
 /// no `WHERE` on `ON DUPLICATE KEY UPDATE`: each column is set with
 /// `IF(lock_token <= new, new, old)` (assignments run left to right, so the
 /// token is updated last), and `LAST_INSERT_ID(x)` hands the resulting mark
 /// back in the OK packet: equal to ours = accepted, higher = refused.
-pub(crate) fn fenced_upsert(
-    d: Dialect,
-    table: &str,
-    key_col: &str,
-    value: Option<ValueChange>,
-) -> String {
+pub(crate) fn fenced_upsert(d: Dialect, table: &str, value: ValueChange) -> String {
+    let token = placeholder(d, 3);
+    upsert(d, table, Some(value), &token)
+}
+
+/// The transaction guard's upsert: the same statement on the same row of
+/// the records table as [`fenced_upsert`], value untouched (a row it
+/// creates has no value, as a fence's), so the guard and the store share
+/// one mark per name. The new mark is at least the name's mark in the
+/// legacy domains table, where earlier releases kept the guard's marks: a
+/// token below that one is answered with it, as stale, in the same
+/// statement. (A negative legacy mark is not foreign data here; carrying
+/// it over is [`carry_legacy_mark`]'s.) Binds: key, token, key.
+pub(crate) fn guard_upsert(d: Dialect, t: &Tables) -> String {
+    let greatest = if d == Dialect::Sqlite {
+        "MAX"
+    } else {
+        "GREATEST"
+    };
+    let token = format!(
+        "{greatest}({}, COALESCE((SELECT lock_token FROM {} WHERE domain = {}), 0))",
+        placeholder(d, 2),
+        t.domains,
+        placeholder(d, 3)
+    );
+    upsert(d, &t.records, None, &token)
+}
+
+/// `token` is the new mark's expression; the key is the first parameter,
+/// the value (if any) the second.
+fn upsert(d: Dialect, table: &str, value: Option<ValueChange>, token: &str) -> String {
+    let (cols, vals) = match value {
+        None => ("k, lock_token", format!("{}, ", placeholder(d, 1))),
+        Some(_) => (
+            "k, v, lock_token",
+            format!("{}, {}, ", placeholder(d, 1), placeholder(d, 2)),
+        ),
+    };
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
-            let p = |n| placeholder(d, n);
-            let (cols, vals, set_v) = match value {
-                None => (
-                    format!("{key_col}, lock_token"),
-                    format!("{}, {}", p(1), p(2)),
-                    "",
-                ),
-                Some(change) => (
-                    format!("{key_col}, v, lock_token"),
-                    format!("{}, {}, {}", p(1), p(2), p(3)),
-                    match change {
-                        ValueChange::Set => "v = excluded.v, ",
-                        ValueChange::Keep => "",
-                        ValueChange::Clear => "v = NULL, ",
-                    },
-                ),
+            let set_v = match value {
+                Some(ValueChange::Set) => "v = excluded.v, ",
+                Some(ValueChange::Clear) => "v = NULL, ",
+                Some(ValueChange::Keep) | None => "",
             };
             format!(
-                "INSERT INTO {table} ({cols}) VALUES ({vals}) \
-                 ON CONFLICT ({key_col}) DO UPDATE SET {set_v}lock_token = excluded.lock_token \
+                "INSERT INTO {table} ({cols}) VALUES ({vals}{token}) \
+                 ON CONFLICT (k) DO UPDATE SET {set_v}lock_token = excluded.lock_token \
                  WHERE {table}.lock_token <= excluded.lock_token AND {table}.lock_token >= 0 \
                  RETURNING lock_token"
             )
@@ -132,27 +152,16 @@ pub(crate) fn fenced_upsert(
         Dialect::MySql => {
             // A negative mark is foreign data: never overwritten.
             let ok = "lock_token <= VALUES(lock_token) AND lock_token >= 0";
-            let (cols, vals, set_v) = match value {
-                None => (
-                    format!("{key_col}, lock_token"),
-                    "?, LAST_INSERT_ID(?)",
-                    String::new(),
-                ),
-                Some(change) => (
-                    format!("{key_col}, v, lock_token"),
-                    "?, ?, LAST_INSERT_ID(?)",
-                    match change {
-                        ValueChange::Set => format!("v = IF({ok}, VALUES(v), v), "),
-                        ValueChange::Keep => String::new(),
-                        ValueChange::Clear => format!("v = IF({ok}, NULL, v), "),
-                    },
-                ),
+            let set_v = match value {
+                Some(ValueChange::Set) => format!("v = IF({ok}, VALUES(v), v), "),
+                Some(ValueChange::Clear) => format!("v = IF({ok}, NULL, v), "),
+                Some(ValueChange::Keep) | None => String::new(),
             };
             // LAST_INSERT_ID carries the resulting mark back. It is
             // unsigned: a foreign negative mark is reported as `~0`
             // (u64::MAX, read back as -1) and left in place.
             format!(
-                "INSERT INTO {table} ({cols}) VALUES ({vals}) ON DUPLICATE KEY UPDATE \
+                "INSERT INTO {table} ({cols}) VALUES ({vals}LAST_INSERT_ID({token})) ON DUPLICATE KEY UPDATE \
                  {set_v}lock_token = IF(LAST_INSERT_ID(IF({ok}, CAST(VALUES(lock_token) AS UNSIGNED), \
                  IF(lock_token < 0, ~0, CAST(lock_token AS UNSIGNED)))) = ~0, \
                  lock_token, CAST(LAST_INSERT_ID() AS SIGNED))"
@@ -162,11 +171,49 @@ pub(crate) fn fenced_upsert(
 }
 
 /// Binds: key.
-pub(crate) fn select_mark(d: Dialect, table: &str, key_col: &str) -> String {
+pub(crate) fn select_mark(d: Dialect, table: &str) -> String {
     format!(
-        "SELECT lock_token FROM {table} WHERE {key_col} = {}",
+        "SELECT lock_token FROM {table} WHERE k = {}",
         placeholder(d, 1)
     )
+}
+
+/// The legacy domains table's marks that the records table does not hold
+/// yet: names with no record, or a record whose (non-negative) mark is
+/// lower. Returns name, mark. Empty once carried over, so opening the
+/// tables again writes nothing.
+pub(crate) fn legacy_marks(d: Dialect, t: &Tables) -> String {
+    // VARBINARY on MySQL: read back as text, as the guard bound it.
+    let name = if d == Dialect::MySql {
+        "CAST(d.domain AS CHAR)"
+    } else {
+        "d.domain"
+    };
+    format!(
+        "SELECT {name}, d.lock_token FROM {} d LEFT JOIN {} r ON r.k = d.domain \
+         WHERE r.k IS NULL OR (r.lock_token >= 0 AND r.lock_token < d.lock_token)",
+        t.domains, t.records
+    )
+}
+
+/// Carries one legacy mark into the records table: the higher of the two
+/// wins; a negative (foreign) legacy mark is carried only to a name with no
+/// record, and a negative record is left as it is. Binds: key, mark.
+pub(crate) fn carry_legacy_mark(d: Dialect, t: &Tables) -> String {
+    let r = &t.records;
+    match d {
+        Dialect::Postgres | Dialect::Sqlite => format!(
+            "INSERT INTO {r} (k, lock_token) VALUES ({}, {}) ON CONFLICT (k) DO UPDATE \
+             SET lock_token = excluded.lock_token \
+             WHERE {r}.lock_token >= 0 AND {r}.lock_token < excluded.lock_token",
+            placeholder(d, 1),
+            placeholder(d, 2)
+        ),
+        Dialect::MySql => format!(
+            "INSERT INTO {r} (k, lock_token) VALUES (?, ?) ON DUPLICATE KEY UPDATE \
+             lock_token = IF(lock_token >= 0 AND lock_token < VALUES(lock_token), VALUES(lock_token), lock_token)"
+        ),
+    }
 }
 
 /// Binds: key.

@@ -18,6 +18,14 @@ use crate::sql::{self, ValueChange};
 /// atomic and an accepted write costs one round trip. A refused write costs
 /// a second, read-only statement to name the mark in the error.
 ///
+/// A key's mark is also the mark of the fence domain of that name: on the
+/// same database and tables, [`fence_transaction`](crate::fence_transaction)
+/// checks and raises the same row, so `fence("orders", 6)` here (an
+/// election's takeover fence, the HTTP layer's admission) refuses a
+/// transaction guarded with 5 for `orders`, and a guarded transaction with
+/// 6 refuses a `put` with 5. A row only the guard wrote holds a mark and no
+/// value: `get` reads it as absent.
+///
 /// Limits: keys up to 512 bytes; values up to 16 MiB (on MySQL, also below
 /// the server's `max_allowed_packet`); tokens up to `i64::MAX`.
 #[derive(Debug, Clone)]
@@ -72,11 +80,11 @@ impl SqlStore {
                 max_token: FencingToken::MAX_I64,
             },
             statements: Statements {
-                put: sql::fenced_upsert(d, t, "k", Some(ValueChange::Set)),
-                fence: sql::fenced_upsert(d, t, "k", Some(ValueChange::Keep)),
-                delete: sql::fenced_upsert(d, t, "k", Some(ValueChange::Clear)),
+                put: sql::fenced_upsert(d, t, ValueChange::Set),
+                fence: sql::fenced_upsert(d, t, ValueChange::Keep),
+                delete: sql::fenced_upsert(d, t, ValueChange::Clear),
                 get: sql::select_record(d, t),
-                mark: sql::select_mark(d, t, "k"),
+                mark: sql::select_mark(d, t),
             },
             db,
         })

@@ -126,6 +126,16 @@ impl ObjectStoreConfig {
                 kind.noun, kind.shape
             )));
         }
+        if let Some(endpoint) = &self.endpoint
+            && endpoint.contains('?')
+        {
+            // An Azure "Blob service SAS URL" pasted as the endpoint: the
+            // credential goes in its own option, where it is never shown.
+            return Err(Error::invalid_input(format!(
+                "endpoint {:?} has a query: give the endpoint alone, and a SAS as sas=…",
+                crate::url::redact(endpoint)
+            )));
+        }
         if self.emulator && self.endpoint.is_none() {
             return Err(Error::invalid_input(format!(
                 "emulator=true needs endpoint=URL ({})",
@@ -150,7 +160,10 @@ impl ObjectStoreConfig {
     /// `noun`.
     pub fn debug_fields(&self, noun: &str, d: &mut fmt::DebugStruct<'_, '_>) {
         d.field(noun, &self.name)
-            .field("endpoint", &self.endpoint)
+            .field(
+                "endpoint",
+                &self.endpoint.as_deref().map(crate::url::redact),
+            )
             .field("emulator", &self.emulator)
             .field("adopt_unfenced", &self.adopt_unfenced);
     }
