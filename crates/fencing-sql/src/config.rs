@@ -11,8 +11,43 @@ use crate::{Db, SqlIssuer, SqlStore, Tables};
 /// ([`TlsOptions::URL_OPTIONS`]).
 const TABLE_PREFIX: &str = "fencing_table_prefix";
 const ACCEPT_VOLATILE: &str = "fencing_accept_volatile_commits";
-/// The MySQL driver's TLS spellings: one set of names for every backend.
-const DRIVER_TLS_OPTIONS: &[&str] = &["ssl-mode", "ssl-ca", "ssl-cert", "ssl-key"];
+/// The drivers' own TLS spellings: one set of names for every backend.
+const DRIVER_TLS_OPTIONS: &[&str] = &[
+    "ssl-mode",
+    "ssl-ca",
+    "sslca",
+    "ssl-root-cert",
+    "ssl-cert",
+    "ssl-key",
+];
+
+/// The options each driver reads (sqlx 0.8). It drops any other one with
+/// at most a log line, so a `channel_binding=require` or a typo would be
+/// believed and not enforced: refused here instead.
+fn driver_options(scheme: &str) -> &'static [&'static str] {
+    match scheme {
+        "postgres" | "postgresql" => &[
+            "statement-cache-capacity",
+            "host",
+            "hostaddr",
+            "port",
+            "dbname",
+            "user",
+            "password",
+            "application_name",
+            "options",
+        ],
+        "mysql" | "mariadb" => &[
+            "charset",
+            "collation",
+            "statement-cache-capacity",
+            "socket",
+            "timezone",
+            "time-zone",
+        ],
+        _ => &["mode", "cache", "immutable", "vfs"],
+    }
+}
 
 /// A SQL database by URL: `postgres://…`, `mysql://…` (`mariadb://…`),
 /// `sqlite://PATH` or `sqlite::memory:`. The URL is the driver's (sqlx's),
@@ -22,11 +57,15 @@ const DRIVER_TLS_OPTIONS: &[&str] = &["ssl-mode", "ssl-ca", "ssl-cert", "ssl-key
 /// commits a crash can lose, [`Db::accept_volatile_commits`]).
 ///
 /// TLS takes the options every fencing backend takes
-/// ([`fencing_core::tls`]): `sslmode=disable|prefer|require|verify-ca|verify-full`
+/// ([`fencing_core::tls`]): `sslmode=disable|prefer|require|verify-full`
 /// (default `prefer`, the drivers' own), `sslrootcert=CA.pem`,
 /// `sslcert=…&sslkey=…`, on PostgreSQL and MySQL/MariaDB alike (the MySQL
 /// driver's own spellings, `ssl-mode` and `ssl-ca`, are refused, naming
-/// these). The password is the URL's `user:password@`.
+/// these). The password is the URL's `user:password@`. `verify-ca` is
+/// refused: sqlx checks a chain against the public roots as well as
+/// `sslrootcert` and skips the host name there, so any publicly trusted
+/// certificate would pass. `verify-full` checks the host name, against
+/// those roots and `sslrootcert` together.
 ///
 /// ```
 /// let config = fencing_sql::SqlConfig::from_url("postgres://u:p@127.0.0.1/db?sslmode=disable&fencing_table_prefix=app_")?;
@@ -94,9 +133,16 @@ impl SqlConfig {
                          {TABLE_PREFIX} and {ACCEPT_VOLATILE}"
                     )));
                 }
-                _ => {
+                _ if driver_options(scheme).contains(&name) => {
                     rest.push(pair);
                     continue;
+                }
+                _ => {
+                    return Err(Error::invalid_input(format!(
+                        "unknown option {name:?} in the database URL: the driver would ignore it;                          known options: {}, {}, {TABLE_PREFIX}, {ACCEPT_VOLATILE}",
+                        driver_options(scheme).join(", "),
+                        TlsOptions::URL_OPTIONS.join(", "),
+                    )));
                 }
             };
             if slot.replace(value).is_some() {
@@ -230,10 +276,11 @@ mod tests {
     fn good_urls() {
         let c = SqlConfig::from_url("sqlite:///tmp/x.db").unwrap();
         assert_eq!(c.tables().records, "fencing_records");
-        let c =
-            SqlConfig::from_url("postgres://u:pw@h/db?sslmode=disable&fencing_table_prefix=t_&x=1")
-                .unwrap();
-        assert_eq!(c.url, "postgres://u:pw@h/db?x=1");
+        let c = SqlConfig::from_url(
+            "postgres://u:pw@h/db?sslmode=disable&fencing_table_prefix=t_&application_name=a",
+        )
+        .unwrap();
+        assert_eq!(c.url, "postgres://u:pw@h/db?application_name=a");
         assert_eq!(
             c.tls().mode(fencing_core::tls::TlsMode::Prefer),
             fencing_core::tls::TlsMode::Disable
@@ -241,10 +288,10 @@ mod tests {
         assert_eq!(c.tables().leases, "t_leases");
         assert!(!format!("{c:?}").contains("pw"));
         let c = SqlConfig::from_url(
-            "mysql://u:pw@h/db?sslmode=verify-ca&sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem&x=1",
+            "mysql://u:pw@h/db?sslmode=verify-full&sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem&charset=utf8mb4",
         )
         .unwrap();
-        assert_eq!(c.url, "mysql://u:pw@h/db?x=1");
+        assert_eq!(c.url, "mysql://u:pw@h/db?charset=utf8mb4");
         assert_eq!(c.tls().ca_file(), Some(std::path::Path::new("/ca.pem")));
         assert!(c.tls().client_cert_files().is_some());
     }
@@ -271,9 +318,35 @@ mod tests {
             invalid("mysql://h/db?fencing_accept_volatile_commits=yes").contains("true or false")
         );
         assert!(invalid("mysql://h/db?ssl-mode=required").contains("sslmode, sslrootcert"));
+        assert!(invalid("postgres://h/db?ssl-root-cert=/ca.pem").contains("sslmode, sslrootcert"));
+        // Not enforced by the driver: refused rather than believed.
+        let binding = invalid("postgres://u:secret@h/db?sslmode=require&channel_binding=require");
+        assert!(
+            binding.contains("\"channel_binding\"") && binding.contains("application_name"),
+            "{binding}"
+        );
+        assert!(invalid("mysql://h/db?chrset=utf8mb4").contains("charset"));
+        assert!(invalid("sqlite:///tmp/x.db?mdoe=ro").contains("mode"));
         assert!(invalid("postgres://h/db?sslcert=/c.pem").contains("without sslkey"));
         assert!(invalid("postgres://h/db?sslmode=allow").contains("allow"));
         assert!(invalid("sqlite:///tmp/x.db?sslmode=require").contains("no TLS option"));
+    }
+
+    /// sqlx checks a `verify-ca` chain against the public roots too, and
+    /// not the host name: refused before anything is sent.
+    #[cfg(all(feature = "postgres", feature = "mysql"))]
+    #[tokio::test]
+    async fn verify_ca_is_refused_before_connecting() {
+        for url in [
+            "postgres://u:secret@127.0.0.1:1/db?sslmode=verify-ca",
+            "mysql://u:secret@127.0.0.1:1/db?sslmode=verify-ca&sslrootcert=/ca.pem",
+        ] {
+            let message = invalid_input_message(url, Db::connect(url).await);
+            assert!(
+                message.contains("verify-full") && !message.contains("secret"),
+                "{message}"
+            );
+        }
     }
 
     /// `Db::connect` reads the URL as `SqlConfig` does: our option is taken

@@ -531,7 +531,7 @@ fn postgres_tls(
     if tls.is_default() {
         return Ok(options); // the URL had none: the driver's default, prefer
     }
-    let mode = match tls.mode_for("postgres", TlsMode::Prefer, ALL_MODES)? {
+    let mode = match tls.mode_for("postgres", TlsMode::Prefer, OFFERED_MODES)? {
         TlsMode::Disable => PgSslMode::Disable,
         TlsMode::Prefer => PgSslMode::Prefer,
         TlsMode::Require => PgSslMode::Require,
@@ -572,7 +572,7 @@ fn mysql_tls(
     if tls.is_default() {
         return Ok(options);
     }
-    let mode = match tls.mode_for("mysql", TlsMode::Prefer, ALL_MODES)? {
+    let mode = match tls.mode_for("mysql", TlsMode::Prefer, OFFERED_MODES)? {
         TlsMode::Disable => MySqlSslMode::Disabled,
         TlsMode::Prefer => MySqlSslMode::Preferred,
         TlsMode::Require => MySqlSslMode::Required,
@@ -602,12 +602,14 @@ fn mysql_host(url: &str) -> String {
         .to_owned()
 }
 
+/// Not `verify-ca`: sqlx checks the chain against the public (webpki)
+/// roots as well as `sslrootcert`, and skips the host name there, so any
+/// publicly trusted certificate for any name would pass.
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-const ALL_MODES: &[TlsMode] = &[
+const OFFERED_MODES: &[TlsMode] = &[
     TlsMode::Disable,
     TlsMode::Prefer,
     TlsMode::Require,
-    TlsMode::VerifyCa,
     TlsMode::VerifyFull,
 ];
 

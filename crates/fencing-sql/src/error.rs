@@ -21,13 +21,15 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
             Error::backend(backend, true, e)
         }
-        // Only a handshake fails this way: nothing was sent. (sqlx reports
-        // an untrusted certificate as an io::Error around the rustls one.)
-        sqlx::Error::Tls(_) => Error::tls(backend, e),
-        sqlx::Error::Io(ref io) if fencing_core::tls_failure(io) => Error::tls(backend, e),
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) if write => {
+        // A write's connection may fail its TLS after the statement went
+        // out (an alert from a proxy restarting): it may have been applied.
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) if write => {
             Error::outcome_unknown(backend, operation, e)
         }
+        // Otherwise a handshake (sqlx reports an untrusted certificate as an
+        // io::Error around the rustls one): nothing was sent.
+        sqlx::Error::Tls(_) => Error::tls(backend, e),
+        sqlx::Error::Io(ref io) if fencing_core::tls_failure(io) => Error::tls(backend, e),
         sqlx::Error::Io(_) => Error::backend(backend, true, e),
         // A wrong password, an unknown user, no pg_hba.conf entry for this
         // transport (a plaintext login where only TLS is allowed).
