@@ -6,45 +6,18 @@
 //! Servers come from `FENCING_PG_URL` and `FENCING_MYSQL_URL` (defaults:
 //! `integration/services.sh`). All tables of one run share a random prefix.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
-use fencing_harness::env::{
-    MYSQL, MYSQL_TLS, POSTGRES, POSTGRES_TLS, Server, with_option, with_test_tls,
-};
+use fencing_harness::env::{MYSQL, MYSQL_TLS, POSTGRES, POSTGRES_TLS, with_option, with_test_tls};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::issuer::IssuerProfile;
 use fencing_testkit::safety::{check, refusal};
 
-/// One table prefix per test run.
-fn tables() -> Tables {
-    static PREFIX: OnceLock<String> = OnceLock::new();
-    let prefix = PREFIX.get_or_init(|| fencing_testkit::unique_prefix().replace('-', "_") + "_");
-    Tables::with_prefix(prefix).expect("valid prefix")
-}
-
-fn sqlite_url() -> String {
-    static PATH: OnceLock<std::path::PathBuf> = OnceLock::new();
-    let path = PATH.get_or_init(|| {
-        std::env::temp_dir().join(format!("fencing-test-{}.sqlite", tables().records))
-    });
-    format!("sqlite://{}", path.display())
-}
-
-async fn connect(server: Option<&Server>, url: &str) -> Option<Db> {
-    if server.is_some_and(Server::skipped) {
-        return None;
-    }
-    match Db::connect(url).await {
-        Ok(db) => Some(db.with_tables(tables())),
-        Err(e) => match server {
-            Some(server) => server.unavailable(&e),
-            None => panic!("cannot open {url}: {e}"),
-        },
-    }
-}
+mod common;
+use common::{connect, sqlite_url, tables};
 
 /// `url` for sqlx itself, reading a table behind fencing's back: the MySQL
 /// driver spells TLS otherwise, so our options go and it negotiates TLS

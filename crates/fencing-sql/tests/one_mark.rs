@@ -5,44 +5,18 @@
 //! refuses 5 for `orders`. On real PostgreSQL, real MariaDB and a SQLite
 //! file; the HTTP pairing is in `fencing-http`'s `tests/sql_guard.rs`.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use fencing_core::election::Election;
 use fencing_core::{Error, FencedStore, FencingToken, TokenIssuer};
-use fencing_harness::env::{MYSQL, POSTGRES, Server};
+use fencing_harness::env::{MYSQL, POSTGRES};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, fence_transaction};
 use fencing_testkit::history::{History, Op, OpKind, Outcome};
 
-/// One table prefix per test run.
-fn tables() -> Tables {
-    static PREFIX: OnceLock<String> = OnceLock::new();
-    let prefix =
-        PREFIX.get_or_init(|| fencing_testkit::unique_prefix().replace('-', "_") + "_one_");
-    Tables::with_prefix(prefix).expect("valid prefix")
-}
-
-fn sqlite_url() -> String {
-    static PATH: OnceLock<std::path::PathBuf> = OnceLock::new();
-    let path = PATH.get_or_init(|| {
-        std::env::temp_dir().join(format!("fencing-one-mark-{}.sqlite", tables().records))
-    });
-    format!("sqlite://{}", path.display())
-}
-
-async fn connect(server: Option<&Server>, url: &str) -> Option<Db> {
-    if server.is_some_and(Server::skipped) {
-        return None;
-    }
-    match Db::connect(url).await {
-        Ok(db) => Some(db.with_tables(tables())),
-        Err(e) => match server {
-            Some(server) => server.unavailable(&e),
-            None => panic!("cannot open {url}: {e}"),
-        },
-    }
-}
+mod common;
+use common::{connect, sqlite_url, tables};
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
