@@ -41,6 +41,13 @@ const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// In the resource name `/` is written `%2F` and `%` is written `%25`, so
 /// the keys of resource `a` can never fall under the prefix of `a/b`.
 ///
+/// Every key under `{prefix}{resource}/` takes its place in the queue by
+/// its create revision, ours or not: another client's key there (an
+/// `etcdctl lock {prefix}{resource}` or Go `concurrency.Mutex` on that
+/// name, a key put by hand) is a foreign holder or waiter, waited for and
+/// never deleted, and [`holder`](TokenIssuer::holder) names it
+/// `foreign:{key}`.
+///
 /// A granted [`Lease`] carries its etcd lease id, so renewing it is one
 /// keep-alive and releasing it one revoke. A lease rebuilt from its token
 /// ([`Lease::new`], e.g. in another process) works too: its lock key is
@@ -513,31 +520,38 @@ impl TokenIssuer for EtcdIssuer {
         revoked
     }
 
+    /// A key under the resource's prefix that is not one of our lock keys
+    /// (`etcdctl lock` and Go's `concurrency.Mutex` write an empty value;
+    /// a key put by hand has no lease or another name) is a holder whose
+    /// id is `foreign:` and the key, with token 0: no token of ours was
+    /// granted to it.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        let keys = &self.inner.keys;
         let (offset, found) =
-            floor::floor_and_keys(&self.inner.rpc, &self.inner.keys, resource, first_created())
+            floor::floor_and_keys(&self.inner.rpc, keys, resource, first_created())
                 .await
                 .map_err(|e| map_error(e, Call::read("find the holder")))?;
         let Some(first) = found.into_iter().next() else {
             return Ok(None);
         };
+        // Ours: named after its etcd lease, holding a holder id (see
+        // `queue::enqueue`).
+        let ours = first.lease() != 0
+            && first.key() == Keys::lock_key(&keys.dir(resource), first.lease()).as_bytes();
         let holder = first
             .value_str()
             .ok()
-            .and_then(|v| HolderId::new(v).ok())
-            .ok_or_else(|| {
-                Error::backend(
-                    BACKEND,
-                    false,
-                    format!(
-                        "lock key {:?} does not hold a holder id",
-                        String::from_utf8_lossy(first.key())
-                    ),
-                )
-            })?;
-        Ok(Some(Holding {
-            holder,
-            token: token_of(first.create_revision(), offset),
+            .filter(|_| ours)
+            .and_then(|v| HolderId::new(v).ok());
+        Ok(Some(match holder {
+            Some(holder) => Holding {
+                holder,
+                token: token_of(first.create_revision(), offset),
+            },
+            None => Holding {
+                holder: foreign_holder(first.key())?,
+                token: FencingToken::ZERO,
+            },
         }))
     }
 
@@ -553,6 +567,20 @@ impl TokenIssuer for EtcdIssuer {
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         floor::raise(&self.inner.rpc, &self.inner.keys, resource, floor).await
     }
+}
+
+/// `foreign:` and the key, cut to fit a holder id.
+fn foreign_holder(key: &[u8]) -> Result<HolderId> {
+    let mut id = format!("foreign:{}", String::from_utf8_lossy(key));
+    if id.len() > 256 {
+        let mut end = 253;
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        id.truncate(end);
+        id.push('…');
+    }
+    HolderId::new(id)
 }
 
 /// An etcd key prefix the issuer can use: not empty, no NUL.

@@ -2,7 +2,9 @@
 //!
 //! - `{prefix}{escaped resource}/{lease_id:016x}`: a lock key, created in
 //!   a transaction with its etcd lease attached and the holder id as its
-//!   value. The holder is the key with the lowest create revision.
+//!   value. The holder is the key with the lowest create revision. Any
+//!   other key under the same prefix (`etcdctl lock`'s, one put by hand) is
+//!   another client's, in the same queue: a foreign holder or waiter.
 //! - `{prefix}%floor/{escaped resource}`: the resource's floor offset.
 //!
 //! In the resource name `/` is written `%2F` and `%` is written `%25`, so

@@ -10,7 +10,7 @@ use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script, ScriptInvocation};
+use redis::{Script, ScriptInvocation};
 
 use crate::BACKEND;
 use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_config};
@@ -28,6 +28,12 @@ use crate::target::Target;
 /// release are scripts that check the holder and token. Expiry is Redis's
 /// own clock.
 ///
+/// Another client's lock at the lock key (redis-py's `Lock` or
+/// node-redlock's random value, a hand-written `SET NX`, Redisson's hash)
+/// is held by a foreign holder: no grant while it lasts (`acquire` waits
+/// for it to be deleted or expire), [`holder`](TokenIssuer::holder) names
+/// it `foreign:…`, and nothing of it is overwritten or deleted.
+///
 /// A single persistent primary by default: with asynchronous replication a
 /// failover to a replica that missed the last `INCR` re-issues a token, so
 /// replicas are refused unless [`Durability::Replicated`] is chosen.
@@ -44,6 +50,7 @@ pub struct RedisIssuer {
     renew: Script,
     release: Script,
     raise_floor: Script,
+    holder: Script,
     /// The TLS mode and the `host:port` this issuer connected to; `None`
     /// for the caller's own connection manager ([`RedisIssuer::new`]).
     transport: Option<(TlsMode, String)>,
@@ -133,6 +140,7 @@ impl RedisIssuer {
             renew: Script::new(scripts::RENEW),
             release: Script::new(scripts::RELEASE),
             raise_floor: Script::new(&scripts::raise_floor()),
+            holder: Script::new(&scripts::holder()),
             transport: None,
         }
     }
@@ -441,23 +449,42 @@ impl TokenIssuer for RedisIssuer {
         )
     }
 
+    /// Another client's lock at the key (redis-py's or node-redlock's
+    /// value, a hand-written `SET NX`, Redisson's hash) is a holder whose
+    /// id starts with `foreign:` and says what was found, never the value
+    /// itself (for redis-py and redlock, the capability to release it),
+    /// with token 0: no token of ours was granted to it.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let mut conn = self.connection.clone();
-        let current: Option<String> = conn
-            .get(self.lock_key(resource))
+        let found: Vec<String> = self
+            .holder
+            .key(self.lock_key(resource))
+            .key(self.fence_key(resource))
+            .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error("read holder", false, e))?;
-        current
-            .map(|value| {
-                let (token, holder) = value.split_once(':').ok_or_else(|| {
-                    Error::invalid_input(format!("lock key holds {value:?}, not token:holder"))
-                })?;
-                Ok(Holding {
-                    holder: HolderId::new(holder)?,
+        let foreign = |what: &str| -> Result<Option<Holding>> {
+            Ok(Some(Holding {
+                holder: HolderId::new(what)?,
+                token: FencingToken::ZERO,
+            }))
+        };
+        match found.as_slice() {
+            [] => Ok(None),
+            [kind, token, holder] if kind == "ours" => match HolderId::new(holder.as_str()) {
+                Ok(holder) => Ok(Some(Holding {
+                    holder,
                     token: parse_token(token)?,
-                })
-            })
-            .transpose()
+                })),
+                Err(_) => foreign("foreign:a string whose holder is no holder id"),
+            },
+            [kind, what] if kind == "foreign" => foreign(what),
+            other => Err(Error::backend(
+                BACKEND,
+                false,
+                format!("holder script answered {other:?}"),
+            )),
+        }
     }
 
     /// The generic probe (two grants, the second above the first) plus one

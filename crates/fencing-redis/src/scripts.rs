@@ -4,6 +4,10 @@
 //! TTL; `{prefix}{resource}:fence` is the counter and never expires.
 //! Tokens travel as strings: Lua numbers are doubles and would round tokens
 //! above 2^53.
+//!
+//! Anything else at the lock key (redis-py's or node-redlock's random
+//! value, a hand-written `SET NX`, Redisson's hash) is another client's
+//! lock: held by a foreign holder, never overwritten, renewed or deleted.
 
 /// The check every script that can mint or raise a token runs first, on
 /// the node that will execute the write: a connection manager reconnects
@@ -63,17 +67,16 @@ end
 /// KEYS: lock, fence. ARGV: holder, ttl ms, then the guard's three.
 /// Returns `{1, token, 1}` if granted with a new token, `{1, token, 0}` if
 /// a live holder acquired again and keeps its token (as Hazelcast's
-/// FencedLock does), `{0, token, holder}` if held, `{-3, counter}` if the
-/// counter is at `i64::MAX` (Redis's `INCR` cannot go above it), or a
-/// guard refusal.
+/// FencedLock does), `{0, token, holder}` if held (`{0, '0', what}` by a
+/// foreign holder), `{-3, counter}` if the counter is at `i64::MAX`
+/// (Redis's `INCR` cannot go above it), or a guard refusal.
 pub(crate) fn acquire() -> String {
     guarded(
         3,
         r"
-local current = redis.call('GET', KEYS[1])
-if current then
-  local sep = string.find(current, ':', 1, true)
-  local token, holder = string.sub(current, 1, sep - 1), string.sub(current, sep + 1)
+local kind, token, holder = lock_record(KEYS[1], KEYS[2])
+if kind == 'foreign' then return {0, '0', token} end
+if kind == 'ours' then
   if holder == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, token, 0}
@@ -95,9 +98,11 @@ return {1, token, 1}
     )
 }
 
-/// KEYS: lock. ARGV: `token:holder`, ttl ms. Returns 1 if renewed.
+/// KEYS: lock. ARGV: `token:holder`, ttl ms. Returns 1 if renewed. (A
+/// `GET` of a hash is an error: another client's lock on the key of a
+/// lease that ended is a lost lease.)
 pub(crate) const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
@@ -105,10 +110,45 @@ return 0
 
 /// KEYS: lock. ARGV: `token:holder`. Returns 1 if released.
 pub(crate) const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
+";
+
+/// KEYS: lock, fence. Returns `{}` if free, `{'ours', token, holder}` or
+/// `{'foreign', what}`.
+pub(crate) fn holder() -> String {
+    format!(
+        "{LOCK_RECORD}{}",
+        r"
+local kind, token, holder = lock_record(KEYS[1], KEYS[2])
+if kind == 'ours' then return {kind, token, holder} end
+if kind == 'foreign' then return {kind, token} end
+return {}
+"
+    )
+}
+
+/// What the lock key holds: nothing (nil), a record this issuer wrote
+/// (`'ours', token, holder`: a string `token:holder` whose token is a
+/// decimal no higher than the counter, as every grant leaves it), or
+/// another client's lock (`'foreign', what`: its type and size, never its
+/// value, which for redis-py and redlock is the capability to release it).
+const LOCK_RECORD: &str = r"
+local function lock_record(lock, fence)
+  local kind = redis.call('TYPE', lock).ok
+  if kind == 'none' then return nil end
+  if kind ~= 'string' then return 'foreign', 'foreign:a Redis ' .. kind end
+  local value = redis.call('GET', lock)
+  local token, holder = string.match(value, '^([1-9]%d*):(.+)$')
+  local counter = redis.call('GET', fence)
+  if token and counter and (string.len(token) < string.len(counter) or
+     (string.len(token) == string.len(counter) and token <= counter)) then
+    return 'ours', token, holder
+  end
+  return 'foreign', 'foreign:a string of ' .. string.len(value) .. ' bytes, not token:holder'
+end
 ";
 
 /// KEYS: fence. ARGV: floor, then the guard's three. Raises the counter to
@@ -133,5 +173,7 @@ return {1, current}
 /// `body` behind [`GUARD`], run with the guard's arguments from ARGV
 /// `first`: a refusal is returned before `body` runs.
 fn guarded(first: usize, body: &str) -> String {
-    format!("{GUARD}\nlocal refused = guard({first})\nif refused then return refused end{body}")
+    format!(
+        "{GUARD}{LOCK_RECORD}\nlocal refused = guard({first})\nif refused then return refused end{body}"
+    )
 }

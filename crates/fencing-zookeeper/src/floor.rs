@@ -7,7 +7,6 @@ use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
 use crate::error::{BACKEND, map_error};
-use crate::keys::LOCK_PREFIX;
 use crate::queue::CREATE_ATTEMPTS;
 use crate::token::TokenSource;
 
@@ -56,7 +55,8 @@ pub(crate) async fn raise(
                 format!("could not read {dir}"),
             ));
         };
-        if children.iter().any(|c| c.starts_with(LOCK_PREFIX)) {
+        // Any child: another client's lock node holds or waits as ours do.
+        if !children.is_empty() {
             return Err(Error::busy(resource, "raise_floor"));
         }
         let offset = parse_offset(&data).map_err(read)?;

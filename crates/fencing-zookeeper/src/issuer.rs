@@ -18,7 +18,7 @@ use crate::client::Rpc;
 use crate::error::{BACKEND, map_error};
 use crate::floor;
 use crate::held::HeldLeases;
-use crate::keys::{normalize_prefix, resource_path};
+use crate::keys::{LOCK_PREFIX, normalize_prefix, resource_path};
 use crate::queue::{self, Attempt};
 use crate::token::{TokenSource, czxid_token, with_offset};
 
@@ -57,6 +57,15 @@ const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// The sequence suffix of a lock node is a signed 32-bit counter that
 /// wraps (ZOOKEEPER-2944); ordering therefore uses `czxid`, never the name.
+///
+/// Every child of the resource znode is in the queue, ours or not: another
+/// client's lock node there (kazoo's `Lock` or Curator's
+/// `InterProcessMutex` on the resource znode's path) created before ours
+/// is a foreign holder or waiter ahead of us, waited for and never
+/// deleted, and [`holder`](TokenIssuer::holder) names it `foreign:{name}`.
+/// The other way round is theirs: Curator orders every child by the
+/// sequence number after `lock-`, ours included, but kazoo looks only at
+/// `__lock__` nodes and takes its lock while we hold ours.
 #[derive(Clone)]
 pub struct ZkIssuer {
     inner: Arc<Inner>,
@@ -310,6 +319,11 @@ impl TokenIssuer for ZkIssuer {
         .await
     }
 
+    /// A child of the resource znode that is not one of our lock nodes
+    /// (kazoo's `<uuid>__lock__N`, Curator's `_c_<uuid>-lock-N`, anything
+    /// else), first in creation order, is a holder whose id is `foreign:`
+    /// and the node's name, with token 0: no token of ours was granted to
+    /// it.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let dir = self.resource_path(resource);
         let rpc = &self.inner.rpc;
@@ -320,26 +334,51 @@ impl TokenIssuer for ZkIssuer {
         let Some(first) = nodes.into_iter().next() else {
             return Ok(None);
         };
-        let unreadable = || {
-            Error::backend(
-                BACKEND,
-                true,
-                format!("lock node {dir}/{} holds no holder id (yet)", first.name),
-            )
+        let foreign = || {
+            Ok(Some(Holding {
+                holder: foreign_holder(&first.name)?,
+                token: FencingToken::ZERO,
+            }))
         };
-        let data = std::str::from_utf8(&first.data).map_err(|_| unreadable())?;
+        let data = match std::str::from_utf8(&first.data) {
+            Ok(data) if first.name.starts_with(LOCK_PREFIX) => data,
+            _ => return foreign(),
+        };
         let (holder, token) = match self.inner.token_source {
             TokenSource::Czxid => (data, with_offset(czxid_token(first.czxid)?, offset)?),
-            TokenSource::ParentCversion => {
+            TokenSource::ParentCversion => match data.rsplit_once('\n') {
                 // `holder\ntoken`, written right after the create.
-                let (holder, token) = data.rsplit_once('\n').ok_or_else(unreadable)?;
-                (
-                    holder,
-                    token.parse::<FencingToken>().map_err(|_| unreadable())?,
-                )
-            }
+                Some((holder, token)) => match token.parse::<FencingToken>() {
+                    Ok(token) => (holder, token),
+                    Err(_) => return foreign(),
+                },
+                None if HolderId::new(data).is_ok() => {
+                    return Err(Error::backend(
+                        BACKEND,
+                        true,
+                        format!("lock node {dir}/{} holds no token yet", first.name),
+                    ));
+                }
+                None => return foreign(),
+            },
         };
-        let holder = HolderId::new(holder).map_err(|_| unreadable())?;
-        Ok(Some(Holding { holder, token }))
+        match HolderId::new(holder) {
+            Ok(holder) => Ok(Some(Holding { holder, token })),
+            Err(_) => foreign(),
+        }
     }
+}
+
+/// `foreign:` and a node's name, cut to fit a holder id.
+fn foreign_holder(name: &str) -> Result<HolderId> {
+    let mut id = format!("foreign:{name}");
+    if id.len() > 256 {
+        let mut end = 253;
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        id.truncate(end);
+        id.push('…');
+    }
+    HolderId::new(id)
 }

@@ -7,6 +7,8 @@
 //! - `{prefix}/{escaped resource}/lock-NNNNNNNNNN`: a lock node, ephemeral
 //!   and sequential, in the session of the lease it grants; its data is the
 //!   holder id (and, with [`TokenSource::ParentCversion`], the token).
+//!   Any other child (kazoo's, Curator's lock nodes) is another client's,
+//!   in the same queue.
 //!
 //! [`TokenSource::ParentCversion`]: crate::TokenSource::ParentCversion
 

@@ -2,6 +2,13 @@
 //! acquirer's own session, ordered by `czxid` (the sequence suffix wraps,
 //! ZOOKEEPER-2944). A waiter watches only the node just ahead of it (an
 //! exists-watch: no herd).
+//!
+//! Every child of the resource znode is in the queue, ours or not: another
+//! client's lock node (kazoo's `<uuid>__lock__N`, Curator's
+//! `_c_<uuid>-lock-N`) created before ours is ahead of us, so we never
+//! hold while it is there. The czxid orders them all: every child has one,
+//! whoever created it, and it grows with creation order as the sequence
+//! suffixes of one parent do, without wrapping.
 
 use std::time::{Duration, Instant};
 
@@ -59,7 +66,8 @@ struct Created {
     offset: u64,
 }
 
-/// A lock node as read back: its name, creation zxid and data.
+/// A lock node as read back: its name, creation zxid and data (empty if
+/// its ACL does not let us read it: another client's).
 pub(crate) struct LockNode {
     pub(crate) name: String,
     pub(crate) czxid: i64,
@@ -182,8 +190,8 @@ async fn create_lock_node(
     Err(zk::Error::Throttled)
 }
 
-/// The lock nodes under `dir`, read through `client`, in creation order
-/// (by `czxid`: the sequence suffix wraps).
+/// The children of `dir`, ours and other clients', read through
+/// `client`, in creation order (by `czxid`: the sequence suffix wraps).
 /// With them, the resource's floor offset (read in the same multi-read
 /// as the nodes' data: every node there was created with it).
 pub(crate) async fn lock_nodes(
@@ -195,14 +203,11 @@ pub(crate) async fn lock_nodes(
     read_lock_nodes(rpc, client, dir, names).await
 }
 
-/// The names of the lock nodes under `dir`, in no order; none if `dir` is
-/// gone.
+/// The names of the children of `dir`, in no order; none if `dir` is
+/// gone. Not only ours (`lock-…`): another client's lock node counts too.
 async fn lock_names(rpc: &Rpc, client: &zk::Client, dir: &str) -> ZkResult<Vec<String>> {
     match rpc.timed(client.list_children(dir)).await {
-        Ok(children) => Ok(children
-            .into_iter()
-            .filter(|c| c.starts_with(LOCK_PREFIX))
-            .collect()),
+        Ok(children) => Ok(children),
         Err(zk::Error::NoNode) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
@@ -228,18 +233,32 @@ async fn read_lock_nodes(
         Some(zk::MultiReadResult::Data { data, .. }) => parse_offset(&data)?,
         _ => return Ok((0, Vec::new())),
     };
-    let mut nodes: Vec<LockNode> = names
-        .into_iter()
-        .zip(results)
-        .filter_map(|(name, result)| match result {
-            zk::MultiReadResult::Data { data, stat } => Some(LockNode {
+    let mut nodes = Vec::with_capacity(names.len());
+    for (name, result) in names.into_iter().zip(results) {
+        match result {
+            zk::MultiReadResult::Data { data, stat } => nodes.push(LockNode {
                 name,
                 czxid: stat.czxid,
                 data,
             }),
-            _ => None, // deleted since the listing
-        })
-        .collect();
+            zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            } => {} // deleted since the listing
+            _ => {
+                // Another client's node that its ACL keeps us from reading
+                // (Curator with an ACL provider): `exists` needs no
+                // permission, and its czxid places it all the same.
+                let path = format!("{dir}/{name}");
+                if let Some(stat) = rpc.timed(client.check_stat(&path)).await? {
+                    nodes.push(LockNode {
+                        name,
+                        czxid: stat.czxid,
+                        data: Vec::new(),
+                    });
+                }
+            }
+        }
+    }
     nodes.sort_by_key(|n| n.czxid);
     Ok((offset, nodes))
 }

@@ -1,0 +1,204 @@
+//! A lock key that another client holds is held by a foreign holder: no
+//! grant, `holder` says so, and nothing of it is overwritten or deleted.
+//! The foreign records: redis-py's `Lock` (the real client, from PyPI:
+//! `FENCING_PYTHON`, default the venv of `integration/services.sh`), a
+//! hand-written `SET NX` value (what node-redlock writes, too), and a hash
+//! as Redisson's lock keeps, on the append-only Redis
+//! (`FENCING_REDIS_AOF_URL`).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Python, raw};
+use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_harness::env::REDIS_AOF;
+use fencing_redis::{Durability, RedisIssuer};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// The redis-py release this test was written against.
+const REDIS_PY: &str = "redis==8.1.0";
+
+async fn connect() -> Option<RedisIssuer> {
+    if REDIS_AOF.skipped() {
+        return None;
+    }
+    match RedisIssuer::connect(&REDIS_AOF.endpoint(), Durability::Required).await {
+        Ok(issuer) => Some(issuer.with_prefix(format!("{}:", fencing_testkit::unique_prefix()))),
+        Err(e @ Error::Backend { .. }) => REDIS_AOF.unavailable(&e),
+        Err(e) => panic!("{} at {}: {e}", REDIS_AOF.name, REDIS_AOF.endpoint()),
+    }
+}
+
+fn keys(issuer: &RedisIssuer, resource: &str) -> (String, String) {
+    let at = |what| format!("{}{resource}:{what}", issuer.prefix());
+    (at("lock"), at("fence"))
+}
+
+async fn cmd<T: redis::FromRedisValue>(args: &[&str]) -> T {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query_async(&mut raw(&REDIS_AOF.endpoint()).await)
+        .await
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// What a foreign holder must look like: no grant (once, and waiting),
+/// `holder` names a foreign holder without showing `secret`, and no token
+/// was minted.
+async fn assert_foreign(issuer: &RedisIssuer, resource: &str, secret: &str, what: &str) {
+    let request = LeaseRequest::new(resource, TTL);
+    let tried = issuer.try_acquire(&request).await;
+    assert!(
+        matches!(tried, Ok(None)),
+        "{what}: try_acquire must find it held, got {tried:?}"
+    );
+    let waited = issuer.acquire(&request, Duration::from_millis(300)).await;
+    assert!(
+        matches!(waited, Err(Error::Timeout { .. })),
+        "{what}: acquire must wait for it, got {waited:?}"
+    );
+    let holding = issuer.holder(resource).await;
+    let holding = holding
+        .unwrap_or_else(|e| panic!("{what}: holder: {e}"))
+        .unwrap_or_else(|| panic!("{what}: holder says free"));
+    let id = holding.holder.as_str();
+    assert!(id.starts_with("foreign:"), "{what}: {id}");
+    assert!(
+        !id.contains(secret),
+        "{what}: the holder shows the value: {id}"
+    );
+    assert_eq!(holding.token, FencingToken::ZERO, "{what}");
+    let (_, fence) = keys(issuer, resource);
+    let counter: Option<String> = cmd(&["GET", &fence]).await;
+    assert_eq!(counter, None, "{what}: a token was minted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_py_lock_is_a_foreign_holder_until_redis_py_releases_it() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("redis-py");
+    let (lock, _) = keys(&issuer, &resource);
+    let script = r#"
+import sys, redis
+lock = redis.Redis.from_url(sys.argv[1]).lock(sys.argv[2], timeout=60)
+assert lock.acquire(blocking=False), "redis-py could not take the lock"
+print(lock.local.token.decode(), flush=True)
+sys.stdin.readline()
+lock.release()  # LockNotOwnedError if its value was changed or deleted
+print("released", flush=True)
+"#;
+    let mut py = Python::run("redis", REDIS_PY, script, &[&REDIS_AOF.endpoint(), &lock]);
+    let token = py.line().await;
+
+    assert_foreign(&issuer, &resource, &token, "redis-py's Lock").await;
+    let value: Option<String> = cmd(&["GET", &lock]).await;
+    assert_eq!(value.as_deref(), Some(token.as_str()), "its value changed");
+
+    let waiter = issuer.clone();
+    let request = LeaseRequest::new(&resource, TTL);
+    let waiting =
+        tokio::spawn(async move { waiter.acquire(&request, Duration::from_secs(20)).await });
+    py.send("release").await;
+    assert_eq!(py.line().await, "released");
+    let lease = waiting
+        .await
+        .unwrap()
+        .expect("granted once redis-py released");
+    assert_eq!(
+        issuer.holder(&resource).await.unwrap().unwrap().holder,
+        *lease.holder()
+    );
+    issuer.release(&lease).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_written_set_nx_value_is_a_foreign_holder() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    // node-redlock's and redis-py's random values; a `pid:name` value,
+    // which has our separator but no token of ours; a zero token, which
+    // we never grant.
+    for value in ["9f3c2b1a7e6d4c5b8a9f0e1d2c3b4a59", "12345:worker-3", "0:x"] {
+        let resource = fencing_testkit::unique_name("set-nx");
+        let (lock, _) = keys(&issuer, &resource);
+        let set: Option<String> = cmd(&["SET", &lock, value, "NX", "PX", "60000"]).await;
+        assert_eq!(set.as_deref(), Some("OK"));
+        assert_foreign(&issuer, &resource, value, value).await;
+        let after: Option<String> = cmd(&["GET", &lock]).await;
+        assert_eq!(after.as_deref(), Some(value), "overwritten");
+        let ttl: i64 = cmd(&["PTTL", &lock]).await;
+        assert!(ttl > 50_000, "{value}: its expiry was changed to {ttl} ms");
+    }
+
+    // One that expires: acquire waits until Redis removes it.
+    let resource = fencing_testkit::unique_name("set-nx-expiring");
+    let (lock, _) = keys(&issuer, &resource);
+    let _: Option<String> = cmd(&["SET", &lock, "redlock-value", "NX", "PX", "700"]).await;
+    let lease = issuer
+        .acquire(&LeaseRequest::new(&resource, TTL), Duration::from_secs(10))
+        .await
+        .expect("granted once the foreign value expired");
+    assert_eq!(lease.token(), FencingToken::new(1));
+    issuer.release(&lease).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redisson_hash_is_a_foreign_holder() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("redisson");
+    let (lock, _) = keys(&issuer, &resource);
+    // Redisson's lock: a hash of `<client uuid>:<thread id>` to its hold
+    // count, with the lease time as the key's TTL.
+    let field = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
+    let _: i64 = cmd(&["HINCRBY", &lock, field, "1"]).await;
+    let _: i64 = cmd(&["PEXPIRE", &lock, "60000"]).await;
+
+    assert_foreign(&issuer, &resource, field, "Redisson's hash").await;
+    let hash: Vec<String> = cmd(&["HGETALL", &lock]).await;
+    assert_eq!(hash, [field, "1"], "the hash changed");
+}
+
+/// Our lease ended, and another client's lock took the key: renew and
+/// release say the lease is lost, and leave the other's record alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_whose_key_another_client_took_is_lost_not_an_error() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("taken");
+    let (lock, _) = keys(&issuer, &resource);
+    for (kind, write) in [
+        ("hash", vec!["HSET", &lock, "uuid:1", "1"]),
+        ("string", vec!["SET", &lock, "someone-else"]),
+    ] {
+        let lease = issuer
+            .try_acquire(&LeaseRequest::new(&resource, TTL))
+            .await
+            .unwrap()
+            .expect("free");
+        let _: i64 = cmd(&["DEL", &lock]).await; // as if it had expired
+        let _: redis::Value = cmd(&write).await;
+        let renewed = issuer.renew(&lease).await;
+        assert!(
+            matches!(renewed, Err(Error::LeaseLost { .. })),
+            "{kind}: renew: {renewed:?}"
+        );
+        let released = issuer.release(&lease).await;
+        assert!(
+            matches!(released, Err(Error::LeaseLost { .. })),
+            "{kind}: release: {released:?}"
+        );
+        let kept: String = cmd(&["TYPE", &lock]).await;
+        assert_eq!(kept, kind, "the other client's record is gone");
+        let _: i64 = cmd(&["DEL", &lock]).await;
+    }
+}

@@ -1,0 +1,283 @@
+//! A child of a resource znode that this issuer did not create is another
+//! client's lock node: it takes its place in the queue by creation order,
+//! ahead of ours if it came first, so nothing is granted while it is there;
+//! `holder` says so, and it is never deleted. The foreign nodes: kazoo's
+//! `Lock` (the real client, from PyPI: `FENCING_PYTHON`, default the venv
+//! of `integration/services.sh`), and nodes named as Curator's
+//! `InterProcessMutex` names them, one readable by its creator only, on a
+//! real ZooKeeper (`FENCING_ZK_ADDR`).
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_harness::env::ZOOKEEPER;
+use fencing_harness::error_chain;
+use fencing_testkit::issuer::grant;
+use fencing_zookeeper::{TokenSource, ZkIssuer};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use zookeeper_client as zk;
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// The kazoo release this test was written against.
+const KAZOO: &str = "kazoo==2.11.0";
+
+async fn connect(source: TokenSource) -> Option<ZkIssuer> {
+    if ZOOKEEPER.skipped() {
+        return None;
+    }
+    let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
+    match ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, source).await {
+        Ok(issuer) => Some(issuer),
+        Err(e) => ZOOKEEPER.unavailable(&error_chain(&e)),
+    }
+}
+
+/// What a foreign holder must look like: no grant (once, and waiting),
+/// `holder` names the foreign node `name`, with no token of ours, and the
+/// node is still there.
+async fn assert_foreign(issuer: &ZkIssuer, resource: &str, name: &str, what: &str) {
+    let request = LeaseRequest::new(resource, TTL);
+    let tried = issuer.try_acquire(&request).await;
+    assert!(
+        matches!(tried, Ok(None)),
+        "{what}: try_acquire must find it held, got {tried:?}"
+    );
+    let waited = issuer.acquire(&request, Duration::from_millis(500)).await;
+    assert!(
+        matches!(waited, Err(Error::Timeout { .. })),
+        "{what}: acquire must wait for it, got {waited:?}"
+    );
+    let holding = issuer.holder(resource).await;
+    let holding = holding
+        .unwrap_or_else(|e| panic!("{what}: holder: {e:?}"))
+        .unwrap_or_else(|| panic!("{what}: holder says free"));
+    assert_eq!(holding.holder.as_str(), format!("foreign:{name}"), "{what}");
+    assert_eq!(holding.token, FencingToken::ZERO, "{what}");
+    let path = format!("{}/{name}", issuer.resource_path(resource));
+    let left = issuer.client().check_stat(&path).await.expect("stat");
+    assert!(left.is_some(), "{what}: {path} is gone");
+}
+
+/// A session of another client, which creates a lock node named as
+/// Curator's `InterProcessMutex` does, readable by its creator only.
+async fn curator_like(issuer: &ZkIssuer, resource: &str) -> (zk::Client, String) {
+    let client = zk::Client::connector()
+        .with_session_timeout(TTL)
+        .connect(&ZOOKEEPER.endpoint())
+        .await
+        .expect("another client's session");
+    client
+        .auth("digest", b"curator:its-own-secret")
+        .await
+        .expect("digest login");
+    let dir = issuer.resource_path(resource);
+    if let Err(e) = client
+        .create(
+            &dir,
+            b"",
+            &zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all()),
+        )
+        .await
+    {
+        assert_eq!(e, zk::Error::NodeExists, "create {dir}");
+    }
+    let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::creator_all());
+    let (_, sequence) = client
+        .create(
+            &format!("{dir}/_c_8743c9c0-0795-4907-87fd-6c719a6b4586-lock-"),
+            b"10.0.0.7",
+            &mode,
+        )
+        .await
+        .expect("create the foreign lock node");
+    let name = format!("_c_8743c9c0-0795-4907-87fd-6c719a6b4586-lock-{sequence}");
+    (client, name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kazoo_lock_is_a_foreign_holder_until_kazoo_releases_it() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = "kazoo-lock";
+    let script = r#"
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1])
+zk.start(timeout=15)
+lock = zk.Lock(sys.argv[2], "kazoo-holder")
+assert lock.acquire(blocking=False), "kazoo could not take the lock"
+print(lock.node, flush=True)
+sys.stdin.readline()
+lock.release()
+print("released", flush=True)
+zk.stop()
+"#;
+    let mut kazoo = Python::run(
+        "kazoo",
+        KAZOO,
+        script,
+        &[&ZOOKEEPER.endpoint(), &issuer.resource_path(resource)],
+    );
+    let node = kazoo.line().await;
+    assert!(node.contains("__lock__"), "{node}");
+
+    assert_foreign(&issuer, resource, &node, "kazoo's Lock").await;
+
+    let waiter = issuer.clone();
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire(&LeaseRequest::new(resource, TTL), Duration::from_secs(20))
+            .await
+    });
+    kazoo.send("release").await;
+    assert_eq!(kazoo.line().await, "released");
+    let lease = waiting.await.unwrap().expect("granted once kazoo released");
+    assert_eq!(
+        issuer.holder(resource).await.unwrap().unwrap().holder,
+        *lease.holder()
+    );
+    issuer.release(&lease).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_curator_lock_node_is_a_foreign_holder_until_its_session_ends() {
+    for source in [TokenSource::Czxid, TokenSource::ParentCversion] {
+        let Some(issuer) = connect(source).await else {
+            return;
+        };
+        let resource = "curator-lock";
+        let (curator, name) = curator_like(&issuer, resource).await;
+        let what = format!("a Curator lock node ({source:?})");
+        let path = format!("{}/{name}", issuer.resource_path(resource));
+        let read = issuer.client().get_data(&path).await;
+        assert_eq!(
+            read.err(),
+            Some(zk::Error::NoAuth),
+            "{what}: readable by us"
+        );
+        assert_foreign(&issuer, resource, &name, &what).await;
+        // A floor waits for a free resource, as while one of ours holds.
+        let floor = issuer
+            .raise_floor(resource, FencingToken::new(1 << 40))
+            .await;
+        assert!(
+            matches!(floor, Err(Error::Busy { .. })),
+            "{what}: raise_floor while it holds: {floor:?}"
+        );
+
+        let waiter = issuer.clone();
+        let waiting = tokio::spawn(async move {
+            waiter
+                .acquire(&LeaseRequest::new(resource, TTL), Duration::from_secs(20))
+                .await
+        });
+        drop(curator); // closes its session: ZooKeeper deletes its node
+        let lease = waiting
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{what}: granted once it went: {e}"));
+        issuer.release(&lease).await.unwrap();
+    }
+}
+
+/// Creation order decides: a foreign node created after ours waits behind
+/// us (we are the holder), and holds once we release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_node_behind_ours_holds_once_we_release() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = "behind";
+    let lease = grant(&issuer, resource, TTL).await;
+    let (_curator, name) = curator_like(&issuer, resource).await;
+    let holding = issuer.holder(resource).await.unwrap().expect("held");
+    assert_eq!(holding.holder, *lease.holder());
+    assert_eq!(holding.token, lease.token());
+    assert_eq!(issuer.renew(&lease).await.unwrap().token(), lease.token());
+    issuer.release(&lease).await.unwrap();
+
+    assert_foreign(&issuer, resource, &name, "a foreign node behind ours").await;
+}
+
+/// A foreign lock client run by Python (`FENCING_PYTHON`, default the
+/// venv `integration/services.sh` installs), talking in lines: it prints
+/// what it did, and acts on each line it reads.
+struct Python {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Python {
+    /// Runs `script` with `args`. Fails, naming how to install it, if the
+    /// interpreter or `module` (the pip package `requirement`) is missing.
+    fn run(module: &str, requirement: &str, script: &str, args: &[&str]) -> Self {
+        let python = std::env::var_os("FENCING_PYTHON").map_or_else(
+            || {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../../integration/.state/tools/venv/bin/python")
+            },
+            std::path::PathBuf::from,
+        );
+        let how = format!(
+            "install it with `integration/.state/tools/venv/bin/pip install {requirement}` \
+             (integration/services.sh installs it into that venv), or point FENCING_PYTHON at a \
+             Python that has it"
+        );
+        match std::process::Command::new(&python)
+            .args(["-c", &format!("import {module}")])
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => panic!(
+                "{} cannot import {module}: {}\n{how}",
+                python.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+            Err(e) => panic!("no Python at {} ({e}): {how}", python.display()),
+        }
+        let mut child = tokio::process::Command::new(&python)
+            .arg("-c")
+            .arg(script)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", python.display()));
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        Self {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout).lines(),
+        }
+    }
+
+    /// The next line the script prints (bounded: a hung client fails the
+    /// test).
+    async fn line(&mut self) -> String {
+        let next = tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line());
+        match next.await {
+            Ok(Ok(Some(line))) => line,
+            Ok(Ok(None)) => {
+                let status = self.child.wait().await;
+                panic!("the Python client exited ({status:?}); its error is above")
+            }
+            Ok(Err(e)) => panic!("read from the Python client: {e}"),
+            Err(_) => panic!("the Python client said nothing for 30 s"),
+        }
+    }
+
+    /// Sends `line` to the script.
+    async fn send(&mut self, line: &str) {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write to the Python client");
+        self.stdin.flush().await.expect("flush");
+    }
+}
