@@ -111,8 +111,14 @@ pub(crate) fn map_error(failure: Failure, op: Call<'_>) -> Error {
         ));
     }
     // Before `never_sent`: a refused handshake is no reason to try again.
+    // On a write, a TLS failure may follow the request (an alert from a
+    // proxy restarting): it may have been applied.
     if handshake_failed(&e) {
-        return Error::tls(BACKEND, e);
+        return if op.write {
+            Error::outcome_unknown(BACKEND, op.name, e)
+        } else {
+            Error::tls(BACKEND, e)
+        };
     }
     if never_sent(&e) {
         return Error::backend(BACKEND, true, e);

@@ -16,6 +16,9 @@ use crate::BACKEND;
 pub(crate) fn map_error(operation: &str, write: bool, e: redis::RedisError) -> Error {
     if refused_login(&e) {
         Error::unauthenticated(BACKEND, e)
+    } else if fencing_core::tls_failure(&e) && write {
+        // An alert after the command went out (a TLS proxy restarting).
+        Error::outcome_unknown(BACKEND, operation, e)
     } else if fencing_core::tls_failure(&e) {
         Error::tls(BACKEND, e)
     } else if e.kind() == ErrorKind::InvalidClientConfig {
@@ -134,6 +137,13 @@ mod tests {
             ),
             "{e:?}"
         );
+        // The same failure on a grant may follow the script: it may have run.
+        let alert = io(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac),
+        );
+        let e = map_error("acquire", true, alert);
+        assert!(matches!(e, Error::OutcomeUnknown { .. }), "{e:?}");
         let refused: redis::RedisError = (
             ErrorKind::AuthenticationFailed,
             "Password authentication failed",

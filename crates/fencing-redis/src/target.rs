@@ -119,11 +119,11 @@ impl Target {
     fn check_credentials(&self) -> Result<()> {
         match &self.credentials {
             Some(c) if !c.user.is_empty() && c.password.is_none() => {
-                Err(Error::invalid_input(format!(
-                    "Redis user {:?} without a password: Redis logs in with AUTH USER PASSWORD, so give \
+                // The name is not quoted: a token pasted as the user is a secret.
+                Err(Error::invalid_input(
+                    "a Redis user without a password: Redis logs in with AUTH USER PASSWORD, so give \
                  redis[s]://USER:PASSWORD@HOST (a user with `nopass` takes any password)",
-                    c.user
-                )))
+                ))
             }
             _ => Ok(()),
         }
@@ -402,7 +402,7 @@ mod tests {
             ),
             ("redis://u:PW@h?sslcert=/c.pem", &["without sslkey"]),
             ("redis://u:PW@h?protocol=3", &["\"protocol\"", "sslmode"]),
-            ("redis://someone@h", &["\"someone\" without a password"]),
+            ("redis://someone@h", &["user without a password"]),
             ("http://u:PW@h", &["not a Redis URL"]),
             ("redis:/u:PW@h", &["not a backend URL"]),
         ];

@@ -68,9 +68,14 @@ pub(crate) fn map_error(e: impl Into<Failure>, op: Call<'_>) -> Error {
             );
         }
     };
-    // e.g. "invalid client private key" around a rustls error, at connect.
+    // e.g. "invalid client private key" around a rustls error, at connect;
+    // on a write it may follow the request (an alert from a proxy).
     if tls_failure(&e) {
-        return Error::tls(BACKEND, e);
+        return if op.write {
+            Error::outcome_unknown(BACKEND, op.name, e)
+        } else {
+            Error::tls(BACKEND, e)
+        };
     }
     let refused = match e {
         zk::Error::AuthFailed => Some("the server refused the session's login"),
