@@ -376,7 +376,10 @@ mod tests {
     fn a_sas_url_as_the_endpoint_is_refused_without_showing_the_signature() {
         let url = "az://c?endpoint=https%3A%2F%2Facct.blob.core.windows.net%2F%3Fsv%3D1%26sig%3DSIGNATURE";
         let message = fencing_core::url::invalid_input_message(url, AzureConfig::from_url(url));
-        assert!(message.contains("has a query") && !message.contains("SIGNATURE"), "{message}");
+        assert!(
+            message.contains("has a query") && !message.contains("SIGNATURE"),
+            "{message}"
+        );
         let config = AzureConfig::new("c")
             .with_endpoint("https://user:SIGNATURE@acct.blob.core.windows.net");
         assert!(!format!("{config:?}").contains("SIGNATURE"), "{config:?}");
