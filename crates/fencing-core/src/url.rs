@@ -693,6 +693,7 @@ mod tests {
         );
     }
 
+    #[test]
     fn urls_inside_a_message_are_redacted() {
         let message = "error sending request for url (https://acct.blob.core.windows.net/c/k?sv=1&sig=SIGNATURE&se=2): 403";
         let shown = redact_text(message);

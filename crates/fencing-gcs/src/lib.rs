@@ -77,7 +77,7 @@ impl GcsBackend {
     }
 
     /// Names the endpoint `client` talks to (`None`: Google's own), for
-    /// `verify`'s transport check; [`GcsConfig`](crate::GcsConfig) does it.
+    /// `verify`'s transport check; [`GcsConfig`] does it.
     #[must_use]
     pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
         self.endpoint = Some(endpoint.map_or_else(
