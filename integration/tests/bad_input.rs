@@ -214,15 +214,8 @@ async fn unreachable_endpoints_and_wrong_credentials() {
             }
         )
     };
-    let denied = |e: &Error| {
-        matches!(
-            e,
-            Error::Backend {
-                retryable: false,
-                ..
-            }
-        )
-    };
+    // Refused credentials: typed, never retryable.
+    let denied = |e: &Error| matches!(e, Error::Unauthenticated { .. }) && !e.is_retryable();
     let invalid = |e: &Error| matches!(e, Error::InvalidInput { .. });
 
     type Case<'a> = (&'a str, Error, &'a dyn Fn(&Error) -> bool);

@@ -43,7 +43,7 @@ sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://… (mariadb://…)  [&fenc
 redis://[USER:PASS@]HOST:PORT[/DB][?volatile=true | ?replicas=N&wait=500ms][&prefix=P]  (rediss://: TLS)
 etcd://[USER:PASS@]HOST:PORT[,HOST:PORT…][?prefix=P&timeout=2s&min_ttl=1s]
 zk://[USER:PASS@]HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion]  (USER:PASS: digest auth)
-TLS on every one but sqlite: sslmode=disable|prefer|require|verify-ca|verify-full, sslrootcert=CA.pem,
+TLS on every one but sqlite: sslmode=disable|prefer|require|verify-ca|verify-full (each takes those its client can), sslrootcert=CA.pem,
     sslcert=CERT.pem&sslkey=KEY.pem (a CA or a certificate alone means verify-full)";
 
 /// The store URL grammar, one line per backend (for help texts).
@@ -216,6 +216,9 @@ mod tests {
             "{message}"
         );
         let e = open_issuer("s3://b").await.unwrap_err();
-        assert!(e.to_string().contains("etcd://HOST:PORT"), "{e}");
+        assert!(
+            e.to_string().contains("etcd://[USER:PASS@]HOST:PORT"),
+            "{e}"
+        );
     }
 }
