@@ -156,7 +156,12 @@ impl Db {
     }
 
     /// Opens a pool on `url` (a scheme [`SqlConfig`](crate::SqlConfig)
-    /// accepted, without our option) for `tables`.
+    /// accepted, without our option) for `tables`. (SQLite takes no TLS:
+    /// its config refuses the options.)
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql")),
+        allow(unused_variables)
+    )]
     pub(crate) async fn open(url: &str, tables: Tables, tls: &TlsOptions) -> Result<Self> {
         let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or_default();
         let pool = match scheme {
@@ -334,6 +339,11 @@ impl Db {
     /// session (what the server agreed to, not only what the URL asked
     /// for): plaintext to a server past the loopback, or TLS without a
     /// certificate check, is a warning.
+    // A SQLite-only build returns at the match: nothing after it is used.
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql")),
+        allow(unused_variables, unreachable_code)
+    )]
     pub(crate) async fn transport_check(&self) -> Result<SafetyCheck> {
         let d = self.dialect();
         let read = |e| map_error(d, "read the session's TLS state", false, e);
