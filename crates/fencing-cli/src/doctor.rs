@@ -275,7 +275,8 @@ async fn checks(url: &str, role: Role) -> Result<Vec<SafetyCheck>, Error> {
             Err(e) => Err(e),
         },
         Role::Unknown => Err(Error::invalid_input(format!(
-            "{url:?} is not a store or issuer URL"
+            "{:?} is not a store or issuer URL",
+            redact(url)
         ))),
     }
 }
