@@ -10,9 +10,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Python, raw};
+use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
+use fencing_harness::python::Python;
 use fencing_redis::{Durability, RedisIssuer};
 
 const TTL: Duration = Duration::from_secs(10);

@@ -7,15 +7,14 @@
 //! `InterProcessMutex` names them, one readable by its creator only, on a
 //! real ZooKeeper (`FENCING_ZK_ADDR`).
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::ZOOKEEPER;
 use fencing_harness::error_chain;
+use fencing_harness::python::Python;
 use fencing_testkit::issuer::grant;
 use fencing_zookeeper::{TokenSource, ZkIssuer};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use zookeeper_client as zk;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -200,84 +199,4 @@ async fn a_foreign_node_behind_ours_holds_once_we_release() {
     issuer.release(&lease).await.unwrap();
 
     assert_foreign(&issuer, resource, &name, "a foreign node behind ours").await;
-}
-
-/// A foreign lock client run by Python (`FENCING_PYTHON`, default the
-/// venv `integration/services.sh` installs), talking in lines: it prints
-/// what it did, and acts on each line it reads.
-struct Python {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-}
-
-impl Python {
-    /// Runs `script` with `args`. Fails, naming how to install it, if the
-    /// interpreter or `module` (the pip package `requirement`) is missing.
-    fn run(module: &str, requirement: &str, script: &str, args: &[&str]) -> Self {
-        let python = std::env::var_os("FENCING_PYTHON").map_or_else(
-            || {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../../integration/.state/tools/venv/bin/python")
-            },
-            std::path::PathBuf::from,
-        );
-        let how = format!(
-            "install it with `integration/.state/tools/venv/bin/pip install {requirement}` \
-             (integration/services.sh installs it into that venv), or point FENCING_PYTHON at a \
-             Python that has it"
-        );
-        match std::process::Command::new(&python)
-            .args(["-c", &format!("import {module}")])
-            .output()
-        {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => panic!(
-                "{} cannot import {module}: {}\n{how}",
-                python.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            Err(e) => panic!("no Python at {} ({e}): {how}", python.display()),
-        }
-        let mut child = tokio::process::Command::new(&python)
-            .arg("-c")
-            .arg(script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", python.display()));
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = child.stdout.take().expect("piped stdout");
-        Self {
-            child,
-            stdin,
-            stdout: BufReader::new(stdout).lines(),
-        }
-    }
-
-    /// The next line the script prints (bounded: a hung client fails the
-    /// test).
-    async fn line(&mut self) -> String {
-        let next = tokio::time::timeout(Duration::from_secs(30), self.stdout.next_line());
-        match next.await {
-            Ok(Ok(Some(line))) => line,
-            Ok(Ok(None)) => {
-                let status = self.child.wait().await;
-                panic!("the Python client exited ({status:?}); its error is above")
-            }
-            Ok(Err(e)) => panic!("read from the Python client: {e}"),
-            Err(_) => panic!("the Python client said nothing for 30 s"),
-        }
-    }
-
-    /// Sends `line` to the script.
-    async fn send(&mut self, line: &str) {
-        self.stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .expect("write to the Python client");
-        self.stdin.flush().await.expect("flush");
-    }
 }

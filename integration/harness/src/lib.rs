@@ -20,6 +20,7 @@ pub mod failover;
 pub mod object_store;
 pub mod process;
 pub mod proxy;
+pub mod python;
 pub mod verify;
 
 /// `e` and its causes, redacted: the core's one chain printer.
