@@ -9,9 +9,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use fencing::blob::BlobStore;
 use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
 use fencing::{FencedStore, TokenIssuer};
+use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server, with_option};
 use fencing_sql::{Db, SqlStore, Tables};
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use azure_storage_blob::BlobContainerClientOptions;
-use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
-use fencing_core::url::env;
+use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::adapter::url::env;
 use fencing_core::{Error, Result};
 
 use crate::sas::{account_sas, container_url};
@@ -324,7 +324,7 @@ impl AzureConfig {
                     None => account_of(&endpoint).ok_or_else(|| {
                         Error::invalid_input(format!(
                             "cannot tell the account from {:?}: set AZURE_STORAGE_ACCOUNT",
-                            fencing_core::url::redact(&endpoint)
+                            fencing_core::redact(&endpoint)
                         ))
                     })?,
                 };
@@ -365,7 +365,7 @@ fn account_of(endpoint: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::assert_refused;
+    use fencing_testkit::refusal::assert_refused;
 
     use super::*;
 
@@ -375,7 +375,8 @@ mod tests {
     #[test]
     fn a_sas_url_as_the_endpoint_is_refused_without_showing_the_signature() {
         let url = "az://c?endpoint=https%3A%2F%2Facct.blob.core.windows.net%2F%3Fsv%3D1%26sig%3DSIGNATURE";
-        let message = fencing_core::url::invalid_input_message(url, AzureConfig::from_url(url));
+        let message =
+            fencing_testkit::refusal::invalid_input_message(url, AzureConfig::from_url(url));
         assert!(
             message.contains("has a query") && !message.contains("SIGNATURE"),
             "{message}"

@@ -53,7 +53,7 @@ pub fn container_client(
     BlobContainerClient::new(url, token, options).map_err(|e| {
         Error::invalid_input(format!(
             "cannot make a client for {:?}: {e}",
-            fencing_core::url::redact(endpoint)
+            fencing_core::redact(endpoint)
         ))
     })
 }

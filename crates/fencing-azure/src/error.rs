@@ -1,9 +1,10 @@
 //! The one place Azure Blob failures become [`fencing_core::Error`]s.
 
 use azure_core::error::ErrorKind;
-pub(crate) use fencing_core::blob::http::Failure;
-use fencing_core::blob::http::{self, Meaning, Override};
-use fencing_core::{Error, Redacted, tls_failure};
+use fencing_core::Error;
+pub(crate) use fencing_core::adapter::blob::http::Failure;
+use fencing_core::adapter::blob::http::{self, Meaning, Override};
+use fencing_core::adapter::{Redacted, tls_failure};
 
 const BACKEND: &str = "azure";
 
@@ -11,7 +12,7 @@ const BACKEND: &str = "azure";
 /// Blob of the frame header, a `Read` a Get Blob (possibly in ranges, each
 /// conditional on the first's ETag), a `Create` a Put Blob with
 /// `If-None-Match: *`, an `Update` one with `If-Match: <ETag>`.
-pub(crate) use fencing_core::blob::http::Request as Op;
+pub(crate) use fencing_core::adapter::blob::http::Request as Op;
 
 /// Azure's exceptions to the core's status table.
 const OVERRIDES: &[Override] = &[

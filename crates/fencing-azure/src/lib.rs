@@ -23,7 +23,7 @@ use azure_core::http::{Etag, NoFormat, RequestContent, RetryOptions, Url};
 use azure_storage_blob::models::{BlobClientDownloadOptions, BlockBlobClientUploadOptions};
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
-use fencing_core::blob::{
+use fencing_core::adapter::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition,
     StoredObject, WriteOutcome,
 };
@@ -32,7 +32,7 @@ use fencing_core::{Error, FencingToken, Limits, Result};
 use crate::error::{Failure, Op, classify};
 
 /// A fenced store on Azure Blob Storage: the shared compare-and-swap loop of
-/// [`fencing_core::blob::BlobStore`] on an [`AzureBackend`].
+/// [`fencing_core::adapter::blob::BlobStore`] on an [`AzureBackend`].
 pub type AzureStore = BlobStore<AzureBackend>;
 
 /// A fenced [`AzureStore`] on the container at `container_url`.

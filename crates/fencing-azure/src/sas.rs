@@ -57,7 +57,7 @@ pub(crate) fn container_url(endpoint: &str, container: &str, sas: &str) -> Resul
     url.parse().map_err(|e| {
         Error::invalid_input(format!(
             "{:?} is not a usable endpoint: {e}",
-            fencing_core::url::redact(endpoint)
+            fencing_core::redact(endpoint)
         ))
     })
 }

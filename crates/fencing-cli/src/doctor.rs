@@ -11,7 +11,7 @@ use fencing::safety::{SafetyCheck, Verdict};
 use serde::Serialize;
 
 use crate::{CliResult, backends, exit};
-use fencing::url::redact;
+use fencing::redact;
 
 #[derive(Debug, Args)]
 pub(crate) struct DoctorArgs {

@@ -9,7 +9,7 @@ use fencing::{FencingToken, LeaseRequest};
 use serde::Serialize;
 
 use crate::{CliResult, backends, exit};
-use fencing::url::redact;
+use fencing::redact;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum MigrateCommand {

@@ -249,7 +249,7 @@ impl Error {
     }
 
     /// The message and every cause below it, `: `-separated and redacted
-    /// ([`crate::url::redact_text`]): what a log line or the CLI prints, so
+    /// ([`crate::redact_text`]): what a log line or the CLI prints, so
     /// nobody writes the chain printer again and no SDK's request URL
     /// shows its signature.
     pub fn chain(&self) -> String {
@@ -322,7 +322,7 @@ impl<'a> Call<'a> {
     }
 }
 
-/// An SDK error's whole chain, as redacted text ([`crate::url::redact_text`]),
+/// An SDK error's whole chain, as redacted text ([`crate::redact_text`]),
 /// standing in for the error itself as a `source()`: some SDKs print the
 /// request URL in their messages, SAS signature and all, and a `source()`
 /// chain cannot be redacted link by link. Classify the original first.
@@ -338,7 +338,7 @@ impl Redacted {
 
 /// `err` and every cause below it, `: `-separated (a cause an SDK already
 /// repeats in its own message is not printed twice), redacted
-/// ([`crate::url::redact_text`]): the one chain printer, for the CLI, the
+/// ([`crate::redact_text`]): the one chain printer, for the CLI, the
 /// tests and any log line. [`Error::chain`] is the same for our errors.
 pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
@@ -351,7 +351,7 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
         }
         cause = e.source();
     }
-    crate::url::redact_text(&text)
+    crate::redact_text(&text)
 }
 
 impl std::fmt::Display for Redacted {

@@ -14,7 +14,7 @@
 //! call (`fencing.acquire`, `fencing.put`…) carrying the resource or key and
 //! the token, so a subscriber sees the token with every write. Two counters
 //! only the loops know are recorded inside them: compare-and-swap retries in
-//! [`BlobStore`](crate::blob::BlobStore), lost leases in
+//! [`BlobStore`](crate::adapter::blob::BlobStore), lost leases in
 //! [`KeepAlive`](crate::keepalive::KeepAlive).
 //!
 //! The `fencing` facade's `open_issuer` and `open_store` return instrumented

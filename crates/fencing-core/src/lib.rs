@@ -1,6 +1,6 @@
 #![doc = include_str!("../README.md")]
 
-pub mod blob;
+pub mod adapter;
 pub mod election;
 mod error;
 pub mod instrument;
@@ -8,16 +8,17 @@ mod issuer;
 pub mod keepalive;
 mod lease;
 pub mod memory;
+pub mod redact;
 pub mod safety;
 pub mod scenario;
 mod store;
 pub mod tls;
 mod token;
-pub mod url;
 
-pub use error::{BoxError, Call, Error, Redacted, Result, error_chain, never_sent, tls_failure};
+pub use error::{BoxError, Error, Result, error_chain};
 pub use issuer::TokenIssuer;
 pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
+pub use redact::{redact, redact_text};
 pub use store::{FencedStore, Limits, Versioned};
 pub use token::FencingToken;
 
@@ -26,5 +27,5 @@ const _: () = {
     const fn object_safe<T: ?Sized + Send + Sync + std::fmt::Debug>() {}
     object_safe::<dyn TokenIssuer>();
     object_safe::<dyn FencedStore>();
-    object_safe::<dyn blob::BlobBackend>();
+    object_safe::<dyn adapter::blob::BlobBackend>();
 };

@@ -20,7 +20,7 @@
 //!
 //! ```
 //! use fencing_core::tls::{TlsMode, TlsOptions};
-//! use fencing_core::url::BackendUrl;
+//! use fencing_core::adapter::url::BackendUrl;
 //!
 //! let mut url = BackendUrl::parse("etcd://10.0.0.1:2379?sslrootcert=/etc/ca.pem")?;
 //! let tls = TlsOptions::take_from(url.query())?;
@@ -33,8 +33,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::adapter::url::Query;
 use crate::safety::SafetyCheck;
-use crate::url::Query;
 use crate::{Error, Result};
 
 /// How a connection is protected, from none to a fully checked certificate.
@@ -441,7 +441,7 @@ impl Credentials {
             None => (userinfo, None),
         };
         let decode = |s: &str, what: &str| {
-            crate::url::percent_decode(s).map_err(|_| {
+            crate::adapter::url::percent_decode(s).map_err(|_| {
                 Error::invalid_input(format!("bad percent-encoding in the URL's {what}"))
             })
         };
@@ -465,8 +465,8 @@ impl Credentials {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapter::url::{BackendUrl, invalid_input_message};
     use crate::safety::Verdict;
-    use crate::url::{BackendUrl, invalid_input_message};
 
     fn parse(query: &str) -> Result<TlsOptions> {
         TlsOptions::take_from(&mut Query::parse(query)?)

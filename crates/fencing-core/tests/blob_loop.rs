@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fencing_core::blob::{
+use fencing_core::adapter::blob::{
     BlobBackend, BlobStore, BlobWrite, HookedWrites, Precondition, WriteHook, WriteOutcome,
 };
 use fencing_core::memory::MemoryBlobBackend;

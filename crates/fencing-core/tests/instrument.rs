@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fencing_core::blob::{BlobStore, HookedWrites};
+use fencing_core::adapter::blob::{BlobStore, HookedWrites};
 use fencing_core::instrument::{Instrumented, lease_span, names};
 use fencing_core::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};

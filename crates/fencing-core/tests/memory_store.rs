@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencing_core::FencedStore;
-use fencing_core::blob::BlobStore;
+use fencing_core::adapter::blob::BlobStore;
 use fencing_core::memory::{MemoryBlobBackend, MemoryStore};
 
 const TTL: Duration = Duration::from_millis(150);

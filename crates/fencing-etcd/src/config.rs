@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use etcd_client::{Certificate, ConnectOptions, Identity};
+use fencing_core::adapter::url::{BackendUrl, env};
 use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
-use fencing_core::url::{BackendUrl, env};
 use fencing_core::{Error, Result};
 
 use crate::EtcdIssuer;
@@ -385,7 +385,7 @@ fn hosts(list: &str) -> Result<Vec<String>> {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::invalid_input_message;
+    use fencing_testkit::refusal::invalid_input_message;
 
     use super::*;
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use fencing_core::{Call, Error, tls_failure};
+use fencing_core::Error;
+use fencing_core::adapter::{Call, tls_failure};
 use tonic::Code;
 
 /// The backend name in errors.

@@ -4,7 +4,8 @@
 use etcd_client::{
     Compare, CompareOp, GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse,
 };
-use fencing_core::{Call, Error, FencingToken, Result};
+use fencing_core::adapter::Call;
+use fencing_core::{Error, FencingToken, Result};
 
 use crate::client::Rpc;
 use crate::error::{BACKEND, Failure, map_error};

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn};
+use fencing_core::adapter::Call;
 use fencing_core::keepalive::KeepAlive;
 use fencing_core::tls::{Credentials, TlsMode};
 use fencing_core::{
-    Call, Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 
 use crate::client::Rpc;

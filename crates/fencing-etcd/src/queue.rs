@@ -8,7 +8,8 @@ use etcd_client::{
     Compare, CompareOp, EventType, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
     WatchFilterType, WatchOptions,
 };
-use fencing_core::{Call, Error, FencingToken, Lease, LeaseRequest, Result};
+use fencing_core::adapter::Call;
+use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
 
 use crate::client::Rpc;
 use crate::error::{BACKEND, lease_not_found, map_error};

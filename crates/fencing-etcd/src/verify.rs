@@ -13,9 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use etcd_client::{AlarmAction, AlarmType, Client, GetOptions, MemberListResponse, StatusResponse};
+use fencing_core::Result;
+use fencing_core::adapter::Call;
 use fencing_core::safety::{self, SafetyCheck};
 use fencing_core::tls::TlsOptions;
-use fencing_core::{Call, Result};
 
 use crate::EtcdIssuer;
 use crate::error::{Failure, map_error, permission_denied};

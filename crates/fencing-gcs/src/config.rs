@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
-use fencing_core::url::env;
+use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::adapter::url::env;
 use fencing_core::{Error, Result};
 use google_cloud_auth::credentials::{Credentials, anonymous};
 use google_cloud_storage::client::Storage;
@@ -159,7 +159,7 @@ fn adc_file_present() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::assert_refused;
+    use fencing_testkit::refusal::assert_refused;
 
     use super::*;
 

@@ -1,15 +1,16 @@
 //! The one place GCS failures become [`fencing_core::Error`]s.
 
-use fencing_core::blob::http;
-pub(crate) use fencing_core::blob::http::Failure;
-use fencing_core::{Error, never_sent};
+use fencing_core::Error;
+use fencing_core::adapter::blob::http;
+pub(crate) use fencing_core::adapter::blob::http::Failure;
+use fencing_core::adapter::never_sent;
 
 const BACKEND: &str = "gcs";
 
 /// What was being done when the client failed: a `Head` reads the
 /// generation and metadata only, a `Create` uploads with
 /// `ifGenerationMatch=0`, an `Update` with `ifGenerationMatch=<generation>`.
-pub(crate) use fencing_core::blob::http::Request as Op;
+pub(crate) use fencing_core::adapter::blob::http::Request as Op;
 
 /// Maps a client failure of `op` on `bucket`/`key`: an answer by the
 /// core's status table (GCS needs no overrides: a 404 on an update is an

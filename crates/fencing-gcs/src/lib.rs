@@ -12,7 +12,7 @@ pub use google_cloud_storage;
 
 use async_trait::async_trait;
 use bytes::BytesMut;
-use fencing_core::blob::{
+use fencing_core::adapter::blob::{
     BlobBackend, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition, StoredObject,
     WriteOutcome,
 };
@@ -24,7 +24,7 @@ use google_cloud_storage::model_ext::ReadRange;
 use crate::error::{Failure, Op, classify};
 
 /// A fenced store on GCS: the shared compare-and-swap loop of
-/// [`fencing_core::blob::BlobStore`] on a [`GcsBackend`].
+/// [`fencing_core::adapter::blob::BlobStore`] on a [`GcsBackend`].
 pub type GcsStore = BlobStore<GcsBackend>;
 
 /// A fenced [`GcsStore`] on `bucket`, through your configured `client`.
@@ -82,7 +82,7 @@ impl GcsBackend {
     pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
         self.endpoint = Some(endpoint.map_or_else(
             || "https://storage.googleapis.com".to_owned(),
-            fencing_core::url::redact,
+            fencing_core::redact,
         ));
         self
     }

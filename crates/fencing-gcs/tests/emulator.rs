@@ -115,7 +115,7 @@ async fn emulator_setup_without_a_server_is_a_retryable_backend_error() {
 
 #[test]
 fn limits_are_the_single_request_upload_limits() {
-    let max_object = (16 << 20) + fencing_core::blob::FRAME_HEADER_LEN as u64;
+    let max_object = (16 << 20) + fencing_core::adapter::blob::FRAME_HEADER_LEN as u64;
     fencing_testkit::blob::assert_object_limits(GcsBackend::limits(), 1024, max_object);
 }
 

@@ -127,7 +127,7 @@ async fn main() -> Result<(), BoxError> {
             format!("sqlite://{}", scratch.join("orders.sqlite").display())
         }
     };
-    println!("store and issuer: {}", fencing::url::redact(&url));
+    println!("store and issuer: {}", fencing::redact(&url));
     let issuer = fencing::open_issuer(&url).await?;
     let http = reqwest::Client::new();
     let resource = format!("orders/example-{}", std::process::id());

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use fencing_core::adapter::url::{BackendUrl, env_any};
+use fencing_core::redact;
 use fencing_core::tls::{Credentials, TlsOptions};
-use fencing_core::url::{BackendUrl, env_any, redact};
 use fencing_core::{Error, Result};
 
 use crate::target::{SHAPE, Target};
@@ -219,7 +220,7 @@ impl RedisConfig {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::invalid_input_message;
+    use fencing_testkit::refusal::invalid_input_message;
 
     use super::*;
 

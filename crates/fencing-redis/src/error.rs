@@ -16,10 +16,10 @@ use crate::BACKEND;
 pub(crate) fn map_error(operation: &str, write: bool, e: redis::RedisError) -> Error {
     if refused_login(&e) {
         Error::unauthenticated(BACKEND, e)
-    } else if fencing_core::tls_failure(&e) && write {
+    } else if fencing_core::adapter::tls_failure(&e) && write {
         // An alert after the command went out (a TLS proxy restarting).
         Error::outcome_unknown(BACKEND, operation, e)
-    } else if fencing_core::tls_failure(&e) {
+    } else if fencing_core::adapter::tls_failure(&e) {
         Error::tls(BACKEND, e)
     } else if e.kind() == ErrorKind::InvalidClientConfig {
         // Refused by redis-rs before anything was sent (its messages hold
@@ -125,7 +125,7 @@ mod tests {
             rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
         );
         // redis-rs keeps the io::Error behind an Arc: the core looks inside.
-        assert!(fencing_core::tls_failure(&handshake));
+        assert!(fencing_core::adapter::tls_failure(&handshake));
         let e = map_error("connect", false, handshake);
         assert!(
             matches!(

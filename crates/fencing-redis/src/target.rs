@@ -2,8 +2,8 @@
 //! TLS), parsed from a URL and handed to redis-rs as a `ConnectionInfo`, so
 //! no text of the URL (its password) reaches a redis-rs message.
 
+use fencing_core::adapter::url::BackendUrl;
 use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
-use fencing_core::url::BackendUrl;
 use fencing_core::{Error, Result};
 use redis::{
     ClientTlsConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates,
@@ -288,7 +288,7 @@ fn no_fragment(part: &str) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::{assert_refused, invalid_input_message};
+    use fencing_testkit::refusal::{assert_refused, invalid_input_message};
 
     use super::*;
 

@@ -72,7 +72,7 @@ async fn tls_issuer(url: &str) -> Option<RedisIssuer> {
         Err(e) => panic!(
             "{} through {}: {}",
             REDIS_TLS.name,
-            fencing_core::url::redact(url),
+            fencing_core::redact(url),
             e.chain()
         ),
     }
@@ -86,7 +86,7 @@ async fn failure(url: &str) -> Option<Error> {
     match connect(url).await {
         Ok(issuer) => panic!(
             "{}: connected, expected a failure: {issuer:?}",
-            fencing_core::url::redact(url)
+            fencing_core::redact(url)
         ),
         Err(e) => {
             assert_no_secret(url, &e, TLS_PASSWORD);

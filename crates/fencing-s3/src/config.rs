@@ -7,7 +7,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::SharedHttpClient;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
 use aws_smithy_http_client::tls;
-use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
 use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
@@ -304,7 +304,7 @@ pub(crate) fn emulator_client(
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::assert_refused;
+    use fencing_testkit::refusal::assert_refused;
 
     use super::*;
 

@@ -1,9 +1,10 @@
 //! The one place S3 failures become [`fencing_core::Error`]s.
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-pub(crate) use fencing_core::blob::http::Failure;
-use fencing_core::blob::http::{self, Meaning, Override, Request};
-use fencing_core::{Error, never_sent, tls_failure};
+use fencing_core::Error;
+pub(crate) use fencing_core::adapter::blob::http::Failure;
+use fencing_core::adapter::blob::http::{self, Meaning, Override, Request};
+use fencing_core::adapter::{never_sent, tls_failure};
 
 const BACKEND: &str = "s3";
 

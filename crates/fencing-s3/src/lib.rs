@@ -17,17 +17,17 @@ use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ExpirationStatus;
 use bytes::Bytes;
-use fencing_core::blob::{
+use fencing_core::adapter::blob::{
     BlobBackend, BlobStore, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
 };
-pub use fencing_core::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
+pub use fencing_core::adapter::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{Error, FencingToken, Limits, Result};
 
 use crate::error::{Failure, Op, classify};
 
 /// A fenced store on S3: the shared compare-and-swap loop of
-/// [`fencing_core::blob::BlobStore`] on an [`S3Backend`].
+/// [`fencing_core::adapter::blob::BlobStore`] on an [`S3Backend`].
 pub type S3Store = BlobStore<S3Backend>;
 
 /// A fenced [`S3Store`] on `bucket`, through your configured `client`.
@@ -79,7 +79,7 @@ impl S3Backend {
     pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
         self.endpoint = Some(endpoint.map_or_else(
             || "https://s3.amazonaws.com".to_owned(),
-            fencing_core::url::redact,
+            fencing_core::redact,
         ));
         self
     }

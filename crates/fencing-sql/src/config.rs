@@ -1,8 +1,9 @@
 //! [`SqlConfig`]: a SQL store or issuer from a URL, the environment or
 //! setters.
 
+use fencing_core::adapter::url::{Query, env_any};
+use fencing_core::redact;
 use fencing_core::tls::TlsOptions;
-use fencing_core::url::{Query, env_any, redact};
 use fencing_core::{Error, Result};
 
 use crate::{Db, SqlIssuer, SqlStore, Tables};
@@ -268,7 +269,7 @@ pub(crate) fn unsupported(url: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::invalid_input_message;
+    use fencing_testkit::refusal::invalid_input_message;
 
     use super::*;
 

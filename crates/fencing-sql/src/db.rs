@@ -2,9 +2,9 @@
 
 use std::fmt;
 
+use fencing_core::redact;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::tls::{TlsMode, TlsOptions};
-use fencing_core::url::redact;
 use fencing_core::{Error, Result};
 
 use crate::error::map_error;

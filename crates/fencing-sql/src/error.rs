@@ -29,7 +29,7 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
         // Otherwise a handshake (sqlx reports an untrusted certificate as an
         // io::Error around the rustls one): nothing was sent.
         sqlx::Error::Tls(_) => Error::tls(backend, e),
-        sqlx::Error::Io(ref io) if fencing_core::tls_failure(io) => Error::tls(backend, e),
+        sqlx::Error::Io(ref io) if fencing_core::adapter::tls_failure(io) => Error::tls(backend, e),
         sqlx::Error::Io(_) => Error::backend(backend, true, e),
         // A wrong password, an unknown user, no pg_hba.conf entry for this
         // transport (a plaintext login where only TLS is allowed).

@@ -64,7 +64,7 @@ async fn a_wrong_password_is_unauthenticated() {
             panic!(
                 "{}: the endpoint carries no password to replace: {}",
                 server.name,
-                fencing_core::url::redact(&url)
+                fencing_core::redact(&url)
             );
         }
         let err = Db::connect(&url).await.expect_err("a wrong password");

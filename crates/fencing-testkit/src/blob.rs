@@ -1,4 +1,4 @@
-//! Checks for object-store adapters built on [`fencing_core::blob::BlobStore`].
+//! Checks for object-store adapters built on [`fencing_core::adapter::blob::BlobStore`].
 //!
 //! The three object stores share one compare-and-swap loop, so the way to
 //! test an adapter is the same everywhere: the store suite on
@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fencing_core::blob::{
+use fencing_core::adapter::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobWrite, HookedWrites, Precondition, WriteHook,
     WriteOutcome, frame,
 };

@@ -59,6 +59,7 @@ pub mod issuer;
 pub mod lock_service;
 pub mod metrics;
 mod names;
+pub mod refusal;
 pub mod safety;
 pub mod store;
 pub mod zombie;
@@ -182,7 +183,7 @@ macro_rules! store_conformance {
 /// make some writes lose their precondition.
 ///
 /// `$backend` is an async fn returning `Option<B>` for a
-/// `B: fencing_core::blob::BlobBackend + 'static`; an optional second argument is
+/// `B: fencing_core::adapter::blob::BlobBackend + 'static`; an optional second argument is
 /// the in-memory issuer's TTL, as for [`store_conformance!`]. It defines a
 /// function `blob_store` beside the tests, so call it in a module of its
 /// own.

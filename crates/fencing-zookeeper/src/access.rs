@@ -247,8 +247,9 @@ mod tests {
 
     #[test]
     fn digest_needs_a_user_and_a_password() {
-        let bad =
-            |c: Credentials| fencing_core::url::invalid_input_message("digest", check_digest(&c));
+        let bad = |c: Credentials| {
+            fencing_testkit::refusal::invalid_input_message("digest", check_digest(&c))
+        };
         assert!(bad(Credentials::new("", "hunter2")).contains("user name"));
         assert!(bad(Credentials::new("a:b", "hunter2")).contains("without ':'"));
         let message = bad(Credentials {

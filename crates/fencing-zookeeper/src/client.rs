@@ -5,7 +5,8 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fencing_core::{Call, Result};
+use fencing_core::Result;
+use fencing_core::adapter::Call;
 use zookeeper_client as zk;
 
 use crate::access::{Access, prefix_permissions};

@@ -1,7 +1,7 @@
 //! [`ZkConfig`]: a ZooKeeper issuer from a URL, the environment or setters.
 
+use fencing_core::adapter::url::{BackendUrl, env_any};
 use fencing_core::tls::{Credentials, TlsOptions};
-use fencing_core::url::{BackendUrl, env_any};
 use fencing_core::{Error, Result};
 
 use crate::access::{Access, check_digest};
@@ -196,7 +196,7 @@ impl ZkConfig {
 
 #[cfg(test)]
 mod tests {
-    use fencing_core::url::invalid_input_message;
+    use fencing_testkit::refusal::invalid_input_message;
 
     use super::*;
 

@@ -2,7 +2,8 @@
 //! added to every token, so that a migration can start a resource's tokens
 //! above anything granted before.
 
-use fencing_core::{Call, Error, FencingToken, Result};
+use fencing_core::adapter::Call;
+use fencing_core::{Error, FencingToken, Result};
 use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use fencing_core::adapter::Call;
 use fencing_core::{
-    Call, Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 use zookeeper_client as zk;
 

@@ -12,7 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use fencing_core::{Call, Error, FencingToken, LeaseRequest, Result};
+use fencing_core::adapter::Call;
+use fencing_core::{Error, FencingToken, LeaseRequest, Result};
 use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};

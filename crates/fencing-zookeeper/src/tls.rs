@@ -201,7 +201,7 @@ const STOPPED: &str = "stopped at the server's certificate (a probe)";
 /// of it (as a plaintext port does, reading a ClientHello as a huge packet).
 /// A refused or timed-out connection is not.
 pub(crate) fn refused_handshake(error: &io::Error) -> bool {
-    fencing_core::tls_failure(error)
+    fencing_core::adapter::tls_failure(error)
         || error
             .get_ref()
             .is_some_and(|inner| inner.is::<HandshakeCut>())
@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn modes_are_those_the_client_can_do() {
         let parse = |q: &str| {
-            let mut query = fencing_core::url::Query::parse(q).unwrap();
+            let mut query = fencing_core::adapter::url::Query::parse(q).unwrap();
             mode(&TlsOptions::take_from(&mut query).unwrap())
         };
         assert_eq!(parse("").unwrap(), TlsMode::Disable);
@@ -380,7 +380,7 @@ mod tests {
             ("sslmode=prefer", "disable, verify-full"),
             ("sslmode=verify-full", "needs sslrootcert"),
         ] {
-            let message = fencing_core::url::invalid_input_message(query, parse(query));
+            let message = fencing_testkit::refusal::invalid_input_message(query, parse(query));
             assert!(message.contains(says), "{query}: {message}");
         }
     }

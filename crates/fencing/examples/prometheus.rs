@@ -14,11 +14,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::blob::BlobStore;
 use fencing::instrument::{Instrumented, lease_span};
 use fencing::keepalive::KeepAlive;
 use fencing::memory::MemoryBlobBackend;
 use fencing::{Error, FencedStore, LeaseRequest};
+use fencing_core::adapter::blob::BlobStore;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tracing::Instrument;
 

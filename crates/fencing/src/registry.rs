@@ -33,7 +33,7 @@
 use std::sync::Arc;
 
 use fencing_core::instrument::Instrumented;
-use fencing_core::url::redact;
+use fencing_core::redact;
 use fencing_core::{Error, FencedStore, TokenIssuer};
 
 /// The issuer URL grammar, one line per backend (for help texts).

@@ -8,7 +8,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use fencing_core::blob::{BlobBackend, BlobMeta, BlobStore};
+use fencing_core::adapter::blob::{BlobBackend, BlobMeta, BlobStore};
 use fencing_core::{Error, FencedStore, FencingToken, Result};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 

@@ -6,11 +6,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::MemoryStore;
-use crate::blob::{BlobBackend, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome};
+use crate::adapter::blob::{
+    BlobBackend, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
+};
 use crate::{Limits, Result};
 
 /// Objects in process memory with a version that changes on every write,
-/// like a GCS generation. Wrap it in [`BlobStore`](crate::blob::BlobStore)
+/// like a GCS generation. Wrap it in [`BlobStore`](crate::adapter::blob::BlobStore)
 /// to test the shared compare-and-swap loop with no server.
 #[derive(Debug, Default)]
 pub struct MemoryBlobBackend {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use fencing_core::blob::{BlobBackend, BlobStore, BlobWrite, WriteHook, WriteOutcome};
+use fencing_core::adapter::blob::{BlobBackend, BlobStore, BlobWrite, WriteHook, WriteOutcome};
 use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::{Error, FencedStore, FencingToken, Result};
 

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use azure_core::http::{NoFormat, RequestContent};
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
-use fencing::blob::{BlobBackend, BlobStore};
 use fencing::{FencedStore, FencingToken};
+use fencing_core::adapter::blob::{BlobBackend, BlobStore};
 
 use crate::BoxResult;
 use crate::contention::{Outcome, Writer};
@@ -106,7 +106,7 @@ impl<B: Plain> Sides<B> {
     /// header (one ranged read).
     pub(crate) async fn read_version(&self, key: &str) -> BoxResult<()> {
         self.backend
-            .read_prefix(key, fencing::blob::FRAME_HEADER_LEN)
+            .read_prefix(key, fencing_core::adapter::blob::FRAME_HEADER_LEN)
             .await?
             .ok_or("the object to read was missing")?;
         Ok(())

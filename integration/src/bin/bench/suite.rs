@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fencing::HolderId;
-use fencing::blob::BlobStore;
+use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server};
 use fencing_harness::proxy::CountingProxy;
 use fencing_integration::run_prefix;

@@ -88,7 +88,7 @@ enum Requests {
 /// A backend lists its overrides in order; the first that matches wins.
 ///
 /// ```
-/// use fencing_core::blob::http::{Meaning, Override, Request, meaning};
+/// use fencing_core::adapter::blob::http::{Meaning, Override, Request, meaning};
 ///
 /// // Azure: only ConditionNotMet among 412s is a lost race.
 /// const AZURE: &[Override] = &[

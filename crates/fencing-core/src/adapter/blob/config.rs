@@ -7,7 +7,7 @@
 //! options (a region, a SAS, credentials) around it:
 //!
 //! ```
-//! use fencing_core::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+//! use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
 //!
 //! const KIND: ObjectStoreKind = ObjectStoreKind {
 //!     scheme: "mem",
@@ -27,7 +27,7 @@
 use std::fmt;
 
 use super::{BlobBackend, BlobStore};
-use crate::url::{BackendUrl, Query, env, env_any, env_bool};
+use crate::adapter::url::{BackendUrl, Query, env, env_any, env_bool};
 use crate::{Error, Result};
 
 /// What tells one object store's URLs, variables and messages from
@@ -133,7 +133,7 @@ impl ObjectStoreConfig {
             // credential goes in its own option, where it is never shown.
             return Err(Error::invalid_input(format!(
                 "endpoint {:?} has a query: give the endpoint alone, and a SAS as sas=…",
-                crate::url::redact(endpoint)
+                crate::redact(endpoint)
             )));
         }
         if self.emulator && self.endpoint.is_none() {
@@ -160,10 +160,7 @@ impl ObjectStoreConfig {
     /// `noun`.
     pub fn debug_fields(&self, noun: &str, d: &mut fmt::DebugStruct<'_, '_>) {
         d.field(noun, &self.name)
-            .field(
-                "endpoint",
-                &self.endpoint.as_deref().map(crate::url::redact),
-            )
+            .field("endpoint", &self.endpoint.as_deref().map(crate::redact))
             .field("emulator", &self.emulator)
             .field("adopt_unfenced", &self.adopt_unfenced);
     }
@@ -188,7 +185,7 @@ macro_rules! object_store_config_methods {
         $(#[$new_doc])*
         pub fn new($name: impl Into<String>) -> Self {
             Self {
-                $common: $crate::blob::config::ObjectStoreConfig::new($name),
+                $common: $crate::adapter::blob::config::ObjectStoreConfig::new($name),
                 ..Self::default()
             }
         }
@@ -196,7 +193,7 @@ macro_rules! object_store_config_methods {
         $(#[$env_doc])*
         pub fn from_env() -> $crate::Result<Self> {
             Ok(Self {
-                $common: $crate::blob::config::ObjectStoreConfig::from_env(&$kind)?,
+                $common: $crate::adapter::blob::config::ObjectStoreConfig::from_env(&$kind)?,
                 ..Self::default()
             })
         }
@@ -252,7 +249,7 @@ mod tests {
         emulator_endpoint: "the emulator's address",
     };
 
-    use crate::url::invalid_input_message;
+    use crate::adapter::url::invalid_input_message;
 
     fn invalid<T: fmt::Debug>(r: Result<T>) -> String {
         invalid_input_message("mem://", r)

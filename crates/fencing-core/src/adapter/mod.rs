@@ -1,0 +1,17 @@
+//! The adapter SPI: what a backend crate builds on, and an application
+//! needs none of.
+//!
+//! - [`descriptor`]: the one description of a backend (schemes, roles, URL
+//!   options, how to open it) that the registry, `fence --help`, the README
+//!   table and the test matrix are generated from;
+//! - [`url`]: a backend URL parsed once, options taken one by one;
+//! - [`blob`]: the one read → check → conditional-write loop of every object
+//!   store, parameterised by a [`blob::BlobBackend`];
+//! - the error plumbing of every adapter's one error-mapping function:
+//!   [`Call`] (what failed), [`tls_failure`], [`never_sent`], [`Redacted`].
+
+pub mod blob;
+pub mod descriptor;
+pub mod url;
+
+pub use crate::error::{Call, Redacted, never_sent, tls_failure};
