@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
+use fencing::registry::Role;
 use fencing::{FencedStore, TokenIssuer};
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server, with_option};
@@ -17,29 +18,6 @@ use fencing_sql::{Db, SqlStore, Tables};
 
 pub mod candidate;
 pub mod nemesis;
-
-/// The issuers, by name.
-pub const ISSUERS: &[&str] = &[
-    "memory",
-    "sqlite",
-    "postgres",
-    "mariadb",
-    "redis",
-    "etcd",
-    "zookeeper",
-];
-
-/// The stores, by name.
-pub const STORES: &[&str] = &[
-    "memory",
-    "memory-blob",
-    "sqlite",
-    "postgres",
-    "mariadb",
-    "s3",
-    "gcs",
-    "azure",
-];
 
 /// The variable that hands a run's prefix to the processes it starts.
 pub const RUN_PREFIX_VAR: &str = "FENCING_RUN_PREFIX";
@@ -86,47 +64,158 @@ fn bucket_name() -> String {
     format!("{}-matrix", run_prefix().replace('_', "-"))
 }
 
-/// A backend's URL in the registry's grammar (`fencing::registry`), with
-/// this run's prefix, and the server it needs (`None`: embedded).
-fn issuer_url(name: &str) -> Option<(Option<&'static Server>, String)> {
-    let table_prefix = format!("fencing_table_prefix={}_", run_prefix());
-    Some(match name {
-        "sqlite" => (None, with_option(&sqlite_url(), &table_prefix)),
-        "postgres" => (
-            Some(&env::POSTGRES),
-            with_option(&env::POSTGRES.endpoint(), &table_prefix),
-        ),
-        "mariadb" => (
-            Some(&env::MYSQL),
-            with_option(&env::MYSQL.endpoint(), &table_prefix),
-        ),
-        "redis" => (
-            Some(&env::REDIS_AOF),
+/// Where the tests run a backend of the registry: one row per test server.
+/// What each opens (issuer, store, both) is its descriptor's
+/// (`fencing::registry`), not this table's.
+struct Instance {
+    /// The name tests and `FENCING_SKIP` use (`postgres`).
+    name: &'static str,
+    /// Its backend's descriptor name (`sql`).
+    backend: &'static str,
+    /// The server it needs (`None`: embedded).
+    server: Option<&'static Server>,
+    /// Its URL in the registry's grammar, on this run's prefix (`None`:
+    /// opened by [`store`](Self::store)).
+    url: Option<fn() -> String>,
+    /// The lease TTL its issuer's tests use (zero for a store only).
+    ttl: Duration,
+    /// Opens its store another way than by URL (an emulator's bucket must
+    /// be made first).
+    store: Option<fn() -> Opening<dyn FencedStore>>,
+}
+
+type Opening<T> = std::pin::Pin<Box<dyn Future<Output = Option<Arc<T>>> + Send>>;
+
+fn table_prefix() -> String {
+    format!("fencing_table_prefix={}_", run_prefix())
+}
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+const INSTANCES: &[Instance] = &[
+    Instance {
+        name: "sqlite",
+        backend: "sql",
+        server: None,
+        url: Some(|| with_option(&sqlite_url(), &table_prefix())),
+        ttl: ms(400),
+        store: None,
+    },
+    Instance {
+        name: "postgres",
+        backend: "sql",
+        server: Some(&env::POSTGRES),
+        url: Some(|| with_option(&env::POSTGRES.endpoint(), &table_prefix())),
+        ttl: ms(400),
+        store: None,
+    },
+    Instance {
+        name: "mariadb",
+        backend: "sql",
+        server: Some(&env::MYSQL),
+        url: Some(|| with_option(&env::MYSQL.endpoint(), &table_prefix())),
+        ttl: ms(400),
+        store: None,
+    },
+    Instance {
+        name: "redis",
+        backend: "redis",
+        server: Some(&env::REDIS_AOF),
+        url: Some(|| {
             with_option(
                 &env::REDIS_AOF.endpoint(),
                 &format!("prefix={}:", run_prefix()),
-            ),
-        ),
-        "etcd" => (
-            Some(&env::ETCD),
+            )
+        }),
+        ttl: ms(300),
+        store: None,
+    },
+    Instance {
+        name: "etcd",
+        backend: "etcd",
+        server: Some(&env::ETCD),
+        url: Some(|| {
             format!(
                 "etcd://{}?prefix={}/",
                 env::ETCD.endpoint().replace("http://", ""),
                 run_prefix()
-            ),
-        ),
-        "zookeeper" => (
-            Some(&env::ZOOKEEPER),
-            format!("zk://{}/{}", env::ZOOKEEPER.endpoint(), run_prefix()),
-        ),
-        _ => return None,
-    })
+            )
+        }),
+        ttl: Duration::from_secs(2),
+        store: None,
+    },
+    Instance {
+        name: "zookeeper",
+        backend: "zookeeper",
+        server: Some(&env::ZOOKEEPER),
+        url: Some(|| format!("zk://{}/{}", env::ZOOKEEPER.endpoint(), run_prefix())),
+        ttl: Duration::from_secs(2),
+        store: None,
+    },
+    Instance {
+        name: "s3",
+        backend: "s3",
+        server: Some(&env::S3),
+        url: None,
+        ttl: Duration::ZERO,
+        store: Some(|| Box::pin(async { Some(Arc::new(s3().await?) as Arc<dyn FencedStore>) })),
+    },
+    Instance {
+        name: "gcs",
+        backend: "gcs",
+        server: Some(&env::GCS),
+        url: None,
+        ttl: Duration::ZERO,
+        store: Some(|| Box::pin(async { Some(Arc::new(gcs().await?) as Arc<dyn FencedStore>) })),
+    },
+    Instance {
+        name: "azure",
+        backend: "azure",
+        server: Some(&env::AZURE),
+        url: None,
+        ttl: Duration::ZERO,
+        store: Some(|| Box::pin(async { Some(Arc::new(azure().await?) as Arc<dyn FencedStore>) })),
+    },
+];
+
+fn instance(name: &str) -> Option<&'static Instance> {
+    INSTANCES.iter().find(|i| i.name == name)
+}
+
+fn opens(instance: &Instance, role: Role) -> bool {
+    fencing::registry::BACKENDS
+        .iter()
+        .any(|d| d.name == instance.backend && d.opens(role))
+}
+
+/// The issuers, by name: the in-process one, then every test server of an
+/// issuer backend of the registry.
+pub fn issuers() -> Vec<&'static str> {
+    let servers = INSTANCES.iter().filter(|i| opens(i, Role::Issuer));
+    std::iter::once("memory")
+        .chain(servers.map(|i| i.name))
+        .collect()
+}
+
+/// The stores, by name: the in-process ones, then every test server of a
+/// store backend of the registry.
+pub fn stores() -> Vec<&'static str> {
+    let servers = INSTANCES.iter().filter(|i| opens(i, Role::Store));
+    ["memory", "memory-blob"]
+        .into_iter()
+        .chain(servers.map(|i| i.name))
+        .collect()
 }
 
 /// A named issuer's URL on this checkout's servers (registry grammar), with
 /// this run's prefix; `None` for `memory` (in-process) and unknown names.
 pub fn issuer_url_of(name: &str) -> Option<String> {
-    issuer_url(name).map(|(_, url)| url)
+    instance(name)
+        .filter(|i| opens(i, Role::Issuer))
+        .and_then(|i| i.url)
+        .map(|url| url())
 }
 
 /// A fresh issuer by name, with the TTL its tests use; `None` if skipped.
@@ -134,17 +223,15 @@ pub fn issuer_url_of(name: &str) -> Option<String> {
 /// # Panics
 /// For an unknown name, or a server that does not answer.
 pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
-    let ms = Duration::from_millis;
-    let ttl = match name {
-        "memory" => return Some((Arc::new(MemoryIssuer::new()), ms(150))),
-        "sqlite" | "postgres" | "mariadb" => ms(400),
-        "redis" => ms(300),
-        "etcd" | "zookeeper" => Duration::from_secs(2),
-        other => panic!("unknown issuer {other:?}; known: {ISSUERS:?}"),
+    if name == "memory" {
+        return Some((Arc::new(MemoryIssuer::new()), ms(150)));
+    }
+    let Some(instance) = instance(name).filter(|i| opens(i, Role::Issuer)) else {
+        panic!("unknown issuer {name:?}; known: {:?}", issuers());
     };
-    let (server, url) = issuer_url(name).expect("every named issuer has a URL");
-    let issuer = on(server, fencing::open_issuer(&url)).await?;
-    Some((issuer, ttl))
+    let url = instance.url.expect("an issuer is opened by URL")();
+    let issuer = on(instance.server, fencing::open_issuer(&url)).await?;
+    Some((issuer, instance.ttl))
 }
 
 /// A fresh store by name; `None` if skipped.
@@ -152,18 +239,60 @@ pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
 /// # Panics
 /// For an unknown name, or a server that does not answer.
 pub async fn store(name: &str) -> Option<Arc<dyn FencedStore>> {
-    Some(match name {
-        "memory" => Arc::new(MemoryStore::new()),
-        "memory-blob" => Arc::new(BlobStore::new(MemoryBlobBackend::new())),
-        "sqlite" | "postgres" | "mariadb" => {
-            let (server, url) = issuer_url(name).expect("a SQL URL");
-            on(server, fencing::open_store(&url)).await?
+    match name {
+        "memory" => return Some(Arc::new(MemoryStore::new())),
+        "memory-blob" => return Some(Arc::new(BlobStore::new(MemoryBlobBackend::new()))),
+        _ => {}
+    }
+    let Some(instance) = instance(name).filter(|i| opens(i, Role::Store)) else {
+        panic!("unknown store {name:?}; known: {:?}", stores());
+    };
+    match (instance.store, instance.url) {
+        (Some(open), _) => open().await,
+        (None, Some(url)) => on(instance.server, fencing::open_store(&url())).await,
+        (None, None) => panic!("{name}: neither a URL nor an opener"),
+    }
+}
+
+/// Runs `test` on every name, `concurrency` at a time, and fails naming
+/// each one whose run panicked: one test over a list that comes from the
+/// registry, instead of a test function per backend written out by hand.
+///
+/// # Panics
+/// If any run panicked, with every failure.
+pub async fn for_each<F, Fut>(names: Vec<&'static str>, concurrency: usize, test: F)
+where
+    F: Fn(&'static str) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let limit = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let mut runs = Vec::new();
+    for name in names {
+        let permit = limit.clone().acquire_owned();
+        let run = test(name);
+        runs.push((
+            name,
+            tokio::spawn(async move {
+                let _permit = permit.await.expect("the semaphore stays open");
+                run.await;
+            }),
+        ));
+    }
+    let mut failures = Vec::new();
+    for (name, run) in runs {
+        if let Err(e) = run.await {
+            let message = match e.try_into_panic() {
+                Ok(panic) => panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default(),
+                Err(e) => e.to_string(),
+            };
+            failures.push(format!("{name}: {message}"));
         }
-        "s3" => Arc::new(s3().await?),
-        "gcs" => Arc::new(gcs().await?),
-        "azure" => Arc::new(azure().await?),
-        other => panic!("unknown store {other:?}; known: {STORES:?}"),
-    })
+    }
+    assert!(failures.is_empty(), "failures:\n{}", failures.join("\n"));
 }
 
 /// A SQL store on this run's tables at `url` (e.g. through a proxy).
@@ -220,4 +349,63 @@ pub async fn azure() -> Option<fencing_azure::AzureStore> {
         fencing_azure::emulator::store(&env::AZURE.endpoint(), &bucket_name()),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_backend_of_the_registry_has_a_test_server() {
+        for backend in fencing::registry::BACKENDS {
+            assert!(
+                INSTANCES.iter().any(|i| i.backend == backend.name),
+                "backend {} has no test server: add its row to INSTANCES (integration/src/lib.rs), \
+                 its server to integration/services.sh and a Server to fencing_harness::env",
+                backend.name
+            );
+        }
+        for instance in INSTANCES {
+            assert!(
+                fencing::registry::BACKENDS
+                    .iter()
+                    .any(|d| d.name == instance.backend),
+                "{} names no backend of the registry",
+                instance.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_lists_come_from_the_registry() {
+        assert_eq!(
+            issuers(),
+            [
+                "memory",
+                "sqlite",
+                "postgres",
+                "mariadb",
+                "redis",
+                "etcd",
+                "zookeeper"
+            ]
+        );
+        assert_eq!(
+            stores(),
+            [
+                "memory",
+                "memory-blob",
+                "sqlite",
+                "postgres",
+                "mariadb",
+                "s3",
+                "gcs",
+                "azure"
+            ]
+        );
+        for name in issuers().into_iter().skip(1) {
+            let url = issuer_url_of(name).unwrap();
+            assert!(fencing::registry::backend_for(&url).is_some(), "{url}");
+        }
+    }
 }

@@ -8,28 +8,58 @@ use std::time::Duration;
 use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use azure_storage_blob::BlobContainerClientOptions;
-use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::adapter::blob::config::{
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+};
+use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::env;
 use fencing_core::{Error, Result};
 
 use crate::sas::{account_sas, container_url};
 use crate::{AzureBackend, AzureStore};
 
-/// The options an `az://` URL takes.
-const OPTIONS: &[&str] = &[
-    "endpoint",
-    "account",
-    "sas",
-    "sas_lifetime",
-    "emulator",
-    "adopt_unfenced",
-];
+/// The Azure Blob backend, as the registry, `fence --help` and the README
+/// see it.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "azure",
+    title: "Azure Blob",
+    crate_name: "fencing-azure",
+    features: &["azure"],
+    schemes: &["az"],
+    shape: "az://CONTAINER",
+    options: &[
+        ENDPOINT,
+        EMULATOR,
+        ADOPT_UNFENCED,
+        UrlOption::new(
+            "account",
+            OptionKind::Text,
+            "instead of endpoint=: https://NAME.blob.core.windows.net",
+        ),
+        UrlOption::new(
+            "sas",
+            OptionKind::Text,
+            "a SAS token, percent-encoded (sv%3D…%26sig%3D…)",
+        )
+        .secret(),
+        UrlOption::new(
+            "sas_lifetime",
+            OptionKind::Duration,
+            "how long a SAS signed from an account key lasts",
+        )
+        .default("1h"),
+    ],
+    // The endpoint's scheme says whether TLS is used.
+    tls_modes: &[],
+    open_issuer: None,
+    open_store: Some(|url| {
+        Box::pin(async move { descriptor::store(AzureConfig::from_url(&url)?.connect().await?) })
+    }),
+};
 
-/// The `az://` URL, its variables and messages.
+/// The `az://` URL's variables and messages.
 const KIND: ObjectStoreKind = ObjectStoreKind {
-    scheme: "az",
-    what: "an Azure Blob URL (az://CONTAINER?endpoint=URL)",
-    shape: "az://CONTAINER?endpoint=URL",
+    backend: &BACKEND,
     noun: "container",
     env_prefix: "FENCING_AZURE",
     emulator_endpoint: "Azurite's, e.g. http://127.0.0.1:10000/devstoreaccount1",
@@ -143,7 +173,8 @@ impl AzureConfig {
     /// both `endpoint=` and `account=`, or `emulator=true` without
     /// `endpoint=`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let (common, mut query) = ObjectStoreConfig::from_url(&KIND, url)?;
+        let (common, mut parsed) = ObjectStoreConfig::from_url(&KIND, url)?;
+        let query = parsed.query();
         let mut config = Self {
             common,
             ..Self::default()
@@ -158,7 +189,7 @@ impl AzureConfig {
             config.credential = Credential::Sas(sas);
         }
         config.sas_lifetime = query.take_duration("sas_lifetime")?;
-        config.common.finish(&KIND, query, OPTIONS)?;
+        config.common.finish(&KIND, parsed)?;
         Ok(config)
     }
 
@@ -410,16 +441,46 @@ mod tests {
         assert_refused(
             AzureConfig::from_url,
             &[
-                ("s3://c", &["not an Azure Blob URL"]),
-                ("az://?endpoint=x", &["no container"]),
+                ("s3://c", &["not an Azure Blob URL (az://CONTAINER)"]),
+                (
+                    "az://?endpoint=x",
+                    &["no container: expected az://CONTAINER"],
+                ),
                 ("az://c/blob", &["\"/blob\""]),
-                ("az://c?key=x", &["\"key\"", "sas, sas_lifetime, emulator"]),
+                (
+                    "az://c?key=x",
+                    &[
+                        "unknown option \"key\" in a az:// URL",
+                        "known options: endpoint, emulator, adopt_unfenced, account, sas, sas_lifetime",
+                    ],
+                ),
+                ("az://c?sas=", &["sas=\"***\": needs a value"]),
                 ("az://c?emulator=true", &["needs endpoint="]),
                 ("az://c?endpoint=x&account=y", &["not both"]),
                 ("az://c?sas_lifetime=10", &["sas_lifetime=\"10\""]),
                 ("az://c?adopt_unfenced=maybe", &["adopt_unfenced"]),
             ],
         );
+    }
+
+    /// Every option the descriptor declares is read by `from_url`.
+    #[test]
+    fn every_declared_option_is_read() {
+        for option in BACKEND.options() {
+            let value = match option.kind {
+                OptionKind::Bool => "true".to_owned(),
+                OptionKind::Duration => "1s".to_owned(),
+                OptionKind::Count => "1".to_owned(),
+                OptionKind::Path => "/tmp/x.pem".to_owned(),
+                OptionKind::Choice(words) => words[0].to_owned(),
+                OptionKind::TlsMode(modes) => modes[0].as_str().to_owned(),
+                _ => "x".to_owned(),
+            };
+            let url = format!("az://c?{}={value}", option.name);
+            if let Err(e) = AzureConfig::from_url(&url) {
+                assert!(!e.to_string().contains("but was not read"), "{url}: {e}");
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ pub mod emulator;
 mod error;
 mod sas;
 
-pub use config::{AzureConfig, DEFAULT_SAS_LIFETIME};
+pub use config::{AzureConfig, BACKEND, DEFAULT_SAS_LIFETIME};
 pub use sas::account_sas;
 
 /// The Azure SDK crates this crate is built on, so yours match their versions.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use fencing::memory::{MemoryIssuer, MemoryStore};
-pub(crate) use fencing::scenario::{Event, Step, figure_9_6};
+use fencing::scenario::{Event, Step, figure_9_6};
 use fencing::{FencedStore, TokenIssuer};
 use fencing_sql::{SqlIssuer, SqlStore};
 

@@ -167,13 +167,15 @@ pub(crate) async fn run(args: DoctorArgs) -> CliResult {
 /// (`print`), and judges the URL.
 async fn check_url(url: &str, timeout: Duration, print: bool) -> Report {
     let shown = redact(url);
-    let (store, issuer) = backends::roles(url);
+    let backend = backends::backend_for(url);
+    let opens = |role| backend.is_some_and(|b| b.opens(role));
+    let (store, issuer) = (opens(backends::Role::Store), opens(backends::Role::Issuer));
     let mut sections = Vec::new();
     if !store && !issuer {
         let error = format!(
-            "not a store or issuer URL; expected a store ({}) or an issuer ({})",
-            backends::STORE_URLS,
-            backends::ISSUER_URLS
+            "not a store or issuer URL; expected a store:\n{}\nor an issuer:\n{}",
+            backends::grammar(backends::Role::Store),
+            backends::grammar(backends::Role::Issuer)
         );
         if print {
             out!("{shown}");
@@ -243,7 +245,7 @@ async fn checks(url: &str, role: Role) -> Result<Vec<SafetyCheck>, Error> {
             // counter. That refusal is the finding: say so, then open it
             // anyway (volatile=1, only to look) to list every setting.
             Err(Error::UnsafeConfiguration { reason, .. }) => {
-                let Some(inspect) = backends::with_volatile(url) else {
+                let Some(inspect) = with_volatile(url) else {
                     return Ok(vec![SafetyCheck::unsafe_(
                         "opens without an opt-in",
                         reason,
@@ -279,6 +281,24 @@ async fn checks(url: &str, role: Role) -> Result<Vec<SafetyCheck>, Error> {
             redact(url)
         ))),
     }
+}
+
+/// The Redis URL with `volatile=true` in place of any durability option,
+/// to open an issuer the registry refused and list its settings.
+fn with_volatile(url: &str) -> Option<String> {
+    let redis = backends::backend_for(url).is_some_and(|b| b.name == "redis");
+    redis.then(|| {
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut pairs: Vec<&str> = query
+            .split('&')
+            .filter(|p| {
+                let key = p.split_once('=').map_or(*p, |(k, _)| k);
+                !p.is_empty() && !matches!(key, "volatile" | "replicas" | "wait")
+            })
+            .collect();
+        pairs.push("volatile=true");
+        format!("{base}?{}", pairs.join("&"))
+    })
 }
 
 /// The verdict of one URL from its sections.
@@ -363,4 +383,22 @@ fn describe(e: &Error) -> String {
         text.push_str(" (is the server up and reachable at that address?)");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_volatile;
+
+    #[test]
+    fn a_redis_url_is_inspected_with_the_volatile_opt_in_only() {
+        assert_eq!(
+            with_volatile("redis://h:1?volatile=0&prefix=p").as_deref(),
+            Some("redis://h:1?prefix=p&volatile=true")
+        );
+        assert_eq!(
+            with_volatile("rediss://h:1?replicas=1&wait=1s").as_deref(),
+            Some("rediss://h:1?volatile=true")
+        );
+        assert_eq!(with_volatile("s3://b"), None);
+    }
 }

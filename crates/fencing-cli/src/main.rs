@@ -30,8 +30,8 @@ fn after_help() -> String {
     let indent = |s: &str| s.lines().map(|l| format!("  {l}\n")).collect::<String>();
     format!(
         "Backends are named by URL.\nIssuers (a ZooKeeper lease is its process's session: use it with `run` or `acquire --hold`):\n{}Stores:\n{}{AFTER_HELP}",
-        indent(backends::ISSUER_URLS),
-        indent(backends::STORE_URLS),
+        indent(&backends::grammar(backends::Role::Issuer)),
+        indent(&backends::grammar(backends::Role::Store)),
     )
 }
 

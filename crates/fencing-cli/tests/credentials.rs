@@ -86,10 +86,18 @@ fn help_prints_the_registry_grammar() {
         .output()
         .expect("run fence");
     let help = String::from_utf8_lossy(&help.stdout);
-    for line in fencing::registry::STORE_URLS
+    use fencing::registry::{BACKENDS, Role, grammar};
+    for line in grammar(Role::Store)
         .lines()
-        .chain(fencing::registry::ISSUER_URLS.lines())
+        .chain(grammar(Role::Issuer).lines().collect::<Vec<_>>())
     {
         assert!(help.contains(line.trim()), "missing from --help: {line}");
+    }
+    for backend in BACKENDS {
+        assert!(help.contains(backend.shape), "{} missing", backend.name);
+        for option in backend.options() {
+            let word = format!("{}={}", option.name, option.kind.placeholder());
+            assert!(help.contains(&word), "{}'s {word} missing", backend.name);
+        }
     }
 }

@@ -8,16 +8,17 @@
 
 use fencing_core::TokenIssuer;
 use fencing_core::memory::MemoryStore;
-use fencing_etcd::EtcdIssuer;
+use fencing_etcd::EtcdConfig;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let endpoints =
         std::env::var("FENCING_ETCD_ENDPOINTS").unwrap_or_else(|_| "http://127.0.0.1:2379".into());
     let endpoints: Vec<&str> = endpoints.split(',').map(str::trim).collect();
-    let issuer = EtcdIssuer::connect(&endpoints)
-        .await?
-        .with_prefix("fencing-examples/")?;
+    let issuer = EtcdConfig::new(endpoints.iter().copied())
+        .with_prefix("fencing-examples/")
+        .connect()
+        .await?;
     let ttl = issuer.min_ttl();
     println!("etcd at {endpoints:?}: tokens are lock keys' create_revision, TTL {ttl:?}");
     // The scenario `fence demo` narrates; an error if any step breaks the contract.

@@ -2,32 +2,56 @@
 
 use std::time::Duration;
 
-use etcd_client::{Certificate, ConnectOptions, Identity};
-use fencing_core::adapter::url::{BackendUrl, env};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity};
+use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
+use fencing_core::adapter::url::env;
 use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 
 use crate::EtcdIssuer;
-use crate::error::BACKEND;
+use crate::error::NAME;
 
-/// The options an `etcd://` URL takes: ours, then
-/// [`TlsOptions::URL_OPTIONS`].
-const OPTIONS: &[&str] = &[
-    "prefix",
-    "timeout",
-    "min_ttl",
-    "sslmode",
-    "sslrootcert",
-    "sslcert",
-    "sslkey",
-];
+/// The etcd backend, as the registry, `fence --help` and the README see it.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "etcd",
+    title: "etcd",
+    crate_name: "fencing-etcd",
+    features: &["etcd"],
+    schemes: &["etcd"],
+    shape: SHAPE,
+    options: &[
+        UrlOption::new(
+            "prefix",
+            OptionKind::Text,
+            "the key prefix (a user whose role is limited to a prefix needs it)",
+        )
+        .default(crate::DEFAULT_PREFIX),
+        UrlOption::new(
+            "timeout",
+            OptionKind::Duration,
+            "how long one call may take; a write past it is outcome-unknown",
+        )
+        .default("5s"),
+        UrlOption::new(
+            "min_ttl",
+            OptionKind::Duration,
+            "the shortest TTL accepted (1.5 x the server's election timeout)",
+        )
+        .default("2s"),
+    ],
+    tls_modes: OFFERED,
+    open_issuer: Some(|url| {
+        Box::pin(async move { descriptor::issuer(EtcdConfig::from_url(&url)?.connect().await?) })
+    }),
+    open_store: None,
+};
 
 /// The modes etcd's client (tonic on rustls) can do: it always checks the
 /// chain and the host name once TLS is on.
 const OFFERED: &[TlsMode] = &[TlsMode::Disable, TlsMode::VerifyFull];
 
 /// The URL's shape, for messages.
-const SHAPE: &str = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?prefix=P&sslrootcert=CA.pem…]";
+const SHAPE: &str = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]";
 
 /// How to reach etcd: parsed from
 /// `etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?OPTIONS]`, read from
@@ -104,11 +128,7 @@ impl EtcdConfig {
     }
 
     fn parse(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse_as(
-            url,
-            &["etcd"],
-            "an etcd URL (etcd://HOST:PORT[,HOST:PORT…])",
-        )?;
+        let mut url = BACKEND.parse(url)?;
         let (credentials, hosts) = Credentials::split_authority(url.authority())?;
         url.expect_no_path(SHAPE)?;
         let mut config = Self::new(self::hosts(hosts)?);
@@ -118,7 +138,7 @@ impl EtcdConfig {
         config.timeout = query.take_duration("timeout")?;
         config.min_ttl = query.take_duration("min_ttl")?;
         config.tls = TlsOptions::take_from(query)?;
-        std::mem::take(query).finish(OPTIONS)?;
+        BACKEND.finish(url)?;
         config.transport()?;
         Ok(config)
     }
@@ -252,11 +272,11 @@ impl EtcdConfig {
     /// Connects and applies the options.
     ///
     /// # Errors
-    /// As [`EtcdIssuer::connect`] and [`EtcdIssuer::with_prefix`];
-    /// [`Error::InvalidInput`] for a TLS mode etcd's client cannot do, or a
-    /// CA or client certificate file that cannot be read or parsed;
-    /// [`Error::Tls`] when the handshake fails; [`Error::Unauthenticated`]
-    /// when etcd refuses the user.
+    /// [`Error::InvalidInput`] for no endpoint, a bad prefix, a TLS mode
+    /// etcd's client cannot do, or a CA or client certificate file that
+    /// cannot be read or parsed; a retryable [`Error::Backend`] if etcd
+    /// does not answer; [`Error::Tls`] when the handshake fails;
+    /// [`Error::Unauthenticated`] when etcd refuses the user.
     pub async fn connect(&self) -> Result<EtcdIssuer> {
         let (mode, endpoints) = self.transport()?;
         let credentials = self.credentials.clone().map(checked).transpose()?;
@@ -264,21 +284,36 @@ impl EtcdConfig {
         if mode == TlsMode::VerifyFull {
             options = options.with_tls(self.client_tls()?);
         }
-        let mut issuer = EtcdIssuer::open(
+        EtcdIssuer::open(
             &endpoints,
             options,
-            Some(mode),
+            mode,
             credentials.as_ref(),
             self.prefix.as_deref(),
         )
-        .await?;
-        if let Some(timeout) = self.timeout {
-            issuer = issuer.with_operation_timeout(timeout);
-        }
-        if let Some(min_ttl) = self.min_ttl {
-            issuer = issuer.with_min_ttl(min_ttl);
-        }
-        Ok(issuer)
+        .await?
+        .configured(None, self.timeout, self.min_ttl)
+    }
+
+    /// An issuer on the caller's own `client`, with this config's prefix,
+    /// operation timeout and min TTL. The endpoints, TLS options and
+    /// credentials are not used (the client has its own), and nothing is
+    /// sent; `verify` knows nothing of the client's TLS or user. For a client
+    /// built with options of one's own; [`EtcdIssuer::new`] for the
+    /// defaults.
+    ///
+    /// ```no_run
+    /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+    /// use fencing_etcd::{EtcdConfig, etcd_client::Client};
+    /// let client = Client::connect(["http://127.0.0.1:2379"], None).await?;
+    /// let issuer = EtcdConfig::default().with_prefix("jobs/").issuer_on(client)?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty prefix or one with a NUL byte.
+    pub fn issuer_on(&self, client: Client) -> Result<EtcdIssuer> {
+        EtcdIssuer::new(client).configured(self.prefix.as_deref(), self.timeout, self.min_ttl)
     }
 
     /// `verify-full` when an endpoint says `https://`, else plaintext.
@@ -293,7 +328,7 @@ impl EtcdConfig {
     /// The mode in force (refused unless etcd's client can do it) and the
     /// endpoints with their scheme.
     fn transport(&self) -> Result<(TlsMode, Vec<String>)> {
-        let mode = self.tls.mode_for(BACKEND, self.default_mode(), OFFERED)?;
+        let mode = self.tls.mode_for(NAME, self.default_mode(), OFFERED)?;
         if mode == TlsMode::Disable && self.endpoints.iter().any(|e| e.starts_with("https://")) {
             return Err(Error::invalid_input(
                 "sslmode=disable with an https:// endpoint: drop one or the other",
@@ -403,9 +438,46 @@ mod tests {
 
     #[test]
     fn the_url_takes_every_tls_option() {
+        let names: Vec<&str> = BACKEND.options().iter().map(|o| o.name).collect();
         for option in TlsOptions::URL_OPTIONS {
-            assert!(OPTIONS.contains(option), "{option}");
+            assert!(names.contains(option), "{option}");
         }
+    }
+
+    #[test]
+    fn every_declared_option_is_read() {
+        for option in BACKEND.options() {
+            let value = match option.kind {
+                OptionKind::Bool => "true",
+                OptionKind::Duration => "3s",
+                OptionKind::Count => "1",
+                OptionKind::Choice(words) => words[0],
+                OptionKind::TlsMode(modes) => modes[0].as_str(),
+                _ => "/x.pem",
+            };
+            let url = format!("etcd://h:1?{}={value}", option.name);
+            if let Err(e) = EtcdConfig::from_url(&url) {
+                // Other refusals (a certificate without its key) are fine.
+                assert!(!e.to_string().contains("was not read"), "{url}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_documented_defaults_are_the_real_ones() {
+        let default = |name: &str| {
+            let option = BACKEND.options().into_iter().find(|o| o.name == name);
+            option.and_then(|o| o.default).unwrap()
+        };
+        assert_eq!(default("prefix"), crate::DEFAULT_PREFIX);
+        let c = EtcdConfig::from_url(&format!(
+            "etcd://h:1?timeout={}&min_ttl={}",
+            default("timeout"),
+            default("min_ttl")
+        ))
+        .unwrap();
+        assert_eq!(c.timeout, Some(crate::issuer::DEFAULT_OPERATION_TIMEOUT));
+        assert_eq!(c.min_ttl, Some(crate::DEFAULT_MIN_TTL));
     }
 
     #[test]
@@ -458,7 +530,7 @@ mod tests {
     #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
         let invalid = |url| invalid_input_message(url, EtcdConfig::from_url(url));
-        assert!(invalid("zk://h:1").contains("not an etcd URL"));
+        assert!(invalid("zk://h:1").contains("etcd URL (etcd://"));
         assert!(invalid("etcd://").contains("no etcd host"));
         assert!(invalid("etcd://h:1,,g:2").contains("\"\" is not an etcd HOST:PORT"));
         assert!(invalid("etcd://h:1/x").contains("\"/x\""));
@@ -467,10 +539,11 @@ mod tests {
             unknown.contains("\"prefx\"") && unknown.contains("prefix, timeout, min_ttl, sslmode")
         );
         assert!(invalid("etcd://h:1?timeout=2").contains("timeout=\"2\""));
-        assert!(invalid("etcd://h:1?prefix=").contains("prefix needs a value"));
+        assert!(invalid("etcd://h:1?prefix=").contains("prefix=\"\": needs a value"));
         let require = invalid("etcd://h:1?sslmode=require");
         assert!(require.contains("disable, verify-full"), "{require}");
-        assert!(invalid("etcd://h:1?sslmode=verify-ca").contains("not offered by etcd's client"));
+        let verify_ca = invalid("etcd://h:1?sslmode=verify-ca");
+        assert!(verify_ca.contains("disable, verify-full"), "{verify_ca}");
         assert!(invalid("etcd://h:1?sslcert=/c.pem").contains("without sslkey"));
         assert!(
             invalid("etcd://h:1?sslmode=disable&sslrootcert=/ca.pem")

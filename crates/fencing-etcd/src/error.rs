@@ -7,7 +7,7 @@ use fencing_core::adapter::{Call, tls_failure};
 use tonic::Code;
 
 /// The backend name in errors.
-pub(crate) const BACKEND: &str = "etcd";
+pub(crate) const NAME: &str = "etcd";
 
 /// Why an etcd call failed: the client said so, or it did not answer in time.
 #[derive(Debug)]
@@ -99,9 +99,9 @@ pub(crate) fn map_error(failure: Failure, op: Call<'_>) -> Error {
         Failure::Elapsed(after) => {
             let source = format!("no answer from etcd within {after:?} to {}", op.name);
             return if op.write {
-                Error::outcome_unknown(BACKEND, op.name, source)
+                Error::outcome_unknown(NAME, op.name, source)
             } else {
-                Error::backend(BACKEND, true, source)
+                Error::backend(NAME, true, source)
             };
         }
         Failure::Etcd(e) => e,
@@ -116,22 +116,22 @@ pub(crate) fn map_error(failure: Failure, op: Call<'_>) -> Error {
     // proxy restarting): it may have been applied.
     if handshake_failed(&e) {
         return if op.write {
-            Error::outcome_unknown(BACKEND, op.name, e)
+            Error::outcome_unknown(NAME, op.name, e)
         } else {
-            Error::tls(BACKEND, e)
+            Error::tls(NAME, e)
         };
     }
     if never_sent(&e) {
-        return Error::backend(BACKEND, true, e);
+        return Error::backend(NAME, true, e);
     }
     if refused_credentials(&e) {
-        return Error::unauthenticated(BACKEND, e);
+        return Error::unauthenticated(NAME, e);
     }
     let transient = match &e {
         etcd_client::Error::GRpcStatus(status) => match status.code() {
             Code::PermissionDenied => {
                 return Error::backend(
-                    BACKEND,
+                    NAME,
                     false,
                     Denied {
                         call: op.name.to_owned(),
@@ -148,9 +148,9 @@ pub(crate) fn map_error(failure: Failure, op: Call<'_>) -> Error {
                 ));
             }
             Code::ResourceExhausted | Code::Aborted => {
-                return Error::backend(BACKEND, true, e);
+                return Error::backend(NAME, true, e);
             }
-            _ => return Error::backend(BACKEND, false, e),
+            _ => return Error::backend(NAME, false, e),
         },
         etcd_client::Error::TransportError(_)
         | etcd_client::Error::IoError(_)
@@ -164,9 +164,9 @@ pub(crate) fn map_error(failure: Failure, op: Call<'_>) -> Error {
         _ => false,
     };
     if transient && op.write {
-        Error::outcome_unknown(BACKEND, op.name, e)
+        Error::outcome_unknown(NAME, op.name, e)
     } else {
-        Error::backend(BACKEND, transient, e)
+        Error::backend(NAME, transient, e)
     }
 }
 

@@ -8,7 +8,7 @@ use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, Failure, map_error};
+use crate::error::{Failure, NAME, map_error};
 use crate::keys::Keys;
 
 /// The largest floor offset [`raise`] writes (any etcd revision plus it
@@ -35,7 +35,7 @@ pub(crate) fn parse_floor(response: Option<&GetResponse>) -> Result<u64> {
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| {
             Error::backend(
-                BACKEND,
+                NAME,
                 false,
                 format!(
                     "floor key {:?} holds no number",

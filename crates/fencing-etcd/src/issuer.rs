@@ -16,7 +16,7 @@ use fencing_core::{
 };
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, Failure, auth_not_enabled, map_error};
+use crate::error::{Failure, NAME, auth_not_enabled, map_error};
 use crate::floor::{self, token_of};
 use crate::keys::{DEFAULT_PREFIX, Keys, first_created};
 use crate::queue::{self, LockHandle, RevokeOnDrop, Waiter};
@@ -26,7 +26,7 @@ use crate::queue::{self, LockHandle, RevokeOnDrop, Waiter};
 /// up to whole seconds.
 pub const DEFAULT_MIN_TTL: Duration = Duration::from_secs(2);
 
-const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A [`TokenIssuer`] on etcd.
 ///
@@ -69,8 +69,9 @@ pub struct EtcdIssuer {
 #[derive(Clone)]
 struct Inner {
     rpc: Rpc,
-    /// The endpoints given to [`EtcdIssuer::connect`] (empty for a caller's
-    /// own client): `verify` checks they all belong to one cluster.
+    /// The endpoints [`EtcdConfig::connect`](crate::EtcdConfig::connect)
+    /// dialled (empty for a caller's own client): `verify` checks they all
+    /// belong to one cluster.
     endpoints: Vec<String>,
     /// How `verify` reaches each member on a connection of its own.
     dial: Dial,
@@ -90,8 +91,7 @@ pub(crate) struct Dial {
     /// TLS and the user, as the issuer's own client has them. Never
     /// printed: its `Debug` would show the client key and the password.
     pub(crate) options: ConnectOptions,
-    /// The transport, when known (not for a caller's own client, nor for
-    /// endpoints without a scheme given to [`EtcdIssuer::connect_with`]).
+    /// The transport; not known for a caller's own client.
     pub(crate) mode: Option<TlsMode>,
     /// Whether this is the caller's own client ([`EtcdIssuer::new`]):
     /// nothing is known of its TLS or user.
@@ -112,49 +112,10 @@ impl fmt::Debug for EtcdIssuer {
 }
 
 impl EtcdIssuer {
-    /// Connects to etcd at `endpoints` (e.g. `["http://127.0.0.1:2379"]`)
-    /// and checks that the cluster answers a linearizable read.
-    /// `https://` endpoints are reached over TLS, trusting the system's
-    /// roots; for a private CA, a client certificate or a user, see
-    /// [`EtcdConfig`](crate::EtcdConfig) or [`connect_with`](Self::connect_with).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for a malformed endpoint; a retryable
-    /// [`Error::Backend`] if etcd does not answer; [`Error::Tls`] when the
-    /// TLS handshake fails.
-    pub async fn connect<E: AsRef<str>>(endpoints: &[E]) -> Result<Self> {
-        let mut options = ConnectOptions::new();
-        let mut mode = scheme_mode(endpoints);
-        if endpoints.iter().any(|e| e.as_ref().starts_with("https://")) {
-            options = options.with_tls(etcd_client::TlsOptions::new().with_native_roots());
-        } else {
-            // No TLS options: etcd-client dials `host:port` in plaintext.
-            mode = Some(TlsMode::Disable);
-        }
-        Self::open(endpoints, options, mode, None, None).await
-    }
-
-    /// Connects as [`connect`](Self::connect) does, with the caller's own
-    /// `options` (TLS: [`ConnectOptions::with_tls`] and `https://`
-    /// endpoints; a user: [`ConnectOptions::with_user`]). The issuer sets
-    /// its connect timeout, HTTP/2 keep-alive, `require_leader` and token
-    /// refresh on top; `verify` reaches each member with the same options.
-    /// [`EtcdConfig`](crate::EtcdConfig) builds these options from a URL.
-    ///
-    /// # Errors
-    /// As [`connect`](Self::connect); [`Error::Tls`] when the handshake
-    /// fails, [`Error::Unauthenticated`] when etcd refuses the user.
-    pub async fn connect_with<E: AsRef<str>>(
-        endpoints: &[E],
-        options: ConnectOptions,
-    ) -> Result<Self> {
-        Self::open(endpoints, options, scheme_mode(endpoints), None, None).await
-    }
-
     /// Connects with `options` (TLS, no user) and `credentials`, checks
     /// that the cluster answers a read of `prefix` (default
     /// [`DEFAULT_PREFIX`]), which a user whose role is limited to its
-    /// prefix may make. `mode` is the transport, if known.
+    /// prefix may make. `mode` is the transport.
     ///
     /// With a user and password, etcd-client authenticates at connect and
     /// sends the token with every call; the token is renewed when etcd
@@ -173,7 +134,7 @@ impl EtcdIssuer {
     pub(crate) async fn open<E: AsRef<str>>(
         endpoints: &[E],
         options: ConnectOptions,
-        mode: Option<TlsMode>,
+        mode: TlsMode,
         credentials: Option<&Credentials>,
         prefix: Option<&str>,
     ) -> Result<Self> {
@@ -206,7 +167,7 @@ impl EtcdIssuer {
     async fn try_open<E: AsRef<str>>(
         endpoints: &[E],
         options: &ConnectOptions,
-        mode: Option<TlsMode>,
+        mode: TlsMode,
         credentials: Option<&Credentials>,
         prefix: &str,
     ) -> std::result::Result<Self, Failure> {
@@ -231,7 +192,7 @@ impl EtcdIssuer {
             inner.keys = Keys::new(prefix.to_owned());
             inner.dial = Dial {
                 options: dial,
-                mode,
+                mode: Some(mode),
                 callers_client: false,
                 auth_off,
             };
@@ -241,8 +202,11 @@ impl EtcdIssuer {
         Ok(issuer)
     }
 
-    /// An issuer on the caller's own client, with the default prefix
-    /// [`DEFAULT_PREFIX`].
+    /// An issuer on the caller's own client, with the defaults: prefix
+    /// [`DEFAULT_PREFIX`], min TTL [`DEFAULT_MIN_TTL`], a 5 s operation
+    /// timeout. For other settings on a client of one's own, see
+    /// [`EtcdConfig::issuer_on`](crate::EtcdConfig::issuer_on); to dial
+    /// etcd, [`EtcdConfig::connect`](crate::EtcdConfig::connect).
     pub fn new(client: Client) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -259,30 +223,31 @@ impl EtcdIssuer {
         }
     }
 
-    /// Puts every key under `prefix` instead of [`DEFAULT_PREFIX`].
+    /// The issuer with [`EtcdConfig`](crate::EtcdConfig)'s settings (those
+    /// given), applied once, before it is shared.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for an empty prefix or one with a NUL byte.
-    pub fn with_prefix(self, prefix: impl Into<String>) -> Result<Self> {
-        let prefix = prefix.into();
-        check_prefix(&prefix)?;
-        Ok(self.rebuild(|inner| inner.keys = Keys::new(prefix)))
-    }
-
-    /// Sets the shortest TTL accepted, for a server whose election timeout
-    /// differs from the default (etcd's minimum lease TTL is 1.5 × the
-    /// election timeout). Whole seconds are granted in any case.
-    #[must_use]
-    pub fn with_min_ttl(self, min_ttl: Duration) -> Self {
-        self.rebuild(|inner| inner.min_ttl = min_ttl)
-    }
-
-    /// How long one call to etcd may take before it counts as failed
-    /// (default 5 s). A write that runs out of time is
-    /// [`Error::OutcomeUnknown`].
-    #[must_use]
-    pub fn with_operation_timeout(self, timeout: Duration) -> Self {
-        self.rebuild(|inner| inner.rpc = inner.rpc.with_timeout(timeout))
+    pub(crate) fn configured(
+        self,
+        prefix: Option<&str>,
+        timeout: Option<Duration>,
+        min_ttl: Option<Duration>,
+    ) -> Result<Self> {
+        if let Some(prefix) = prefix {
+            check_prefix(prefix)?;
+        }
+        Ok(self.rebuild(|inner| {
+            if let Some(prefix) = prefix {
+                inner.keys = Keys::new(prefix.to_owned());
+            }
+            if let Some(timeout) = timeout {
+                inner.rpc = inner.rpc.with_timeout(timeout);
+            }
+            if let Some(min_ttl) = min_ttl {
+                inner.min_ttl = min_ttl;
+            }
+        }))
     }
 
     fn rebuild(self, change: impl FnOnce(&mut Inner)) -> Self {
@@ -302,8 +267,8 @@ impl EtcdIssuer {
         self.inner.keys.prefix()
     }
 
-    /// The endpoints given to [`connect`](Self::connect); empty for an
-    /// issuer on the caller's own client.
+    /// The endpoints it dialled; empty for an issuer on the caller's own
+    /// client.
     pub(crate) fn endpoints(&self) -> &[String] {
         &self.inner.endpoints
     }
@@ -402,7 +367,7 @@ impl EtcdIssuer {
 #[async_trait]
 impl TokenIssuer for EtcdIssuer {
     fn name(&self) -> &'static str {
-        BACKEND
+        NAME
     }
 
     fn min_ttl(&self) -> Duration {
@@ -624,13 +589,13 @@ fn closed_at_once(failure: &Failure) -> bool {
 }
 
 /// What a connection closed at once, twice, means for the transport.
-fn closed_twice(mode: Option<TlsMode>, failure: Failure) -> Error {
+fn closed_twice(mode: TlsMode, failure: Failure) -> Error {
     let Failure::Etcd(source) = failure else {
         return map_error(failure, Call::read("connect"));
     };
     match mode {
-        Some(TlsMode::VerifyFull) => Error::tls(
-            BACKEND,
+        TlsMode::VerifyFull => Error::tls(
+            NAME,
             Closed {
                 reason: "etcd closed the connection right after the TLS handshake, twice: under TLS 1.3 \
                          that is how a server refuses the client certificate (it requires one and none was \
@@ -638,8 +603,8 @@ fn closed_twice(mode: Option<TlsMode>, failure: Failure) -> Error {
                 source,
             },
         ),
-        Some(_) => Error::backend(
-            BACKEND,
+        _ => Error::backend(
+            NAME,
             false,
             Closed {
                 reason: "etcd closed the plaintext connection at once, twice, as a server that serves only \
@@ -647,7 +612,6 @@ fn closed_twice(mode: Option<TlsMode>, failure: Failure) -> Error {
                 source,
             },
         ),
-        None => map_error(Failure::Etcd(source), Call::read("connect")),
     }
 }
 
@@ -668,28 +632,6 @@ impl std::error::Error for Closed {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.source)
     }
-}
-
-/// The transport the endpoints' schemes give: `https://` (tonic checks
-/// the chain and the host name), `http://`; `None` for an endpoint
-/// without a scheme (etcd-client then uses TLS if the options have it) or
-/// a mix.
-fn scheme_mode<E: AsRef<str>>(endpoints: &[E]) -> Option<TlsMode> {
-    let mode = |e: &E| {
-        let e = e.as_ref();
-        if e.starts_with("https://") {
-            Some(TlsMode::VerifyFull)
-        } else if e.starts_with("http://") {
-            Some(TlsMode::Disable)
-        } else {
-            None
-        }
-    };
-    let first = mode(endpoints.first()?)?;
-    endpoints
-        .iter()
-        .all(|e| mode(e) == Some(first))
-        .then_some(first)
 }
 
 /// A lease's entry in the abandoned set.

@@ -10,7 +10,7 @@ mod keys;
 mod queue;
 mod verify;
 
-pub use config::EtcdConfig;
+pub use config::{BACKEND, EtcdConfig};
 pub use etcd_client;
 pub use fencing_core::keepalive::KeepAlive;
 pub use issuer::{DEFAULT_MIN_TTL, EtcdIssuer};

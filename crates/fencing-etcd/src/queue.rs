@@ -12,7 +12,7 @@ use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
 
 use crate::client::Rpc;
-use crate::error::{BACKEND, lease_not_found, map_error};
+use crate::error::{NAME, lease_not_found, map_error};
 use crate::floor::{MAX_OFFSET, parse_floor, token_of};
 use crate::keys::{Keys, first_created, just_before};
 
@@ -114,7 +114,7 @@ pub(crate) async fn enqueue(
     let (Some(revision), true) = (own, response.succeeded()) else {
         rpc.revoke_quietly(lease_id).await;
         return Err(Error::backend(
-            BACKEND,
+            NAME,
             true,
             format!("lock key {key:?} of a fresh lease already existed or was not read back"),
         ));
@@ -346,7 +346,7 @@ impl<'a> Waiter<'a> {
                             // token), never in a tight loop.
                             let reason = response.cancel_reason();
                             self.attempt.last_error = Some(Error::backend(
-                                BACKEND,
+                                NAME,
                                 true,
                                 format!("etcd cancelled the watch of the key ahead: {reason}"),
                             ));

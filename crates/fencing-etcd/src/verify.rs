@@ -46,8 +46,7 @@ fn access(issuer: &EtcdIssuer) -> Vec<SafetyCheck> {
         Some(mode) => TlsOptions::transport_check(mode, &hosts),
         None => SafetyCheck::warn(
             "transport",
-            "endpoints without a scheme (or a mix of http:// and https://): whether TLS is used depends on \
-             the ConnectOptions given; give https:// endpoints",
+            "the transport is not known: whether TLS is used depends on how the client was built",
         ),
     }];
     if dial.auth_off {
@@ -129,7 +128,7 @@ async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
                      serves); but one failure fewer is tolerated.{}",
                     if issuer.dial().callers_client {
                         " (This check connects without TLS or credentials: the issuer is on the caller's \
-                         own client; EtcdIssuer::connect_with gives it the options.)"
+                         own client; EtcdConfig::connect dials with them.)"
                     } else {
                         ""
                     }
@@ -285,7 +284,7 @@ fn leader_check(leaders: &BTreeSet<u64>, name_of: &(dyn Fn(u64) -> String + Sync
 }
 
 /// Whether every endpoint the issuer was connected to answers for the same
-/// cluster (only known for [`EtcdIssuer::connect`]). A client whose
+/// cluster (only known for [`EtcdConfig::connect`](crate::EtcdConfig::connect)). A client whose
 /// endpoints span two clusters spreads its calls over both: their
 /// revisions are unrelated, so tokens can go backwards.
 async fn endpoints_check(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use fencing_core::{Error, Lease, LeaseRequest, TokenIssuer};
 use fencing_etcd::etcd_client::GetOptions;
-use fencing_etcd::{EtcdIssuer, KeepAlive};
+use fencing_etcd::{EtcdConfig, EtcdIssuer, KeepAlive};
 use fencing_harness::env::ETCD;
 use fencing_testkit::issuer::{IssuerProfile, assert_held, assert_lease_lost, grant};
 use fencing_testkit::lock_service;
@@ -27,12 +27,10 @@ async fn connect() -> Option<EtcdIssuer> {
     if ETCD.skipped() {
         return None;
     }
-    match EtcdIssuer::connect(&endpoints()).await {
-        Ok(issuer) => Some(
-            issuer
-                .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
-                .expect("valid prefix"),
-        ),
+    let config =
+        EtcdConfig::new(endpoints()).with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
+    match config.connect().await {
+        Ok(issuer) => Some(issuer),
         Err(e) => ETCD.unavailable(&e),
     }
 }
@@ -86,9 +84,8 @@ async fn a_waiter_whose_lease_expired_while_queued_is_never_granted() {
         move || {
             Box::pin(async move {
                 // A client of its own, on the frozen runtime.
-                let own = EtcdIssuer::connect(&endpoints()).await;
-                let own = own.expect("waiter connects").with_prefix(prefix);
-                Arc::new(own.expect("prefix")) as Arc<dyn TokenIssuer>
+                let own = EtcdConfig::new(endpoints()).with_prefix(prefix);
+                Arc::new(own.connect().await.expect("waiter connects")) as Arc<dyn TokenIssuer>
             })
         },
     )
@@ -195,9 +192,11 @@ async fn ttls_below_the_server_minimum_are_refused() {
 
 #[tokio::test]
 async fn an_unreachable_etcd_is_a_retryable_backend_error() {
-    let unreachable = EtcdIssuer::connect(&["http://127.0.0.1:1"]);
+    let nothing_listening = EtcdConfig::new(["http://127.0.0.1:1"]);
+    let unreachable = nothing_listening.connect();
     lock_service::an_unreachable_server_is_a_retryable_backend_error("etcd", unreachable).await;
-    let e = EtcdIssuer::connect(&["not a url at all \u{0}"])
+    let e = EtcdConfig::new(["not a url at all \u{0}"])
+        .connect()
         .await
         .expect_err("malformed");
     assert!(
@@ -205,7 +204,7 @@ async fn an_unreachable_etcd_is_a_retryable_backend_error() {
         "{e:?}"
     );
     assert!(matches!(
-        EtcdIssuer::connect::<&str>(&[]).await,
+        EtcdConfig::new(Vec::<String>::new()).connect().await,
         Err(Error::InvalidInput { .. })
     ));
 }
@@ -390,10 +389,10 @@ async fn acquire_and_release_are_three_round_trips() {
         .parse()
         .unwrap_or_else(|_| panic!("{endpoint}: expected http://IP:PORT"));
     let proxy = fencing_harness::proxy::CountingProxy::start(target).await;
-    let issuer = match EtcdIssuer::connect(&[format!("http://{}", proxy.addr())]).await {
-        Ok(issuer) => issuer
-            .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
-            .expect("valid prefix"),
+    let config = EtcdConfig::new([format!("http://{}", proxy.addr())])
+        .with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
+    let issuer = match config.connect().await {
+        Ok(issuer) => issuer,
         Err(e) => ETCD.unavailable(&e),
     };
     let ttl = Duration::from_secs(5);

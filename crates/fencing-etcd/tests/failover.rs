@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use fencing_etcd::EtcdIssuer;
+use fencing_etcd::EtcdConfig;
 use fencing_harness::env::ETCD_CLUSTER;
 use fencing_harness::failover::{Cluster, FailoverConfig, leader_kill};
 
@@ -19,12 +19,11 @@ async fn leader_kill_keeps_tokens_increasing_and_refuses_stale_writes() {
         &config,
         |endpoints| async move {
             let endpoints: Vec<&str> = endpoints.split(',').map(str::trim).collect();
-            EtcdIssuer::connect(&endpoints).await.map(|issuer| {
-                issuer
-                    .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
-                    .expect("prefix")
-                    .with_operation_timeout(Duration::from_secs(3))
-            })
+            EtcdConfig::new(endpoints)
+                .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
+                .with_operation_timeout(Duration::from_secs(3))
+                .connect()
+                .await
         },
     )
     .await;

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
-use fencing_etcd::EtcdIssuer;
+use fencing_etcd::{EtcdConfig, EtcdIssuer};
 use fencing_harness::env::ETCD;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -19,12 +19,10 @@ async fn connect() -> Option<EtcdIssuer> {
         return None;
     }
     let endpoints: Vec<String> = ETCD.endpoint().split(',').map(str::to_owned).collect();
-    match EtcdIssuer::connect(&endpoints).await {
-        Ok(issuer) => Some(
-            issuer
-                .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
-                .expect("valid prefix"),
-        ),
+    let config =
+        EtcdConfig::new(endpoints).with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
+    match config.connect().await {
+        Ok(issuer) => Some(issuer),
         Err(e) => ETCD.unavailable(&e),
     }
 }

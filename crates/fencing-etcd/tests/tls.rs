@@ -215,7 +215,11 @@ async fn a_prefix_outside_the_role_is_refused_saying_so() {
         .await
         .expect_err("the role has no rights on other/");
     denied(&e);
-    let outside = inside.with_prefix("other/").expect("a prefix");
+    // The same client under another prefix: refused at each call, not at connect.
+    let outside = EtcdConfig::default()
+        .with_prefix("other/")
+        .issuer_on(inside.client().clone())
+        .expect("a prefix");
     let request = LeaseRequest::new(
         fencing_testkit::unique_name("denied"),
         Duration::from_secs(3),

@@ -5,7 +5,7 @@
 
 use fencing_core::TokenIssuer;
 use fencing_core::safety::{self, Verdict};
-use fencing_etcd::EtcdIssuer;
+use fencing_etcd::{EtcdConfig, EtcdIssuer};
 use fencing_harness::env::{ETCD, ETCD_CLUSTER, Server};
 use fencing_harness::verify::{
     a_follower_down, assert_cluster_checks, assert_verdicts, check, checks_of,
@@ -23,12 +23,10 @@ async fn connect(endpoints: &[String], server: Server) -> Option<EtcdIssuer> {
     if server.skipped() {
         return None;
     }
-    match EtcdIssuer::connect(endpoints).await {
-        Ok(issuer) => Some(
-            issuer
-                .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
-                .expect("prefix"),
-        ),
+    let config =
+        EtcdConfig::new(endpoints).with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
+    match config.connect().await {
+        Ok(issuer) => Some(issuer),
         Err(e) => server.unavailable(&e),
     }
 }

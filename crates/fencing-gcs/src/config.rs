@@ -2,7 +2,10 @@
 
 use std::fmt;
 
-use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::adapter::blob::config::{
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+};
+use fencing_core::adapter::descriptor::{self, Descriptor};
 use fencing_core::adapter::url::env;
 use fencing_core::{Error, Result};
 use google_cloud_auth::credentials::{Credentials, anonymous};
@@ -10,14 +13,26 @@ use google_cloud_storage::client::Storage;
 
 use crate::{GcsBackend, GcsStore};
 
-/// The options a `gs://` URL takes.
-const OPTIONS: &[&str] = &["endpoint", "emulator", "adopt_unfenced"];
+/// The GCS backend, as the registry, `fence --help` and the README see it.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "gcs",
+    title: "GCS",
+    crate_name: "fencing-gcs",
+    features: &["gcs"],
+    schemes: &["gs"],
+    shape: "gs://BUCKET",
+    options: &[ENDPOINT, EMULATOR, ADOPT_UNFENCED],
+    // The endpoint's scheme says whether TLS is used.
+    tls_modes: &[],
+    open_issuer: None,
+    open_store: Some(|url| {
+        Box::pin(async move { descriptor::store(GcsConfig::from_url(&url)?.connect().await?) })
+    }),
+};
 
-/// The `gs://` URL, its variables and messages.
+/// The `gs://` URL's variables and messages.
 const KIND: ObjectStoreKind = ObjectStoreKind {
-    scheme: "gs",
-    what: "a GCS URL (gs://BUCKET)",
-    shape: "gs://BUCKET[?options]",
+    backend: &BACKEND,
     noun: "bucket",
     env_prefix: "FENCING_GCS",
     emulator_endpoint: "the emulator's address",
@@ -86,8 +101,8 @@ impl GcsConfig {
     /// unknown option (naming the known ones), a value that is not a strict
     /// boolean, or `emulator=true` without `endpoint=`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let (common, query) = ObjectStoreConfig::from_url(&KIND, url)?;
-        common.finish(&KIND, query, OPTIONS)?;
+        let (common, parsed) = ObjectStoreConfig::from_url(&KIND, url)?;
+        common.finish(&KIND, parsed)?;
         Ok(Self {
             common,
             credentials: None,
@@ -183,16 +198,40 @@ mod tests {
         assert_refused(
             GcsConfig::from_url,
             &[
-                ("s3://b", &["not a GCS URL"]),
-                ("gs://?endpoint=x", &["no bucket"]),
+                ("s3://b", &["not a GCS URL (gs://BUCKET)"]),
+                ("gs://?endpoint=x", &["no bucket: expected gs://BUCKET"]),
                 ("gs://b/o", &["\"/o\""]),
                 (
                     "gs://b?region=x",
-                    &["\"region\"", "endpoint, emulator, adopt_unfenced"],
+                    &[
+                        "unknown option \"region\" in a gs:// URL",
+                        "known options: endpoint, emulator, adopt_unfenced",
+                    ],
                 ),
                 ("gs://b?emulator=on", &["emulator=\"on\""]),
                 ("gs://b?emulator=true", &["needs endpoint="]),
             ],
         );
+    }
+
+    /// Every option the descriptor declares is read by `from_url`.
+    #[test]
+    fn every_declared_option_is_read() {
+        use fencing_core::adapter::descriptor::OptionKind;
+        for option in BACKEND.options() {
+            let value = match option.kind {
+                OptionKind::Bool => "true".to_owned(),
+                OptionKind::Duration => "1s".to_owned(),
+                OptionKind::Count => "1".to_owned(),
+                OptionKind::Path => "/tmp/x.pem".to_owned(),
+                OptionKind::Choice(words) => words[0].to_owned(),
+                OptionKind::TlsMode(modes) => modes[0].as_str().to_owned(),
+                _ => "x".to_owned(),
+            };
+            let url = format!("gs://b?{}={value}", option.name);
+            if let Err(e) = GcsConfig::from_url(&url) {
+                assert!(!e.to_string().contains("but was not read"), "{url}: {e}");
+            }
+        }
     }
 }

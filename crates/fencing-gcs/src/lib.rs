@@ -5,7 +5,7 @@ mod config;
 pub mod emulator;
 mod error;
 
-pub use config::GcsConfig;
+pub use config::{BACKEND, GcsConfig};
 
 /// The Google Cloud Storage client this crate is built on, so yours matches its version.
 pub use google_cloud_storage;

@@ -1,6 +1,6 @@
-//! [`FencingLayer`]: the configuration, shared by every service it wraps.
+//! [`FencingLayer`]: builds the configuration shared by every service it
+//! wraps.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,71 +9,10 @@ use http::request::Parts;
 use http::{HeaderName, Method};
 use tower::Layer;
 
+use crate::config::{Config, ResourceSource, Selector};
 use crate::gate::Gate;
 use crate::service::FencingService;
 use crate::{RESOURCE_HEADER, TOKEN_HEADER};
-
-type ResourceFn = dyn Fn(&Parts) -> Option<String> + Send + Sync;
-type Predicate = dyn Fn(&Parts) -> bool + Send + Sync;
-
-/// Where a request's resource comes from.
-#[derive(Clone)]
-pub(crate) enum ResourceSource {
-    /// A header (default `Fencing-Resource`).
-    Header(HeaderName),
-    /// One resource for every fenced request.
-    Fixed(String),
-    /// A function of the request (its path, a route parameter, an extension).
-    Extractor(Arc<ResourceFn>),
-}
-
-/// Which requests are fenced.
-#[derive(Clone)]
-pub(crate) enum Selector {
-    Methods(Vec<Method>),
-    Predicate(Arc<Predicate>),
-}
-
-/// Everything a [`FencingService`] needs; one per layer.
-pub(crate) struct Config {
-    pub(crate) store: Arc<dyn FencedStore>,
-    pub(crate) token_header: HeaderName,
-    pub(crate) resource: ResourceSource,
-    pub(crate) key_prefix: String,
-    pub(crate) selector: Selector,
-    pub(crate) gate: Option<Arc<Gate>>,
-}
-
-impl Config {
-    pub(crate) fn is_fenced(&self, parts: &Parts) -> bool {
-        match &self.selector {
-            Selector::Methods(methods) => methods.contains(&parts.method),
-            Selector::Predicate(predicate) => predicate(parts),
-        }
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let resource = match &self.resource {
-            ResourceSource::Header(name) => format!("header {name}"),
-            ResourceSource::Fixed(resource) => format!("fixed {resource:?}"),
-            ResourceSource::Extractor(_) => "extractor".to_owned(),
-        };
-        let selector = match &self.selector {
-            Selector::Methods(methods) => format!("{methods:?}"),
-            Selector::Predicate(_) => "predicate".to_owned(),
-        };
-        f.debug_struct("FencingLayer")
-            .field("store", &self.store.name())
-            .field("token_header", &self.token_header)
-            .field("resource", &resource)
-            .field("key_prefix", &self.key_prefix)
-            .field("fenced", &selector)
-            .field("gate", &self.gate)
-            .finish()
-    }
-}
 
 /// A [`tower::Layer`] that makes a service refuse requests carrying a stale
 /// fencing token.

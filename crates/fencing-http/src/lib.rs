@@ -2,6 +2,7 @@
 
 mod body;
 mod client;
+mod config;
 mod gate;
 mod layer;
 pub mod problem;

@@ -4,7 +4,7 @@ use fencing_core::FencingToken;
 use http::HeaderName;
 use http::request::Parts;
 
-use crate::layer::{Config, ResourceSource};
+use crate::config::{Config, ResourceSource};
 use crate::problem::{Problem, ProblemKind};
 
 /// What a fenced request was admitted with; the inner service finds it in

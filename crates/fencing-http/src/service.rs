@@ -12,7 +12,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use crate::body::ResponseBody;
-use crate::layer::Config;
+use crate::config::Config;
 use crate::problem::{Problem, ProblemKind};
 use crate::request::admission;
 

@@ -2,17 +2,50 @@
 
 use std::time::Duration;
 
-use fencing_core::adapter::url::{BackendUrl, env_any};
+use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
+use fencing_core::adapter::url::env_any;
 use fencing_core::redact;
 use fencing_core::tls::{Credentials, TlsOptions};
 use fencing_core::{Error, Result};
+use redis::aio::ConnectionManager;
 
-use crate::target::{SHAPE, Target};
+use crate::target::{OFFERED, SHAPE, Target};
 use crate::{Durability, RedisIssuer};
 
-/// The options a `redis://` URL takes besides the TLS ones
-/// ([`TlsOptions::URL_OPTIONS`]); the rest of the URL is Redis's own.
-const OPTIONS: &[&str] = &["volatile", "replicas", "wait", "prefix"];
+/// The Redis backend, as the registry, `fence --help` and the README see it.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "redis",
+    title: "Redis",
+    crate_name: "fencing-redis",
+    features: &["redis"],
+    schemes: &["redis", "rediss"],
+    shape: SHAPE,
+    options: &[
+        UrlOption::new(
+            "volatile",
+            OptionKind::Bool,
+            "accept a counter a crash can lose (no appendonly): tests and demos only",
+        )
+        .default("false"),
+        UrlOption::new(
+            "replicas",
+            OptionKind::Count,
+            "WAIT for this many replicas after each grant (a replicated primary)",
+        ),
+        UrlOption::new(
+            "wait",
+            OptionKind::Duration,
+            "how long WAIT waits, with replicas",
+        )
+        .default("1s"),
+        UrlOption::new("prefix", OptionKind::Text, "the key prefix").default("fencing:"),
+    ],
+    tls_modes: OFFERED,
+    open_issuer: Some(|url| {
+        Box::pin(async move { descriptor::issuer(RedisConfig::from_url(&url)?.connect().await?) })
+    }),
+    open_store: None,
+};
 
 /// How long `WAIT` waits for replicas when `replicas=` comes without `wait=`.
 const DEFAULT_WAIT: Duration = Duration::from_secs(1);
@@ -107,15 +140,14 @@ impl RedisConfig {
     /// `sslrootcert`, `sslcert` without `sslkey`…) or that redis-rs cannot
     /// do (`verify-ca`, `prefer`). No message shows the password.
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut parsed =
-            BackendUrl::parse_as(url, &["redis", "rediss"], &format!("a Redis URL ({SHAPE})"))?;
+        let mut parsed = BACKEND.parse(url)?;
         let query = parsed.query();
         let volatile = query.take_bool("volatile")?.unwrap_or(false);
         let replicas = query.take_parsed::<u32>("replicas")?;
         let wait = query.take_duration("wait")?;
         let prefix = query.take_nonempty("prefix")?;
         let target = Target::take_from(&mut parsed)?;
-        parsed.finish(&[OPTIONS, TlsOptions::URL_OPTIONS].concat())?;
+        BACKEND.finish(parsed)?;
         let durability = match (volatile, replicas, wait) {
             (true, Some(_), _) => {
                 return Err(Error::invalid_input(
@@ -197,11 +229,18 @@ impl RedisConfig {
         self.durability
     }
 
-    /// Connects (reading the TLS files), logs in and checks durability:
-    /// [`RedisIssuer::connect`].
+    /// Connects (reading the TLS files), logs in and checks durability.
     ///
     /// # Errors
-    /// As [`RedisIssuer::connect`].
+    /// [`Error::InvalidInput`] for a malformed URL or durability (the
+    /// message never shows the password);
+    /// [`Error::Tls`] if the TLS handshake fails (an untrusted certificate,
+    /// a client certificate missing or refused);
+    /// [`Error::Unauthenticated`] if the server refuses the user and
+    /// password, or wants a login and got none;
+    /// [`Error::Backend`] if the server does not answer;
+    /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
+    /// the counter under the durability asked for.
     pub async fn connect(&self) -> Result<RedisIssuer> {
         let mut target = Target::parse(&self.url)?;
         if let Some(tls) = &self.tls {
@@ -211,10 +250,35 @@ impl RedisConfig {
             target.credentials = Some(credentials.clone());
         }
         let issuer = RedisIssuer::open(&target, self.durability).await?;
-        Ok(match &self.prefix {
-            Some(prefix) => issuer.with_prefix(prefix.clone()),
+        Ok(self.prefixed(issuer))
+    }
+
+    /// The issuer on a connection manager of the caller's, with this
+    /// config's durability and prefix: [`RedisIssuer::new`] with a prefix.
+    /// The manager brings its own server, TLS and login; this config's
+    /// URL, TLS options and login are not used.
+    ///
+    /// ```no_run
+    /// # async fn f(manager: redis::aio::ConnectionManager) -> fencing_core::Result<()> {
+    /// let issuer = fencing_redis::RedisConfig::from_url("redis://cache:6379?prefix=app:")?
+    ///     .issuer_on(manager)
+    ///     .await?;
+    /// assert_eq!(issuer.prefix(), "app:");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`RedisIssuer::new`].
+    pub async fn issuer_on(&self, connection: ConnectionManager) -> Result<RedisIssuer> {
+        let issuer = RedisIssuer::new(connection, self.durability).await?;
+        Ok(self.prefixed(issuer))
+    }
+
+    fn prefixed(&self, issuer: RedisIssuer) -> RedisIssuer {
+        match &self.prefix {
+            Some(prefix) => issuer.prefixed(prefix.clone()),
             None => issuer,
-        })
+        }
     }
 }
 
@@ -246,6 +310,36 @@ mod tests {
         );
         let c = RedisConfig::from_url("redis://h:1?volatile=false").unwrap();
         assert_eq!(c.durability(), Durability::Required);
+    }
+
+    /// A sample value of `kind`, for a URL.
+    fn sample(kind: OptionKind) -> String {
+        match kind {
+            OptionKind::Bool => "true".to_owned(),
+            OptionKind::Duration => "1s".to_owned(),
+            OptionKind::Count => "3".to_owned(),
+            OptionKind::Text => "p:".to_owned(),
+            OptionKind::Path => "/tmp/x.pem".to_owned(),
+            OptionKind::Choice(words) => words[0].to_owned(),
+            OptionKind::TlsMode(modes) => modes[modes.len() - 1].as_str().to_owned(),
+            _ => "x".to_owned(),
+        }
+    }
+
+    /// Every option of [`BACKEND`] is taken by `from_url` (a refusal for a
+    /// contradiction, like `wait` without `replicas`, is fine).
+    #[test]
+    fn every_option_of_the_descriptor_is_read() {
+        for option in BACKEND.options() {
+            let url = format!("redis://h:1?{}={}", option.name, sample(option.kind));
+            if let Err(e) = RedisConfig::from_url(&url) {
+                let e = e.to_string();
+                assert!(
+                    !e.contains("was not read") && !e.contains("unknown option"),
+                    "{url}: {e}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
+use fencing_core::adapter::Call;
 use fencing_core::safety::{SafetyCheck, Verdict};
 use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 use redis::aio::ConnectionManager;
 
-use crate::BACKEND;
+use crate::NAME;
 use crate::error::map_error;
 
 /// Whether to accept a Redis that could lose or re-issue a fence counter
@@ -213,7 +214,7 @@ pub(crate) async fn inspect(
                 .arg(section)
                 .query_async::<String>(&mut conn)
                 .await
-                .map_err(|e| map_error("INFO", false, e))
+                .map_err(|e| map_error(e, Call::read("INFO")))
         }
     };
     let field = |text: &str, name: &str| {
@@ -311,7 +312,7 @@ pub(crate) async fn live_transport(conn: &mut ConnectionManager) -> SafetyCheck 
 
 pub(crate) fn unsafe_config(reason: String) -> Error {
     Error::UnsafeConfiguration {
-        backend: BACKEND,
+        backend: NAME,
         reason,
     }
 }

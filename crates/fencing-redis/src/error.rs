@@ -3,35 +3,36 @@
 use std::error::Error as StdError;
 use std::fmt;
 
+use fencing_core::adapter::Call;
 use fencing_core::tls::TlsMode;
 use fencing_core::{Error, FencingToken, Result};
 use redis::ErrorKind;
 
-use crate::BACKEND;
+use crate::NAME;
 
-/// Maps a Redis error: a refused login is [`Error::Unauthenticated`], a
+/// Maps a Redis error of `call`: a refused login is [`Error::Unauthenticated`], a
 /// failed TLS handshake [`Error::Tls`] (neither retryable); an I/O failure
-/// once a write was sent is an unknown outcome; refusals and timeouts
-/// before sending are retryable.
-pub(crate) fn map_error(operation: &str, write: bool, e: redis::RedisError) -> Error {
+/// once a write ([`Call::write`]) was sent is an unknown outcome; refusals
+/// and timeouts before sending are retryable.
+pub(crate) fn map_error(e: redis::RedisError, call: Call<'_>) -> Error {
     if refused_login(&e) {
-        Error::unauthenticated(BACKEND, e)
-    } else if fencing_core::adapter::tls_failure(&e) && write {
+        Error::unauthenticated(NAME, e)
+    } else if fencing_core::adapter::tls_failure(&e) && call.write {
         // An alert after the command went out (a TLS proxy restarting).
-        Error::outcome_unknown(BACKEND, operation, e)
+        Error::outcome_unknown(NAME, call.name, e)
     } else if fencing_core::adapter::tls_failure(&e) {
-        Error::tls(BACKEND, e)
+        Error::tls(NAME, e)
     } else if e.kind() == ErrorKind::InvalidClientConfig {
         // Refused by redis-rs before anything was sent (its messages hold
         // no URL: it never sees one).
-        Error::invalid_input(format!("{operation}: {e}"))
+        Error::invalid_input(format!("{}: {e}", call.name))
     } else if e.is_connection_refusal() {
-        Error::backend(BACKEND, true, e)
-    } else if write && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) {
-        Error::outcome_unknown(BACKEND, operation, e)
+        Error::backend(NAME, true, e)
+    } else if call.write && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped()) {
+        Error::outcome_unknown(NAME, call.name, e)
     } else {
         let retryable = e.is_io_error() || e.is_timeout() || e.is_connection_dropped();
-        Error::backend(BACKEND, retryable, e)
+        Error::backend(NAME, retryable, e)
     }
 }
 
@@ -44,7 +45,7 @@ pub(crate) fn map_error(operation: &str, write: bool, e: redis::RedisError) -> E
 pub(crate) fn connect_error(mode: TlsMode, address: &str, e: redis::RedisError) -> Error {
     let hint = |retryable, message: String| {
         Error::backend(
-            BACKEND,
+            NAME,
             retryable,
             Hint {
                 message,
@@ -53,7 +54,7 @@ pub(crate) fn connect_error(mode: TlsMode, address: &str, e: redis::RedisError) 
         )
     };
     if e.is_connection_refusal() {
-        map_error("connect", false, e)
+        map_error(e, Call::read("connect"))
     } else if mode == TlsMode::Disable && e.is_connection_dropped() {
         hint(
             false,
@@ -71,7 +72,7 @@ pub(crate) fn connect_error(mode: TlsMode, address: &str, e: redis::RedisError) 
             ),
         )
     } else {
-        map_error("connect", false, e)
+        map_error(e, Call::read("connect"))
     }
 }
 
@@ -126,7 +127,7 @@ mod tests {
         );
         // redis-rs keeps the io::Error behind an Arc: the core looks inside.
         assert!(fencing_core::adapter::tls_failure(&handshake));
-        let e = map_error("connect", false, handshake);
+        let e = map_error(handshake, Call::read("connect"));
         assert!(
             matches!(
                 e,
@@ -142,27 +143,27 @@ mod tests {
             std::io::ErrorKind::InvalidData,
             rustls::Error::AlertReceived(rustls::AlertDescription::BadRecordMac),
         );
-        let e = map_error("acquire", true, alert);
+        let e = map_error(alert, Call::write("acquire"));
         assert!(matches!(e, Error::OutcomeUnknown { .. }), "{e:?}");
         let refused: redis::RedisError = (
             ErrorKind::AuthenticationFailed,
             "Password authentication failed",
         )
             .into();
-        let e = map_error("acquire", true, refused);
+        let e = map_error(refused, Call::write("acquire"));
         assert!(
             matches!(e, Error::Unauthenticated { .. }) && !e.is_retryable(),
             "{e:?}"
         );
         let config: redis::RedisError = (ErrorKind::InvalidClientConfig, "Missing hostname").into();
         assert!(matches!(
-            map_error("connect", false, config),
+            map_error(config, Call::read("connect")),
             Error::InvalidInput { .. }
         ));
         // An I/O error without rustls in it stays what it was.
         let reset = io(std::io::ErrorKind::ConnectionReset, "reset");
         assert!(matches!(
-            map_error("acquire", true, reset),
+            map_error(reset, Call::write("acquire")),
             Error::OutcomeUnknown { .. }
         ));
     }

@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{
@@ -12,7 +13,7 @@ use fencing_core::{
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
-use crate::BACKEND;
+use crate::NAME;
 use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_config};
 use crate::error::{connect_error, map_error, parse_token};
 use crate::scripts;
@@ -69,24 +70,8 @@ impl RedisIssuer {
     /// The default key prefix.
     pub const DEFAULT_PREFIX: &'static str = "fencing:";
 
-    /// Connects to `url` (`redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]`,
-    /// with the TLS options of [`RedisConfig`](crate::RedisConfig) and no
-    /// other), logs in and checks durability.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for a malformed URL or durability (the
-    /// message never shows the password);
-    /// [`Error::Tls`] if the TLS handshake fails (an untrusted certificate,
-    /// a client certificate missing or refused);
-    /// [`Error::Unauthenticated`] if the server refuses the user and
-    /// password, or wants a login and got none;
-    /// [`Error::Backend`] if the server does not answer;
-    /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
-    /// the counter under `durability`.
-    pub async fn connect(url: &str, durability: Durability) -> Result<Self> {
-        Self::open(&Target::parse(url)?, durability).await
-    }
-
+    /// Connects to `target`, logs in and checks durability: what
+    /// [`RedisConfig::connect`](crate::RedisConfig::connect) does.
     pub(crate) async fn open(target: &Target, durability: Durability) -> Result<Self> {
         check_durability(durability)?;
         let (client, mode) = target.client()?;
@@ -118,11 +103,17 @@ impl RedisIssuer {
     }
 
     /// Uses an existing connection manager (its own TLS and login) and
-    /// checks durability. With [`Durability::Replicated`], its response
-    /// timeout must be longer than the `WAIT` timeout.
+    /// checks durability, with the default key prefix
+    /// ([`RedisConfig::issuer_on`](crate::RedisConfig::issuer_on) for
+    /// another). With [`Durability::Replicated`], its response timeout must
+    /// be longer than the `WAIT` timeout. (By URL:
+    /// [`RedisConfig`](crate::RedisConfig), the one builder.)
     ///
     /// # Errors
-    /// As [`RedisIssuer::connect`].
+    /// [`Error::InvalidInput`] for a durability that cannot be checked;
+    /// [`Error::Backend`] if the server does not answer;
+    /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
+    /// the counter under `durability`.
     pub async fn new(connection: ConnectionManager, durability: Durability) -> Result<Self> {
         check_durability(durability)?;
         let issuer = Self::on(connection, durability);
@@ -145,10 +136,9 @@ impl RedisIssuer {
         }
     }
 
-    /// Uses another key prefix.
-    #[must_use]
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
+    /// Uses another key prefix (set by [`RedisConfig`](crate::RedisConfig)).
+    pub(crate) fn prefixed(mut self, prefix: String) -> Self {
+        self.prefix = prefix;
         self
     }
 
@@ -237,7 +227,7 @@ impl RedisIssuer {
             }
         }
         Err(Error::backend(
-            BACKEND,
+            NAME,
             true,
             format!(
                 "{operation}: the Redis server process changed twice while it was being checked"
@@ -256,7 +246,7 @@ impl RedisIssuer {
             let reply = invocation
                 .invoke_async(&mut conn)
                 .await
-                .map_err(|e| map_error(operation, true, e))?;
+                .map_err(|e| map_error(e, Call::write(operation)))?;
             return Ok((reply, None));
         };
         let mut pipe = redis::pipe();
@@ -273,11 +263,11 @@ impl RedisIssuer {
             script
                 .load_async(&mut conn)
                 .await
-                .map_err(|e| map_error(operation, false, e))?;
+                .map_err(|e| map_error(e, Call::read(operation)))?;
             result = pipe.query_async(&mut conn).await;
         }
         let (reply, acked): (Vec<String>, u32) =
-            result.map_err(|e| map_error(operation, true, e))?;
+            result.map_err(|e| map_error(e, Call::write(operation)))?;
         Ok((reply, Some(acked)))
     }
 
@@ -288,7 +278,7 @@ impl RedisIssuer {
         match (acked, self.durability) {
             (Some(acked), Durability::Replicated { replicas, timeout }) if acked < replicas => {
                 Err(Error::backend(
-                    BACKEND,
+                    NAME,
                     true,
                     format!(
                         "{what}: {acked} of {replicas} replicas acknowledged it within {timeout:?} (WAIT); \
@@ -308,7 +298,7 @@ fn lock_value(lease: &Lease) -> String {
 #[async_trait]
 impl TokenIssuer for RedisIssuer {
     fn name(&self) -> &'static str {
-        BACKEND
+        NAME
     }
 
     fn reentrant(&self) -> bool {
@@ -354,7 +344,7 @@ impl TokenIssuer for RedisIssuer {
             [_, ..] => return Ok(None),
             [] => {
                 return Err(Error::backend(
-                    BACKEND,
+                    NAME,
                     false,
                     "acquire script returned nothing",
                 ));
@@ -386,7 +376,7 @@ impl TokenIssuer for RedisIssuer {
             .arg(fencing_core::ttl_millis_ceil(lease.ttl()))
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| map_error(&format!("renew {:?}", lease.resource()), true, e))?;
+            .map_err(|e| map_error(e, Call::write(&format!("renew {:?}", lease.resource()))))?;
         if renewed == 1 {
             Ok(lease.renewed(sent_at))
         } else {
@@ -402,7 +392,7 @@ impl TokenIssuer for RedisIssuer {
             .arg(lock_value(lease))
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| map_error(&format!("release {:?}", lease.resource()), true, e))?;
+            .map_err(|e| map_error(e, Call::write(&format!("release {:?}", lease.resource()))))?;
         if released == 1 {
             Ok(())
         } else {
@@ -435,7 +425,7 @@ impl TokenIssuer for RedisIssuer {
             [_, counter, ..] => parse_token(counter)?,
             _ => {
                 return Err(Error::backend(
-                    BACKEND,
+                    NAME,
                     false,
                     "raise_floor script returned nothing",
                 ));
@@ -462,7 +452,7 @@ impl TokenIssuer for RedisIssuer {
             .key(self.fence_key(resource))
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| map_error("read holder", false, e))?;
+            .map_err(|e| map_error(e, Call::read("read holder")))?;
         let foreign = |what: &str| -> Result<Option<Holding>> {
             Ok(Some(Holding {
                 holder: HolderId::new(what)?,
@@ -480,7 +470,7 @@ impl TokenIssuer for RedisIssuer {
             },
             [kind, what] if kind == "foreign" => foreign(what),
             other => Err(Error::backend(
-                BACKEND,
+                NAME,
                 false,
                 format!("holder script answered {other:?}"),
             )),

@@ -7,8 +7,8 @@ mod issuer;
 mod scripts;
 mod target;
 
-pub use config::RedisConfig;
+pub use config::{BACKEND, RedisConfig};
 pub use durability::Durability;
 pub use issuer::RedisIssuer;
 
-const BACKEND: &str = "redis";
+const NAME: &str = "redis";

@@ -16,7 +16,7 @@ const DEFAULT_PORT: u16 = 6379;
 
 /// The modes redis-rs can do: no `prefer` (Redis has no STARTTLS), no
 /// `verify-ca` (rustls checks the chain together with the host name).
-const OFFERED: &[TlsMode] = &[TlsMode::Disable, TlsMode::Require, TlsMode::VerifyFull];
+pub(crate) const OFFERED: &[TlsMode] = &[TlsMode::Disable, TlsMode::Require, TlsMode::VerifyFull];
 
 /// One Redis server, its database, the login and the TLS options.
 #[derive(Clone, Debug)]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{REDIS_PRIMARY, REDIS_REPLICA};
-use fencing_redis::{Durability, RedisIssuer};
+use fencing_redis::{Durability, RedisConfig};
 
 const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
 const TTL: Duration = Duration::from_secs(30);
@@ -80,8 +80,13 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
         replicas: 1,
         timeout: Duration::from_millis(500),
     };
-    let issuer = match RedisIssuer::connect(&primary, durability).await {
-        Ok(i) => i.with_prefix(prefix.clone()),
+    let issuer = match RedisConfig::new(&primary)
+        .with_durability(durability)
+        .with_prefix(prefix.clone())
+        .connect()
+        .await
+    {
+        Ok(i) => i,
         Err(e @ Error::Backend { .. }) => REDIS_PRIMARY.unavailable(&e),
         Err(e) => panic!("{e}"),
     };
@@ -143,10 +148,11 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     assert!(info(&replica, "replication").await.contains("role:master"));
 
     // The promoted node is a lone append-only primary: safe to grant on.
-    let promoted = RedisIssuer::connect(&replica, Durability::Required)
+    let promoted = RedisConfig::new(&replica)
+        .with_prefix(prefix)
+        .connect()
         .await
-        .unwrap()
-        .with_prefix(prefix);
+        .unwrap();
     let next = promoted
         .acquire(&LeaseRequest::new("r", TTL), Duration::from_secs(10))
         .await

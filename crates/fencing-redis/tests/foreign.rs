@@ -14,7 +14,7 @@ use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
 use fencing_harness::python::Python;
-use fencing_redis::{Durability, RedisIssuer};
+use fencing_redis::{RedisConfig, RedisIssuer};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -25,8 +25,12 @@ async fn connect() -> Option<RedisIssuer> {
     if REDIS_AOF.skipped() {
         return None;
     }
-    match RedisIssuer::connect(&REDIS_AOF.endpoint(), Durability::Required).await {
-        Ok(issuer) => Some(issuer.with_prefix(format!("{}:", fencing_testkit::unique_prefix()))),
+    match RedisConfig::new(REDIS_AOF.endpoint())
+        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
+        .connect()
+        .await
+    {
+        Ok(issuer) => Some(issuer),
         Err(e @ Error::Backend { .. }) => REDIS_AOF.unavailable(&e),
         Err(e) => panic!("{} at {}: {e}", REDIS_AOF.name, REDIS_AOF.endpoint()),
     }

@@ -8,18 +8,23 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::grant_once;
+use common::{grant_once, raw};
 use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, Server};
-use fencing_redis::{Durability, RedisIssuer};
+use fencing_redis::{Durability, RedisConfig, RedisIssuer};
 use fencing_testkit::issuer::IssuerProfile;
 
 async fn connect(server: &Server, durability: Durability) -> Option<RedisIssuer> {
     if server.skipped() {
         return None;
     }
-    match RedisIssuer::connect(&server.endpoint(), durability).await {
-        Ok(issuer) => Some(issuer.with_prefix(format!("{}:", fencing_testkit::unique_prefix()))),
+    match RedisConfig::new(server.endpoint())
+        .with_durability(durability)
+        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
+        .connect()
+        .await
+    {
+        Ok(issuer) => Some(issuer),
         Err(e @ Error::UnsafeConfiguration { .. }) => {
             panic!("{} at {}: {e}", server.name, server.endpoint())
         }
@@ -42,7 +47,7 @@ async fn a_redis_without_persistence_is_refused_unless_accepted() {
     if REDIS.skipped() {
         return;
     }
-    match RedisIssuer::connect(&REDIS.endpoint(), Durability::Required).await {
+    match RedisConfig::new(REDIS.endpoint()).connect().await {
         Err(Error::UnsafeConfiguration {
             backend: "redis",
             reason,
@@ -98,7 +103,7 @@ async fn raise_floor_moves_tokens_above_it_and_never_lowers() {
 
 #[tokio::test]
 async fn an_unreachable_redis_is_a_retryable_backend_error() {
-    match RedisIssuer::connect("redis://127.0.0.1:1", Durability::Required).await {
+    match RedisConfig::new("redis://127.0.0.1:1").connect().await {
         Err(
             e @ Error::Backend {
                 retryable: true, ..
@@ -107,7 +112,31 @@ async fn an_unreachable_redis_is_a_retryable_backend_error() {
         other => panic!("expected a retryable backend error, got {other:?}"),
     }
     assert!(matches!(
-        RedisIssuer::connect("http://nope", Durability::Required).await,
+        RedisConfig::new("http://nope").connect().await,
         Err(Error::InvalidInput { .. })
     ));
+}
+
+/// A connection manager of the caller's, with the config's prefix.
+#[tokio::test]
+async fn issuer_on_a_callers_connection_manager_takes_the_configs_prefix() {
+    if REDIS_AOF.skipped() {
+        return;
+    }
+    let client = redis::Client::open(REDIS_AOF.endpoint()).unwrap();
+    let manager = redis::aio::ConnectionManager::new(client).await.unwrap();
+    let prefix = format!("{}:", fencing_testkit::unique_prefix());
+    let issuer = RedisConfig::new("redis://unused")
+        .with_prefix(prefix.clone())
+        .issuer_on(manager)
+        .await
+        .expect("an append-only Redis");
+    assert_eq!(issuer.prefix(), prefix);
+    let lease = grant_once(&issuer, "r", Duration::from_secs(5)).await;
+    let fence: Option<u64> = redis::cmd("GET")
+        .arg(format!("{prefix}r:fence"))
+        .query_async(&mut raw(&REDIS_AOF.endpoint()).await)
+        .await
+        .unwrap();
+    assert_eq!(fence, Some(lease.token().get()));
 }

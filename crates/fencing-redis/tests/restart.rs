@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fencing_core::{LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
-use fencing_redis::{Durability, RedisIssuer};
+use fencing_redis::RedisConfig;
 
 const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
 
@@ -17,8 +17,12 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
         return;
     }
     let url = REDIS_AOF.endpoint();
-    let issuer = match RedisIssuer::connect(&url, Durability::Required).await {
-        Ok(i) => i.with_prefix(format!("{}:", fencing_testkit::unique_prefix())),
+    let issuer = match RedisConfig::new(&url)
+        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
+        .connect()
+        .await
+    {
+        Ok(i) => i,
         Err(e) => REDIS_AOF.unavailable(&e),
     };
     let ttl = Duration::from_secs(30);

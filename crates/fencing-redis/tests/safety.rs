@@ -22,7 +22,7 @@ use common::{grant_once, raw};
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
-use fencing_redis::{Durability, RedisIssuer};
+use fencing_redis::{Durability, RedisConfig, RedisIssuer};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -30,9 +30,11 @@ use tokio::task::JoinHandle;
 const TTL: Duration = Duration::from_secs(10);
 
 async fn connect_to(url: &str, durability: Durability) -> Result<RedisIssuer> {
-    RedisIssuer::connect(url, durability)
+    RedisConfig::new(url)
+        .with_durability(durability)
+        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
+        .connect()
         .await
-        .map(|i| i.with_prefix(format!("{}:", fencing_testkit::unique_prefix())))
 }
 
 /// An issuer on `server`, or `None` if the run skips it.

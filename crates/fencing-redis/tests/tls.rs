@@ -301,14 +301,14 @@ async fn bad_urls_and_refused_connections_show_no_password() {
         format!("rediss://fencing:{secret}@127.0.0.1:6390?sslmode=verify-ca"),
         format!("rediss://fencing:{secret}@127.0.0.1:6390?sslrootcert=/nonexistent/ca.pem"),
     ] {
-        match RedisIssuer::connect(&url, Durability::Required).await {
+        match RedisConfig::new(&url).connect().await {
             Err(e @ Error::InvalidInput { .. }) => assert_no_secret(&url, &e, secret),
             other => panic!("{url}: expected InvalidInput, got {other:?}"),
         }
     }
     // A closed port: retryable, and no password either.
     let url = with_ca(&format!("rediss://fencing:{secret}@127.0.0.1:1"));
-    match RedisIssuer::connect(&url, Durability::Required).await {
+    match RedisConfig::new(&url).connect().await {
         Err(
             e @ Error::Backend {
                 retryable: true, ..

@@ -7,27 +7,55 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::SharedHttpClient;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
 use aws_smithy_http_client::tls;
-use fencing_core::adapter::blob::config::{ObjectStoreConfig, ObjectStoreKind};
+use fencing_core::adapter::blob::config::{
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+};
+use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
 use crate::{S3Backend, S3Store};
 
-/// The options an `s3://` URL takes.
-const OPTIONS: &[&str] = &[
-    "region",
-    "endpoint",
-    "path_style",
-    "emulator",
-    "adopt_unfenced",
-    "sslrootcert",
-];
+/// The S3 backend, as the registry, `fence --help` and the README see it.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "s3",
+    title: "S3",
+    crate_name: "fencing-s3",
+    features: &["s3"],
+    schemes: &["s3"],
+    shape: "s3://BUCKET",
+    options: &[
+        ENDPOINT,
+        EMULATOR,
+        ADOPT_UNFENCED,
+        UrlOption::new(
+            "region",
+            OptionKind::Text,
+            "the region (else AWS_REGION, the profile, us-east-1)",
+        ),
+        UrlOption::new(
+            "path_style",
+            OptionKind::Bool,
+            "path-style addressing (the default with endpoint=)",
+        ),
+        UrlOption::new(
+            "sslrootcert",
+            OptionKind::Path,
+            "trust the CA certificates in this PEM file instead of the system roots (an https:// endpoint with a private CA)",
+        ),
+    ],
+    // sslrootcert= is its own option above: the endpoint's scheme says
+    // whether TLS is used, and the certificate is always checked.
+    tls_modes: &[],
+    open_issuer: None,
+    open_store: Some(|url| {
+        Box::pin(async move { descriptor::store(S3Config::from_url(&url)?.connect().await?) })
+    }),
+};
 
-/// The `s3://` URL, its variables and messages.
+/// The `s3://` URL's variables and messages.
 const KIND: ObjectStoreKind = ObjectStoreKind {
-    scheme: "s3",
-    what: "an S3 URL (s3://BUCKET)",
-    shape: "s3://BUCKET[?options]",
+    backend: &BACKEND,
     noun: "bucket",
     env_prefix: "FENCING_S3",
     emulator_endpoint: "the emulator's address",
@@ -108,14 +136,15 @@ impl S3Config {
         from_env;
     }
 
-    /// Parses `s3://BUCKET[?region=R&endpoint=URL&path_style=B&emulator=B&adopt_unfenced=B]`.
+    /// Parses `s3://BUCKET[?region=R&endpoint=URL&path_style=B&emulator=B&adopt_unfenced=B&sslrootcert=PATH]`.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for another scheme, no bucket, a path, an
     /// unknown option (naming the known ones), a value that is not a strict
     /// boolean, or `emulator=true` without `endpoint=`.
     pub fn from_url(url: &str) -> Result<Self> {
-        let (common, mut query) = ObjectStoreConfig::from_url(&KIND, url)?;
+        let (common, mut parsed) = ObjectStoreConfig::from_url(&KIND, url)?;
+        let query = parsed.query();
         let config = Self {
             common,
             region: query.take_nonempty("region")?,
@@ -123,7 +152,7 @@ impl S3Config {
             credentials: None,
             ca_file: query.take_nonempty("sslrootcert")?.map(PathBuf::from),
         };
-        config.common.finish(&KIND, query, OPTIONS)?;
+        config.common.finish(&KIND, parsed)?;
         Ok(config)
     }
 
@@ -330,22 +359,42 @@ mod tests {
         assert_refused(
             S3Config::from_url,
             &[
-                ("gs://b", &["not an S3 URL"]),
-                ("s3://", &["no bucket"]),
+                ("gs://b", &["not an S3 URL (s3://BUCKET)"]),
+                ("s3://", &["no bucket: expected s3://BUCKET"]),
                 ("s3://b/k", &["\"/k\""]),
                 (
                     "s3://b?endpont=x",
                     &[
-                        "\"endpont\"",
-                        "endpoint, path_style, emulator, adopt_unfenced",
+                        "unknown option \"endpont\" in a s3:// URL",
+                        "known options: endpoint, emulator, adopt_unfenced, region, path_style, sslrootcert",
                     ],
                 ),
                 ("s3://b?adopt_unfenced=ture", &["adopt_unfenced=\"ture\""]),
                 ("s3://b?emulator=true", &["needs endpoint="]),
-                ("s3://b?region=", &["region needs a value"]),
+                ("s3://b?region=", &["region=\"\": needs a value"]),
                 ("s3://b?region=a&region=b", &["twice"]),
             ],
         );
+    }
+
+    /// Every option the descriptor declares is read by `from_url`.
+    #[test]
+    fn every_declared_option_is_read() {
+        for option in BACKEND.options() {
+            let value = match option.kind {
+                OptionKind::Bool => "true".to_owned(),
+                OptionKind::Duration => "1s".to_owned(),
+                OptionKind::Count => "1".to_owned(),
+                OptionKind::Path => "/tmp/x.pem".to_owned(),
+                OptionKind::Choice(words) => words[0].to_owned(),
+                OptionKind::TlsMode(modes) => modes[0].as_str().to_owned(),
+                _ => "x".to_owned(),
+            };
+            let url = format!("s3://b?{}={value}", option.name);
+            if let Err(e) = S3Config::from_url(&url) {
+                assert!(!e.to_string().contains("but was not read"), "{url}: {e}");
+            }
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod config;
 pub mod emulator;
 mod error;
 
-pub use config::S3Config;
+pub use config::{BACKEND, S3Config};
 
 /// The AWS SDK this crate is built on, so your client matches its version.
 pub use aws_sdk_s3;

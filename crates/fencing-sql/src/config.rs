@@ -1,9 +1,10 @@
 //! [`SqlConfig`]: a SQL store or issuer from a URL, the environment or
 //! setters.
 
+use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::{Query, env_any};
 use fencing_core::redact;
-use fencing_core::tls::TlsOptions;
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 
 use crate::{Db, SqlIssuer, SqlStore, Tables};
@@ -22,37 +23,132 @@ const DRIVER_TLS_OPTIONS: &[&str] = &[
     "ssl-key",
 ];
 
-/// The options each driver reads (sqlx 0.8). It drops any other one with
-/// at most a log line, so a `channel_binding=require` or a typo would be
-/// believed and not enforced: refused here instead.
-fn driver_options(scheme: &str) -> &'static [&'static str] {
-    match scheme {
-        "postgres" | "postgresql" => &[
-            "statement-cache-capacity",
-            "host",
-            "hostaddr",
-            "port",
-            "dbname",
-            "user",
-            "password",
-            "application_name",
-            "options",
-        ],
-        "mysql" | "mariadb" => &[
-            "charset",
-            "collation",
-            "statement-cache-capacity",
-            "socket",
-            "timezone",
-            "time-zone",
-        ],
-        _ => &["mode", "cache", "immutable", "vfs"],
-    }
-}
+/// Not `verify-ca`: sqlx checks the chain against the public (webpki)
+/// roots as well as `sslrootcert`, and skips the host name there, so any
+/// publicly trusted certificate for any name would pass.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) const TLS_MODES: &[TlsMode] = &[
+    TlsMode::Disable,
+    TlsMode::Prefer,
+    TlsMode::Require,
+    TlsMode::VerifyFull,
+];
+/// SQLite is a local file: no TLS.
+#[cfg(not(any(feature = "postgres", feature = "mysql")))]
+pub(crate) const TLS_MODES: &[TlsMode] = &[];
+
+const DRIVER: &str = "passed to the driver";
+
+/// The SQL backend, as the registry, `fence --help` and the README see it.
+/// Its options are ours (`fencing_…`) and the ones each driver reads (sqlx
+/// 0.8), which go to the driver as written: the drivers drop any other
+/// with at most a log line, so a `channel_binding=require` or a typo would
+/// be believed and not enforced, and is refused instead.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "sql",
+    title: "SQL",
+    crate_name: "fencing-sql",
+    features: &["sqlite", "postgres", "mysql"],
+    schemes: &[
+        #[cfg(feature = "sqlite")]
+        "sqlite",
+        #[cfg(feature = "postgres")]
+        "postgres",
+        #[cfg(feature = "postgres")]
+        "postgresql",
+        #[cfg(feature = "mysql")]
+        "mysql",
+        #[cfg(feature = "mysql")]
+        "mariadb",
+    ],
+    shape: "postgres://USER:PASS@HOST[:PORT]/DB, mysql://… (mariadb://…), sqlite://PATH, sqlite::memory:",
+    options: &[
+        UrlOption::new(TABLE_PREFIX, OptionKind::Text, "the tables' name prefix")
+            .default(Tables::DEFAULT_PREFIX),
+        UrlOption::new(
+            ACCEPT_VOLATILE,
+            OptionKind::Bool,
+            "accept a server whose commits a crash can lose: tests and demos only",
+        )
+        .default("false"),
+        #[cfg(any(feature = "postgres", feature = "mysql"))]
+        UrlOption::new("statement-cache-capacity", OptionKind::Count, DRIVER).only(&[
+            #[cfg(feature = "postgres")]
+            "postgres",
+            #[cfg(feature = "postgres")]
+            "postgresql",
+            #[cfg(feature = "mysql")]
+            "mysql",
+            #[cfg(feature = "mysql")]
+            "mariadb",
+        ]),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("host", OptionKind::Text, DRIVER).only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("hostaddr", OptionKind::Text, DRIVER).only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("port", OptionKind::Count, DRIVER).only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("dbname", OptionKind::Text, DRIVER).only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("user", OptionKind::Text, DRIVER).only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("password", OptionKind::Text, DRIVER)
+            .secret()
+            .only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("application_name", OptionKind::Text, DRIVER).only(POSTGRES),
+        #[cfg(feature = "postgres")]
+        UrlOption::new("options", OptionKind::Text, DRIVER).only(POSTGRES),
+        #[cfg(feature = "mysql")]
+        UrlOption::new("charset", OptionKind::Text, DRIVER).only(MYSQL),
+        #[cfg(feature = "mysql")]
+        UrlOption::new("collation", OptionKind::Text, DRIVER).only(MYSQL),
+        #[cfg(feature = "mysql")]
+        UrlOption::new("socket", OptionKind::Path, DRIVER).only(MYSQL),
+        #[cfg(feature = "mysql")]
+        UrlOption::new("timezone", OptionKind::Text, DRIVER).only(MYSQL),
+        #[cfg(feature = "mysql")]
+        UrlOption::new("time-zone", OptionKind::Text, DRIVER).only(MYSQL),
+        #[cfg(feature = "sqlite")]
+        UrlOption::new(
+            "mode",
+            OptionKind::Choice(&["ro", "rw", "rwc", "memory"]),
+            DRIVER,
+        )
+        .only(SQLITE),
+        #[cfg(feature = "sqlite")]
+        UrlOption::new("cache", OptionKind::Choice(&["shared", "private"]), DRIVER).only(SQLITE),
+        #[cfg(feature = "sqlite")]
+        UrlOption::new("immutable", OptionKind::Bool, DRIVER).only(SQLITE),
+        #[cfg(feature = "sqlite")]
+        UrlOption::new("vfs", OptionKind::Text, DRIVER).only(SQLITE),
+    ],
+    tls_modes: TLS_MODES,
+    open_issuer: Some(|url| {
+        Box::pin(
+            async move { descriptor::issuer(SqlConfig::from_url(&url)?.connect_issuer().await?) },
+        )
+    }),
+    open_store: Some(|url| {
+        Box::pin(
+            async move { descriptor::store(SqlConfig::from_url(&url)?.connect_store().await?) },
+        )
+    }),
+};
+
+#[cfg(feature = "postgres")]
+const POSTGRES: &[&str] = &["postgres", "postgresql"];
+#[cfg(feature = "mysql")]
+const MYSQL: &[&str] = &["mysql", "mariadb"];
+#[cfg(feature = "sqlite")]
+const SQLITE: &[&str] = &["sqlite"];
 
 /// A SQL database by URL: `postgres://…`, `mysql://…` (`mariadb://…`),
-/// `sqlite://PATH` or `sqlite::memory:`. The URL is the driver's (sqlx's),
-/// with its own options; this crate adds two,
+/// `sqlite://PATH` or `sqlite::memory:`; the one builder of a [`Db`],
+/// [`SqlStore`] or [`SqlIssuer`] by URL. The URL is the driver's (sqlx's),
+/// with the options of its driver that [`BACKEND`] lists; this crate adds
+/// two,
 /// `fencing_table_prefix=P` (the [`Tables`] prefix, default `fencing_`)
 /// and `fencing_accept_volatile_commits=true` (an issuer on a server whose
 /// commits a crash can lose, [`Db::accept_volatile_commits`]).
@@ -94,87 +190,86 @@ impl std::fmt::Debug for SqlConfig {
 }
 
 impl SqlConfig {
-    /// Parses a database URL, taking `fencing_table_prefix=` out of it.
+    /// Parses a database URL, taking our options and the TLS ones out of
+    /// it; the driver's options stay in the URL as written (a boolean
+    /// spelt `true`, as the driver reads it).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a scheme this build does not support
-    /// (naming the features), or a bad table prefix.
+    /// (naming the features), an option that is not one of [`BACKEND`]'s
+    /// for the scheme (naming the known ones) or not of its kind, a
+    /// driver's own TLS spelling (`ssl-mode`, `ssl-ca`…), a TLS option on
+    /// `sqlite://`, TLS options that do not fit together, or a bad table
+    /// prefix.
     pub fn from_url(url: &str) -> Result<Self> {
         let scheme = url.split_once(':').map_or("", |(s, _)| s);
-        let supported = (cfg!(feature = "postgres") && matches!(scheme, "postgres" | "postgresql"))
-            || (cfg!(feature = "mysql") && matches!(scheme, "mysql" | "mariadb"))
-            || (cfg!(feature = "sqlite") && scheme == "sqlite");
-        if !supported {
+        if !BACKEND.takes(scheme) {
             return Err(unsupported(url));
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let (mut prefix, mut accept_volatile) = (None, None);
-        let (mut rest, mut tls) = (Vec::new(), Vec::new());
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            if TlsOptions::URL_OPTIONS.contains(&name) {
-                tls.push(pair);
-                continue;
-            }
+        // Before `check_query`, whose "unknown option" would not say where
+        // TLS went.
+        let raw_pairs: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+        for pair in &raw_pairs {
+            let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
             if DRIVER_TLS_OPTIONS.contains(&name) {
                 return Err(Error::invalid_input(format!(
                     "option {name:?}: TLS takes the options every fencing backend takes: {}",
                     TlsOptions::URL_OPTIONS.join(", ")
                 )));
             }
-            let slot = match (name, pair.contains('=')) {
-                (TABLE_PREFIX, true) => &mut prefix,
-                (ACCEPT_VOLATILE, true) => &mut accept_volatile,
-                // The driver takes the rest, and ignores what it does not
-                // know: a typo in one of ours would silently mean other
-                // tables (another issuer, tokens from 1 again).
-                _ if name.starts_with("fencing_") => {
-                    return Err(Error::invalid_input(format!(
-                        "unknown option {name:?} in the database URL; this crate's options are \
-                         {TABLE_PREFIX} and {ACCEPT_VOLATILE}"
-                    )));
-                }
-                _ if driver_options(scheme).contains(&name) => {
-                    rest.push(pair);
-                    continue;
-                }
-                _ => {
-                    return Err(Error::invalid_input(format!(
-                        "unknown option {name:?} in the database URL: the driver would ignore it;                          known options: {}, {}, {TABLE_PREFIX}, {ACCEPT_VOLATILE}",
-                        driver_options(scheme).join(", "),
-                        TlsOptions::URL_OPTIONS.join(", "),
-                    )));
-                }
-            };
-            if slot.replace(value).is_some() {
-                return Err(Error::invalid_input(format!(
-                    "option {name:?} is given twice in the URL"
-                )));
+            if scheme == "sqlite" && TlsOptions::URL_OPTIONS.contains(&name) {
+                return Err(Error::invalid_input(
+                    "a sqlite:// URL takes no TLS option: SQLite is a local file",
+                ));
             }
         }
-        let volatile_commits_accepted = match accept_volatile {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                return Err(Error::invalid_input(format!(
-                    "option {ACCEPT_VOLATILE}={other:?}: expected true or false"
-                )));
-            }
-        };
-        let tables = match prefix {
-            Some(prefix) => Tables::with_prefix(prefix)?,
+        let mut options = Query::parse(query)?;
+        BACKEND.check_query(scheme, &options)?;
+        let volatile_commits_accepted = options.take_bool(ACCEPT_VOLATILE)?.unwrap_or(false);
+        let tables = match options.take(TABLE_PREFIX) {
+            Some(prefix) => Tables::with_prefix(&prefix)?,
             None => Tables::default(),
         };
-        let tls = TlsOptions::take_from(&mut Query::parse(&tls.join("&"))?)?;
-        if scheme == "sqlite" && !tls.is_default() {
-            return Err(Error::invalid_input(
-                "a sqlite:// URL takes no TLS option: SQLite is a local file",
-            ));
+        let tls = TlsOptions::take_from(&mut options)?;
+        // What is left goes to the driver; one of ours left over was
+        // declared and never read (`Descriptor::finish`).
+        if let Some((name, _)) = options
+            .pairs()
+            .find(|(name, _)| name.starts_with("fencing_"))
+        {
+            return Err(Error::invalid_input(format!(
+                "option {name:?} is declared by fencing-sql but was not read: a bug in fencing-sql"
+            )));
         }
-        let url = if rest.is_empty() {
+        let mut driver = Vec::new();
+        for pair in raw_pairs {
+            let (name, value) = Query::parse(pair)?
+                .pairs()
+                .next()
+                .map(|(n, v)| (n.to_owned(), v.to_owned()))
+                .unwrap_or_default();
+            if !options.pairs().any(|(left, _)| left == name) {
+                continue; // ours or TLS, taken above
+            }
+            let kind = BACKEND
+                .options_of(scheme)
+                .into_iter()
+                .find(|o| o.name == name);
+            driver.push(match kind.map(|o| o.kind) {
+                // One boolean rule for every backend; the driver's own is
+                // narrower.
+                Some(OptionKind::Bool) => {
+                    let on = matches!(value.as_str(), "true" | "1" | "yes");
+                    format!("{name}={on}")
+                }
+                _ => (*pair).to_owned(),
+            });
+        }
+        let url = if driver.is_empty() {
             base.to_owned()
         } else {
-            format!("{base}?{}", rest.join("&"))
+            format!("{base}?{}", driver.join("&"))
         };
         Ok(Self {
             url,
@@ -231,7 +326,11 @@ impl SqlConfig {
     /// Connects: a [`Db`] on the tables.
     ///
     /// # Errors
-    /// As [`Db::connect`].
+    /// [`Error::InvalidInput`] for a URL the driver cannot parse or a TLS
+    /// mode it cannot do (the message shows the URL without its
+    /// password); [`Error::Tls`] or [`Error::Unauthenticated`] for a
+    /// refused handshake or login; [`Error::Backend`] if the server does
+    /// not answer.
     pub async fn connect(&self) -> Result<Db> {
         let db = Db::open(&self.url, self.tables.clone(), &self.tls).await?;
         Ok(if self.volatile_commits_accepted {
@@ -244,7 +343,7 @@ impl SqlConfig {
     /// Connects and opens the store (creating its tables).
     ///
     /// # Errors
-    /// As [`Db::connect`] and [`SqlStore::new`].
+    /// As [`connect`](Self::connect) and [`SqlStore::new`].
     pub async fn connect_store(&self) -> Result<SqlStore> {
         SqlStore::new(self.connect().await?).await
     }
@@ -252,7 +351,7 @@ impl SqlConfig {
     /// Connects and opens the issuer (creating its tables).
     ///
     /// # Errors
-    /// As [`Db::connect`] and [`SqlIssuer::new`].
+    /// As [`connect`](Self::connect) and [`SqlIssuer::new`].
     pub async fn connect_issuer(&self) -> Result<SqlIssuer> {
         SqlIssuer::new(self.connect().await?).await
     }
@@ -298,6 +397,79 @@ mod tests {
     }
 
     #[test]
+    fn booleans_follow_the_one_rule_and_reach_the_driver_as_it_reads_them() {
+        let c = SqlConfig::from_url("mysql://h/db?fencing_accept_volatile_commits=yes").unwrap();
+        assert!(c.volatile_commits_accepted);
+        let c = SqlConfig::from_url("postgres://h/db?fencing_accept_volatile_commits=0").unwrap();
+        assert!(!c.volatile_commits_accepted);
+        let c = SqlConfig::from_url("sqlite:///tmp/x.db?immutable=yes&mode=ro").unwrap();
+        assert_eq!(c.url, "sqlite:///tmp/x.db?immutable=true&mode=ro");
+        let c = SqlConfig::from_url("sqlite:///tmp/x.db?immutable=no").unwrap();
+        assert_eq!(c.url, "sqlite:///tmp/x.db?immutable=false");
+    }
+
+    #[test]
+    fn sqlite_memory_has_no_authority_and_still_parses() {
+        let c = SqlConfig::from_url("sqlite::memory:").unwrap();
+        assert_eq!(c.url, "sqlite::memory:");
+        let c =
+            SqlConfig::from_url("sqlite::memory:?fencing_table_prefix=m_&cache=shared").unwrap();
+        assert_eq!(
+            (c.url.as_str(), c.tables().records.as_str()),
+            ("sqlite::memory:?cache=shared", "m_records")
+        );
+    }
+
+    /// A sample value of `kind`, for a URL.
+    fn sample(kind: OptionKind) -> String {
+        match kind {
+            OptionKind::Bool => "true".to_owned(),
+            OptionKind::Duration => "1s".to_owned(),
+            OptionKind::Count => "3".to_owned(),
+            OptionKind::Text => "t_".to_owned(),
+            OptionKind::Path => "/tmp/x.pem".to_owned(),
+            OptionKind::Choice(words) => words[0].to_owned(),
+            OptionKind::TlsMode(modes) => modes[modes.len() - 1].as_str().to_owned(),
+            _ => "x".to_owned(),
+        }
+    }
+
+    /// Every option of [`BACKEND`] is read: ours and TLS taken out of the
+    /// URL, the driver's passed on to it, none left over (nor refused as
+    /// unknown: the descriptor is the one list).
+    #[test]
+    fn every_option_of_the_descriptor_is_read() {
+        for option in BACKEND.options() {
+            let schemes = if option.schemes.is_empty() {
+                BACKEND.schemes
+            } else {
+                option.schemes
+            };
+            for scheme in schemes {
+                let tls = TlsOptions::URL_OPTIONS.contains(&option.name);
+                if tls && *scheme == "sqlite" {
+                    continue; // refused on purpose: a local file
+                }
+                let pair = format!("{}={}", option.name, sample(option.kind));
+                let url = format!("{scheme}://u:pw@h/db?{pair}");
+                match SqlConfig::from_url(&url) {
+                    Ok(c) => {
+                        let ours = tls || option.name.starts_with("fencing_");
+                        assert_eq!(c.url.contains(&pair), !ours, "{url} -> {}", c.url);
+                    }
+                    Err(e) => {
+                        let e = e.to_string();
+                        assert!(
+                            !e.contains("was not read") && !e.contains("unknown option"),
+                            "{url}: {e}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
         let invalid = |url| invalid_input_message(url, SqlConfig::from_url(url));
         assert!(invalid("oracle://h/db").contains("unsupported database URL"));
@@ -315,8 +487,18 @@ mod tests {
             typo.contains("\"fencing_table_prefx\"") && typo.contains("fencing_table_prefix"),
             "{typo}"
         );
+        // One boolean rule for every backend: `yes` is true, `on` a typo.
         assert!(
-            invalid("mysql://h/db?fencing_accept_volatile_commits=yes").contains("true or false")
+            invalid("mysql://h/db?fencing_accept_volatile_commits=on").contains("true or false")
+        );
+        assert!(invalid("sqlite:///tmp/x.db?immutable=si").contains("true or false"));
+        assert!(invalid("postgres://h/db?port=x").contains("whole number"));
+        assert!(invalid("sqlite:///tmp/x.db?mode=rwx").contains("ro, rw, rwc, memory"));
+        // The known options are the scheme's own, named in one list.
+        let unknown = invalid("sqlite:///tmp/x.db?charset=utf8");
+        assert!(
+            unknown.contains("known options: fencing_table_prefix, fencing_accept_volatile_commits, mode, cache, immutable, vfs"),
+            "{unknown}"
         );
         assert!(invalid("mysql://h/db?ssl-mode=required").contains("sslmode, sslrootcert"));
         assert!(invalid("postgres://h/db?ssl-root-cert=/ca.pem").contains("sslmode, sslrootcert"));

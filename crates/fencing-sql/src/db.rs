@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use fencing_core::adapter::Call;
 use fencing_core::redact;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::tls::{TlsMode, TlsOptions};
@@ -142,14 +143,16 @@ impl fmt::Debug for Db {
 }
 
 impl Db {
-    /// Connects by URL: `postgres://…`, `mysql://…` (also `mariadb://…`),
-    /// `sqlite://path` (created if missing, WAL journal) or `sqlite::memory:`,
-    /// with `fencing_table_prefix=` as [`SqlConfig`](crate::SqlConfig) reads
-    /// it (the same as `SqlConfig::from_url(url)?.connect()`).
+    /// Shorthand for `SqlConfig::from_url(url)?.connect()`
+    /// ([`SqlConfig`](crate::SqlConfig), the one builder): `postgres://…`,
+    /// `mysql://…` (also `mariadb://…`), `sqlite://path` (created if
+    /// missing, WAL journal) or `sqlite::memory:`, with the options of
+    /// [`BACKEND`](crate::BACKEND).
     ///
     /// # Errors
-    /// [`Error::InvalidInput`] for an unknown scheme or malformed URL (the
-    /// message shows the URL without its password);
+    /// As [`SqlConfig::from_url`](crate::SqlConfig::from_url) (the message
+    /// shows the URL without its password) and
+    /// [`SqlConfig::connect`](crate::SqlConfig::connect):
     /// [`Error::Backend`] if the server does not answer.
     pub async fn connect(url: &str) -> Result<Self> {
         crate::SqlConfig::from_url(url)?.connect().await
@@ -208,7 +211,7 @@ impl Db {
                 Pool::Sqlite(
                     pool.connect_with(options)
                         .await
-                        .map_err(|e| map_error(Dialect::Sqlite, "connect", false, e))?,
+                        .map_err(|e| map_error(Dialect::Sqlite, e, Call::read("connect")))?,
                 )
             }
             _ => return Err(crate::config::unsupported(url)),
@@ -273,7 +276,7 @@ impl Db {
     /// (`None`: it does, as far as the server's settings tell).
     pub(crate) async fn volatile_commits(&self) -> Result<Option<String>> {
         let d = self.dialect();
-        let read = |e| map_error(d, "read the commit settings", false, e);
+        let read = |e| map_error(d, e, Call::read("read the commit settings"));
         let reason = match &self.pool {
             #[cfg(feature = "postgres")]
             Pool::Postgres(p) => {
@@ -346,7 +349,7 @@ impl Db {
     )]
     pub(crate) async fn transport_check(&self) -> Result<SafetyCheck> {
         let d = self.dialect();
-        let read = |e| map_error(d, "read the session's TLS state", false, e);
+        let read = |e| map_error(d, e, Call::read("read the session's TLS state"));
         let encrypted = match &self.pool {
             #[cfg(feature = "postgres")]
             Pool::Postgres(p) => {
@@ -433,7 +436,9 @@ impl Db {
                         attempt += 1;
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     }
-                    Err(e) => return Err(map_error(self.dialect(), "create tables", false, e)),
+                    Err(e) => {
+                        return Err(map_error(self.dialect(), e, Call::read("create tables")));
+                    }
                 }
             }
         }
@@ -448,11 +453,11 @@ impl Db {
         let select = crate::sql::legacy_marks(d, &self.tables);
         let legacy: Vec<(String, i64)> =
             on_pool!(&self.pool, p => sqlx::query_as(&select).fetch_all(p).await)
-                .map_err(|e| map_error(d, "read legacy fence-domain marks", false, e))?;
+                .map_err(|e| map_error(d, e, Call::read("read legacy fence-domain marks")))?;
         let carry = crate::sql::carry_legacy_mark(d, &self.tables);
         for (name, mark) in legacy {
             on_pool!(&self.pool, p => sqlx::query(&carry).bind(&name).bind(mark).execute(p).await.map(|_| ()))
-                .map_err(|e| map_error(d, &format!("carry the legacy mark of {name:?}"), true, e))?;
+                .map_err(|e| map_error(d, e, Call::write(&format!("carry the legacy mark of {name:?}"))))?;
         }
         Ok(())
     }
@@ -472,7 +477,7 @@ impl Db {
             let autocommit: i64 = sqlx::query_scalar("SELECT CAST(@@autocommit AS SIGNED)")
                 .fetch_one(p)
                 .await
-                .map_err(|e| map_error(Dialect::MySql, "read autocommit", false, e))?;
+                .map_err(|e| map_error(Dialect::MySql, e, Call::read("read autocommit")))?;
             if autocommit != 1 {
                 return Err(Error::UnsafeConfiguration {
                     backend: Dialect::MySql.name(),
@@ -498,7 +503,7 @@ impl Db {
         ] {
             let sql = format!("DROP TABLE IF EXISTS {table}");
             on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()))
-                .map_err(|e| map_error(self.dialect(), "drop tables", false, e))?;
+                .map_err(|e| map_error(self.dialect(), e, Call::read("drop tables")))?;
         }
         Ok(())
     }
@@ -519,7 +524,7 @@ async fn probe_and_open<DB: sqlx::Database>(
     pool: sqlx::pool::PoolOptions<DB>,
 ) -> Result<sqlx::Pool<DB>> {
     use sqlx::{ConnectOptions, Connection};
-    let failed = |e| map_error(dialect, "connect", false, e);
+    let failed = |e| map_error(dialect, e, Call::read("connect"));
     let conn = options.connect().await.map_err(failed)?;
     let _ = conn.close().await;
     pool.connect_with(options).await.map_err(failed)
@@ -541,7 +546,7 @@ fn postgres_tls(
     if tls.is_default() {
         return Ok(options); // the URL had none: the driver's default, prefer
     }
-    let mode = match tls.mode_for("postgres", TlsMode::Prefer, OFFERED_MODES)? {
+    let mode = match tls.mode_for("postgres", TlsMode::Prefer, crate::config::TLS_MODES)? {
         TlsMode::Disable => PgSslMode::Disable,
         TlsMode::Prefer => PgSslMode::Prefer,
         TlsMode::Require => PgSslMode::Require,
@@ -582,7 +587,7 @@ fn mysql_tls(
     if tls.is_default() {
         return Ok(options);
     }
-    let mode = match tls.mode_for("mysql", TlsMode::Prefer, OFFERED_MODES)? {
+    let mode = match tls.mode_for("mysql", TlsMode::Prefer, crate::config::TLS_MODES)? {
         TlsMode::Disable => MySqlSslMode::Disabled,
         TlsMode::Prefer => MySqlSslMode::Preferred,
         TlsMode::Require => MySqlSslMode::Required,
@@ -611,17 +616,6 @@ fn mysql_host(url: &str) -> String {
         .map_or(authority, |(_, h)| h)
         .to_owned()
 }
-
-/// Not `verify-ca`: sqlx checks the chain against the public (webpki)
-/// roots as well as `sslrootcert`, and skips the host name there, so any
-/// publicly trusted certificate for any name would pass.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-const OFFERED_MODES: &[TlsMode] = &[
-    TlsMode::Disable,
-    TlsMode::Prefer,
-    TlsMode::Require,
-    TlsMode::VerifyFull,
-];
 
 fn bad_url(url: &str, e: sqlx::Error) -> Error {
     Error::invalid_input(format!("malformed database URL {:?}: {e}", redact(url)))

@@ -1,5 +1,6 @@
 //! sqlx errors → [`fencing_core::Error`], in one place.
 
+use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 
 use crate::Dialect;
@@ -11,10 +12,10 @@ const RETRYABLE_CODES: &[&str] = &[
     "40001", "40P01", "55P03", "57P01", "57P02", "57P03", "5", "6", "261", "262", "517",
 ];
 
-/// Maps an sqlx error. `write` says whether the statement changes data: a
-/// connection lost while a write was in flight is [`Error::OutcomeUnknown`],
-/// since the database may have committed it.
-pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx::Error) -> Error {
+/// Maps an sqlx error of `call`: a connection lost while a write
+/// ([`Call::write`]) was in flight is [`Error::OutcomeUnknown`], since the
+/// database may have committed it.
+pub(crate) fn map_error(dialect: Dialect, e: sqlx::Error, call: Call<'_>) -> Error {
     let backend = dialect.name();
     match e {
         // Never sent: no connection could be had.
@@ -23,8 +24,8 @@ pub(crate) fn map_error(dialect: Dialect, operation: &str, write: bool, e: sqlx:
         }
         // A write's connection may fail its TLS after the statement went
         // out (an alert from a proxy restarting): it may have been applied.
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) if write => {
-            Error::outcome_unknown(backend, operation, e)
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) if call.write => {
+            Error::outcome_unknown(backend, call.name, e)
         }
         // Otherwise a handshake (sqlx reports an untrusted certificate as an
         // io::Error around the rustls one): nothing was sent.

@@ -1,6 +1,7 @@
 //! Fencing the caller's own transaction.
 
 use async_trait::async_trait;
+use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 
 use crate::error::{map_error, upsert_verdict};
@@ -100,12 +101,12 @@ where
     let written = conn
         .upsert(&stmt, domain, raw)
         .await
-        .map_err(|e| map_error(dialect, &op, true, e))?;
+        .map_err(|e| map_error(dialect, e, Call::write(&op)))?;
     let read_mark = async {
         let select = sql::select_mark(dialect, &tables.records);
         conn.select(&select, domain)
             .await
-            .map_err(|e| map_error(dialect, &op, false, e))
+            .map_err(|e| map_error(dialect, e, Call::read(&op)))
     };
     upsert_verdict(
         written,

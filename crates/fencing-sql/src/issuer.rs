@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
+use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
@@ -112,16 +113,8 @@ impl SqlIssuer {
         let columns: Vec<(String, String)> = on_pool!(&self.db.pool, p => {
             sqlx::query_as(sql::lease_columns(d)).bind(table).fetch_all(p).await
         })
-        .map_err(self.map(&format!("read the columns of {table}"), false))?;
+        .map_err(self.map(Call::read(&format!("read the columns of {table}"))))?;
         Ok(LeaseClock::of(d, table, &columns))
-    }
-
-    /// Connects by URL and creates the table: see [`Db::connect`].
-    ///
-    /// # Errors
-    /// As [`Db::connect`] and [`SqlIssuer::new`].
-    pub async fn connect(url: &str) -> Result<Self> {
-        Self::new(Db::connect(url).await?).await
     }
 
     /// The database.
@@ -129,9 +122,8 @@ impl SqlIssuer {
         &self.db
     }
 
-    fn map(&self, op: &str, write: bool) -> impl FnOnce(sqlx::Error) -> Error + '_ {
-        let op = op.to_owned();
-        move |e| map_error(self.db.dialect(), &op, write, e)
+    fn map<'a>(&'a self, call: Call<'a>) -> impl FnOnce(sqlx::Error) -> Error + 'a {
+        move |e| map_error(self.db.dialect(), e, call)
     }
 }
 
@@ -233,7 +225,7 @@ impl TokenIssuer for SqlIssuer {
                         .filter(|_| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0)
                 }),
         )
-        .map_err(self.map(&format!("acquire {resource:?}"), true))?;
+        .map_err(self.map(Call::write(&format!("acquire {resource:?}"))))?;
         token
             .map(|t| Ok(Lease::new(request, FencingToken::from_i64(t)?, sent_at)))
             .transpose()
@@ -246,7 +238,7 @@ impl TokenIssuer for SqlIssuer {
         let (resource, holder) = (lease.resource(), lease.holder().as_str().as_bytes());
         let sent_at = Instant::now();
         let changed = on_pool!(&self.db.pool, p => sqlx::query(&self.renew).bind(ttl).bind(resource).bind(holder).bind(token).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(self.map(&format!("renew {resource:?}"), true))?;
+            .map_err(self.map(Call::write(&format!("renew {resource:?}"))))?;
         if changed == 1 {
             Ok(lease.renewed(sent_at))
         } else {
@@ -258,7 +250,7 @@ impl TokenIssuer for SqlIssuer {
         let token = lease.token().to_i64()?;
         let (resource, holder) = (lease.resource(), lease.holder().as_str().as_bytes());
         let changed = on_pool!(&self.db.pool, p => sqlx::query(&self.release).bind(resource).bind(holder).bind(token).execute(p).await.map(|r| r.rows_affected()))
-            .map_err(self.map(&format!("release {resource:?}"), true))?;
+            .map_err(self.map(Call::write(&format!("release {resource:?}"))))?;
         if changed == 1 {
             Ok(())
         } else {
@@ -294,7 +286,7 @@ impl TokenIssuer for SqlIssuer {
                 .await
                 .map(|r| r.last_insert_id() & sql::MYSQL_HELD_BIT == 0),
         )
-        .map_err(self.map(&format!("raise floor of {resource:?}"), true))?;
+        .map_err(self.map(Call::write(&format!("raise floor of {resource:?}"))))?;
         if raised {
             Ok(())
         } else {
@@ -310,7 +302,7 @@ impl TokenIssuer for SqlIssuer {
                 .await
                 .and_then(|row| row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose())
         })
-        .map_err(self.map(&format!("read holder of {resource:?}"), false))?;
+        .map_err(self.map(Call::read(&format!("read holder of {resource:?}"))))?;
         row.map(|(holder, token)| {
             let holder = String::from_utf8(holder)
                 .map_err(|_| Error::invalid_input("stored holder id is not UTF-8"))?;
@@ -358,7 +350,9 @@ mod tests {
             std::process::id(),
             rand_suffix()
         ));
-        let issuer = SqlIssuer::connect(&format!("sqlite://{}", path.display()))
+        let issuer = crate::SqlConfig::from_url(&format!("sqlite://{}", path.display()))
+            .unwrap()
+            .connect_issuer()
             .await
             .expect("sqlite");
         let request = LeaseRequest::new("r", std::time::Duration::from_secs(30));

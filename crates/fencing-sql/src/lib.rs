@@ -8,7 +8,7 @@ mod issuer;
 mod sql;
 mod store;
 
-pub use config::SqlConfig;
+pub use config::{BACKEND, SqlConfig};
 pub use db::{Db, Dialect, Tables};
 pub use guard::{FenceConnection, fence_transaction};
 pub use issuer::SqlIssuer;

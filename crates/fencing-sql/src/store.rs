@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
@@ -67,7 +68,7 @@ impl SqlStore {
         if d == Dialect::MySql {
             // A value near max_allowed_packet would be cut off by the server.
             let packet: i64 = on_pool!(&db.pool, p => sqlx::query_scalar("SELECT CAST(@@max_allowed_packet AS SIGNED)").fetch_one(p).await)
-                .map_err(|e| map_error(d, "read max_allowed_packet", false, e))?;
+                .map_err(|e| map_error(d, e, Call::read("read max_allowed_packet")))?;
             let room = usize::try_from(packet)
                 .unwrap_or(0)
                 .saturating_sub(64 * 1024);
@@ -88,14 +89,6 @@ impl SqlStore {
             },
             db,
         })
-    }
-
-    /// Connects by URL and creates the table: see [`Db::connect`].
-    ///
-    /// # Errors
-    /// As [`Db::connect`] and [`SqlStore::new`].
-    pub async fn connect(url: &str) -> Result<Self> {
-        Self::new(Db::connect(url).await?).await
     }
 
     /// The database.
@@ -130,7 +123,7 @@ impl SqlStore {
                 .await
                 .map(|r| Some(mysql_mark(&r))),
         )
-        .map_err(|e| map_error(d, &format!("{op} {key:?}"), true, e))?;
+        .map_err(|e| map_error(d, e, Call::write(&format!("{op} {key:?}"))))?;
         let table = &self.db.tables.records;
         upsert_verdict(mark, self.raw_mark(key), (d, table, key), token).await
     }
@@ -139,7 +132,7 @@ impl SqlStore {
     async fn raw_mark(&self, key: &str) -> Result<Option<i64>> {
         let d = self.db.dialect();
         on_pool!(&self.db.pool, p => sqlx::query_scalar(&self.statements.mark).bind(key).fetch_optional(p).await)
-            .map_err(|e| map_error(d, &format!("read mark {key:?}"), false, e))
+            .map_err(|e| map_error(d, e, Call::read(&format!("read mark {key:?}"))))
     }
 
     /// A stored mark as a token, refusing a negative one as foreign data.
@@ -183,7 +176,7 @@ impl FencedStore for SqlStore {
                 .await
                 .and_then(|row| row.map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).transpose())
         })
-        .map_err(|e| map_error(d, &format!("get {key:?}"), false, e))?;
+        .map_err(|e| map_error(d, e, Call::read(&format!("get {key:?}"))))?;
         match row {
             Some((Some(value), mark)) => Ok(Some(Versioned {
                 value: Bytes::from(value),

@@ -9,7 +9,7 @@
 //! ```
 
 use fencing_core::memory::MemoryStore;
-use fencing_zookeeper::{TokenSource, ZkIssuer};
+use fencing_zookeeper::{TokenSource, ZkConfig};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -19,7 +19,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         TokenSource::Czxid
     };
-    let issuer = ZkIssuer::connect_with(&addr, "/fencing-examples", source).await?;
+    let issuer = ZkConfig::new(&addr)
+        .with_prefix("/fencing-examples")
+        .with_token_source(source)
+        .connect()
+        .await?;
     let (min, max) = issuer.session_timeouts();
     println!("ZooKeeper at {addr} grants sessions of {min:?}..={max:?}; tokens from {source:?}");
     // The scenario `fence demo` narrates, with the shortest session; an

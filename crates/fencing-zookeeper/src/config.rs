@@ -1,14 +1,37 @@
 //! [`ZkConfig`]: a ZooKeeper issuer from a URL, the environment or setters.
 
-use fencing_core::adapter::url::{BackendUrl, env_any};
+use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
+use fencing_core::adapter::url::env_any;
 use fencing_core::tls::{Credentials, TlsOptions};
 use fencing_core::{Error, Result};
 
 use crate::access::{Access, check_digest};
 use crate::{DEFAULT_PREFIX, TokenSource, ZkIssuer, tls};
 
-/// The options a `zk://` URL takes besides the TLS ones.
-const OPTIONS: &[&str] = &["token"];
+/// The ZooKeeper backend, as the registry, `fence --help` and the README
+/// see it.
+pub const BACKEND: Descriptor = Descriptor {
+    name: "zookeeper",
+    title: "ZooKeeper",
+    crate_name: "fencing-zookeeper",
+    features: &["zookeeper"],
+    schemes: &["zk", "zookeeper"],
+    shape: SHAPE,
+    options: &[UrlOption::new(
+        "token",
+        OptionKind::Choice(&["czxid", "cversion"]),
+        "the token: the lock node's czxid (cluster-wide), or the resource znode's cversion (small, per resource)",
+    )
+    .default("czxid")],
+    tls_modes: tls::OFFERED,
+    open_issuer: Some(|url| {
+        Box::pin(async move { descriptor::issuer(ZkConfig::from_url(&url)?.connect().await?) })
+    }),
+    open_store: None,
+};
+
+/// The URL's shape, for messages (USER:PASSWORD: digest credentials).
+const SHAPE: &str = "zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX]";
 
 /// How to reach ZooKeeper: parsed from
 /// `zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX][?OPTIONS]`, read
@@ -66,16 +89,10 @@ impl ZkConfig {
     /// a TLS mode zookeeper-client cannot do, TLS without `sslrootcert`, or
     /// credentials without a user or password (never showing the password).
     pub fn from_url(url: &str) -> Result<Self> {
-        let mut url = BackendUrl::parse_as(
-            url,
-            &["zk", "zookeeper"],
-            "a ZooKeeper URL (zk://HOST:PORT[,HOST:PORT…][/PREFIX])",
-        )?;
+        let mut url = BACKEND.parse(url)?;
         let (credentials, hosts) = Credentials::split_authority(url.authority())?;
         if hosts.is_empty() || hosts.split(',').any(str::is_empty) {
-            return Err(Error::invalid_input(format!(
-                "{hosts:?}: expected zk://HOST:PORT[,HOST:PORT…]"
-            )));
+            return Err(Error::invalid_input(format!("{hosts:?}: expected {SHAPE}")));
         }
         if let Some(credentials) = &credentials {
             check_digest(credentials)?;
@@ -90,6 +107,7 @@ impl ZkConfig {
             config.token_source = match token.as_str() {
                 "czxid" => TokenSource::Czxid,
                 "cversion" => TokenSource::ParentCversion,
+                // BACKEND.parse checked it against the same two.
                 other => {
                     return Err(Error::invalid_input(format!(
                         "token={other:?}: expected czxid or cversion"
@@ -98,13 +116,8 @@ impl ZkConfig {
             };
         }
         config.tls = TlsOptions::take_from(query)?;
+        BACKEND.finish(url)?;
         tls::mode(&config.tls)?;
-        let known: Vec<&str> = OPTIONS
-            .iter()
-            .chain(TlsOptions::URL_OPTIONS)
-            .copied()
-            .collect();
-        std::mem::take(query).finish(&known)?;
         Ok(config)
     }
 
@@ -211,12 +224,39 @@ mod tests {
     }
 
     #[test]
+    fn every_declared_option_is_read() {
+        for option in BACKEND.options() {
+            let value = match option.kind {
+                OptionKind::Bool => "true",
+                OptionKind::Duration => "3s",
+                OptionKind::Count => "1",
+                OptionKind::Choice(words) => words[0],
+                OptionKind::TlsMode(modes) => modes[0].as_str(),
+                _ => "/x.pem",
+            };
+            for scheme in BACKEND.schemes {
+                let url = format!("{scheme}://h:1?{}={value}", option.name);
+                if let Err(e) = ZkConfig::from_url(&url) {
+                    // Other refusals (a certificate without its key) are fine.
+                    assert!(!e.to_string().contains("was not read"), "{url}: {e}");
+                }
+            }
+        }
+        let c = ZkConfig::from_url("zk://h:1?token=czxid").unwrap();
+        assert_eq!(
+            c.token_source,
+            TokenSource::default(),
+            "the documented default"
+        );
+    }
+
+    #[test]
     fn bad_urls_are_invalid_input_naming_the_problem() {
         let invalid = |url| invalid_input_message(url, ZkConfig::from_url(url));
         assert!(invalid("etcd://h:1").contains("not a ZooKeeper URL"));
         assert!(invalid("zk:///x").contains("HOST:PORT[,HOST:PORT…]"));
         assert!(invalid("zk://h:1,").contains("HOST:PORT[,HOST:PORT…]"));
-        assert!(invalid("zk://h:1?token=mzxid").contains("czxid or cversion"));
+        assert!(invalid("zk://h:1?token=mzxid").contains("czxid, cversion"));
         let unknown = invalid("zk://h:1?prefix=/x");
         assert!(unknown.contains("\"prefix\"") && unknown.contains("known options: token"));
         assert!(unknown.contains("sslrootcert"), "{unknown}");

@@ -7,7 +7,7 @@ use fencing_core::adapter::{Call, tls_failure};
 use zookeeper_client as zk;
 
 /// The backend name in errors.
-pub(crate) const BACKEND: &str = "zookeeper";
+pub(crate) const NAME: &str = "zookeeper";
 
 /// What failed: a ZooKeeper call, or, when no session could be opened, what
 /// a handshake of our own then found (zookeeper-client reports a refused
@@ -56,11 +56,11 @@ pub(crate) fn map_error(e: impl Into<Failure>, op: Call<'_>) -> Error {
     let e = match e.into() {
         Failure::Zk(e) => e,
         Failure::Handshake { server, error } => {
-            return Error::tls(BACKEND, AtServer { server, error });
+            return Error::tls(NAME, AtServer { server, error });
         }
         Failure::TlsOnly { server } => {
             return Error::backend(
-                BACKEND,
+                NAME,
                 false,
                 format!(
                     "{server} speaks TLS (a secureClientPort) and this connection is plaintext: give the \
@@ -73,9 +73,9 @@ pub(crate) fn map_error(e: impl Into<Failure>, op: Call<'_>) -> Error {
     // on a write it may follow the request (an alert from a proxy).
     if tls_failure(&e) {
         return if op.write {
-            Error::outcome_unknown(BACKEND, op.name, e)
+            Error::outcome_unknown(NAME, op.name, e)
         } else {
-            Error::tls(BACKEND, e)
+            Error::tls(NAME, e)
         };
     }
     let refused = match e {
@@ -87,7 +87,7 @@ pub(crate) fn map_error(e: impl Into<Failure>, op: Call<'_>) -> Error {
         _ => None,
     };
     if let Some(why) = refused {
-        return Error::unauthenticated(BACKEND, format!("{}: {e}; {why}", op.name));
+        return Error::unauthenticated(NAME, format!("{}: {e}; {why}", op.name));
     }
     if let Some((resource, token)) = op.lease
         && matches!(
@@ -108,7 +108,7 @@ pub(crate) fn map_error(e: impl Into<Failure>, op: Call<'_>) -> Error {
         // its connection ("no response from connection in 2000ms", a read
         // error): as much a lost connection as `ConnectionLoss`.
         zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::Custom(_) if op.write => {
-            Error::outcome_unknown(BACKEND, op.name, e)
+            Error::outcome_unknown(NAME, op.name, e)
         }
         zk::Error::ConnectionLoss
         | zk::Error::Custom(_)
@@ -116,11 +116,11 @@ pub(crate) fn map_error(e: impl Into<Failure>, op: Call<'_>) -> Error {
         | zk::Error::NoHosts
         | zk::Error::Throttled
         | zk::Error::SessionMoved
-        | zk::Error::SessionExpired => Error::backend(BACKEND, true, e),
+        | zk::Error::SessionExpired => Error::backend(NAME, true, e),
         zk::Error::BadArguments(_) | zk::Error::InvalidAcl => {
             Error::invalid_input(format!("zookeeper refused {}: {e}", op.name))
         }
-        e => Error::backend(BACKEND, false, e),
+        e => Error::backend(NAME, false, e),
     }
 }
 

@@ -7,9 +7,14 @@ use fencing_core::{Error, FencingToken, Result};
 use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
-use crate::error::{BACKEND, map_error};
-use crate::queue::CREATE_ATTEMPTS;
+use crate::error::{NAME, map_error};
 use crate::token::TokenSource;
+
+/// How often a write of the resource znode's data (a lock node's create,
+/// which rewrites it, or a floor) may lose the race for its version to
+/// other writes before giving up (retryable). Here, not in `queue`: the
+/// queue depends on the floor, never the reverse.
+pub(crate) const CREATE_ATTEMPTS: u32 = 50;
 
 /// A resource znode's data: its floor offset, empty for none.
 pub(crate) fn parse_offset(data: &[u8]) -> ZkResult<u64> {
@@ -50,11 +55,7 @@ pub(crate) async fn raise(
             Some(zk::MultiReadResult::Children { children }),
         ) = (results.next(), results.next())
         else {
-            return Err(Error::backend(
-                BACKEND,
-                true,
-                format!("could not read {dir}"),
-            ));
+            return Err(Error::backend(NAME, true, format!("could not read {dir}")));
         };
         // Any child: another client's lock node holds or waits as ours do.
         if !children.is_empty() {
@@ -76,7 +77,7 @@ pub(crate) async fn raise(
         {
             Ok(_) => return Ok(()),
             Err(zk::Error::BadVersion) => {} // a create came first: look again
-            Err(e) => return Err(map_error(e, Call::read("write the floor"))),
+            Err(e) => return Err(map_error(e, Call::write("write the floor"))),
         }
     }
     Err(Error::Contention {

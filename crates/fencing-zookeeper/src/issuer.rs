@@ -13,10 +13,9 @@ use fencing_core::{
 };
 use zookeeper_client as zk;
 
-use crate::ZkConfig;
 use crate::access::Access;
 use crate::client::Rpc;
-use crate::error::{BACKEND, map_error};
+use crate::error::{NAME, map_error};
 use crate::floor;
 use crate::held::HeldLeases;
 use crate::keys::{LOCK_PREFIX, normalize_prefix, resource_path};
@@ -26,6 +25,10 @@ use crate::token::{TokenSource, czxid_token, with_offset};
 const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`TokenIssuer`] on ZooKeeper.
+///
+/// Built by [`ZkConfig::connect`](crate::ZkConfig::connect), the one builder
+/// (a lease needs sessions of its own, so there is no issuer on a caller's
+/// client).
 ///
 /// Each acquire opens **its own ZooKeeper session**, with a session timeout
 /// equal to the lease's TTL (as the server allows: it negotiates within
@@ -95,36 +98,7 @@ impl fmt::Debug for ZkIssuer {
 }
 
 impl ZkIssuer {
-    /// Connects to ZooKeeper (`host:port[,host:port…]`) in plaintext and
-    /// without credentials, learns the server's session-timeout bounds and
-    /// creates the prefix znode. For TLS and digest credentials, see
-    /// [`ZkConfig`].
-    ///
-    /// # Errors
-    /// A retryable [`Error::Backend`] if no server answers.
-    pub async fn connect(connect_string: &str) -> Result<Self> {
-        ZkConfig::new(connect_string).connect().await
-    }
-
-    /// Like [`connect`](Self::connect), with a prefix znode (e.g.
-    /// `"/locks"`) and a [`TokenSource`].
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for a bad prefix; a retryable
-    /// [`Error::Backend`] if no server answers.
-    pub async fn connect_with(
-        connect_string: &str,
-        prefix: &str,
-        token_source: TokenSource,
-    ) -> Result<Self> {
-        ZkConfig::new(connect_string)
-            .with_prefix(prefix)
-            .with_token_source(token_source)
-            .connect()
-            .await
-    }
-
-    /// [`ZkConfig::connect`]: the one way in.
+    /// [`ZkConfig::connect`](crate::ZkConfig::connect): the one way in.
     pub(crate) async fn open(
         connect_string: &str,
         access: Access,
@@ -193,7 +167,7 @@ impl ZkIssuer {
 #[async_trait]
 impl TokenIssuer for ZkIssuer {
     fn name(&self) -> &'static str {
-        BACKEND
+        NAME
     }
 
     fn min_ttl(&self) -> Duration {
@@ -355,7 +329,7 @@ impl TokenIssuer for ZkIssuer {
                 },
                 None if HolderId::new(data).is_ok() => {
                     return Err(Error::backend(
-                        BACKEND,
+                        NAME,
                         true,
                         format!("lock node {dir}/{} holds no token yet", first.name),
                     ));

@@ -13,7 +13,7 @@ mod tls;
 mod token;
 mod verify;
 
-pub use config::ZkConfig;
+pub use config::{BACKEND, ZkConfig};
 pub use issuer::ZkIssuer;
 pub use keys::DEFAULT_PREFIX;
 pub use token::TokenSource;

@@ -18,13 +18,9 @@ use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
 use crate::error::map_error;
-use crate::floor::parse_offset;
+use crate::floor::{CREATE_ATTEMPTS, parse_offset};
 use crate::keys::LOCK_PREFIX;
 use crate::token::{TokenSource, cversion_token, czxid_token, with_offset};
-
-/// How often a create may lose the race for the resource znode's version
-/// to other creates before giving up (retryable).
-pub(crate) const CREATE_ATTEMPTS: u32 = 50;
 
 /// How long to wait before trying again after a failed call while queued.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -115,7 +111,7 @@ pub(crate) async fn enqueue(
             let path = format!("{dir}/{}", created.name);
             rpc.timed(client.set_data(&path, data.as_bytes(), Some(0)))
                 .await
-                .map_err(|e| map_error(e, Call::read("record the token in the lock node")))?;
+                .map_err(|e| map_error(e, Call::write("record the token in the lock node")))?;
             token
         }
     };

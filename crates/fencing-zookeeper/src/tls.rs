@@ -25,7 +25,7 @@ use rustls::pki_types::{
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use zookeeper_client as zk;
 
-use crate::error::BACKEND;
+use crate::error::NAME;
 
 /// The modes zookeeper-client can do. Its verifier always checks the chain
 /// (no `require`), it has no `prefer`, and leaving the host name unchecked
@@ -38,7 +38,7 @@ pub(crate) const OFFERED: &[TlsMode] = &[TlsMode::Disable, TlsMode::VerifyFull];
 /// [`Error::InvalidInput`] for a mode it does not offer, or TLS without a
 /// CA file (zookeeper-client trusts no system roots).
 pub(crate) fn mode(options: &TlsOptions) -> Result<TlsMode> {
-    let mode = options.mode_for(BACKEND, TlsMode::Disable, OFFERED)?;
+    let mode = options.mode_for(NAME, TlsMode::Disable, OFFERED)?;
     if mode.encrypted() && options.ca_file().is_none() {
         return Err(Error::invalid_input(format!(
             "sslmode={mode} needs sslrootcert=PATH, the CA of the servers' certificates: \

@@ -3,7 +3,7 @@
 
 use fencing_core::{Error, FencingToken, Result};
 
-use crate::error::BACKEND;
+use crate::error::NAME;
 
 /// Where a lease's fencing token comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub(crate) fn with_offset(token: FencingToken, offset: u64) -> Result<FencingTok
 pub(crate) fn czxid_token(czxid: i64) -> Result<FencingToken> {
     u64::try_from(czxid)
         .map(FencingToken::new)
-        .map_err(|_| Error::backend(BACKEND, false, format!("negative czxid {czxid}")))
+        .map_err(|_| Error::backend(NAME, false, format!("negative czxid {czxid}")))
 }
 
 /// The resource znode's cversion after our create; it is a signed 32-bit
@@ -63,7 +63,7 @@ pub(crate) fn cversion_token(cversion: i32) -> Result<FencingToken> {
     match u64::try_from(cversion) {
         Ok(c) if c > 0 => Ok(FencingToken::new(c)),
         _ => Err(Error::UnsafeConfiguration {
-            backend: BACKEND,
+            backend: NAME,
             reason: format!(
                 "the resource znode's cversion wrapped ({cversion}; a signed 32-bit counter): its tokens would go \
                  backwards; use TokenSource::Czxid or a new resource name"

@@ -10,21 +10,24 @@ use std::time::Duration;
 use fencing_core::FencingToken;
 use fencing_harness::env::ZK_ENSEMBLE;
 use fencing_harness::failover::{Cluster, FailoverConfig, leader_kill};
-use fencing_zookeeper::{TokenSource, ZkIssuer};
+use fencing_zookeeper::{TokenSource, ZkConfig};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_kill_keeps_tokens_increasing_and_refuses_stale_writes() {
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
     let config = FailoverConfig::with_ttl(Duration::from_secs(6));
-    let Some(report) =
-        leader_kill(
-            &Cluster::new(ZK_ENSEMBLE),
-            &config,
-            |endpoints| async move {
-                ZkIssuer::connect_with(&endpoints, &prefix, TokenSource::Czxid).await
-            },
-        )
-        .await
+    let Some(report) = leader_kill(
+        &Cluster::new(ZK_ENSEMBLE),
+        &config,
+        |endpoints| async move {
+            ZkConfig::new(&endpoints)
+                .with_prefix(&prefix)
+                .with_token_source(TokenSource::Czxid)
+                .connect()
+                .await
+        },
+    )
+    .await
     else {
         return;
     };

@@ -14,7 +14,7 @@ use fencing_harness::env::ZOOKEEPER;
 use fencing_harness::error_chain;
 use fencing_harness::python::Python;
 use fencing_testkit::issuer::grant;
-use fencing_zookeeper::{TokenSource, ZkIssuer};
+use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 use zookeeper_client as zk;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -27,7 +27,12 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
         return None;
     }
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
-    match ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, source).await {
+    match ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(&prefix)
+        .with_token_source(source)
+        .connect()
+        .await
+    {
         Ok(issuer) => Some(issuer),
         Err(e) => ZOOKEEPER.unavailable(&error_chain(&e)),
     }

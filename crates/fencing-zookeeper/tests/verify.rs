@@ -10,14 +10,19 @@ use fencing_harness::error_chain;
 use fencing_harness::verify::{
     a_follower_down, assert_cluster_checks, assert_verdicts, check, checks_of,
 };
-use fencing_zookeeper::{TokenSource, ZkIssuer};
+use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 
 async fn connect(connect_string: &str, server: Server) -> Option<ZkIssuer> {
     if server.skipped() {
         return None;
     }
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
-    match ZkIssuer::connect_with(connect_string, &prefix, TokenSource::Czxid).await {
+    match ZkConfig::new(connect_string)
+        .with_prefix(&prefix)
+        .with_token_source(TokenSource::Czxid)
+        .connect()
+        .await
+    {
         Ok(issuer) => Some(issuer),
         Err(e) => server.unavailable(&error_chain(&e)),
     }

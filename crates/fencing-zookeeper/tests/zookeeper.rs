@@ -14,7 +14,7 @@ use fencing_harness::env::ZOOKEEPER;
 use fencing_harness::error_chain;
 use fencing_testkit::issuer::{IssuerProfile, assert_lease_lost, grant};
 use fencing_testkit::lock_service::{self, freeze_on, frozen_client};
-use fencing_zookeeper::{TokenSource, ZkIssuer};
+use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 
 /// An issuer under a fresh prefix znode, or `None` if this run skips ZooKeeper.
 async fn connect(source: TokenSource) -> Option<ZkIssuer> {
@@ -22,7 +22,12 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
         return None;
     }
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
-    match ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, source).await {
+    match ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(&prefix)
+        .with_token_source(source)
+        .connect()
+        .await
+    {
         Ok(issuer) => Some(issuer),
         Err(e) => ZOOKEEPER.unavailable(&error_chain(&e)),
     }
@@ -82,13 +87,12 @@ async fn tokens_are_the_czxid_or_the_parent_cversion() {
     assert_eq!(u64::try_from(stat.czxid).unwrap(), lease.token().get());
     by_czxid.release(&lease).await.expect("release");
 
-    let by_cversion = ZkIssuer::connect_with(
-        &ZOOKEEPER.endpoint(),
-        by_czxid.prefix(),
-        TokenSource::ParentCversion,
-    )
-    .await
-    .expect("connect");
+    let by_cversion = ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(by_czxid.prefix())
+        .with_token_source(TokenSource::ParentCversion)
+        .connect()
+        .await
+        .expect("connect");
     let resource = fencing_testkit::unique_name("cversion");
     let mut tokens = Vec::new();
     for _ in 0..3 {
@@ -151,7 +155,10 @@ async fn a_paused_holder_loses_its_session() {
     let (prefix, holder_resource) = (issuer.prefix().to_owned(), resource.clone());
     let (pause, holder) = frozen_client(move |pause_rx| {
         Box::pin(async move {
-            let own = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &prefix, TokenSource::Czxid)
+            let own = ZkConfig::new(ZOOKEEPER.endpoint())
+                .with_prefix(&prefix)
+                .with_token_source(TokenSource::Czxid)
+                .connect()
                 .await
                 .expect("connect");
             let lease = grant(&own, &holder_resource, ttl).await;
@@ -211,7 +218,11 @@ async fn a_waiter_whose_session_expired_while_queued_is_never_granted() {
         move || {
             Box::pin(async move {
                 let endpoint = ZOOKEEPER.endpoint();
-                let own = ZkIssuer::connect_with(&endpoint, &prefix, TokenSource::Czxid).await;
+                let own = ZkConfig::new(&endpoint)
+                    .with_prefix(&prefix)
+                    .with_token_source(TokenSource::Czxid)
+                    .connect()
+                    .await;
                 Arc::new(own.expect("connect")) as Arc<dyn TokenIssuer>
             })
         },
@@ -221,11 +232,16 @@ async fn a_waiter_whose_session_expired_while_queued_is_never_granted() {
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_retryable_backend_error() {
-    let unreachable = ZkIssuer::connect("127.0.0.1:1");
+    let nothing_listening = ZkConfig::new("127.0.0.1:1");
+    let unreachable = nothing_listening.connect();
     lock_service::an_unreachable_server_is_a_retryable_backend_error("zookeeper", unreachable)
         .await;
     assert!(matches!(
-        ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), "/zookeeper", TokenSource::Czxid).await,
+        ZkConfig::new(ZOOKEEPER.endpoint())
+            .with_prefix("/zookeeper")
+            .with_token_source(TokenSource::Czxid)
+            .connect()
+            .await,
         Err(Error::InvalidInput { .. })
     ));
 }
@@ -383,7 +399,10 @@ async fn an_existing_prefix_loses_delete_at_connect() {
         .create(&old, b"", &options)
         .await
         .expect("an old-style prefix");
-    ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), &old, TokenSource::Czxid)
+    ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(&old)
+        .with_token_source(TokenSource::Czxid)
+        .connect()
         .await
         .expect("connect");
     let (acls, _) = issuer.client().get_acl(&old).await.expect("get_acl");
@@ -415,7 +434,10 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
         .unwrap_or_else(|_| panic!("{target}: expected IP:PORT"));
     let proxy = fencing_harness::proxy::HoldingProxy::start(target).await;
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
-    let issuer = ZkIssuer::connect_with(&proxy.addr().to_string(), &prefix, TokenSource::Czxid)
+    let issuer = ZkConfig::new(proxy.addr().to_string())
+        .with_prefix(&prefix)
+        .with_token_source(TokenSource::Czxid)
+        .connect()
         .await
         .unwrap_or_else(|e| ZOOKEEPER.unavailable(&error_chain(&e)));
     let resource = fencing_testkit::unique_name("unanswered-release");
@@ -428,7 +450,10 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
         "{released:?}"
     );
     proxy.release();
-    let direct = ZkIssuer::connect_with(&ZOOKEEPER.endpoint(), issuer.prefix(), TokenSource::Czxid)
+    let direct = ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(issuer.prefix())
+        .with_token_source(TokenSource::Czxid)
+        .connect()
         .await
         .expect("connect past the proxy");
     let next = direct

@@ -1,7 +1,14 @@
 #![doc = include_str!("../README.md")]
 
+// The contract and the recipes; the adapter SPI (`fencing_core::adapter`)
+// is for backend crates, which depend on fencing-core themselves.
 #[doc(inline)]
-pub use fencing_core::*;
+pub use fencing_core::{
+    BoxError, Error, FencedStore, FencingToken, HolderId, Holding, Lease, LeaseRequest, Limits,
+    Result, TokenIssuer, Versioned, check_ttl, error_chain, redact, redact_text, ttl_millis_ceil,
+};
+#[doc(inline)]
+pub use fencing_core::{election, instrument, keepalive, memory, safety, scenario, tls};
 
 pub mod registry;
 

@@ -1,27 +1,22 @@
 //! Backends named by URL: the one place a URL becomes an issuer or a store.
 //!
-//! Each scheme is one match arm, present when its feature is enabled, that
-//! hands the URL to its crate's config (`XConfig::from_url(url)?.connect()`):
-//! the adapter parses and validates its own URL, and refuses options it does
-//! not know. Adding a backend is one crate, one feature, one arm here (and
-//! its line in [`ISSUER_URLS`] or [`STORE_URLS`]).
-//!
-//! | scheme | feature | opens | config |
-//! | --- | --- | --- | --- |
-//! | `etcd://` | `etcd` | issuer | `fencing_etcd::EtcdConfig` |
-//! | `zk://`, `zookeeper://` | `zookeeper` | issuer | `fencing_zookeeper::ZkConfig` |
-//! | `redis://`, `rediss://` | `redis` | issuer | `fencing_redis::RedisConfig` |
-//! | `postgres://`, `mysql://`, `mariadb://`, `sqlite://` | `postgres`, `mysql`, `sqlite` | store and issuer | `fencing_sql::SqlConfig` |
-//! | `s3://` | `s3` | store | `fencing_s3::S3Config` |
-//! | `gs://` | `gcs` | store | `fencing_gcs::GcsConfig` |
-//! | `az://` | `azure` | store | `fencing_azure::AzureConfig` |
+//! Each backend crate describes itself once, in a
+//! [`Descriptor`] (its schemes, what it opens,
+//! its URL options with their types, defaults and docs, and how to open
+//! it); the registry is the list of the descriptors this build has, one
+//! line per backend in the `backends!` list below. Everything else that
+//! names backends is generated from it: [`open_issuer`] / [`open_store`],
+//! [`grammar`] (what `fence --help` prints), [`markdown_table`] (the
+//! README's backend table, which a test keeps current) and the
+//! integration matrix. Adding a backend is its crate, one feature in
+//! `Cargo.toml` and one line here.
 //!
 //! Every backend opened here is wrapped in
-//! [`Instrumented`]: its calls record
-//! the metrics of `docs/metrics.md` and open `tracing` spans carrying the
-//! resource or key and the token. With no `metrics` recorder and no
-//! `tracing` subscriber installed that costs a few atomic loads and a
-//! small allocation per call, nothing next to one network round trip; in
+//! [`Instrumented`](fencing_core::instrument::Instrumented): its calls
+//! record the metrics of `docs/metrics.md` and open `tracing` spans
+//! carrying the resource or key and the token. With no `metrics` recorder
+//! and no `tracing` subscriber installed that costs a few atomic loads and
+//! a small allocation per call, nothing next to one network round trip; in
 //! return, installing an exporter is all an application does to see stale
 //! refusals, grants and lost leases of every backend. Do not wrap what
 //! these return again.
@@ -29,196 +24,184 @@
 //! Emulator credentials (moto's test keys, fake-gcs-server's anonymous
 //! access, Azurite's development account) are used only with
 //! `emulator=true` in the URL, never as a fallback for missing real ones.
+//!
+//! ```
+//! # #[cfg(feature = "sqlite")] {
+//! use fencing::registry::{self, Role};
+//! let sqlite = registry::backend_for("sqlite:///tmp/app.db").expect("the sqlite feature");
+//! assert!(sqlite.opens(Role::Store) && sqlite.opens(Role::Issuer));
+//! assert!(registry::grammar(Role::Store).contains("fencing_table_prefix=TEXT"));
+//! # }
+//! ```
 
 use std::sync::Arc;
 
-use fencing_core::instrument::Instrumented;
+pub use fencing_core::adapter::descriptor::{Descriptor, OptionKind, Role, UrlOption};
 use fencing_core::redact;
 use fencing_core::{Error, FencedStore, TokenIssuer};
 
-/// The issuer URL grammar, one line per backend (for help texts).
-pub const ISSUER_URLS: &str = "\
-sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://… (mariadb://…)  [&fencing_table_prefix=P]
-    [&fencing_accept_volatile_commits=true]  (a server whose commits a crash can lose)
-redis://[USER:PASS@]HOST:PORT[/DB][?volatile=true | ?replicas=N&wait=500ms][&prefix=P]  (rediss://: TLS)
-etcd://[USER:PASS@]HOST:PORT[,HOST:PORT…][?prefix=P&timeout=2s&min_ttl=1s]
-zk://[USER:PASS@]HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion]  (USER:PASS: digest auth)
-TLS on every one but sqlite: sslmode=disable|prefer|require|verify-ca|verify-full (each takes those its client can), sslrootcert=CA.pem,
-    sslcert=CERT.pem&sslkey=KEY.pem (a CA or a certificate alone means verify-full)";
+/// The registry: one line per backend, `"feature" => descriptor` (several
+/// features, `|`-separated, for a crate of several).
+macro_rules! backends {
+    ($($($feature:literal)|+ => $descriptor:path),* $(,)?) => {
+        /// Every backend of this build, in the order help texts list them.
+        pub const BACKENDS: &[&Descriptor] = &[
+            $(#[cfg(any($(feature = $feature),+))] &$descriptor,)*
+        ];
 
-/// The store URL grammar, one line per backend (for help texts).
-pub const STORE_URLS: &str = "\
-sqlite://PATH, postgres://USER:PASS@HOST/DB, mysql://… (mariadb://…)  [&fencing_table_prefix=P]
-s3://BUCKET[?region=R&endpoint=URL&path_style=true&emulator=true]  (AWS's credential chain)
-gs://BUCKET[?endpoint=URL&emulator=true]  (application default credentials)
-az://CONTAINER?endpoint=URL|account=NAME[&sas=TOKEN&emulator=true]  (or AZURE_STORAGE_CONNECTION_STRING,
-    AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY)
-s3/gs/az take adopt_unfenced=true (take over objects written without fencing, at mark 0) and
-emulator=true (a local emulator's well-known test credentials; never used otherwise);
-s3 takes sslrootcert=CA.pem (an https:// endpoint with a private CA); SQL stores take the TLS options above";
+        /// Every backend feature of the `fencing` crate, and whether this
+        /// build has it.
+        pub const FEATURES: &[(&str, bool)] = &[$($(($feature, cfg!(feature = $feature)),)+)*];
+    };
+}
 
-/// What each scheme is: (scheme, feature, store, issuer).
-const SCHEMES: &[(&str, &str, bool, bool)] = &[
-    ("sqlite", "sqlite", true, true),
-    ("postgres", "postgres", true, true),
-    ("postgresql", "postgres", true, true),
-    ("mysql", "mysql", true, true),
-    ("mariadb", "mysql", true, true),
-    ("redis", "redis", false, true),
-    ("rediss", "redis", false, true),
-    ("etcd", "etcd", false, true),
-    ("zk", "zookeeper", false, true),
-    ("zookeeper", "zookeeper", false, true),
-    ("s3", "s3", true, false),
-    ("gs", "gcs", true, false),
-    ("az", "azure", true, false),
-];
+backends! {
+    "sqlite" | "postgres" | "mysql" => fencing_sql::BACKEND,
+    "redis" => fencing_redis::BACKEND,
+    "etcd" => fencing_etcd::BACKEND,
+    "zookeeper" => fencing_zookeeper::BACKEND,
+    "s3" => fencing_s3::BACKEND,
+    "gcs" => fencing_gcs::BACKEND,
+    "azure" => fencing_azure::BACKEND,
+}
 
 fn scheme(url: &str) -> &str {
     url.split_once(':').map_or("", |(s, _)| s)
 }
 
-/// What a URL can be opened as: (a store, an issuer). An SQL URL is both.
-pub fn roles(url: &str) -> (bool, bool) {
-    SCHEMES
-        .iter()
-        .find(|(s, ..)| *s == scheme(url))
-        .map_or((false, false), |&(_, _, store, issuer)| (store, issuer))
+/// The backend of this build that takes `url`'s scheme.
+pub fn backend_for(url: &str) -> Option<&'static Descriptor> {
+    let scheme = scheme(url).to_ascii_lowercase();
+    BACKENDS.iter().copied().find(|d| d.takes(&scheme))
 }
 
-/// The URL with `volatile=true` in place of any durability option, for
-/// opening a Redis issuer that [`open_issuer`] refused, to inspect it
-/// (`fence doctor`).
-pub fn with_volatile(url: &str) -> Option<String> {
-    matches!(scheme(url), "redis" | "rediss").then(|| {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut pairs: Vec<&str> = query
-            .split('&')
-            .filter(|p| {
-                let key = p.split_once('=').map_or(*p, |(k, _)| k);
-                !p.is_empty() && !matches!(key, "volatile" | "replicas" | "wait")
-            })
-            .collect();
-        pairs.push("volatile=true");
-        format!("{base}?{}", pairs.join("&"))
-    })
+/// The backends of this build that open `role`.
+pub fn backends(role: Role) -> impl Iterator<Item = &'static Descriptor> {
+    BACKENDS.iter().copied().filter(move |d| d.opens(role))
 }
 
-/// The error for a scheme this build cannot open as `role`.
-fn unsupported(url: &str, role: &str, grammar: &str) -> Error {
-    let scheme = scheme(url);
-    match SCHEMES.iter().find(|(s, ..)| *s == scheme) {
-        Some((_, feature, store, issuer))
-            if (role == "store" && *store) || (role == "issuer" && *issuer) =>
-        {
-            Error::invalid_input(format!(
-                "{scheme}:// needs the `{feature}` feature of the `fencing` crate"
-            ))
-        }
-        _ => Error::invalid_input(format!(
-            "{:?} is not a {role} URL; expected one of:\n{grammar}",
-            redact(url)
-        )),
+/// The URL grammar of every backend that opens `role`: a shape and its
+/// options per backend (for help texts).
+pub fn grammar(role: Role) -> String {
+    let mut out = String::new();
+    for backend in backends(role) {
+        out.push_str(&backend.grammar(96));
+        out.push('\n');
     }
+    out.push_str(
+        "Durations: 500ms, 2s, 1m, 1h. Percent-encode `&`, `=` and `@` in values and passwords; \
+         secrets never show in an error.",
+    );
+    out
+}
+
+/// The README's backend table: one row per backend of this build
+/// ([`Descriptor::markdown_row`]).
+pub fn markdown_table() -> String {
+    let mut out = String::from(fencing_core::adapter::descriptor::MARKDOWN_HEADER);
+    for backend in BACKENDS {
+        out.push('\n');
+        out.push_str(&backend.markdown_row());
+    }
+    out
+}
+
+/// The error for a URL this build cannot open as `role`.
+fn unsupported(url: &str, role: Role) -> Error {
+    let scheme = scheme(url);
+    if let Some(backend) = backend_for(url) {
+        return Error::invalid_input(format!(
+            "{scheme}:// is a {} URL, which opens a {}, not a {}",
+            backend.title,
+            backend.roles(),
+            role.as_str()
+        ));
+    }
+    let missing: Vec<&str> = FEATURES
+        .iter()
+        .filter(|(_, enabled)| !enabled)
+        .map(|(feature, _)| *feature)
+        .collect();
+    let hint = if missing.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n(this build lacks the `fencing` features {}: one may add the backend you mean)",
+            missing.join(", ")
+        )
+    };
+    Error::invalid_input(format!(
+        "{:?} is not a {} URL; expected one of:\n{}{hint}",
+        redact(url),
+        role.as_str(),
+        grammar(role)
+    ))
 }
 
 /// Opens the issuer a URL names.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for a URL no enabled backend takes, or one its
-/// backend refuses; otherwise what the backend's `connect` returns.
+/// [`Error::InvalidInput`] for a URL no backend of this build opens as an
+/// issuer, or one its backend refuses; otherwise what the backend's
+/// `connect` returns.
 pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
-    match scheme(url) {
-        #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => issuer(
-            fencing_sql::SqlConfig::from_url(url)?
-                .connect_issuer()
-                .await?,
-        ),
-        #[cfg(feature = "redis")]
-        "redis" | "rediss" => issuer(fencing_redis::RedisConfig::from_url(url)?.connect().await?),
-        #[cfg(feature = "etcd")]
-        "etcd" => issuer(fencing_etcd::EtcdConfig::from_url(url)?.connect().await?),
-        #[cfg(feature = "zookeeper")]
-        "zk" | "zookeeper" => issuer(
-            fencing_zookeeper::ZkConfig::from_url(url)?
-                .connect()
-                .await?,
-        ),
-        _ => Err(unsupported(url, "issuer", ISSUER_URLS)),
+    match backend_for(url).and_then(|d| d.open_issuer) {
+        Some(open) => open(url.to_owned()).await,
+        None => Err(unsupported(url, Role::Issuer)),
     }
 }
 
 /// Opens the store a URL names.
 ///
 /// # Errors
-/// [`Error::InvalidInput`] for a URL no enabled backend takes, or one its
-/// backend refuses (an object store without credentials names
-/// `emulator=true`); otherwise what the backend's `connect` returns.
+/// [`Error::InvalidInput`] for a URL no backend of this build opens as a
+/// store, or one its backend refuses (an object store without credentials
+/// names `emulator=true`); otherwise what the backend's `connect` returns.
 pub async fn open_store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
-    match scheme(url) {
-        #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
-        "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" => store(
-            fencing_sql::SqlConfig::from_url(url)?
-                .connect_store()
-                .await?,
-        ),
-        #[cfg(feature = "s3")]
-        "s3" => store(fencing_s3::S3Config::from_url(url)?.connect().await?),
-        #[cfg(feature = "gcs")]
-        "gs" => store(fencing_gcs::GcsConfig::from_url(url)?.connect().await?),
-        #[cfg(feature = "azure")]
-        "az" => store(fencing_azure::AzureConfig::from_url(url)?.connect().await?),
-        _ => Err(unsupported(url, "store", STORE_URLS)),
+    match backend_for(url).and_then(|d| d.open_store) {
+        Some(open) => open(url.to_owned()).await,
+        None => Err(unsupported(url, Role::Store)),
     }
-}
-
-/// An issuer as every registry arm returns it: instrumented, shared.
-#[allow(dead_code)] // with no issuer feature enabled
-fn issuer(inner: impl TokenIssuer + 'static) -> Result<Arc<dyn TokenIssuer>, Error> {
-    Ok(Arc::new(Instrumented::new(inner)))
-}
-
-/// A store as every registry arm returns it: instrumented, shared.
-#[allow(dead_code)] // with no store feature enabled
-fn store(inner: impl FencedStore + 'static) -> Result<Arc<dyn FencedStore>, Error> {
-    Ok(Arc::new(Instrumented::new(inner)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn roles_by_scheme() {
-        assert_eq!(roles("sqlite:///tmp/x"), (true, true));
-        assert_eq!(roles("s3://b"), (true, false));
-        assert_eq!(roles("redis://h:1"), (false, true));
-        assert_eq!(roles("ftp://h"), (false, false));
-        assert_eq!(
-            with_volatile("redis://h:1?volatile=0&prefix=p").as_deref(),
-            Some("redis://h:1?prefix=p&volatile=true")
-        );
-        assert_eq!(
-            with_volatile("redis://h:1?replicas=1&wait=1s").as_deref(),
-            Some("redis://h:1?volatile=true")
-        );
-        assert_eq!(with_volatile("s3://b"), None);
-    }
-
     #[tokio::test]
     async fn unknown_schemes_name_the_grammar_and_hide_secrets() {
-        let e = open_store("ftp://u:secret@h/x").await.unwrap_err();
+        let e = open_store("ftp://u:hunter2@h/x").await.unwrap_err();
         let message = e.to_string();
         assert!(matches!(e, Error::InvalidInput { .. }));
-        assert!(
-            message.contains("s3://BUCKET") && !message.contains("secret"),
-            "{message}"
-        );
-        let e = open_issuer("s3://b").await.unwrap_err();
-        assert!(
-            e.to_string().contains("etcd://[USER:PASS@]HOST:PORT"),
-            "{e}"
-        );
+        assert!(!message.contains("hunter2"), "{message}");
+        for backend in backends(Role::Store) {
+            assert!(message.contains(backend.shape), "{message}");
+        }
+    }
+
+    #[test]
+    fn every_secret_option_is_one_the_redaction_hides() {
+        for backend in BACKENDS {
+            for option in backend.options() {
+                assert!(
+                    !option.secret || fencing_core::redact::is_secret_option(option.name),
+                    "{}'s option {} is secret, but the redaction would show it",
+                    backend.name,
+                    option.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn schemes_belong_to_one_backend() {
+        let mut seen = std::collections::HashMap::new();
+        for backend in BACKENDS {
+            for scheme in backend.schemes {
+                if let Some(other) = seen.insert(*scheme, backend.name) {
+                    panic!("{scheme}:// is both {other}'s and {}'s", backend.name);
+                }
+            }
+        }
     }
 }

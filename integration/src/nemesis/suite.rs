@@ -205,9 +205,8 @@ pub const STORES: &[&str] = &["postgres", "s3"];
 /// The issuers of the clock runs: every issuer of this workspace that
 /// runs out of process (the memory issuer lives in one).
 pub fn clock_issuers() -> Vec<&'static str> {
-    crate::ISSUERS
-        .iter()
-        .copied()
+    crate::issuers()
+        .into_iter()
         .filter(|i| *i != "memory")
         .collect()
 }

@@ -42,6 +42,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::url::{BackendUrl, Query, parse_duration};
+use crate::instrument::Instrumented;
 use crate::tls::TlsMode;
 #[cfg(test)]
 use crate::tls::TlsOptions;
@@ -216,6 +217,24 @@ fn tls_options(modes: &'static [TlsMode]) -> [UrlOption; 4] {
     ]
 }
 
+/// An issuer as a descriptor's `open_issuer` returns it: instrumented
+/// ([`Instrumented`]: the metrics of `docs/metrics.md` and `tracing` spans),
+/// shared. Do not wrap it again.
+///
+/// # Errors
+/// Never; a `Result` so an opener ends with it.
+pub fn issuer(inner: impl TokenIssuer + 'static) -> Result<Arc<dyn TokenIssuer>> {
+    Ok(Arc::new(Instrumented::new(inner)))
+}
+
+/// A store as a descriptor's `open_store` returns it: instrumented, shared.
+///
+/// # Errors
+/// Never; a `Result` so an opener ends with it.
+pub fn store(inner: impl FencedStore + 'static) -> Result<Arc<dyn FencedStore>> {
+    Ok(Arc::new(Instrumented::new(inner)))
+}
+
 /// A boxed future opening a backend.
 pub type Opening<T> = Pin<Box<dyn Future<Output = Result<Arc<T>>> + Send + 'static>>;
 
@@ -242,9 +261,9 @@ pub struct Descriptor {
     /// The `sslmode=` values its client can do; empty: it takes no TLS
     /// option (its client's TLS is configured otherwise, or it has none).
     pub tls_modes: &'static [TlsMode],
-    /// Opens its issuer, if it is one.
+    /// Opens its issuer, if it is one ([`issuer`] instruments it).
     pub open_issuer: Option<Open<dyn TokenIssuer>>,
-    /// Opens its store, if it is one.
+    /// Opens its store, if it is one ([`store`] instruments it).
     pub open_store: Option<Open<dyn FencedStore>>,
 }
 
@@ -332,7 +351,7 @@ impl Descriptor {
     /// [`Error::InvalidInput`] for another scheme (naming the shape), or
     /// as [`BackendUrl::parse`] and [`check_query`](Self::check_query).
     pub fn parse(&self, url: &str) -> Result<BackendUrl> {
-        let what = format!("a {} URL ({})", self.title, self.shape);
+        let what = format!("{} URL ({})", with_article(self.title), self.shape);
         let mut parsed = BackendUrl::parse_as(url, self.schemes, &what)?;
         let scheme = parsed.scheme().to_owned();
         self.check_query(&scheme, parsed.query())?;
@@ -358,24 +377,48 @@ impl Descriptor {
     /// to lines of about `width` characters, continuation lines indented
     /// by four spaces.
     pub fn grammar(&self, width: usize) -> String {
-        let mut out = self.shape.to_owned();
-        let mut line_len = out.len();
         let options = self.options();
-        for (i, option) in options.iter().enumerate() {
-            let sep = if i == 0 { "  ?" } else { "&" };
-            let mut word = format!("{}={}", option.name, option.kind.placeholder());
-            if option.schemes.len() == 1 && self.schemes.len() > 1 {
-                word.push_str(&format!(" ({}://)", option.schemes[0]));
-            }
-            if line_len + sep.len() + word.len() > width && line_len > 4 {
-                out.push_str(if i == 0 { "\n    ?" } else { "&\n    " });
-                line_len = 4;
+        // Options of every scheme first, then each scheme group's own.
+        let mut groups: Vec<(&[&str], Vec<&UrlOption>)> = Vec::new();
+        for option in &options {
+            let key = if option.schemes.len() < self.schemes.len() {
+                option.schemes
             } else {
-                out.push_str(sep);
-                line_len += sep.len();
+                &[]
+            };
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, members)) => members.push(option),
+                None => groups.push((key, vec![option])),
             }
-            line_len += word.len();
-            out.push_str(&word);
+        }
+        groups.sort_by_key(|(k, _)| !k.is_empty());
+        let mut out = self.shape.to_owned();
+        for (schemes, members) in groups {
+            let lead = if schemes.is_empty() {
+                "  ?".to_owned()
+            } else {
+                format!("\n    {}:// only: ", schemes.join("|"))
+            };
+            let mut line_len = out.rsplit('\n').next().map_or(0, str::len);
+            for (i, option) in members.iter().enumerate() {
+                let sep = match i {
+                    0 if schemes.is_empty() && line_len + 3 + word_len(option) > width => {
+                        "\n      ?"
+                    }
+                    0 => lead.as_str(),
+                    _ => "&",
+                };
+                let word = format!("{}={}", option.name, option.kind.placeholder());
+                if i > 0 && line_len + sep.len() + word.len() > width {
+                    out.push_str("&\n      ");
+                    line_len = 6;
+                } else {
+                    out.push_str(sep);
+                    line_len = out.rsplit('\n').next().map_or(0, str::len);
+                }
+                line_len += word.len();
+                out.push_str(&word);
+            }
         }
         out
     }
@@ -414,6 +457,23 @@ impl Descriptor {
             options.join("<br>"),
         )
     }
+}
+
+/// The length of `key=PLACEHOLDER`.
+fn word_len(option: &UrlOption) -> usize {
+    option.name.len() + 1 + option.kind.placeholder().len()
+}
+
+/// `title` after "a" or "an" as it is read aloud: an etcd, an S3 (an
+/// acronym read by letters), a GCS, a Redis.
+fn with_article(title: &str) -> String {
+    let word = title.split(' ').next().unwrap_or(title);
+    let first = word.chars().next().unwrap_or('x');
+    let acronym = word
+        .chars()
+        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    let vowel_sound = "aeiouAEIOU".contains(first) || (acronym && "FHLMNRSX".contains(first));
+    format!("{} {title}", if vowel_sound { "an" } else { "a" })
 }
 
 /// The README backend table's header: [`Descriptor::markdown_row`] fills it.
@@ -467,7 +527,29 @@ mod tests {
             typo.contains("on, pw, sslmode, sslrootcert, sslcert, sslkey"),
             "{typo}"
         );
-        assert!(refusal("y://h").contains("not a X URL (x://HOST)"));
+        assert!(refusal("y://h").contains("not an X URL (x://HOST)"));
+        let titles = [
+            "S3",
+            "GCS",
+            "Redis",
+            "etcd",
+            "Azure Blob",
+            "SQL",
+            "ZooKeeper",
+        ];
+        let read: Vec<String> = titles.iter().map(|t| with_article(t)).collect();
+        assert_eq!(
+            read,
+            [
+                "an S3",
+                "a GCS",
+                "a Redis",
+                "an etcd",
+                "an Azure Blob",
+                "an SQL",
+                "a ZooKeeper"
+            ]
+        );
     }
 
     #[test]

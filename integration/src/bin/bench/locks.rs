@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use fencing::{HolderId, LeaseRequest, TokenIssuer};
-use fencing_etcd::EtcdIssuer;
 use fencing_etcd::etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
-use fencing_redis::{Durability, RedisIssuer};
+use fencing_etcd::{EtcdConfig, EtcdIssuer};
+use fencing_redis::{RedisConfig, RedisIssuer};
 use fencing_zookeeper::zookeeper_client as zk;
-use fencing_zookeeper::{TokenSource, ZkIssuer};
+use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::BoxResult;
@@ -36,9 +36,10 @@ impl Etcd {
     const TTL: Duration = Duration::from_secs(2);
 
     pub(crate) async fn connect(endpoint: &str, prefix: &str) -> BoxResult<Self> {
-        let issuer = EtcdIssuer::connect(&[endpoint])
-            .await?
-            .with_prefix(format!("{prefix}/"))?;
+        let issuer = EtcdConfig::new([endpoint])
+            .with_prefix(format!("{prefix}/"))
+            .connect()
+            .await?;
         Ok(Self {
             issuer,
             prefix: prefix.to_owned(),
@@ -113,7 +114,11 @@ impl ZooKeeper {
 
     pub(crate) async fn connect(addr: &str, prefix: &str) -> BoxResult<Self> {
         let root = format!("/{prefix}");
-        let issuer = ZkIssuer::connect_with(addr, &root, TokenSource::Czxid).await?;
+        let issuer = ZkConfig::new(addr)
+            .with_prefix(&root)
+            .with_token_source(TokenSource::Czxid)
+            .connect()
+            .await?;
         let session = Self::session(addr).await?;
         let dir = format!("{root}-raw/lock");
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
@@ -195,9 +200,10 @@ impl Redis {
     const TTL: Duration = Duration::from_secs(10);
 
     pub(crate) async fn connect(url: &str, prefix: &str) -> BoxResult<Self> {
-        let issuer = RedisIssuer::connect(url, Durability::Required)
-            .await?
-            .with_prefix(format!("{prefix}:"));
+        let issuer = RedisConfig::new(url)
+            .with_prefix(format!("{prefix}:"))
+            .connect()
+            .await?;
         // The issuer's connection settings.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))

@@ -16,6 +16,7 @@ mod report;
 mod sql;
 mod suite;
 mod svg;
+mod versions;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -200,7 +201,7 @@ async fn emulator_versions(selected: &[Backend]) -> Vec<String> {
         let found = match given(backend.name()) {
             Some(v) => Some(v),
             None => match measure::split_url(&server.endpoint()) {
-                Ok((addr, _)) => report::http_server_header(addr, path).await,
+                Ok((addr, _)) => versions::http_server_header(addr, path).await,
                 Err(_) => None,
             },
         };

@@ -448,7 +448,7 @@ pub(crate) async fn zookeeper(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let addr = addr.split(',').next().unwrap_or_default().to_owned();
     let p = prefix();
     let direct = reach(&env::ZOOKEEPER, locks::ZooKeeper::connect(&addr, &p).await)?;
-    if let Some(v) = crate::report::zookeeper_version(loopback(&addr)?).await {
+    if let Some(v) = crate::versions::zookeeper_version(loopback(&addr)?).await {
         out.versions.push(v);
     }
     let counted = if plan.count {
