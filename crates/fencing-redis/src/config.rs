@@ -41,6 +41,7 @@ pub const BACKEND: Descriptor = Descriptor {
         UrlOption::new("prefix", OptionKind::Text, "the key prefix").default("fencing:"),
     ],
     tls_modes: OFFERED,
+    check: |url| RedisConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
         Box::pin(async move { descriptor::issuer(RedisConfig::from_url(&url)?.connect().await?) })
     }),
@@ -310,36 +311,6 @@ mod tests {
         );
         let c = RedisConfig::from_url("redis://h:1?volatile=false").unwrap();
         assert_eq!(c.durability(), Durability::Required);
-    }
-
-    /// A sample value of `kind`, for a URL.
-    fn sample(kind: OptionKind) -> String {
-        match kind {
-            OptionKind::Bool => "true".to_owned(),
-            OptionKind::Duration => "1s".to_owned(),
-            OptionKind::Count => "3".to_owned(),
-            OptionKind::Text => "p:".to_owned(),
-            OptionKind::Path => "/tmp/x.pem".to_owned(),
-            OptionKind::Choice(words) => words[0].to_owned(),
-            OptionKind::TlsMode(modes) => modes[modes.len() - 1].as_str().to_owned(),
-            _ => "x".to_owned(),
-        }
-    }
-
-    /// Every option of [`BACKEND`] is taken by `from_url` (a refusal for a
-    /// contradiction, like `wait` without `replicas`, is fine).
-    #[test]
-    fn every_option_of_the_descriptor_is_read() {
-        for option in BACKEND.options() {
-            let url = format!("redis://h:1?{}={}", option.name, sample(option.kind));
-            if let Err(e) = RedisConfig::from_url(&url) {
-                let e = e.to_string();
-                assert!(
-                    !e.contains("was not read") && !e.contains("unknown option"),
-                    "{url}: {e}"
-                );
-            }
-        }
     }
 
     #[test]

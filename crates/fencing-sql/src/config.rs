@@ -125,6 +125,7 @@ pub const BACKEND: Descriptor = Descriptor {
         UrlOption::new("vfs", OptionKind::Text, DRIVER).only(SQLITE),
     ],
     tls_modes: TLS_MODES,
+    check: |url| SqlConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
         Box::pin(
             async move { descriptor::issuer(SqlConfig::from_url(&url)?.connect_issuer().await?) },
@@ -420,20 +421,6 @@ mod tests {
         );
     }
 
-    /// A sample value of `kind`, for a URL.
-    fn sample(kind: OptionKind) -> String {
-        match kind {
-            OptionKind::Bool => "true".to_owned(),
-            OptionKind::Duration => "1s".to_owned(),
-            OptionKind::Count => "3".to_owned(),
-            OptionKind::Text => "t_".to_owned(),
-            OptionKind::Path => "/tmp/x.pem".to_owned(),
-            OptionKind::Choice(words) => words[0].to_owned(),
-            OptionKind::TlsMode(modes) => modes[modes.len() - 1].as_str().to_owned(),
-            _ => "x".to_owned(),
-        }
-    }
-
     /// Every option of [`BACKEND`] is read: ours and TLS taken out of the
     /// URL, the driver's passed on to it, none left over (nor refused as
     /// unknown: the descriptor is the one list).
@@ -450,7 +437,11 @@ mod tests {
                 if tls && *scheme == "sqlite" {
                     continue; // refused on purpose: a local file
                 }
-                let pair = format!("{}={}", option.name, sample(option.kind));
+                let pair = format!(
+                    "{}={}",
+                    option.name,
+                    fencing_testkit::refusal::sample(option.kind)
+                );
                 let url = format!("{scheme}://u:pw@h/db?{pair}");
                 match SqlConfig::from_url(&url) {
                     Ok(c) => {

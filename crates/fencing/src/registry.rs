@@ -194,6 +194,17 @@ mod tests {
     }
 
     #[test]
+    fn every_declared_option_is_read_by_its_backend() {
+        for backend in BACKENDS {
+            let base = |scheme: &str| match backend.name {
+                "sql" => format!("{scheme}://u:pw@h/db"),
+                _ => format!("{scheme}://h:1"),
+            };
+            fencing_testkit::refusal::every_option_is_read(backend, base, backend.check);
+        }
+    }
+
+    #[test]
     fn schemes_belong_to_one_backend() {
         let mut seen = std::collections::HashMap::new();
         for backend in BACKENDS {

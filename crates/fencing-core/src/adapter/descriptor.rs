@@ -24,6 +24,7 @@
 //!         UrlOption::new("key", OptionKind::Text, "an access key").secret(),
 //!     ],
 //!     tls_modes: &[],
+//!     check: |_| Ok(()),
 //!     open_issuer: None,
 //!     open_store: None,
 //! };
@@ -261,6 +262,10 @@ pub struct Descriptor {
     /// The `sslmode=` values its client can do; empty: it takes no TLS
     /// option (its client's TLS is configured otherwise, or it has none).
     pub tls_modes: &'static [TlsMode],
+    /// Checks a URL as opening it would, without connecting (`from_url`):
+    /// for `fence doctor`, a config check, and the test that every declared
+    /// option is read.
+    pub check: fn(&str) -> Result<()>,
     /// Opens its issuer, if it is one ([`issuer`] instruments it).
     pub open_issuer: Option<Open<dyn TokenIssuer>>,
     /// Opens its store, if it is one ([`store`] instruments it).
@@ -498,6 +503,7 @@ mod tests {
             UrlOption::new("pw", OptionKind::Choice(&["a", "b"]), "a secret").secret(),
         ],
         tls_modes: &[TlsMode::Disable, TlsMode::VerifyFull],
+        check: |_| Ok(()),
         open_issuer: None,
         open_store: None,
     };

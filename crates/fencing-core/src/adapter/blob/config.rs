@@ -28,6 +28,7 @@
 //!         UrlOption::new("region", OptionKind::Text, "the region"),
 //!     ],
 //!     tls_modes: &[],
+//!     check: |_| Ok(()),
 //!     open_issuer: None,
 //!     open_store: None,
 //! };
@@ -308,6 +309,7 @@ mod tests {
             UrlOption::new("region", OptionKind::Text, "a region"),
         ],
         tls_modes: &[],
+        check: |_| Ok(()),
         open_issuer: None,
         open_store: None,
     };
