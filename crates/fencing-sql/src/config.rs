@@ -39,6 +39,23 @@ pub(crate) const TLS_MODES: &[TlsMode] = &[];
 
 const DRIVER: &str = "passed to the driver";
 
+/// The option list: those given whole, then each driver's plain ones, by
+/// kind, present with the driver's feature.
+macro_rules! options {
+    (
+        [$($whole:tt)*]
+        $($feature:literal, $schemes:ident => $($kind:ident: $($name:literal),+);+)|*
+    ) => {
+        &[
+            $($whole)*
+            $($($(
+                #[cfg(feature = $feature)]
+                UrlOption::new($name, OptionKind::$kind, DRIVER).only($schemes),
+            )+)+)*
+        ]
+    };
+}
+
 /// The SQL backend, as the registry, `fence --help` and the README see it.
 /// Its options are ours (`fencing_…`) and the ones each driver reads (sqlx
 /// 0.8), which go to the driver as written: the drivers drop any other
@@ -62,7 +79,7 @@ pub const BACKEND: Descriptor = Descriptor {
         "mariadb",
     ],
     shape: "postgres://USER:PASS@HOST[:PORT]/DB, mysql://… (mariadb://…), sqlite://PATH, sqlite::memory:",
-    options: &[
+    options: options!([
         UrlOption::new(TABLE_PREFIX, OptionKind::Text, "the tables' name prefix")
             .default(Tables::DEFAULT_PREFIX),
         UrlOption::new(
@@ -71,59 +88,20 @@ pub const BACKEND: Descriptor = Descriptor {
             "accept a server whose commits a crash can lose: tests and demos only",
         )
         .default("false"),
-        #[cfg(any(feature = "postgres", feature = "mysql"))]
-        UrlOption::new("statement-cache-capacity", OptionKind::Count, DRIVER).only(&[
-            #[cfg(feature = "postgres")]
-            "postgres",
-            #[cfg(feature = "postgres")]
-            "postgresql",
-            #[cfg(feature = "mysql")]
-            "mysql",
-            #[cfg(feature = "mysql")]
-            "mariadb",
-        ]),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("host", OptionKind::Text, DRIVER).only(POSTGRES),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("hostaddr", OptionKind::Text, DRIVER).only(POSTGRES),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("port", OptionKind::Count, DRIVER).only(POSTGRES),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("dbname", OptionKind::Text, DRIVER).only(POSTGRES),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("user", OptionKind::Text, DRIVER).only(POSTGRES),
         #[cfg(feature = "postgres")]
         UrlOption::new("password", OptionKind::Text, DRIVER)
             .secret()
             .only(POSTGRES),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("application_name", OptionKind::Text, DRIVER).only(POSTGRES),
-        #[cfg(feature = "postgres")]
-        UrlOption::new("options", OptionKind::Text, DRIVER).only(POSTGRES),
-        #[cfg(feature = "mysql")]
-        UrlOption::new("charset", OptionKind::Text, DRIVER).only(MYSQL),
-        #[cfg(feature = "mysql")]
-        UrlOption::new("collation", OptionKind::Text, DRIVER).only(MYSQL),
-        #[cfg(feature = "mysql")]
-        UrlOption::new("socket", OptionKind::Path, DRIVER).only(MYSQL),
-        #[cfg(feature = "mysql")]
-        UrlOption::new("timezone", OptionKind::Text, DRIVER).only(MYSQL),
-        #[cfg(feature = "mysql")]
-        UrlOption::new("time-zone", OptionKind::Text, DRIVER).only(MYSQL),
         #[cfg(feature = "sqlite")]
-        UrlOption::new(
-            "mode",
-            OptionKind::Choice(&["ro", "rw", "rwc", "memory"]),
-            DRIVER,
-        )
-        .only(SQLITE),
+        UrlOption::new("mode", OptionKind::Choice(&["ro", "rw", "rwc", "memory"]), DRIVER)
+            .only(SQLITE),
         #[cfg(feature = "sqlite")]
         UrlOption::new("cache", OptionKind::Choice(&["shared", "private"]), DRIVER).only(SQLITE),
-        #[cfg(feature = "sqlite")]
-        UrlOption::new("immutable", OptionKind::Bool, DRIVER).only(SQLITE),
-        #[cfg(feature = "sqlite")]
-        UrlOption::new("vfs", OptionKind::Text, DRIVER).only(SQLITE),
-    ],
+    ]
+    "postgres", POSTGRES => Text: "host", "hostaddr", "dbname", "user", "application_name", "options"; Count: "port", "statement-cache-capacity"
+    | "mysql", MYSQL => Text: "charset", "collation", "timezone", "time-zone"; Path: "socket"; Count: "statement-cache-capacity"
+    | "sqlite", SQLITE => Bool: "immutable"; Text: "vfs"
+    ),
     tls_modes: TLS_MODES,
     check: |url| SqlConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
