@@ -44,3 +44,23 @@ fn every_option_of_every_backend_is_in_the_table_and_the_grammar() {
         }
     }
 }
+
+#[test]
+fn each_backend_crate_documents_every_option_of_its_descriptor() {
+    for backend in fencing::registry::BACKENDS {
+        let path = format!(
+            "{}/../{}/README.md",
+            env!("CARGO_MANIFEST_DIR"),
+            backend.crate_name
+        );
+        let readme = std::fs::read_to_string(&path).expect("the crate's README");
+        for option in backend.options() {
+            assert!(
+                readme.contains(&format!("`{}`", option.name))
+                    || readme.contains(&format!("{}=", option.name)),
+                "{path} does not mention option `{}`",
+                option.name
+            );
+        }
+    }
+}
