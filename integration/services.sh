@@ -16,7 +16,7 @@
 # NAMES: with no names, `up` (and `deps`) take the eight standard servers and
 # `down` stops everything this checkout started, the on-demand servers included; `all` means
 # the standard ones plus the on-demand ones (etcd-cluster zk-ensemble redis-aof
-# redis-replica s3rver, and the group `tls`), which is what integration/test.sh starts.
+# redis-replica s3rver dynamodb, and the group `tls`), which is what integration/test.sh starts.
 # `tls` means the TLS-only, password-required variants (postgres-tls mariadb-tls redis-tls
 # etcd-tls zk-tls s3-tls) and `pki`, their throwaway CA and certificates in .state/tls/.
 set -euo pipefail
@@ -34,7 +34,7 @@ STANDARD=(etcd postgres mariadb redis zookeeper azurite s3 gcs)
 # The TLS variants: TLS only (no plaintext port, or every plaintext connection refused), and a
 # password (etcd: also a client certificate) on every one, so the tests prove TLS plus credentials.
 TLS=(pki postgres-tls mariadb-tls redis-tls etcd-tls zk-tls s3-tls)
-EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica s3rver "${TLS[@]}")
+EXTRAS=(etcd-cluster zk-ensemble redis-aof redis-replica s3rver dynamodb "${TLS[@]}")
 
 # The TLS variants' PKI (made by `up`, see make_pki) and their one account. A throwaway secret:
 # the tests check that it never shows in their error messages.
@@ -78,6 +78,7 @@ members() { # SERVICE -> lines "INSTANCE PORT"
   s3) echo "s3 9000" ;;
   gcs) echo "gcs 4443" ;;
   s3rver) echo "s3rver 9100" ;;
+  dynamodb) echo "dynamodb 5010" ;; # moto, its DynamoDB API
   # Cluster ports stay below 32768, out of Linux's ephemeral range: a client
   # socket that happened to hold a member's port kept it from leading.
   # member i: client port 1i379, peer port 1i380
@@ -189,6 +190,11 @@ answering() { # INSTANCE PORT
   gcs) out=$(http_get -f "http://127.0.0.1:$port/storage/v1/b") && [[ $out == *'"kind"'* ]] ;;
   # anonymous ListBuckets: s3rver answers it, and names its owner "S3rver"
   s3rver) out=$(http_get "http://127.0.0.1:$port/") && [[ $out == *ListAllMyBucketsResult*'<DisplayName>S3rver<'* ]] ;;
+  # ListTables; moto routes by the credential scope's service name (it checks no signature)
+  dynamodb) out=$(http_get -X POST -H 'Content-Type: application/x-amz-json-1.0' \
+    -H 'X-Amz-Target: DynamoDB_20120810.ListTables' \
+    -H 'Authorization: AWS4-HMAC-SHA256 Credential=test/20250101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0' \
+    -d '{}' "http://127.0.0.1:$port/") && [[ $out == *'"TableNames"'* ]] ;;
   # The TLS variants: the account exists from the first start (made before the server listens),
   # so logging in over TLS is the probe; etcd alone gets its users after it starts (setup_etcd_tls).
   postgres-tls) [[ $(psql_tls "$port" verify-full -c 'SELECT 1' 2>/dev/null) == 1 ]] ;;
@@ -401,6 +407,10 @@ start_instance() { # INSTANCE PORT
       --inMemoryPersistence --loose --skipApiVersionCheck
     ;;
   s3)
+    write_moto_launcher
+    spawn "$inst" "$dir" "$TOOLS/venv/bin/python" "$TOOLS/moto_s3_server.py" 127.0.0.1 "$port"
+    ;;
+  dynamodb) # the same single-threaded launcher (it serves every AWS service): conditional writes stay atomic
     write_moto_launcher
     spawn "$inst" "$dir" "$TOOLS/venv/bin/python" "$TOOLS/moto_s3_server.py" 127.0.0.1 "$port"
     ;;
@@ -936,7 +946,7 @@ cmd_deps() {
       have node && have npm || apt+=(nodejs npm)
       [[ -f $TOOLS/s3rver/.fencing-installed && $(cat "$TOOLS/s3rver/.fencing-installed") == "$S3RVER_PKG" ]] || need_s3rver=1
       ;;
-    s3 | gcs | s3-tls)
+    s3 | gcs | s3-tls | dynamodb) # (moto[s3]'s dependencies cover its DynamoDB too)
       have python3 && python3 -c 'import venv, ensurepip' 2>/dev/null || apt+=(python3 python3-venv)
       [[ -f $TOOLS/venv/.fencing-installed && $(cat "$TOOLS/venv/.fencing-installed") == "$(py_marker)" ]] || need_py=1
       ;;
@@ -1168,6 +1178,7 @@ cmd_env() {
     FENCING_GCS_ENDPOINT=http://127.0.0.1:4443
     FENCING_AZURE_ENDPOINT=http://127.0.0.1:10000/devstoreaccount1
     FENCING_S3RVER_ENDPOINT=http://127.0.0.1:9100
+    FENCING_DYNAMODB_ENDPOINT=http://127.0.0.1:5010
     "FENCING_TLS_DIR=$TLS_DIR"
     "FENCING_PG_TLS_URL=postgres://$TLS_USER:$TLS_PASSWORD@127.0.0.1:5433/fencing"
     "FENCING_MYSQL_TLS_URL=mysql://$TLS_USER:$TLS_PASSWORD@127.0.0.1:3307/fencing"

@@ -178,6 +178,16 @@ const INSTANCES: &[Instance] = &[
         ttl: Duration::ZERO,
         store: Some(|| Box::pin(async { Some(Arc::new(azure().await?) as Arc<dyn FencedStore>) })),
     },
+    Instance {
+        name: "dynamodb",
+        backend: "dynamodb",
+        server: Some(&env::DYNAMODB),
+        url: None,
+        ttl: Duration::ZERO,
+        store: Some(|| {
+            Box::pin(async { Some(Arc::new(dynamodb().await?) as Arc<dyn FencedStore>) })
+        }),
+    },
 ];
 
 fn instance(name: &str) -> Option<&'static Instance> {
@@ -351,6 +361,19 @@ pub async fn azure() -> Option<fencing_azure::AzureStore> {
     .await
 }
 
+/// A DynamoDB store on this run's table at `FENCING_DYNAMODB_ENDPOINT`
+/// (moto), creating the table.
+///
+/// # Panics
+/// If the emulator does not answer.
+pub async fn dynamodb() -> Option<fencing_dynamodb::DynamoStore> {
+    on(
+        Some(&env::DYNAMODB),
+        fencing_dynamodb::emulator::store(&env::DYNAMODB.endpoint(), &bucket_name()),
+    )
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,7 +423,8 @@ mod tests {
                 "mariadb",
                 "s3",
                 "gcs",
-                "azure"
+                "azure",
+                "dynamodb"
             ]
         );
         for name in issuers().into_iter().skip(1) {

@@ -244,6 +244,24 @@ async fn unreachable_endpoints_and_wrong_credentials() {
                 .unwrap_err(),
             &refused,
         ),
+        (
+            // Opening sends nothing; the first read finds nobody.
+            "dynamodb, nothing listening",
+            fencing::open_store("dynamodb://fenced?endpoint=http://127.0.0.1:1&emulator=true")
+                .await
+                .expect("opening sends nothing")
+                .get("k")
+                .await
+                .unwrap_err(),
+            &refused,
+        ),
+        (
+            "dynamodb, emulator=true without an endpoint",
+            fencing::open_store("dynamodb://fenced?emulator=true")
+                .await
+                .unwrap_err(),
+            &invalid,
+        ),
     ];
     for (what, error, expected) in &cases {
         assert!(expected(error), "{what}: unexpected {error:?}");

@@ -49,3 +49,8 @@ pub use fencing_gcs as gcs;
 #[cfg(feature = "azure")]
 #[doc(inline)]
 pub use fencing_azure as azure;
+
+/// The DynamoDB store (feature `dynamodb`).
+#[cfg(feature = "dynamodb")]
+#[doc(inline)]
+pub use fencing_dynamodb as dynamodb;

@@ -63,6 +63,7 @@ backends! {
     "s3" => fencing_s3::BACKEND,
     "gcs" => fencing_gcs::BACKEND,
     "azure" => fencing_azure::BACKEND,
+    "dynamodb" => fencing_dynamodb::BACKEND,
 }
 
 fn scheme(url: &str) -> &str {

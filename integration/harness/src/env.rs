@@ -148,6 +148,14 @@ pub const S3RVER: Server = Server {
     var: "FENCING_S3RVER_ENDPOINT",
     default: "http://127.0.0.1:9100",
 };
+/// moto's DynamoDB (`integration/services.sh up dynamodb`), served one
+/// request at a time so that its conditional writes are atomic.
+pub const DYNAMODB: Server = Server {
+    name: "DynamoDB (moto)",
+    service: "dynamodb",
+    var: "FENCING_DYNAMODB_ENDPOINT",
+    default: "http://127.0.0.1:5010",
+};
 /// The 3-member etcd cluster of `integration/services.sh up etcd-cluster`,
 /// for the failover tests.
 pub const ETCD_CLUSTER: Server = Server {

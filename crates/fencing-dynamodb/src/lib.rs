@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+
+mod config;
+#[cfg(feature = "emulator")]
+pub mod emulator;
+mod error;
+mod store;
+mod table;
+
+pub use config::{BACKEND, DynamoConfig};
+pub use store::{DynamoStore, LOCK_TOKEN, PK, VALUE, VERSION};
+
+/// The AWS SDK this crate is built on, so your client matches its version.
+pub use aws_sdk_dynamodb;

@@ -1,0 +1,308 @@
+//! [`DynamoStore`]: one item per key, every write one conditional
+//! `UpdateItem`.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::primitives::Blob;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use bytes::Bytes;
+use fencing_core::adapter::Call;
+use fencing_core::safety::SafetyCheck;
+use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
+
+use crate::error::{NAME, map_error};
+
+/// The partition key attribute: the key (S).
+pub const PK: &str = "pk";
+/// The mark attribute (N).
+pub const LOCK_TOKEN: &str = "lock_token";
+/// The value attribute (B); absent when only fenced or deleted.
+pub const VALUE: &str = "value";
+/// A counter of accepted writes (N), for operators.
+pub const VERSION: &str = "version";
+
+/// What every write is conditioned on: no item yet, or a mark at most the
+/// presented token.
+const CONDITION: &str = "attribute_not_exists(pk) OR lock_token <= :t";
+
+/// What an accepted write changes besides the mark.
+#[derive(Clone, Copy, Debug)]
+enum Change<'a> {
+    /// `put`: a new value.
+    Set(&'a [u8]),
+    /// `fence`: the value as it is.
+    Keep,
+    /// `delete`: no value.
+    Clear,
+}
+
+/// A [`FencedStore`] on one DynamoDB table whose hash key is `pk` (S).
+///
+/// Each key is one item: `pk` (the key), `lock_token` (the mark, N),
+/// `value` (B) and `version` (N, raised by every accepted write). `put`,
+/// `fence` and `delete` are each **one** `UpdateItem` conditioned on
+/// `attribute_not_exists(pk) OR lock_token <= :t`, with
+/// `ReturnValuesOnConditionCheckFailure: ALL_OLD`: the check and the write
+/// are one atomic step on the server, and a refusal names the stored mark
+/// in the same round trip. Reads are strongly consistent. The SDK never
+/// retries these writes (a retry after a lost answer could be refused by
+/// the write's own effect): a lost answer is [`Error::OutcomeUnknown`].
+#[derive(Clone, Debug)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    /// For `verify`'s transport check: `None` is a caller's own client.
+    endpoint: Option<String>,
+}
+
+impl DynamoStore {
+    /// The longest key: DynamoDB's partition key limit.
+    pub const MAX_KEY_LEN: usize = 2048;
+    /// The largest value: DynamoDB's 400 KB item, less room for the key
+    /// (up to 2048 bytes) and the other attributes.
+    pub const MAX_VALUE_LEN: usize = 400 * 1024 - 3 * 1024;
+
+    /// A store on `table` through your configured `client`. Nothing is sent
+    /// until the first operation; a missing table is then a
+    /// non-retryable [`Error::Backend`].
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            endpoint: None,
+        }
+    }
+
+    /// Names the endpoint `client` talks to (`None`: AWS itself), for
+    /// `verify`'s transport check; [`crate::DynamoConfig`] does it.
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
+        self.endpoint = Some(endpoint.map_or_else(
+            || "https://dynamodb.amazonaws.com".to_owned(),
+            fencing_core::redact,
+        ));
+        self
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The limits, checked before anything is sent.
+    pub fn limits() -> Limits {
+        Limits {
+            max_key_len: Self::MAX_KEY_LEN,
+            max_value_len: Self::MAX_VALUE_LEN,
+            // A DynamoDB number holds 38 digits: every u64.
+            max_token: FencingToken::new(u64::MAX),
+        }
+    }
+
+    /// The one conditional write: accepted, or refused naming the mark.
+    async fn write(
+        &self,
+        op: &str,
+        key: &str,
+        token: FencingToken,
+        change: Change<'_>,
+    ) -> Result<()> {
+        let raw = token.get().to_string();
+        let mut update = format!("SET {LOCK_TOKEN} = :t");
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .condition_expression(CONDITION)
+            .expression_attribute_values(":t", AttributeValue::N(raw))
+            .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        match change {
+            Change::Set(value) => {
+                update.push_str(", #value = :v");
+                request = request
+                    .expression_attribute_names("#value", VALUE)
+                    .expression_attribute_values(":v", AttributeValue::B(Blob::new(value)));
+            }
+            Change::Keep => {}
+            Change::Clear => {
+                update.push_str(" REMOVE #value");
+                request = request.expression_attribute_names("#value", VALUE);
+            }
+        }
+        update.push_str(&format!(" ADD {VERSION} :one"));
+        // No SDK retry: a resent write whose first answer was lost would be
+        // refused by its own effect, or apply twice.
+        let no_retries =
+            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
+        let sent = request
+            .update_expression(update)
+            .customize()
+            .config_override(no_retries)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(service))
+                if matches!(
+                    service.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                let UpdateItemError::ConditionalCheckFailedException(refusal) = service.err()
+                else {
+                    unreachable!("matched above")
+                };
+                let current = refusal
+                    .item()
+                    .map(|item| self.mark_of(key, item))
+                    .transpose()?;
+                match current {
+                    Some(current) if current > token => Err(Error::StaleToken {
+                        key: key.to_owned(),
+                        presented: token,
+                        current,
+                    }),
+                    other => Err(foreign(
+                        &self.table,
+                        key,
+                        &format!("{op} was refused, but the stored mark reads {other:?}"),
+                    )),
+                }
+            }
+            Err(err) => {
+                let name = format!("{op} {key:?} in table {}", self.table);
+                Err(map_error(err, Call::write(&name)))
+            }
+        }
+    }
+
+    /// The item's mark; an item without a numeric one is foreign.
+    fn mark_of(&self, key: &str, item: &HashMap<String, AttributeValue>) -> Result<FencingToken> {
+        match item.get(LOCK_TOKEN) {
+            None => Err(foreign(&self.table, key, "the item has no lock_token")),
+            Some(AttributeValue::N(n)) => match n.parse::<u64>() {
+                Ok(n) => Ok(FencingToken::new(n)),
+                Err(_) => Err(foreign(
+                    &self.table,
+                    key,
+                    &format!("its lock_token {n:?} is not a token"),
+                )),
+            },
+            Some(_) => Err(foreign(&self.table, key, "its lock_token is not a number")),
+        }
+    }
+
+    /// Reads the item, strongly consistent.
+    async fn read(&self, op: &str, key: &str) -> Result<Option<HashMap<String, AttributeValue>>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| {
+                let name = format!("{op} {key:?} in table {}", self.table);
+                map_error(e, Call::read(&name))
+            })?;
+        Ok(out.item)
+    }
+}
+
+/// An item this store did not write (no numeric `lock_token`): its mark is
+/// unknown, so it is neither read nor overwritten.
+fn foreign(table: &str, key: &str, why: &str) -> Error {
+    Error::backend(
+        NAME,
+        false,
+        format!(
+            "item {key:?} in table {table} was not written through fencing ({why}); \
+             nothing was written: delete the item or give it a numeric lock_token"
+        ),
+    )
+}
+
+#[async_trait]
+impl FencedStore for DynamoStore {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn limits(&self) -> Limits {
+        Self::limits()
+    }
+
+    async fn put(&self, key: &str, value: Bytes, token: FencingToken) -> Result<()> {
+        Self::limits().check_write(key, token, value.len())?;
+        self.write("put", key, token, Change::Set(&value)).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Versioned>> {
+        Self::limits().check_key(key)?;
+        let Some(item) = self.read("get", key).await? else {
+            return Ok(None);
+        };
+        let token = self.mark_of(key, &item)?;
+        match item.get(VALUE) {
+            None => Ok(None),
+            Some(AttributeValue::B(blob)) => Ok(Some(Versioned {
+                value: Bytes::copy_from_slice(blob.as_ref()),
+                token,
+            })),
+            Some(_) => Err(foreign(&self.table, key, "its value is not binary")),
+        }
+    }
+
+    async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
+        Self::limits().check_write(key, token, 0)?;
+        self.write("fence", key, token, Change::Keep).await?;
+        Ok(token)
+    }
+
+    async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
+        Self::limits().check_key(key)?;
+        match self.read("mark", key).await? {
+            Some(item) => self.mark_of(key, &item).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
+        Self::limits().check_write(key, token, 0)?;
+        self.write("delete", key, token, Change::Clear).await
+    }
+
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let mut checks = crate::table::checks(&self.client, &self.table).await?;
+        // A missing table or another key schema: the probe would only fail.
+        if checks.iter().all(SafetyCheck::is_safe) {
+            checks.extend(fencing_core::safety::probe_store(self).await?);
+        }
+        if let Some(endpoint) = &self.endpoint {
+            // The SDK checks the certificate and host name of every https:// endpoint.
+            let mode = if endpoint.starts_with("https://") {
+                fencing_core::tls::TlsMode::VerifyFull
+            } else {
+                fencing_core::tls::TlsMode::Disable
+            };
+            checks.push(fencing_core::tls::TlsOptions::transport_check(
+                mode,
+                &[endpoint],
+            ));
+        }
+        Ok(checks)
+    }
+}
