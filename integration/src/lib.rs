@@ -182,8 +182,15 @@ const INSTANCES: &[Instance] = &[
         name: "dynamodb",
         backend: "dynamodb",
         server: Some(&env::DYNAMODB),
-        url: None,
-        ttl: Duration::ZERO,
+        // The issuer by URL, on the store's table (its items apart by prefix).
+        url: Some(|| {
+            format!(
+                "dynamodb://{}?endpoint={}&emulator=true&create_table=true",
+                bucket_name(),
+                env::DYNAMODB.endpoint()
+            )
+        }),
+        ttl: ms(400),
         store: Some(|| {
             Box::pin(async { Some(Arc::new(dynamodb().await?) as Arc<dyn FencedStore>) })
         }),
@@ -410,7 +417,8 @@ mod tests {
                 "mariadb",
                 "redis",
                 "etcd",
-                "zookeeper"
+                "zookeeper",
+                "dynamodb"
             ]
         );
         assert_eq!(

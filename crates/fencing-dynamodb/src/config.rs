@@ -8,7 +8,7 @@ use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption}
 use fencing_core::adapter::url::{env, env_bool};
 use fencing_core::{Error, Result};
 
-use crate::DynamoStore;
+use crate::{DynamoIssuer, DynamoStore};
 
 /// The DynamoDB backend, as the registry, `fence --help` and the README see it.
 pub const BACKEND: Descriptor = Descriptor {
@@ -41,12 +41,22 @@ pub const BACKEND: Descriptor = Descriptor {
             "create the table (hash key pk of type S, on-demand) if it is missing",
         )
         .default("false"),
+        UrlOption::new(
+            "issuer_prefix",
+            OptionKind::Text,
+            "the prefix of the issuer's lease items' pk, apart from the store's keys",
+        )
+        .default("fencing-lease:"),
     ],
     // The endpoint's scheme says whether TLS is used; the SDK always checks
     // the certificate.
     tls_modes: &[],
     check: |url| DynamoConfig::from_url(url).map(drop),
-    open_issuer: None,
+    open_issuer: Some(|url| {
+        Box::pin(async move {
+            descriptor::issuer(DynamoConfig::from_url(&url)?.connect_issuer().await?)
+        })
+    }),
     open_store: Some(|url| {
         Box::pin(async move { descriptor::store(DynamoConfig::from_url(&url)?.connect().await?) })
     }),
@@ -72,6 +82,7 @@ const EMULATOR_KEY: &str = "test";
 /// | `emulator=true` | a local emulator's test keys (`test`/`test`); needs `endpoint=` |
 /// | `region=R` | the region (else `AWS_REGION`, the profile, `us-east-1`) |
 /// | `create_table=true` | create the table (hash key `pk`, S, on-demand) if missing, and wait until it is active |
+/// | `issuer_prefix=P` | the prefix of the issuer's lease items' `pk` (default `fencing-lease:`) |
 ///
 /// ```
 /// let config = fencing_dynamodb::DynamoConfig::from_url(
@@ -88,6 +99,7 @@ pub struct DynamoConfig {
     emulator: bool,
     region: Option<String>,
     create_table: bool,
+    issuer_prefix: Option<String>,
     credentials: Option<Credentials>,
 }
 
@@ -103,6 +115,7 @@ impl fmt::Debug for DynamoConfig {
             .field("emulator", &self.emulator)
             .field("region", &self.region)
             .field("create_table", &self.create_table)
+            .field("issuer_prefix", &self.issuer_prefix)
             .field("credentials", &self.credentials.as_ref().map(|_| "***"))
             .finish()
     }
@@ -117,7 +130,7 @@ impl DynamoConfig {
         }
     }
 
-    /// Parses `dynamodb://TABLE[?endpoint=URL&emulator=B&region=R&create_table=B]`.
+    /// Parses `dynamodb://TABLE[?endpoint=URL&emulator=B&region=R&create_table=B&issuer_prefix=P]`.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for another scheme, no table or a bad table
@@ -134,6 +147,7 @@ impl DynamoConfig {
             emulator: query.take_bool("emulator")?.unwrap_or(false),
             region: query.take_nonempty("region")?,
             create_table: query.take_bool("create_table")?.unwrap_or(false),
+            issuer_prefix: query.take_nonempty("issuer_prefix")?,
             credentials: None,
         };
         BACKEND.finish(parsed)?;
@@ -143,8 +157,9 @@ impl DynamoConfig {
 
     /// From the environment: `FENCING_DYNAMODB_TABLE` (required),
     /// `FENCING_DYNAMODB_ENDPOINT`, `FENCING_DYNAMODB_REGION`,
-    /// `FENCING_DYNAMODB_EMULATOR=true` and
-    /// `FENCING_DYNAMODB_CREATE_TABLE=true`; region, credentials and
+    /// `FENCING_DYNAMODB_EMULATOR=true`,
+    /// `FENCING_DYNAMODB_CREATE_TABLE=true` and
+    /// `FENCING_DYNAMODB_ISSUER_PREFIX`; region, credentials and
     /// endpoint otherwise come from AWS's own variables and files at
     /// [`connect`](Self::connect).
     ///
@@ -160,6 +175,7 @@ impl DynamoConfig {
             emulator: env_bool("FENCING_DYNAMODB_EMULATOR")?,
             region: env("FENCING_DYNAMODB_REGION"),
             create_table: env_bool("FENCING_DYNAMODB_CREATE_TABLE")?,
+            issuer_prefix: env("FENCING_DYNAMODB_ISSUER_PREFIX"),
             credentials: None,
         };
         config.validate()?;
@@ -191,6 +207,14 @@ impl DynamoConfig {
     #[must_use]
     pub fn with_create_table(mut self, create: bool) -> Self {
         self.create_table = create;
+        self
+    }
+
+    /// The prefix of the issuer's items' `pk` (URL option `issuer_prefix=`,
+    /// default [`DynamoIssuer::DEFAULT_PREFIX`]).
+    #[must_use]
+    pub fn with_issuer_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.issuer_prefix = Some(prefix.into());
         self
     }
 
@@ -305,6 +329,25 @@ impl DynamoConfig {
         }
         Ok(DynamoStore::new(client, &self.table).with_endpoint(endpoint.as_deref()))
     }
+
+    /// Opens the issuer on the same table: as [`connect`](Self::connect),
+    /// its items' `pk` starting with the issuer prefix.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub async fn connect_issuer(&self) -> Result<DynamoIssuer> {
+        let (client, endpoint) = self.client().await?;
+        if self.create_table {
+            crate::table::create(&client, &self.table).await?;
+        }
+        let prefix = self
+            .issuer_prefix
+            .clone()
+            .unwrap_or_else(|| DynamoIssuer::DEFAULT_PREFIX.to_owned());
+        Ok(DynamoIssuer::new(client, &self.table)
+            .with_prefix(prefix)
+            .with_endpoint(endpoint.as_deref()))
+    }
 }
 
 /// A client for an emulator at `endpoint`: the test keys, `region` or
@@ -346,6 +389,14 @@ mod tests {
         assert_eq!(c.region.as_deref(), Some("eu-west-1"));
         assert_eq!(c.endpoint(), Some("http://127.0.0.1:5010"));
         assert!(c.emulator && c.create_table);
+        let c = DynamoConfig::from_url("dynamodb://tab?issuer_prefix=locks/").unwrap();
+        assert_eq!(c.issuer_prefix.as_deref(), Some("locks/"));
+        assert_eq!(
+            DynamoConfig::from_url("dynamodb://tab")
+                .unwrap()
+                .issuer_prefix,
+            None
+        );
     }
 
     #[test]
@@ -362,7 +413,7 @@ mod tests {
                     "dynamodb://tab?endpont=x",
                     &[
                         "unknown option \"endpont\" in a dynamodb:// URL",
-                        "known options: endpoint, emulator, region, create_table",
+                        "known options: endpoint, emulator, region, create_table, issuer_prefix",
                     ],
                 ),
                 (

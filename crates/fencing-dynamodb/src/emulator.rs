@@ -48,3 +48,23 @@ pub async fn store(endpoint: &str, table: &str) -> Result<DynamoStore> {
     create_table(&client, table).await?;
     Ok(DynamoStore::new(client, table).with_endpoint(Some(endpoint)))
 }
+
+/// An issuer on `table` at the emulator at `endpoint`, creating the table
+/// if needed, with `prefix` for its items (default
+/// [`DynamoIssuer::DEFAULT_PREFIX`](crate::DynamoIssuer::DEFAULT_PREFIX)).
+///
+/// # Errors
+/// As [`create_table`].
+pub async fn issuer(
+    endpoint: &str,
+    table: &str,
+    prefix: Option<&str>,
+) -> Result<crate::DynamoIssuer> {
+    let client = client(endpoint);
+    create_table(&client, table).await?;
+    let issuer = crate::DynamoIssuer::new(client, table).with_endpoint(Some(endpoint));
+    Ok(match prefix {
+        Some(prefix) => issuer.with_prefix(prefix),
+        None => issuer,
+    })
+}

@@ -4,10 +4,12 @@ mod config;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
+mod issuer;
 mod store;
 mod table;
 
 pub use config::{BACKEND, DynamoConfig};
+pub use issuer::{COUNTER, DynamoIssuer, HOLDER, RVN, TTL_MS};
 pub use store::{DynamoStore, LOCK_TOKEN, PK, VALUE, VERSION};
 
 /// The AWS SDK this crate is built on, so your client matches its version.

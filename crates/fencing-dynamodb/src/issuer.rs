@@ -1,0 +1,555 @@
+//! [`DynamoIssuer`]: the AWS DynamoDB lock client's lease, with a fencing
+//! counter in the same item.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TimeToLiveStatus,
+};
+use fencing_core::adapter::Call;
+use fencing_core::safety::SafetyCheck;
+use fencing_core::{
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+};
+
+use crate::error::{NAME, map_error};
+use crate::store::PK;
+
+/// The last token granted (N): never reset nor deleted.
+pub const COUNTER: &str = "counter";
+/// The holder's id (S), absent when free.
+pub const HOLDER: &str = "holder";
+/// The record version number (S): fresh on every grant and renew.
+pub const RVN: &str = "rvn";
+/// The lease's TTL in milliseconds (N), as its holder asked.
+pub const TTL_MS: &str = "ttl_ms";
+
+/// Placeholders for the attribute names in expressions (`counter` and
+/// others are DynamoDB reserved words): only those used may be sent.
+const NAMES: [(&str, &str); 4] = [("#c", COUNTER), ("#h", HOLDER), ("#r", RVN), ("#t", TTL_MS)];
+
+/// What a waiter saw of a held lease, on its own monotonic clock.
+#[derive(Clone, Debug)]
+struct Seen {
+    rvn: String,
+    at: Instant,
+}
+
+/// The item of one resource, as read.
+#[derive(Debug, Default)]
+struct Item {
+    counter: Option<u64>,
+    holder: Option<String>,
+    rvn: Option<String>,
+    ttl_ms: Option<u64>,
+}
+
+/// A [`TokenIssuer`] on a DynamoDB table (hash key `pk`, S): one item per
+/// resource, `pk` = prefix + resource, with `counter` (the last token),
+/// `holder`, `rvn` (a random record version number) and `ttl_ms`.
+///
+/// A free resource is granted by **one** conditional `UpdateItem`
+/// (`attribute_not_exists(holder)`, `ADD counter :one`). A held one is
+/// taken over only when the **same** `rvn` has been seen for its `ttl_ms`
+/// on this process's monotonic clock, conditioned on `rvn` being
+/// unchanged: expiry never compares wall clocks, so a client whose clock is
+/// off can neither steal a live lease nor keep a dead one. Release keeps
+/// the counter, so tokens never restart. Writes are never retried by the
+/// SDK: a lost answer is [`Error::OutcomeUnknown`].
+#[derive(Clone)]
+pub struct DynamoIssuer {
+    client: Client,
+    table: String,
+    prefix: String,
+    /// For `verify`'s transport check: `None` is a caller's own client.
+    endpoint: Option<String>,
+    /// Per item key: the rvn last seen and when.
+    seen: Arc<Mutex<HashMap<String, Seen>>>,
+}
+
+impl std::fmt::Debug for DynamoIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoIssuer")
+            .field("table", &self.table)
+            .field("prefix", &self.prefix)
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fresh random record version number.
+fn fresh_rvn() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+fn n(value: u64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+impl DynamoIssuer {
+    /// The default prefix of the issuer's items, apart from the store's keys.
+    pub const DEFAULT_PREFIX: &'static str = "fencing-lease:";
+    /// The highest floor: the next grant, one above it, must fit a `u64`.
+    pub const MAX_FLOOR: FencingToken = FencingToken::new(u64::MAX - 1);
+
+    /// An issuer on `table` through your configured `client`, with the
+    /// default prefix. Nothing is sent until the first operation.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            endpoint: None,
+            seen: Arc::default(),
+        }
+    }
+
+    /// Another prefix for the items' `pk`.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Names the endpoint `client` talks to (`None`: AWS itself), for
+    /// `verify`'s transport check; [`crate::DynamoConfig`] does it.
+    #[must_use]
+    pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
+        self.endpoint = Some(endpoint.map_or_else(
+            || "https://dynamodb.amazonaws.com".to_owned(),
+            fencing_core::redact,
+        ));
+        self
+    }
+
+    /// The table.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The prefix of the items' `pk`.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn key(&self, resource: &str) -> String {
+        format!("{}{resource}", self.prefix)
+    }
+
+    fn remember(&self, key: &str, seen: Option<Seen>) {
+        let mut map = self.seen.lock().expect("seen lock");
+        match seen {
+            Some(seen) => map.insert(key.to_owned(), seen),
+            None => map.remove(key),
+        };
+    }
+
+    fn foreign(&self, key: &str, why: &str) -> Error {
+        Error::backend(
+            NAME,
+            false,
+            format!(
+                "item {key:?} in table {} is not a lease item of fencing ({why}); nothing was written",
+                self.table
+            ),
+        )
+    }
+
+    /// Reads the item, strongly consistent.
+    async fn read(&self, op: &str, key: &str) -> Result<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_error(e, Call::read(&format!("{op} {key:?}"))))?;
+        out.item.map(|item| self.parse(key, &item)).transpose()
+    }
+
+    fn parse(&self, key: &str, item: &HashMap<String, AttributeValue>) -> Result<Item> {
+        let number = |name: &str| -> Result<Option<u64>> {
+            match item.get(name) {
+                None => Ok(None),
+                Some(AttributeValue::N(v)) => v
+                    .parse()
+                    .map(Some)
+                    .map_err(|_| self.foreign(key, &format!("its {name} {v:?} is not a u64"))),
+                Some(_) => Err(self.foreign(key, &format!("its {name} is not a number"))),
+            }
+        };
+        let text = |name: &str| -> Result<Option<String>> {
+            match item.get(name) {
+                None => Ok(None),
+                Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
+                Some(_) => Err(self.foreign(key, &format!("its {name} is not a string"))),
+            }
+        };
+        Ok(Item {
+            counter: number(COUNTER)?,
+            holder: text(HOLDER)?,
+            rvn: text(RVN)?,
+            ttl_ms: number(TTL_MS)?,
+        })
+    }
+
+    /// One conditional `UpdateItem`, never retried by the SDK; `Ok(None)`
+    /// when the condition failed (with the old item if asked for).
+    async fn update(
+        &self,
+        op: &str,
+        key: &str,
+        build: impl FnOnce(UpdateItemFluentBuilder) -> UpdateItemFluentBuilder,
+    ) -> Result<std::result::Result<Option<HashMap<String, AttributeValue>>, Option<Item>>> {
+        let request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()));
+        // A resent write whose first answer was lost could grant twice or
+        // be refused by its own effect.
+        let no_retries =
+            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
+        let mut request = build(request);
+        let used = format!(
+            "{} {}",
+            request.get_update_expression().as_deref().unwrap_or(""),
+            request.get_condition_expression().as_deref().unwrap_or("")
+        );
+        for (placeholder, name) in NAMES {
+            if used.contains(placeholder) {
+                request = request.expression_attribute_names(placeholder, name);
+            }
+        }
+        let sent = request.customize().config_override(no_retries).send().await;
+        match sent {
+            Ok(out) => Ok(Ok(out.attributes)),
+            Err(SdkError::ServiceError(service))
+                if matches!(
+                    service.err(),
+                    UpdateItemError::ConditionalCheckFailedException(_)
+                ) =>
+            {
+                let UpdateItemError::ConditionalCheckFailedException(refusal) = service.err()
+                else {
+                    unreachable!("matched above")
+                };
+                let old = refusal
+                    .item()
+                    .map(|item| self.parse(key, item))
+                    .transpose()?;
+                Ok(Err(old))
+            }
+            Err(err) => Err(map_error(
+                err,
+                Call::write(&format!("{op} {key:?} in table {}", self.table)),
+            )),
+        }
+    }
+
+    /// Grants `request` if `condition` holds: the new counter is the token.
+    async fn grant(
+        &self,
+        request: &LeaseRequest,
+        key: &str,
+        condition: &str,
+        seen: Option<&str>,
+    ) -> Result<Option<Lease>> {
+        let rvn = fresh_rvn();
+        let sent_at = Instant::now();
+        let answer = self
+            .update("acquire", key, |r| {
+                let r = r
+                    .update_expression("SET #h = :h, #r = :rvn, #t = :ttl ADD #c :one")
+                    .condition_expression(condition)
+                    .expression_attribute_values(
+                        ":h",
+                        AttributeValue::S(request.holder.to_string()),
+                    )
+                    .expression_attribute_values(":rvn", AttributeValue::S(rvn.clone()))
+                    // Rounded up: never shorter than the holder's deadline.
+                    .expression_attribute_values(":ttl", n(request.ttl_millis_ceil()))
+                    .expression_attribute_values(":one", n(1))
+                    .return_values(ReturnValue::UpdatedNew);
+                match seen {
+                    Some(seen) => {
+                        r.expression_attribute_values(":seen", AttributeValue::S(seen.to_owned()))
+                    }
+                    None => r,
+                }
+            })
+            .await?;
+        let Ok(attributes) = answer else {
+            return Ok(None);
+        };
+        let token = attributes
+            .as_ref()
+            .map(|a| self.parse(key, a))
+            .transpose()?
+            .and_then(|item| item.counter)
+            .ok_or_else(|| self.foreign(key, "the grant returned no counter"))?;
+        // Measured after the answer: a waiter here may take over only once
+        // this holder's own deadline (from sent_at) has passed.
+        self.remember(
+            key,
+            Some(Seen {
+                rvn,
+                at: Instant::now(),
+            }),
+        );
+        Ok(Some(Lease::new(request, FencingToken::new(token), sent_at)))
+    }
+}
+
+#[async_trait]
+impl TokenIssuer for DynamoIssuer {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        request.validate(self.min_ttl())?;
+        let key = self.key(&request.resource);
+        let item = self.read("acquire", &key).await?.unwrap_or_default();
+        if item.counter == Some(u64::MAX) {
+            return Err(Error::TokenOutOfRange {
+                token: FencingToken::new(u64::MAX),
+                max: Self::MAX_FLOOR,
+            });
+        }
+        let Some(_) = item.holder else {
+            self.remember(&key, None);
+            let free = "attribute_not_exists(#h)";
+            return self.grant(request, &key, free, None).await;
+        };
+        let (Some(rvn), Some(ttl_ms)) = (item.rvn, item.ttl_ms) else {
+            return Err(self.foreign(&key, "it has a holder but no rvn or ttl_ms"));
+        };
+        let now = Instant::now();
+        let seen = self.seen.lock().expect("seen lock").get(&key).cloned();
+        match seen {
+            // The same version for its whole TTL on our clock: dead. A renew
+            // in between changes the rvn and the takeover fails.
+            Some(seen)
+                if seen.rvn == rvn
+                    && now.duration_since(seen.at) >= Duration::from_millis(ttl_ms) =>
+            {
+                let takeover = "#r = :seen";
+                self.grant(request, &key, takeover, Some(&rvn)).await
+            }
+            Some(seen) if seen.rvn == rvn => Ok(None),
+            // A new version: its TTL counts from now (after the read).
+            _ => {
+                self.remember(&key, Some(Seen { rvn, at: now }));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Polls [`try_acquire`](TokenIssuer::try_acquire) with a backoff of
+    /// 50 ms up to a quarter of the TTL.
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        let started = Instant::now();
+        let cap = (request.ttl / 4).max(Duration::from_millis(50));
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            if let Some(lease) = self.try_acquire(request).await? {
+                return Ok(lease);
+            }
+            let waited = started.elapsed();
+            if waited >= wait {
+                return Err(Error::Timeout {
+                    operation: format!("acquire {:?}", request.resource),
+                    after: waited,
+                });
+            }
+            tokio::time::sleep(backoff.min(wait - waited)).await;
+            backoff = (backoff * 2).min(cap);
+        }
+    }
+
+    /// # Errors
+    /// [`Error::LeaseLost`] if the lease's local deadline has passed (a
+    /// waiter may have judged it dead), or its holder and token are no
+    /// longer in the item.
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        fencing_core::check_ttl(lease.ttl())?;
+        if lease.is_expired() {
+            return Err(Error::lease_lost(lease));
+        }
+        let key = self.key(lease.resource());
+        let rvn = fresh_rvn();
+        let sent_at = Instant::now();
+        let answer = self
+            .update("renew", &key, |r| {
+                r.update_expression("SET #r = :rvn, #t = :ttl")
+                    .condition_expression("#h = :h AND #c = :token")
+                    .expression_attribute_values(
+                        ":h",
+                        AttributeValue::S(lease.holder().to_string()),
+                    )
+                    .expression_attribute_values(":token", n(lease.token().get()))
+                    .expression_attribute_values(":rvn", AttributeValue::S(rvn.clone()))
+                    .expression_attribute_values(
+                        ":ttl",
+                        n(fencing_core::ttl_millis_ceil(lease.ttl())),
+                    )
+            })
+            .await?;
+        match answer {
+            Ok(_) => {
+                self.remember(
+                    &key,
+                    Some(Seen {
+                        rvn,
+                        at: Instant::now(),
+                    }),
+                );
+                Ok(lease.renewed(sent_at))
+            }
+            Err(_) => Err(Error::lease_lost(lease)),
+        }
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        let key = self.key(lease.resource());
+        let answer = self
+            .update("release", &key, |r| {
+                // The counter stays: the next grant is above this token.
+                r.update_expression("REMOVE #h, #r, #t")
+                    .condition_expression("#h = :h AND #c = :token")
+                    .expression_attribute_values(
+                        ":h",
+                        AttributeValue::S(lease.holder().to_string()),
+                    )
+                    .expression_attribute_values(":token", n(lease.token().get()))
+            })
+            .await?;
+        match answer {
+            Ok(_) => {
+                self.remember(&key, None);
+                Ok(())
+            }
+            Err(_) => Err(Error::lease_lost(lease)),
+        }
+    }
+
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        let key = self.key(resource);
+        let Some(item) = self.read("read holder of", &key).await? else {
+            return Ok(None);
+        };
+        match (item.holder, item.counter) {
+            (None, _) => Ok(None),
+            (Some(holder), Some(counter)) => Ok(Some(Holding {
+                holder: HolderId::new(holder)
+                    .map_err(|_| self.foreign(&key, "its holder is no holder id"))?,
+                token: FencingToken::new(counter),
+            })),
+            (Some(_), None) => Err(self.foreign(&key, "it has a holder but no counter")),
+        }
+    }
+
+    /// Raises the counter of a **free** resource; a held one is
+    /// [`Error::Busy`] (its holder's token is checked by renew and
+    /// release). A floor above [`DynamoIssuer::MAX_FLOOR`] is
+    /// [`Error::TokenOutOfRange`], before anything is sent.
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        if floor > Self::MAX_FLOOR {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: Self::MAX_FLOOR,
+            });
+        }
+        let key = self.key(resource);
+        let answer = self
+            .update("raise the floor of", &key, |r| {
+                r.update_expression("SET #c = :f")
+                    .condition_expression(
+                        "attribute_not_exists(#h) AND (attribute_not_exists(#c) OR #c < :f)",
+                    )
+                    .expression_attribute_values(":f", n(floor.get()))
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+            })
+            .await?;
+        match answer {
+            Ok(_) => Ok(()),
+            Err(Some(old)) if old.holder.is_some() => Err(Error::busy(resource, "raise_floor")),
+            // The counter is at or above the floor already.
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// The table's checks (key schema, replication), the generic probe,
+    /// DynamoDB's TTL deletion (on an attribute of ours it would delete a
+    /// counter), how expiry is judged, and the transport.
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let mut checks = crate::table::checks(&self.client, &self.table).await?;
+        if !checks.iter().all(SafetyCheck::is_safe) {
+            return Ok(checks);
+        }
+        let ttl = self
+            .client
+            .describe_time_to_live()
+            .table_name(&self.table)
+            .send()
+            .await
+            .map_err(|e| map_error(e, Call::read(&format!("describe TTL of {}", self.table))))?;
+        let deleting = ttl.time_to_live_description().and_then(|d| {
+            let on = matches!(
+                d.time_to_live_status(),
+                Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)
+            );
+            d.attribute_name().filter(|_| on)
+        });
+        checks.push(match deleting {
+            Some(a) if [COUNTER, HOLDER, RVN, TTL_MS].contains(&a) => SafetyCheck::unsafe_(
+                "item expiry",
+                format!(
+                    "DynamoDB TTL deletes items by attribute {a:?}, one of the lease item's: \
+                     a deleted counter restarts tokens at 1; disable it or use another attribute"
+                ),
+            ),
+            Some(a) => SafetyCheck::pass(
+                "item expiry",
+                format!("DynamoDB TTL is on attribute {a:?}, which lease items never carry"),
+            ),
+            None => SafetyCheck::pass("item expiry", "DynamoDB TTL deletion is off"),
+        });
+        checks.push(SafetyCheck::pass(
+            "lease clock",
+            "expiry is judged on the waiter's monotonic clock (the same rvn for ttl_ms), \
+             never by comparing wall clocks",
+        ));
+        checks.extend(fencing_core::safety::probe_issuer(self).await?);
+        if let Some(endpoint) = &self.endpoint {
+            let mode = if endpoint.starts_with("https://") {
+                fencing_core::tls::TlsMode::VerifyFull
+            } else {
+                fencing_core::tls::TlsMode::Disable
+            };
+            checks.push(fencing_core::tls::TlsOptions::transport_check(
+                mode,
+                &[endpoint],
+            ));
+        }
+        Ok(checks)
+    }
+}

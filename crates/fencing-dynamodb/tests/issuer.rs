@@ -1,0 +1,139 @@
+//! The issuer conformance suite of `fencing_testkit` and the DynamoDB-only
+//! cases (the counter never restarts, expiry on the waiter's clock),
+//! against moto's DynamoDB at `FENCING_DYNAMODB_ENDPOINT` (default:
+//! `integration/services.sh`'s on 127.0.0.1:5010). One table per test run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencing_core::{FencingToken, LeaseRequest, TokenIssuer};
+use fencing_dynamodb::{DynamoConfig, DynamoIssuer, emulator};
+use fencing_harness::env::DYNAMODB;
+use fencing_harness::object_store::set_up;
+use fencing_testkit::issuer::IssuerProfile;
+use fencing_testkit::unique_name;
+
+/// An issuer on this run's table (created if needed), or `None` when the
+/// run skips DynamoDB.
+async fn dynamo() -> Option<DynamoIssuer> {
+    set_up(&DYNAMODB, "dynamodb", async |endpoint, table| {
+        emulator::issuer(endpoint, table, None).await
+    })
+    .await
+}
+
+async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+    Some(Arc::new(dynamo().await?))
+}
+
+fn profile() -> IssuerProfile {
+    IssuerProfile::with_ttl(Duration::from_millis(400))
+}
+
+mod suite {
+    use super::{issuer, profile};
+    fencing_testkit::issuer_conformance!(issuer, profile());
+}
+
+const TTL: Duration = Duration::from_millis(300);
+
+/// Release keeps the counter: a new acquire, from this issuer or a fresh
+/// one (another process), is above every earlier token.
+#[tokio::test]
+async fn release_then_acquire_is_higher_and_the_counter_never_restarts() {
+    let Some(a) = dynamo().await else { return };
+    let resource = unique_name("never-restarts");
+    let first = a.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    let first = first.unwrap().expect("free");
+    a.release(&first).await.unwrap();
+    assert_eq!(a.holder(&resource).await.unwrap(), None);
+    let second = a.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    let second = second.unwrap().expect("free after release");
+    assert!(second.token() > first.token());
+    a.release(&second).await.unwrap();
+    let fresh = dynamo().await.unwrap();
+    let third = fresh.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    let third = third.unwrap().expect("free");
+    assert!(third.token() > second.token(), "{third:?} after {second:?}");
+    fresh.release(&third).await.unwrap();
+}
+
+/// Only a resource with no item yet starts at 1; an item that exists
+/// (released, or with a raised floor) goes on from its counter.
+#[tokio::test]
+async fn only_an_absent_item_starts_at_one() {
+    let Some(issuer) = dynamo().await else { return };
+    // A new table: nothing in it.
+    let endpoint = DYNAMODB.endpoint();
+    let table = unique_name("new-table").replace('/', "-");
+    let url = format!("dynamodb://{table}?endpoint={endpoint}&emulator=true&create_table=true");
+    let on_new = DynamoConfig::from_url(&url)
+        .unwrap()
+        .connect_issuer()
+        .await
+        .expect("a new table");
+    let resource = unique_name("starts");
+    let lease = on_new.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    let lease = lease.unwrap().expect("free");
+    assert_eq!(
+        lease.token(),
+        FencingToken::new(1),
+        "a new table's first grant"
+    );
+    on_new.release(&lease).await.unwrap();
+    let again = on_new.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    assert_eq!(again.unwrap().expect("free").token(), FencingToken::new(2));
+    // Another prefix on the same table is another item: it starts at 1.
+    let other = issuer.clone().with_prefix("other-prefix:");
+    let floored = unique_name("floored");
+    other
+        .raise_floor(&floored, FencingToken::new(41))
+        .await
+        .unwrap();
+    let lease = other.try_acquire(&LeaseRequest::new(&floored, TTL)).await;
+    assert_eq!(lease.unwrap().expect("free").token(), FencingToken::new(42));
+}
+
+/// A waiter judges expiry on its own clock from when it first saw the
+/// record version: a lease that died long ago by the wall clock is still
+/// waited out for one TTL, and a renew seen in between restarts the wait.
+#[tokio::test]
+async fn expiry_is_judged_on_the_waiters_clock() {
+    let Some(holder) = dynamo().await else { return };
+    let resource = unique_name("waiter-clock");
+    let lease = holder.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    let lease = lease.unwrap().expect("free");
+    // A waiter in another process (no memory of the grant).
+    let waiter = dynamo().await.unwrap();
+    let request = LeaseRequest::new(&resource, TTL);
+    assert!(waiter.try_acquire(&request).await.unwrap().is_none());
+    tokio::time::sleep(TTL * 2 / 3).await;
+    let lease = holder.renew(&lease).await.expect("renew");
+    tokio::time::sleep(TTL * 2 / 3).await;
+    // One TTL since the first sighting, but a renew came in between.
+    assert!(waiter.try_acquire(&request).await.unwrap().is_none());
+    tokio::time::sleep(TTL + Duration::from_millis(50)).await;
+    let taken = waiter.try_acquire(&request).await.unwrap();
+    let taken = taken.expect("the same rvn for a whole TTL: taken over");
+    assert!(taken.token() > lease.token());
+    assert!(holder.renew(&lease).await.is_err(), "the old holder renews");
+    waiter.release(&taken).await.unwrap();
+}
+
+/// `verify` finds nothing unsafe on the emulator's table.
+#[tokio::test]
+async fn verify_passes_on_the_emulator() {
+    let Some(issuer) = dynamo().await else { return };
+    let checks = issuer.verify().await.expect("verify");
+    assert!(
+        checks
+            .iter()
+            .all(fencing_core::safety::SafetyCheck::is_safe),
+        "{checks:?}"
+    );
+    let names: Vec<_> = checks.iter().map(|c| c.name.as_str()).collect();
+    assert!(
+        names.contains(&"item expiry") && names.contains(&"lease clock"),
+        "{names:?}"
+    );
+}
