@@ -7,9 +7,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TimeToLiveStatus,
@@ -22,6 +19,7 @@ use fencing_core::{
 
 use crate::error::{NAME, map_error};
 use crate::store::PK;
+use crate::update::send_conditional;
 
 /// The last token granted (N): never reset nor deleted.
 pub const COUNTER: &str = "counter";
@@ -221,10 +219,6 @@ impl DynamoIssuer {
             .update_item()
             .table_name(&self.table)
             .key(PK, AttributeValue::S(key.to_owned()));
-        // A resent write whose first answer was lost could grant twice or
-        // be refused by its own effect.
-        let no_retries =
-            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
         let mut request = build(request);
         let used = format!(
             "{} {}",
@@ -236,30 +230,11 @@ impl DynamoIssuer {
                 request = request.expression_attribute_names(placeholder, name);
             }
         }
-        let sent = request.customize().config_override(no_retries).send().await;
-        match sent {
-            Ok(out) => Ok(Ok(out.attributes)),
-            Err(SdkError::ServiceError(service))
-                if matches!(
-                    service.err(),
-                    UpdateItemError::ConditionalCheckFailedException(_)
-                ) =>
-            {
-                let UpdateItemError::ConditionalCheckFailedException(refusal) = service.err()
-                else {
-                    unreachable!("matched above")
-                };
-                let old = refusal
-                    .item()
-                    .map(|item| self.parse(key, item))
-                    .transpose()?;
-                Ok(Err(old))
-            }
-            Err(err) => Err(map_error(
-                err,
-                Call::write(&format!("{op} {key:?} in table {}", self.table)),
-            )),
-        }
+        let name = format!("{op} {key:?} in table {}", self.table);
+        Ok(match send_conditional(request, Call::write(&name)).await? {
+            Ok(updated) => Ok(updated),
+            Err(old) => Err(old.map(|item| self.parse(key, &item)).transpose()?),
+        })
     }
 
     /// Grants `request` if `condition` holds: the new counter is the token.

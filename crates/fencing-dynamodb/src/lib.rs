@@ -7,6 +7,7 @@ mod error;
 mod issuer;
 mod store;
 mod table;
+mod update;
 
 pub use config::{BACKEND, DynamoConfig};
 pub use issuer::{COUNTER, DynamoIssuer, HOLDER, RVN, TTL_MS};

@@ -5,9 +5,6 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::retry::RetryConfig;
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use bytes::Bytes;
@@ -16,6 +13,7 @@ use fencing_core::safety::SafetyCheck;
 use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
 use crate::error::{NAME, map_error};
+use crate::update::send_conditional;
 
 /// The partition key attribute: the key (S).
 pub const PK: &str = "pk";
@@ -142,49 +140,24 @@ impl DynamoStore {
             }
         }
         update.push_str(&format!(" ADD {VERSION} :one"));
-        // No SDK retry: a resent write whose first answer was lost would be
-        // refused by its own effect, or apply twice.
-        let no_retries =
-            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
-        let sent = request
-            .update_expression(update)
-            .customize()
-            .config_override(no_retries)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(service))
-                if matches!(
-                    service.err(),
-                    UpdateItemError::ConditionalCheckFailedException(_)
-                ) =>
-            {
-                let UpdateItemError::ConditionalCheckFailedException(refusal) = service.err()
-                else {
-                    unreachable!("matched above")
-                };
-                let current = refusal
-                    .item()
-                    .map(|item| self.mark_of(key, item))
-                    .transpose()?;
-                match current {
-                    Some(current) if current > token => Err(Error::StaleToken {
-                        key: key.to_owned(),
-                        presented: token,
-                        current,
-                    }),
-                    other => Err(foreign(
-                        &self.table,
-                        key,
-                        &format!("{op} was refused, but the stored mark reads {other:?}"),
-                    )),
-                }
-            }
-            Err(err) => {
-                let name = format!("{op} {key:?} in table {}", self.table);
-                Err(map_error(err, Call::write(&name)))
-            }
+        let name = format!("{op} {key:?} in table {}", self.table);
+        let refused =
+            match send_conditional(request.update_expression(update), Call::write(&name)).await? {
+                Ok(_) => return Ok(()),
+                Err(old) => old,
+            };
+        let current = refused.map(|item| self.mark_of(key, &item)).transpose()?;
+        match current {
+            Some(current) if current > token => Err(Error::StaleToken {
+                key: key.to_owned(),
+                presented: token,
+                current,
+            }),
+            other => Err(foreign(
+                &self.table,
+                key,
+                &format!("{op} was refused, but the stored mark reads {other:?}"),
+            )),
         }
     }
 
