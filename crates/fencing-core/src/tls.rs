@@ -260,6 +260,18 @@ impl TlsOptions {
         }))
     }
 
+    /// [`transport_check`](Self::transport_check) of an SDK's endpoint
+    /// URL: the SDKs check the certificate and host name of every
+    /// `https://` endpoint, and send anything else in plaintext.
+    pub fn endpoint_check(endpoint: &str) -> SafetyCheck {
+        let mode = if endpoint.starts_with("https://") {
+            TlsMode::VerifyFull
+        } else {
+            TlsMode::Disable
+        };
+        Self::transport_check(mode, &[endpoint])
+    }
+
     /// What `fence doctor` says of this connection to `hosts` in `mode`:
     /// plaintext past the loopback, or an unchecked certificate, is a
     /// warning.

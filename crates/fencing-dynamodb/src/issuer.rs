@@ -515,15 +515,7 @@ impl TokenIssuer for DynamoIssuer {
         ));
         checks.extend(fencing_core::safety::probe_issuer(self).await?);
         if let Some(endpoint) = &self.endpoint {
-            let mode = if endpoint.starts_with("https://") {
-                fencing_core::tls::TlsMode::VerifyFull
-            } else {
-                fencing_core::tls::TlsMode::Disable
-            };
-            checks.push(fencing_core::tls::TlsOptions::transport_check(
-                mode,
-                &[endpoint],
-            ));
+            checks.push(fencing_core::tls::TlsOptions::endpoint_check(endpoint));
         }
         Ok(checks)
     }

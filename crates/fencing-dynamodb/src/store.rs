@@ -265,16 +265,7 @@ impl FencedStore for DynamoStore {
             checks.extend(fencing_core::safety::probe_store(self).await?);
         }
         if let Some(endpoint) = &self.endpoint {
-            // The SDK checks the certificate and host name of every https:// endpoint.
-            let mode = if endpoint.starts_with("https://") {
-                fencing_core::tls::TlsMode::VerifyFull
-            } else {
-                fencing_core::tls::TlsMode::Disable
-            };
-            checks.push(fencing_core::tls::TlsOptions::transport_check(
-                mode,
-                &[endpoint],
-            ));
+            checks.push(fencing_core::tls::TlsOptions::endpoint_check(endpoint));
         }
         Ok(checks)
     }

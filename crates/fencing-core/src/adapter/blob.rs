@@ -423,13 +423,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
         checks.extend(self.verify_preconditions().await?);
         checks.extend(self.backend.bucket_checks().await?);
         if let Some(endpoint) = self.backend.endpoint() {
-            // The SDKs check the certificate and host name of every https:// endpoint.
-            let mode = if endpoint.starts_with("https://") {
-                crate::tls::TlsMode::VerifyFull
-            } else {
-                crate::tls::TlsMode::Disable
-            };
-            checks.push(crate::tls::TlsOptions::transport_check(mode, &[&endpoint]));
+            checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));
         }
         Ok(checks)
     }
