@@ -60,22 +60,14 @@ pub trait TokenIssuer: Send + Sync + Debug {
     /// The default polls [`try_acquire`](Self::try_acquire) with a capped
     /// backoff; issuers that can watch for release override it.
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
-        let started = Instant::now();
-        let mut backoff = Duration::from_millis(5);
-        loop {
-            if let Some(lease) = self.try_acquire(request).await? {
-                return Ok(lease);
-            }
-            let waited = started.elapsed();
-            if waited >= wait {
-                return Err(Error::Timeout {
-                    operation: format!("acquire {:?}", request.resource),
-                    after: waited,
-                });
-            }
-            tokio::time::sleep(backoff.min(wait - waited)).await;
-            backoff = (backoff * 2).min(Duration::from_millis(100));
-        }
+        poll_acquire(
+            self,
+            request,
+            wait,
+            Duration::from_millis(5),
+            Duration::from_millis(100),
+        )
+        .await
     }
 
     /// Extends a held lease by its TTL, keeping its token.
@@ -120,5 +112,37 @@ pub trait TokenIssuer: Send + Sync + Debug {
     /// are [`SafetyCheck`]s.
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         safety::probe_issuer(self).await
+    }
+}
+
+/// Polls `issuer`'s [`try_acquire`](TokenIssuer::try_acquire) until it
+/// grants or `wait` has passed ([`Error::Timeout`]), sleeping `first`,
+/// then twice as long each time up to `cap`: the default
+/// [`TokenIssuer::acquire`], and an issuer's own with other bounds.
+///
+/// # Errors
+/// [`Error::Timeout`] after `wait`; otherwise what `try_acquire` returns.
+pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
+    issuer: &I,
+    request: &LeaseRequest,
+    wait: Duration,
+    first: Duration,
+    cap: Duration,
+) -> Result<Lease> {
+    let started = Instant::now();
+    let mut backoff = first;
+    loop {
+        if let Some(lease) = issuer.try_acquire(request).await? {
+            return Ok(lease);
+        }
+        let waited = started.elapsed();
+        if waited >= wait {
+            return Err(Error::Timeout {
+                operation: format!("acquire {:?}", request.resource),
+                after: waited,
+            });
+        }
+        tokio::time::sleep(backoff.min(wait - waited)).await;
+        backoff = (backoff * 2).min(cap);
     }
 }

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TimeToLiveStatus,
 };
-use fencing_core::adapter::Call;
+use fencing_core::adapter::{Call, poll_acquire};
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
@@ -121,10 +121,7 @@ impl DynamoIssuer {
     /// `verify`'s transport check; [`crate::DynamoConfig`] does it.
     #[must_use]
     pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
-        self.endpoint = Some(endpoint.map_or_else(
-            || "https://dynamodb.amazonaws.com".to_owned(),
-            fencing_core::redact,
-        ));
+        self.endpoint = Some(crate::table::shown_endpoint(endpoint));
         self
     }
 
@@ -339,23 +336,8 @@ impl TokenIssuer for DynamoIssuer {
     /// Polls [`try_acquire`](TokenIssuer::try_acquire) with a backoff of
     /// 50 ms up to a quarter of the TTL.
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
-        let started = Instant::now();
         let cap = (request.ttl / 4).max(Duration::from_millis(50));
-        let mut backoff = Duration::from_millis(50);
-        loop {
-            if let Some(lease) = self.try_acquire(request).await? {
-                return Ok(lease);
-            }
-            let waited = started.elapsed();
-            if waited >= wait {
-                return Err(Error::Timeout {
-                    operation: format!("acquire {:?}", request.resource),
-                    after: waited,
-                });
-            }
-            tokio::time::sleep(backoff.min(wait - waited)).await;
-            backoff = (backoff * 2).min(cap);
-        }
+        poll_acquire(self, request, wait, Duration::from_millis(50), cap).await
     }
 
     /// # Errors

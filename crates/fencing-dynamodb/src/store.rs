@@ -80,10 +80,7 @@ impl DynamoStore {
     /// `verify`'s transport check; [`crate::DynamoConfig`] does it.
     #[must_use]
     pub fn with_endpoint(mut self, endpoint: Option<&str>) -> Self {
-        self.endpoint = Some(endpoint.map_or_else(
-            || "https://dynamodb.amazonaws.com".to_owned(),
-            fencing_core::redact,
-        ));
+        self.endpoint = Some(crate::table::shown_endpoint(endpoint));
         self
     }
 

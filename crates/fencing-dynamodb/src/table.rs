@@ -154,3 +154,12 @@ pub(crate) async fn checks(client: &Client, table: &str) -> Result<Vec<SafetyChe
     });
     Ok(checks)
 }
+
+/// The endpoint a client talks to as `verify` names it: AWS itself when
+/// none was given, redacted.
+pub(crate) fn shown_endpoint(endpoint: Option<&str>) -> String {
+    endpoint.map_or_else(
+        || "https://dynamodb.amazonaws.com".to_owned(),
+        fencing_core::redact,
+    )
+}

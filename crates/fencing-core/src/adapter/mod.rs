@@ -15,3 +15,4 @@ pub mod descriptor;
 pub mod url;
 
 pub use crate::error::{Call, Redacted, never_sent, tls_failure};
+pub use crate::issuer::poll_acquire;
