@@ -24,9 +24,11 @@
 //! earlier attempt may have been applied.
 
 mod backend;
+mod clock;
 pub mod config;
 pub mod frame;
 mod hook;
+mod lease;
 pub mod http;
 
 use std::collections::HashMap;
@@ -41,9 +43,11 @@ pub use self::backend::{
     BlobBackend, BlobMeta, BlobVersion, BlobWrite, Precondition, STATE_METADATA_KEY, StoredObject,
     TOKEN_METADATA_KEY, WriteOutcome,
 };
+pub use self::clock::ServerClock;
 use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use self::hook::{HookedWrites, WriteHook};
+pub use self::lease::BlobIssuer;
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
@@ -281,52 +285,59 @@ impl<B: BlobBackend> BlobStore<B> {
         )
         .increment(1);
     }
+}
 
-    /// The precondition checks of [`FencedStore::verify`], on the probe
-    /// object the generic probe left: the same bytes written back under a
-    /// version that cannot match, then create-only. Both must be refused;
-    /// either way the object is unchanged.
-    async fn verify_preconditions(&self) -> Result<Vec<SafetyCheck>> {
-        let key = safety::PROBE_KEY;
-        let Some(stored) = self.backend.read(key).await? else {
-            return Ok(vec![SafetyCheck::unsafe_(
-                "probe object readable",
-                format!("{key:?} was written but reads as absent"),
-            )]);
-        };
-        let current = self.unframe(key, stored.clone())?;
-        let name = self.backend.name();
-        let mut checks = Vec::new();
-        let cases = [
-            (
-                "refuses a write under a stale version (If-Match / ifGenerationMatch)",
-                Precondition::Matches(self.backend.unmatchable_version()),
-            ),
-            (
-                "refuses a create-only write over an existing object (If-None-Match / ifGenerationMatch=0)",
-                Precondition::Absent,
-            ),
-        ];
-        for (check, precondition) in cases {
-            let write = BlobWrite::new(stored.bytes.clone(), current.meta, precondition.clone());
-            let outcome = self.backend.write(key, write).await?;
-            checks.push(match outcome {
-                WriteOutcome::PreconditionFailed => {
-                    SafetyCheck::pass(check, format!("{name} answered: precondition failed"))
-                }
-                WriteOutcome::Written(_) => SafetyCheck::unsafe_(
-                    check,
-                    format!(
-                        "{name} APPLIED a write whose precondition ({precondition:?}) cannot hold: \
-                         this server ignores conditional-write headers, so racing writers can \
-                         overwrite each other and a stale token can win. Do not fence on it."
-                    ),
+/// The precondition checks of `verify`, on an object that exists (the
+/// store's probe key, the issuer's probe record): the same bytes written
+/// back under a version that cannot match, then create-only. Both must be
+/// refused; either way the object is unchanged.
+pub(crate) async fn precondition_checks<B: BlobBackend + ?Sized>(
+    backend: &B,
+    key: &str,
+) -> Result<Vec<SafetyCheck>> {
+    let Some(stored) = backend.read(key).await? else {
+        return Ok(vec![SafetyCheck::unsafe_(
+            "probe object readable",
+            format!("{key:?} was written but reads as absent"),
+        )]);
+    };
+    let hint = match frame::decode_header(&stored.bytes) {
+        Ok(Header::Framed(meta)) => meta,
+        _ => BlobMeta {
+            token: FencingToken::ZERO,
+            has_value: true,
+        },
+    };
+    let name = backend.name();
+    let mut checks = Vec::new();
+    let cases = [
+        (
+            "refuses a write under a stale version (If-Match / ifGenerationMatch)",
+            Precondition::Matches(backend.unmatchable_version()),
+        ),
+        (
+            "refuses a create-only write over an existing object (If-None-Match / ifGenerationMatch=0)",
+            Precondition::Absent,
+        ),
+    ];
+    for (check, precondition) in cases {
+        let write = BlobWrite::new(stored.bytes.clone(), hint, precondition.clone());
+        let outcome = backend.write(key, write).await?;
+        checks.push(match outcome {
+            WriteOutcome::PreconditionFailed => {
+                SafetyCheck::pass(check, format!("{name} answered: precondition failed"))
+            }
+            WriteOutcome::Written(_) => SafetyCheck::unsafe_(
+                check,
+                format!(
+                    "{name} APPLIED a write whose precondition ({precondition:?}) cannot hold: \
+                     this server ignores conditional-write headers, so racing writers can \
+                     overwrite each other and a stale token can win. Do not fence on it."
                 ),
-            });
-        }
-        self.remember(key, None);
-        Ok(checks)
+            ),
+        });
     }
+    Ok(checks)
 }
 
 /// A short, jittered pause so racing writers do not collide in lockstep.
@@ -420,7 +431,8 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         let mut checks = safety::probe_store(self).await?;
-        checks.extend(self.verify_preconditions().await?);
+        checks.extend(precondition_checks(&self.backend, safety::PROBE_KEY).await?);
+        self.remember(safety::PROBE_KEY, None);
         checks.extend(self.backend.bucket_checks().await?);
         if let Some(endpoint) = self.backend.endpoint() {
             checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));

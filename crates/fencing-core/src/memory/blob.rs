@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -18,6 +19,7 @@ use crate::{Limits, Result};
 pub struct MemoryBlobBackend {
     objects: Mutex<HashMap<String, Object>>,
     generation: AtomicU64,
+    reads: AtomicU64,
     writes: AtomicU64,
     precondition_failures: AtomicU64,
 }
@@ -26,14 +28,17 @@ pub struct MemoryBlobBackend {
 struct Object {
     generation: u64,
     body: Bytes,
+    /// By this process's wall clock, which is this in-memory server's.
+    modified: SystemTime,
 }
 
 impl Object {
     fn stored(&self, len: usize) -> StoredObject {
-        StoredObject {
-            version: BlobVersion::new(self.generation.to_string()),
-            bytes: self.body.slice(..len.min(self.body.len())),
-        }
+        StoredObject::new(
+            BlobVersion::new(self.generation.to_string()),
+            self.body.slice(..len.min(self.body.len())),
+        )
+        .modified_at(Some(self.modified))
     }
 }
 
@@ -41,6 +46,17 @@ impl MemoryBlobBackend {
     /// No objects.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Reads that reached the backend, of present objects or absent ones.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Deletes an object unconditionally, as a person or a lifecycle rule
+    /// would; `true` if it was there.
+    pub fn remove(&self, key: &str) -> bool {
+        self.objects.lock().expect("poisoned").remove(key).is_some()
     }
 
     /// Conditional writes that reached the backend, won or lost.
@@ -60,7 +76,14 @@ impl MemoryBlobBackend {
         self.objects
             .lock()
             .expect("poisoned")
-            .insert(key.to_owned(), Object { generation, body });
+            .insert(
+                key.to_owned(),
+                Object {
+                    generation,
+                    body,
+                    modified: SystemTime::now(),
+                },
+            );
     }
 }
 
@@ -74,7 +97,13 @@ impl BlobBackend for MemoryBlobBackend {
         MemoryStore::LIMITS
     }
 
+    /// This process's wall clock: it is the in-memory server's own.
+    fn server_now(&self) -> Option<SystemTime> {
+        Some(SystemTime::now())
+    }
+
     async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
         Ok(self
             .objects
             .lock()
@@ -102,7 +131,15 @@ impl BlobBackend for MemoryBlobBackend {
             return Ok(WriteOutcome::PreconditionFailed);
         }
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        objects.insert(key.to_owned(), Object { generation, body });
+        let modified = SystemTime::now();
+        objects.insert(
+            key.to_owned(),
+            Object {
+                generation,
+                body,
+                modified,
+            },
+        );
         Ok(WriteOutcome::Written(BlobVersion::new(
             generation.to_string(),
         )))

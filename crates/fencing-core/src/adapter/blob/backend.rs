@@ -2,6 +2,7 @@
 //! versions, preconditions, write outcomes, stored bytes.
 
 use std::fmt::{self, Debug};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -65,6 +66,29 @@ pub struct StoredObject {
     pub version: BlobVersion,
     /// The stored bytes, frame included.
     pub bytes: Bytes,
+    /// When the server last wrote the object, on the server's clock
+    /// (`Last-Modified`, GCS's update time), if the answer said. The bucket
+    /// issuer judges a lease's age by it against
+    /// [`BlobBackend::server_now`]; the store never reads it.
+    pub modified: Option<SystemTime>,
+}
+
+impl StoredObject {
+    /// An object at `version` holding `bytes`, of unknown modification time.
+    pub fn new(version: BlobVersion, bytes: Bytes) -> Self {
+        Self {
+            version,
+            bytes,
+            modified: None,
+        }
+    }
+
+    /// The same object, last written at `modified` by the server's clock.
+    #[must_use]
+    pub fn modified_at(mut self, modified: Option<SystemTime>) -> Self {
+        self.modified = modified;
+        self
+    }
 }
 
 /// The condition a write is made under.
@@ -168,6 +192,16 @@ pub trait BlobBackend: Send + Sync + Debug {
     fn endpoint(&self) -> Option<String> {
         None
     }
+
+    /// The server's clock now, as a [`ServerClock`](super::ServerClock) fed
+    /// with the `Date` of the backend's answers estimates it (never ahead
+    /// of the server). The bucket issuer judges expiry by it and
+    /// [`StoredObject::modified`], both the server's, and seeds a new lease
+    /// record from it. `None` (the default) when the backend cannot tell:
+    /// expiry is then judged on the waiter's monotonic clock alone.
+    fn server_now(&self) -> Option<SystemTime> {
+        None
+    }
 }
 
 /// Forwards to the backend behind the reference (two stores, or a test and
@@ -196,6 +230,9 @@ macro_rules! forward_blob_backend {
             }
             fn endpoint(&self) -> Option<String> {
                 (**self).endpoint()
+            }
+            fn server_now(&self) -> Option<SystemTime> {
+                (**self).server_now()
             }
         }
     )*};

@@ -77,4 +77,8 @@ impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
     fn endpoint(&self) -> Option<String> {
         self.inner.endpoint()
     }
+
+    fn server_now(&self) -> Option<std::time::SystemTime> {
+        self.inner.server_now()
+    }
 }

@@ -1,0 +1,605 @@
+//! [`BlobIssuer`]: a fenced lease that needs nothing but a bucket.
+//!
+//! One object per resource, the *lease record*, changed only by
+//! conditional writes on the version last read (the same compare-and-swap
+//! the [`BlobStore`](super::BlobStore) loop uses, in the same frame). The
+//! record keeps the counter: a grant writes `counter + 1` and the holder, a
+//! release writes the holder away and keeps the counter. Tokens therefore
+//! strictly increase across holders, issuer restarts and crashes.
+//!
+//! **Expiry is judged on the server's clock or on the waiter's own
+//! monotonic clock, never by comparing wall clocks.** A held record is
+//! taken over, conditioned on its version, once either
+//! - the server's clock says the record's last write (`Last-Modified`) is a
+//!   TTL old, plus the second those timestamps are rounded to, where the
+//!   backend reports both ([`BlobBackend::server_now`]); or
+//! - this waiter has seen the same version for a whole TTL.
+//!
+//! The holder's own deadline counts from before it sent the write, so it
+//! always ends first. A client whose clock is hours off neither steals a
+//! live lease nor keeps a dead one: its wall clock is never read.
+//!
+//! **A record deleted by hand** (or by a lifecycle rule) takes its counter
+//! with it. So that tokens still never go back, a record is created at the
+//! server's time in microseconds, not at 1: a record created again after a
+//! deletion starts above every token the deleted one gave, which would
+//! need more than one grant per microsecond to be otherwise. `raise_floor`
+//! sets any higher floor. `verify` warns about lifecycle rules.
+//!
+//! **Cost.** A grant is one `GET` and one conditional `PUT`; a renew or a
+//! release is one conditional `PUT` (the issuer remembers the version it
+//! wrote); acquiring again a record this issuer released is one `PUT`.
+//! A waiter polls with one `GET` per try.
+
+use std::collections::HashMap;
+use std::fmt::{self, Debug};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::frame::{self, Header};
+use super::{BlobBackend, BlobMeta, BlobVersion, BlobWrite, Precondition, WriteOutcome};
+use crate::safety::{self, SafetyCheck};
+use crate::adapter::poll_acquire;
+use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+
+/// `Last-Modified` and `Date` are whole seconds: an age read from them may
+/// be up to this much longer than the real one.
+const TIMESTAMP_GRAIN: Duration = Duration::from_secs(1);
+
+/// The first line of a record's value: what it is, and its layout's version.
+const RECORD_TAG: &str = "fencing-lease 1";
+
+/// How many conditional writes `raise_floor` tries before reporting
+/// [`Error::Contention`].
+const FLOOR_ATTEMPTS: u32 = 8;
+
+/// A lease record, as stored after the frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Record {
+    /// The last token granted (also the frame's token).
+    counter: u64,
+    /// `None` when free.
+    holder: Option<String>,
+    /// The holder's TTL, as it asked, rounded up to the millisecond.
+    ttl_ms: u64,
+    /// Fresh on every write: it tells our own write apart when an answer
+    /// was lost, and changes an S3 ETag (an MD5 of the body) every time.
+    nonce: u128,
+}
+
+impl Record {
+    fn encode(&self) -> Bytes {
+        let value = format!(
+            "{RECORD_TAG}\nttl_ms={}\nnonce={:032x}\nholder={}",
+            self.ttl_ms,
+            self.nonce,
+            self.holder.as_deref().unwrap_or("")
+        );
+        let meta = BlobMeta {
+            token: FencingToken::new(self.counter),
+            has_value: true,
+        };
+        frame::encode(meta, value.as_bytes())
+    }
+
+    fn decode(counter: u64, value: &[u8]) -> std::result::Result<Self, String> {
+        let text = std::str::from_utf8(value).map_err(|_| "its value is not UTF-8".to_owned())?;
+        let rest = text
+            .strip_prefix(RECORD_TAG)
+            .and_then(|r| r.strip_prefix('\n'))
+            .ok_or_else(|| format!("its value does not start with {RECORD_TAG:?}"))?;
+        let mut lines = rest.splitn(3, '\n');
+        let mut field = |name: &str| {
+            lines
+                .next()
+                .and_then(|l| l.strip_prefix(name)?.strip_prefix('='))
+                .ok_or_else(|| format!("it has no {name}= line"))
+        };
+        let ttl_ms = field("ttl_ms")?;
+        let ttl_ms = ttl_ms
+            .parse()
+            .map_err(|_| format!("its ttl_ms {ttl_ms:?} is not a number"))?;
+        let nonce = field("nonce")?;
+        let nonce = u128::from_str_radix(nonce, 16)
+            .map_err(|_| format!("its nonce {nonce:?} is not hex"))?;
+        let holder = field("holder")?;
+        Ok(Self {
+            counter,
+            holder: (!holder.is_empty()).then(|| holder.to_owned()),
+            ttl_ms,
+            nonce,
+        })
+    }
+
+    fn is_held_by(&self, lease: &Lease) -> bool {
+        self.holder.as_deref() == Some(lease.holder().as_str()) && self.counter == lease.token().get()
+    }
+}
+
+/// A record as read (or as we last wrote it).
+#[derive(Clone, Debug)]
+struct Current {
+    version: BlobVersion,
+    record: Record,
+    /// On the server's clock, if the backend said.
+    modified: Option<SystemTime>,
+}
+
+/// What this issuer last knew of a record: for its own next write (no
+/// read) and for judging expiry on its own monotonic clock.
+#[derive(Clone, Debug)]
+struct Known {
+    current: Current,
+    /// When this version was first seen (after the answer that showed it).
+    since: Instant,
+}
+
+/// How many records an issuer remembers.
+const KNOWN_CAP: usize = 4096;
+
+/// A [`TokenIssuer`] on any [`BlobBackend`]: S3, GCS, Azure Blob, or the
+/// in-memory one. See the [module docs](self) for the record, the expiry
+/// rule and the cost.
+///
+/// The records live under a prefix (default
+/// [`DEFAULT_PREFIX`](Self::DEFAULT_PREFIX)), so one bucket can be both
+/// the issuer and the store.
+pub struct BlobIssuer<B> {
+    backend: B,
+    prefix: String,
+    known: Mutex<HashMap<String, Known>>,
+}
+
+impl<B: BlobBackend> Debug for BlobIssuer<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlobIssuer")
+            .field("backend", &self.backend)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of one conditional write of a record.
+enum Wrote {
+    Yes,
+    /// Someone else wrote first.
+    Lost,
+}
+
+impl<B: BlobBackend> BlobIssuer<B> {
+    /// The default prefix of the lease records, apart from a store's keys.
+    pub const DEFAULT_PREFIX: &'static str = "fencing-lease/";
+    /// The highest floor: the next grant, one above it, must fit a `u64`.
+    pub const MAX_FLOOR: FencingToken = FencingToken::new(u64::MAX - 1);
+
+    /// An issuer keeping its lease records in `backend` under
+    /// [`DEFAULT_PREFIX`](Self::DEFAULT_PREFIX). Nothing is sent until the
+    /// first operation.
+    pub fn new(backend: B) -> Self {
+        Self {
+            backend,
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Another prefix for the lease records' keys.
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The prefix of the lease records' keys.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// The key of `resource`'s record.
+    pub fn record_key(&self, resource: &str) -> String {
+        format!("{}{resource}", self.prefix)
+    }
+
+    fn known(&self, key: &str) -> Option<Known> {
+        self.known.lock().expect("known lock").get(key).cloned()
+    }
+
+    /// Remembers `current` as just seen or written, keeping the instant it
+    /// was first seen when the version is the same.
+    fn remember(&self, key: &str, current: Option<Current>) {
+        let mut known = self.known.lock().expect("known lock");
+        let Some(current) = current else {
+            known.remove(key);
+            return;
+        };
+        if let Some(k) = known.get_mut(key) {
+            if k.current.version == current.version {
+                k.current = current;
+                return;
+            }
+        }
+        if known.len() >= KNOWN_CAP && !known.contains_key(key) {
+            known.clear();
+        }
+        let since = Instant::now();
+        known.insert(key.to_owned(), Known { current, since });
+    }
+
+    fn foreign(&self, key: &str, why: &str) -> Error {
+        Error::backend(
+            self.backend.name(),
+            false,
+            format!("{key:?} is not a lease record of fencing ({why}); nothing was written"),
+        )
+    }
+
+    /// Reads the record (a small object: all of it).
+    async fn read(&self, key: &str) -> Result<Option<Current>> {
+        let Some(stored) = self.backend.read(key).await? else {
+            return Ok(None);
+        };
+        let meta = match frame::decode_header(&stored.bytes) {
+            Ok(Header::Framed(meta)) => meta,
+            Ok(Header::Foreign) => return Err(self.foreign(key, "it has no fencing frame")),
+            Err(damage) => return Err(self.foreign(key, &damage)),
+        };
+        let record = Record::decode(meta.token.get(), &frame::value_of(&stored.bytes))
+            .map_err(|why| self.foreign(key, &why))?;
+        let current = Current {
+            version: stored.version,
+            record,
+            modified: stored.modified,
+        };
+        self.remember(key, Some(current.clone()));
+        Ok(Some(current))
+    }
+
+    /// Writes `record` under `precondition`. A lost answer is resolved by
+    /// reading the record back: our nonce there means it was applied.
+    async fn write(&self, key: &str, precondition: Precondition, record: Record) -> Result<Wrote> {
+        let meta = BlobMeta {
+            token: FencingToken::new(record.counter),
+            has_value: true,
+        };
+        let write = BlobWrite::new(record.encode(), meta, precondition);
+        match self.backend.write(key, write).await {
+            Ok(WriteOutcome::Written(version)) => {
+                self.remember(
+                    key,
+                    Some(Current {
+                        version,
+                        record,
+                        modified: None,
+                    }),
+                );
+                Ok(Wrote::Yes)
+            }
+            Ok(WriteOutcome::PreconditionFailed) => {
+                self.remember(key, None);
+                Ok(Wrote::Lost)
+            }
+            Err(unknown @ Error::OutcomeUnknown { .. }) => {
+                self.remember(key, None);
+                match self.read(key).await {
+                    Ok(Some(now)) if now.record.nonce == record.nonce => Ok(Wrote::Yes),
+                    // Not ours: it was not applied, or was overwritten,
+                    // which only a takeover after our deadline does.
+                    Ok(_) => Ok(Wrote::Lost),
+                    Err(_) => Err(unknown),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The first token of a new record: the server's time in microseconds
+    /// (see the module docs), or 1 if the backend cannot tell it.
+    fn first_token(&self, key: &str) -> u64 {
+        let seed = self
+            .backend
+            .server_now()
+            .and_then(|now| now.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX / 2));
+        if seed == 0 {
+            tracing::warn!(
+                key,
+                backend = self.backend.name(),
+                "new lease record at token 1: this backend reports no server time, so a record \
+                 deleted by hand and created again would restart its tokens"
+            );
+        }
+        seed + 1
+    }
+
+    /// Whether a held record is dead: a TTL old on the server's clock, or
+    /// the same version seen by this waiter for a TTL.
+    fn expired(&self, key: &str, current: &Current) -> bool {
+        let ttl = Duration::from_millis(current.record.ttl_ms);
+        let by_server = current
+            .modified
+            .zip(self.backend.server_now())
+            .is_some_and(|(modified, now)| {
+                now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
+            });
+        let by_waiter = self.known(key).is_some_and(|k| {
+            k.current.version == current.version && k.since.elapsed() >= ttl
+        });
+        by_server || by_waiter
+    }
+
+    /// Writes `lease`'s record as `next` makes it, from the version this
+    /// issuer wrote last or, failing that, one read. `Ok(None)` when the
+    /// record is no longer the lease's.
+    async fn rewrite(
+        &self,
+        lease: &Lease,
+        next: impl Fn(&Record) -> Record,
+    ) -> Result<Option<Record>> {
+        let key = self.record_key(lease.resource());
+        let mut cached = self
+            .known(&key)
+            .map(|k| k.current)
+            .filter(|c| c.record.is_held_by(lease));
+        loop {
+            let from_cache = cached.is_some();
+            let current = match cached.take() {
+                Some(current) => current,
+                None => match self.read(&key).await? {
+                    Some(current) if current.record.is_held_by(lease) => current,
+                    _ => return Ok(None),
+                },
+            };
+            let record = next(&current.record);
+            match self.write(&key, Precondition::Matches(current.version), record.clone()).await? {
+                Wrote::Yes => return Ok(Some(record)),
+                // The cached version was old: read and decide again.
+                Wrote::Lost if from_cache => {}
+                Wrote::Lost => return Ok(None),
+            }
+        }
+    }
+
+    /// Writes a grant of `request` at `token` under `precondition`.
+    async fn grant(
+        &self,
+        request: &LeaseRequest,
+        key: &str,
+        precondition: Precondition,
+        token: u64,
+    ) -> Result<Option<Lease>> {
+        let record = Record {
+            counter: token,
+            holder: Some(request.holder.to_string()),
+            // Rounded up: never shorter than the holder's deadline.
+            ttl_ms: request.ttl_millis_ceil(),
+            nonce: rand::random(),
+        };
+        let sent_at = Instant::now();
+        Ok(match self.write(key, precondition, record).await? {
+            Wrote::Yes => Some(Lease::new(request, FencingToken::new(token), sent_at)),
+            Wrote::Lost => None,
+        })
+    }
+
+    fn next_token(current: &Current) -> Result<u64> {
+        current
+            .record
+            .counter
+            .checked_add(1)
+            .ok_or(Error::TokenOutOfRange {
+                token: FencingToken::new(u64::MAX),
+                max: Self::MAX_FLOOR,
+            })
+    }
+}
+
+#[async_trait]
+impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
+    fn name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        request.validate(self.min_ttl())?;
+        let key = self.record_key(&request.resource);
+        // A record this issuer saw free (its own release): write at once.
+        if let Some(known) = self.known(&key).filter(|k| k.current.record.holder.is_none()) {
+            let token = Self::next_token(&known.current)?;
+            let version = Precondition::Matches(known.current.version);
+            if let Some(lease) = self.grant(request, &key, version, token).await? {
+                return Ok(Some(lease));
+            }
+        }
+        match self.read(&key).await? {
+            None => {
+                let token = self.first_token(&key);
+                self.grant(request, &key, Precondition::Absent, token).await
+            }
+            Some(current) if current.record.holder.is_none() || self.expired(&key, &current) => {
+                let token = Self::next_token(&current)?;
+                let version = Precondition::Matches(current.version);
+                self.grant(request, &key, version, token).await
+            }
+            Some(_) => Ok(None),
+        }
+    }
+
+    /// Polls [`try_acquire`](TokenIssuer::try_acquire), one `GET` per try,
+    /// backing off from 50 ms up to a quarter of the TTL: an object store
+    /// cannot tell a waiter that a record changed.
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        let cap = (request.ttl / 4).max(Duration::from_millis(50));
+        poll_acquire(self, request, wait, Duration::from_millis(50), cap).await
+    }
+
+    /// One conditional `PUT` from the version this issuer last wrote (a
+    /// `GET` first if it knows none, or another was written since).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the lease's local deadline has passed (a
+    /// waiter may have judged it dead) or the record is no longer its.
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        crate::check_ttl(lease.ttl())?;
+        if lease.is_expired() {
+            return Err(Error::lease_lost(lease));
+        }
+        let sent_at = Instant::now();
+        let renewed = self
+            .rewrite(lease, |record| Record {
+                ttl_ms: crate::ttl_millis_ceil(lease.ttl()),
+                nonce: rand::random(),
+                ..record.clone()
+            })
+            .await?;
+        match renewed {
+            Some(_) => Ok(lease.renewed(sent_at)),
+            None => Err(Error::lease_lost(lease)),
+        }
+    }
+
+    /// One conditional `PUT` that writes the holder away and keeps the
+    /// counter.
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        let released = self
+            .rewrite(lease, |record| Record {
+                holder: None,
+                ttl_ms: 0,
+                nonce: rand::random(),
+                ..record.clone()
+            })
+            .await?;
+        released.map(|_| ()).ok_or_else(|| Error::lease_lost(lease))
+    }
+
+    /// The holder the record names, unless the server's clock or this
+    /// issuer's own has judged it dead.
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        let key = self.record_key(resource);
+        let Some(current) = self.read(&key).await? else {
+            return Ok(None);
+        };
+        let Some(holder) = current.record.holder.clone() else {
+            return Ok(None);
+        };
+        if self.expired(&key, &current) {
+            return Ok(None);
+        }
+        Ok(Some(Holding {
+            holder: HolderId::new(holder)
+                .map_err(|_| self.foreign(&key, "its holder is no holder id"))?,
+            token: FencingToken::new(current.record.counter),
+        }))
+    }
+
+    /// Raises the counter of a free (or dead) record, creating it if need
+    /// be; a live holder's is [`Error::Busy`]. A floor above
+    /// [`BlobIssuer::MAX_FLOOR`] is [`Error::TokenOutOfRange`], before
+    /// anything is sent.
+    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
+        if floor > Self::MAX_FLOOR {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: Self::MAX_FLOOR,
+            });
+        }
+        let key = self.record_key(resource);
+        let free_at_floor = Record {
+            counter: floor.get(),
+            holder: None,
+            ttl_ms: 0,
+            nonce: rand::random(),
+        };
+        for _ in 0..FLOOR_ATTEMPTS {
+            let precondition = match self.read(&key).await? {
+                Some(current) if current.record.counter >= floor.get() => return Ok(()),
+                Some(current)
+                    if current.record.holder.is_some() && !self.expired(&key, &current) =>
+                {
+                    return Err(Error::busy(resource, "raise_floor"));
+                }
+                Some(current) => Precondition::Matches(current.version),
+                None => Precondition::Absent,
+            };
+            let record = Record {
+                nonce: rand::random(),
+                ..free_at_floor.clone()
+            };
+            if let Wrote::Yes = self.write(&key, precondition, record).await? {
+                return Ok(());
+            }
+        }
+        Err(Error::Contention {
+            key,
+            attempts: FLOOR_ATTEMPTS,
+        })
+    }
+
+    /// The generic probe, then on its record: the server refuses writes
+    /// whose precondition cannot hold (a bucket that ignores them could
+    /// grant one lease twice), the bucket's own settings, the clock expiry
+    /// is judged by, and the transport.
+    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
+        let mut checks = safety::probe_issuer(self).await?;
+        let key = self.record_key(safety::PROBE_RESOURCE);
+        checks.extend(super::precondition_checks(&self.backend, &key).await?);
+        self.remember(&key, None);
+        checks.extend(self.backend.bucket_checks().await?);
+        checks.push(match self.backend.server_now() {
+            Some(_) => SafetyCheck::pass(
+                "lease clock",
+                "expiry is judged by the server's Date against the record's Last-Modified, or \
+                 by a waiter's monotonic clock; new records start at the server's time in \
+                 microseconds, so one deleted by hand cannot restart its tokens",
+            ),
+            None => SafetyCheck::warn(
+                "lease clock",
+                "this backend reports no server time: expiry is judged on a waiter's monotonic \
+                 clock (a waiter waits a whole TTL), and a record deleted by hand would restart \
+                 its tokens at 1 (raise_floor after any such deletion)",
+            ),
+        });
+        if let Some(endpoint) = self.backend.endpoint() {
+            checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));
+        }
+        Ok(checks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_as_written() {
+        for holder in [None, Some("host:1:ab\ncd=ef".to_owned())] {
+            let record = Record {
+                counter: 41,
+                holder,
+                ttl_ms: 1500,
+                nonce: 7,
+            };
+            let body = record.encode();
+            let Ok(Header::Framed(meta)) = frame::decode_header(&body) else {
+                panic!("not framed");
+            };
+            assert_eq!(meta.token, FencingToken::new(41));
+            let back = Record::decode(41, &frame::value_of(&body)).expect("decodes");
+            assert_eq!(back, record);
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_no_record_is_refused() {
+        for value in [&b"hello"[..], b"fencing-lease 1\nttl_ms=x\nnonce=1\nholder=", b"\xff"] {
+            assert!(Record::decode(1, value).is_err(), "{value:?} decoded");
+        }
+    }
+}
