@@ -64,6 +64,17 @@ fn bucket_name() -> String {
     format!("{}-matrix", run_prefix().replace('_', "-"))
 }
 
+/// The bucket issuer's URL on this run's bucket of an emulator, its lease
+/// records under this run's prefix.
+fn bucket_issuer_url(scheme: &str, server: &Server) -> String {
+    format!(
+        "{scheme}://{}?endpoint={}&emulator=true&lease_prefix={}-lease/",
+        bucket_name(),
+        server.endpoint(),
+        run_prefix()
+    )
+}
+
 /// Where the tests run a backend of the registry: one row per test server.
 /// What each opens (issuer, store, both) is its descriptor's
 /// (`fencing::registry`), not this table's.
@@ -158,24 +169,24 @@ const INSTANCES: &[Instance] = &[
         name: "s3",
         backend: "s3",
         server: Some(&env::S3),
-        url: None,
-        ttl: Duration::ZERO,
+        url: Some(|| bucket_issuer_url("s3", &env::S3)),
+        ttl: Duration::from_secs(1),
         store: Some(|| Box::pin(async { Some(Arc::new(s3().await?) as Arc<dyn FencedStore>) })),
     },
     Instance {
         name: "gcs",
         backend: "gcs",
         server: Some(&env::GCS),
-        url: None,
-        ttl: Duration::ZERO,
+        url: Some(|| bucket_issuer_url("gs", &env::GCS)),
+        ttl: Duration::from_secs(1),
         store: Some(|| Box::pin(async { Some(Arc::new(gcs().await?) as Arc<dyn FencedStore>) })),
     },
     Instance {
         name: "azure",
         backend: "azure",
         server: Some(&env::AZURE),
-        url: None,
-        ttl: Duration::ZERO,
+        url: Some(|| bucket_issuer_url("az", &env::AZURE)),
+        ttl: Duration::from_secs(1),
         store: Some(|| Box::pin(async { Some(Arc::new(azure().await?) as Arc<dyn FencedStore>) })),
     },
     Instance {
@@ -235,6 +246,17 @@ pub fn issuer_url_of(name: &str) -> Option<String> {
         .map(|url| url())
 }
 
+/// The store URL an issuer runs against in the clock runs of the nemesis:
+/// its own where its URL opens a store made for this run (one bucket or
+/// one table as issuer and store, the simplest deployment), else
+/// PostgreSQL's.
+pub fn own_store_url_of(name: &str) -> Option<String> {
+    instance(name)
+        .filter(|i| i.store.is_some() && opens(i, Role::Store))
+        .and_then(|i| i.url)
+        .map(|url| url())
+}
+
 /// A fresh issuer by name, with the TTL its tests use; `None` if skipped.
 ///
 /// # Panics
@@ -247,6 +269,10 @@ pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
         panic!("unknown issuer {name:?}; known: {:?}", issuers());
     };
     let url = instance.url.expect("an issuer is opened by URL")();
+    // The store's opener makes the bucket (or table) the URL names.
+    if let Some(open_store) = instance.store {
+        open_store().await?;
+    }
     let issuer = on(instance.server, fencing::open_issuer(&url)).await?;
     Some((issuer, instance.ttl))
 }

@@ -9,14 +9,14 @@ use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use azure_storage_blob::BlobContainerClientOptions;
 use fencing_core::adapter::blob::config::{
-    ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
 };
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::env;
 use fencing_core::{Error, Result};
 
 use crate::sas::{account_sas, container_url};
-use crate::{AzureBackend, AzureStore};
+use crate::{AzureBackend, AzureIssuer, AzureStore};
 
 /// The Azure Blob backend, as the registry, `fence --help` and the README
 /// see it.
@@ -31,6 +31,7 @@ pub const BACKEND: Descriptor = Descriptor {
         ENDPOINT,
         EMULATOR,
         ADOPT_UNFENCED,
+        LEASE_PREFIX,
         UrlOption::new(
             "account",
             OptionKind::Text,
@@ -52,7 +53,11 @@ pub const BACKEND: Descriptor = Descriptor {
     // The endpoint's scheme says whether TLS is used.
     tls_modes: &[],
     check: |url| AzureConfig::from_url(url).map(drop),
-    open_issuer: None,
+    open_issuer: Some(|url| {
+        Box::pin(
+            async move { descriptor::issuer(AzureConfig::from_url(&url)?.connect_issuer().await?) },
+        )
+    }),
     open_store: Some(|url| {
         Box::pin(async move { descriptor::store(AzureConfig::from_url(&url)?.connect().await?) })
     }),
@@ -382,6 +387,15 @@ impl AzureConfig {
     pub async fn connect(&self) -> Result<AzureStore> {
         Ok(self.common.store(self.backend()?))
     }
+
+    /// Opens the bucket issuer: [`backend`](Self::backend), its lease
+    /// records under `lease_prefix` in the container.
+    ///
+    /// # Errors
+    /// As [`backend`](Self::backend).
+    pub async fn connect_issuer(&self) -> Result<AzureIssuer> {
+        Ok(self.common.issuer(self.backend()?))
+    }
 }
 
 /// The account an endpoint names: `ACCOUNT.blob.…` or the first path
@@ -452,7 +466,7 @@ mod tests {
                     "az://c?key=x",
                     &[
                         "unknown option \"key\" in a az:// URL",
-                        "known options: endpoint, emulator, adopt_unfenced, account, sas, sas_lifetime",
+                        "known options: endpoint, emulator, adopt_unfenced, lease_prefix, account, sas, sas_lifetime",
                     ],
                 ),
                 ("az://c?sas=", &["sas=\"***\": needs a value"]),

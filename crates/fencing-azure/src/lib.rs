@@ -16,16 +16,20 @@ use std::collections::HashMap;
 use std::fmt;
 use std::num::NonZero;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use azure_core::credentials::TokenCredential;
+use azure_core::error::ErrorKind;
+use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::{Etag, NoFormat, RequestContent, RetryOptions, Url};
+use azure_core::time::{OffsetDateTime, parse_rfc7231};
 use azure_storage_blob::models::{BlobClientDownloadOptions, BlockBlobClientUploadOptions};
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
     BlobBackend, BlobMeta, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition,
-    StoredObject, WriteOutcome,
+    ServerClock, StoredObject, WriteOutcome,
 };
 use fencing_core::{Error, FencingToken, Limits, Result};
 
@@ -34,6 +38,11 @@ use crate::error::{Failure, Op, classify};
 /// A fenced store on Azure Blob Storage: the shared compare-and-swap loop of
 /// [`fencing_core::adapter::blob::BlobStore`] on an [`AzureBackend`].
 pub type AzureStore = BlobStore<AzureBackend>;
+
+/// A fenced lease that needs nothing but the container: the shared bucket
+/// issuer of [`fencing_core::adapter::blob::BlobIssuer`] on a
+/// [`AzureBackend`], one lease record per resource under its prefix.
+pub type AzureIssuer = fencing_core::adapter::blob::BlobIssuer<AzureBackend>;
 
 /// A fenced [`AzureStore`] on the container at `container_url`.
 ///
@@ -78,6 +87,9 @@ const READ_ATTEMPTS: u32 = 5;
 pub struct AzureBackend {
     reads: Arc<BlobContainerClient>,
     writes: Arc<BlobContainerClient>,
+    /// Fed with the `Date` of every answer, for [`BlobBackend::server_now`];
+    /// shared by clones, which talk to the same server.
+    clock: Arc<ServerClock>,
 }
 
 impl fmt::Debug for AzureBackend {
@@ -129,6 +141,7 @@ impl AzureBackend {
         Self {
             reads: reads.into(),
             writes: writes.into(),
+            clock: Arc::default(),
         }
     }
 
@@ -153,6 +166,30 @@ impl AzureBackend {
         }
     }
 
+    /// Feeds the clock an answer's `Date`; an unreadable one only costs
+    /// the estimate.
+    fn observe(&self, headers: &Headers) {
+        let date = headers
+            .get_optional_str(&HeaderName::from_static("date"))
+            .and_then(|date| parse_rfc7231(date).ok())
+            .and_then(system_time);
+        if let Some(date) = date {
+            self.clock.observe(date);
+        }
+    }
+
+    /// Feeds the clock the `Date` of an error answer (a 404, a 412, a 409);
+    /// a failure without an answer has none.
+    fn observe_error(&self, err: &azure_core::Error) {
+        if let ErrorKind::HttpResponse {
+            raw_response: Some(response),
+            ..
+        } = err.kind()
+        {
+            self.observe(response.headers());
+        }
+    }
+
     fn container_name(&self) -> String {
         self.reads
             .url()
@@ -160,6 +197,12 @@ impl AzureBackend {
             .and_then(|mut s| s.next_back().map(str::to_owned))
             .unwrap_or_default()
     }
+}
+
+/// `None` before the epoch (or after 2554).
+fn system_time(time: OffsetDateTime) -> Option<SystemTime> {
+    let nanos = u64::try_from(time.unix_timestamp_nanos()).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
 }
 
 fn version_from(etag: Option<Etag>) -> BlobVersion {
@@ -190,6 +233,12 @@ impl BlobBackend for AzureBackend {
         Self::limits()
     }
 
+    /// The `Date` of the latest answer to a read or write, run on by the
+    /// monotonic clock.
+    fn server_now(&self) -> Option<SystemTime> {
+        self.clock.now()
+    }
+
     /// Get Blob, whole or ranged (the ETag and the frame header together).
     /// A large blob is downloaded in ranges, each conditional on the first
     /// range's ETag; if the blob changes in between, the read starts over.
@@ -204,19 +253,26 @@ impl BlobBackend for AzureBackend {
                 ..Default::default()
             };
             let result = match client.download(Some(options)).await {
-                Ok(response) => response
-                    .body
-                    .collect()
-                    .await
-                    .map(|body| (response.properties, body)),
-                Err(err) => Err(err),
+                Ok(response) => {
+                    self.observe(&response.headers);
+                    response
+                        .body
+                        .collect()
+                        .await
+                        .map(|body| (response.properties, body))
+                }
+                Err(err) => {
+                    self.observe_error(&err);
+                    Err(err)
+                }
             };
             match result {
                 Ok((properties, bytes)) => {
-                    return Ok(Some(StoredObject {
-                        version: version_from(properties.etag),
-                        bytes,
-                    }));
+                    let modified = properties.last_modified.and_then(system_time);
+                    return Ok(Some(
+                        StoredObject::new(version_from(properties.etag), bytes)
+                            .modified_at(modified),
+                    ));
                 }
                 Err(err) => match classify(op, &self.container_name(), key, err) {
                     Failure::NotFound => return Ok(None),
@@ -275,8 +331,12 @@ impl BlobBackend for AzureBackend {
             )
             .await;
         match result {
-            Ok(uploaded) => Ok(WriteOutcome::Written(version_from(uploaded.etag))),
+            Ok(uploaded) => {
+                self.observe(uploaded.raw_response.headers());
+                Ok(WriteOutcome::Written(version_from(uploaded.etag)))
+            }
             Err(err) => {
+                self.observe_error(&err);
                 classify(op, &self.container_name(), key, err).into_write_outcome("azure", key)
             }
         }

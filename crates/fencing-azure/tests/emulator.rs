@@ -356,3 +356,86 @@ async fn a_sas_never_shows_in_an_error_chain() {
         "a signature shows: {shown}"
     );
 }
+
+/// The bucket issuer on this emulator: the issuer suite, then its own
+/// cases (expiry on the server's clock, one bucket as issuer and store).
+mod bucket_issuer {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fencing_core::TokenIssuer;
+    use fencing_harness::object_store;
+    use fencing_testkit::issuer::IssuerProfile;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(object_store::issuer::<super::Azurite>().await?))
+    }
+
+    fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_secs(1)));
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bucket_issuer_cases() {
+        object_store::bucket_issuer_cases::<super::Azurite>().await;
+    }
+}
+
+/// The bucket issuer judges a lease's age by the server's clock alone:
+/// `modified` from `Last-Modified`, `server_now` from the `Date` of every
+/// answer, a 404, a 409 and a 412 included.
+#[tokio::test]
+async fn reads_carry_the_servers_modified_time_and_answers_feed_its_clock() {
+    use fencing_core::adapter::blob::{
+        BlobBackend, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
+    };
+    use std::time::Duration;
+
+    if backend().await.is_none() {
+        return;
+    }
+    let key = fencing_testkit::unique_name("server-clock");
+    let fresh =
+        async || Azurite::backend_at(&AZURE.endpoint(), &shared::run_bucket(Azurite::NAME)).await;
+    let backend = fresh().await;
+    assert_eq!(backend.server_now(), None, "no answer seen yet");
+    let write =
+        |precondition| BlobWrite::new(Bytes::from_static(b"body"), shared::meta(1), precondition);
+    let written = backend
+        .write(&key, write(Precondition::Absent))
+        .await
+        .expect("write");
+    assert!(matches!(written, WriteOutcome::Written(_)), "{written:?}");
+    assert!(backend.server_now().is_some(), "a write's Date");
+    let read = |object: Option<StoredObject>| {
+        let modified = object.expect("the blob").modified.expect("modified");
+        let now = backend.server_now().expect("server_now after a read");
+        let age = now
+            .duration_since(modified)
+            .expect("server_now behind modified");
+        assert!(age < Duration::from_secs(10), "{age:?}");
+    };
+    read(backend.read(&key).await.expect("read"));
+    read(backend.read_prefix(&key, 4).await.expect("ranged read"));
+
+    let absent = fresh().await;
+    assert!(absent.read("no-such-key").await.expect("read").is_none());
+    assert!(absent.server_now().is_some(), "a 404 carries a Date too");
+    let exists = fresh().await;
+    let outcome = exists
+        .write(&key, write(Precondition::Absent))
+        .await
+        .expect("write");
+    assert!(
+        matches!(outcome, WriteOutcome::PreconditionFailed),
+        "{outcome:?}"
+    );
+    assert!(exists.server_now().is_some(), "a 409 carries a Date too");
+    let stale = fresh().await;
+    let other = Precondition::Matches(BlobVersion::new("\"0x8D000000000000\""));
+    let outcome = stale.write(&key, write(other)).await.expect("write");
+    assert!(
+        matches!(outcome, WriteOutcome::PreconditionFailed),
+        "{outcome:?}"
+    );
+    assert!(stale.server_now().is_some(), "a 412 carries a Date too");
+    let _ = backend.container().blob_client(&key).delete(None).await;
+}

@@ -34,15 +34,30 @@ async fn a_record_deleted_by_hand_does_not_restart_tokens() {
     let backend = Arc::new(MemoryBlobBackend::new());
     let issuer = BlobIssuer::new(backend.clone());
     let ttl = Duration::from_secs(5);
-    let first = issuer.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
+    let first = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     issuer.release(&first).await.unwrap();
-    let second = issuer.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
+    let second = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(second.token().get(), first.token().get() + 1);
     issuer.release(&second).await.unwrap();
-    assert!(backend.remove(&issuer.record_key("r")), "no record to delete");
+    assert!(
+        backend.remove(&issuer.record_key("r")),
+        "no record to delete"
+    );
     // A fresh issuer, as after a restart: it remembers nothing.
     let fresh = BlobIssuer::new(backend.clone());
-    let third = fresh.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
+    let third = fresh
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(
         third.token() > second.token(),
         "token {} after {} once the record was deleted",
@@ -59,7 +74,11 @@ async fn expiry_on_the_server_clock_needs_no_wait_of_the_waiters_own() {
     let backend = Arc::new(MemoryBlobBackend::new());
     let holder = BlobIssuer::new(backend.clone());
     let ttl = Duration::from_millis(200);
-    let dead = holder.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
+    let dead = holder
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     let live = holder
         .try_acquire(&request("live", Duration::from_secs(30)))
         .await
@@ -96,7 +115,11 @@ async fn a_lease_costs_the_fewest_requests() {
     let ttl = Duration::from_secs(5);
     let counts = || (backend.reads(), backend.writes());
     let before = counts();
-    let lease = issuer.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
+    let lease = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(counts(), (before.0 + 1, before.1 + 1), "first grant");
     let before = counts();
     let lease = issuer.renew(&lease).await.unwrap();
@@ -105,8 +128,16 @@ async fn a_lease_costs_the_fewest_requests() {
     issuer.release(&lease).await.unwrap();
     assert_eq!(counts(), (before.0, before.1 + 1), "release");
     let before = counts();
-    let again = issuer.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
-    assert_eq!(counts(), (before.0, before.1 + 1), "acquire after own release");
+    let again = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        counts(),
+        (before.0, before.1 + 1),
+        "acquire after own release"
+    );
     assert!(again.token() > lease.token());
 }
 
@@ -154,7 +185,11 @@ async fn a_lost_answer_is_settled_by_the_record() {
     let lease = issuer.renew(&lease).await.expect("an applied renew");
     issuer.release(&lease).await.expect("an applied release");
     issuer.backend().hook().lose.store(false, Ordering::SeqCst);
-    let next = issuer.try_acquire(&request("r", ttl)).await.unwrap().unwrap();
+    let next = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(next.token().get(), lease.token().get() + 1);
 }
 
@@ -167,9 +202,15 @@ async fn a_foreign_object_at_a_record_key_is_refused() {
     let key = issuer.record_key("r");
     backend.put_unfenced(&key, Bytes::from_static(b"someone else's"));
     let writes = backend.writes();
-    match issuer.try_acquire(&request("r", Duration::from_secs(5))).await {
+    match issuer
+        .try_acquire(&request("r", Duration::from_secs(5)))
+        .await
+    {
         Err(Error::Backend { source, .. }) => {
-            assert!(source.to_string().contains("not a lease record"), "{source}")
+            assert!(
+                source.to_string().contains("not a lease record"),
+                "{source}"
+            )
         }
         other => panic!("expected a refusal, got {other:?}"),
     }

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use fencing_core::adapter::blob::config::{
-    ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
 };
 use fencing_core::adapter::descriptor::{self, Descriptor};
 use fencing_core::adapter::url::env;
@@ -11,7 +11,7 @@ use fencing_core::{Error, Result};
 use google_cloud_auth::credentials::{Credentials, anonymous};
 use google_cloud_storage::client::Storage;
 
-use crate::{GcsBackend, GcsStore};
+use crate::{GcsBackend, GcsIssuer, GcsStore};
 
 /// The GCS backend, as the registry, `fence --help` and the README see it.
 pub const BACKEND: Descriptor = Descriptor {
@@ -21,11 +21,15 @@ pub const BACKEND: Descriptor = Descriptor {
     features: &["gcs"],
     schemes: &["gs"],
     shape: "gs://BUCKET",
-    options: &[ENDPOINT, EMULATOR, ADOPT_UNFENCED],
+    options: &[ENDPOINT, EMULATOR, ADOPT_UNFENCED, LEASE_PREFIX],
     // The endpoint's scheme says whether TLS is used.
     tls_modes: &[],
     check: |url| GcsConfig::from_url(url).map(drop),
-    open_issuer: None,
+    open_issuer: Some(|url| {
+        Box::pin(
+            async move { descriptor::issuer(GcsConfig::from_url(&url)?.connect_issuer().await?) },
+        )
+    }),
     open_store: Some(|url| {
         Box::pin(async move { descriptor::store(GcsConfig::from_url(&url)?.connect().await?) })
     }),
@@ -158,6 +162,18 @@ impl GcsConfig {
             .common
             .store(GcsBackend::new(client, self.bucket()).with_endpoint(self.endpoint())))
     }
+
+    /// Opens the bucket issuer: [`client`](Self::client), then lease
+    /// records under `lease_prefix` in the bucket (nothing is sent yet).
+    ///
+    /// # Errors
+    /// As [`client`](Self::client).
+    pub async fn connect_issuer(&self) -> Result<GcsIssuer> {
+        let client = self.client().await?;
+        Ok(self
+            .common
+            .issuer(GcsBackend::new(client, self.bucket()).with_endpoint(self.endpoint())))
+    }
 }
 
 /// Whether application default credentials come from a file (the variable
@@ -206,7 +222,7 @@ mod tests {
                     "gs://b?region=x",
                     &[
                         "unknown option \"region\" in a gs:// URL",
-                        "known options: endpoint, emulator, adopt_unfenced",
+                        "known options: endpoint, emulator, adopt_unfenced, lease_prefix",
                     ],
                 ),
                 ("gs://b?emulator=on", &["emulator=\"on\""]),

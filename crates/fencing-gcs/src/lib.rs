@@ -10,11 +10,14 @@ pub use config::{BACKEND, GcsConfig};
 /// The Google Cloud Storage client this crate is built on, so yours matches its version.
 pub use google_cloud_storage;
 
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
 use async_trait::async_trait;
 use bytes::BytesMut;
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition, StoredObject,
-    WriteOutcome,
+    BlobBackend, BlobStore, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition, ServerClock,
+    StoredObject, WriteOutcome,
 };
 use fencing_core::{Error, FencingToken, Limits, Result};
 use google_cloud_gax::retry_policy::NeverRetry;
@@ -26,6 +29,11 @@ use crate::error::{Failure, Op, classify};
 /// A fenced store on GCS: the shared compare-and-swap loop of
 /// [`fencing_core::adapter::blob::BlobStore`] on a [`GcsBackend`].
 pub type GcsStore = BlobStore<GcsBackend>;
+
+/// A fenced lease that needs nothing but the bucket: the shared bucket
+/// issuer of [`fencing_core::adapter::blob::BlobIssuer`] on a
+/// [`GcsBackend`], one lease record per resource under its prefix.
+pub type GcsIssuer = fencing_core::adapter::blob::BlobIssuer<GcsBackend>;
 
 /// A fenced [`GcsStore`] on `bucket`, through your configured `client`.
 ///
@@ -55,6 +63,10 @@ pub struct GcsBackend {
     bucket: String,
     /// For `verify`'s transport check; unknown for a caller's own client.
     endpoint: Option<String>,
+    /// The server's time as this backend learns it, for
+    /// [`BlobBackend::server_now`]; shared by clones, which talk to the
+    /// same server.
+    clock: Arc<ServerClock>,
 }
 
 impl GcsBackend {
@@ -73,6 +85,7 @@ impl GcsBackend {
             client,
             bucket,
             endpoint: None,
+            clock: Arc::default(),
         }
     }
 
@@ -111,6 +124,26 @@ impl GcsBackend {
             max_token: FencingToken::new(u64::MAX),
         }
     }
+
+    /// Feeds the clock the `Date` of an error answer (a 404, a 412, a 416);
+    /// a failure without an answer carries no headers.
+    fn observe_error(&self, err: &google_cloud_storage::Error) {
+        let date = err
+            .http_headers()
+            .and_then(|headers| headers.get("date"))
+            .and_then(|date| date.to_str().ok())
+            .and_then(|date| httpdate::parse_http_date(date).ok());
+        if let Some(date) = date {
+            self.clock.observe(date);
+        }
+    }
+}
+
+/// A protobuf timestamp's parts as a `SystemTime`; `None` before the epoch
+/// or out of range.
+fn system_time(seconds: i64, nanos: i32) -> Option<SystemTime> {
+    let since_epoch = Duration::new(u64::try_from(seconds).ok()?, u32::try_from(nanos).ok()?);
+    SystemTime::UNIX_EPOCH.checked_add(since_epoch)
 }
 
 #[async_trait]
@@ -127,6 +160,14 @@ impl BlobBackend for GcsBackend {
         Self::limits()
     }
 
+    /// What the client lets us see of the server's clock: the `update_time`
+    /// of each object this backend wrote (the server's time at that write)
+    /// and the `Date` of error answers. A successful read exposes no
+    /// headers and adds nothing.
+    fn server_now(&self) -> Option<SystemTime> {
+        self.clock.now()
+    }
+
     /// A media download, whole or ranged (the generation and the frame
     /// header together).
     async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
@@ -136,7 +177,11 @@ impl BlobBackend for GcsBackend {
             request =
                 request.set_read_range(ReadRange::head(u64::try_from(len).unwrap_or(u64::MAX)));
         }
-        let mut response = match request.send().await {
+        let result = request.send().await;
+        if let Err(err) = &result {
+            self.observe_error(err);
+        }
+        let mut response = match result {
             Ok(response) => response,
             Err(err) => match classify(op, &self.bucket, key, err) {
                 Failure::NotFound => return Ok(None),
@@ -154,6 +199,10 @@ impl BlobBackend for GcsBackend {
                 Failure::Error(e) => return Err(e),
             },
         };
+        // A download tells neither the object's update time nor a `Date`
+        // (generations look like microsecond timestamps, but GCS does not
+        // promise it): `modified` stays unknown, and the bucket issuer
+        // judges expiry on the waiter's own clock.
         let version = BlobVersion::new(response.object().generation.to_string());
         let mut bytes = BytesMut::new();
         while let Some(chunk) = response.next().await {
@@ -163,10 +212,7 @@ impl BlobBackend for GcsBackend {
             })?;
             bytes.extend_from_slice(&chunk);
         }
-        Ok(Some(StoredObject {
-            version,
-            bytes: bytes.freeze(),
-        }))
+        Ok(Some(StoredObject::new(version, bytes.freeze())))
     }
 
     /// A generation no object has: real ones are microsecond timestamps.
@@ -204,10 +250,22 @@ impl BlobBackend for GcsBackend {
             .send_buffered()
             .await;
         match result {
-            Ok(object) => Ok(WriteOutcome::Written(BlobVersion::new(
-                object.generation.to_string(),
-            ))),
-            Err(err) => classify(op, &self.bucket, key, err).into_write_outcome("gcs", key),
+            Ok(object) => {
+                // Set by the server as it wrote: its clock at this answer,
+                // or a moment before it (never ahead).
+                let written =
+                    (object.update_time.as_ref()).and_then(|t| system_time(t.seconds(), t.nanos()));
+                if let Some(written) = written {
+                    self.clock.observe(written);
+                }
+                Ok(WriteOutcome::Written(BlobVersion::new(
+                    object.generation.to_string(),
+                )))
+            }
+            Err(err) => {
+                self.observe_error(&err);
+                classify(op, &self.bucket, key, err).into_write_outcome("gcs", key)
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ impl Emulator for FakeGcs {
     type Backend = GcsBackend;
     const SERVER: Server = GCS;
     const NAME: &'static str = "gcs";
+    const READS_TELL_MODIFIED: bool = false;
 
     async fn set_up(endpoint: &str, bucket: &str) -> fencing_core::Result<GcsBackend> {
         Ok(emulator::store(endpoint, bucket).await?.backend().clone())
@@ -194,4 +195,76 @@ async fn metadata_only_changes_and_foreign_overwrites_cannot_lower_the_mark() {
 #[tokio::test]
 async fn a_conditional_write_whose_answer_is_lost_is_an_unknown_outcome() {
     shared::a_lost_answer_on::<FakeGcs>(b"POST /upload/").await;
+}
+
+/// The bucket issuer judges a lease's age by the server's clock alone. The
+/// client shows it in a written object's `update_time` and in the `Date` of
+/// error answers (a 404, a 412); a successful download shows neither a
+/// `Date` nor a modification time, so `modified` stays unknown.
+#[tokio::test]
+async fn writes_and_error_answers_feed_the_servers_clock() {
+    use fencing_core::adapter::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome};
+    use std::time::Duration;
+
+    if backend().await.is_none() {
+        return;
+    }
+    let key = fencing_testkit::unique_name("server-clock");
+    let fresh = async || FakeGcs::backend_at(&GCS.endpoint(), &bucket_name()).await;
+    let writer = fresh().await;
+    assert_eq!(writer.server_now(), None, "no answer seen yet");
+    let write = BlobWrite::new(
+        Bytes::from_static(b"body"),
+        shared::meta(1),
+        Precondition::Absent,
+    );
+    let written = writer.write(&key, write.clone()).await.expect("write");
+    assert!(matches!(written, WriteOutcome::Written(_)), "{written:?}");
+    assert!(
+        writer.server_now().is_some(),
+        "the written object's update_time"
+    );
+    let read = writer.read(&key).await.expect("read").expect("the object");
+    assert_eq!(read.modified, None, "a download that tells its update time");
+
+    let absent = fresh().await;
+    assert!(absent.read("no-such-key").await.expect("read").is_none());
+    let after_404 = absent.server_now().expect("a 404 carries a Date");
+    let after_write = writer.server_now().expect("server_now");
+    // Two estimates of the same clock: a write's time and a later Date
+    // (whole seconds) agree to within the test's own pace.
+    let apart = after_404
+        .duration_since(after_write)
+        .unwrap_or_else(|e| e.duration());
+    assert!(apart < Duration::from_secs(10), "{apart:?} apart");
+
+    let refused = fresh().await;
+    let outcome = refused.write(&key, write).await.expect("write");
+    assert!(
+        matches!(outcome, WriteOutcome::PreconditionFailed),
+        "{outcome:?}"
+    );
+    assert!(refused.server_now().is_some(), "a 412 carries a Date");
+}
+
+/// The bucket issuer on this emulator: the issuer suite, then its own
+/// cases (expiry on the server's clock, one bucket as issuer and store).
+mod bucket_issuer {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fencing_core::TokenIssuer;
+    use fencing_harness::object_store;
+    use fencing_testkit::issuer::IssuerProfile;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(object_store::issuer::<super::FakeGcs>().await?))
+    }
+
+    fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_secs(1)));
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bucket_issuer_cases() {
+        object_store::bucket_issuer_cases::<super::FakeGcs>().await;
+    }
 }

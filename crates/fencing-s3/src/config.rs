@@ -8,13 +8,13 @@ use aws_sdk_s3::config::SharedHttpClient;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
 use aws_smithy_http_client::tls;
 use fencing_core::adapter::blob::config::{
-    ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
 };
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
-use crate::{S3Backend, S3Store};
+use crate::{S3Backend, S3Issuer, S3Store};
 
 /// The S3 backend, as the registry, `fence --help` and the README see it.
 pub const BACKEND: Descriptor = Descriptor {
@@ -28,6 +28,7 @@ pub const BACKEND: Descriptor = Descriptor {
         ENDPOINT,
         EMULATOR,
         ADOPT_UNFENCED,
+        LEASE_PREFIX,
         UrlOption::new(
             "region",
             OptionKind::Text,
@@ -48,7 +49,11 @@ pub const BACKEND: Descriptor = Descriptor {
     // whether TLS is used, and the certificate is always checked.
     tls_modes: &[],
     check: |url| S3Config::from_url(url).map(drop),
-    open_issuer: None,
+    open_issuer: Some(|url| {
+        Box::pin(
+            async move { descriptor::issuer(S3Config::from_url(&url)?.connect_issuer().await?) },
+        )
+    }),
     open_store: Some(|url| {
         Box::pin(async move { descriptor::store(S3Config::from_url(&url)?.connect().await?) })
     }),
@@ -303,6 +308,18 @@ impl S3Config {
             .common
             .store(S3Backend::new(client, self.bucket()).with_endpoint(endpoint.as_deref())))
     }
+
+    /// Opens the bucket issuer: [`client`](Self::client), then lease
+    /// records under `lease_prefix` in the bucket (nothing is sent yet).
+    ///
+    /// # Errors
+    /// As [`client`](Self::client).
+    pub async fn connect_issuer(&self) -> Result<S3Issuer> {
+        let (client, endpoint) = self.client_and_endpoint().await?;
+        Ok(self
+            .common
+            .issuer(S3Backend::new(client, self.bucket()).with_endpoint(endpoint.as_deref())))
+    }
 }
 
 /// A client for an emulator at `endpoint`: the test keys, `region` or
@@ -367,7 +384,7 @@ mod tests {
                     "s3://b?endpont=x",
                     &[
                         "unknown option \"endpont\" in a s3:// URL",
-                        "known options: endpoint, emulator, adopt_unfenced, region, path_style, sslrootcert",
+                        "known options: endpoint, emulator, adopt_unfenced, lease_prefix, region, path_style, sslrootcert",
                     ],
                 ),
                 ("s3://b?adopt_unfenced=ture", &["adopt_unfenced=\"ture\""]),

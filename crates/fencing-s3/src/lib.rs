@@ -10,15 +10,21 @@ pub use config::{BACKEND, S3Config};
 /// The AWS SDK this crate is built on, so your client matches its version.
 pub use aws_sdk_s3;
 
+use std::sync::Arc;
+use std::time::SystemTime;
+
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
+use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
 use aws_sdk_s3::config::retry::RetryConfig;
+use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::error::ProvideErrorMetadata;
-use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::primitives::{ByteStream, DateTime, DateTimeFormat};
 use aws_sdk_s3::types::ExpirationStatus;
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobStore, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
+    BlobBackend, BlobStore, BlobVersion, BlobWrite, Precondition, ServerClock, StoredObject,
+    WriteOutcome,
 };
 pub use fencing_core::adapter::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
 use fencing_core::safety::SafetyCheck;
@@ -29,6 +35,11 @@ use crate::error::{Failure, Op, classify};
 /// A fenced store on S3: the shared compare-and-swap loop of
 /// [`fencing_core::adapter::blob::BlobStore`] on an [`S3Backend`].
 pub type S3Store = BlobStore<S3Backend>;
+
+/// A fenced lease that needs nothing but the bucket: the shared bucket
+/// issuer of [`fencing_core::adapter::blob::BlobIssuer`] on a
+/// [`S3Backend`], one lease record per resource under its prefix.
+pub type S3Issuer = fencing_core::adapter::blob::BlobIssuer<S3Backend>;
 
 /// A fenced [`S3Store`] on `bucket`, through your configured `client`.
 ///
@@ -59,6 +70,9 @@ pub struct S3Backend {
     bucket: String,
     /// For `verify`'s transport check; unknown for a caller's own client.
     endpoint: Option<String>,
+    /// Fed with the `Date` of every answer, for [`BlobBackend::server_now`];
+    /// shared by clones, which talk to the same server.
+    clock: Arc<ServerClock>,
 }
 
 impl S3Backend {
@@ -70,6 +84,7 @@ impl S3Backend {
             client,
             bucket: bucket.into(),
             endpoint: None,
+            clock: Arc::default(),
         }
     }
 
@@ -115,7 +130,45 @@ fn version_from(e_tag: Option<&str>) -> BlobVersion {
     BlobVersion::new(e_tag.unwrap_or(UNKNOWN_ETAG))
 }
 
+/// The SDK's time as a `SystemTime`; `None` for one it cannot represent.
+fn system_time(time: Option<&DateTime>) -> Option<SystemTime> {
+    time.and_then(|t| SystemTime::try_from(*t).ok())
+}
+
+/// Feeds the `Date` of each HTTP answer (404s, 412s and retried attempts
+/// included: the outputs and errors do not expose it) to the backend's
+/// [`ServerClock`].
+#[derive(Debug)]
+struct ObserveDate(Arc<ServerClock>);
+
+impl Intercept for ObserveDate {
+    fn name(&self) -> &'static str {
+        "fencing-s3 ObserveDate"
+    }
+
+    fn read_after_transmit(
+        &self,
+        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        // An unreadable Date only costs the estimate; never fail the call.
+        let date = context.response().headers().get("date");
+        if let Some(date) = date.and_then(|d| DateTime::from_str(d, DateTimeFormat::HttpDate).ok())
+            && let Ok(date) = SystemTime::try_from(date)
+        {
+            self.0.observe(date);
+        }
+        Ok(())
+    }
+}
+
 impl S3Backend {
+    /// The interceptor that feeds this backend's clock, for one request.
+    fn observe_date(&self) -> ObserveDate {
+        ObserveDate(Arc::clone(&self.clock))
+    }
+
     /// A ranged GET of an empty object answers 416 with no ETag: ask HEAD
     /// for the version (an empty object has no frame: it is foreign).
     async fn head_empty(&self, key: &str) -> Result<Option<StoredObject>> {
@@ -124,13 +177,15 @@ impl S3Backend {
             .head_object()
             .bucket(&self.bucket)
             .key(key)
+            .customize()
+            .interceptor(self.observe_date())
             .send()
             .await;
         match result {
-            Ok(output) => Ok(Some(StoredObject {
-                version: version_from(output.e_tag()),
-                bytes: Bytes::new(),
-            })),
+            Ok(output) => Ok(Some(
+                StoredObject::new(version_from(output.e_tag()), Bytes::new())
+                    .modified_at(system_time(output.last_modified())),
+            )),
             Err(err) => match classify(Op::Head, &self.bucket, key, err) {
                 Failure::NotFound => Ok(None),
                 Failure::Error(e) => Err(e),
@@ -150,14 +205,20 @@ impl BlobBackend for S3Backend {
         Self::limits()
     }
 
-    /// A lifecycle rule that expires current objects deletes them, marks
-    /// and all (a zombie may then create the key again at any token): a
-    /// warning naming each such rule. A rule on another prefix is harmless;
-    /// only you know which prefixes are fenced.
     fn endpoint(&self) -> Option<String> {
         self.endpoint.clone()
     }
 
+    /// The `Date` of the latest answer to a read or write, run on by the
+    /// monotonic clock.
+    fn server_now(&self) -> Option<SystemTime> {
+        self.clock.now()
+    }
+
+    /// A lifecycle rule that expires current objects deletes them, marks
+    /// and all (a zombie may then create the key again at any token): a
+    /// warning naming each such rule. A rule on another prefix is harmless;
+    /// only you know which prefixes are fenced.
     async fn bucket_checks(&self) -> Result<Vec<SafetyCheck>> {
         const NAME: &str = "no lifecycle expiration";
         let answer = self
@@ -231,6 +292,8 @@ impl BlobBackend for S3Backend {
             .bucket(&self.bucket)
             .key(key)
             .set_range(len.map(|len| format!("bytes=0-{}", len.max(1) - 1)))
+            .customize()
+            .interceptor(self.observe_date())
             .send()
             .await;
         let output = match result {
@@ -247,13 +310,16 @@ impl BlobBackend for S3Backend {
             }
         };
         let version = version_from(output.e_tag());
+        let modified = system_time(output.last_modified());
         let bytes = output
             .body
             .collect()
             .await
             .map_err(|e| Error::backend("s3", true, e))?
             .into_bytes();
-        Ok(Some(StoredObject { version, bytes }))
+        Ok(Some(
+            StoredObject::new(version, bytes).modified_at(modified),
+        ))
     }
 
     async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
@@ -275,7 +341,11 @@ impl BlobBackend for S3Backend {
         // its precondition, and the loop would read that as a lost race.
         let no_retries =
             aws_sdk_s3::config::Builder::default().retry_config(RetryConfig::disabled());
-        match request.customize().config_override(no_retries).send().await {
+        let request = request
+            .customize()
+            .config_override(no_retries)
+            .interceptor(self.observe_date());
+        match request.send().await {
             Ok(output) => Ok(WriteOutcome::Written(version_from(output.e_tag()))),
             Err(err) => classify(Op::Write, &self.bucket, key, err).into_write_outcome("s3", key),
         }

@@ -359,3 +359,80 @@ async fn verify_warns_of_a_lifecycle_rule_that_expires_objects() {
         "{check:?}"
     );
 }
+
+/// The bucket issuer judges a lease's age by the server's clock alone:
+/// `modified` from `Last-Modified`, `server_now` from the `Date` of every
+/// answer, a 404 or a 412 included.
+#[tokio::test]
+async fn reads_carry_the_servers_modified_time_and_answers_feed_its_clock() {
+    use fencing_core::adapter::blob::{BlobBackend, BlobWrite, Precondition, WriteOutcome};
+    use std::time::Duration;
+
+    let Some(backend) = backend().await else {
+        return;
+    };
+    let (key, empty) = ("server-clock", "server-clock-empty");
+    clean_up(&backend, &[key, empty]).await;
+    let fresh = async || Moto::backend_at(&S3.endpoint(), &bucket_name()).await;
+    assert_eq!(fresh().await.server_now(), None, "no answer seen yet");
+
+    let write = BlobWrite::new(
+        Bytes::from_static(b"body"),
+        shared::meta(1),
+        Precondition::Absent,
+    );
+    let written = backend.write(key, write.clone()).await.expect("write");
+    assert!(matches!(written, WriteOutcome::Written(_)), "{written:?}");
+    let read = |object: Option<fencing_core::adapter::blob::StoredObject>| {
+        let modified = object.expect("the object").modified.expect("modified");
+        let now = backend.server_now().expect("server_now after a read");
+        let age = now
+            .duration_since(modified)
+            .expect("server_now behind modified");
+        assert!(age < Duration::from_secs(10), "{age:?}");
+    };
+    read(backend.read(key).await.expect("read"));
+    read(backend.read_prefix(key, 4).await.expect("ranged read"));
+    // An empty object answers a ranged GET with 416: HeadObject gives it.
+    Moto::put_foreign(backend.clone(), empty.to_owned(), b"").await;
+    read(
+        backend
+            .read_prefix(empty, 4)
+            .await
+            .expect("ranged read of an empty object"),
+    );
+
+    let absent = fresh().await;
+    assert!(absent.read("no-such-key").await.expect("read").is_none());
+    assert!(absent.server_now().is_some(), "a 404 carries a Date too");
+    let refused = fresh().await;
+    let outcome = refused.write(key, write).await.expect("write");
+    assert!(
+        matches!(outcome, WriteOutcome::PreconditionFailed),
+        "{outcome:?}"
+    );
+    assert!(refused.server_now().is_some(), "a 412 carries a Date too");
+    clean_up(&backend, &[key, empty]).await;
+}
+
+/// The bucket issuer on this emulator: the issuer suite, then its own
+/// cases (expiry on the server's clock, one bucket as issuer and store).
+mod bucket_issuer {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use fencing_core::TokenIssuer;
+    use fencing_harness::object_store;
+    use fencing_testkit::issuer::IssuerProfile;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(object_store::issuer::<super::Moto>().await?))
+    }
+
+    fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_secs(1)));
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bucket_issuer_cases() {
+        object_store::bucket_issuer_cases::<super::Moto>().await;
+    }
+}

@@ -35,22 +35,22 @@ pub use fencing_redis as redis;
 #[doc(inline)]
 pub use fencing_sql as sql;
 
-/// The S3 store (feature `s3`).
+/// The S3 store and bucket issuer (feature `s3`).
 #[cfg(feature = "s3")]
 #[doc(inline)]
 pub use fencing_s3 as s3;
 
-/// The GCS store (feature `gcs`).
+/// The GCS store and bucket issuer (feature `gcs`).
 #[cfg(feature = "gcs")]
 #[doc(inline)]
 pub use fencing_gcs as gcs;
 
-/// The Azure Blob store (feature `azure`).
+/// The Azure Blob store and container issuer (feature `azure`).
 #[cfg(feature = "azure")]
 #[doc(inline)]
 pub use fencing_azure as azure;
 
-/// The DynamoDB store (feature `dynamodb`).
+/// The DynamoDB store and issuer (feature `dynamodb`).
 #[cfg(feature = "dynamodb")]
 #[doc(inline)]
 pub use fencing_dynamodb as dynamodb;

@@ -1,15 +1,18 @@
 //! What the S3, GCS and Azure emulator tests share: this run's bucket, its
 //! set-up against a server that may be missing, and the cases every object
 //! store runs the same way (a refused connection, a lost answer, objects
-//! written without fencing, a foreign overwrite, a missing bucket), each
-//! adapter supplying only its SDK's calls (an [`Emulator`]).
+//! written without fencing, a foreign overwrite, a missing bucket) and the
+//! bucket issuer's own ([`bucket_issuer_cases`]), each adapter supplying
+//! only its SDK's calls (an [`Emulator`]).
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use fencing_core::adapter::blob::{BlobBackend, BlobMeta, BlobStore};
-use fencing_core::{Error, FencedStore, FencingToken, Result};
+use std::time::{Duration, SystemTime};
+
+use fencing_core::adapter::blob::{BlobBackend, BlobIssuer, BlobMeta, BlobStore};
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 
 use crate::env::Server;
@@ -59,6 +62,11 @@ pub trait Emulator {
     const SERVER: Server;
     /// The backend's name (in its errors) and this run's bucket's suffix.
     const NAME: &'static str;
+    /// Whether a read tells when the object was last written
+    /// ([`StoredObject::modified`](fencing_core::adapter::blob::StoredObject::modified)):
+    /// GCS's downloads do not, and its bucket issuer judges expiry on the
+    /// waiter's clock alone.
+    const READS_TELL_MODIFIED: bool = true;
 
     /// A backend on `bucket` at `endpoint`, created there if needed, with
     /// the emulator's credentials.
@@ -90,6 +98,90 @@ pub async fn backend<E: Emulator>() -> Option<E::Backend> {
 pub async fn store<E: Emulator>() -> Option<(E::Backend, BlobStore<E::Backend>)> {
     let backend = backend::<E>().await?;
     Some((backend.clone(), BlobStore::new(backend)))
+}
+
+/// [`backend`] and the bucket issuer on it, its lease records under a
+/// prefix of their own (one per call, so tests do not share records).
+pub async fn issuer<E: Emulator>() -> Option<BlobIssuer<E::Backend>> {
+    let backend = backend::<E>().await?;
+    let prefix = format!("{}-lease/", fencing_testkit::unique_prefix());
+    Some(BlobIssuer::new(backend).with_prefix(prefix))
+}
+
+/// The bucket issuer's cases on a real server, beyond the issuer suite:
+/// - the answers tell the server's time, so a new record starts at the
+///   server's time in microseconds (a record deleted by hand cannot
+///   restart its tokens);
+/// - where reads tell the record's last write, a newcomer (a backend of
+///   its own, as in another process) takes over a lease its holder
+///   abandoned more than a TTL (and the timestamps' second) ago on its
+///   first try; where they do not, it waits a TTL of its own first;
+/// - one bucket as issuer and store: the zombie is refused;
+/// - `verify` finds nothing unsafe.
+pub async fn bucket_issuer_cases<E: Emulator>() {
+    let Some(holder) = issuer::<E>().await else {
+        return;
+    };
+    let ttl = Duration::from_millis(300);
+    let request = LeaseRequest::new("abandoned", ttl);
+    let dead = holder
+        .try_acquire(&request)
+        .await
+        .expect("grant")
+        .expect("free");
+    let now = holder.backend().server_now().unwrap_or_else(|| {
+        panic!(
+            "{}: no server time after a grant: its answers' Date is not read",
+            E::NAME
+        )
+    });
+    let micros = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_micros();
+    let first = u128::from(dead.token().get());
+    assert!(
+        first + 10_000_000 >= micros && first <= micros + 10_000_000,
+        "{}: a new record started at token {first}, not at the server's time ({micros} µs)",
+        E::NAME
+    );
+    tokio::time::sleep(ttl + Duration::from_millis(1300)).await;
+    let own_backend = E::backend_at(&E::SERVER.endpoint(), &run_bucket(E::NAME)).await;
+    let newcomer = BlobIssuer::new(own_backend).with_prefix(holder.prefix());
+    let first_try = newcomer.try_acquire(&request).await.expect("try_acquire");
+    let taken = match (first_try, E::READS_TELL_MODIFIED) {
+        (Some(taken), true) => taken,
+        (None, true) => panic!(
+            "{}: a newcomer waited on a lease its server's clock shows dead for a second",
+            E::NAME
+        ),
+        (Some(_), false) => panic!(
+            "{}: a newcomer took over at once, with no server time to judge by",
+            E::NAME
+        ),
+        (None, false) => {
+            tokio::time::sleep(ttl).await;
+            newcomer
+                .try_acquire(&request)
+                .await
+                .expect("try_acquire")
+                .expect("the newcomer saw the same version for a TTL")
+        }
+    };
+    assert!(taken.token() > dead.token());
+    newcomer.release(&taken).await.expect("release");
+
+    let store = BlobStore::new(holder.backend().clone());
+    fencing_testkit::zombie::zombie_is_refused(&holder, &store, Duration::from_millis(600)).await;
+
+    let checks = holder.verify().await.expect("verify");
+    assert!(
+        checks
+            .iter()
+            .all(fencing_core::safety::SafetyCheck::is_safe),
+        "{}: verify found a problem: {checks:#?}",
+        E::NAME
+    );
 }
 
 /// The store of `E` at an address where nothing listens: setting it up is

@@ -211,9 +211,10 @@ pub fn clock_issuers() -> Vec<&'static str> {
         .collect()
 }
 
-/// The clock runs: each issuer × PostgreSQL, five clients with true, slow,
-/// fast, jumping and all-clocks-jumping clocks, client pauses past the TTL
-/// so that zombies do reach the store.
+/// The clock runs: each issuer × PostgreSQL (or × its own bucket or table,
+/// [`crate::own_store_url_of`]), five clients with true, slow, fast,
+/// jumping and all-clocks-jumping clocks, client pauses past the TTL so
+/// that zombies do reach the store.
 pub async fn clock_runs(
     issuers: &[&str],
     mode: Mode,
@@ -225,6 +226,15 @@ pub async fn clock_runs(
     let mut pairs = Vec::new();
     for name in issuers {
         let issuer_url = crate::issuer_url_of(name).ok_or_else(|| format!("no URL for {name}"))?;
+        // Opening it here first makes what its URL names (an emulator's
+        // bucket), which the clients then open by URL.
+        if crate::issuer(name).await.is_none() {
+            continue;
+        }
+        let (store, store_url) = match crate::own_store_url_of(name) {
+            Some(own) => (*name, own),
+            None => ("postgres", store_url.clone()),
+        };
         let ttl = match *name {
             "etcd" | "zookeeper" => Duration::from_secs(2),
             _ => Duration::from_millis(800),
@@ -247,9 +257,9 @@ pub async fn clock_runs(
                 jumping_clocks: vec![(3, false), (4, true)],
             },
             ..mode.spec(
-                format!("{name} × postgres, skewed clocks"),
+                format!("{name} × {store}, skewed clocks"),
                 issuer_url,
-                store_url.clone(),
+                store_url,
                 ttl,
                 seed,
             )

@@ -28,8 +28,8 @@ mod clock;
 pub mod config;
 pub mod frame;
 mod hook;
-mod lease;
 pub mod http;
+mod lease;
 
 use std::collections::HashMap;
 use std::fmt::{self, Debug};

@@ -73,17 +73,14 @@ impl MemoryBlobBackend {
     /// program that knows nothing of fencing would.
     pub fn put_unfenced(&self, key: &str, body: Bytes) {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        self.objects
-            .lock()
-            .expect("poisoned")
-            .insert(
-                key.to_owned(),
-                Object {
-                    generation,
-                    body,
-                    modified: SystemTime::now(),
-                },
-            );
+        self.objects.lock().expect("poisoned").insert(
+            key.to_owned(),
+            Object {
+                generation,
+                body,
+                modified: SystemTime::now(),
+            },
+        );
     }
 }
 

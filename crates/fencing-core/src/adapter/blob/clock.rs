@@ -66,7 +66,10 @@ mod tests {
         let now = clock.now().unwrap();
         assert!(now >= date && now < date + Duration::from_secs(1));
         clock.observe(date - Duration::from_secs(3600));
-        assert!(clock.now().unwrap() >= date, "an older Date moved the clock back");
+        assert!(
+            clock.now().unwrap() >= date,
+            "an older Date moved the clock back"
+        );
         clock.observe(date + Duration::from_secs(60));
         assert!(clock.now().unwrap() >= date + Duration::from_secs(60));
         assert_eq!(

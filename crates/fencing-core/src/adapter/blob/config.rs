@@ -1,16 +1,17 @@
 //! What every object store's configuration shares: the bucket (or
-//! container), `endpoint=`, `emulator=true` and `adopt_unfenced=true`, read
+//! container), `endpoint=`, `emulator=true`, `adopt_unfenced=true` and
+//! `lease_prefix=` (where the bucket issuer keeps its records), read
 //! from a URL or from `FENCING_<STORE>_…` variables, and the setters for
 //! them ([`object_store_config_methods!`](crate::object_store_config_methods)).
 //!
-//! A store's [`Descriptor`] lists [`ENDPOINT`], [`EMULATOR`] and
-//! [`ADOPT_UNFENCED`] first in its options, then its own; its `Config`
+//! A store's [`Descriptor`] lists the [`SHARED_OPTIONS`] first in its
+//! options, then its own; its `Config`
 //! holds an [`ObjectStoreConfig`] and takes its own options (a region, a
 //! SAS) from the URL [`ObjectStoreConfig::from_url`] returns:
 //!
 //! ```
 //! use fencing_core::adapter::blob::config::{
-//!     ADOPT_UNFENCED, EMULATOR, ENDPOINT, ObjectStoreConfig, ObjectStoreKind,
+//!     ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
 //! };
 //! use fencing_core::adapter::descriptor::{Descriptor, OptionKind, UrlOption};
 //!
@@ -25,6 +26,7 @@
 //!         ENDPOINT,
 //!         EMULATOR,
 //!         ADOPT_UNFENCED,
+//!         LEASE_PREFIX,
 //!         UrlOption::new("region", OptionKind::Text, "the region"),
 //!     ],
 //!     tls_modes: &[],
@@ -45,13 +47,13 @@
 //! config.finish(&KIND, url)?;
 //! // An option the descriptor does not declare is refused, naming those it does.
 //! let typo = ObjectStoreConfig::from_url(&KIND, "mem://b?x=1").unwrap_err().to_string();
-//! assert!(typo.contains("known options: endpoint, emulator, adopt_unfenced, region"), "{typo}");
+//! assert!(typo.contains("known options: endpoint, emulator, adopt_unfenced, lease_prefix, region"), "{typo}");
 //! # Ok::<(), fencing_core::Error>(())
 //! ```
 
 use std::fmt;
 
-use super::{BlobBackend, BlobStore};
+use super::{BlobBackend, BlobIssuer, BlobStore};
 use crate::adapter::descriptor::{Descriptor, OptionKind, UrlOption};
 use crate::adapter::url::{BackendUrl, env, env_any, env_bool};
 use crate::{Error, Result};
@@ -79,8 +81,16 @@ pub const ADOPT_UNFENCED: UrlOption = UrlOption::new(
 )
 .default("false");
 
+/// `lease_prefix=P`: where the bucket issuer keeps its lease records.
+pub const LEASE_PREFIX: UrlOption = UrlOption::new(
+    "lease_prefix",
+    OptionKind::Text,
+    "the key prefix of the issuer's lease records, one object per resource",
+)
+.default(BlobIssuer::<crate::memory::MemoryBlobBackend>::DEFAULT_PREFIX);
+
 /// The options every object store's descriptor lists first.
-pub const SHARED_OPTIONS: [UrlOption; 3] = [ENDPOINT, EMULATOR, ADOPT_UNFENCED];
+pub const SHARED_OPTIONS: [UrlOption; 4] = [ENDPOINT, EMULATOR, ADOPT_UNFENCED, LEASE_PREFIX];
 
 /// What tells one object store's URLs, variables and messages from
 /// another's.
@@ -109,6 +119,8 @@ pub struct ObjectStoreConfig {
     pub emulator: bool,
     /// Take over objects written without fencing, at mark 0.
     pub adopt_unfenced: bool,
+    /// The issuer's record prefix, if not [`BlobIssuer::DEFAULT_PREFIX`].
+    pub lease_prefix: Option<String>,
 }
 
 impl ObjectStoreConfig {
@@ -141,11 +153,13 @@ impl ObjectStoreConfig {
         config.endpoint = query.take_nonempty(ENDPOINT.name)?;
         config.emulator = query.take_bool(EMULATOR.name)?.unwrap_or(false);
         config.adopt_unfenced = query.take_bool(ADOPT_UNFENCED.name)?.unwrap_or(false);
+        config.lease_prefix = query.take_nonempty(LEASE_PREFIX.name)?;
         Ok((config, url))
     }
 
     /// From `<PREFIX>_<NOUN>` (required), `<PREFIX>_ENDPOINT`,
-    /// `<PREFIX>_EMULATOR` and `<PREFIX>_ADOPT_UNFENCED`, validated.
+    /// `<PREFIX>_EMULATOR`, `<PREFIX>_ADOPT_UNFENCED` and
+    /// `<PREFIX>_LEASE_PREFIX`, validated.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] without the bucket's variable, for a
@@ -159,6 +173,7 @@ impl ObjectStoreConfig {
             endpoint: env(&format!("{prefix}_ENDPOINT")),
             emulator: env_bool(&format!("{prefix}_EMULATOR"))?,
             adopt_unfenced: env_bool(&format!("{prefix}_ADOPT_UNFENCED"))?,
+            lease_prefix: env(&format!("{prefix}_LEASE_PREFIX")),
         };
         config.validate(kind)?;
         Ok(config)
@@ -168,6 +183,16 @@ impl ObjectStoreConfig {
     /// objects written without fencing if `adopt_unfenced` says so.
     pub fn store<B: BlobBackend>(&self, backend: B) -> BlobStore<B> {
         BlobStore::new(backend).adopt_unfenced(self.adopt_unfenced)
+    }
+
+    /// The bucket issuer on `backend` (built for this bucket), its records
+    /// under `lease_prefix`.
+    pub fn issuer<B: BlobBackend>(&self, backend: B) -> BlobIssuer<B> {
+        let issuer = BlobIssuer::new(backend);
+        match &self.lease_prefix {
+            Some(prefix) => issuer.with_prefix(prefix.clone()),
+            None => issuer,
+        }
     }
 
     /// Refuses an empty bucket and `emulator=true` without an endpoint.
@@ -217,7 +242,8 @@ impl ObjectStoreConfig {
         d.field(noun, &self.name)
             .field("endpoint", &self.endpoint.as_deref().map(crate::redact))
             .field("emulator", &self.emulator)
-            .field("adopt_unfenced", &self.adopt_unfenced);
+            .field("adopt_unfenced", &self.adopt_unfenced)
+            .field("lease_prefix", &self.lease_prefix);
     }
 }
 
@@ -279,6 +305,13 @@ macro_rules! object_store_config_methods {
             self
         }
 
+        /// Where the issuer keeps its lease records (default `fencing-lease/`).
+        #[must_use]
+        pub fn with_lease_prefix(mut self, prefix: impl Into<String>) -> Self {
+            self.$common.lease_prefix = Some(prefix.into());
+            self
+        }
+
         #[doc = concat!("The ", stringify!($name), ".")]
         pub fn $name(&self) -> &str {
             &self.$common.name
@@ -306,6 +339,7 @@ mod tests {
             ENDPOINT,
             EMULATOR,
             ADOPT_UNFENCED,
+            LEASE_PREFIX,
             UrlOption::new("region", OptionKind::Text, "a region"),
         ],
         tls_modes: &[],
@@ -329,9 +363,17 @@ mod tests {
 
     #[test]
     fn shared_options_and_messages() {
-        let (c, rest) =
-            ObjectStoreConfig::from_url(&KIND, "mem://b/?endpoint=e&emulator=1&region=r").unwrap();
+        let (c, rest) = ObjectStoreConfig::from_url(
+            &KIND,
+            "mem://b/?endpoint=e&emulator=1&region=r&lease_prefix=l/",
+        )
+        .unwrap();
         assert_eq!(c.endpoint.as_deref(), Some("e"));
+        assert_eq!(c.lease_prefix.as_deref(), Some("l/"));
+        assert_eq!(
+            c.issuer(crate::memory::MemoryBlobBackend::new()).prefix(),
+            "l/"
+        );
         assert!(c.emulator && !c.adopt_unfenced);
         // region= declared but not taken: a bug, named.
         assert!(invalid(c.finish(&KIND, rest)).contains("\"region\" is declared by fencing-mem"));
@@ -339,7 +381,7 @@ mod tests {
         assert!(invalid(parse("s3://b")).contains("not a memory URL (mem://BUCKET)"));
         assert!(
             invalid(parse("mem://b?regoin=r"))
-                .contains("unknown option \"regoin\" in a mem:// URL; known options: endpoint, emulator, adopt_unfenced, region")
+                .contains("unknown option \"regoin\" in a mem:// URL; known options: endpoint, emulator, adopt_unfenced, lease_prefix, region")
         );
         assert_eq!(
             invalid(parse("mem://b/k")),

@@ -41,8 +41,8 @@ use bytes::Bytes;
 
 use super::frame::{self, Header};
 use super::{BlobBackend, BlobMeta, BlobVersion, BlobWrite, Precondition, WriteOutcome};
-use crate::safety::{self, SafetyCheck};
 use crate::adapter::poll_acquire;
+use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 
 /// `Last-Modified` and `Date` are whole seconds: an age read from them may
@@ -115,7 +115,8 @@ impl Record {
     }
 
     fn is_held_by(&self, lease: &Lease) -> bool {
-        self.holder.as_deref() == Some(lease.holder().as_str()) && self.counter == lease.token().get()
+        self.holder.as_deref() == Some(lease.holder().as_str())
+            && self.counter == lease.token().get()
     }
 }
 
@@ -220,11 +221,11 @@ impl<B: BlobBackend> BlobIssuer<B> {
             known.remove(key);
             return;
         };
-        if let Some(k) = known.get_mut(key) {
-            if k.current.version == current.version {
-                k.current = current;
-                return;
-            }
+        if let Some(k) = known.get_mut(key)
+            && k.current.version == current.version
+        {
+            k.current = current;
+            return;
         }
         if known.len() >= KNOWN_CAP && !known.contains_key(key) {
             known.clear();
@@ -307,7 +308,9 @@ impl<B: BlobBackend> BlobIssuer<B> {
             .backend
             .server_now()
             .and_then(|now| now.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX / 2));
+            .map_or(0, |since| {
+                u64::try_from(since.as_micros()).unwrap_or(u64::MAX / 2)
+            });
         if seed == 0 {
             tracing::warn!(
                 key,
@@ -323,15 +326,16 @@ impl<B: BlobBackend> BlobIssuer<B> {
     /// the same version seen by this waiter for a TTL.
     fn expired(&self, key: &str, current: &Current) -> bool {
         let ttl = Duration::from_millis(current.record.ttl_ms);
-        let by_server = current
-            .modified
-            .zip(self.backend.server_now())
-            .is_some_and(|(modified, now)| {
-                now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
-            });
-        let by_waiter = self.known(key).is_some_and(|k| {
-            k.current.version == current.version && k.since.elapsed() >= ttl
-        });
+        let by_server =
+            current
+                .modified
+                .zip(self.backend.server_now())
+                .is_some_and(|(modified, now)| {
+                    now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
+                });
+        let by_waiter = self
+            .known(key)
+            .is_some_and(|k| k.current.version == current.version && k.since.elapsed() >= ttl);
         by_server || by_waiter
     }
 
@@ -358,7 +362,10 @@ impl<B: BlobBackend> BlobIssuer<B> {
                 },
             };
             let record = next(&current.record);
-            match self.write(&key, Precondition::Matches(current.version), record.clone()).await? {
+            match self
+                .write(&key, Precondition::Matches(current.version), record.clone())
+                .await?
+            {
                 Wrote::Yes => return Ok(Some(record)),
                 // The cached version was old: read and decide again.
                 Wrote::Lost if from_cache => {}
@@ -411,7 +418,10 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         request.validate(self.min_ttl())?;
         let key = self.record_key(&request.resource);
         // A record this issuer saw free (its own release): write at once.
-        if let Some(known) = self.known(&key).filter(|k| k.current.record.holder.is_none()) {
+        if let Some(known) = self
+            .known(&key)
+            .filter(|k| k.current.record.holder.is_none())
+        {
             let token = Self::next_token(&known.current)?;
             let version = Precondition::Matches(known.current.version);
             if let Some(lease) = self.grant(request, &key, version, token).await? {
@@ -552,14 +562,22 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         checks.extend(super::precondition_checks(&self.backend, &key).await?);
         self.remember(&key, None);
         checks.extend(self.backend.bucket_checks().await?);
-        checks.push(match self.backend.server_now() {
-            Some(_) => SafetyCheck::pass(
+        let modified = self.backend.read(&key).await?.and_then(|s| s.modified);
+        checks.push(match (self.backend.server_now(), modified) {
+            (Some(_), Some(_)) => SafetyCheck::pass(
                 "lease clock",
                 "expiry is judged by the server's Date against the record's Last-Modified, or \
                  by a waiter's monotonic clock; new records start at the server's time in \
                  microseconds, so one deleted by hand cannot restart its tokens",
             ),
-            None => SafetyCheck::warn(
+            (Some(_), None) => SafetyCheck::pass(
+                "lease clock",
+                "expiry is judged on a waiter's monotonic clock (this backend's reads tell no \
+                 modification time, so a waiter waits a whole TTL of its own); new records start \
+                 at the server's time in microseconds, so one deleted by hand cannot restart \
+                 its tokens",
+            ),
+            (None, _) => SafetyCheck::warn(
                 "lease clock",
                 "this backend reports no server time: expiry is judged on a waiter's monotonic \
                  clock (a waiter waits a whole TTL), and a record deleted by hand would restart \
@@ -598,7 +616,11 @@ mod tests {
 
     #[test]
     fn a_value_that_is_no_record_is_refused() {
-        for value in [&b"hello"[..], b"fencing-lease 1\nttl_ms=x\nnonce=1\nholder=", b"\xff"] {
+        for value in [
+            &b"hello"[..],
+            b"fencing-lease 1\nttl_ms=x\nnonce=1\nholder=",
+            b"\xff",
+        ] {
             assert!(Record::decode(1, value).is_err(), "{value:?} decoded");
         }
     }
