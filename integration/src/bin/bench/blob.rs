@@ -1,18 +1,23 @@
 //! Object stores (S3, GCS, Azure Blob): the fenced put of `BlobStore`, warm
 //! (the holder's cached version: one conditional put) and cold (a fresh
 //! store: read, then conditional put), against a plain unconditional put
-//! of the same bytes through the same SDK client.
+//! of the same bytes through the same SDK client; and the bucket lease of
+//! `BlobIssuer` against the two bare conditional writes a lease needs.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::num::NonZero;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use azure_core::http::{NoFormat, RequestContent};
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
-use fencing::{FencedStore, FencingToken};
-use fencing_core::adapter::blob::{BlobBackend, BlobStore};
+use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::adapter::blob::{
+    BlobBackend, BlobIssuer, BlobMeta, BlobStore, BlobWrite, Precondition, WriteOutcome,
+};
 
 use crate::BoxResult;
 use crate::contention::{Outcome, Writer};
@@ -73,19 +78,74 @@ impl Plain for fencing_azure::AzureBackend {
     }
 }
 
+/// One acquire and its release.
+async fn lease<B: Plain>(issuer: &BlobIssuer<B>, resource: &str) -> BoxResult<()> {
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new(resource, LEASE_TTL))
+        .await?
+        .ok_or("the bench's resource was held")?;
+    Ok(issuer.release(&lease).await?)
+}
+
 /// The fenced and plain sides on one backend (one client).
 #[derive(Debug)]
 pub(crate) struct Sides<B: Plain> {
     backend: B,
     /// The warm store: it keeps the version of its last write.
     warm: BlobStore<B>,
+    /// The warm issuer: it keeps the version of the record it released.
+    issuer: BlobIssuer<B>,
+    /// Names the raw side's lock objects, each created once: this side's
+    /// own prefix (the direct and the counted sides share the bucket) and
+    /// a number.
+    raw_locks: (String, AtomicU64),
 }
+
+/// The TTL of the bench's leases (long enough never to expire in a round).
+const LEASE_TTL: Duration = Duration::from_secs(30);
 
 impl<B: Plain> Sides<B> {
     pub(crate) fn new(store: BlobStore<B>) -> Self {
+        let backend = store.backend().clone();
         Self {
-            backend: store.backend().clone(),
+            issuer: BlobIssuer::new(backend.clone()),
+            backend,
             warm: store,
+            raw_locks: (fencing_testkit::unique_prefix(), AtomicU64::new(0)),
+        }
+    }
+
+    /// Acquire + release of `resource` by the issuer that released it last:
+    /// it knows the record's version, so two conditional puts.
+    pub(crate) async fn warm_lease(&self, resource: &str) -> BoxResult<()> {
+        lease(&self.issuer, resource).await
+    }
+
+    /// Acquire + release by a fresh issuer (a new process): a read, then
+    /// the two conditional puts.
+    pub(crate) async fn cold_lease(&self, resource: &str) -> BoxResult<()> {
+        lease(&BlobIssuer::new(self.backend.clone()), resource).await
+    }
+
+    /// The two bare conditional writes a lease needs at the least: a
+    /// create-only put (take) and a put on the version it made (give
+    /// back), of a body as small as a record, on a new object each time.
+    pub(crate) async fn raw_lease(&self, prefix: &str) -> BoxResult<()> {
+        let (own, next) = &self.raw_locks;
+        let key = format!("{prefix}-{own}-{}", next.fetch_add(1, Ordering::Relaxed));
+        let hint = BlobMeta {
+            token: FencingToken::new(1),
+            has_value: true,
+        };
+        let body = Bytes::from_static(&[b'l'; 96]);
+        let take = BlobWrite::new(body.clone(), hint, Precondition::Absent);
+        let WriteOutcome::Written(version) = self.backend.write(&key, take).await? else {
+            return Err("the raw lock object existed".into());
+        };
+        let give_back = BlobWrite::new(body, hint, Precondition::Matches(version));
+        match self.backend.write(&key, give_back).await? {
+            WriteOutcome::Written(_) => Ok(()),
+            WriteOutcome::PreconditionFailed => Err("the raw lock object changed".into()),
         }
     }
 

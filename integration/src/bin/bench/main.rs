@@ -10,6 +10,7 @@
 
 mod blob;
 mod contention;
+mod dynamo;
 mod locks;
 mod measure;
 mod report;
@@ -80,19 +81,21 @@ enum Backend {
     S3,
     Gcs,
     Azure,
+    Dynamodb,
     Etcd,
     Zookeeper,
     Redis,
 }
 
 impl Backend {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 10] = [
         Self::Sqlite,
         Self::Postgres,
         Self::Mariadb,
         Self::S3,
         Self::Gcs,
         Self::Azure,
+        Self::Dynamodb,
         Self::Etcd,
         Self::Zookeeper,
         Self::Redis,
@@ -106,6 +109,7 @@ impl Backend {
             Self::S3 => "s3",
             Self::Gcs => "gcs",
             Self::Azure => "azure",
+            Self::Dynamodb => "dynamodb",
             Self::Etcd => "etcd",
             Self::Zookeeper => "zookeeper",
             Self::Redis => "redis",
@@ -120,6 +124,7 @@ impl Backend {
             Self::S3 => suite::s3(plan, out).await,
             Self::Gcs => suite::gcs(plan, out).await,
             Self::Azure => suite::azure(plan, out).await,
+            Self::Dynamodb => suite::dynamodb(plan, out).await,
             Self::Etcd => suite::etcd(plan, out).await,
             Self::Zookeeper => suite::zookeeper(plan, out).await,
             Self::Redis => suite::redis(plan, out).await,

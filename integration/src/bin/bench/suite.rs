@@ -12,6 +12,7 @@ use fencing_integration::run_prefix;
 use crate::BoxResult;
 use crate::blob::{self, Plain};
 use crate::contention::{self, Load, Outcome, Writer};
+use crate::dynamo;
 use crate::locks;
 use crate::measure::{Row, compare, loopback, split_url};
 use crate::sql::{self, Dialect};
@@ -337,6 +338,34 @@ where
             .note("what a cold put adds to a warm one"),
     );
 
+    // The bucket lease: warm (the issuer that released last) and cold (a
+    // fresh issuer), against the two bare conditional writes.
+    for cold in [false, true] {
+        let (timed, trips) = compare(
+            (plan.object_iterations, plan.warmup.max(1)),
+            plan.count_ops,
+            &direct,
+            through_proxy,
+            async |s: &blob::Sides<B>| {
+                if cold {
+                    s.cold_lease("lease-cold").await
+                } else {
+                    s.warm_lease("lease-warm").await
+                }
+            },
+            async |s: &blob::Sides<B>| s.raw_lease("raw-lease").await,
+        )
+        .await?;
+        let row = if cold {
+            Row::latency(name, "bucket lease, cold: acquire + release vs 2 conditional puts", None, timed, None)
+                .note("a fresh `BlobIssuer` per lease (a new process) reads the record first: 1 GET + 2 PUTs")
+        } else {
+            Row::latency(name, "bucket lease: acquire + release vs 2 conditional puts", None, timed, Some(target::LOCK))
+                .note("the issuer that released last knows the record's version: 2 conditional PUTs; raw: a create-only put and a put on its version, a new object each time")
+        };
+        out.rows.push(row.with_trips(trips));
+    }
+
     let writers = plan.object_load.writers;
     let fenced = direct.fenced_writers(writers, "contended-fenced", &value);
     let plain = direct.plain_writers(writers, "contended-plain", &value);
@@ -367,6 +396,75 @@ pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         fencing_azure::emulator::store,
     )
     .await
+}
+
+// --- DynamoDB --------------------------------------------------------------
+
+pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let (endpoint, table) = (env::DYNAMODB.endpoint(), bucket());
+    let open = async |endpoint: &str| {
+        reach(
+            &env::DYNAMODB,
+            dynamo::Sides::connect(endpoint, &table).await,
+        )
+    };
+    let direct = open(&endpoint).await?;
+    let counted = counting(plan, &endpoint, async |via| open(&via).await).await?;
+    let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
+    out.versions.push("moto (DynamoDB API)".to_owned());
+    for &len in &plan.payloads {
+        let value = payload(len);
+        let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
+        let (timed, trips) = compare(
+            (plan.object_iterations, plan.warmup.max(1)),
+            plan.count_ops,
+            &direct,
+            through_proxy,
+            async |s: &dynamo::Sides| s.fenced_put(&fk, value.clone()).await,
+            async |s: &dynamo::Sides| s.plain_update(&pk, value.clone()).await,
+        )
+        .await?;
+        out.rows.push(
+            Row::latency(
+                "dynamodb",
+                "put: fenced vs the same UpdateItem unconditioned",
+                Some(len),
+                timed,
+                Some(target::SQL_PUT),
+            )
+            .with_trips(trips)
+            .note("what the condition alone costs: the same `SET`/`ADD`, no `ConditionExpression`"),
+        );
+        let (timed, trips) = compare(
+            (plan.object_iterations, plan.warmup.max(1)),
+            plan.count_ops,
+            &direct,
+            through_proxy,
+            async |s: &dynamo::Sides| s.fenced_put(&fk, value.clone()).await,
+            async |s: &dynamo::Sides| s.plain_put(&pk, value.clone()).await,
+        )
+        .await?;
+        out.rows.push(
+            Row::latency("dynamodb", "put: fenced vs plain PutItem", Some(len), timed, None)
+                .with_trips(trips)
+                .note("one conditional `UpdateItem` (`attribute_not_exists(pk) OR lock_token <= :t`) vs an unconditional `PutItem`, same client"),
+        );
+    }
+    let (timed, trips) = compare(
+        (plan.object_iterations, plan.warmup.max(1)),
+        plan.count_ops,
+        &direct,
+        through_proxy,
+        async |s: &dynamo::Sides| s.lease("lease").await,
+        async |s: &dynamo::Sides| s.raw_lease().await,
+    )
+    .await?;
+    out.rows.push(
+        Row::latency("dynamodb", "acquire + release vs 2 conditional UpdateItems", None, timed, Some(target::LOCK))
+            .with_trips(trips)
+            .note("the issuer reads the item (a strongly consistent `GetItem`) before its grant; raw: a conditional grant with `ADD counter` and a conditional release"),
+    );
+    Ok(())
 }
 
 // --- Lock services ---------------------------------------------------------

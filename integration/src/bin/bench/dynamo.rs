@@ -1,0 +1,128 @@
+//! DynamoDB: the fenced put of `DynamoStore` (one conditional `UpdateItem`)
+//! against a plain `PutItem` of the same bytes, and `DynamoIssuer`'s
+//! acquire + release against the two conditional `UpdateItem`s a lease
+//! with a counter needs at the least, through the same client.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_dynamodb::aws_sdk_dynamodb::error::DisplayErrorContext;
+use fencing_dynamodb::aws_sdk_dynamodb::primitives::Blob;
+use fencing_dynamodb::aws_sdk_dynamodb::types::AttributeValue;
+use fencing_dynamodb::{
+    COUNTER, DynamoIssuer, DynamoStore, HOLDER, LOCK_TOKEN, PK, VALUE, VERSION, emulator,
+};
+
+use crate::BoxResult;
+
+/// Both sides on one table and one client.
+#[derive(Debug)]
+pub(crate) struct Sides {
+    store: DynamoStore,
+    issuer: DynamoIssuer,
+    /// Names the raw lease items, apart from the other side's.
+    raw: (String, AtomicU64),
+}
+
+/// The TTL of the bench's leases (long enough never to expire in a round).
+const LEASE_TTL: Duration = Duration::from_secs(30);
+
+impl Sides {
+    /// On `table` at `endpoint` (made if missing).
+    pub(crate) async fn connect(endpoint: &str, table: &str) -> BoxResult<Self> {
+        let store = emulator::store(endpoint, table).await?;
+        let issuer = DynamoIssuer::new(store.client().clone(), table);
+        Ok(Self {
+            store,
+            issuer,
+            raw: (fencing_testkit::unique_prefix(), AtomicU64::new(0)),
+        })
+    }
+
+    /// A fenced put at a token that never falls.
+    pub(crate) async fn fenced_put(&self, key: &str, value: Bytes) -> BoxResult<()> {
+        Ok(self.store.put(key, value, FencingToken::new(1)).await?)
+    }
+
+    /// A plain, unconditional `PutItem` of the same attributes.
+    pub(crate) async fn plain_put(&self, key: &str, value: Bytes) -> BoxResult<()> {
+        self.store
+            .client()
+            .put_item()
+            .table_name(self.store.table())
+            .item(PK, AttributeValue::S(key.to_owned()))
+            .item(VALUE, AttributeValue::B(Blob::new(value)))
+            .send()
+            .await
+            .map_err(|e| DisplayErrorContext(e).to_string())?;
+        Ok(())
+    }
+
+    /// The fenced put's `UpdateItem` without its condition: what the
+    /// condition alone costs.
+    pub(crate) async fn plain_update(&self, key: &str, value: Bytes) -> BoxResult<()> {
+        self.store
+            .client()
+            .update_item()
+            .table_name(self.store.table())
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .update_expression(format!(
+                "SET {LOCK_TOKEN} = :t, #value = :v ADD {VERSION} :one"
+            ))
+            .expression_attribute_names("#value", VALUE)
+            .expression_attribute_values(":t", AttributeValue::N("1".to_owned()))
+            .expression_attribute_values(":v", AttributeValue::B(Blob::new(value)))
+            .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+            .send()
+            .await
+            .map_err(|e| DisplayErrorContext(e).to_string())?;
+        Ok(())
+    }
+
+    /// The issuer's acquire + release of one resource.
+    pub(crate) async fn lease(&self, resource: &str) -> BoxResult<()> {
+        let lease = self
+            .issuer
+            .try_acquire(&LeaseRequest::new(resource, LEASE_TTL))
+            .await?
+            .ok_or("the bench's resource was held")?;
+        Ok(self.issuer.release(&lease).await?)
+    }
+
+    /// The least a lease with a counter takes: one conditional
+    /// `UpdateItem` that sets the holder if there is none and adds one to
+    /// the counter, one that removes the holder if it is still this one.
+    pub(crate) async fn raw_lease(&self) -> BoxResult<()> {
+        let (own, next) = &self.raw;
+        let key = format!("raw-lease-{own}-{}", next.fetch_add(1, Ordering::Relaxed));
+        let client = self.store.client();
+        let holder = AttributeValue::S("bench".to_owned());
+        client
+            .update_item()
+            .table_name(self.store.table())
+            .key(PK, AttributeValue::S(key.clone()))
+            .update_expression("SET #h = :h ADD #c :one")
+            .condition_expression("attribute_not_exists(#h)")
+            .expression_attribute_names("#h", HOLDER)
+            .expression_attribute_names("#c", COUNTER)
+            .expression_attribute_values(":h", holder.clone())
+            .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+            .send()
+            .await
+            .map_err(|e| DisplayErrorContext(e).to_string())?;
+        client
+            .update_item()
+            .table_name(self.store.table())
+            .key(PK, AttributeValue::S(key))
+            .update_expression("REMOVE #h")
+            .condition_expression("#h = :h")
+            .expression_attribute_names("#h", HOLDER)
+            .expression_attribute_values(":h", holder)
+            .send()
+            .await
+            .map_err(|e| DisplayErrorContext(e).to_string())?;
+        Ok(())
+    }
+}
