@@ -18,6 +18,7 @@ use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_c
 use crate::error::{connect_error, map_error, parse_token};
 use crate::scripts;
 use crate::target::Target;
+use crate::wake::{self, Listener};
 
 /// A [`TokenIssuer`] on Redis with Hazelcast `FencedLock` semantics.
 ///
@@ -38,6 +39,16 @@ use crate::target::Target;
 /// A single persistent primary by default: with asynchronous replication a
 /// failover to a replica that missed the last `INCR` re-issues a token, so
 /// replicas are refused unless [`Durability::Replicated`] is chosen.
+///
+/// **Waiting** ([`acquire`](TokenIssuer::acquire)): the release script
+/// also `PUBLISH`es on `{prefix}released`, and a waiter tries again when
+/// its resource's release arrives (one `SUBSCRIBE` connection per issuer,
+/// opened with its client), or after a quarter of its TTL (50 ms to 5 s)
+/// without one: what notices a crashed holder's expiry, which publishes
+/// nothing. The grant is always the acquire script's, so a lost or
+/// spurious message costs only time. An issuer on the caller's own
+/// connection manager ([`RedisIssuer::new`]) has no client to subscribe
+/// with, and polls: 5 ms, doubling up to 100 ms.
 #[derive(Clone)]
 pub struct RedisIssuer {
     connection: ConnectionManager,
@@ -55,6 +66,8 @@ pub struct RedisIssuer {
     /// The TLS mode and the `host:port` this issuer connected to; `None`
     /// for the caller's own connection manager ([`RedisIssuer::new`]).
     transport: Option<(TlsMode, String)>,
+    /// Release wake-ups, when this issuer has a client of its own.
+    wakeups: Option<Arc<Listener>>,
 }
 
 impl std::fmt::Debug for RedisIssuer {
@@ -96,6 +109,7 @@ impl RedisIssuer {
             .map_err(|e| connect_error(mode, &address, e))?;
         let issuer = Self {
             transport: Some((mode, address)),
+            wakeups: Some(Arc::new(Listener::new(client, Self::DEFAULT_PREFIX))),
             ..Self::on(connection, durability)
         };
         issuer.check_server().await?;
@@ -133,11 +147,13 @@ impl RedisIssuer {
             raise_floor: Script::new(&scripts::raise_floor()),
             holder: Script::new(&scripts::holder()),
             transport: None,
+            wakeups: None,
         }
     }
 
     /// Uses another key prefix (set by [`RedisConfig`](crate::RedisConfig)).
     pub(crate) fn prefixed(mut self, prefix: String) -> Self {
+        self.wakeups = self.wakeups.map(|w| Arc::new(w.prefixed(&prefix)));
         self.prefix = prefix;
         self
     }
@@ -365,6 +381,25 @@ impl TokenIssuer for RedisIssuer {
         Ok(Some(lease))
     }
 
+    /// Waits for the release's wake-up, or polls (see [`RedisIssuer`]).
+    /// The subscription is only asked for once the resource was found
+    /// held: an uncontended acquire is one script.
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        let started = Instant::now();
+        if let Some(lease) = self.try_acquire(request).await? {
+            return Ok(lease);
+        }
+        let wakeups = match &self.wakeups {
+            Some(listener) => {
+                let budget = wait.saturating_sub(started.elapsed());
+                listener.subscribe(budget).await
+            }
+            None => None,
+        };
+        let key = self.lock_key(&request.resource);
+        wake::acquire_woken(self, request, &key, started, wait, wakeups).await
+    }
+
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
         fencing_core::check_ttl(lease.ttl())?;
         let mut conn = self.connection.clone();
@@ -390,6 +425,7 @@ impl TokenIssuer for RedisIssuer {
             .release
             .key(self.lock_key(lease.resource()))
             .arg(lock_value(lease))
+            .arg(wake::channel(&self.prefix))
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(e, Call::write(&format!("release {:?}", lease.resource()))))?;

@@ -6,6 +6,7 @@ mod error;
 mod issuer;
 mod scripts;
 mod target;
+mod wake;
 
 pub use config::{BACKEND, RedisConfig};
 pub use durability::Durability;

@@ -108,10 +108,16 @@ end
 return 0
 ";
 
-/// KEYS: lock. ARGV: `token:holder`. Returns 1 if released.
+/// KEYS: lock. ARGV: `token:holder`, the wake-up channel. Returns 1 if
+/// released, and then publishes the lock key on the channel for waiters:
+/// in the script, so only a release that happened wakes anyone. `pcall`:
+/// an ACL that denies the channel costs waiters their wake-up, not the
+/// holder its release.
 pub(crate) const RELEASE: &str = r"
 if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+  local deleted = redis.call('DEL', KEYS[1])
+  redis.pcall('PUBLISH', ARGV[2], KEYS[1])
+  return deleted
 end
 return 0
 ";

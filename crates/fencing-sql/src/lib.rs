@@ -7,6 +7,7 @@ mod guard;
 mod issuer;
 mod sql;
 mod store;
+mod wake;
 
 pub use config::{BACKEND, SqlConfig};
 pub use db::{Db, Dialect, Tables};

@@ -362,17 +362,51 @@ pub(crate) fn renew(d: Dialect, t: &str) -> String {
 }
 
 /// Binds: resource, holder, token. One row changed = released.
+///
+/// On PostgreSQL the same statement also sends `NOTIFY` on
+/// `release_channel` with the resource as payload: delivered only if the
+/// release commits, and waiters need it only to wake early.
 pub fn release(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
     let p = |n| placeholder(d, n);
     let e = expiry_column(d);
-    format!(
+    let update = format!(
         "UPDATE {t} SET holder = NULL, {e} = NULL \
          WHERE resource = {} AND holder = {} AND token = {} AND {e} > {now}",
         p(1),
         p(2),
         p(3)
-    )
+    );
+    match d {
+        // A SELECT's row count is the released rows: one row = released.
+        Dialect::Postgres => format!(
+            "WITH released AS ({update} RETURNING resource) \
+             SELECT pg_notify('{}', resource) FROM released",
+            release_channel(t)
+        ),
+        Dialect::MySql | Dialect::Sqlite => update,
+    }
+}
+
+/// The PostgreSQL channel releases on lease table `t` notify: one per
+/// table, the resource in the payload. `{t}_released` when that is a plain
+/// identifier of at most 63 bytes (the server truncates longer ones), else
+/// a stable hash of `t` (`Tables`' names are public and may hold a schema).
+/// Two tables sharing a channel cost only spurious wake-ups.
+pub(crate) fn release_channel(t: &str) -> String {
+    let plain = format!("{t}_released");
+    if plain.len() <= 63
+        && plain
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return plain;
+    }
+    // FNV-1a: the same in every process and Rust release.
+    let hash = t.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("fencing_released_{hash:016x}")
 }
 
 /// Binds: resource. Returns holder, token of a live lease.
@@ -397,6 +431,18 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn release_channels_are_identifiers_of_at_most_63_bytes() {
+        assert_eq!(release_channel("fencing_leases"), "fencing_leases_released");
+        for t in ["s.leases", "\"Odd\"", &"x".repeat(60)] {
+            let c = release_channel(t);
+            assert!(c.starts_with("fencing_released_") && c.len() <= 63, "{c}");
+            assert_eq!(c, release_channel(t), "stable");
+        }
+        assert_ne!(release_channel("a.leases"), release_channel("b.leases"));
+        assert!(release(Dialect::Postgres, "l").contains("pg_notify('l_released', resource)"));
+    }
 
     #[test]
     fn ttls_are_rounded_up_to_the_millisecond() {
