@@ -1,11 +1,16 @@
 //! [`DynamoConfig`]: a DynamoDB store from a URL, the environment or setters.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
+use aws_sdk_dynamodb::config::{
+    BehaviorVersion, Credentials, ProvideCredentials, Region, SharedHttpClient,
+};
+use aws_smithy_http_client::tls;
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::{env, env_bool};
+use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
 use crate::{DynamoIssuer, DynamoStore};
@@ -47,9 +52,14 @@ pub const BACKEND: Descriptor = Descriptor {
             "the prefix of the issuer's lease items' pk, apart from the store's keys",
         )
         .default("fencing-lease:"),
+        UrlOption::new(
+            "sslrootcert",
+            OptionKind::Path,
+            "trust the CA certificates in this PEM file instead of the system roots (an https:// endpoint with a private CA)",
+        ),
     ],
-    // The endpoint's scheme says whether TLS is used; the SDK always checks
-    // the certificate.
+    // sslrootcert= is its own option above: the endpoint's scheme says
+    // whether TLS is used, and the SDK always checks the certificate.
     tls_modes: &[],
     check: |url| DynamoConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
@@ -83,6 +93,7 @@ const EMULATOR_KEY: &str = "test";
 /// | `region=R` | the region (else `AWS_REGION`, the profile, `us-east-1`) |
 /// | `create_table=true` | create the table (hash key `pk`, S, on-demand) if missing, and wait until it is active |
 /// | `issuer_prefix=P` | the prefix of the issuer's lease items' `pk` (default `fencing-lease:`) |
+/// | `sslrootcert=PATH` | trust the CA certificates in PATH (PEM) instead of the system roots: an `https://` endpoint with a private CA |
 ///
 /// ```
 /// let config = fencing_dynamodb::DynamoConfig::from_url(
@@ -100,6 +111,7 @@ pub struct DynamoConfig {
     region: Option<String>,
     create_table: bool,
     issuer_prefix: Option<String>,
+    ca_file: Option<PathBuf>,
     credentials: Option<Credentials>,
 }
 
@@ -116,6 +128,7 @@ impl fmt::Debug for DynamoConfig {
             .field("region", &self.region)
             .field("create_table", &self.create_table)
             .field("issuer_prefix", &self.issuer_prefix)
+            .field("ca_file", &self.ca_file)
             .field("credentials", &self.credentials.as_ref().map(|_| "***"))
             .finish()
     }
@@ -130,12 +143,13 @@ impl DynamoConfig {
         }
     }
 
-    /// Parses `dynamodb://TABLE[?endpoint=URL&emulator=B&region=R&create_table=B&issuer_prefix=P]`.
+    /// Parses `dynamodb://TABLE[?endpoint=URL&emulator=B&region=R&create_table=B&issuer_prefix=P&sslrootcert=PATH]`.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for another scheme, no table or a bad table
     /// name, a path, an unknown option (naming the known ones), a value that
-    /// is not a strict boolean, or `emulator=true` without `endpoint=`.
+    /// is not a strict boolean, `emulator=true` without `endpoint=`, or
+    /// `sslrootcert=` with an `http://` endpoint.
     pub fn from_url(url: &str) -> Result<Self> {
         let mut parsed = BACKEND.parse(url)?;
         parsed.expect_no_path(BACKEND.shape)?;
@@ -148,6 +162,7 @@ impl DynamoConfig {
             region: query.take_nonempty("region")?,
             create_table: query.take_bool("create_table")?.unwrap_or(false),
             issuer_prefix: query.take_nonempty("issuer_prefix")?,
+            ca_file: query.take_nonempty("sslrootcert")?.map(PathBuf::from),
             credentials: None,
         };
         BACKEND.finish(parsed)?;
@@ -158,8 +173,9 @@ impl DynamoConfig {
     /// From the environment: `FENCING_DYNAMODB_TABLE` (required),
     /// `FENCING_DYNAMODB_ENDPOINT`, `FENCING_DYNAMODB_REGION`,
     /// `FENCING_DYNAMODB_EMULATOR=true`,
-    /// `FENCING_DYNAMODB_CREATE_TABLE=true` and
-    /// `FENCING_DYNAMODB_ISSUER_PREFIX`; region, credentials and
+    /// `FENCING_DYNAMODB_CREATE_TABLE=true`,
+    /// `FENCING_DYNAMODB_ISSUER_PREFIX` and `FENCING_DYNAMODB_SSLROOTCERT`;
+    /// region, credentials and
     /// endpoint otherwise come from AWS's own variables and files at
     /// [`connect`](Self::connect).
     ///
@@ -176,6 +192,7 @@ impl DynamoConfig {
             region: env("FENCING_DYNAMODB_REGION"),
             create_table: env_bool("FENCING_DYNAMODB_CREATE_TABLE")?,
             issuer_prefix: env("FENCING_DYNAMODB_ISSUER_PREFIX"),
+            ca_file: env("FENCING_DYNAMODB_SSLROOTCERT").map(PathBuf::from),
             credentials: None,
         };
         config.validate()?;
@@ -215,6 +232,14 @@ impl DynamoConfig {
     #[must_use]
     pub fn with_issuer_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.issuer_prefix = Some(prefix.into());
+        self
+    }
+
+    /// Trusts the CA certificates in `path` (PEM) instead of the system
+    /// roots (URL option `sslrootcert=`), for an `https://` endpoint.
+    #[must_use]
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
         self
     }
 
@@ -262,7 +287,40 @@ impl DynamoConfig {
                 "emulator=true needs endpoint= (the emulator's address)",
             ));
         }
+        if self.ca_file.is_some() {
+            check_https(self.endpoint.as_deref())?;
+        }
         Ok(())
+    }
+
+    /// The SDK's own HTTPS client, trusting the CA file only; `None`
+    /// without one (the SDK's default client).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] naming the file when it cannot be read or
+    /// holds no certificate.
+    fn http_client(&self) -> Result<Option<SharedHttpClient>> {
+        let Some(path) = &self.ca_file else {
+            return Ok(None);
+        };
+        let pem = TlsOptions::new()
+            .with_ca_file(path)
+            .read_ca()?
+            .unwrap_or_default();
+        // The CA instead of the system roots, as sslrootcert means everywhere.
+        let trust = tls::TrustStore::empty().with_pem_certificate(pem);
+        let context = tls::TlsContext::builder()
+            .with_trust_store(trust)
+            .build()
+            .map_err(|e| Error::invalid_input(format!("CA file {}: {e}", path.display())))?;
+        Ok(Some(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(
+                    tls::rustls_provider::CryptoMode::AwsLc,
+                ))
+                .tls_context(context)
+                .build_https(),
+        ))
     }
 
     /// A client: the emulator's test keys with `emulator=true`, else
@@ -275,14 +333,16 @@ impl DynamoConfig {
     /// they are looked for and `emulator=true`.
     pub async fn client(&self) -> Result<(Client, Option<String>)> {
         self.validate()?;
+        let http = self.http_client()?;
         if self.emulator {
             let endpoint = self.endpoint.clone().unwrap_or_default();
-            return Ok((
-                emulator_client(&endpoint, self.region.as_deref()),
-                Some(endpoint),
-            ));
+            let client = emulator_client(&endpoint, self.region.as_deref(), http);
+            return Ok((client, Some(endpoint)));
         }
         let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        if let Some(http) = http {
+            loader = loader.http_client(http);
+        }
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
         }
@@ -312,6 +372,10 @@ impl DynamoConfig {
             config = config.region(Region::new("us-east-1"));
         }
         let endpoint = sdk.endpoint_url().map(str::to_owned);
+        if self.ca_file.is_some() {
+            // The endpoint may come from AWS_ENDPOINT_URL or the profile.
+            check_https(endpoint.as_deref())?;
+        }
         Ok((Client::from_conf(config.build()), endpoint))
     }
 
@@ -350,10 +414,30 @@ impl DynamoConfig {
     }
 }
 
+/// `sslrootcert=` is a CA for TLS: a plaintext endpoint would never use
+/// it, and the caller meant TLS. (No endpoint: AWS itself, over HTTPS.)
+fn check_https(endpoint: Option<&str>) -> Result<()> {
+    match endpoint {
+        Some(e) if !e.starts_with("https://") => Err(Error::invalid_input(
+            "sslrootcert= is for an https:// endpoint; this one is plaintext",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A client for an emulator at `endpoint`: the test keys, `region` or
-/// `us-east-1`, the SDK's default retries (writes turn them off).
-pub(crate) fn emulator_client(endpoint: &str, region: Option<&str>) -> Client {
-    let config = aws_sdk_dynamodb::Config::builder()
+/// `us-east-1`, the SDK's default retries (writes turn them off), and
+/// `http` (a CA of its own) if given.
+pub(crate) fn emulator_client(
+    endpoint: &str,
+    region: Option<&str>,
+    http: Option<SharedHttpClient>,
+) -> Client {
+    let mut config = aws_sdk_dynamodb::Config::builder();
+    if let Some(http) = http {
+        config = config.http_client(http);
+    }
+    let config = config
         .behavior_version(BehaviorVersion::latest())
         .region(Region::new(region.unwrap_or("us-east-1").to_owned()))
         .credentials_provider(Credentials::new(
@@ -389,6 +473,16 @@ mod tests {
         assert_eq!(c.region.as_deref(), Some("eu-west-1"));
         assert_eq!(c.endpoint(), Some("http://127.0.0.1:5010"));
         assert!(c.emulator && c.create_table);
+        let c = DynamoConfig::from_url(
+            "dynamodb://tab?endpoint=https://127.0.0.1:9443&emulator=true&sslrootcert=/etc/ca.pem",
+        )
+        .unwrap();
+        assert_eq!(
+            c.ca_file.as_deref(),
+            Some(std::path::Path::new("/etc/ca.pem"))
+        );
+        // To AWS itself (no endpoint), over HTTPS.
+        assert!(DynamoConfig::from_url("dynamodb://tab?sslrootcert=/etc/ca.pem").is_ok());
         let c = DynamoConfig::from_url("dynamodb://tab?issuer_prefix=locks/").unwrap();
         assert_eq!(c.issuer_prefix.as_deref(), Some("locks/"));
         assert_eq!(
@@ -413,7 +507,7 @@ mod tests {
                     "dynamodb://tab?endpont=x",
                     &[
                         "unknown option \"endpont\" in a dynamodb:// URL",
-                        "known options: endpoint, emulator, region, create_table, issuer_prefix",
+                        "known options: endpoint, emulator, region, create_table, issuer_prefix, sslrootcert",
                     ],
                 ),
                 (
@@ -422,6 +516,10 @@ mod tests {
                 ),
                 ("dynamodb://tab?emulator=true", &["needs endpoint="]),
                 ("dynamodb://tab?region=", &["region=\"\": needs a value"]),
+                (
+                    "dynamodb://tab?endpoint=http://127.0.0.1:5010&sslrootcert=/ca.pem",
+                    &["sslrootcert= is for an https:// endpoint"],
+                ),
             ],
         );
     }

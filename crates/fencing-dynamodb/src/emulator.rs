@@ -23,7 +23,7 @@ use crate::DynamoStore;
 /// `us-east-1` (what `DynamoConfig::from_url("dynamodb://T?endpoint=…&emulator=true")`
 /// builds).
 pub fn client(endpoint: &str) -> Client {
-    crate::config::emulator_client(endpoint, None)
+    crate::config::emulator_client(endpoint, None, None)
 }
 
 /// Creates `table` (hash key `pk`, S) unless it exists, and waits until it

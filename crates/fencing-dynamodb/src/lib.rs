@@ -7,11 +7,13 @@ mod error;
 mod issuer;
 mod store;
 mod table;
+mod transaction;
 mod update;
 
 pub use config::{BACKEND, DynamoConfig};
 pub use issuer::{COUNTER, DynamoIssuer, HOLDER, RVN, TTL_MS};
 pub use store::{DynamoStore, LOCK_TOKEN, PK, VALUE, VERSION};
+pub use transaction::{FencedTransaction, ItemRefused};
 
 /// The AWS SDK this crate is built on, so your client matches its version.
 pub use aws_sdk_dynamodb;

@@ -1,8 +1,6 @@
 //! [`DynamoStore`]: one item per key, every write one conditional
 //! `UpdateItem`.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::primitives::Blob;
@@ -13,7 +11,7 @@ use fencing_core::safety::SafetyCheck;
 use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
 use crate::error::{NAME, map_error};
-use crate::update::send_conditional;
+use crate::update::{Attributes, send_conditional};
 
 /// The partition key attribute: the key (S).
 pub const PK: &str = "pk";
@@ -25,8 +23,8 @@ pub const VALUE: &str = "value";
 pub const VERSION: &str = "version";
 
 /// What every write is conditioned on: no item yet, or a mark at most the
-/// presented token.
-const CONDITION: &str = "attribute_not_exists(pk) OR lock_token <= :t";
+/// presented token. The guard's fence item is conditioned on it too.
+pub(crate) const CONDITION: &str = "attribute_not_exists(pk) OR lock_token <= :t";
 
 /// What an accepted write changes besides the mark.
 #[derive(Clone, Copy, Debug)]
@@ -143,39 +141,16 @@ impl DynamoStore {
                 Ok(_) => return Ok(()),
                 Err(old) => old,
             };
-        let current = refused.map(|item| self.mark_of(key, &item)).transpose()?;
-        match current {
-            Some(current) if current > token => Err(Error::StaleToken {
-                key: key.to_owned(),
-                presented: token,
-                current,
-            }),
-            other => Err(foreign(
-                &self.table,
-                key,
-                &format!("{op} was refused, but the stored mark reads {other:?}"),
-            )),
-        }
+        Err(refusal(&self.table, op, key, token, refused))
     }
 
     /// The item's mark; an item without a numeric one is foreign.
-    fn mark_of(&self, key: &str, item: &HashMap<String, AttributeValue>) -> Result<FencingToken> {
-        match item.get(LOCK_TOKEN) {
-            None => Err(foreign(&self.table, key, "the item has no lock_token")),
-            Some(AttributeValue::N(n)) => match n.parse::<u64>() {
-                Ok(n) => Ok(FencingToken::new(n)),
-                Err(_) => Err(foreign(
-                    &self.table,
-                    key,
-                    &format!("its lock_token {n:?} is not a token"),
-                )),
-            },
-            Some(_) => Err(foreign(&self.table, key, "its lock_token is not a number")),
-        }
+    fn mark_of(&self, key: &str, item: &Attributes) -> Result<FencingToken> {
+        mark_of(&self.table, key, item)
     }
 
     /// Reads the item, strongly consistent.
-    async fn read(&self, op: &str, key: &str) -> Result<Option<HashMap<String, AttributeValue>>> {
+    async fn read(&self, op: &str, key: &str) -> Result<Option<Attributes>> {
         let out = self
             .client
             .get_item()
@@ -189,6 +164,50 @@ impl DynamoStore {
                 map_error(e, Call::read(&name))
             })?;
         Ok(out.item)
+    }
+}
+
+/// The error for a write to `key` whose condition failed, from the old
+/// item DynamoDB sent back (`ALL_OLD`): [`Error::StaleToken`] naming its
+/// mark, or a foreign item. The guard's fence item reads the same.
+pub(crate) fn refusal(
+    table: &str,
+    op: &str,
+    key: &str,
+    token: FencingToken,
+    old: Option<Attributes>,
+) -> Error {
+    let current = match old.map(|item| mark_of(table, key, &item)).transpose() {
+        Ok(current) => current,
+        Err(e) => return e,
+    };
+    match current {
+        Some(current) if current > token => Error::StaleToken {
+            key: key.to_owned(),
+            presented: token,
+            current,
+        },
+        other => foreign(
+            table,
+            key,
+            &format!("{op} was refused, but the stored mark reads {other:?}"),
+        ),
+    }
+}
+
+/// The item's mark; an item without a numeric one is foreign.
+pub(crate) fn mark_of(table: &str, key: &str, item: &Attributes) -> Result<FencingToken> {
+    match item.get(LOCK_TOKEN) {
+        None => Err(foreign(table, key, "the item has no lock_token")),
+        Some(AttributeValue::N(n)) => match n.parse::<u64>() {
+            Ok(n) => Ok(FencingToken::new(n)),
+            Err(_) => Err(foreign(
+                table,
+                key,
+                &format!("its lock_token {n:?} is not a token"),
+            )),
+        },
+        Some(_) => Err(foreign(table, key, "its lock_token is not a number")),
     }
 }
 

@@ -1,0 +1,506 @@
+//! [`FencedTransaction`]: the caller's own items, written in one
+//! `TransactWriteItems` with the fence item of a name.
+
+use std::fmt;
+
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::builders::{
+    ConditionCheckBuilder, DeleteBuilder, PutBuilder, UpdateBuilder,
+};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
+use fencing_core::adapter::Call;
+use fencing_core::{Error, FencingToken, Result};
+
+use crate::error::{NAME, map_error};
+use crate::store::{CONDITION, refusal};
+use crate::update::Attributes;
+use crate::{DynamoStore, LOCK_TOKEN, PK, VERSION};
+
+/// Cancellation reasons that mean "nothing applied, the same transaction
+/// may go through later".
+const RETRYABLE_REASONS: &[&str] = &[
+    "TransactionConflict",
+    "ProvisionedThroughputExceeded",
+    "ThrottlingError",
+    "RequestLimitExceeded",
+];
+
+/// The caller's own items in a guarded transaction, as added.
+#[derive(Clone, Debug)]
+enum Pending {
+    Put(PutBuilder),
+    Update(UpdateBuilder),
+    Delete(DeleteBuilder),
+    ConditionCheck(ConditionCheckBuilder),
+    Item(Box<TransactWriteItem>),
+}
+
+/// Fences **your own items**: one `TransactWriteItems` that advances the
+/// mark of `name` to `token` and writes your `Put`/`Update`/`Delete` items
+/// (and `ConditionCheck`s), all or nothing.
+///
+/// The fence item is the item [`DynamoStore`] keeps for the key `name` in
+/// its table, updated as [`fence`](fencing_core::FencedStore::fence)
+/// updates it: `SET lock_token = :t ADD version :one` on
+/// `attribute_not_exists(pk) OR lock_token <= :t`, the value left alone.
+/// **One name, one mark**: `store.fence("orders", 6)` (an election's
+/// takeover fence, `fence lead --fence dynamodb://…#orders`) refuses a
+/// transaction guarded with 5, and a transaction guarded with 6 refuses
+/// `store.put("orders", …, 5)`. An equal token is accepted, so a holder
+/// sends many transactions with its token.
+///
+/// A builder rather than a function over your `Vec<TransactWriteItem>`: it
+/// holds the store, so the fence item is always in the store's table and
+/// layout and is always sent; it takes the SDK's own item builders, so a
+/// missing field is [`Error::InvalidInput`] naming the item instead of a
+/// `BuildError` at every call; and it keeps your items' order, so a refusal
+/// names the item you added. [`item`](Self::item) and
+/// [`items`](Self::items) take items you built already.
+///
+/// The SDK never retries the transaction (its generated
+/// `ClientRequestToken` would make a resend idempotent on AWS for ten
+/// minutes, but DynamoDB emulators ignore it, and a resend after a lost
+/// answer could apply an `ADD` twice there): a lost answer is
+/// [`Error::OutcomeUnknown`]; read your items back before deciding.
+///
+/// ```no_run
+/// # async fn example(store: fencing_dynamodb::DynamoStore, token: fencing_core::FencingToken) -> Result<(), Box<dyn std::error::Error>> {
+/// use fencing_dynamodb::FencedTransaction;
+/// use fencing_dynamodb::aws_sdk_dynamodb::types::{AttributeValue, Put, Update};
+///
+/// FencedTransaction::new(&store, "orders", token)
+///     .update(
+///         Update::builder()
+///             .table_name("orders")
+///             .key("id", AttributeValue::S("o-7".into()))
+///             .update_expression("SET #s = :s")
+///             .expression_attribute_names("#s", "status")
+///             .expression_attribute_values(":s", AttributeValue::S("shipped".into())),
+///     )
+///     .put(
+///         Put::builder()
+///             .table_name("shipments")
+///             .item("id", AttributeValue::S("s-1".into()))
+///             .item("order", AttributeValue::S("o-7".into())),
+///     )
+///     .send()
+///     .await?; // StaleToken: a higher token fenced "orders"; nothing was written
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "nothing is sent until send()"]
+pub struct FencedTransaction<'a> {
+    store: &'a DynamoStore,
+    name: String,
+    token: FencingToken,
+    items: Vec<Pending>,
+}
+
+impl<'a> FencedTransaction<'a> {
+    /// The most items of yours in one transaction: DynamoDB takes 100
+    /// actions, one of them the fence item.
+    pub const MAX_ITEMS: usize = 99;
+
+    /// A transaction fenced by `name`'s mark in `store`'s table, at `token`.
+    pub fn new(store: &'a DynamoStore, name: impl Into<String>, token: FencingToken) -> Self {
+        Self {
+            store,
+            name: name.into(),
+            token,
+            items: Vec::new(),
+        }
+    }
+
+    /// Adds a `Put`.
+    pub fn put(mut self, put: PutBuilder) -> Self {
+        self.items.push(Pending::Put(put));
+        self
+    }
+
+    /// Adds an `Update`.
+    pub fn update(mut self, update: UpdateBuilder) -> Self {
+        self.items.push(Pending::Update(update));
+        self
+    }
+
+    /// Adds a `Delete`.
+    pub fn delete(mut self, delete: DeleteBuilder) -> Self {
+        self.items.push(Pending::Delete(delete));
+        self
+    }
+
+    /// Adds a `ConditionCheck`: an item the transaction only reads.
+    pub fn condition_check(mut self, check: ConditionCheckBuilder) -> Self {
+        self.items.push(Pending::ConditionCheck(check));
+        self
+    }
+
+    /// Adds an item you built.
+    pub fn item(mut self, item: TransactWriteItem) -> Self {
+        self.items.push(Pending::Item(Box::new(item)));
+        self
+    }
+
+    /// Adds items you built, in order.
+    pub fn items(mut self, items: impl IntoIterator<Item = TransactWriteItem>) -> Self {
+        self.items
+            .extend(items.into_iter().map(|item| Pending::Item(Box::new(item))));
+        self
+    }
+
+    /// Sends the transaction: your items are written and the mark of the
+    /// name is `token`, or nothing is written.
+    ///
+    /// # Errors
+    /// - [`Error::StaleToken`] naming the name, `token` and the mark, when
+    ///   a higher token has fenced the name; nothing was written.
+    /// - [`Error::Backend`] whose source is an [`ItemRefused`] naming your
+    ///   item, when one of your items was refused (its own condition failed:
+    ///   not retryable; a conflicting transaction or throttling:
+    ///   retryable); nothing was written.
+    /// - [`Error::InvalidInput`] before anything is sent: an invalid name,
+    ///   no item or more than [`MAX_ITEMS`](Self::MAX_ITEMS) of yours, an
+    ///   item missing a required field, or one of your items on the fence
+    ///   item itself (DynamoDB takes one action per item).
+    /// - [`Error::OutcomeUnknown`] when the answer was lost: it may have
+    ///   been applied.
+    /// - [`Error::Backend`] for a fence item this store did not write (no
+    ///   numeric `lock_token`), and as [`DynamoStore`]'s writes otherwise.
+    pub async fn send(self) -> Result<()> {
+        DynamoStore::limits().check_write(&self.name, self.token, 0)?;
+        let table = self.store.table();
+        if self.items.is_empty() || self.items.len() > Self::MAX_ITEMS {
+            return Err(Error::invalid_input(format!(
+                "a fenced transaction takes 1 to {} items of yours, got {}",
+                Self::MAX_ITEMS,
+                self.items.len()
+            )));
+        }
+        let mut items = Vec::with_capacity(self.items.len() + 1);
+        items.push(fence_item(table, &self.name, self.token)?);
+        for (index, pending) in self.items.into_iter().enumerate() {
+            let item = build(index, pending)?;
+            if touches(&item, table, &self.name) {
+                return Err(Error::invalid_input(format!(
+                    "item {index} of the fenced transaction is the fence item {:?} of table {table} \
+                     itself: DynamoDB takes one action per item; write the name through the store",
+                    self.name
+                )));
+            }
+            items.push(item);
+        }
+        let operation = format!(
+            "fenced transaction on {:?} with token {} ({} items) in table {table}",
+            self.name,
+            self.token,
+            items.len() - 1
+        );
+        let no_retries =
+            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
+        let sent = self
+            .store
+            .client()
+            .transact_write_items()
+            .set_transact_items(Some(items.clone()))
+            .customize()
+            .config_override(no_retries)
+            .send()
+            .await;
+        match sent {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(service))
+                if service.err().is_transaction_canceled_exception() =>
+            {
+                let reasons = match service.err() {
+                    TransactWriteItemsError::TransactionCanceledException(e) => {
+                        e.cancellation_reasons().to_vec()
+                    }
+                    _ => Vec::new(),
+                };
+                Err(canceled(
+                    table,
+                    &self.name,
+                    self.token,
+                    &items,
+                    reasons,
+                    SdkError::ServiceError(service),
+                    &operation,
+                ))
+            }
+            Err(err) => Err(map_error(err, Call::write(&operation))),
+        }
+    }
+}
+
+/// The fence item's update: the store's `fence`, asking for the old item
+/// when refused.
+fn fence_item(table: &str, name: &str, token: FencingToken) -> Result<TransactWriteItem> {
+    let update = Update::builder()
+        .table_name(table)
+        .key(PK, AttributeValue::S(name.to_owned()))
+        .update_expression(format!("SET {LOCK_TOKEN} = :t ADD {VERSION} :one"))
+        .condition_expression(CONDITION)
+        .expression_attribute_values(":t", AttributeValue::N(token.get().to_string()))
+        .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(|e| Error::backend(NAME, false, e))?;
+    Ok(TransactWriteItem::builder().update(update).build())
+}
+
+/// Builds the caller's item `index`; a missing field is invalid input.
+fn build(index: usize, pending: Pending) -> Result<TransactWriteItem> {
+    let item = TransactWriteItem::builder();
+    let built = match pending {
+        Pending::Put(b) => b.build().map(|v| item.put(v).build()),
+        Pending::Update(b) => b.build().map(|v| item.update(v).build()),
+        Pending::Delete(b) => b.build().map(|v| item.delete(v).build()),
+        Pending::ConditionCheck(b) => b.build().map(|v| item.condition_check(v).build()),
+        Pending::Item(item) => {
+            if action(&item).is_none() {
+                return Err(Error::invalid_input(format!(
+                    "item {index} of the fenced transaction has no Put, Update, Delete or ConditionCheck"
+                )));
+            }
+            Ok(*item)
+        }
+    };
+    built.map_err(|e| Error::invalid_input(format!("item {index} of the fenced transaction: {e}")))
+}
+
+/// The item's action, its table and its key (`None` for a `Put`: its key
+/// is in its attributes).
+fn action(item: &TransactWriteItem) -> Option<(&'static str, &str, Option<&Attributes>)> {
+    if let Some(p) = item.put() {
+        Some(("Put", p.table_name(), None))
+    } else if let Some(u) = item.update() {
+        Some(("Update", u.table_name(), Some(u.key())))
+    } else if let Some(d) = item.delete() {
+        Some(("Delete", d.table_name(), Some(d.key())))
+    } else {
+        item.condition_check()
+            .map(|c| ("ConditionCheck", c.table_name(), Some(c.key())))
+    }
+}
+
+/// Whether `item` acts on the fence item `name` of `table`.
+fn touches(item: &TransactWriteItem, table: &str, name: &str) -> bool {
+    let fence = AttributeValue::S(name.to_owned());
+    match (action(item), item.put()) {
+        (Some((_, t, _)), Some(put)) => t == table && put.item().get(PK) == Some(&fence),
+        (Some((_, t, Some(key))), None) => t == table && key.get(PK) == Some(&fence),
+        _ => false,
+    }
+}
+
+/// The error for a canceled transaction: the fence item's refusal first
+/// (a stale token is stale whatever else failed), then the first of the
+/// caller's items that was refused.
+fn canceled(
+    table: &str,
+    name: &str,
+    token: FencingToken,
+    items: &[TransactWriteItem],
+    reasons: Vec<CancellationReason>,
+    err: SdkError<TransactWriteItemsError>,
+    operation: &str,
+) -> Error {
+    let failed = |r: &CancellationReason| r.code().is_some_and(|c| c != "None");
+    let mut reasons = reasons.into_iter();
+    if let Some(fence) = reasons.next().filter(failed) {
+        let code = fence.code().unwrap_or_default().to_owned();
+        if code == "ConditionalCheckFailed" {
+            return refusal(table, "fenced transaction", name, token, fence.item);
+        }
+        return Error::backend(
+            NAME,
+            RETRYABLE_REASONS.contains(&code.as_str()),
+            ItemRefused {
+                index: None,
+                item: format!("the fence item {name:?} (Update on table {table})"),
+                code,
+                message: fence.message,
+            },
+        );
+    }
+    for (index, reason) in reasons.enumerate() {
+        if !failed(&reason) {
+            continue;
+        }
+        let code = reason.code().unwrap_or_default().to_owned();
+        let item = match items.get(index + 1).and_then(action) {
+            Some((action, t, Some(key))) => {
+                format!(
+                    "item {index} ({action} on table {t}, key {})",
+                    show_key(key)
+                )
+            }
+            Some((action, t, None)) => format!("item {index} ({action} on table {t})"),
+            None => format!("item {index}"),
+        };
+        return Error::backend(
+            NAME,
+            RETRYABLE_REASONS.contains(&code.as_str()),
+            ItemRefused {
+                index: Some(index),
+                item,
+                code,
+                message: reason.message,
+            },
+        );
+    }
+    // Canceled without a reason on any item: nothing applied, say what came.
+    tracing::debug!(operation, "transaction canceled without a reason per item");
+    Error::backend(NAME, false, err)
+}
+
+/// A key as `{id: S("o-7")}`, its attributes sorted.
+fn show_key(key: &Attributes) -> String {
+    let mut parts: Vec<_> = key.iter().map(|(k, v)| format!("{k}: {v:?}")).collect();
+    parts.sort();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// One item of a [`FencedTransaction`] that DynamoDB refused, so the whole
+/// transaction was canceled and nothing was written: the source of the
+/// [`Error::Backend`] [`send`](FencedTransaction::send) returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ItemRefused {
+    /// Which of your items, counted from 0 in the order added; `None` for
+    /// the fence item (refused for another reason than a higher mark, which
+    /// is [`Error::StaleToken`]).
+    pub index: Option<usize>,
+    /// The item as the error names it: its action, table and key.
+    pub item: String,
+    /// DynamoDB's cancellation reason, e.g. `ConditionalCheckFailed`,
+    /// `TransactionConflict`.
+    pub code: String,
+    /// DynamoDB's message, if any.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for ItemRefused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of the fenced transaction was refused: {}",
+            self.item, self.code
+        )?;
+        if let Some(message) = &self.message {
+            write!(f, " ({message})")?;
+        }
+        write!(f, "; nothing was written")
+    }
+}
+
+impl std::error::Error for ItemRefused {}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::config::http::HttpResponse;
+    use aws_sdk_dynamodb::types::Delete;
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+
+    use super::*;
+
+    /// The canceled transaction of `codes` (the fence item's first), on the
+    /// fence item and one `Delete` of the caller's.
+    fn cancel(codes: &[&str]) -> Error {
+        let delete = Delete::builder()
+            .table_name("orders")
+            .key("id", AttributeValue::S("o-1".into()))
+            .build()
+            .unwrap();
+        let items = [
+            fence_item("t", "name", FencingToken::new(3)).unwrap(),
+            TransactWriteItem::builder().delete(delete).build(),
+        ];
+        let reasons: Vec<_> = codes
+            .iter()
+            .map(|c| CancellationReason::builder().code(*c).build())
+            .collect();
+        let raw = HttpResponse::new(400.try_into().unwrap(), "".into());
+        let err = SdkError::service_error(
+            TransactWriteItemsError::TransactionCanceledException(
+                TransactionCanceledException::builder().build(),
+            ),
+            raw,
+        );
+        canceled(
+            "t",
+            "name",
+            FencingToken::new(3),
+            &items,
+            reasons,
+            err,
+            "tx",
+        )
+    }
+
+    fn refused(e: &Error) -> (bool, &ItemRefused) {
+        match e {
+            Error::Backend {
+                retryable, source, ..
+            } => (*retryable, source.downcast_ref().expect("ItemRefused")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// What moto never answers (it runs one request at a time): a
+    /// conflicting transaction or throttling on an item is retryable, and
+    /// names the item.
+    #[test]
+    fn conflicts_are_retryable_and_name_the_item() {
+        let e = cancel(&["None", "TransactionConflict"]);
+        let (retryable, item) = refused(&e);
+        assert!(retryable);
+        assert_eq!(item.index, Some(0));
+        assert!(
+            item.to_string().starts_with(
+                "item 0 (Delete on table orders, key {id: S(\"o-1\")}) of the fenced transaction \
+                 was refused: TransactionConflict"
+            ),
+            "{item}"
+        );
+        let e = cancel(&["TransactionConflict", "None"]);
+        let (retryable, item) = refused(&e);
+        assert!(retryable && item.index.is_none(), "{item}");
+        let e = cancel(&["None", "ValidationError"]);
+        assert!(!refused(&e).0);
+        // No reason on any item: the SDK's error, not retryable.
+        let e = cancel(&["None", "None"]);
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    retryable: false,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    }
+
+    /// A fence item refused without its old item, or with a mark the
+    /// token passes, is not a StaleToken: the mark is unknown.
+    #[test]
+    fn a_fence_refusal_without_a_higher_mark_is_not_stale() {
+        let e = cancel(&["ConditionalCheckFailed", "None"]);
+        assert!(
+            matches!(
+                e,
+                Error::Backend {
+                    retryable: false,
+                    ..
+                }
+            ) && e.chain().contains("not written through fencing"),
+            "{e:?}"
+        );
+    }
+}
