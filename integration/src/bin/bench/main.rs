@@ -11,6 +11,7 @@
 mod blob;
 mod contention;
 mod dynamo;
+mod handover;
 mod locks;
 mod measure;
 mod report;
@@ -85,10 +86,12 @@ enum Backend {
     Etcd,
     Zookeeper,
     Redis,
+    /// The handover gap of every issuer of the registry.
+    Handover,
 }
 
 impl Backend {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 11] = [
         Self::Sqlite,
         Self::Postgres,
         Self::Mariadb,
@@ -99,6 +102,7 @@ impl Backend {
         Self::Etcd,
         Self::Zookeeper,
         Self::Redis,
+        Self::Handover,
     ];
 
     fn name(self) -> &'static str {
@@ -113,6 +117,7 @@ impl Backend {
             Self::Etcd => "etcd",
             Self::Zookeeper => "zookeeper",
             Self::Redis => "redis",
+            Self::Handover => "handover",
         }
     }
 
@@ -128,6 +133,7 @@ impl Backend {
             Self::Etcd => suite::etcd(plan, out).await,
             Self::Zookeeper => suite::zookeeper(plan, out).await,
             Self::Redis => suite::redis(plan, out).await,
+            Self::Handover => suite::handover(plan, out).await,
         }
     }
 }
@@ -151,6 +157,7 @@ impl Args {
                 load,
                 object_load: load,
                 count: !self.no_count,
+                handovers: 1,
             }
         } else {
             Plan {
@@ -170,6 +177,7 @@ impl Args {
                     rounds: 4,
                 },
                 count: !self.no_count,
+                handovers: 20,
             }
         }
     }

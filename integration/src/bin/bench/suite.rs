@@ -46,6 +46,8 @@ pub(crate) struct Plan {
     pub(crate) object_load: Load,
     /// Whether to count round trips through a proxy.
     pub(crate) count: bool,
+    /// Handovers timed per issuer, each way.
+    pub(crate) handovers: usize,
 }
 
 /// What one backend's run adds to the report.
@@ -464,6 +466,23 @@ pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
             .with_trips(trips)
             .note("the issuer reads the item (a strongly consistent `GetItem`) before its grant; raw: a conditional grant with `ADD counter` and a conditional release"),
     );
+    Ok(())
+}
+
+// --- Handover --------------------------------------------------------------
+
+/// The TTL of the handover leases: long enough that only a release, never
+/// an expiry, hands a lease over.
+const HANDOVER_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+pub(crate) async fn handover(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    for name in fencing_integration::issuers() {
+        let Some((issuer, _)) = fencing_integration::issuer(name).await else {
+            continue;
+        };
+        out.rows
+            .push(crate::handover::row(name, issuer, HANDOVER_TTL, plan.handovers).await?);
+    }
     Ok(())
 }
 
