@@ -55,8 +55,9 @@ struct Item {
 /// `holder`, `rvn` (a random record version number) and `ttl_ms`.
 ///
 /// A free resource is granted by **one** conditional `UpdateItem`
-/// (`attribute_not_exists(holder)`, `ADD counter :one`). A held one is
-/// taken over only when the **same** `rvn` has been seen for its `ttl_ms`
+/// (`attribute_not_exists(holder)`, `ADD counter :one`), with no read
+/// first: a held one refuses it and hands back the item as it was. A held
+/// one is taken over only when the **same** `rvn` has been seen for its `ttl_ms`
 /// on this process's monotonic clock, conditioned on `rvn` being
 /// unchanged: expiry never compares wall clocks, so a client whose clock is
 /// off can neither steal a live lease nor keep a dead one. Release keeps
@@ -235,13 +236,15 @@ impl DynamoIssuer {
     }
 
     /// Grants `request` if `condition` holds: the new counter is the token.
+    /// When it does not, the item as it was (with `ALL_OLD`), so that a
+    /// held resource costs no second request to judge.
     async fn grant(
         &self,
         request: &LeaseRequest,
         key: &str,
         condition: &str,
         seen: Option<&str>,
-    ) -> Result<Option<Lease>> {
+    ) -> Result<std::result::Result<Lease, Option<Item>>> {
         let rvn = fresh_rvn();
         let sent_at = Instant::now();
         let answer = self
@@ -257,7 +260,16 @@ impl DynamoIssuer {
                     // Rounded up: never shorter than the holder's deadline.
                     .expression_attribute_values(":ttl", n(request.ttl_millis_ceil()))
                     .expression_attribute_values(":one", n(1))
-                    .return_values(ReturnValue::UpdatedNew);
+                    .return_values(ReturnValue::UpdatedNew)
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    );
+                // Only the values the condition uses may be sent.
+                let r = if condition.contains(":max") {
+                    r.expression_attribute_values(":max", n(u64::MAX))
+                } else {
+                    r
+                };
                 match seen {
                     Some(seen) => {
                         r.expression_attribute_values(":seen", AttributeValue::S(seen.to_owned()))
@@ -266,8 +278,9 @@ impl DynamoIssuer {
                 }
             })
             .await?;
-        let Ok(attributes) = answer else {
-            return Ok(None);
+        let attributes = match answer {
+            Ok(attributes) => attributes,
+            Err(old) => return Ok(Err(old)),
         };
         let token = attributes
             .as_ref()
@@ -284,7 +297,7 @@ impl DynamoIssuer {
                 at: Instant::now(),
             }),
         );
-        Ok(Some(Lease::new(request, FencingToken::new(token), sent_at)))
+        Ok(Ok(Lease::new(request, FencingToken::new(token), sent_at)))
     }
 }
 
@@ -297,17 +310,21 @@ impl TokenIssuer for DynamoIssuer {
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let key = self.key(&request.resource);
-        let item = self.read("acquire", &key).await?.unwrap_or_default();
-        if item.counter == Some(u64::MAX) {
+        // One request for a free resource: the grant itself, which hands
+        // back the item as it was when the resource is held.
+        let free = "attribute_not_exists(#h) AND (attribute_not_exists(#c) OR #c < :max)";
+        let item = match self.grant(request, &key, free, None).await? {
+            Ok(lease) => return Ok(Some(lease)),
+            Err(old) => {
+                old.ok_or_else(|| self.foreign(&key, "a refused grant returned no item"))?
+            }
+        };
+        let Some(_) = item.holder else {
+            // Free, so the counter is at the top of the range.
             return Err(Error::TokenOutOfRange {
                 token: FencingToken::new(u64::MAX),
                 max: Self::MAX_FLOOR,
             });
-        }
-        let Some(_) = item.holder else {
-            self.remember(&key, None);
-            let free = "attribute_not_exists(#h)";
-            return self.grant(request, &key, free, None).await;
         };
         let (Some(rvn), Some(ttl_ms)) = (item.rvn, item.ttl_ms) else {
             return Err(self.foreign(&key, "it has a holder but no rvn or ttl_ms"));
@@ -322,7 +339,7 @@ impl TokenIssuer for DynamoIssuer {
                     && now.duration_since(seen.at) >= Duration::from_millis(ttl_ms) =>
             {
                 let takeover = "#r = :seen";
-                self.grant(request, &key, takeover, Some(&rvn)).await
+                Ok(self.grant(request, &key, takeover, Some(&rvn)).await?.ok())
             }
             Some(seen) if seen.rvn == rvn => Ok(None),
             // A new version: its TTL counts from now (after the read).

@@ -140,3 +140,28 @@ async fn verify_passes_on_the_emulator() {
         "{names:?}"
     );
 }
+
+/// A free resource is granted in one request (the grant hands back the
+/// item when it is held), up to the top of the range: the grant at
+/// `u64::MAX` is the last, and the next is `TokenOutOfRange`, not a wrap.
+#[tokio::test]
+async fn the_last_token_is_u64_max() {
+    let Some(issuer) = dynamo().await else { return };
+    let resource = unique_name("top");
+    issuer
+        .raise_floor(&resource, DynamoIssuer::MAX_FLOOR)
+        .await
+        .expect("floor");
+    let request = LeaseRequest::new(&resource, TTL);
+    let last = issuer.try_acquire(&request).await.unwrap().expect("free");
+    assert_eq!(last.token(), FencingToken::new(u64::MAX));
+    assert!(
+        issuer.try_acquire(&request).await.unwrap().is_none(),
+        "held"
+    );
+    issuer.release(&last).await.unwrap();
+    match issuer.try_acquire(&request).await {
+        Err(fencing_core::Error::TokenOutOfRange { .. }) => {}
+        other => panic!("expected TokenOutOfRange after u64::MAX, got {other:?}"),
+    }
+}

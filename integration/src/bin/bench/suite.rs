@@ -464,7 +464,7 @@ pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     out.rows.push(
         Row::latency("dynamodb", "acquire + release vs 2 conditional UpdateItems", None, timed, Some(target::LOCK))
             .with_trips(trips)
-            .note("the issuer reads the item (a strongly consistent `GetItem`) before its grant; raw: a conditional grant with `ADD counter` and a conditional release"),
+            .note("a free resource is granted by one conditional `UpdateItem` (a held one answers with its old item, no read); raw: a conditional grant with `ADD counter` and a conditional release"),
     );
     Ok(())
 }
