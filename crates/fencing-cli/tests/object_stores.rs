@@ -120,3 +120,76 @@ async fn foreign_object_is_refused_unless_the_url_adopts_it() {
     );
     assert_exit(&put(&url, "legacy", "6", "zombie"), 3);
 }
+
+/// One bucket as issuer and store, with the real binary: `fence run
+/// --issuer` hands its command a token from the bucket's lease record, the
+/// command writes to the same bucket with it, the next run's token is
+/// higher (the counter outlives the process), the first token is then
+/// refused, and `fence doctor` finds the bucket safe as an issuer.
+async fn one_bucket_for_both(server: &Server) {
+    let Some(Bucket { url, .. }) = emulator_bucket(server).await else {
+        return;
+    };
+    let url = &format!("{url}&emulator=true");
+    let run = |value: &str| {
+        let script = format!(
+            "{} put --store '{url}' report --token $FENCING_TOKEN \"{value} $FENCING_TOKEN\" && echo $FENCING_TOKEN",
+            common::FENCE
+        );
+        let out = common::on_resource(
+            "run",
+            url,
+            "nightly",
+            &["--ttl", "10s", "--", "sh", "-c", &script],
+        );
+        assert!(out.status.success(), "{}: {}", server.name, text(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{}: no token printed: {}", server.name, text(&out)))
+    };
+    let first = run("first run");
+    let second = run("second run");
+    assert!(
+        second > first,
+        "{}: token {second} after {first}",
+        server.name
+    );
+    let stale = put(
+        url,
+        "report",
+        &first.to_string(),
+        "a zombie of the first run",
+    );
+    assert_exit(&stale, 3);
+    let got = json(&fence(&["get", "--store", url, "report", "--json"]));
+    assert_eq!(
+        got["value"],
+        format!("second run {second}"),
+        "{}",
+        server.name
+    );
+    let doctor = fence(&["doctor", url]);
+    assert!(
+        doctor.status.success(),
+        "{}: {}",
+        server.name,
+        text(&doctor)
+    );
+}
+
+#[tokio::test]
+async fn one_s3_bucket_is_issuer_and_store() {
+    one_bucket_for_both(&S3).await;
+}
+
+#[tokio::test]
+async fn one_gcs_bucket_is_issuer_and_store() {
+    one_bucket_for_both(&GCS).await;
+}
+
+#[tokio::test]
+async fn one_azure_container_is_issuer_and_store() {
+    one_bucket_for_both(&AZURE).await;
+}
