@@ -74,4 +74,10 @@ pause_pairs! {
     mariadb_x_sqlite: "mariadb", "sqlite",
     zookeeper_x_gcs: "zookeeper", "gcs",
     sqlite_x_azure: "sqlite", "azure",
+    // The issuers that need nothing but a bucket or a table, against their
+    // own: the simplest deployment.
+    s3_x_s3: "s3", "s3",
+    gcs_x_gcs: "gcs", "gcs",
+    azure_x_azure: "azure", "azure",
+    dynamodb_x_dynamodb: "dynamodb", "dynamodb",
 }
