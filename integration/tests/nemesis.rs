@@ -1,10 +1,12 @@
 //! The nemesis in CI mode (`integration/nemesis.sh` runs the long mode):
 //! real partitions, lossy links, kills and pauses on the etcd cluster and
 //! the ZooKeeper ensemble in network namespaces, × PostgreSQL and S3 in
-//! theirs; and every issuer with clients whose clocks are skewed by hours
-//! or jump during a lease. Each run must accept writes, grant more than
-//! once and break no clause of the contract (no stale accept, no refusal
-//! without a higher accepted token, a final state some write made).
+//! theirs; clients cut off from the one server that is their issuer and
+//! store (the bucket issuer on S3, DynamoDB, on moto); and every issuer with
+//! clients whose clocks are skewed by hours or jump during a lease. Each run
+//! must accept writes, grant more than once and break no clause of the
+//! contract (no stale accept, no refusal without a higher accepted token, a
+//! final state some write made).
 //!
 //! Needs root (network namespaces), iptables and libfaketime:
 //! `integration/services.sh up all` installs them. `FENCING_SEED` replays
@@ -40,6 +42,27 @@ async fn partitions_of_the_etcd_cluster_let_no_stale_write_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_of_the_zookeeper_ensemble_let_no_stale_write_in() {
     partitions(ClusterKind::ZooKeeper).await;
+}
+
+/// The single-server pairs (one moto as issuer and store), each clean and
+/// under faults: a run none reached proves nothing of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_clients_of_one_server_as_issuer_and_store_get_no_stale_write_in() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let seed = HistoryConfig::seed_from_env();
+    let runs = suite::single_server_runs(suite::SINGLE_SERVERS, Mode::Ci, seed, CLIENT.as_ref())
+        .await
+        .unwrap_or_else(|e| panic!("the nemesis could not run: {e}"));
+    assert_eq!(runs.len(), suite::SINGLE_SERVERS.len());
+    for pair in &runs {
+        pair.assert_clean();
+        for run in &pair.runs {
+            assert!(
+                run.faults.values().sum::<usize>() > 0,
+                "{run}\nno fault was injected"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

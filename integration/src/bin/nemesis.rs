@@ -20,8 +20,11 @@ struct Args {
     /// Seeds the schedules (default: FENCING_SEED, else random; printed).
     #[arg(long)]
     seed: Option<u64>,
-    /// Only these pairs: etcd-postgres, etcd-s3, zk-postgres, zk-s3,
-    /// clocks (every issuer), or clocks-ISSUER (e.g. clocks-redis).
+    /// Only these pairs: etcd-postgres, etcd-s3, zk-postgres, zk-s3 (the
+    /// cluster's partition runs), bucket-s3 (the bucket issuer on the bucket
+    /// it fences), dynamodb-dynamodb (DynamoDB on its table: both on one
+    /// moto, clients cut off from it), clocks (every issuer), or
+    /// clocks-ISSUER (e.g. clocks-redis).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Writes the summary table (markdown) to this file.
@@ -60,6 +63,20 @@ async fn main() -> std::process::ExitCode {
             Ok(runs) => pairs.extend(runs),
             Err(e) => {
                 eprintln!("nemesis: {}: {e}", kind.name());
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    let single: Vec<&str> = suite::SINGLE_SERVERS
+        .iter()
+        .copied()
+        .filter(|p| wanted(p))
+        .collect();
+    if !single.is_empty() {
+        match suite::single_server_runs(&single, mode, seed, &client).await {
+            Ok(runs) => pairs.extend(runs),
+            Err(e) => {
+                eprintln!("nemesis: single-server runs: {e}");
                 return std::process::ExitCode::FAILURE;
             }
         }

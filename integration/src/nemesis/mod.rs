@@ -5,7 +5,7 @@
 //!   lossy links are iptables rules inside them. Everything is removed on
 //!   drop (and by [`net::sweep`] after a killed run).
 //! - [`servers`]: a 3-member etcd cluster or ZooKeeper ensemble, PostgreSQL
-//!   and moto, each in a host of its own.
+//!   and moto, each in a host of its own; or moto alone, as issuer and store.
 //! - [`schedule`]: seeded random fault schedules.
 //! - [`timeline`]: the clients' events in one clock and the run's verdict.
 //! - [`suite`]: the partition and clock runs CI and the long mode make.
@@ -91,6 +91,16 @@ impl Nemesis {
         }
     }
 
+    /// A nemesis over `topology` whose one server (`server`, on the
+    /// topology's only member host) is both the issuer and the store.
+    pub fn single_server(topology: Topology, server: Proc) -> Self {
+        Self {
+            servers: vec![server],
+            topology: Some(topology),
+            ..Self::default()
+        }
+    }
+
     fn member_host(&self, i: usize) -> Option<&net::Host> {
         self.cluster.as_ref().map(|c| &c.members[i].host)
     }
@@ -129,7 +139,15 @@ impl Nemesis {
                 }
                 Ok(match *fault {
                     Fault::LossyClient(_, loss) => {
-                        format!("{} ↔ members lose {:.0}%", client.name, loss * 100.0)
+                        let to = if self.cluster.is_some() {
+                            "members"
+                        } else {
+                            "server"
+                        };
+                        format!("{} ↔ {to} lose {:.0}%", client.name, loss * 100.0)
+                    }
+                    _ if self.cluster.is_none() => {
+                        format!("{} | the server (issuer and store)", client.name)
                     }
                     _ => format!("{} | every member (the store still reachable)", client.name),
                 })

@@ -80,6 +80,9 @@ pub struct Menu {
     pub ttl: Duration,
     /// Network and process faults on the cluster and clients.
     pub cluster_faults: bool,
+    /// With no members: faults on the clients' links to the one server that
+    /// is issuer and store (isolate, lossy, slow), besides client pauses.
+    pub client_links: bool,
     /// Clients whose clock the schedule may jump: (client, all clocks).
     pub jumping_clocks: Vec<(usize, bool)>,
 }
@@ -123,6 +126,16 @@ fn pick(rng: &mut StdRng, menu: &Menu) -> Option<Fault> {
             Fault::KillLeader,
             Fault::PauseMember(member),
         ]);
+    } else if menu.cluster_faults && menu.client_links {
+        // Isolation twice, as above: the zombie, here one that cannot even
+        // write until the heal, when its old token must be refused.
+        options.extend([
+            Fault::IsolateClient(client),
+            Fault::IsolateClient(client),
+            Fault::LossyClient(client, rng.random_range(0.2..0.6)),
+            Fault::SlowClient(client, rng.random_range(16..=128)),
+            Fault::PauseClient(client),
+        ]);
     } else if menu.cluster_faults {
         options.push(Fault::PauseClient(client));
     }
@@ -158,6 +171,7 @@ mod tests {
             clients: 4,
             ttl: Duration::from_secs(2),
             cluster_faults: true,
+            client_links: false,
             jumping_clocks: vec![(3, false)],
         };
         let a = random(42, Duration::from_secs(60), &menu);
@@ -166,5 +180,26 @@ mod tests {
         let total: Duration = a.iter().map(|s| s.quiet + s.hold).sum();
         assert!(total >= Duration::from_secs(60), "{total:?}");
         assert!(a.iter().all(|s| !s.faults.is_empty()));
+    }
+
+    #[test]
+    fn a_single_server_menu_draws_every_client_fault_and_no_member_fault() {
+        let menu = Menu {
+            members: 0,
+            clients: 4,
+            ttl: Duration::from_secs(2),
+            cluster_faults: true,
+            client_links: true,
+            jumping_clocks: Vec::new(),
+        };
+        let steps = random(7, Duration::from_secs(600), &menu);
+        let kinds: std::collections::BTreeSet<&str> = steps
+            .iter()
+            .flat_map(|s| s.faults.iter().map(Fault::kind))
+            .collect();
+        assert_eq!(
+            kinds.into_iter().collect::<Vec<_>>(),
+            ["isolate-client", "lossy-link", "pause-client", "slow-link"]
+        );
     }
 }

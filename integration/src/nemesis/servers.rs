@@ -188,7 +188,8 @@ pub fn postgres(host: &Host, dir: &Path) -> Result<(Proc, String), String> {
 }
 
 /// moto (the S3 emulator `services.sh` installs) in `host`, with `bucket`
-/// created; returns it and the store URL.
+/// created; returns it and the store URL. The same process serves
+/// DynamoDB ([`dynamodb_url`]): moto answers every AWS service on one port.
 pub fn moto(host: &Host, dir: &Path, bucket: &str) -> Result<(Proc, String), String> {
     let state = std::env::var_os("FENCING_STATE_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join(".state"),
@@ -235,16 +236,17 @@ pub fn moto(host: &Host, dir: &Path, bucket: &str) -> Result<(Proc, String), Str
     ))
 }
 
-/// The hosts of a lock-service run: three members, a PostgreSQL host, an
-/// S3 host and `clients` client hosts.
+/// The hosts of a run: the lock service's, the stores', and one per client.
 #[derive(Debug)]
 pub struct Topology {
     /// The bridge; dropped last (after the processes in it).
     pub net: Net,
-    /// The lock service's members.
+    /// The issuer's hosts, which client-link faults cut a client off from:
+    /// the lock service's three members, or the one server that is issuer
+    /// and store.
     pub members: Vec<Host>,
-    /// PostgreSQL's host.
-    pub postgres: Host,
+    /// PostgreSQL's host (none in a single-server run).
+    pub postgres: Option<Host>,
     /// moto's host.
     pub s3: Host,
     /// One host per client.
@@ -252,17 +254,16 @@ pub struct Topology {
 }
 
 impl Topology {
-    /// Builds the namespaces.
+    /// Builds the namespaces of a cluster run: three members, PostgreSQL,
+    /// moto and the clients.
     pub fn new(prefix: &str, clients: usize) -> Result<Self, String> {
         let mut net = Net::new()?;
         let members = (1..=3)
             .map(|i| net.add_host(&format!("{prefix}{i}")))
             .collect::<Result<_, _>>()?;
-        let postgres = net.add_host("pg")?;
+        let postgres = Some(net.add_host("pg")?);
         let s3 = net.add_host("s3")?;
-        let clients = (1..=clients)
-            .map(|i| net.add_host(&format!("c{i}")))
-            .collect::<Result<_, _>>()?;
+        let clients = Self::clients(&mut net, clients)?;
         Ok(Self {
             net,
             members,
@@ -271,6 +272,37 @@ impl Topology {
             clients,
         })
     }
+
+    /// Builds the namespaces of a single-server run: moto, which is both the
+    /// issuer and the store (so the clients' links to it are the ones
+    /// faults cut), and the clients.
+    pub fn single_server(clients: usize) -> Result<Self, String> {
+        let mut net = Net::new()?;
+        let s3 = net.add_host("moto")?;
+        let clients = Self::clients(&mut net, clients)?;
+        Ok(Self {
+            net,
+            members: vec![s3.clone()],
+            postgres: None,
+            s3,
+            clients,
+        })
+    }
+
+    fn clients(net: &mut Net, clients: usize) -> Result<Vec<Host>, String> {
+        (1..=clients)
+            .map(|i| net.add_host(&format!("c{i}")))
+            .collect()
+    }
+}
+
+/// The DynamoDB URL of `table` on the moto that [`moto`] started in
+/// `host` (issuer and store, the table made by the first open).
+pub fn dynamodb_url(host: &Host, table: &str) -> String {
+    format!(
+        "dynamodb://{table}?endpoint=http://{}:9000&emulator=true&create_table=true",
+        host.ip
+    )
 }
 
 /// A command running `program` in `host`, or in the root namespace.

@@ -3,6 +3,9 @@
 //! - partition runs: the etcd cluster or the ZooKeeper ensemble in three
 //!   namespaces, PostgreSQL and moto in their own, four clients in theirs,
 //!   under a random schedule of partitions, lossy links, kills and pauses;
+//! - single-server runs: moto alone in a namespace as issuer and store (the
+//!   bucket issuer on its bucket, DynamoDB on its table), four clients whose
+//!   links to it are cut, lossy or slow, or who are paused;
 //! - clock runs: every issuer on this checkout's servers with PostgreSQL as
 //!   the store, five clients whose clocks are true, 5 h slow, 7 h fast,
 //!   jumping (wall clock) and jumping forward (every clock).
@@ -160,7 +163,8 @@ pub async fn partition_runs(
     let clients = 4;
     let topology = Topology::new(&kind.name()[..4], clients)?;
     let cluster = Cluster::start(kind, &topology.members, &work)?;
-    let (pg, pg_url) = servers::postgres(&topology.postgres, &work)?;
+    let pg_host = topology.postgres.as_ref().ok_or("no PostgreSQL host")?;
+    let (pg, pg_url) = servers::postgres(pg_host, &work)?;
     let (moto, s3_url) = servers::moto(&topology.s3, &work, "nemesis")?;
     let client_hosts: Vec<_> = topology.clients.clone();
     let issuer_url = cluster.issuer_url(&fencing_testkit::unique_prefix());
@@ -182,6 +186,7 @@ pub async fn partition_runs(
                 clients,
                 ttl,
                 cluster_faults: true,
+                client_links: false,
                 jumping_clocks: Vec::new(),
             },
             ..mode.spec(
@@ -197,6 +202,74 @@ pub async fn partition_runs(
     drop(nemesis);
     let _ = std::fs::remove_dir_all(&work);
     Ok(pairs)
+}
+
+/// The single-server pairs, where one server is both issuer and store:
+/// the bucket issuer on the bucket it fences (`bucket-s3`) and DynamoDB on
+/// its table (`dynamodb-dynamodb`), both on moto.
+pub const SINGLE_SERVERS: &[&str] = &["bucket-s3", "dynamodb-dynamodb"];
+
+/// The partition runs of the single-server pairs named in `pairs` (of
+/// [`SINGLE_SERVERS`]): moto in a namespace, four clients in theirs, whose
+/// links to it the schedule cuts, loses and slows, and whose processes it
+/// stops. No member faults: there are no members. An isolated client's
+/// lease expires while it cannot even write; healed, its old token must be
+/// refused.
+pub async fn single_server_runs(
+    pairs: &[&str],
+    mode: Mode,
+    seed: u64,
+    client_bin: &Path,
+) -> Result<Vec<PairRuns>, String> {
+    net::preflight()?;
+    let work = tempdir("single")?;
+    let clients = 4;
+    let topology = Topology::single_server(clients)?;
+    let (moto, bucket_url) = servers::moto(&topology.s3, &work, "nemesis")?;
+    let prefix = fencing_testkit::unique_prefix();
+    let urls = [
+        (
+            "bucket-s3",
+            "s3 bucket issuer × s3, one server",
+            // One URL, both roles: lease records under the prefix, the
+            // store's objects beside them.
+            format!("{bucket_url}&lease_prefix={prefix}-lease/"),
+        ),
+        (
+            "dynamodb-dynamodb",
+            "dynamodb × dynamodb, one server",
+            servers::dynamodb_url(&topology.s3, "nemesis"),
+        ),
+    ];
+    let client_hosts: Vec<_> = topology.clients.clone();
+    let mut nemesis = Nemesis::single_server(topology, moto);
+    let ttl = Duration::from_secs(2);
+    let mut runs = Vec::new();
+    for (name, label, url) in urls {
+        if !pairs.contains(&name) {
+            continue;
+        }
+        let mut spec = PairSpec {
+            length: mode.run_length(),
+            clients: client_hosts
+                .iter()
+                .map(|h| (Some(h.clone()), Clock::Real))
+                .collect(),
+            menu: Menu {
+                members: 0,
+                clients,
+                ttl,
+                cluster_faults: true,
+                client_links: true,
+                jumping_clocks: Vec::new(),
+            },
+            ..mode.spec(label.to_owned(), url.clone(), url, ttl, seed)
+        };
+        runs.push(repeat(&mut nemesis, client_bin, &mut spec, mode, &work).await?);
+    }
+    drop(nemesis);
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(runs)
 }
 
 /// The stores of the partition runs.
@@ -254,6 +327,7 @@ pub async fn clock_runs(
                 clients: 5,
                 ttl,
                 cluster_faults: true,
+                client_links: false,
                 jumping_clocks: vec![(3, false), (4, true)],
             },
             ..mode.spec(
@@ -295,6 +369,7 @@ pub async fn unfenced_control(
             clients: 3,
             ttl,
             cluster_faults: true,
+            client_links: false,
             jumping_clocks: Vec::new(),
         },
         ..Mode::Ci.spec(label, issuer_url, store_url, ttl, seed)
