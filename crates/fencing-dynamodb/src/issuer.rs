@@ -350,10 +350,12 @@ impl TokenIssuer for DynamoIssuer {
         }
     }
 
-    /// Polls [`try_acquire`](TokenIssuer::try_acquire) with a backoff of
-    /// 50 ms up to a quarter of the TTL.
+    /// Polls [`try_acquire`](TokenIssuer::try_acquire) (one conditional
+    /// `UpdateItem` per try) with a backoff of 50 ms up to a quarter of the
+    /// TTL and at most a second: DynamoDB cannot tell a waiter of a
+    /// release (Streams could, at the cost of a stream reader per waiter).
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
-        let cap = (request.ttl / 4).max(Duration::from_millis(50));
+        let cap = (request.ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         poll_acquire(self, request, wait, Duration::from_millis(50), cap).await
     }
 

@@ -273,7 +273,7 @@ impl TokenIssuer for SqlIssuer {
         };
         #[cfg(not(feature = "postgres"))]
         let wakeups = None;
-        wake::acquire_woken(self, request, started, wait, wakeups).await
+        wake::acquire_woken(self, request, &request.resource, started, wait, wakeups).await
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {

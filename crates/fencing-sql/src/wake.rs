@@ -6,115 +6,19 @@
 // Without PostgreSQL only the polling bounds are used.
 #![cfg_attr(not(feature = "postgres"), allow(dead_code))]
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use fencing_core::{Error, Lease, LeaseRequest, Result, TokenIssuer};
-use tokio::sync::broadcast::{self, error::RecvError};
-
-/// The old polling bounds, for the dialects without notifications (and a
-/// listener that cannot start): 5 ms, doubling up to 100 ms.
-pub(crate) const POLL_FIRST: Duration = Duration::from_millis(5);
-/// See [`POLL_FIRST`].
-pub(crate) const POLL_CAP: Duration = Duration::from_millis(100);
-
-/// What the listener tells waiters.
-#[derive(Clone, Debug)]
-pub(crate) enum Wake {
-    /// This resource was released.
-    Released(Arc<str>),
-    /// Anything may have been released (the listener reconnected, and
-    /// notifications sent meanwhile are lost): everyone tries again.
-    All,
-}
-
-/// How long a woken-up waiter may sleep without a wake-up before it tries
-/// again: a quarter of its TTL, between 50 ms and 5 s. Notifications bring
-/// releases early; this re-check is what notices a crashed holder's expiry
-/// (which sends nothing) and covers a lost notification.
-pub(crate) fn recheck(ttl: Duration) -> Duration {
-    (ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(5))
-}
-
-/// What [`fencing_core::adapter::poll_acquire`] does after a first try
-/// that found the resource held (at `started`), but with `wakeups`, between
-/// tries it sleeps until a wake-up names the resource (or says
-/// everything), or [`recheck`] has passed. Without wake-ups (`None`, or
-/// once they end) it polls with [`POLL_FIRST`]..[`POLL_CAP`].
-///
-/// It tries once more at once: `wakeups` were subscribed after the first
-/// try, and a release in between sent nothing they saw.
-pub(crate) async fn acquire_woken<I: TokenIssuer + ?Sized>(
-    issuer: &I,
-    request: &LeaseRequest,
-    started: Instant,
-    wait: Duration,
-    mut wakeups: Option<broadcast::Receiver<Wake>>,
-) -> Result<Lease> {
-    let recheck = recheck(request.ttl);
-    let mut backoff = POLL_FIRST;
-    let mut first = true;
-    loop {
-        let waited = started.elapsed();
-        if waited >= wait {
-            return Err(Error::Timeout {
-                operation: format!("acquire {:?}", request.resource),
-                after: waited,
-            });
-        }
-        let left = wait - waited;
-        match &mut wakeups {
-            Some(_) if first => {}
-            Some(rx) => {
-                let next = next_wake(rx, &request.resource);
-                if let Ok(false) = tokio::time::timeout(recheck.min(left), next).await {
-                    wakeups = None;
-                }
-            }
-            None => {
-                tokio::time::sleep(backoff.min(left)).await;
-                backoff = (backoff * 2).min(POLL_CAP);
-            }
-        }
-        first = false;
-        if let Some(lease) = issuer.try_acquire(request).await? {
-            return Ok(lease);
-        }
-    }
-}
-
-/// Waits for a wake-up that concerns `resource`; `false` once the listener
-/// is gone. A lagging receiver missed some: it wakes, to be safe.
-async fn next_wake(wakeups: &mut broadcast::Receiver<Wake>, resource: &str) -> bool {
-    loop {
-        match wakeups.recv().await {
-            Ok(Wake::Released(r)) if &*r != resource => {}
-            Ok(_) | Err(RecvError::Lagged(_)) => return true,
-            Err(RecvError::Closed) => return false,
-        }
-    }
-}
+pub(crate) use fencing_core::adapter::wake::acquire_woken;
 
 #[cfg(feature = "postgres")]
 pub(crate) use listener::Listener;
 
 #[cfg(feature = "postgres")]
 mod listener {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
+    use fencing_core::adapter::wake::{Subscription, Wake, wake_channel};
     use sqlx::postgres::{PgListener, PgPool};
     use tokio::sync::broadcast;
     use tokio::task::JoinHandle;
-
-    use super::Wake;
-
-    /// How long a waiter waits for the listener to start (a pool
-    /// connection, and its own notification back) before it polls instead.
-    const START: Duration = Duration::from_secs(2);
-    /// After a failed start, waiters poll this long before one tries again.
-    const RETRY: Duration = Duration::from_secs(5);
-    /// Wake-ups a slow waiter may fall behind by before it just wakes.
-    const BACKLOG: usize = 256;
 
     /// One `LISTEN` connection per issuer (shared by its clones), started
     /// by the first waiter and kept while the issuer lives; a task reads
@@ -127,31 +31,13 @@ mod listener {
     /// listens: its waiters poll.
     #[derive(Debug, Default)]
     pub(crate) struct Listener {
-        state: tokio::sync::Mutex<State>,
-    }
-
-    #[derive(Debug, Default)]
-    enum State {
-        #[default]
-        Idle,
-        Failed(Instant),
-        /// A receiver to subscribe from (`resubscribe`); the task holds the
-        /// only sender, so waiters see `Closed` when it ends.
-        Running(broadcast::Receiver<Wake>, JoinHandle<()>),
-    }
-
-    impl Drop for Listener {
-        fn drop(&mut self) {
-            if let State::Running(_, task) = self.state.get_mut() {
-                task.abort();
-            }
-        }
+        subscription: Subscription,
     }
 
     impl Listener {
         /// Wake-ups for `channel`, from now on; `None` when the listener
-        /// cannot run (the waiter polls). A waiter with less than `START`
-        /// of its wait left (`budget`) does not start one: it polls.
+        /// cannot run (the waiter polls), or `budget` is too short to start
+        /// one.
         pub(crate) async fn subscribe(
             &self,
             pool: &PgPool,
@@ -161,36 +47,10 @@ mod listener {
             if pool.options().get_max_connections() < 2 {
                 return None;
             }
-            let mut state = tokio::time::timeout(START.min(budget), self.state.lock())
+            let what = format!("postgres LISTEN {channel}");
+            self.subscription
+                .subscribe(budget, &what, || start(pool, channel))
                 .await
-                .ok()?;
-            match &*state {
-                State::Running(template, task) if !task.is_finished() => {
-                    return Some(template.resubscribe());
-                }
-                State::Failed(at) if at.elapsed() < RETRY => return None,
-                _ if budget < START => return None,
-                _ => {}
-            }
-            match tokio::time::timeout(START, start(pool, channel)).await {
-                Ok(Ok((template, task))) => {
-                    let wakeups = template.resubscribe();
-                    *state = State::Running(template, task);
-                    Some(wakeups)
-                }
-                outcome => {
-                    let why = match outcome {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no connection, or no notification back, within {START:?}"),
-                    };
-                    tracing::warn!(
-                        channel,
-                        "postgres: cannot LISTEN for releases ({why}); waiters poll"
-                    );
-                    *state = State::Failed(Instant::now());
-                    None
-                }
-            }
         }
     }
 
@@ -211,7 +71,7 @@ mod listener {
             .execute(pool)
             .await?;
         while !listener.recv().await?.payload().is_empty() {}
-        let (sender, template) = broadcast::channel(BACKLOG);
+        let (sender, template) = wake_channel();
         let task = tokio::spawn(async move {
             loop {
                 let wake = match listener.try_recv().await {

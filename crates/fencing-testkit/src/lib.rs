@@ -62,6 +62,7 @@ mod names;
 pub mod refusal;
 pub mod safety;
 pub mod store;
+pub mod wake;
 pub mod zombie;
 
 pub use names::{unique_name, unique_prefix};

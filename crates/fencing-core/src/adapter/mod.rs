@@ -6,13 +6,16 @@
 //!   table and the test matrix are generated from;
 //! - [`url`]: a backend URL parsed once, options taken one by one;
 //! - [`blob`]: the one read → check → conditional-write loop of every object
-//!   store, parameterised by a [`blob::BlobBackend`];
+//!   store, parameterised by a [`blob::BlobBackend`], and the bucket lease;
+//! - [`wake`]: waiters woken at release (one subscription per issuer), for
+//!   an issuer with a notification channel;
 //! - the error plumbing of every adapter's one error-mapping function:
 //!   [`Call`] (what failed), [`tls_failure`], [`never_sent`], [`Redacted`].
 
 pub mod blob;
 pub mod descriptor;
 pub mod url;
+pub mod wake;
 
 pub use crate::error::{Call, Redacted, never_sent, tls_failure};
 pub use crate::issuer::poll_acquire;

@@ -471,17 +471,13 @@ pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
 
 // --- Handover --------------------------------------------------------------
 
-/// The TTL of the handover leases: long enough that only a release, never
-/// an expiry, hands a lease over.
-const HANDOVER_TTL: std::time::Duration = std::time::Duration::from_secs(5);
-
 pub(crate) async fn handover(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     for name in fencing_integration::issuers() {
         let Some((issuer, _)) = fencing_integration::issuer(name).await else {
             continue;
         };
         out.rows
-            .push(crate::handover::row(name, issuer, HANDOVER_TTL, plan.handovers).await?);
+            .push(crate::handover::row(name, issuer, plan.handovers).await?);
     }
     Ok(())
 }

@@ -443,10 +443,12 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     }
 
     /// Polls [`try_acquire`](TokenIssuer::try_acquire), one `GET` per try,
-    /// backing off from 50 ms up to a quarter of the TTL: an object store
-    /// cannot tell a waiter that a record changed.
+    /// backing off from 50 ms up to a quarter of the TTL and at most a
+    /// second (a waiter costs at most a `GET` a second, and sees a release
+    /// within one): an object store cannot tell a waiter that a record
+    /// changed.
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
-        let cap = (request.ttl / 4).max(Duration::from_millis(50));
+        let cap = (request.ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
         poll_acquire(self, request, wait, Duration::from_millis(50), cap).await
     }
 
