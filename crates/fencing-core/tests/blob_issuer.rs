@@ -264,3 +264,44 @@ async fn racing_issuers_grant_one_at_a_time() {
         "tokens not strictly increasing in grant order: {tokens:?}"
     );
 }
+
+/// A bucket that ignores preconditions is as unsafe for the issuer as for
+/// the store (two waiters could both take one lease): `verify` says so.
+#[tokio::test]
+async fn verify_flags_a_bucket_that_ignores_preconditions() {
+    use fencing_core::adapter::blob::Precondition;
+    use fencing_core::safety::Verdict;
+
+    #[derive(Debug)]
+    struct IgnoresPreconditions;
+    #[async_trait]
+    impl WriteHook<MemoryBlobBackend> for IgnoresPreconditions {
+        async fn write(
+            &self,
+            inner: &MemoryBlobBackend,
+            key: &str,
+            mut write: BlobWrite,
+        ) -> Result<WriteOutcome> {
+            write.precondition = match inner.read_prefix(key, 0).await? {
+                Some(o) => Precondition::Matches(o.version),
+                None => Precondition::Absent,
+            };
+            inner.write(key, write).await
+        }
+    }
+    let honest = BlobIssuer::new(MemoryBlobBackend::new());
+    assert!(fencing_core::safety::all_safe(
+        &honest.verify().await.unwrap()
+    ));
+    let issuer = BlobIssuer::new(HookedWrites::new(
+        MemoryBlobBackend::new(),
+        IgnoresPreconditions,
+    ));
+    let checks = issuer.verify().await.unwrap();
+    let unsafe_checks: Vec<_> = checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Unsafe)
+        .collect();
+    assert_eq!(unsafe_checks.len(), 2, "{checks:#?}");
+    assert!(unsafe_checks[0].detail.contains("ignores"), "{checks:#?}");
+}
