@@ -22,7 +22,23 @@ fn lead(url: &str, candidate: &str, extra: &[&str], script: &str) -> Command {
 #[test]
 fn one_leader_at_a_time_each_term_fenced_with_a_higher_token() {
     let s = Scratch::new("terms");
-    let url = s.url();
+    terms(&s.url(), &s);
+}
+
+/// The same on one S3 bucket as both the issuer (its lease record) and the
+/// fenced store.
+#[tokio::test]
+async fn one_leader_at_a_time_on_a_bucket() {
+    let Some(bucket) = common::emulator_bucket(&fencing_harness::env::S3).await else {
+        return;
+    };
+    let s = Scratch::new("bucket-terms");
+    terms(&format!("{}&emulator=true", bucket.url), &s);
+}
+
+/// Three candidates lead `url` in turn, each term fencing `url#state`.
+fn terms(url: &str, s: &Scratch) {
+    let url = url.to_owned();
     let log = s.path("log").display().to_string();
     let fence_arg = format!("{url}#state");
     // Each term: log its start with the token, work a moment, log its end.
