@@ -28,9 +28,14 @@ use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Result};
 ///    current holder.
 /// 6. A re-entrant acquire by the same [`HolderId`](crate::HolderId), where
 ///    an issuer offers it ([`TokenIssuer::reentrant`]), keeps the token.
-/// 7. **Correctness never depends on clocks**: expiry is decided by the
-///    issuer's own clock; the wall clock is never compared across machines.
-///    A [`Lease`]'s deadline is local and conservative.
+/// 7. **Correctness never depends on clocks**: expiry is decided by one
+///    clock, the lock service's own (a server's TTL, a database's `now()`,
+///    an object store's `Date` against its own `Last-Modified`) or a
+///    waiter's monotonic clock timing how long a record stayed unchanged;
+///    a wall clock is never compared across machines. A [`Lease`]'s
+///    deadline is local and conservative: it counts from before the
+///    request was sent, so it ends before any judge of expiry can see the
+///    lease dead (clocks that run at the same rate, as every TTL assumes).
 /// 8. **Tokens never go backwards**: an issuer whose counter could be lost
 ///    refuses with [`Error::UnsafeConfiguration`] unless the caller opts in;
 ///    after [`raise_floor`](Self::raise_floor) every grant is above the floor.
