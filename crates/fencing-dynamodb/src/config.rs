@@ -4,13 +4,10 @@ use std::fmt;
 use std::path::PathBuf;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::config::{
-    BehaviorVersion, Credentials, ProvideCredentials, Region, SharedHttpClient,
-};
-use aws_smithy_http_client::tls;
+use aws_sdk_dynamodb::config::Credentials;
+use fencing_aws::AwsOptions;
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::{env, env_bool};
-use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
 use crate::{DynamoIssuer, DynamoStore};
@@ -71,9 +68,6 @@ pub const BACKEND: Descriptor = Descriptor {
         Box::pin(async move { descriptor::store(DynamoConfig::from_url(&url)?.connect().await?) })
     }),
 };
-
-/// The access key and secret of an emulator (`emulator=true`; moto takes any).
-const EMULATOR_KEY: &str = "test";
 
 /// How to reach one DynamoDB table: parsed from `dynamodb://TABLE?…`, read
 /// from the environment, or set with the `with_*` setters;
@@ -287,40 +281,7 @@ impl DynamoConfig {
                 "emulator=true needs endpoint= (the emulator's address)",
             ));
         }
-        if self.ca_file.is_some() {
-            check_https(self.endpoint.as_deref())?;
-        }
-        Ok(())
-    }
-
-    /// The SDK's own HTTPS client, trusting the CA file only; `None`
-    /// without one (the SDK's default client).
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] naming the file when it cannot be read or
-    /// holds no certificate.
-    fn http_client(&self) -> Result<Option<SharedHttpClient>> {
-        let Some(path) = &self.ca_file else {
-            return Ok(None);
-        };
-        let pem = TlsOptions::new()
-            .with_ca_file(path)
-            .read_ca()?
-            .unwrap_or_default();
-        // The CA instead of the system roots, as sslrootcert means everywhere.
-        let trust = tls::TrustStore::empty().with_pem_certificate(pem);
-        let context = tls::TlsContext::builder()
-            .with_trust_store(trust)
-            .build()
-            .map_err(|e| Error::invalid_input(format!("CA file {}: {e}", path.display())))?;
-        Ok(Some(
-            aws_smithy_http_client::Builder::new()
-                .tls_provider(tls::Provider::Rustls(
-                    tls::rustls_provider::CryptoMode::AwsLc,
-                ))
-                .tls_context(context)
-                .build_https(),
-        ))
+        fencing_aws::require_https(self.ca_file.as_deref(), self.endpoint.as_deref())
     }
 
     /// A client: the emulator's test keys with `emulator=true`, else
@@ -333,50 +294,17 @@ impl DynamoConfig {
     /// they are looked for and `emulator=true`.
     pub async fn client(&self) -> Result<(Client, Option<String>)> {
         self.validate()?;
-        let http = self.http_client()?;
-        if self.emulator {
-            let endpoint = self.endpoint.clone().unwrap_or_default();
-            let client = emulator_client(&endpoint, self.region.as_deref(), http);
-            return Ok((client, Some(endpoint)));
-        }
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if let Some(http) = http {
-            loader = loader.http_client(http);
-        }
-        if let Some(region) = &self.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(endpoint) = &self.endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        if let Some(credentials) = &self.credentials {
-            loader = loader.credentials_provider(credentials.clone());
-        }
-        let sdk = loader.load().await;
-        let found = match sdk.credentials_provider() {
-            Some(provider) => provider
-                .provide_credentials()
-                .await
-                .map_err(|e| e.to_string()),
-            None => Err("no credentials provider".to_owned()),
+        let options = AwsOptions {
+            target: format!("dynamodb://{}", self.table),
+            region: self.region.clone(),
+            endpoint: self.endpoint.clone(),
+            credentials: self.credentials.clone(),
+            ca_file: self.ca_file.clone(),
+            emulator: self.emulator,
         };
-        if let Err(why) = found {
-            return Err(Error::invalid_input(format!(
-                "no AWS credentials for dynamodb://{} ({why}): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, \
-                 AWS_PROFILE or an instance role; for a local emulator add emulator=true to the URL",
-                self.table
-            )));
-        }
-        let mut config = aws_sdk_dynamodb::config::Builder::from(&sdk);
-        if sdk.region().is_none() {
-            config = config.region(Region::new("us-east-1"));
-        }
-        let endpoint = sdk.endpoint_url().map(str::to_owned);
-        if self.ca_file.is_some() {
-            // The endpoint may come from AWS_ENDPOINT_URL or the profile.
-            check_https(endpoint.as_deref())?;
-        }
-        Ok((Client::from_conf(config.build()), endpoint))
+        let (sdk, endpoint) = fencing_aws::sdk_config(&options).await?;
+        let config = aws_sdk_dynamodb::config::Builder::from(&sdk).build();
+        Ok((Client::from_conf(config), endpoint))
     }
 
     /// Opens the store: [`client`](Self::client), then, with
@@ -412,44 +340,6 @@ impl DynamoConfig {
             .with_prefix(prefix)
             .with_endpoint(endpoint.as_deref()))
     }
-}
-
-/// `sslrootcert=` is a CA for TLS: a plaintext endpoint would never use
-/// it, and the caller meant TLS. (No endpoint: AWS itself, over HTTPS.)
-fn check_https(endpoint: Option<&str>) -> Result<()> {
-    match endpoint {
-        Some(e) if !e.starts_with("https://") => Err(Error::invalid_input(
-            "sslrootcert= is for an https:// endpoint; this one is plaintext",
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// A client for an emulator at `endpoint`: the test keys, `region` or
-/// `us-east-1`, the SDK's default retries (writes turn them off), and
-/// `http` (a CA of its own) if given.
-pub(crate) fn emulator_client(
-    endpoint: &str,
-    region: Option<&str>,
-    http: Option<SharedHttpClient>,
-) -> Client {
-    let mut config = aws_sdk_dynamodb::Config::builder();
-    if let Some(http) = http {
-        config = config.http_client(http);
-    }
-    let config = config
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(region.unwrap_or("us-east-1").to_owned()))
-        .credentials_provider(Credentials::new(
-            EMULATOR_KEY,
-            EMULATOR_KEY,
-            None,
-            None,
-            "fencing-dynamodb-emulator",
-        ))
-        .endpoint_url(endpoint)
-        .build();
-    Client::from_conf(config)
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ use crate::DynamoStore;
 /// `us-east-1` (what `DynamoConfig::from_url("dynamodb://T?endpoint=…&emulator=true")`
 /// builds).
 pub fn client(endpoint: &str) -> Client {
-    crate::config::emulator_client(endpoint, None, None)
+    let sdk = fencing_aws::emulator_config(endpoint, None, None);
+    Client::from_conf(aws_sdk_dynamodb::config::Builder::from(&sdk).build())
 }
 
 /// Creates `table` (hash key `pk`, S) unless it exists, and waits until it

@@ -4,15 +4,13 @@ use std::fmt;
 use std::path::PathBuf;
 
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::SharedHttpClient;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, ProvideCredentials, Region};
-use aws_smithy_http_client::tls;
+use aws_sdk_s3::config::Credentials;
+use fencing_aws::AwsOptions;
+use fencing_core::Result;
 use fencing_core::adapter::blob::config::{
     ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
 };
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
-use fencing_core::tls::TlsOptions;
-use fencing_core::{Error, Result};
 
 use crate::{S3Backend, S3Issuer, S3Store};
 
@@ -66,10 +64,6 @@ const KIND: ObjectStoreKind = ObjectStoreKind {
     env_prefix: "FENCING_S3",
     emulator_endpoint: "the emulator's address",
 };
-
-/// The access key and secret an emulator is reached with with
-/// `emulator=true` (moto accepts any).
-const EMULATOR_KEY: &str = "test";
 
 /// How to reach one S3 bucket: parsed from `s3://BUCKET?…`, read from the
 /// environment, or set with the `with_*` setters; [`connect`](Self::connect)
@@ -213,88 +207,18 @@ impl S3Config {
     /// `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` or the profile's.
     async fn client_and_endpoint(&self) -> Result<(Client, Option<String>)> {
         self.common.validate(&KIND)?;
-        if self.ca_file.is_some() && self.endpoint().is_some_and(|e| !e.starts_with("https://")) {
-            return Err(Error::invalid_input(
-                "sslrootcert= is for an https:// endpoint; this one is plaintext",
-            ));
-        }
-        let http = self.http_client()?;
-        if self.common.emulator {
-            let endpoint = self.endpoint().unwrap_or_default();
-            let client = emulator_client(endpoint, self.region.as_deref(), http);
-            return Ok((client, Some(endpoint.to_owned())));
-        }
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if let Some(http) = http {
-            loader = loader.http_client(http);
-        }
-        if let Some(region) = &self.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
-        if let Some(endpoint) = self.endpoint() {
-            loader = loader.endpoint_url(endpoint);
-        }
-        if let Some(credentials) = &self.credentials {
-            loader = loader.credentials_provider(credentials.clone());
-        }
-        let sdk = loader.load().await;
-        let found = match sdk.credentials_provider() {
-            Some(provider) => provider
-                .provide_credentials()
-                .await
-                .map_err(|e| e.to_string()),
-            None => Err("no credentials provider".to_owned()),
+        let options = AwsOptions {
+            target: format!("s3://{}", self.bucket()),
+            region: self.region.clone(),
+            endpoint: self.endpoint().map(str::to_owned),
+            credentials: self.credentials.clone(),
+            ca_file: self.ca_file.clone(),
+            emulator: self.common.emulator,
         };
-        if let Err(why) = found {
-            return Err(Error::invalid_input(format!(
-                "no AWS credentials for s3://{} ({why}): set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, \
-                 AWS_PROFILE or an instance role; for a local emulator add emulator=true to the URL",
-                self.bucket()
-            )));
-        }
-        let mut config = aws_sdk_s3::config::Builder::from(&sdk);
-        if sdk.region().is_none() {
-            config = config.region(Region::new("us-east-1"));
-        }
+        let (sdk, endpoint) = fencing_aws::sdk_config(&options).await?;
         let path_style = self.path_style.unwrap_or(self.endpoint().is_some());
-        config = config.force_path_style(path_style);
-        let endpoint = sdk.endpoint_url().map(str::to_owned);
-        if self.ca_file.is_some()
-            && endpoint
-                .as_deref()
-                .is_some_and(|e| !e.starts_with("https://"))
-        {
-            return Err(Error::invalid_input(
-                "sslrootcert= is for an https:// endpoint; this one is plaintext",
-            ));
-        }
+        let config = aws_sdk_s3::config::Builder::from(&sdk).force_path_style(path_style);
         Ok((Client::from_conf(config.build()), endpoint))
-    }
-
-    /// The SDK's own HTTPS client, trusting the CA file only; `None`
-    /// without one (the SDK's default client).
-    fn http_client(&self) -> Result<Option<SharedHttpClient>> {
-        let Some(path) = &self.ca_file else {
-            return Ok(None);
-        };
-        let pem = TlsOptions::new()
-            .with_ca_file(path)
-            .read_ca()?
-            .unwrap_or_default();
-        // The CA instead of the system roots, as sslrootcert means everywhere.
-        let trust = tls::TrustStore::empty().with_pem_certificate(pem);
-        let context = tls::TlsContext::builder()
-            .with_trust_store(trust)
-            .build()
-            .map_err(|e| Error::invalid_input(format!("CA file {}: {e}", path.display())))?;
-        Ok(Some(
-            aws_smithy_http_client::Builder::new()
-                .tls_provider(tls::Provider::Rustls(
-                    tls::rustls_provider::CryptoMode::AwsLc,
-                ))
-                .tls_context(context)
-                .build_https(),
-        ))
     }
 
     /// Opens the store: [`client`](Self::client), then the backend on the
@@ -320,33 +244,6 @@ impl S3Config {
             .common
             .issuer(S3Backend::new(client, self.bucket()).with_endpoint(endpoint.as_deref())))
     }
-}
-
-/// A client for an emulator at `endpoint`: the test keys, `region` or
-/// `us-east-1`, path-style addressing, the SDK's default retries.
-pub(crate) fn emulator_client(
-    endpoint: &str,
-    region: Option<&str>,
-    http: Option<SharedHttpClient>,
-) -> Client {
-    let mut config = aws_sdk_s3::Config::builder();
-    if let Some(http) = http {
-        config = config.http_client(http);
-    }
-    let config = config
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(region.unwrap_or("us-east-1").to_owned()))
-        .credentials_provider(Credentials::new(
-            EMULATOR_KEY,
-            EMULATOR_KEY,
-            None,
-            None,
-            "fencing-s3-emulator",
-        ))
-        .endpoint_url(endpoint)
-        .force_path_style(true)
-        .build();
-    Client::from_conf(config)
 }
 
 #[cfg(test)]

@@ -22,7 +22,12 @@ use crate::{S3Backend, S3Store};
 /// `us-east-1`, path-style addressing, the SDK's default retries (what
 /// `S3Config::from_url("s3://B?endpoint=…&emulator=true")` builds).
 pub fn client(endpoint: &str) -> Client {
-    crate::config::emulator_client(endpoint, None, None)
+    let sdk = fencing_aws::emulator_config(endpoint, None, None);
+    Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    )
 }
 
 /// Creates `bucket`; one this account owns already is fine.
