@@ -29,7 +29,7 @@ pub mod config;
 pub mod frame;
 mod hook;
 pub mod http;
-mod lease;
+pub mod lease;
 
 use std::collections::HashMap;
 use std::fmt::{self, Debug};
