@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use fencing_core::adapter::blob::{
-    BlobBackend, BlobIssuer, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
-};
+use fencing_core::adapter::blob::{BlobBackend, BlobIssuer, BlobStore, HookedWrites};
 use fencing_core::memory::MemoryBlobBackend;
-use fencing_core::{Error, LeaseRequest, Result, TokenIssuer};
+use fencing_core::{Error, LeaseRequest, TokenIssuer};
 use fencing_testkit::issuer::IssuerProfile;
+
+#[allow(dead_code)] // each test binary uses a part
+mod common;
+use common::{IgnoresPreconditions, LosesAnswers};
 
 async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
     Some(Arc::new(BlobIssuer::new(MemoryBlobBackend::new())))
@@ -141,42 +142,15 @@ async fn a_lease_costs_the_fewest_requests() {
     assert!(again.token() > lease.token());
 }
 
-/// Loses the answer of every write while `lose` is set: applied, but the
-/// caller hears `OutcomeUnknown`.
-#[derive(Debug, Default)]
-struct LoseAnswers {
-    lose: AtomicBool,
-}
-
-#[async_trait]
-impl WriteHook<MemoryBlobBackend> for LoseAnswers {
-    async fn write(
-        &self,
-        inner: &MemoryBlobBackend,
-        key: &str,
-        write: BlobWrite,
-    ) -> Result<WriteOutcome> {
-        let outcome = inner.write(key, write).await?;
-        if self.lose.load(Ordering::SeqCst) {
-            return Err(Error::outcome_unknown(
-                "memory-blob",
-                format!("write {key:?}"),
-                "the answer was lost",
-            ));
-        }
-        Ok(outcome)
-    }
-}
-
 /// A grant, renew or release whose answer was lost is settled by reading
 /// the record back: our own write there is success, not an error and not
 /// a second grant.
 #[tokio::test]
 async fn a_lost_answer_is_settled_by_the_record() {
-    let backend = HookedWrites::new(MemoryBlobBackend::new(), LoseAnswers::default());
+    // The grant's, the renew's and the release's answers are lost.
+    let backend = HookedWrites::new(MemoryBlobBackend::new(), LosesAnswers::new(3, None));
     let issuer = BlobIssuer::new(backend);
     let ttl = Duration::from_secs(5);
-    issuer.backend().hook().lose.store(true, Ordering::SeqCst);
     let lease = issuer
         .try_acquire(&request("r", ttl))
         .await
@@ -184,7 +158,6 @@ async fn a_lost_answer_is_settled_by_the_record() {
         .expect("granted");
     let lease = issuer.renew(&lease).await.expect("an applied renew");
     issuer.release(&lease).await.expect("an applied release");
-    issuer.backend().hook().lose.store(false, Ordering::SeqCst);
     let next = issuer
         .try_acquire(&request("r", ttl))
         .await
@@ -269,26 +242,8 @@ async fn racing_issuers_grant_one_at_a_time() {
 /// the store (two waiters could both take one lease): `verify` says so.
 #[tokio::test]
 async fn verify_flags_a_bucket_that_ignores_preconditions() {
-    use fencing_core::adapter::blob::Precondition;
     use fencing_core::safety::Verdict;
 
-    #[derive(Debug)]
-    struct IgnoresPreconditions;
-    #[async_trait]
-    impl WriteHook<MemoryBlobBackend> for IgnoresPreconditions {
-        async fn write(
-            &self,
-            inner: &MemoryBlobBackend,
-            key: &str,
-            mut write: BlobWrite,
-        ) -> Result<WriteOutcome> {
-            write.precondition = match inner.read_prefix(key, 0).await? {
-                Some(o) => Precondition::Matches(o.version),
-                None => Precondition::Absent,
-            };
-            inner.write(key, write).await
-        }
-    }
     let honest = BlobIssuer::new(MemoryBlobBackend::new());
     assert!(fencing_core::safety::all_safe(
         &honest.verify().await.unwrap()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobStore, BlobWrite, HookedWrites, Precondition, WriteHook, WriteOutcome,
+    BlobBackend, BlobStore, BlobWrite, HookedWrites, WriteHook, WriteOutcome,
 };
 use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::safety::Verdict;
@@ -13,7 +13,7 @@ use fencing_core::{Error, FencedStore, FencingToken, Result};
 
 mod common;
 
-use common::LosesAnswers;
+use common::{IgnoresPreconditions, LosesAnswers};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_writers_lose_preconditions_and_retry() {
@@ -201,23 +201,6 @@ async fn verify_passes_a_store_that_honours_preconditions() {
 
 #[tokio::test]
 async fn verify_flags_a_server_that_ignores_preconditions() {
-    #[derive(Debug)]
-    struct IgnoresPreconditions;
-    #[async_trait::async_trait]
-    impl WriteHook<MemoryBlobBackend> for IgnoresPreconditions {
-        async fn write(
-            &self,
-            inner: &MemoryBlobBackend,
-            key: &str,
-            mut write: BlobWrite,
-        ) -> Result<WriteOutcome> {
-            write.precondition = match inner.read_prefix(key, 0).await? {
-                Some(o) => Precondition::Matches(o.version),
-                None => Precondition::Absent,
-            };
-            inner.write(key, write).await
-        }
-    }
     let store = BlobStore::new(hooked(IgnoresPreconditions));
     let checks = store.verify().await.unwrap();
     let unsafe_checks: Vec<_> = checks

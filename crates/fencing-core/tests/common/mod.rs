@@ -81,3 +81,24 @@ impl WriteHook<MemoryBlobBackend> for LosesAnswers {
         ))
     }
 }
+
+/// A server that ignores preconditions: every write is applied, as if its
+/// precondition held (what `verify` must flag as unsafe).
+#[derive(Debug)]
+pub(crate) struct IgnoresPreconditions;
+
+#[async_trait]
+impl WriteHook<MemoryBlobBackend> for IgnoresPreconditions {
+    async fn write(
+        &self,
+        inner: &MemoryBlobBackend,
+        key: &str,
+        mut write: BlobWrite,
+    ) -> Result<WriteOutcome> {
+        write.precondition = match inner.read_prefix(key, 0).await? {
+            Some(o) => fencing_core::adapter::blob::Precondition::Matches(o.version),
+            None => fencing_core::adapter::blob::Precondition::Absent,
+        };
+        inner.write(key, write).await
+    }
+}
