@@ -11,6 +11,7 @@ use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken, Result};
 
+#[allow(dead_code)] // each test binary uses a part
 mod common;
 
 use common::{IgnoresPreconditions, LosesAnswers};

@@ -20,6 +20,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+#[allow(dead_code)] // each test binary uses a part
 mod common;
 
 use common::LosesAnswers;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::Credentials;
 use fencing_aws::AwsOptions;
-use fencing_core::Result;
 #[cfg(doc)]
 use fencing_core::Error;
+use fencing_core::Result;
 use fencing_core::adapter::blob::config::{
     ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
 };
