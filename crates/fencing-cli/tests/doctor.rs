@@ -62,8 +62,9 @@ fn json_checks(out: &Output, code: i32) -> (serde_json::Value, Vec<(String, Stri
     (report, checks)
 }
 
-/// Doctor on a store that must pass: exit 0, every check `pass` (text and
-/// JSON), the precondition checks among them.
+/// Doctor on a bucket that must pass, as a store and as the bucket issuer
+/// (one URL opens both): exit 0, every check `pass` (text and JSON), the
+/// precondition checks among them.
 fn assert_store_passes(server: &Server, url: &str) {
     let out = doctor(&[url], None);
     assert_eq!(
@@ -86,6 +87,7 @@ fn assert_store_passes(server: &Server, url: &str) {
         stdout.contains("refuses a write under a stale version")
             && stdout.contains("refuses a create-only write")
             && stdout.contains(&format!("{url} (store)"))
+            && stdout.contains(&format!("{url} (issuer)"))
             && stdout.contains(&format!("{url}: safe: all")),
         "{}: {}",
         server.name,
@@ -99,7 +101,7 @@ fn assert_store_passes(server: &Server, url: &str) {
     assert!(
         checks
             .iter()
-            .all(|(role, v, _)| role == "store" && v == "pass"),
+            .all(|(role, v, _)| (role == "store" || role == "issuer") && v == "pass"),
         "{report}"
     );
 }
@@ -159,7 +161,9 @@ async fn doctor_flags_s3rver_as_unsafe() {
         "UNSAFE  refuses a create-only write over an existing object (If-None-Match / ifGenerationMatch=0): s3 APPLIED",
         // The client-side token check still works: only the preconditions are missing.
         "pass    refuses a lower token",
-        &format!("{url}: UNSAFE: 2 of 7 checks failed"),
+        // The bucket issuer on it is as unsafe: two waiters could take one lease.
+        &format!("{url} (issuer)"),
+        &format!("{url}: UNSAFE: 4 of 13 checks failed"),
     ];
     assert_prints(&out, 7, &wanted);
 
@@ -172,7 +176,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
         .filter(|(_, v, _)| v == "unsafe")
         .map(|(_, _, name)| name.as_str())
         .collect();
-    assert_eq!(unsafe_.len(), 2, "{report}");
+    assert_eq!(unsafe_.len(), 4, "{report}");
     assert!(
         unsafe_
             .iter()
