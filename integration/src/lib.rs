@@ -444,6 +444,9 @@ mod tests {
                 "redis",
                 "etcd",
                 "zookeeper",
+                "s3",
+                "gcs",
+                "azure",
                 "dynamodb"
             ]
         );
