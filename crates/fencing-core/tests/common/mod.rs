@@ -102,3 +102,14 @@ impl WriteHook<MemoryBlobBackend> for IgnoresPreconditions {
         inner.write(key, write).await
     }
 }
+
+/// `verify`'s checks on a server that ignores preconditions: both
+/// precondition probes, and only they, are unsafe, naming why.
+pub(crate) fn assert_preconditions_flagged(checks: &[fencing_core::safety::SafetyCheck]) {
+    let unsafe_checks: Vec<_> = checks
+        .iter()
+        .filter(|c| c.verdict == fencing_core::safety::Verdict::Unsafe)
+        .collect();
+    assert_eq!(unsafe_checks.len(), 2, "{checks:#?}");
+    assert!(unsafe_checks[0].detail.contains("ignores"), "{checks:#?}");
+}

@@ -37,10 +37,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 
+mod record;
+
+use self::record::Record;
 use super::frame::{self, Header};
-use super::{BlobBackend, BlobMeta, BlobVersion, BlobWrite, Precondition, WriteOutcome};
+use super::{BlobBackend, BlobVersion, BlobWrite, Precondition, WriteOutcome};
 use crate::adapter::poll_acquire;
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
@@ -49,76 +51,9 @@ use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result,
 /// be up to this much longer than the real one.
 const TIMESTAMP_GRAIN: Duration = Duration::from_secs(1);
 
-/// The first line of a record's value: what it is, and its layout's version.
-const RECORD_TAG: &str = "fencing-lease 1";
-
 /// How many conditional writes `raise_floor` tries before reporting
 /// [`Error::Contention`].
 const FLOOR_ATTEMPTS: u32 = 8;
-
-/// A lease record, as stored after the frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Record {
-    /// The last token granted (also the frame's token).
-    counter: u64,
-    /// `None` when free.
-    holder: Option<String>,
-    /// The holder's TTL, as it asked, rounded up to the millisecond.
-    ttl_ms: u64,
-    /// Fresh on every write: it tells our own write apart when an answer
-    /// was lost, and changes an S3 ETag (an MD5 of the body) every time.
-    nonce: u128,
-}
-
-impl Record {
-    fn encode(&self) -> Bytes {
-        let value = format!(
-            "{RECORD_TAG}\nttl_ms={}\nnonce={:032x}\nholder={}",
-            self.ttl_ms,
-            self.nonce,
-            self.holder.as_deref().unwrap_or("")
-        );
-        let meta = BlobMeta {
-            token: FencingToken::new(self.counter),
-            has_value: true,
-        };
-        frame::encode(meta, value.as_bytes())
-    }
-
-    fn decode(counter: u64, value: &[u8]) -> std::result::Result<Self, String> {
-        let text = std::str::from_utf8(value).map_err(|_| "its value is not UTF-8".to_owned())?;
-        let rest = text
-            .strip_prefix(RECORD_TAG)
-            .and_then(|r| r.strip_prefix('\n'))
-            .ok_or_else(|| format!("its value does not start with {RECORD_TAG:?}"))?;
-        let mut lines = rest.splitn(3, '\n');
-        let mut field = |name: &str| {
-            lines
-                .next()
-                .and_then(|l| l.strip_prefix(name)?.strip_prefix('='))
-                .ok_or_else(|| format!("it has no {name}= line"))
-        };
-        let ttl_ms = field("ttl_ms")?;
-        let ttl_ms = ttl_ms
-            .parse()
-            .map_err(|_| format!("its ttl_ms {ttl_ms:?} is not a number"))?;
-        let nonce = field("nonce")?;
-        let nonce = u128::from_str_radix(nonce, 16)
-            .map_err(|_| format!("its nonce {nonce:?} is not hex"))?;
-        let holder = field("holder")?;
-        Ok(Self {
-            counter,
-            holder: (!holder.is_empty()).then(|| holder.to_owned()),
-            ttl_ms,
-            nonce,
-        })
-    }
-
-    fn is_held_by(&self, lease: &Lease) -> bool {
-        self.holder.as_deref() == Some(lease.holder().as_str())
-            && self.counter == lease.token().get()
-    }
-}
 
 /// A record as read (or as we last wrote it).
 #[derive(Clone, Debug)]
@@ -266,11 +201,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
     /// Writes `record` under `precondition`. A lost answer is resolved by
     /// reading the record back: our nonce there means it was applied.
     async fn write(&self, key: &str, precondition: Precondition, record: Record) -> Result<Wrote> {
-        let meta = BlobMeta {
-            token: FencingToken::new(record.counter),
-            has_value: true,
-        };
-        let write = BlobWrite::new(record.encode(), meta, precondition);
+        let write = BlobWrite::new(record.encode(), record.meta(), precondition);
         match self.backend.write(key, write).await {
             Ok(WriteOutcome::Written(version)) => {
                 self.remember(
@@ -590,40 +521,5 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
             checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));
         }
         Ok(checks)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_reads_back_as_written() {
-        for holder in [None, Some("host:1:ab\ncd=ef".to_owned())] {
-            let record = Record {
-                counter: 41,
-                holder,
-                ttl_ms: 1500,
-                nonce: 7,
-            };
-            let body = record.encode();
-            let Ok(Header::Framed(meta)) = frame::decode_header(&body) else {
-                panic!("not framed");
-            };
-            assert_eq!(meta.token, FencingToken::new(41));
-            let back = Record::decode(41, &frame::value_of(&body)).expect("decodes");
-            assert_eq!(back, record);
-        }
-    }
-
-    #[test]
-    fn a_value_that_is_no_record_is_refused() {
-        for value in [
-            &b"hello"[..],
-            b"fencing-lease 1\nttl_ms=x\nnonce=1\nholder=",
-            b"\xff",
-        ] {
-            assert!(Record::decode(1, value).is_err(), "{value:?} decoded");
-        }
     }
 }
