@@ -1,9 +1,11 @@
-//! Sessions and calls: the issuer's own session, a session per lease, and
-//! every call bounded by the operation timeout.
+//! Sessions and calls: the issuer's own session, one shared session per
+//! TTL class for its leases, and every call bounded by the operation
+//! timeout.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fencing_core::Result;
 use fencing_core::adapter::Call;
@@ -27,6 +29,13 @@ pub(crate) struct Rpc {
     /// The issuer's own session: holder lookups and creating resource
     /// znodes. Replaced when it expires (e.g. after this process stopped).
     main: Mutex<zk::Client>,
+    /// The leases' sessions, one per negotiated timeout (in ms): every
+    /// lease of one TTL class lives in the same session.
+    leases: tokio::sync::Mutex<HashMap<u64, zk::Client>>,
+    /// Resource znodes' data and version as our last create left them, so
+    /// the next create on one needs no read first (a stale entry costs a
+    /// refused transaction and a read).
+    resources: Mutex<HashMap<String, (Vec<u8>, i32)>>,
     min_session: Duration,
     max_session: Duration,
 }
@@ -47,6 +56,8 @@ impl Rpc {
             access,
             timeout,
             main: Mutex::new(main),
+            leases: tokio::sync::Mutex::default(),
+            resources: Mutex::default(),
             min_session,
             max_session,
         })
@@ -74,10 +85,7 @@ impl Rpc {
     /// The issuer's own client, with a new session if the old one ended.
     pub(crate) async fn live_main(&self) -> Result<zk::Client> {
         let current = self.main();
-        if !matches!(
-            current.state(),
-            zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
-        ) {
+        if !has_ended(&current) {
             return Ok(current);
         }
         let fresh = session(
@@ -91,18 +99,53 @@ impl Rpc {
         Ok(fresh)
     }
 
-    /// A session of its own for a lease, asking for `timeout` (within the
-    /// server's bounds).
+    /// The session for leases of a TTL class, asking for `timeout` (within
+    /// the server's bounds): shared by every lease of that class, opened
+    /// on first use and again once it ended (expired while this process
+    /// was stopped, or closed with the runtime that opened it).
     pub(crate) async fn lease_session(&self, timeout: Duration) -> Result<zk::Client> {
         let wanted = timeout.max(self.min_session).min(self.max_session);
-        session(&self.access, &self.connect_string, wanted, self.timeout).await
+        let class = u64::try_from(wanted.as_millis()).unwrap_or(u64::MAX);
+        let mut sessions = self.leases.lock().await;
+        if let Some(client) = sessions.get(&class)
+            && !has_ended(client)
+        {
+            return Ok(client.clone());
+        }
+        let client = session(&self.access, &self.connect_string, wanted, self.timeout).await?;
+        sessions.insert(class, client.clone());
+        Ok(client)
+    }
+
+    /// A resource znode's data and version as our last create left them.
+    pub(crate) fn known_resource(&self, dir: &str) -> Option<(Vec<u8>, i32)> {
+        self.resources.lock().expect("poisoned").get(dir).cloned()
+    }
+
+    /// Remembers a resource znode's data and version (`None`: forget it).
+    pub(crate) fn remember_resource(&self, dir: &str, known: Option<(Vec<u8>, i32)>) {
+        let mut resources = self.resources.lock().expect("poisoned");
+        match known {
+            Some(known) => {
+                if resources.len() >= KNOWN_RESOURCES && !resources.contains_key(dir) {
+                    resources.clear(); // bounded; the next creates read again
+                }
+                resources.insert(dir.to_owned(), known);
+            }
+            None => {
+                resources.remove(dir);
+            }
+        }
+    }
+
+    /// [`reap`] with the operation timeout.
+    pub(crate) fn reap(&self, client: zk::Client, target: Reap) {
+        reap(client, target, self.timeout);
     }
 
     /// Runs one call with the operation timeout.
     pub(crate) async fn timed<T>(&self, call: impl Future<Output = ZkResult<T>>) -> ZkResult<T> {
-        tokio::time::timeout(self.timeout, call)
-            .await
-            .unwrap_or(Err(zk::Error::Timeout))
+        within(self.timeout, call).await
     }
 
     /// Creates the prefix znode (and its parents) if needed, letting
@@ -188,6 +231,85 @@ impl Rpc {
             Err(e) => Err(map_error(e, Call::read("create the resource znode"))),
         }
     }
+}
+
+/// How many resource znodes' versions [`Rpc::known_resource`] keeps.
+const KNOWN_RESOURCES: usize = 10_000;
+
+/// How long [`reap`] keeps trying: past any session timeout, so a
+/// server that stays unreachable has expired the session (and its nodes)
+/// by then.
+const REAP_FOR: Duration = Duration::from_secs(600);
+
+/// A lock node to delete: by path, or by the nonce in its name.
+#[derive(Debug)]
+pub(crate) enum Reap {
+    Path(String),
+    Nonce { dir: String, nonce: String },
+}
+
+/// Deletes one of our lock nodes whatever it takes: a node left behind in
+/// a shared session would hold its resource for as long as the process
+/// lives. Tries in the background until the node is gone or its session
+/// has ended; gives up (loudly) only after [`REAP_FOR`].
+pub(crate) fn reap(client: zk::Client, target: Reap, timeout: Duration) {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            if has_ended(&client) {
+                return; // its nodes went with it
+            }
+            match reap_once(&client, &target, timeout).await {
+                Ok(()) => return,
+                Err(e) if started.elapsed() >= REAP_FOR => {
+                    tracing::error!(?target, error = %e, "could not delete a lock node of a shared session: its resource stays held until this process exits");
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(?target, error = %e, "deleting a lock node failed; trying again");
+                }
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    });
+}
+
+async fn reap_once(client: &zk::Client, target: &Reap, timeout: Duration) -> ZkResult<()> {
+    let path = match target {
+        Reap::Path(path) => path.clone(),
+        Reap::Nonce { dir, nonce } => {
+            // ZooKeeper answers one session's requests in order: this
+            // listing comes after the lost create, if it was sent at all.
+            let children = match within(timeout, client.list_children(dir)).await {
+                Err(zk::Error::NoNode) => return Ok(()),
+                children => children?,
+            };
+            match children.into_iter().find(|c| c.contains(nonce.as_str())) {
+                Some(name) => format!("{dir}/{name}"),
+                None => return Ok(()), // never created
+            }
+        }
+    };
+    match within(timeout, client.delete(&path, None)).await {
+        Ok(()) | Err(zk::Error::NoNode) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn within<T>(timeout: Duration, call: impl Future<Output = ZkResult<T>>) -> ZkResult<T> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or(Err(zk::Error::Timeout))
+}
+
+/// Whether a session is over for good (its ephemeral nodes gone).
+pub(crate) fn has_ended(client: &zk::Client) -> bool {
+    matches!(
+        client.state(),
+        zk::SessionState::Expired | zk::SessionState::Closed | zk::SessionState::AuthFailed
+    )
 }
 
 fn deletable(acls: &[zk::Acl]) -> bool {

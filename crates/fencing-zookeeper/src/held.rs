@@ -1,5 +1,5 @@
-//! Granted leases: each is a ZooKeeper session of its own, closed by a
-//! watchdog at the lease's deadline unless renewed.
+//! Granted leases: each a lock node in its TTL class's shared session,
+//! deleted by a watchdog at the lease's deadline unless renewed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,9 +9,10 @@ use fencing_core::{HolderId, Lease};
 use tokio::task::JoinHandle;
 use zookeeper_client as zk;
 
+use crate::client::{Reap, reap};
 use crate::queue::Queued;
 
-/// A granted lease's session, closed by its watchdog at the deadline
+/// A granted lease's lock node, deleted by its watchdog at the deadline
 /// unless renewed. A granted [`Lease`] carries it as its handle
 /// (`Arc<Held>`).
 pub(crate) struct Held {
@@ -23,28 +24,32 @@ pub(crate) struct Held {
     token: u64,
     pub(crate) session: zk::SessionId,
     ttl: Duration,
+    /// The operation timeout, for the watchdog's delete.
+    timeout: Duration,
     state: Mutex<HeldState>,
     watchdog: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct HeldState {
-    /// `None` once the session is closed.
+    /// The shared session; `None` once the lease is over here (released,
+    /// lost, or past its deadline and its node deleted).
     client: Option<zk::Client>,
     deadline: Instant,
 }
 
 impl Held {
-    /// The session's client, if the lease is still live by the local clock.
+    /// The session's client, if the lease is still live by the local
+    /// clock (past the deadline, the watchdog deletes the node).
     pub(crate) fn live_client(&self) -> Option<zk::Client> {
-        let mut state = self.state.lock().expect("poisoned");
+        let state = self.state.lock().expect("poisoned");
         if Instant::now() >= state.deadline {
-            state.client = None; // closes the session
+            return None;
         }
         state.client.clone()
     }
 
-    /// Moves the deadline on by the TTL from `sent`; `false` if the session
-    /// was closed meanwhile.
+    /// Moves the deadline on by the TTL from `sent`; `false` if the lease
+    /// ended meanwhile.
     pub(crate) fn extend(&self, sent: Instant) -> bool {
         let mut state = self.state.lock().expect("poisoned");
         if state.client.is_none() {
@@ -54,10 +59,21 @@ impl Held {
         true
     }
 
+    /// Ends the lease here, its node already deleted (or gone).
     pub(crate) fn close(&self) {
         self.state.lock().expect("poisoned").client = None;
         if let Some(watchdog) = self.watchdog.lock().expect("poisoned").take() {
             watchdog.abort();
+        }
+    }
+
+    /// Ends the lease here and deletes its node (in the background).
+    fn delete_node(&self) {
+        let client = self.state.lock().expect("poisoned").client.take();
+        if let Some(client) = client
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            reap(client, Reap::Path(self.path.clone()), self.timeout);
         }
     }
 
@@ -73,6 +89,14 @@ impl Held {
     }
 }
 
+impl Drop for Held {
+    /// A lease dropped unreleased (and forgotten here) before its deadline
+    /// passed: nothing else would delete its node in a shared session.
+    fn drop(&mut self) {
+        self.delete_node();
+    }
+}
+
 /// `(resource, token)`: how a lease without a handle is found.
 type Key = (String, u64);
 
@@ -82,14 +106,22 @@ fn key_of(lease: &Lease) -> Key {
 
 /// The leases granted through this issuer, for leases that come back
 /// without their handle (rebuilt from resource, holder and token).
-#[derive(Default)]
 pub(crate) struct HeldLeases {
     map: Mutex<HashMap<Key, Arc<Held>>>,
+    timeout: Duration,
 }
 
 impl HeldLeases {
+    /// Leases whose watchdogs delete with `timeout` per call.
+    pub(crate) fn new(timeout: Duration) -> Self {
+        Self {
+            map: Mutex::default(),
+            timeout,
+        }
+    }
+
     /// Makes a queued node a held lease, alive since `alive_at`, whose
-    /// session the watchdog closes at the deadline unless renewed.
+    /// node the watchdog deletes at the deadline unless renewed.
     pub(crate) fn hold(&self, q: Queued, alive_at: Instant) -> Lease {
         let lease = Lease::new(&q.request, q.token, alive_at);
         let held = Arc::new(Held {
@@ -99,6 +131,7 @@ impl HeldLeases {
             token: q.token.get(),
             session: q.client.session_id(),
             ttl: q.request.ttl,
+            timeout: self.timeout,
             state: Mutex::new(HeldState {
                 client: Some(q.client),
                 deadline: lease.deadline(),
@@ -117,10 +150,10 @@ impl HeldLeases {
                 let Some(held) = watched.upgrade() else {
                     return;
                 };
-                let mut state = held.state.lock().expect("poisoned");
-                if Instant::now() >= state.deadline {
-                    // Not renewed in time: end the session, and the node.
-                    state.client = None;
+                if Instant::now() >= held.state.lock().expect("poisoned").deadline {
+                    // Not renewed in time: the node goes, the session
+                    // (and the other leases in it) stays.
+                    held.delete_node();
                     return;
                 }
             }

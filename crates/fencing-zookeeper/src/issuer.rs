@@ -1,5 +1,5 @@
 //! The ZooKeeper issuer: the lock recipe on ephemeral sequential znodes,
-//! one session per lease, with the znode's `czxid` (or the parent's
+//! one shared session per TTL, with the znode's `czxid` (or the parent's
 //! `cversion`) as the fencing token.
 
 use std::fmt;
@@ -14,11 +14,11 @@ use fencing_core::{
 use zookeeper_client as zk;
 
 use crate::access::Access;
-use crate::client::Rpc;
+use crate::client::{Reap, Rpc};
 use crate::error::{NAME, map_error};
 use crate::floor;
 use crate::held::HeldLeases;
-use crate::keys::{LOCK_PREFIX, normalize_prefix, resource_path};
+use crate::keys::{is_lock_node, normalize_prefix, resource_path};
 use crate::queue::{self, Attempt};
 use crate::token::{TokenSource, czxid_token, with_offset};
 
@@ -30,31 +30,35 @@ const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// (a lease needs sessions of its own, so there is no issuer on a caller's
 /// client).
 ///
-/// Each acquire opens **its own ZooKeeper session**, with a session timeout
-/// equal to the lease's TTL (as the server allows: it negotiates within
-/// `[2, 20] × tickTime`), and creates an ephemeral sequential znode
-/// `{prefix}/{resource}/lock-NNNNNNNNNN` holding the holder id. The holder
-/// is the lock node with the lowest `czxid`; a waiter watches only the node
-/// just ahead of it (an exists-watch: no herd). The lease *is* that
-/// session:
+/// The leases of one TTL **share a ZooKeeper session** (opened at the
+/// first acquire with that TTL, its timeout the TTL as the server allows:
+/// it negotiates within `[2, 20] × tickTime`). Each acquire creates an
+/// ephemeral sequential znode `{prefix}/{resource}/_f_<nonce>-lock-N` in
+/// it, holding the holder id. The holder is the lock node with the lowest
+/// `czxid`; a waiter watches only the node just ahead of it (an
+/// exists-watch: no herd). The lease is that node, in that session:
 ///
-/// - **Renew** checks that the session is alive and the node still exists
-///   (owned by the session), and moves the lease's deadline on by its TTL.
+/// - **Renew** checks that the node still exists (owned by the session),
+///   and moves this lease's deadline on by its TTL.
 /// - A holder that **stops renewing** loses the lease at its deadline: the
-///   issuer closes the session then, and ZooKeeper deletes the node. (A
-///   session's own heartbeats would otherwise keep it alive forever.)
-/// - A holder whose **process stops** (GC pause, SIGSTOP, partition) loses
-///   the session when ZooKeeper stops hearing from it for the session
-///   timeout; the node goes with it, and every later call on the lease
-///   fails with [`Error::LeaseLost`].
-/// - **Release** deletes the node and closes the session.
+///   issuer deletes the node then. (The session's heartbeats would
+///   otherwise keep it forever.) The session, and its other leases, stay.
+/// - A holder whose **process stops** (GC pause, SIGSTOP, partition) stops
+///   the session's heartbeats: ZooKeeper expires the session after its
+///   timeout and deletes every node in it, and every later call on those
+///   leases fails with [`Error::LeaseLost`].
+/// - **Release** deletes the node; nothing else of the session changes.
+///
+/// A free resource is granted in one round trip (the create's transaction
+/// answers with the child count, so a node created alone holds without a
+/// read of the queue), released in one more.
 ///
 /// The lease's TTL is the requested one, shortened to the negotiated
 /// session timeout if the server grants less (above `20 × tickTime`), so
 /// the local deadline stays conservative. [`min_ttl`](TokenIssuer::min_ttl)
 /// is the server's minimum session timeout, learned at connect.
 ///
-/// A granted [`Lease`] carries its session (its handle). A lease rebuilt
+/// A granted [`Lease`] carries its node and session (its handle). A lease rebuilt
 /// from resource, holder and token ([`Lease::new`]) is found among the
 /// leases this issuer (or a clone of it) granted; the session lives in
 /// this process, so another process cannot renew or release it.
@@ -112,7 +116,7 @@ impl ZkIssuer {
                 rpc,
                 prefix,
                 token_source,
-                held: HeldLeases::default(),
+                held: HeldLeases::new(DEFAULT_OPERATION_TIMEOUT),
             }),
         };
         issuer
@@ -187,16 +191,21 @@ impl TokenIssuer for ZkIssuer {
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         let rpc = &self.inner.rpc;
         let q = self.enqueue(request).await?;
+        if q.alone {
+            let sent = q.sent;
+            return Ok(Some(self.inner.held.hold(q, sent)));
+        }
         let sent = Instant::now();
-        match queue::ahead_of(rpc, &q).await? {
-            None => Ok(Some(self.inner.held.hold(q, sent))),
-            Some(_) => {
-                // Held by someone else: leave the queue (closing the session
-                // would remove the node too, but not at once).
-                if let Err(e) = rpc.timed(q.client.delete(&q.path(), None)).await {
-                    tracing::debug!(error = %e, "deleting a refused lock node failed; closing its session removes it");
-                }
+        match queue::ahead_of(rpc, &q).await {
+            Ok(None) => Ok(Some(self.inner.held.hold(q, sent))),
+            // Held by someone else: leave the queue.
+            Ok(Some(_)) => {
+                q.leave(rpc).await;
                 Ok(None)
+            }
+            Err(e) => {
+                q.leave(rpc).await;
+                Err(e)
             }
         }
     }
@@ -204,9 +213,17 @@ impl TokenIssuer for ZkIssuer {
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
         let attempt = Attempt::new(Instant::now(), wait);
         let q = self.enqueue(request).await?;
-        // On an error the session is dropped, closing it and its node.
-        let alive_at = queue::wait_turn(&self.inner.rpc, &q, attempt).await?;
-        Ok(self.inner.held.hold(q, alive_at))
+        if q.alone {
+            let sent = q.sent;
+            return Ok(self.inner.held.hold(q, sent));
+        }
+        match queue::wait_turn(&self.inner.rpc, &q, attempt).await {
+            Ok(alive_at) => Ok(self.inner.held.hold(q, alive_at)),
+            Err(e) => {
+                q.leave(&self.inner.rpc).await;
+                Err(e)
+            }
+        }
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
@@ -249,7 +266,7 @@ impl TokenIssuer for ZkIssuer {
             .take(lease)
             .ok_or_else(|| Error::lease_lost(lease))?;
         let Some(client) = held.live_client() else {
-            held.close();
+            // Past its deadline: the watchdog deletes the node.
             return Err(Error::lease_lost(lease));
         };
         match self.inner.rpc.timed(client.delete(&held.path, None)).await {
@@ -263,10 +280,12 @@ impl TokenIssuer for ZkIssuer {
                     Call::write("delete the lock node").on_lease(lease.resource(), lease.token()),
                 );
                 if e.is_retryable() {
-                    // Still ours: keep it so the caller can try again.
+                    // Still ours: keep it so the caller can try again (or
+                    // the watchdog deletes it at the deadline).
                     self.inner.held.put_back(lease, held);
                 } else {
                     held.close();
+                    self.inner.rpc.reap(client, Reap::Path(held.path.clone()));
                 }
                 Err(e)
             }
@@ -316,7 +335,7 @@ impl TokenIssuer for ZkIssuer {
             }))
         };
         let data = match std::str::from_utf8(&first.data) {
-            Ok(data) if first.name.starts_with(LOCK_PREFIX) => data,
+            Ok(data) if is_lock_node(&first.name) => data,
             _ => return foreign(),
         };
         let (holder, token) = match self.inner.token_source {

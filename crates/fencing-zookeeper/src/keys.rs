@@ -4,9 +4,10 @@
 //!   nobody delete its children.
 //! - `{prefix}/{escaped resource}`: the resource znode, persistent and never
 //!   deleted; its data is the resource's floor offset (empty for none).
-//! - `{prefix}/{escaped resource}/lock-NNNNNNNNNN`: a lock node, ephemeral
-//!   and sequential, in the session of the lease it grants; its data is the
-//!   holder id (and, with [`TokenSource::ParentCversion`], the token).
+//! - `{prefix}/{escaped resource}/_f_<nonce>-lock-NNNNNNNNNN`: a lock node,
+//!   ephemeral and sequential, in the session its lease's TTL class shares;
+//!   its data is the holder id (and, with [`TokenSource::ParentCversion`],
+//!   the token).
 //!   Any other child (kazoo's, Curator's lock nodes) is another client's,
 //!   in the same queue.
 //!
@@ -17,8 +18,30 @@ use fencing_core::{Error, Result};
 /// The znode under which every resource lives when no prefix is given.
 pub const DEFAULT_PREFIX: &str = "/fencing";
 
-/// Lock nodes are `lock-<sequence>` children of the resource's znode.
-pub(crate) const LOCK_PREFIX: &str = "lock-";
+/// Lock nodes are `_f_<nonce>-lock-<sequence>` children of the resource's
+/// znode: the nonce finds a node whose create's answer was lost (as
+/// Curator's `_c_<uuid>-lock-`), and Curator, which orders children by
+/// what follows the last `lock-`, orders ours with its own.
+pub(crate) fn lock_node_prefix(nonce: &str) -> String {
+    format!("{PROTECTED_PREFIX}{nonce}-{LOCK_MARK}")
+}
+
+const PROTECTED_PREFIX: &str = "_f_";
+const LOCK_MARK: &str = "lock-";
+
+/// Whether a child of a resource znode is one of our lock nodes: this
+/// release's `_f_<nonce>-lock-N`, or an earlier one's `lock-N`.
+pub(crate) fn is_lock_node(name: &str) -> bool {
+    name.starts_with(LOCK_MARK)
+        || name
+            .strip_prefix(PROTECTED_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .is_some_and(|(nonce, rest)| {
+                nonce.len() == 16
+                    && nonce.bytes().all(|b| b.is_ascii_hexdigit())
+                    && rest.starts_with(LOCK_MARK)
+            })
+}
 
 /// The znode of a resource: `{prefix}/{escaped resource}`.
 pub(crate) fn resource_path(prefix: &str, resource: &str) -> String {
@@ -91,6 +114,22 @@ mod tests {
         assert_eq!(normalize_prefix("/a/b/").unwrap(), "/a/b");
         for bad in ["", "/", "a//b", "/zookeeper", "a/../b", "a%b"] {
             assert!(normalize_prefix(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn our_lock_nodes_are_told_from_foreign_ones() {
+        let ours = format!("{}0000000042", lock_node_prefix("00ff00ff00ff00ff"));
+        assert_eq!(ours, "_f_00ff00ff00ff00ff-lock-0000000042");
+        assert!(is_lock_node(&ours));
+        assert!(is_lock_node("lock-0000000001"), "an earlier release's");
+        for foreign in [
+            "_c_8a3c1f2e-3d4b-4c5d-9e6f-0a1b2c3d4e5f-lock-0000000003", // Curator
+            "3f2a__lock__0000000004",                                  // kazoo
+            "_f_short-lock-0000000001",
+            "x-lock-0000000002",
+        ] {
+            assert!(!is_lock_node(foreign), "{foreign}");
         }
     }
 }

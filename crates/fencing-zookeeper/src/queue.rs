@@ -1,7 +1,7 @@
 //! The wait queue: an ephemeral sequential lock node per acquirer, in the
-//! acquirer's own session, ordered by `czxid` (the sequence suffix wraps,
-//! ZOOKEEPER-2944). A waiter watches only the node just ahead of it (an
-//! exists-watch: no herd).
+//! session its TTL class shares, ordered by `czxid` (the sequence suffix
+//! wraps, ZOOKEEPER-2944). A waiter watches only the node just ahead of it
+//! (an exists-watch: no herd).
 //!
 //! Every child of the resource znode is in the queue, ours or not: another
 //! client's lock node (kazoo's `<uuid>__lock__N`, Curator's
@@ -16,10 +16,10 @@ use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result};
 use zookeeper_client as zk;
 
-use crate::client::{Rpc, ZkResult};
+use crate::client::{Reap, Rpc, ZkResult};
 use crate::error::map_error;
 use crate::floor::{CREATE_ATTEMPTS, parse_offset};
-use crate::keys::LOCK_PREFIX;
+use crate::keys::lock_node_prefix;
 use crate::token::{TokenSource, cversion_token, czxid_token, with_offset};
 
 /// How long to wait before trying again after a failed call while queued.
@@ -28,7 +28,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// ZooKeeper's session timeout is an `i32` of milliseconds.
 const MAX_SESSION_MILLIS: u64 = i32::MAX as u64;
 
-/// A lock node created by an acquire, in its own session.
+/// A lock node created by an acquire, in its TTL class's session.
 pub(crate) struct Queued {
     pub(crate) client: zk::Client,
     dir: String,
@@ -36,11 +36,29 @@ pub(crate) struct Queued {
     pub(crate) token: FencingToken,
     /// The request, with the TTL the session allows.
     pub(crate) request: LeaseRequest,
+    /// When the transaction that created the node was sent.
+    pub(crate) sent: Instant,
+    /// Whether the node was the resource znode's only child when created:
+    /// then it holds, with no read of the queue.
+    pub(crate) alone: bool,
 }
 
 impl Queued {
     pub(crate) fn path(&self) -> String {
         format!("{}/{}", self.dir, self.name)
+    }
+
+    /// Leaves the queue: deletes the node now, or else in the background
+    /// (in a shared session nothing else would).
+    pub(crate) async fn leave(self, rpc: &Rpc) {
+        let path = self.path();
+        match rpc.timed(self.client.delete(&path, None)).await {
+            Ok(()) | Err(zk::Error::NoNode) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, %path, "deleting a lock node failed; trying again in the background");
+                rpc.reap(self.client, Reap::Path(path));
+            }
+        }
     }
 
     fn lost(&self) -> Error {
@@ -53,8 +71,12 @@ impl Queued {
 
 /// What the transaction creating a lock node answered.
 struct Created {
-    /// The lock node's name (`lock-NNNNNNNNNN`).
+    /// The lock node's name (`_f_<nonce>-lock-NNNNNNNNNN`).
     name: String,
+    /// When the transaction was sent.
+    sent: Instant,
+    /// The resource znode's child count right after the create.
+    children: i32,
     /// The lock node's creation zxid.
     czxid: i64,
     /// The resource znode's `cversion` right after the create.
@@ -71,7 +93,8 @@ pub(crate) struct LockNode {
     pub(crate) data: Vec<u8>,
 }
 
-/// Opens a session for a lease and creates its lock node under `dir`.
+/// Creates a lease's lock node under `dir`, in the session of its TTL
+/// class.
 pub(crate) async fn enqueue(
     rpc: &Rpc,
     dir: String,
@@ -94,58 +117,97 @@ pub(crate) async fn enqueue(
     let mut request = request.clone();
     request.ttl = request.ttl.min(client.session_timeout());
     let holder = request.holder.as_str().as_bytes();
-    let mut created = create_lock_node(rpc, &client, &dir, holder).await;
+    // In the node's name, to find it should the create's answer be lost
+    // (Curator's "protected" mode): the session outlives this call.
+    let nonce = format!("{:016x}", rand::random::<u64>());
+    let mut created = create_lock_node(rpc, &client, &dir, holder, &nonce).await;
     if created.as_ref().err() == Some(&zk::Error::NoNode) {
         rpc.make_resource(&client, &dir).await?;
-        created = create_lock_node(rpc, &client, &dir, holder).await;
+        created = create_lock_node(rpc, &client, &dir, holder, &nonce).await;
     }
-    // On any failure the session is dropped here, closing it: a node it
-    // may have created goes with it.
-    let created = created.map_err(|e| map_error(e, Call::write("create the lock node")))?;
-    let token = match source {
-        TokenSource::Czxid => with_offset(czxid_token(created.czxid)?, created.offset)?,
-        TokenSource::ParentCversion => {
-            let token = with_offset(cversion_token(created.cversion)?, created.offset)?;
-            // Record the token in the node, for `holder`.
-            let data = format!("{}\n{token}", request.holder);
-            let path = format!("{dir}/{}", created.name);
-            rpc.timed(client.set_data(&path, data.as_bytes(), Some(0)))
-                .await
-                .map_err(|e| map_error(e, Call::write("record the token in the lock node")))?;
-            token
+    let created = match created {
+        Ok(created) => created,
+        Err(e) => {
+            let e = map_error(e, Call::write("create the lock node"));
+            if matches!(e, Error::OutcomeUnknown { .. }) {
+                rpc.reap(client, Reap::Nonce { dir, nonce });
+            }
+            return Err(e);
         }
     };
-    Ok(Queued {
+    let mut queued = Queued {
         client,
         dir,
         name: created.name,
-        token,
+        token: FencingToken::ZERO,
         request,
-    })
+        sent: created.sent,
+        alone: created.children == 1,
+    };
+    let token = match source {
+        TokenSource::Czxid => with_offset(czxid_token(created.czxid)?, created.offset),
+        TokenSource::ParentCversion => {
+            match with_offset(cversion_token(created.cversion)?, created.offset) {
+                Ok(token) => {
+                    // Record the token in the node, for `holder`.
+                    let data = format!("{}\n{token}", queued.request.holder);
+                    rpc.timed(
+                        queued
+                            .client
+                            .set_data(&queued.path(), data.as_bytes(), Some(0)),
+                    )
+                    .await
+                    .map(|_| token)
+                    .map_err(|e| map_error(e, Call::write("record the token in the lock node")))
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match token {
+        Ok(token) => {
+            queued.token = token;
+            Ok(queued)
+        }
+        Err(e) => {
+            queued.leave(rpc).await;
+            Err(e)
+        }
+    }
 }
 
-/// Creates `{dir}/lock-NNNNNNNNNN` (ephemeral, sequential) in `client`'s
-/// session, in one transaction with a write of the resource znode's
-/// data (its floor offset, unchanged) at the version just read: so every
-/// create bumps that version, a floor can be raised only when no create
-/// came between (see [`crate::floor::raise`]), and the transaction
-/// answers with the resource znode's `cversion` right after our create
-/// and its new `mzxid`, which is our node's czxid (one transaction, one
-/// zxid).
+/// Creates `{dir}/_f_<nonce>-lock-NNNNNNNNNN` (ephemeral, sequential) in
+/// `client`'s session, in one transaction with a write of the resource
+/// znode's data (its floor offset, unchanged) at the version last seen:
+/// so every create bumps that version, a floor can be raised only when no
+/// create came between (see [`crate::floor::raise`]), and the transaction
+/// answers with the resource znode's `cversion` and child count right
+/// after our create and its new `mzxid`, which is our node's czxid (one
+/// transaction, one zxid). The version comes from our last create on the
+/// resource when there was one (no read), else from a read.
 async fn create_lock_node(
     rpc: &Rpc,
     client: &zk::Client,
     dir: &str,
     holder: &[u8],
+    nonce: &str,
 ) -> ZkResult<Created> {
-    let prefix = format!("{dir}/{LOCK_PREFIX}");
+    let prefix = format!("{dir}/{}", lock_node_prefix(nonce));
     let options = zk::CreateMode::EphemeralSequential.with_acls(rpc.access().acls());
+    let mut known = rpc.known_resource(dir);
     for attempt in 0..CREATE_ATTEMPTS {
-        let (data, stat) = rpc.timed(client.get_data(dir)).await?;
+        let (data, version) = match known.take() {
+            Some(known) => known,
+            None => {
+                let (data, stat) = rpc.timed(client.get_data(dir)).await?;
+                (data, stat.version)
+            }
+        };
         let offset = parse_offset(&data)?;
         let mut writer = client.new_multi_writer();
         writer.add_create(&prefix, holder, &options)?;
-        writer.add_set_data(dir, &data, Some(stat.version))?;
+        writer.add_set_data(dir, &data, Some(version))?;
+        let sent = Instant::now();
         let committed = rpc
             .timed(async { writer.commit().await.map_err(zk::Error::from) })
             .await;
@@ -153,10 +215,14 @@ async fn create_lock_node(
             Ok(results) => results,
             Err(zk::Error::BadVersion) => {
                 // Another create (or a floor) came first: read again.
+                rpc.remember_resource(dir, None);
                 tokio::time::sleep(Duration::from_millis(2 * u64::from(attempt))).await;
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                rpc.remember_resource(dir, None);
+                return Err(e);
+            }
         };
         // One transaction, one zxid: the resource znode's new mzxid is
         // our node's czxid. (ZooKeeper 3.8 answers a create inside a
@@ -166,19 +232,22 @@ async fn create_lock_node(
         for result in results {
             match result {
                 zk::MultiWriteResult::Create { path, .. } => created = Some(path),
-                zk::MultiWriteResult::SetData { stat } => {
-                    parent = Some((stat.mzxid, stat.cversion));
-                }
+                zk::MultiWriteResult::SetData { stat } => parent = Some(stat),
                 _ => {}
             }
         }
         return match (created, parent) {
-            (Some(path), Some((czxid, cversion))) => Ok(Created {
-                name: path.rsplit('/').next().unwrap_or_default().to_owned(),
-                czxid,
-                cversion,
-                offset,
-            }),
+            (Some(path), Some(stat)) => {
+                rpc.remember_resource(dir, Some((data, stat.version)));
+                Ok(Created {
+                    name: path.rsplit('/').next().unwrap_or_default().to_owned(),
+                    sent,
+                    children: stat.num_children,
+                    czxid: stat.mzxid,
+                    cversion: stat.cversion,
+                    offset,
+                })
+            }
             _ => Err(zk::Error::UnexpectedError(
                 "a lock-node transaction answered without its results".into(),
             )),

@@ -415,8 +415,8 @@ async fn an_existing_prefix_loses_delete_at_connect() {
 
 /// A release whose delete is held on the way (it may still reach the server
 /// and be applied) is an unknown outcome, not "nothing was deleted, try
-/// again"; the lease's session is closed, so its lock node goes either way
-/// and the resource is free again.
+/// again"; the lease stays the issuer's, whose watchdog deletes its node at
+/// the deadline, so the resource is free again either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
     if ZOOKEEPER.skipped() {
