@@ -4,13 +4,13 @@
 # operations, interleaved in one run, with round trips counted. See
 # BENCHMARKS.md for the last full run.
 #
-#   integration/bench.sh             full run: writes BENCHMARKS.md and docs/benchmarks.svg
+#   integration/bench.sh             full run: writes BENCHMARKS.md, docs/benchmarks.svg and docs/scale.svg
 #   integration/bench.sh --quick     smoke test (for CI): few iterations, 1 KiB only; report on stdout
 #   integration/bench.sh ARGS...     any `bench` arguments, e.g. --only postgres,s3 --iterations 50;
 #                                    report on stdout unless --out FILE is given
 #
 # Starts the servers it needs (services.sh up all: reuses what answers already)
-# and builds the bench binary in release mode first.
+# and builds the bench binary and `fence` in release mode first.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,8 +43,11 @@ export FENCING_BENCH_VERSIONS
 
 args=("$@")
 if (($# == 0)); then
-  args=(--out BENCHMARKS.md --svg docs/benchmarks.svg)
+  args=(--out BENCHMARKS.md --svg docs/benchmarks.svg --scale-svg docs/scale.svg)
 fi
+# The side-by-side rows run `fence run` as a process, as users do.
+cargo build --release --locked -p fencing-cli --bin fence >&2
+export FENCING_FENCE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/fence"
 cmd=(cargo run --release --locked -p fencing-integration --bin bench -- "${args[@]}")
 export FENCING_BENCH_COMMAND="integration/bench.sh${*:+ $*}"
 export FENCING_BENCH_INVOCATION="${cmd[*]}"

@@ -33,9 +33,8 @@ pub(crate) struct Rpc {
     /// lease of one TTL class lives in the same session.
     leases: tokio::sync::Mutex<HashMap<u64, zk::Client>>,
     /// Resource znodes' data and version as our last create left them, so
-    /// the next create on one needs no read first (a stale entry costs a
-    /// refused transaction and a read).
-    resources: Mutex<HashMap<String, (Vec<u8>, i32)>>,
+    /// the next create on one needs no read first.
+    resources: Mutex<HashMap<String, Known>>,
     min_session: Duration,
     max_session: Duration,
 }
@@ -118,12 +117,12 @@ impl Rpc {
     }
 
     /// A resource znode's data and version as our last create left them.
-    pub(crate) fn known_resource(&self, dir: &str) -> Option<(Vec<u8>, i32)> {
+    pub(crate) fn known_resource(&self, dir: &str) -> Option<Known> {
         self.resources.lock().expect("poisoned").get(dir).cloned()
     }
 
     /// Remembers a resource znode's data and version (`None`: forget it).
-    pub(crate) fn remember_resource(&self, dir: &str, known: Option<(Vec<u8>, i32)>) {
+    pub(crate) fn remember_resource(&self, dir: &str, known: Option<Known>) {
         let mut resources = self.resources.lock().expect("poisoned");
         match known {
             Some(known) => {
@@ -231,6 +230,18 @@ impl Rpc {
             Err(e) => Err(map_error(e, Call::read("create the resource znode"))),
         }
     }
+}
+
+/// A resource znode as our last create on it left it.
+#[derive(Clone, Debug)]
+pub(crate) struct Known {
+    pub(crate) data: Vec<u8>,
+    pub(crate) version: i32,
+    /// Whether to create at this version without reading first: not while
+    /// other clients' creates came between ours (a guess that is likely
+    /// stale costs a refused transaction, itself a quorum write, on top of
+    /// the read).
+    pub(crate) trusted: bool,
 }
 
 /// How many resource znodes' versions [`Rpc::known_resource`] keeps.

@@ -16,7 +16,7 @@ use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result};
 use zookeeper_client as zk;
 
-use crate::client::{Reap, Rpc, ZkResult};
+use crate::client::{Known, Reap, Rpc, ZkResult};
 use crate::error::map_error;
 use crate::floor::{CREATE_ATTEMPTS, parse_offset};
 use crate::keys::lock_node_prefix;
@@ -184,7 +184,8 @@ pub(crate) async fn enqueue(
 /// answers with the resource znode's `cversion` and child count right
 /// after our create and its new `mzxid`, which is our node's czxid (one
 /// transaction, one zxid). The version comes from our last create on the
-/// resource when there was one (no read), else from a read.
+/// resource (no read) while no other client's create came between ours,
+/// else from a read.
 async fn create_lock_node(
     rpc: &Rpc,
     client: &zk::Client,
@@ -194,13 +195,14 @@ async fn create_lock_node(
 ) -> ZkResult<Created> {
     let prefix = format!("{dir}/{}", lock_node_prefix(nonce));
     let options = zk::CreateMode::EphemeralSequential.with_acls(rpc.access().acls());
-    let mut known = rpc.known_resource(dir);
+    let known = rpc.known_resource(dir);
+    let mut guess = known.clone().filter(|k| k.trusted);
     for attempt in 0..CREATE_ATTEMPTS {
-        let (data, version) = match known.take() {
-            Some(known) => known,
+        let (data, version, guessed) = match guess.take() {
+            Some(k) => (k.data, k.version, true),
             None => {
                 let (data, stat) = rpc.timed(client.get_data(dir)).await?;
-                (data, stat.version)
+                (data, stat.version, false)
             }
         };
         let offset = parse_offset(&data)?;
@@ -238,7 +240,17 @@ async fn create_lock_node(
         }
         return match (created, parent) {
             (Some(path), Some(stat)) => {
-                rpc.remember_resource(dir, Some((data, stat.version)));
+                // Trusted next time if nobody else's create came between
+                // our last one and this one.
+                let trusted = guessed || known.as_ref().is_some_and(|k| k.version == version);
+                rpc.remember_resource(
+                    dir,
+                    Some(Known {
+                        data: data.clone(),
+                        version: stat.version,
+                        trusted,
+                    }),
+                );
                 Ok(Created {
                     name: path.rsplit('/').next().unwrap_or_default().to_owned(),
                     sent,

@@ -340,10 +340,14 @@ pub(crate) async fn precondition_checks<B: BlobBackend + ?Sized>(
     Ok(checks)
 }
 
-/// A short, jittered pause so racing writers do not collide in lockstep.
+/// The pause after the `attempt`-th lost race: "full jitter" (a random
+/// time up to a ceiling that doubles per attempt, 1 ms to 32 ms), so the
+/// writers that lost one race spread out instead of re-reading and
+/// colliding again in lockstep; the one that won is done, and one that
+/// re-reads a higher mark stops at once (stale).
 fn retry_pause(attempt: u32) -> Duration {
-    let jitter: u64 = rand::random_range(0..1000);
-    Duration::from_micros(u64::from(attempt.min(10)) * 500 + jitter)
+    let ceiling_micros = 1000u64 << attempt.saturating_sub(1).min(5);
+    Duration::from_micros(rand::random_range(0..=ceiling_micros))
 }
 
 impl<B: BlobBackend> Debug for BlobStore<B> {
@@ -438,5 +442,27 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
             checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));
         }
         Ok(checks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_pause;
+    use std::time::Duration;
+
+    #[test]
+    fn retry_pauses_are_jittered_under_a_doubling_ceiling() {
+        for (attempt, ceiling) in [(1, 1), (2, 2), (3, 4), (6, 32), (50, 32)] {
+            let pauses: Vec<Duration> = (0..200).map(|_| retry_pause(attempt)).collect();
+            let ceiling = Duration::from_millis(ceiling);
+            assert!(pauses.iter().all(|p| *p <= ceiling), "attempt {attempt}");
+            // Spread out, not one value: writers do not retry in lockstep.
+            let distinct: std::collections::HashSet<_> = pauses.iter().collect();
+            assert!(
+                distinct.len() > 100,
+                "attempt {attempt}: {}",
+                distinct.len()
+            );
+        }
     }
 }

@@ -78,6 +78,35 @@ impl Plain for fencing_azure::AzureBackend {
     }
 }
 
+/// A backend whose every request (read or write) is counted.
+#[derive(Debug)]
+struct Counted<B> {
+    inner: B,
+    requests: Arc<AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl<B: BlobBackend> BlobBackend for Counted<B> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn limits(&self) -> fencing::Limits {
+        self.inner.limits()
+    }
+    async fn read_range(
+        &self,
+        key: &str,
+        len: Option<usize>,
+    ) -> fencing::Result<Option<fencing_core::adapter::blob::StoredObject>> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_range(key, len).await
+    }
+    async fn write(&self, key: &str, write: BlobWrite) -> fencing::Result<WriteOutcome> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.inner.write(key, write).await
+    }
+}
+
 /// One acquire and its release.
 async fn lease<B: Plain>(issuer: &BlobIssuer<B>, resource: &str) -> BoxResult<()> {
     let lease = issuer
@@ -178,11 +207,22 @@ impl<B: Plain> Sides<B> {
     }
 
     /// `writers` fenced writers on `key`, each with a store of its own (as
-    /// separate processes would have) on the same client.
-    pub(crate) fn fenced_writers(&self, writers: usize, key: &str, value: &Bytes) -> Vec<Writer> {
+    /// separate processes would have) on the same client; every request
+    /// they make (reads and conditional writes) is counted in `requests`.
+    pub(crate) fn fenced_writers(
+        &self,
+        writers: usize,
+        key: &str,
+        value: &Bytes,
+        requests: &Arc<AtomicU64>,
+    ) -> Vec<Writer> {
         (0..writers)
             .map(|_| {
-                let store = Arc::new(BlobStore::new(self.backend.clone()));
+                let counted = Counted {
+                    inner: self.backend.clone(),
+                    requests: requests.clone(),
+                };
+                let store = Arc::new(BlobStore::new(counted));
                 let (key, value) = (key.to_owned(), value.clone());
                 let writer: Writer = Arc::new(move |token| {
                     let (store, key, value) = (store.clone(), key.clone(), value.clone());

@@ -55,20 +55,29 @@ impl Side {
     fn per_second(&self) -> f64 {
         self.ops() as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
+
+    /// Goodput: accepted writes per second.
+    fn accepted_per_second(&self) -> f64 {
+        self.written as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
 }
 
 /// Runs `load.rounds` rounds of each side, alternating which goes first;
 /// in a round, `load.writers` tasks each make `load.ops_per_writer` writes
 /// as fast as they can. Every fenced write takes the next token of one
 /// shared counter, as if each were made under a fresh lease: a write that
-/// reaches the store after a later one is refused.
+/// reaches the store after a later one is refused. `requests`, if given,
+/// counts every request the fenced writers make (the plain side makes one
+/// per write by construction).
 pub(crate) async fn run(
     backend: &'static str,
     payload: usize,
     load: Load,
     fenced: &[Writer],
     plain: &[Writer],
+    requests: Option<&AtomicU64>,
 ) -> BoxResult<Row> {
+    let requests_before = requests.map(|r| r.load(Ordering::Relaxed));
     let tokens = Arc::new(AtomicU64::new(1));
     let mut sides = [Side::default(), Side::default()];
     for round in 0..load.rounds {
@@ -117,6 +126,19 @@ pub(crate) async fn run(
         f.stale,
         f.ops()
     );
+    notes.push_str(&format!(
+        "; goodput (accepted writes/s) {:.0} vs {:.0}",
+        f.accepted_per_second(),
+        p.accepted_per_second()
+    ));
+    if let (Some(requests), Some(before)) = (requests, requests_before) {
+        let made = requests.load(Ordering::Relaxed) - before;
+        notes.push_str(&format!(
+            "; requests per fenced write {:.2} ({made} for {} writes; plain: 1)",
+            made as f64 / f.ops().max(1) as f64,
+            f.ops()
+        ));
+    }
     if f.gave_up > 0 {
         notes.push_str(&format!(
             "; {} gave up after the store's retries",

@@ -91,19 +91,37 @@ impl Etcd {
         Ok(())
     }
 
+    /// etcd's own lock service (v3lock, what `etcdctl lock` and the Go
+    /// `concurrency.Mutex` do): lease grant, `Lock` on the lease, `Unlock`,
+    /// lease revoke.
+    pub(crate) async fn v3lock(&self) -> BoxResult<()> {
+        let mut client = self.issuer.client().clone();
+        let ttl = i64::try_from(Self::TTL.as_secs())?;
+        let lease = client.lease_grant(ttl, None).await?.id();
+        let options = fencing_etcd::etcd_client::LockOptions::new().with_lease(lease);
+        let locked = client
+            .lock(format!("{}/v3lock", self.prefix), Some(options))
+            .await?;
+        client.unlock(locked.key()).await?;
+        client.lease_revoke(lease).await?;
+        Ok(())
+    }
+
     pub(crate) async fn version(&self) -> BoxResult<String> {
         let status = self.issuer.client().clone().status().await?;
         Ok(format!("etcd {}", status.version()))
     }
 }
 
-/// ZooKeeper: the issuer (a session per lease) against create ephemeral
-/// sequential + delete on a session that is already open, and against the
-/// same with a session opened and closed around them.
+/// ZooKeeper: the issuer (its leases of one TTL share a session) against
+/// create ephemeral sequential + delete on a session that is already open;
+/// and two issuers taking turns on one resource (neither knows the
+/// resource znode's version the other left) against the same raw calls.
 #[derive(Debug)]
 pub(crate) struct ZooKeeper {
     issuer: ZkIssuer,
-    addr: String,
+    other: ZkIssuer,
+    turn: std::sync::atomic::AtomicBool,
     session: zk::Client,
     dir: String,
 }
@@ -114,11 +132,14 @@ impl ZooKeeper {
 
     pub(crate) async fn connect(addr: &str, prefix: &str) -> BoxResult<Self> {
         let root = format!("/{prefix}");
-        let issuer = ZkConfig::new(addr)
-            .with_prefix(&root)
-            .with_token_source(TokenSource::Czxid)
-            .connect()
-            .await?;
+        let connect = async || {
+            ZkConfig::new(addr)
+                .with_prefix(&root)
+                .with_token_source(TokenSource::Czxid)
+                .connect()
+                .await
+        };
+        let (issuer, other) = (connect().await?, connect().await?);
         let session = Self::session(addr).await?;
         let dir = format!("{root}-raw/lock");
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
@@ -128,7 +149,8 @@ impl ZooKeeper {
         }
         Ok(Self {
             issuer,
-            addr: addr.to_owned(),
+            other,
+            turn: std::sync::atomic::AtomicBool::new(false),
             session,
             dir,
         })
@@ -143,6 +165,15 @@ impl ZooKeeper {
 
     pub(crate) async fn fenced(&self) -> BoxResult<()> {
         fenced_lock(&self.issuer, "lock", Self::TTL).await
+    }
+
+    /// Acquire + release by one of two issuers, in turn, on one resource.
+    pub(crate) async fn fenced_in_turn(&self) -> BoxResult<()> {
+        let turn = self
+            .turn
+            .fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
+        let issuer = if turn { &self.other } else { &self.issuer };
+        fenced_lock(issuer, "turns", Self::TTL).await
     }
 
     /// Create ephemeral sequential + delete on `session`.
@@ -160,14 +191,6 @@ impl ZooKeeper {
     /// On the session opened at connect.
     pub(crate) async fn raw(&self) -> BoxResult<()> {
         self.create_delete(&self.session).await
-    }
-
-    /// On a session of its own, opened first and closed after.
-    pub(crate) async fn raw_with_session(&self) -> BoxResult<()> {
-        let session = Self::session(&self.addr).await?;
-        self.create_delete(&session).await?;
-        drop(session);
-        Ok(())
     }
 
     /// Deletes what the raw side created (the issuer's resource znodes stay:

@@ -15,6 +15,16 @@ pub(crate) struct Summary {
     pub(crate) max: Duration,
 }
 
+/// The `percent`-th percentile of `samples` (nearest rank); zero for none.
+pub(crate) fn percentile(samples: &[Duration], percent: usize) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let rank = (sorted.len() * percent)
+        .div_ceil(100)
+        .clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied().unwrap_or_default()
+}
+
 impl Summary {
     /// Median (mean of the middle two for an even count), min and max.
     pub(crate) fn of(samples: &[Duration]) -> Self {
@@ -292,6 +302,15 @@ pub(crate) fn split_url(url: &str) -> BoxResult<(SocketAddr, impl Fn(SocketAddr)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let samples: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&samples, 50), Duration::from_millis(50));
+        assert_eq!(percentile(&samples, 99), Duration::from_millis(99));
+        assert_eq!(percentile(&samples[..1], 99), Duration::from_millis(1));
+        assert_eq!(percentile(&[], 99), Duration::ZERO);
+    }
 
     #[test]
     fn median_min_max() {

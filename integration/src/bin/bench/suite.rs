@@ -1,6 +1,7 @@
 //! The cases, per backend.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use bytes::Bytes;
 use fencing::HolderId;
@@ -48,6 +49,12 @@ pub(crate) struct Plan {
     pub(crate) count: bool,
     /// Handovers timed per issuer, each way.
     pub(crate) handovers: usize,
+    /// Jobs a side in the side-by-side rows against `etcdctl lock`.
+    pub(crate) tool_jobs: usize,
+    /// Grants per level of holders in the scale rows.
+    pub(crate) scale_grants: usize,
+    /// Where the scale chart goes, if anywhere.
+    pub(crate) scale_svg: Option<std::path::PathBuf>,
 }
 
 /// What one backend's run adds to the report.
@@ -241,7 +248,7 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
         })
     };
     out.rows
-        .push(contention::run(name, len, plan.load, &[fenced], &[plain]).await?);
+        .push(contention::run(name, len, plan.load, &[fenced], &[plain], None).await?);
 
     direct.clean_up().await;
     if let Dialect::Sqlite = dialect {
@@ -369,10 +376,20 @@ where
     }
 
     let writers = plan.object_load.writers;
-    let fenced = direct.fenced_writers(writers, "contended-fenced", &value);
+    let requests = Arc::new(AtomicU64::new(0));
+    let fenced = direct.fenced_writers(writers, "contended-fenced", &value, &requests);
     let plain = direct.plain_writers(writers, "contended-plain", &value);
-    out.rows
-        .push(contention::run(name, len, plan.object_load, &fenced, &plain).await?);
+    out.rows.push(
+        contention::run(
+            name,
+            len,
+            plan.object_load,
+            &fenced,
+            &plain,
+            Some(&requests),
+        )
+        .await?,
+    );
     Ok(())
 }
 
@@ -553,6 +570,12 @@ pub(crate) async fn etcd(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         .note("what a lease rebuilt from its token alone pays: release finds its lock key by the token first");
     row.target = None;
     out.rows.push(row);
+    let mut row = bench
+        .row("… vs etcd's own lock service (v3lock)", async |s| s.v3lock().await)
+        .await?
+        .note("raw: lease grant, `Lock` on the lease, `Unlock`, lease revoke: what `etcdctl lock` and Go's `concurrency.Mutex` do");
+    row.target = None;
+    out.rows.push(row);
     Ok(())
 }
 
@@ -578,25 +601,33 @@ pub(crate) async fn zookeeper(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         counted,
         fenced: async |s: &locks::ZooKeeper| s.fenced().await,
     };
+
     out.rows.push(
         bench
             .row("acquire + release vs create + delete", async |s| s.raw().await)
             .await?
             .note("raw: create an ephemeral sequential znode and delete it, on a session opened beforehand"),
     );
+    let in_turn = LockBench {
+        name: "zookeeper",
+        plan,
+        direct: bench.direct,
+        counted: bench.counted,
+        fenced: async |s: &locks::ZooKeeper| s.fenced_in_turn().await,
+    };
     out.rows.push(
-        bench
+        in_turn
             .row(
-                "… vs session + create + delete + close",
-                async |s: &locks::ZooKeeper| s.raw_with_session().await,
+                "… two issuers in turn on one resource",
+                async |s: &locks::ZooKeeper| s.raw().await,
             )
             .await?
-            .note("the issuer opens a session per lease; this raw side does too"),
+            .note("neither issuer knows the resource znode's version the other left: it reads it first (get + create + delete); raw as above"),
     );
     if let Some(row) = out.rows.last_mut() {
         row.target = None;
     }
-    bench.direct.clean_up().await;
+    in_turn.direct.clean_up().await;
     Ok(())
 }
 

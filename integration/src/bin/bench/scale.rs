@@ -1,0 +1,227 @@
+//! Scale: 1, 4, 16 and 64 concurrent holders over 1,000 resources, per
+//! lock-service issuer: grants per second and acquire latency, each
+//! holder taking a random resource, holding it for nothing and releasing
+//! it. A row compares N holders with one (latency), so a cost that grows
+//! worse than the load shows as a ratio far above 1; the chart draws
+//! grants per second against holders.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fencing::{LeaseRequest, TokenIssuer};
+use tokio::task::JoinSet;
+
+use crate::BoxResult;
+use crate::measure::{RatioKind, Row, Summary, percentile};
+use crate::suite::{Output, Plan};
+
+/// The issuers measured: the lock services and PostgreSQL.
+const ISSUERS: [&str; 4] = ["etcd", "zookeeper", "redis", "postgres"];
+const HOLDERS: [usize; 4] = [1, 4, 16, 64];
+const RESOURCES: u32 = 1000;
+const TTL: Duration = Duration::from_secs(10);
+
+/// What one level of holders came to.
+struct Level {
+    holders: usize,
+    latencies: Vec<Duration>,
+    busy: usize,
+    wall: Duration,
+}
+
+impl Level {
+    fn grants_per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+async fn level(
+    issuer: &Arc<dyn TokenIssuer>,
+    prefix: &str,
+    holders: usize,
+    grants: usize,
+) -> BoxResult<Level> {
+    let per_holder = grants.div_ceil(holders).max(2);
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for _ in 0..holders {
+        let (issuer, prefix) = (issuer.clone(), prefix.to_owned());
+        tasks.spawn(async move {
+            let (mut took, mut busy) = (Vec::with_capacity(per_holder), 0);
+            while took.len() < per_holder {
+                let resource = format!("{prefix}-{}", rand::random_range(0..RESOURCES));
+                let t = Instant::now();
+                match issuer
+                    .try_acquire(&LeaseRequest::new(&resource, TTL))
+                    .await?
+                {
+                    Some(lease) => {
+                        took.push(t.elapsed());
+                        issuer.release(&lease).await?;
+                    }
+                    None => busy += 1, // another holder has it
+                }
+            }
+            BoxResult::Ok((took, busy))
+        });
+    }
+    let (mut latencies, mut busy) = (Vec::new(), 0);
+    while let Some(done) = tasks.join_next().await {
+        let (took, b) = done??;
+        latencies.extend(took);
+        busy += b;
+    }
+    Ok(Level {
+        holders,
+        latencies,
+        busy,
+        wall: started.elapsed(),
+    })
+}
+
+fn p99_ms(samples: &[Duration]) -> f64 {
+    percentile(samples, 99).as_secs_f64() * 1000.0
+}
+
+/// The rows, and the chart when the plan names a file for it.
+pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    let mut curves = Vec::new();
+    for name in ISSUERS {
+        let Some((issuer, _)) = fencing_integration::issuer(name).await else {
+            return Err(
+                format!("{name} was skipped (FENCING_SKIP): the scale rows need it").into(),
+            );
+        };
+        let prefix = format!("scale-{}", fencing_testkit::unique_prefix());
+        let mut levels = Vec::new();
+        for holders in HOLDERS {
+            levels.push(level(&issuer, &prefix, holders, plan.scale_grants).await?);
+        }
+        let base = Summary::of(&levels[0].latencies);
+        for l in &levels[1..] {
+            let at = Summary::of(&l.latencies);
+            out.rows.push(Row {
+                backend: name,
+                operation: format!("scale: {} holders vs 1, {RESOURCES} resources", l.holders),
+                payload: None,
+                ratio: at.median.as_secs_f64() / base.median.as_secs_f64().max(1e-9),
+                fenced: at,
+                plain: base,
+                kind: RatioKind::Latency,
+                target: None,
+                trips: None,
+                notes: format!(
+                    "try_acquire + release of a random resource; grants/s {:.0} vs {:.0} ({:.1}× for {}× the holders); \
+                     acquire p99 {:.2} vs {:.2} ms; found held {} times",
+                    l.grants_per_second(),
+                    levels[0].grants_per_second(),
+                    l.grants_per_second() / levels[0].grants_per_second().max(1e-9),
+                    l.holders,
+                    p99_ms(&l.latencies),
+                    p99_ms(&levels[0].latencies),
+                    l.busy,
+                ),
+            });
+        }
+        curves.push((
+            name,
+            levels
+                .iter()
+                .map(|l| (l.holders, l.grants_per_second()))
+                .collect::<Vec<_>>(),
+        ));
+    }
+    if let Some(path) = &plan.scale_svg {
+        std::fs::write(path, chart(&curves))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        eprintln!("bench: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Grants per second against holders (log₂ axis), a line per issuer.
+fn chart(curves: &[(&str, Vec<(usize, f64)>)]) -> String {
+    let (w, h, left, top, right, bottom) = (640.0, 360.0, 70.0, 40.0, 150.0, 50.0);
+    let top_rate = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|p| p.1))
+        .fold(1.0_f64, f64::max)
+        * 1.1;
+    let x = |holders: usize| {
+        let steps = (HOLDERS.len() - 1) as f64;
+        left + (holders as f64).log(4.0) / steps * (w - left - right)
+    };
+    let y = |rate: f64| top + (1.0 - rate / top_rate) * (h - top - bottom);
+    let colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="20" font-size="14">Grants per second against concurrent holders, 1,000 resources (one run of integration/bench.sh)</text>
+<line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>
+<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>
+"##,
+        h - bottom,
+        w - right,
+        h - bottom,
+        h - bottom
+    );
+    for holders in HOLDERS {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.0}" y="{}" text-anchor="middle">{holders}</text>"#,
+            x(holders),
+            h - bottom + 18.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.0}" y="{}" text-anchor="middle">holders</text>"#,
+        (left + w - right) / 2.0,
+        h - 10.0
+    );
+    for i in 0..=4 {
+        let rate = top_rate * f64::from(i) / 4.0;
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{:.0}" text-anchor="end">{rate:.0}</text>"#,
+            left - 6.0,
+            y(rate) + 4.0
+        );
+    }
+    for (i, (name, curve)) in curves.iter().enumerate() {
+        let colour = colours[i % colours.len()];
+        let points: Vec<String> = curve
+            .iter()
+            .map(|(holders, rate)| format!("{:.1},{:.1}", x(*holders), y(*rate)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
+            points.join(" ")
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{:.0}" fill="{colour}">{name}</text>"#,
+            w - right + 10.0,
+            top + 20.0 * i as f64 + 10.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chart_has_a_line_per_issuer() {
+        let curve = vec![(1, 100.0), (4, 350.0), (16, 900.0), (64, 1000.0)];
+        let svg = chart(&[("etcd", curve.clone()), ("redis", curve)]);
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains(">etcd<") && svg.contains(">redis<"));
+    }
+}
