@@ -45,8 +45,10 @@ args=("$@")
 if (($# == 0)); then
   args=(--out BENCHMARKS.md --svg docs/benchmarks.svg --scale-svg docs/scale.svg)
 fi
-# The side-by-side rows run `fence run` as a process, as users do.
+# The side-by-side rows run `fence run` as a process, as users do; the
+# failover rows kill and stop a holder process of their own.
 cargo build --release --locked -p fencing-cli --bin fence >&2
+cargo build --release --locked -p fencing-integration --bin failover-holder >&2
 export FENCING_FENCE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/fence"
 cmd=(cargo run --release --locked -p fencing-integration --bin bench -- "${args[@]}")
 export FENCING_BENCH_COMMAND="integration/bench.sh${*:+ $*}"

@@ -58,6 +58,44 @@ async fn a_holders_next_write_skips_the_read() {
     assert_eq!(store.get("k").await.unwrap().unwrap().value, "mine");
 }
 
+/// Two holders taking turns on one key: each finds the other's write
+/// since its own, so a put at its remembered version would fail its
+/// precondition every time (three requests: the refused write, the read,
+/// the write). After the first such refusal a store reads first (two),
+/// and goes back to the one-request path once its writes follow each
+/// other again.
+#[tokio::test]
+async fn a_store_whose_writes_are_interleaved_reads_first() {
+    let backend = MemoryBlobBackend::new();
+    let (a, b) = (BlobStore::new(&backend), BlobStore::new(&backend));
+    a.put("k", "a".into(), 1.into()).await.unwrap();
+    b.put("k", "b".into(), 2.into()).await.unwrap();
+    // Each is refused once (a at 3, b at 4), reads and writes.
+    a.put("k", "a".into(), 3.into()).await.unwrap();
+    b.put("k", "b".into(), 4.into()).await.unwrap();
+    let requests = || backend.reads() + backend.writes();
+    for token in 5..25_u64 {
+        let (store, before) = (if token % 2 == 0 { &b } else { &a }, requests());
+        store.put("k", "x".into(), token.into()).await.unwrap();
+        assert_eq!(requests() - before, 2, "token {token}: a read and a write");
+    }
+    let failures = backend.precondition_failures();
+    assert!(
+        failures <= 2,
+        "{failures} refused writes: the stores kept guessing"
+    );
+
+    a.put("k", "a".into(), 25.into()).await.unwrap();
+    // Alone again (a wrote last): b's next put reads and writes, the one
+    // after reads its own last version, and from then on one conditional
+    // write per put.
+    for (token, expected) in [(30_u64, 2), (31, 2), (32, 1), (33, 1)] {
+        let before = requests();
+        b.put("k", "b".into(), token.into()).await.unwrap();
+        assert_eq!(requests() - before, expected, "token {token}");
+    }
+}
+
 #[tokio::test]
 async fn a_stale_token_is_refused_even_on_the_fast_path() {
     let a = BlobStore::new(MemoryBlobBackend::new());

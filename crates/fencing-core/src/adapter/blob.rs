@@ -83,7 +83,18 @@ pub struct BlobStore<B> {
     backend: B,
     max_attempts: u32,
     adopt_unfenced: bool,
-    known: Mutex<HashMap<String, (BlobVersion, FencingToken)>>,
+    known: Mutex<HashMap<String, Known>>,
+}
+
+/// An object as this store's last write (or read) of it left it.
+#[derive(Clone, Debug)]
+struct Known {
+    version: BlobVersion,
+    mark: FencingToken,
+    /// Whether the next put writes at this version without reading first:
+    /// not while other writers' writes came between ours (a conditional
+    /// write that is likely to fail costs a request on top of the read).
+    trusted: bool,
 }
 
 /// How many versions a store remembers for the fast path.
@@ -124,11 +135,11 @@ impl<B: BlobBackend> BlobStore<B> {
         &self.backend
     }
 
-    fn known(&self, key: &str) -> Option<(BlobVersion, FencingToken)> {
+    fn known(&self, key: &str) -> Option<Known> {
         self.known.lock().expect("poisoned").get(key).cloned()
     }
 
-    fn remember(&self, key: &str, entry: Option<(BlobVersion, FencingToken)>) {
+    fn remember(&self, key: &str, entry: Option<Known>) {
         let mut known = self.known.lock().expect("poisoned");
         match entry {
             Some(entry) => {
@@ -193,16 +204,21 @@ impl<B: BlobBackend> BlobStore<B> {
     where
         F: Fn(Option<&Current>) -> Option<(Bytes, BlobMeta)> + Send + Sync,
     {
+        let previous = self.known(key);
         // The fast path needs no body, so it only serves puts.
         let mut cached = if need_body {
             None
         } else {
-            self.known(key).filter(|(_, mark)| token >= *mark)
+            previous
+                .clone()
+                .filter(|k| k.trusted && token >= k.mark)
+                .map(|k| (k.version, k.mark))
         };
         // Set once a write may have been applied without our seeing the
         // answer: from then on, any way out but success is OutcomeUnknown.
         let mut unknown: Option<Error> = None;
         for attempt in 1..=self.max_attempts {
+            let from_cache = cached.is_some();
             let current = match cached.take() {
                 Some((version, mark)) => Some(Current {
                     version,
@@ -223,7 +239,12 @@ impl<B: BlobBackend> BlobStore<B> {
             if let Some(current) = &current {
                 let mark = current.meta.token;
                 if token < mark {
-                    self.remember(key, Some((current.version.clone(), mark)));
+                    let known = Known {
+                        version: current.version.clone(),
+                        mark,
+                        trusted: false,
+                    };
+                    self.remember(key, Some(known));
                     // Ours may have been applied and then overwritten.
                     return Err(unknown.unwrap_or(Error::StaleToken {
                         key: key.to_owned(),
@@ -239,7 +260,21 @@ impl<B: BlobBackend> BlobStore<B> {
             let write = BlobWrite::new(body, meta, precondition);
             match self.backend.write(key, write).await {
                 Ok(WriteOutcome::Written(version)) => {
-                    self.remember(key, Some((version, meta.token)));
+                    // Trusted next time unless another write came between
+                    // our last one and this one (then the next put reads
+                    // first, until ours follow each other again).
+                    let trusted = from_cache
+                        || match (&previous, &current) {
+                            (None, _) => true,
+                            (Some(p), Some(c)) => p.version == c.version,
+                            (Some(_), None) => false,
+                        };
+                    let known = Known {
+                        version,
+                        mark: meta.token,
+                        trusted,
+                    };
+                    self.remember(key, Some(known));
                     return Ok(());
                 }
                 Ok(WriteOutcome::PreconditionFailed) => {

@@ -11,6 +11,7 @@
 mod blob;
 mod contention;
 mod dynamo;
+mod failover;
 mod handover;
 mod locks;
 mod measure;
@@ -24,7 +25,7 @@ mod versions;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Parser, ValueEnum};
 
@@ -99,10 +100,12 @@ enum Backend {
     Etcdctl,
     /// 1 to 64 holders over 1,000 resources, per lock-service issuer.
     Scale,
+    /// From a holder's death to the next holder's first write, per issuer.
+    Failover,
 }
 
 impl Backend {
-    const ALL: [Self; 13] = [
+    const ALL: [Self; 14] = [
         Self::Sqlite,
         Self::Postgres,
         Self::Mariadb,
@@ -116,6 +119,7 @@ impl Backend {
         Self::Handover,
         Self::Etcdctl,
         Self::Scale,
+        Self::Failover,
     ];
 
     fn name(self) -> &'static str {
@@ -133,6 +137,7 @@ impl Backend {
             Self::Handover => "handover",
             Self::Etcdctl => "etcdctl",
             Self::Scale => "scale",
+            Self::Failover => "failover",
         }
     }
 
@@ -151,6 +156,7 @@ impl Backend {
             Self::Handover => suite::handover(plan, out).await,
             Self::Etcdctl => tools::etcdctl(plan, out).await,
             Self::Scale => scale::run(plan, out).await,
+            Self::Failover => failover::run(plan, out).await,
         }
     }
 }
@@ -178,6 +184,8 @@ impl Args {
                 tool_jobs: 4,
                 scale_grants: 64,
                 scale_svg: self.scale_svg.clone(),
+                failovers: 1,
+                failover_ttls: vec![Duration::from_secs(2)],
             }
         } else {
             Plan {
@@ -201,6 +209,8 @@ impl Args {
                 tool_jobs: 64,
                 scale_grants: 2000,
                 scale_svg: self.scale_svg.clone(),
+                failovers: 2,
+                failover_ttls: vec![Duration::from_secs(2), Duration::from_secs(6)],
             }
         }
     }

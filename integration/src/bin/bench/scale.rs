@@ -1,11 +1,13 @@
 //! Scale: 1, 4, 16 and 64 concurrent holders over 1,000 resources, per
-//! lock-service issuer: grants per second and acquire latency, each
+//! lock-service issuer: grants per second and grant + release latency, each
 //! holder taking a random resource, holding it for nothing and releasing
 //! it. A row compares N holders with one (latency), so a cost that grows
 //! worse than the load shows as a ratio far above 1; the chart draws
 //! grants per second against holders.
 
 use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +15,7 @@ use fencing::{LeaseRequest, TokenIssuer};
 use tokio::task::JoinSet;
 
 use crate::BoxResult;
+use crate::locks;
 use crate::measure::{RatioKind, Row, Summary, percentile};
 use crate::suite::{Output, Plan};
 
@@ -36,31 +39,74 @@ impl Level {
     }
 }
 
-async fn level(
-    issuer: &Arc<dyn TokenIssuer>,
-    prefix: &str,
-    holders: usize,
-    grants: usize,
-) -> BoxResult<Level> {
+/// One grant (and its release): `true` if granted, `false` if the
+/// resource was held.
+type Grant = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = BoxResult<bool>> + Send>> + Send + Sync>;
+
+/// The issuer's grant of a random resource of `prefix`, then its release.
+fn fenced(issuer: &Arc<dyn TokenIssuer>, prefix: &str) -> Grant {
+    let (issuer, prefix) = (issuer.clone(), prefix.to_owned());
+    Arc::new(move || {
+        let (issuer, resource) = (
+            issuer.clone(),
+            format!("{prefix}-{}", rand::random_range(0..RESOURCES)),
+        );
+        Box::pin(async move {
+            match issuer
+                .try_acquire(&LeaseRequest::new(&resource, TTL))
+                .await?
+            {
+                Some(lease) => {
+                    issuer.release(&lease).await?;
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        })
+    })
+}
+
+/// The fewest raw calls of a lock on the same server, for the backends
+/// whose raw side is safe to run concurrently (a key or node per lease).
+async fn raw(name: &str) -> BoxResult<Option<Grant>> {
+    let prefix = format!("scale-raw-{}", fencing_testkit::unique_prefix());
+    Ok(match name {
+        "etcd" => {
+            let endpoint = fencing_harness::env::ETCD.endpoint();
+            let endpoint = endpoint.split(',').next().unwrap_or_default().to_owned();
+            let etcd = Arc::new(locks::Etcd::connect(&endpoint, &prefix).await?);
+            Some(Arc::new(move || {
+                let etcd = etcd.clone();
+                Box::pin(async move { etcd.raw().await.map(|()| true) })
+            }))
+        }
+        "zookeeper" => {
+            let addr = fencing_harness::env::ZOOKEEPER.endpoint();
+            let addr = addr.split(',').next().unwrap_or_default().to_owned();
+            let zk = Arc::new(locks::ZooKeeper::connect(&addr, &prefix).await?);
+            Some(Arc::new(move || {
+                let zk = zk.clone();
+                Box::pin(async move { zk.raw().await.map(|()| true) })
+            }))
+        }
+        _ => None,
+    })
+}
+
+async fn level(grant: &Grant, holders: usize, grants: usize) -> BoxResult<Level> {
     let per_holder = grants.div_ceil(holders).max(2);
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for _ in 0..holders {
-        let (issuer, prefix) = (issuer.clone(), prefix.to_owned());
+        let grant = grant.clone();
         tasks.spawn(async move {
             let (mut took, mut busy) = (Vec::with_capacity(per_holder), 0);
             while took.len() < per_holder {
-                let resource = format!("{prefix}-{}", rand::random_range(0..RESOURCES));
                 let t = Instant::now();
-                match issuer
-                    .try_acquire(&LeaseRequest::new(&resource, TTL))
-                    .await?
-                {
-                    Some(lease) => {
-                        took.push(t.elapsed());
-                        issuer.release(&lease).await?;
-                    }
-                    None => busy += 1, // another holder has it
+                if grant().await? {
+                    took.push(t.elapsed());
+                } else {
+                    busy += 1; // another holder has it
                 }
             }
             BoxResult::Ok((took, busy))
@@ -94,12 +140,26 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
             );
         };
         let prefix = format!("scale-{}", fencing_testkit::unique_prefix());
-        let mut levels = Vec::new();
+        let (fenced, raw) = (fenced(&issuer, &prefix), raw(name).await?);
+        let (mut levels, mut raw_rates) = (Vec::new(), Vec::new());
         for holders in HOLDERS {
-            levels.push(level(&issuer, &prefix, holders, plan.scale_grants).await?);
+            levels.push(level(&fenced, holders, plan.scale_grants).await?);
+            if let Some(raw) = &raw {
+                raw_rates.push(
+                    level(raw, holders, plan.scale_grants)
+                        .await?
+                        .grants_per_second(),
+                );
+            }
         }
         let base = Summary::of(&levels[0].latencies);
-        for l in &levels[1..] {
+        for (i, l) in levels.iter().enumerate().skip(1) {
+            let raw_note = raw_rates.get(i).map_or(String::new(), |r| {
+                format!(
+                    "; the raw calls alone: {r:.0} grants/s ({:.1}× their 1-holder rate)",
+                    r / raw_rates[0].max(1e-9)
+                )
+            });
             let at = Summary::of(&l.latencies);
             out.rows.push(Row {
                 backend: name,
@@ -113,7 +173,7 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
                 trips: None,
                 notes: format!(
                     "try_acquire + release of a random resource; grants/s {:.0} vs {:.0} ({:.1}× for {}× the holders); \
-                     acquire p99 {:.2} vs {:.2} ms; found held {} times",
+                     grant + release p99 {:.2} vs {:.2} ms; found held {} times{raw_note}",
                     l.grants_per_second(),
                     levels[0].grants_per_second(),
                     l.grants_per_second() / levels[0].grants_per_second().max(1e-9),

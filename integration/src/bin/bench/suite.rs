@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use bytes::Bytes;
 use fencing::HolderId;
@@ -55,6 +56,10 @@ pub(crate) struct Plan {
     pub(crate) scale_grants: usize,
     /// Where the scale chart goes, if anywhere.
     pub(crate) scale_svg: Option<std::path::PathBuf>,
+    /// Failovers timed per issuer, TTL and signal.
+    pub(crate) failovers: usize,
+    /// The TTLs of the failover rows.
+    pub(crate) failover_ttls: Vec<Duration>,
 }
 
 /// What one backend's run adds to the report.
