@@ -14,6 +14,8 @@ use fencing_testkit::lock_service::{freeze_on, frozen_client};
 use fencing_zookeeper::zookeeper_client as zk;
 use fencing_zookeeper::{ZkConfig, ZkIssuer};
 
+mod common;
+
 async fn connect(connect_string: &str, prefix: &str) -> ZkIssuer {
     ZkConfig::new(connect_string)
         .with_prefix(prefix)
@@ -190,17 +192,7 @@ async fn a_create_whose_answer_was_lost_leaves_no_node_behind() {
     if ZOOKEEPER.skipped() {
         return;
     }
-    let target = ZOOKEEPER
-        .endpoint()
-        .split(',')
-        .next()
-        .expect("a server")
-        .trim()
-        .to_owned();
-    let target: std::net::SocketAddr = target
-        .parse()
-        .unwrap_or_else(|_| panic!("{target}: expected IP:PORT"));
-    let proxy = fencing_harness::proxy::HoldingProxy::start(target).await;
+    let proxy = common::holding_proxy().await;
     let prefix = fresh_prefix();
     let issuer = connect(&proxy.addr().to_string(), &prefix).await;
     let direct = connect(&ZOOKEEPER.endpoint(), &prefix).await;

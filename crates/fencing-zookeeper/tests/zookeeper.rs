@@ -16,6 +16,8 @@ use fencing_testkit::issuer::{IssuerProfile, assert_lease_lost, grant};
 use fencing_testkit::lock_service::{self, freeze_on, frozen_client};
 use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 
+mod common;
+
 /// An issuer under a fresh prefix znode, or `None` if this run skips ZooKeeper.
 async fn connect(source: TokenSource) -> Option<ZkIssuer> {
     if ZOOKEEPER.skipped() {
@@ -422,17 +424,7 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
     if ZOOKEEPER.skipped() {
         return;
     }
-    let target = ZOOKEEPER
-        .endpoint()
-        .split(',')
-        .next()
-        .expect("a server")
-        .trim()
-        .to_owned();
-    let target: std::net::SocketAddr = target
-        .parse()
-        .unwrap_or_else(|_| panic!("{target}: expected IP:PORT"));
-    let proxy = fencing_harness::proxy::HoldingProxy::start(target).await;
+    let proxy = common::holding_proxy().await;
     let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
     let issuer = ZkConfig::new(proxy.addr().to_string())
         .with_prefix(&prefix)

@@ -19,16 +19,10 @@ use crate::suite::{Output, Plan};
 
 /// The holder binary, beside this one.
 fn holder_binary() -> BoxResult<std::path::PathBuf> {
-    let path = std::env::current_exe()?.with_file_name("failover-holder");
-    if path.exists() {
-        Ok(path)
-    } else {
-        Err(format!(
-            "no failover-holder at {} (cargo build -p fencing-integration --bin failover-holder)",
-            path.display()
-        )
-        .into())
-    }
+    crate::measure::sibling_binary(
+        "failover-holder",
+        "cargo build -p fencing-integration --bin failover-holder",
+    )
 }
 
 /// One failover: the time from the signal to the next holder's first

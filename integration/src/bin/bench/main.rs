@@ -17,6 +17,7 @@ mod locks;
 mod measure;
 mod report;
 mod scale;
+mod server_cost;
 mod sql;
 mod suite;
 mod svg;

@@ -15,6 +15,17 @@ pub(crate) struct Summary {
     pub(crate) max: Duration,
 }
 
+/// A binary beside this one (`target/<profile>/NAME`), or an error saying
+/// how to build it.
+pub(crate) fn sibling_binary(name: &str, build: &str) -> crate::BoxResult<std::path::PathBuf> {
+    let path = std::env::current_exe()?.with_file_name(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("no {name} at {} ({build})", path.display()).into())
+    }
+}
+
 /// The `percent`-th percentile of `samples` (nearest rank); zero for none.
 pub(crate) fn percentile(samples: &[Duration], percent: usize) -> Duration {
     let mut sorted = samples.to_vec();

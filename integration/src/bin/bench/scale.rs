@@ -2,8 +2,10 @@
 //! lock-service issuer: grants per second and grant + release latency, each
 //! holder taking a random resource, holding it for nothing and releasing
 //! it. A row compares N holders with one (latency), so a cost that grows
-//! worse than the load shows as a ratio far above 1; the chart draws
-//! grants per second against holders.
+//! worse than the load shows as a ratio far above 1, and each note gives
+//! what the server reported of its own load meanwhile (connections,
+//! sessions, watches, keys); the chart draws grants per second against
+//! holders.
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -31,6 +33,8 @@ struct Level {
     latencies: Vec<Duration>,
     busy: usize,
     wall: Duration,
+    /// What the server reported of its load while the level ran.
+    server: String,
 }
 
 impl Level {
@@ -67,7 +71,9 @@ fn fenced(issuer: &Arc<dyn TokenIssuer>, prefix: &str) -> Grant {
 }
 
 /// The fewest raw calls of a lock on the same server, for the backends
-/// whose raw side is safe to run concurrently (a key or node per lease).
+/// whose raw side is safe to run concurrently: a key or node per lease
+/// (etcd, ZooKeeper), the issuer's two statements bare on random
+/// resources (PostgreSQL).
 async fn raw(name: &str) -> BoxResult<Option<Grant>> {
     let prefix = format!("scale-raw-{}", fencing_testkit::unique_prefix());
     Ok(match name {
@@ -89,12 +95,45 @@ async fn raw(name: &str) -> BoxResult<Option<Grant>> {
                 Box::pin(async move { zk.raw().await.map(|()| true) })
             }))
         }
+        "postgres" => {
+            let url = fencing_harness::env::POSTGRES.endpoint();
+            let tables = format!("{}_", prefix.replace('-', "_"));
+            let sides = Arc::new(
+                crate::sql::Sides::connect(crate::sql::Dialect::Postgres, &url, &tables, true)
+                    .await?,
+            );
+            Some(Arc::new(move || {
+                let sides = sides.clone();
+                Box::pin(async move {
+                    let resource = format!("r-{}", rand::random_range(0..RESOURCES));
+                    match sides
+                        .raw_lock(&resource, &fencing::HolderId::unique())
+                        .await
+                    {
+                        Ok(()) => Ok(true),
+                        Err(e) if e.to_string().contains("was held") => Ok(false),
+                        Err(e) => Err(e),
+                    }
+                })
+            }))
+        }
         _ => None,
     })
 }
 
-async fn level(grant: &Grant, holders: usize, grants: usize) -> BoxResult<Level> {
+async fn level(
+    name: &'static str,
+    grant: &Grant,
+    holders: usize,
+    grants: usize,
+) -> BoxResult<Level> {
     let per_holder = grants.div_ceil(holders).max(2);
+    // Read while the holders are at it (the shortest level lasts about a
+    // second).
+    let server = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        crate::server_cost::reading(name).await
+    });
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for _ in 0..holders {
@@ -118,11 +157,13 @@ async fn level(grant: &Grant, holders: usize, grants: usize) -> BoxResult<Level>
         latencies.extend(took);
         busy += b;
     }
+    let wall = started.elapsed();
     Ok(Level {
         holders,
         latencies,
         busy,
-        wall: started.elapsed(),
+        wall,
+        server: server.await?,
     })
 }
 
@@ -143,10 +184,10 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         let (fenced, raw) = (fenced(&issuer, &prefix), raw(name).await?);
         let (mut levels, mut raw_rates) = (Vec::new(), Vec::new());
         for holders in HOLDERS {
-            levels.push(level(&fenced, holders, plan.scale_grants).await?);
+            levels.push(level(name, &fenced, holders, plan.scale_grants).await?);
             if let Some(raw) = &raw {
                 raw_rates.push(
-                    level(raw, holders, plan.scale_grants)
+                    level(name, raw, holders, plan.scale_grants)
                         .await?
                         .grants_per_second(),
                 );
@@ -173,7 +214,7 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
                 trips: None,
                 notes: format!(
                     "try_acquire + release of a random resource; grants/s {:.0} vs {:.0} ({:.1}× for {}× the holders); \
-                     grant + release p99 {:.2} vs {:.2} ms; found held {} times{raw_note}",
+                     grant + release p99 {:.2} vs {:.2} ms; found held {} times{raw_note}; during it, {} (1 holder: {})",
                     l.grants_per_second(),
                     levels[0].grants_per_second(),
                     l.grants_per_second() / levels[0].grants_per_second().max(1e-9),
@@ -181,6 +222,8 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
                     p99_ms(&l.latencies),
                     p99_ms(&levels[0].latencies),
                     l.busy,
+                    l.server,
+                    levels[0].server,
                 ),
             });
         }

@@ -24,16 +24,10 @@ fn fence_binary() -> BoxResult<PathBuf> {
     if let Ok(path) = std::env::var("FENCING_FENCE_BIN") {
         return Ok(path.into());
     }
-    let beside = std::env::current_exe()?.with_file_name("fence");
-    if beside.exists() {
-        Ok(beside)
-    } else {
-        Err(format!(
-            "no `fence` binary at {} (build it: cargo build --release -p fencing-cli, or set FENCING_FENCE_BIN)",
-            beside.display()
-        )
-        .into())
-    }
+    crate::measure::sibling_binary(
+        "fence",
+        "build it: cargo build --release -p fencing-cli, or set FENCING_FENCE_BIN",
+    )
 }
 
 /// One job on one side: which command, on which lock name.
