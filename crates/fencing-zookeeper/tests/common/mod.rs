@@ -5,7 +5,7 @@ use fencing_harness::proxy::HoldingProxy;
 
 /// A proxy in front of the first ZooKeeper server, whose bytes a test can
 /// hold on the way (a request sent, its answer never coming).
-pub async fn holding_proxy() -> HoldingProxy {
+pub(crate) async fn holding_proxy() -> HoldingProxy {
     let target = ZOOKEEPER
         .endpoint()
         .split(',')
