@@ -21,7 +21,7 @@ fn main() -> io::Result<()> {
     if json {
         report.write_json(&mut out)?;
     } else {
-        fencing_audit::write_text(&mut out, &root, &scan, &report.summary)?;
+        fencing_audit::write_text(&mut out, &root, &scan, &report.summary, false)?;
     }
     out.flush()
 }

@@ -137,18 +137,46 @@ fn label(f: &Finding) -> &'static str {
     }
 }
 
+/// `kind ×n, other` in first-seen order.
+fn tally(kinds: &[&str]) -> String {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for kind in kinds {
+        match counts.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((kind, 1)),
+        }
+    }
+    counts
+        .iter()
+        .map(|(k, n)| {
+            if *n == 1 {
+                (*k).to_owned()
+            } else {
+                format!("{k} ×{n}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Writes the human-readable report: findings grouped by category (past
-/// three mentions of one kind in one file, the rest are counted), then a
-/// summary line.
+/// Writes the human-readable report, findings grouped by category.
+///
+/// Lock sites (locks, leases and leaderships taken) are listed each, and a
+/// site carries the count of the other mentions of lock libraries in its
+/// file, which are its supporting evidence; mentions in files with no site
+/// are counted at the end. Optimistic checks and hints are listed, past
+/// three of one kind in one file counted. With `verbose`, every mention is
+/// listed too. The JSON report has every finding either way.
 pub fn write_text(
     out: &mut dyn Write,
     root: &Path,
     scan: &Scan,
     summary: &Summary,
+    verbose: bool,
 ) -> io::Result<()> {
     writeln!(
         out,
@@ -160,13 +188,39 @@ pub fn write_text(
             "source files"
         ),
     )?;
+    let mut unlisted = (0, std::collections::BTreeSet::new());
     for category in Category::ALL {
         let findings: Vec<&Finding> = scan
             .findings
             .iter()
             .filter(|f| f.category == category)
             .collect();
-        if findings.is_empty() {
+        let is_mention = |f: &Finding| {
+            f.fenced.is_none() && matches!(category, Category::Lock | Category::Leader)
+        };
+        // Mentions per file, by kind, for the site that carries them.
+        let mut mentions: HashMap<&str, Vec<&str>> = HashMap::new();
+        for f in findings.iter().filter(|f| is_mention(f)) {
+            mentions.entry(&f.file).or_default().push(&f.kind);
+        }
+        let site_files: std::collections::HashSet<&str> = findings
+            .iter()
+            .filter(|f| f.fenced.is_some())
+            .map(|f| f.file.as_str())
+            .collect();
+        let listed: Vec<&Finding> = findings
+            .iter()
+            .copied()
+            .filter(|f| {
+                let hidden = is_mention(f) && !verbose;
+                if hidden && !site_files.contains(f.file.as_str()) {
+                    unlisted.0 += 1;
+                    unlisted.1.insert(f.file.as_str());
+                }
+                !hidden
+            })
+            .collect();
+        if listed.is_empty() {
             continue;
         }
         let sites = findings.iter().filter(|f| f.fenced.is_some()).count();
@@ -174,25 +228,27 @@ pub fn write_text(
         if sites > 0 {
             writeln!(
                 out,
-                "{}: {} ({}, {} unfenced)",
+                "{}: {} ({} unfenced)",
                 category.title(),
-                findings.len(),
                 plural(sites, "lock site", "lock sites"),
                 unfenced
             )?;
         } else {
-            writeln!(out, "{}: {}", category.title(), findings.len())?;
+            writeln!(out, "{}: {}", category.title(), listed.len())?;
         }
         // Generated clients repeat a header name hundreds of times in one
-        // file: past a few, mentions of one kind in one file are counted.
+        // file: past a few, checks and hints of one kind in one file are
+        // counted.
+        let capped = |f: &Finding| f.fenced.is_none() && !is_mention(f);
         let mut totals: HashMap<(&str, &str), usize> = HashMap::new();
-        for f in findings.iter().filter(|f| f.fenced.is_none()) {
+        for f in listed.iter().filter(|f| capped(f)) {
             *totals.entry((&f.file, &f.kind)).or_default() += 1;
         }
         let mut shown: HashMap<(&str, &str), usize> = HashMap::new();
-        for f in findings {
+        let mut folded: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for f in listed {
             let key = (f.file.as_str(), f.kind.as_str());
-            if f.fenced.is_none() {
+            if capped(f) {
                 let n = shown.entry(key).or_default();
                 *n += 1;
                 if *n > MENTIONS_PER_FILE {
@@ -210,8 +266,20 @@ pub fn write_text(
             )?;
             writeln!(out, "           {}", f.snippet)?;
             writeln!(out, "           {}", f.message)?;
+            if f.fenced.is_some()
+                && !verbose
+                && folded.insert(&f.file)
+                && let Some(kinds) = mentions.get(f.file.as_str())
+            {
+                writeln!(
+                    out,
+                    "           + {} in this file ({}; --verbose lists them)",
+                    plural(kinds.len(), "mention", "mentions"),
+                    tally(kinds)
+                )?;
+            }
             let total = totals.get(&key).copied().unwrap_or(0);
-            if f.fenced.is_none() && shown[&key] == MENTIONS_PER_FILE && total > MENTIONS_PER_FILE {
+            if capped(f) && shown[&key] == MENTIONS_PER_FILE && total > MENTIONS_PER_FILE {
                 writeln!(
                     out,
                     "  {:<9}… and {} more [{}] in {} (all of them in --json)",
@@ -223,6 +291,14 @@ pub fn write_text(
             }
         }
         writeln!(out)?;
+    }
+    if unlisted.0 > 0 {
+        writeln!(
+            out,
+            "Lock libraries are also mentioned where no lock is taken: {} in {} (--verbose lists them).\n",
+            plural(unlisted.0, "mention", "mentions"),
+            plural(unlisted.1.len(), "file", "files"),
+        )?;
     }
     if summary.findings == 0 {
         writeln!(

@@ -188,6 +188,7 @@ struct LanguageMatcher {
     evidence_prefilter: RegexSet,
     evidence_lines: Vec<Regex>,
     definition: Regex,
+    import: Regex,
 }
 
 fn line_regex(pattern: &str) -> Result<Regex, regex::Error> {
@@ -286,6 +287,7 @@ impl LanguageMatcher {
             evidence_lines: line_regexes(evidence.iter().map(|e| e.pattern))?,
             evidence,
             definition: line_regex(language.definition())?,
+            import: line_regex(language.import())?,
             rules,
         })
     }
@@ -369,11 +371,14 @@ impl LanguageMatcher {
         for (index, &line) in lines.iter().enumerate() {
             let number = index + 1;
             let comment = comments.is_comment(line);
+            // An import names a lock library; the file's uses of it are the
+            // findings.
+            let import = !comment && self.import.is_match(line);
             let mut taken = [false; Category::ALL.len()];
             for &i in &active {
                 let rule = self.rules[i];
                 let slot = rule.category.index();
-                if taken[slot] || (comment && rule.category != Category::Hint) {
+                if taken[slot] || import || (comment && rule.category != Category::Hint) {
                     continue;
                 }
                 if let Some(m) = self.lines[i].find(line) {

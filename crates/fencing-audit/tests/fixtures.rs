@@ -115,12 +115,12 @@ fn audit_json(path: &Path) -> Value {
     json
 }
 
-/// The text report of `path`.
-fn audit_text(path: &Path) -> String {
+/// The text report of `path` (`verbose`: every mention listed too).
+fn audit_text(path: &Path, verbose: bool) -> String {
     let scan = fencing_audit::scan(path);
     let summary = fencing_audit::summarize(&scan);
     let mut out = Vec::new();
-    fencing_audit::write_text(&mut out, path, &scan, &summary).unwrap();
+    fencing_audit::write_text(&mut out, path, &scan, &summary, verbose).unwrap();
     String::from_utf8(out).unwrap()
 }
 
@@ -315,11 +315,11 @@ fn each_language_has_both_kinds_of_example_and_its_fenced_tree_has_no_unfenced_l
 #[test]
 fn the_text_report_groups_by_category_with_locations_and_a_summary() {
     let root = fixtures();
-    let text = audit_text(&root);
+    let text = audit_text(&root, false);
     let headings = [
-        "Distributed locks: 31 (31 lock sites, 17 unfenced)",
+        "Distributed locks: 31 lock sites (17 unfenced)",
         "Optimistic concurrency checks: 4",
-        "Leader election and singleton-job guards: 5 (3 lock sites, 3 unfenced)",
+        "Leader election and singleton-job guards: 3 lock sites (3 unfenced)",
         "Hints (language signals, low severity): 5",
     ];
     let mut last = 0;
@@ -338,6 +338,22 @@ fn the_text_report_groups_by_category_with_locations_and_a_summary() {
     assert!(text.contains(&line), "{line} missing:\n{text}");
     assert!(text.contains(".arg(\"NX\")"), "the snippet is shown");
     assert!(text.contains("fenced: an etcd create revision at line 27"));
+    // Mentions are folded into the site of their file, or counted where
+    // there is none; --verbose lists them.
+    assert!(!text.contains("  usage "), "{text}");
+    assert!(
+        text.contains("+ 1 mention in this file (k8s-lease; --verbose lists them)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Lock libraries are also mentioned where no lock is taken: 1 mention in 1 file"
+        ),
+        "{text}"
+    );
+    let verbose = audit_text(&root, true);
+    assert_eq!(verbose.matches("\n  usage ").count(), 2, "{verbose}");
+    assert!(!verbose.contains("also mentioned"), "{verbose}");
     let summary = text.lines().last().unwrap();
     assert!(
         summary.starts_with(
@@ -422,7 +438,7 @@ fn a_tree_without_locks_says_so() {
             b"pub fn add(a: u64, b: u64) -> u64 { a + b }\n",
         )],
     );
-    let text = audit_text(&tree.0);
+    let text = audit_text(&tree.0, false);
     assert!(text.contains("No distributed locks"), "{text}");
     assert!(text.contains("0 lock sites, 0 unfenced"), "{text}");
 }

@@ -80,6 +80,10 @@ pub(crate) struct AuditArgs {
     /// Exit 0 even when an unfenced lock is found.
     #[arg(long)]
     no_fail: bool,
+    /// List every mention of a lock library too, not only the lock sites
+    /// (each site counts the mentions in its file).
+    #[arg(long, short)]
+    verbose: bool,
     /// Report only these categories (repeat, or separate with commas).
     #[arg(
         long,
@@ -132,7 +136,7 @@ pub(crate) fn run(args: AuditArgs) -> Result<ExitCode, Box<dyn std::error::Error
     let written = if args.json {
         report.write_json(&mut out)
     } else {
-        fencing_audit::write_text(&mut out, root, &scan, summary)
+        fencing_audit::write_text(&mut out, root, &scan, summary, args.verbose)
     }
     .and_then(|()| out.flush());
     match written {

@@ -21,7 +21,8 @@ pub(crate) mod exit {
     /// `get`: the key has no value.
     pub(crate) const NOT_FOUND: u8 = 6;
     /// `doctor`: a check found the deployment unsafe (it can accept a stale
-    /// write or re-issue a token).
+    /// write or re-issue a token); `token`: the holder's lock has no token
+    /// that orders it.
     pub(crate) const UNSAFE: u8 = 7;
 }
 
@@ -90,6 +91,9 @@ enum Command {
     Release(lease_cmds::LeaseArgs),
     /// Show who holds a resource.
     Holder(lease_cmds::HolderArgs),
+    /// Print the fencing token of a lock another client holds (`etcdctl
+    /// lock`, Curator, kazoo), for it to carry to a fenced store.
+    Token(lease_cmds::TokenArgs),
     /// Write a value with a fencing token; a stale token is refused (exit 3).
     Put(store_cmds::PutArgs),
     /// Read a value and its mark.
@@ -165,6 +169,7 @@ async fn main() -> ExitCode {
         Command::Renew(args) => lease_cmds::renew(args).await,
         Command::Release(args) => lease_cmds::release(args).await,
         Command::Holder(args) => lease_cmds::holder(args).await,
+        Command::Token(args) => lease_cmds::token(args).await,
         Command::Put(args) => store_cmds::put(args).await,
         Command::Get(args) => store_cmds::get(args).await,
         Command::Mark(args) => store_cmds::mark(args).await,

@@ -283,9 +283,13 @@ impl fmt::Debug for Lease {
 /// Who holds a resource right now, as the issuer sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holding {
-    /// The current holder.
+    /// The current holder: a lease's holder id, or `foreign:` and the
+    /// record of another lock client sharing the lock (`etcdctl lock`,
+    /// Curator, kazoo, redis-py).
     pub holder: HolderId,
-    /// The token of its lease.
+    /// The token of its lease. For a foreign holder, the token its place
+    /// in the issuer's order gives it (safe to present at a store while it
+    /// holds), or [`FencingToken::ZERO`] where the issuer cannot read one.
     pub token: FencingToken,
 }
 

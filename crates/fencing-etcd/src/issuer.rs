@@ -489,8 +489,11 @@ impl TokenIssuer for EtcdIssuer {
     /// A key under the resource's prefix that is not one of our lock keys
     /// (`etcdctl lock` and Go's `concurrency.Mutex` write an empty value;
     /// a key put by hand has no lease or another name) is a holder whose
-    /// id is `foreign:` and the key, with token 0: no token of ours was
-    /// granted to it.
+    /// id is `foreign:` and the key. Its token is the one its place in the
+    /// queue gives it, as ours get theirs: its `create_revision` plus the
+    /// floor offset. (Not `etcdctl lock`'s `ETCD_LOCK_REV`, the revision
+    /// of its last read: a holder that waited gets a number above a later
+    /// holder's key.) `fence token` hands it to such a client.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let keys = &self.inner.keys;
         let (offset, found) =
@@ -509,15 +512,13 @@ impl TokenIssuer for EtcdIssuer {
             .ok()
             .filter(|_| ours)
             .and_then(|v| HolderId::new(v).ok());
-        Ok(Some(match holder {
-            Some(holder) => Holding {
-                holder,
-                token: token_of(first.create_revision(), offset),
-            },
-            None => Holding {
-                holder: foreign_holder(first.key())?,
-                token: FencingToken::ZERO,
-            },
+        let holder = match holder {
+            Some(holder) => holder,
+            None => foreign_holder(first.key())?,
+        };
+        Ok(Some(Holding {
+            holder,
+            token: token_of(first.create_revision(), offset),
         }))
     }
 

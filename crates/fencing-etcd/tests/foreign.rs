@@ -28,8 +28,15 @@ async fn connect() -> Option<EtcdIssuer> {
 }
 
 /// What a foreign holder must look like: no grant (once, and waiting), and
-/// `holder` names a foreign holder, showing `key`, with no token of ours.
-async fn assert_foreign(issuer: &EtcdIssuer, resource: &str, key: &str, what: &str) {
+/// `holder` names a foreign holder, showing `key`, with the token its key's
+/// place in the queue gives it (its create revision: no floor here), and
+/// the key is still there. Returns that token.
+async fn assert_foreign(
+    issuer: &EtcdIssuer,
+    resource: &str,
+    key: &str,
+    what: &str,
+) -> FencingToken {
     let holding = issuer.holder(resource).await;
     let holding = holding
         .unwrap_or_else(|e| panic!("{what}: holder: {e:?}"))
@@ -37,7 +44,6 @@ async fn assert_foreign(issuer: &EtcdIssuer, resource: &str, key: &str, what: &s
     let id = holding.holder.as_str();
     assert!(id.starts_with("foreign:"), "{what}: {id}");
     assert!(id.contains(key), "{what}: {id} does not name {key}");
-    assert_eq!(holding.token, FencingToken::ZERO, "{what}");
     let request = LeaseRequest::new(resource, TTL);
     let tried = issuer.try_acquire(&request).await;
     assert!(
@@ -56,6 +62,9 @@ async fn assert_foreign(issuer: &EtcdIssuer, resource: &str, key: &str, what: &s
         .await
         .expect("read the foreign key");
     assert_eq!(left.kvs().len(), 1, "{what}: {key} is gone");
+    let created = u64::try_from(left.kvs()[0].create_revision()).unwrap();
+    assert_eq!(holding.token, FencingToken::new(created), "{what}");
+    holding.token
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +100,7 @@ async fn an_etcdctl_lock_is_a_foreign_holder_until_it_unlocks() {
         .expect("etcdctl lock exited without taking the lock");
     assert!(key.starts_with(&format!("{name}/")), "{key}");
 
-    assert_foreign(&issuer, resource, &key, "etcdctl lock").await;
+    let foreign = assert_foreign(&issuer, resource, &key, "etcdctl lock").await;
 
     let waiter = issuer.clone();
     let waiting = tokio::spawn(async move {
@@ -113,6 +122,11 @@ async fn an_etcdctl_lock_is_a_foreign_holder_until_it_unlocks() {
         .expect("etcdctl lock exits on SIGINT")
         .unwrap();
     assert!(status.success(), "etcdctl lock: {status}");
+    assert!(
+        lease.token() > foreign,
+        "{} after etcdctl's {foreign}",
+        lease.token()
+    );
     let holding = issuer.holder(resource).await.unwrap().expect("ours");
     assert_eq!(holding.holder, *lease.holder());
     assert_eq!(holding.token, lease.token());

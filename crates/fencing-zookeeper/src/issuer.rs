@@ -316,8 +316,10 @@ impl TokenIssuer for ZkIssuer {
     /// A child of the resource znode that is not one of our lock nodes
     /// (kazoo's `<uuid>__lock__N`, Curator's `_c_<uuid>-lock-N`, anything
     /// else), first in creation order, is a holder whose id is `foreign:`
-    /// and the node's name, with token 0: no token of ours was granted to
-    /// it.
+    /// and the node's name. With [`TokenSource::Czxid`] its token is its
+    /// node's `czxid` plus the floor offset, as ours (`fence token` hands
+    /// it to such a client); with [`TokenSource::ParentCversion`] it is 0:
+    /// the cversion its create left cannot be read back.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let dir = self.resource_path(resource);
         let rpc = &self.inner.rpc;
@@ -329,9 +331,13 @@ impl TokenIssuer for ZkIssuer {
             return Ok(None);
         };
         let foreign = || {
+            let token = match self.inner.token_source {
+                TokenSource::Czxid => with_offset(czxid_token(first.czxid)?, offset)?,
+                TokenSource::ParentCversion => FencingToken::ZERO,
+            };
             Ok(Some(Holding {
                 holder: foreign_holder(&first.name)?,
-                token: FencingToken::ZERO,
+                token,
             }))
         };
         let data = match std::str::from_utf8(&first.data) {

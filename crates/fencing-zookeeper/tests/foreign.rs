@@ -39,9 +39,10 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
 }
 
 /// What a foreign holder must look like: no grant (once, and waiting),
-/// `holder` names the foreign node `name`, with no token of ours, and the
-/// node is still there.
-async fn assert_foreign(issuer: &ZkIssuer, resource: &str, name: &str, what: &str) {
+/// `holder` names the foreign node `name` with its token (its czxid, as
+/// ours; none with `ParentCversion`, which cannot be read back), and the
+/// node is still there. Returns that token.
+async fn assert_foreign(issuer: &ZkIssuer, resource: &str, name: &str, what: &str) -> FencingToken {
     let request = LeaseRequest::new(resource, TTL);
     let tried = issuer.try_acquire(&request).await;
     assert!(
@@ -58,10 +59,15 @@ async fn assert_foreign(issuer: &ZkIssuer, resource: &str, name: &str, what: &st
         .unwrap_or_else(|e| panic!("{what}: holder: {e:?}"))
         .unwrap_or_else(|| panic!("{what}: holder says free"));
     assert_eq!(holding.holder.as_str(), format!("foreign:{name}"), "{what}");
-    assert_eq!(holding.token, FencingToken::ZERO, "{what}");
     let path = format!("{}/{name}", issuer.resource_path(resource));
     let left = issuer.client().check_stat(&path).await.expect("stat");
-    assert!(left.is_some(), "{what}: {path} is gone");
+    let left = left.unwrap_or_else(|| panic!("{what}: {path} is gone"));
+    let expected = match issuer.token_source() {
+        TokenSource::Czxid => FencingToken::new(u64::try_from(left.czxid).unwrap()),
+        TokenSource::ParentCversion => FencingToken::ZERO,
+    };
+    assert_eq!(holding.token, expected, "{what}");
+    holding.token
 }
 
 /// A session of another client, which creates a lock node named as
@@ -128,7 +134,7 @@ zk.stop()
     let node = kazoo.line().await;
     assert!(node.contains("__lock__"), "{node}");
 
-    assert_foreign(&issuer, resource, &node, "kazoo's Lock").await;
+    let foreign = assert_foreign(&issuer, resource, &node, "kazoo's Lock").await;
 
     let waiter = issuer.clone();
     let waiting = tokio::spawn(async move {
@@ -139,6 +145,11 @@ zk.stop()
     kazoo.send("release").await;
     assert_eq!(kazoo.line().await, "released");
     let lease = waiting.await.unwrap().expect("granted once kazoo released");
+    assert!(
+        lease.token() > foreign,
+        "{} after kazoo's {foreign}",
+        lease.token()
+    );
     assert_eq!(
         issuer.holder(resource).await.unwrap().unwrap().holder,
         *lease.holder()

@@ -100,6 +100,23 @@ impl Language {
         }
     }
 
+    /// A line that only names a module: an import, a package declaration,
+    /// one entry of Go's `import (…)` block, a bare `require`. A lock's
+    /// name there is no finding (it is still evidence: `use fencing::`).
+    pub(crate) const fn import(self) -> &'static str {
+        match self {
+            Language::Rust => {
+                r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:use\s|extern\s+crate\s|mod\s+\w+\s*;)"
+            }
+            Language::Go => r#"^\s*(?:package\s|import\s|(?:[\w.]+\s+)?"[^"\s]+"\s*(?://.*)?$)"#,
+            Language::Java | Language::Kotlin => r"^\s*(?:import|package)\s",
+            Language::Python => r"^\s*(?:import\s|from\s+[\w.]+\s+import\s)",
+            Language::JavaScript | Language::TypeScript => {
+                r#"^\s*(?:import[\s{*'"(]|export\s[^;]*\sfrom\s+['"]|(?:const|let|var)\s+[\w{}\s,:]+=\s*require\(\s*['"][^'"]+['"]\s*\)[\w.\s]*;?\s*$)"#
+            }
+        }
+    }
+
     /// A line that defines a function or method (an `Acquire` match there is
     /// the lock's implementation, not a use of it). The name is group 1,
     /// checked against [`NOT_A_NAME`].

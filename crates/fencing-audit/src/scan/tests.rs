@@ -226,3 +226,56 @@ fn relative_paths_use_slashes_and_a_file_root_names_the_file() {
     assert_eq!(relative(Path::new("a"), Path::new("a/b/c.rs")), "b/c.rs");
     assert_eq!(relative(Path::new("a/c.rs"), Path::new("a/c.rs")), "c.rs");
 }
+
+#[test]
+fn import_and_package_lines_are_never_findings_but_still_evidence() {
+    use Language::{Kotlin, TypeScript};
+    let cases: [(Language, &str); 7] = [
+        (
+            Java,
+            "package com.acme.jobs.shedlock;\nimport net.javacrumbs.shedlock.core.LockProvider;\nimport org.redisson.api.RLock;\n",
+        ),
+        (
+            Kotlin,
+            "import net.javacrumbs.shedlock.spring.annotation.SchedulerLock\n",
+        ),
+        (
+            Go,
+            "package lock\n\nimport (\n\t\"github.com/go-redsync/redsync/v4\"\n\tconc \"go.etcd.io/etcd/client/v3/concurrency\"\n)\nimport \"github.com/go-redsync/redsync/v4/redis/goredis/v9\"\n",
+        ),
+        (
+            Python,
+            "import redis_lock\nfrom kazoo.recipe.lock import Lock\nfrom redis.lock import Lock as RedisLock\n",
+        ),
+        (
+            JavaScript,
+            "const Redlock = require('redlock');\nimport Redlock from 'redlock';\n",
+        ),
+        (
+            TypeScript,
+            "import { default as Redlock } from \"redlock\";\nexport { Redlock } from './redlock';\n",
+        ),
+        (
+            Rust,
+            "use redis::cmd; // SET NX\npub use rslock::LockManager;\n",
+        ),
+    ];
+    for (language, src) in cases {
+        assert_sites(language, src, &[]);
+    }
+    // The use after the import is the finding, and an import of fencing is
+    // still the file's evidence.
+    let src = "use fencing::FencedStore;\n\
+               let ok = redis::cmd(\"SET\").arg(k).arg(v).arg(\"NX\").arg(\"PX\").arg(30_000);\n";
+    assert_sites(Rust, src, &[(2, "redis-set-nx", Some(true))]);
+    let src = "import net.javacrumbs.shedlock.core.SchedulerLock;\n\
+               class Jobs {\n\
+               \x20 @SchedulerLock(name = \"report\", lockAtMostFor = \"10m\")\n\
+               \x20 public void report() { db.update(); }\n\
+               }\n";
+    let found = summary(&hits(Java, src));
+    assert!(
+        found.iter().all(|(line, _, _)| *line == 3) && !found.is_empty(),
+        "{found:?}"
+    );
+}

@@ -247,8 +247,18 @@ impl Redis {
     }
 
     pub(crate) async fn raw(&self) -> BoxResult<()> {
+        if self.raw_on("lock").await? {
+            Ok(())
+        } else {
+            Err("the raw lock key was held".into())
+        }
+    }
+
+    /// The raw calls on the lock `name`: `false` if it was held. The fence
+    /// counter is one per name, as the issuer's is one per resource.
+    pub(crate) async fn raw_on(&self, name: &str) -> BoxResult<bool> {
         let mut conn = self.raw.clone();
-        let lock = format!("{}:raw:lock", self.prefix);
+        let lock = format!("{}:raw:{name}", self.prefix);
         let holder = HolderId::unique();
         let ttl = u64::try_from(Self::TTL.as_millis())?;
         let taken: Option<String> = redis::cmd("SET")
@@ -260,14 +270,14 @@ impl Redis {
             .query_async(&mut conn)
             .await?;
         if taken.is_none() {
-            return Err("the raw lock key was held".into());
+            return Ok(false);
         }
         let _token: u64 = redis::cmd("INCR")
-            .arg(format!("{}:raw:fence", self.prefix))
+            .arg(format!("{lock}:fence"))
             .query_async(&mut conn)
             .await?;
         let _: u64 = redis::cmd("DEL").arg(&lock).query_async(&mut conn).await?;
-        Ok(())
+        Ok(true)
     }
 
     pub(crate) async fn version(&self) -> BoxResult<String> {
@@ -291,7 +301,7 @@ impl Redis {
     pub(crate) async fn clean_up(&self) {
         let mut conn = self.raw.clone();
         let keys = [
-            format!("{}:raw:fence", self.prefix),
+            format!("{}:raw:lock:fence", self.prefix),
             format!("{}:raw:lock", self.prefix),
             format!("{}:lock:fence", self.prefix),
             format!("{}:lock:lock", self.prefix),

@@ -14,15 +14,28 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencing::{LeaseRequest, TokenIssuer};
+use fencing_core::adapter::blob::BlobStore;
+use fencing_harness::env;
 use tokio::task::JoinSet;
 
 use crate::BoxResult;
+use crate::blob::{self, Plain};
 use crate::locks;
 use crate::measure::{RatioKind, Row, Summary, percentile};
 use crate::suite::{Output, Plan};
 
-/// The issuers measured: the lock services and PostgreSQL.
-const ISSUERS: [&str; 4] = ["etcd", "zookeeper", "redis", "postgres"];
+/// The issuers measured: the lock services, PostgreSQL, DynamoDB and the
+/// bucket leases.
+const ISSUERS: [&str; 8] = [
+    "etcd",
+    "zookeeper",
+    "redis",
+    "postgres",
+    "dynamodb",
+    "s3",
+    "gcs",
+    "azure",
+];
 const HOLDERS: [usize; 4] = [1, 4, 16, 64];
 const RESOURCES: u32 = 1000;
 const TTL: Duration = Duration::from_secs(10);
@@ -70,54 +83,82 @@ fn fenced(issuer: &Arc<dyn TokenIssuer>, prefix: &str) -> Grant {
     })
 }
 
-/// The fewest raw calls of a lock on the same server, for the backends
-/// whose raw side is safe to run concurrently: a key or node per lease
-/// (etcd, ZooKeeper), the issuer's two statements bare on random
-/// resources (PostgreSQL).
-async fn raw(name: &str) -> BoxResult<Option<Grant>> {
+/// `call` on a clone of `state`, as a [`Grant`].
+fn grant<S, F, Fut>(state: S, call: F) -> Grant
+where
+    S: Clone + Send + Sync + 'static,
+    F: Fn(S) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = BoxResult<bool>> + Send + 'static,
+{
+    Arc::new(move || Box::pin(call(state.clone())))
+}
+
+fn random_resource() -> String {
+    format!("r-{}", rand::random_range(0..RESOURCES))
+}
+
+/// The first endpoint of a server's list.
+fn first(endpoint: &str) -> String {
+    endpoint.split(',').next().unwrap_or_default().to_owned()
+}
+
+/// The fewest raw calls of a lock on the same server, each safe to run
+/// concurrently: a key or node per lease (etcd, ZooKeeper, and the
+/// bucket and DynamoDB leases' create-only writes on a new object or item
+/// each time), `SET NX PX` + `INCR` + `DEL` on a random resource (Redis),
+/// the issuer's two statements bare on random resources (PostgreSQL).
+async fn raw(name: &str) -> BoxResult<Grant> {
     let prefix = format!("scale-raw-{}", fencing_testkit::unique_prefix());
+    let bucket = crate::suite::bucket();
     Ok(match name {
-        "etcd" => {
-            let endpoint = fencing_harness::env::ETCD.endpoint();
-            let endpoint = endpoint.split(',').next().unwrap_or_default().to_owned();
-            let etcd = Arc::new(locks::Etcd::connect(&endpoint, &prefix).await?);
-            Some(Arc::new(move || {
-                let etcd = etcd.clone();
-                Box::pin(async move { etcd.raw().await.map(|()| true) })
-            }))
-        }
-        "zookeeper" => {
-            let addr = fencing_harness::env::ZOOKEEPER.endpoint();
-            let addr = addr.split(',').next().unwrap_or_default().to_owned();
-            let zk = Arc::new(locks::ZooKeeper::connect(&addr, &prefix).await?);
-            Some(Arc::new(move || {
-                let zk = zk.clone();
-                Box::pin(async move { zk.raw().await.map(|()| true) })
-            }))
-        }
+        "etcd" => grant(
+            Arc::new(locks::Etcd::connect(&first(&env::ETCD.endpoint()), &prefix).await?),
+            async |etcd| etcd.raw().await.map(|()| true),
+        ),
+        "zookeeper" => grant(
+            Arc::new(locks::ZooKeeper::connect(&first(&env::ZOOKEEPER.endpoint()), &prefix).await?),
+            async |zk| zk.raw().await.map(|()| true),
+        ),
+        "redis" => grant(
+            Arc::new(locks::Redis::connect(&env::REDIS_AOF.endpoint(), &prefix).await?),
+            async |redis| redis.raw_on(&random_resource()).await,
+        ),
         "postgres" => {
-            let url = fencing_harness::env::POSTGRES.endpoint();
             let tables = format!("{}_", prefix.replace('-', "_"));
-            let sides = Arc::new(
-                crate::sql::Sides::connect(crate::sql::Dialect::Postgres, &url, &tables, true)
-                    .await?,
-            );
-            Some(Arc::new(move || {
-                let sides = sides.clone();
-                Box::pin(async move {
-                    let resource = format!("r-{}", rand::random_range(0..RESOURCES));
-                    match sides
-                        .raw_lock(&resource, &fencing::HolderId::unique())
-                        .await
-                    {
-                        Ok(()) => Ok(true),
-                        Err(e) if e.to_string().contains("was held") => Ok(false),
-                        Err(e) => Err(e),
-                    }
-                })
-            }))
+            let sides = crate::sql::Sides::connect(
+                crate::sql::Dialect::Postgres,
+                &env::POSTGRES.endpoint(),
+                &tables,
+                true,
+            )
+            .await?;
+            grant(Arc::new(sides), async |sides| {
+                match sides
+                    .raw_lock(&random_resource(), &fencing::HolderId::unique())
+                    .await
+                {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.to_string().contains("was held") => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
         }
-        _ => None,
+        "dynamodb" => grant(
+            Arc::new(crate::dynamo::Sides::connect(&env::DYNAMODB.endpoint(), &bucket).await?),
+            async |sides| sides.raw_lease().await.map(|()| true),
+        ),
+        "s3" => bucket_raw(fencing_s3::emulator::store(&env::S3.endpoint(), &bucket).await?),
+        "gcs" => bucket_raw(fencing_gcs::emulator::store(&env::GCS.endpoint(), &bucket).await?),
+        "azure" => {
+            bucket_raw(fencing_azure::emulator::store(&env::AZURE.endpoint(), &bucket).await?)
+        }
+        other => return Err(format!("no raw calls for {other}").into()),
+    })
+}
+
+fn bucket_raw<B: Plain>(store: BlobStore<B>) -> Grant {
+    grant(Arc::new(blob::Sides::new(store)), async |sides| {
+        sides.raw_lease("scale-raw").await.map(|()| true)
     })
 }
 
@@ -185,22 +226,19 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         let (mut levels, mut raw_rates) = (Vec::new(), Vec::new());
         for holders in HOLDERS {
             levels.push(level(name, &fenced, holders, plan.scale_grants).await?);
-            if let Some(raw) = &raw {
-                raw_rates.push(
-                    level(name, raw, holders, plan.scale_grants)
-                        .await?
-                        .grants_per_second(),
-                );
-            }
+            raw_rates.push(
+                level(name, &raw, holders, plan.scale_grants)
+                    .await?
+                    .grants_per_second(),
+            );
         }
         let base = Summary::of(&levels[0].latencies);
         for (i, l) in levels.iter().enumerate().skip(1) {
-            let raw_note = raw_rates.get(i).map_or(String::new(), |r| {
-                format!(
-                    "; the raw calls alone: {r:.0} grants/s ({:.1}× their 1-holder rate)",
-                    r / raw_rates[0].max(1e-9)
-                )
-            });
+            let raw_note = format!(
+                "; the raw calls alone: {:.0} grants/s ({:.1}× their 1-holder rate)",
+                raw_rates[i],
+                raw_rates[i] / raw_rates[0].max(1e-9)
+            );
             let at = Summary::of(&l.latencies);
             out.rows.push(Row {
                 backend: name,
@@ -256,7 +294,9 @@ fn chart(curves: &[(&str, Vec<(usize, f64)>)]) -> String {
         left + (holders as f64).log(4.0) / steps * (w - left - right)
     };
     let y = |rate: f64| top + (1.0 - rate / top_rate) * (h - top - bottom);
-    let colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
+    let colours = [
+        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    ];
     let mut svg = String::new();
     let _ = write!(
         svg,

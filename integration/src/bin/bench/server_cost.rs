@@ -110,7 +110,7 @@ pub(crate) async fn reading(name: &str) -> String {
             "etcd" => etcd().await,
             "redis" => redis().await,
             "postgres" => postgres().await,
-            _ => Err("no reading for this server".into()),
+            _ => Err("its emulator reports no figures of its load".into()),
         }
     };
     match tokio::time::timeout(Duration::from_secs(5), read).await {

@@ -399,7 +399,7 @@ where
 }
 
 /// Bucket or container of this run.
-fn bucket() -> String {
+pub(crate) fn bucket() -> String {
     prefix().replace('_', "-")
 }
 

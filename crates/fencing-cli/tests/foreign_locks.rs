@@ -1,0 +1,234 @@
+//! `fence token`: a lock client of another kind, holding the same lock as
+//! our issuer, carries a token in the issuer's own order to a fenced store,
+//! so tokens rise along the real order of grants across both kinds and a
+//! paused holder of either kind is refused once the other has written. The
+//! foreign clients are the real ones: `etcdctl lock` (the etcd package:
+//! `FENCING_ETCDCTL`, default `etcdctl` on the `PATH`) and kazoo's `Lock`
+//! (PyPI: `FENCING_PYTHON`, default the venv of `integration/services.sh`).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{FENCE, Scratch, assert_exit, on_resource, put};
+use fencing_harness::env::{ETCD, ZOOKEEPER};
+use fencing_harness::python::Python;
+
+/// Grants taken in turn, foreign and ours alternating.
+const TURNS: usize = 20;
+
+/// The token a `fence token` printed.
+fn printed_token(out: &std::process::Output) -> u64 {
+    assert_exit(out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not a token: {stdout:?}"))
+}
+
+/// Our lease's token: `fence acquire --hold` (a ZooKeeper lease lives in
+/// its process's session), `while_held`, then Ctrl-C, which releases it.
+fn our_grant(issuer: &str, resource: &str, while_held: impl FnOnce()) -> u64 {
+    let mut hold = Command::new(FENCE)
+        .args(["acquire", "--issuer", issuer, "--resource", resource])
+        .args(["--hold", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run fence acquire --hold");
+    let mut line = String::new();
+    BufReader::new(hold.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the lease");
+    let lease: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("fence acquire --hold printed {line:?}: {e}"));
+    let token = lease["token"].as_u64().expect("a token");
+    while_held();
+    let interrupted = Command::new("kill")
+        .args(["-INT", &hold.id().to_string()])
+        .status();
+    assert!(interrupted.is_ok_and(|s| s.success()), "kill -INT fence");
+    let status = hold.wait().expect("wait for fence");
+    assert!(status.success(), "fence acquire --hold: {status}");
+    token
+}
+
+/// Writes `token` to the store's key, and checks that the one before it
+/// (a holder paused since its grant) is refused there now, nothing written.
+fn write_in_turn(store: &str, token: u64, before: Option<u64>, who: &str) {
+    assert_exit(&put(store, "report", &token.to_string(), who), 0);
+    if let Some(before) = before {
+        assert!(token > before, "{who}: token {token} after {before}");
+        let zombie = put(store, "report", &before.to_string(), "paused");
+        assert_exit(&zombie, 3);
+    }
+}
+
+#[test]
+fn etcdctl_lock_and_our_leases_take_turns_with_tokens_in_grant_order() {
+    if ETCD.skipped() {
+        return;
+    }
+    let s = Scratch::new("etcdctl-turns");
+    let prefix = format!("fencing-test/{}/", fencing_testkit::unique_prefix());
+    let endpoint = ETCD.endpoint();
+    let issuer = format!("etcd://{}?prefix={prefix}", endpoint.replace("http://", ""));
+    let resource = "nightly-report";
+    let store = s.url();
+    // etcdctl runs the command once it holds `NAME`, with ETCD_LOCK_KEY
+    // set; `NAME` is our resource's key prefix.
+    let script = s.path("holder.sh");
+    s.write(
+        "holder.sh",
+        "#!/bin/sh\nexec \"$FENCE\" token --issuer \"$ISSUER\" --resource \"$RESOURCE\" --key \"$ETCD_LOCK_KEY\"\n",
+    );
+    let etcdctl = std::env::var("FENCING_ETCDCTL").unwrap_or_else(|_| "etcdctl".to_owned());
+    let foreign_grant = || {
+        let out = Command::new(&etcdctl)
+            .env("ETCDCTL_API", "3")
+            .env("FENCE", FENCE)
+            .env("ISSUER", &issuer)
+            .env("RESOURCE", resource)
+            .arg(format!("--endpoints={endpoint}"))
+            .args(["lock", &format!("{prefix}{resource}"), "sh"])
+            .arg(&script)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "no {etcdctl} ({e}): install the etcd package's etcdctl (Debian: \
+                     etcd-client), or point FENCING_ETCDCTL at one"
+                )
+            });
+        printed_token(&out)
+    };
+
+    // While one of ours holds, etcdctl waits: still waiting after a second.
+    let etcdctl_waits = || {
+        let out = Command::new("timeout")
+            .args(["1", &etcdctl])
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={endpoint}"))
+            .args(["lock", &format!("{prefix}{resource}"), "echo", "took it"])
+            .output()
+            .expect("run timeout etcdctl");
+        assert_eq!(
+            out.status.code(),
+            Some(124),
+            "etcdctl lock did not wait: {out:?}"
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("took it"));
+    };
+
+    let mut last = None;
+    for turn in 0..TURNS {
+        let (token, who) = if turn % 2 == 0 {
+            (foreign_grant(), "etcdctl lock")
+        } else if turn == 1 {
+            (our_grant(&issuer, resource, etcdctl_waits), "fence")
+        } else {
+            (our_grant(&issuer, resource, || {}), "fence")
+        };
+        write_in_turn(&store, token, last, who);
+        last = Some(token);
+    }
+
+    // Nobody holds it now: no token for anyone.
+    let free = on_resource("token", &issuer, resource, &[]);
+    assert_exit(&free, 4);
+}
+
+#[test]
+fn kazoo_lock_and_our_leases_take_turns_and_cversion_tokens_are_refused() {
+    if ZOOKEEPER.skipped() {
+        return;
+    }
+    let s = Scratch::new("kazoo-turns");
+    let prefix = format!("fencing-test/{}", fencing_testkit::unique_prefix());
+    let hosts = ZOOKEEPER.endpoint();
+    let issuer = format!("zk://{hosts}/{prefix}");
+    let resource = "nightly-report";
+    let store = s.url();
+    // kazoo holds the lock at our resource znode until told to release it.
+    let script = r#"
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1])
+zk.start(timeout=15)
+# kazoo sees our lock nodes only with this pattern.
+lock = zk.Lock(sys.argv[2], "kazoo-holder", extra_lock_patterns=["-lock-"])
+while True:
+    command = sys.stdin.readline().strip()
+    if command == "try":
+        print("took" if lock.acquire(blocking=False) else "busy", flush=True)
+        if lock.is_acquired:
+            lock.release()
+    elif command == "take":
+        assert lock.acquire(timeout=20), "kazoo could not take the lock"
+        print(lock.node, flush=True)
+        sys.stdin.readline()
+        lock.release()
+        print("released", flush=True)
+    else:
+        break
+zk.stop()
+"#;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut kazoo = runtime.block_on(async {
+        Python::run(
+            "kazoo",
+            "kazoo==2.11.0",
+            script,
+            &[&hosts, &format!("/{prefix}/{resource}")],
+        )
+    });
+
+    // Our issuer makes the prefix znode first, with its own ACL.
+    assert_exit(&on_resource("holder", &issuer, resource, &[]), 0);
+    let mut last = None;
+    for turn in 0..TURNS {
+        if turn % 2 == 1 {
+            // While ours holds, kazoo finds it held.
+            let token = our_grant(&issuer, resource, || {
+                runtime.block_on(async {
+                    kazoo.send("try").await;
+                    assert_eq!(kazoo.line().await, "busy", "kazoo took a lock we hold");
+                });
+            });
+            write_in_turn(&store, token, last, "fence");
+            last = Some(token);
+            continue;
+        }
+        let node = runtime.block_on(async {
+            kazoo.send("take").await;
+            kazoo.line().await
+        });
+        assert!(node.contains("__lock__"), "{node}");
+        // Held: our issuer waits, and a key that is not the holder's gets
+        // nothing.
+        assert_exit(&on_resource("acquire", &issuer, resource, &[]), 5);
+        let wrong = on_resource("token", &issuer, resource, &["--key", "someone__lock__0"]);
+        assert_exit(&wrong, 4);
+        if turn == 0 {
+            // A cversion token cannot be read back for kazoo's node.
+            let cversion = format!("{issuer}?token=cversion");
+            let unsafe_token = on_resource("token", &cversion, resource, &["--key", &node]);
+            assert_exit(&unsafe_token, 7);
+        }
+        let token = printed_token(&on_resource("token", &issuer, resource, &["--key", &node]));
+        write_in_turn(&store, token, last, "kazoo");
+        last = Some(token);
+        runtime.block_on(async {
+            kazoo.send("release").await;
+            assert_eq!(kazoo.line().await, "released");
+        });
+    }
+    runtime.block_on(async move {
+        kazoo.send("done").await;
+        drop(kazoo);
+    });
+}
