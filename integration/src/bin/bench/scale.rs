@@ -36,7 +36,8 @@ const ISSUERS: [&str; 8] = [
     "gcs",
     "azure",
 ];
-const HOLDERS: [usize; 4] = [1, 4, 16, 64];
+/// The full run's levels of holders.
+pub(crate) const HOLDERS: [usize; 4] = [1, 4, 16, 64];
 const RESOURCES: u32 = 1000;
 const TTL: Duration = Duration::from_secs(10);
 
@@ -224,7 +225,7 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         let prefix = format!("scale-{}", fencing_testkit::unique_prefix());
         let (fenced, raw) = (fenced(&issuer, &prefix), raw(name).await?);
         let (mut levels, mut raw_rates) = (Vec::new(), Vec::new());
-        for holders in HOLDERS {
+        for &holders in &plan.scale_holders {
             levels.push(level(name, &fenced, holders, plan.scale_grants).await?);
             raw_rates.push(
                 level(name, &raw, holders, plan.scale_grants)

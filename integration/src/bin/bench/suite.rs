@@ -54,6 +54,9 @@ pub(crate) struct Plan {
     pub(crate) tool_jobs: usize,
     /// Grants per level of holders in the scale rows.
     pub(crate) scale_grants: usize,
+    /// The levels of concurrent holders the scale rows run (the chart
+    /// draws the full run's).
+    pub(crate) scale_holders: Vec<usize>,
     /// Where the scale chart goes, if anywhere.
     pub(crate) scale_svg: Option<std::path::PathBuf>,
     /// Failovers timed per issuer, TTL and signal.
