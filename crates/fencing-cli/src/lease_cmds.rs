@@ -162,8 +162,14 @@ pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
     let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
         return held(&*issuer, &request.resource).await;
     };
+    // Listening before the lease is printed: a Ctrl-C sent as soon as it
+    // shows releases it instead of killing us with the lease still held.
+    let mut interrupt = args
+        .hold
+        .then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()))
+        .transpose()?;
     LeaseView::of_lease(&lease).print(args.json);
-    if args.hold {
+    if let Some(interrupt) = &mut interrupt {
         eprintln!(
             "fence: holding {:?} with token {}; Ctrl-C releases it",
             lease.resource(),
@@ -175,7 +181,7 @@ pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
                 eprintln!("fence: {lost}");
                 return Ok(ExitCode::from(exit::LEASE_LOST));
             }
-            _ = tokio::signal::ctrl_c() => {}
+            _ = interrupt.recv() => {}
         }
         keep_alive.release().await?;
         eprintln!("fence: released");

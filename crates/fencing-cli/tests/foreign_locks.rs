@@ -232,3 +232,92 @@ zk.stop()
         drop(kazoo);
     });
 }
+
+/// Why `fence token` and not `ETCD_LOCK_REV`: an `etcdctl lock` holder that
+/// waited is handed the revision of the read that saw its predecessor go,
+/// which is above the token of a lease of ours queued behind it, so a
+/// paused such holder would beat ours at the store. Its key's create
+/// revision (what `fence token` prints) is below ours.
+#[test]
+fn a_waiting_etcdctl_holder_gets_an_etcd_lock_rev_above_the_next_holders_token() {
+    if ETCD.skipped() {
+        return;
+    }
+    let s = Scratch::new("etcdctl-lock-rev");
+    let prefix = format!("fencing-test/{}/", fencing_testkit::unique_prefix());
+    let endpoint = ETCD.endpoint();
+    let issuer = format!("etcd://{}?prefix={prefix}", endpoint.replace("http://", ""));
+    let (resource, name) = ("report", format!("{prefix}report"));
+    let etcdctl = std::env::var("FENCING_ETCDCTL").unwrap_or_else(|_| "etcdctl".to_owned());
+    let lock = |args: &[&str]| {
+        let mut command = Command::new(&etcdctl);
+        command
+            .env("ETCDCTL_API", "3")
+            .env("FENCE", FENCE)
+            .env("ISSUER", &issuer)
+            .env("RESOURCE", resource)
+            .arg(format!("--endpoints={endpoint}"))
+            .args(["lock", &name])
+            .args(args)
+            .stdout(Stdio::piped());
+        command.spawn().expect("run etcdctl lock")
+    };
+    let queued = |n: usize| {
+        for _ in 0..200 {
+            let out = Command::new(&etcdctl)
+                .env("ETCDCTL_API", "3")
+                .arg(format!("--endpoints={endpoint}"))
+                .args(["get", "--prefix", "--keys-only", &format!("{name}/")])
+                .output()
+                .expect("etcdctl get");
+            let keys = String::from_utf8_lossy(&out.stdout);
+            if keys.lines().filter(|l| !l.is_empty()).count() >= n {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        panic!("{n} keys never queued under {name}/");
+    };
+
+    // A holds; B queues behind it; then one of ours behind B.
+    let mut first = lock(&[]);
+    let mut line = String::new();
+    // Kept open: etcdctl prints as it unlocks.
+    let mut first_out = BufReader::new(first.stdout.take().unwrap());
+    first_out.read_line(&mut line).unwrap();
+    s.write(
+        "waiter.sh",
+        "#!/bin/sh\necho \"$ETCD_LOCK_REV\"\nexec \"$FENCE\" token --issuer \"$ISSUER\" --resource \"$RESOURCE\" --key \"$ETCD_LOCK_KEY\"\n",
+    );
+    let waiter = lock(&["sh", s.path("waiter.sh").to_str().unwrap()]);
+    queued(2);
+    let ours = Command::new(FENCE)
+        .args(["acquire", "--issuer", &issuer, "--resource", resource])
+        .args(["--wait", "30s", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run fence acquire");
+    queued(3);
+
+    let interrupted = Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
+    assert!(interrupted.is_ok_and(|s| s.success()), "kill -INT etcdctl");
+    assert!(first.wait().unwrap().success());
+    drop(first_out);
+    let waited = waiter.wait_with_output().expect("the waiter ran");
+    assert_exit(&waited, 0);
+    let printed = String::from_utf8_lossy(&waited.stdout).to_string();
+    let numbers: Vec<u64> = printed.lines().map(|l| l.trim().parse().unwrap()).collect();
+    let [lock_rev, token] = numbers[..] else {
+        panic!("the waiter printed {printed:?}");
+    };
+    let ours = ours.wait_with_output().expect("ours ran");
+    assert_exit(&ours, 0);
+    let ours: serde_json::Value = serde_json::from_slice(&ours.stdout).unwrap();
+    let ours = ours["token"].as_u64().unwrap();
+    assert!(
+        token < ours && ours < lock_rev,
+        "the waiter's create revision {token} < our next token {ours} < its ETCD_LOCK_REV {lock_rev}"
+    );
+}
