@@ -66,53 +66,88 @@ fn write_in_turn(store: &str, token: u64, before: Option<u64>, who: &str) {
     }
 }
 
+/// `etcdctl` (`FENCING_ETCDCTL`, else the one on the `PATH`) on the etcd of
+/// `integration/services.sh`, and our issuer's URL there, under a prefix of
+/// this test's own; `lock NAME` is our resource `NAME`'s lock.
+struct Etcdctl {
+    bin: String,
+    endpoint: String,
+    prefix: String,
+    issuer: String,
+}
+
+impl Etcdctl {
+    fn new() -> Option<Self> {
+        if ETCD.skipped() {
+            return None;
+        }
+        let (endpoint, prefix) = (
+            ETCD.endpoint(),
+            format!("fencing-test/{}/", fencing_testkit::unique_prefix()),
+        );
+        Some(Self {
+            bin: std::env::var("FENCING_ETCDCTL").unwrap_or_else(|_| "etcdctl".to_owned()),
+            issuer: format!("etcd://{}?prefix={prefix}", endpoint.replace("http://", "")),
+            endpoint,
+            prefix,
+        })
+    }
+
+    /// `etcdctl lock PREFIX+RESOURCE ARGS…` (or another etcdctl command),
+    /// with `fence`, the issuer and the resource in its environment for
+    /// the command it runs.
+    fn command(&self, verb: &str, resource: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.bin);
+        command
+            .env("ETCDCTL_API", "3")
+            .env("FENCE", FENCE)
+            .env("ISSUER", &self.issuer)
+            .env("RESOURCE", resource)
+            .arg(format!("--endpoints={}", self.endpoint))
+            .args([verb, &format!("{}{resource}", self.prefix)])
+            .args(args);
+        command
+    }
+
+    fn output(&self, mut command: Command) -> std::process::Output {
+        command.output().unwrap_or_else(|e| {
+            panic!(
+                "no {} ({e}): install the etcd package's etcdctl (Debian: etcd-client), \
+                 or point FENCING_ETCDCTL at one",
+                self.bin
+            )
+        })
+    }
+}
+
 #[test]
 fn etcdctl_lock_and_our_leases_take_turns_with_tokens_in_grant_order() {
-    if ETCD.skipped() {
+    let Some(etcdctl) = Etcdctl::new() else {
         return;
-    }
+    };
     let s = Scratch::new("etcdctl-turns");
-    let prefix = format!("fencing-test/{}/", fencing_testkit::unique_prefix());
-    let endpoint = ETCD.endpoint();
-    let issuer = format!("etcd://{}?prefix={prefix}", endpoint.replace("http://", ""));
-    let resource = "nightly-report";
-    let store = s.url();
-    // etcdctl runs the command once it holds `NAME`, with ETCD_LOCK_KEY
-    // set; `NAME` is our resource's key prefix.
+    let (issuer, resource, store) = (&etcdctl.issuer, "nightly-report", s.url());
+    // etcdctl runs the command once it holds the lock, with ETCD_LOCK_KEY set.
     let script = s.path("holder.sh");
     s.write(
         "holder.sh",
         "#!/bin/sh\nexec \"$FENCE\" token --issuer \"$ISSUER\" --resource \"$RESOURCE\" --key \"$ETCD_LOCK_KEY\"\n",
     );
-    let etcdctl = std::env::var("FENCING_ETCDCTL").unwrap_or_else(|_| "etcdctl".to_owned());
     let foreign_grant = || {
-        let out = Command::new(&etcdctl)
-            .env("ETCDCTL_API", "3")
-            .env("FENCE", FENCE)
-            .env("ISSUER", &issuer)
-            .env("RESOURCE", resource)
-            .arg(format!("--endpoints={endpoint}"))
-            .args(["lock", &format!("{prefix}{resource}"), "sh"])
-            .arg(&script)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "no {etcdctl} ({e}): install the etcd package's etcdctl (Debian: \
-                     etcd-client), or point FENCING_ETCDCTL at one"
-                )
-            });
-        printed_token(&out)
+        let command = etcdctl.command("lock", resource, &["sh", script.to_str().unwrap()]);
+        printed_token(&etcdctl.output(command))
     };
 
     // While one of ours holds, etcdctl waits: still waiting after a second.
     let etcdctl_waits = || {
-        let out = Command::new("timeout")
-            .args(["1", &etcdctl])
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={endpoint}"))
-            .args(["lock", &format!("{prefix}{resource}"), "echo", "took it"])
-            .output()
-            .expect("run timeout etcdctl");
+        let mut command = Command::new("timeout");
+        command.args(["1", &etcdctl.bin]).args(
+            etcdctl
+                .command("lock", resource, &["echo", "took it"])
+                .get_args(),
+        );
+        command.env("ETCDCTL_API", "3");
+        let out = etcdctl.output(command);
         assert_eq!(
             out.status.code(),
             Some(124),
@@ -126,16 +161,16 @@ fn etcdctl_lock_and_our_leases_take_turns_with_tokens_in_grant_order() {
         let (token, who) = if turn % 2 == 0 {
             (foreign_grant(), "etcdctl lock")
         } else if turn == 1 {
-            (our_grant(&issuer, resource, etcdctl_waits), "fence")
+            (our_grant(issuer, resource, etcdctl_waits), "fence")
         } else {
-            (our_grant(&issuer, resource, || {}), "fence")
+            (our_grant(issuer, resource, || {}), "fence")
         };
         write_in_turn(&store, token, last, who);
         last = Some(token);
     }
 
     // Nobody holds it now: no token for anyone.
-    let free = on_resource("token", &issuer, resource, &[]);
+    let free = on_resource("token", issuer, resource, &[]);
     assert_exit(&free, 4);
 }
 
@@ -240,43 +275,30 @@ zk.stop()
 /// revision (what `fence token` prints) is below ours.
 #[test]
 fn a_waiting_etcdctl_holder_gets_an_etcd_lock_rev_above_the_next_holders_token() {
-    if ETCD.skipped() {
+    let Some(etcdctl) = Etcdctl::new() else {
         return;
-    }
+    };
     let s = Scratch::new("etcdctl-lock-rev");
-    let prefix = format!("fencing-test/{}/", fencing_testkit::unique_prefix());
-    let endpoint = ETCD.endpoint();
-    let issuer = format!("etcd://{}?prefix={prefix}", endpoint.replace("http://", ""));
-    let (resource, name) = ("report", format!("{prefix}report"));
-    let etcdctl = std::env::var("FENCING_ETCDCTL").unwrap_or_else(|_| "etcdctl".to_owned());
+    let resource = "report";
     let lock = |args: &[&str]| {
-        let mut command = Command::new(&etcdctl);
-        command
-            .env("ETCDCTL_API", "3")
-            .env("FENCE", FENCE)
-            .env("ISSUER", &issuer)
-            .env("RESOURCE", resource)
-            .arg(format!("--endpoints={endpoint}"))
-            .args(["lock", &name])
-            .args(args)
-            .stdout(Stdio::piped());
+        let mut command = etcdctl.command("lock", resource, args);
+        command.stdout(Stdio::piped());
         command.spawn().expect("run etcdctl lock")
     };
     let queued = |n: usize| {
         for _ in 0..200 {
-            let out = Command::new(&etcdctl)
-                .env("ETCDCTL_API", "3")
-                .arg(format!("--endpoints={endpoint}"))
-                .args(["get", "--prefix", "--keys-only", &format!("{name}/")])
-                .output()
-                .expect("etcdctl get");
+            let out = etcdctl.output(etcdctl.command(
+                "get",
+                &format!("{resource}/"),
+                &["--prefix", "--keys-only"],
+            ));
             let keys = String::from_utf8_lossy(&out.stdout);
             if keys.lines().filter(|l| !l.is_empty()).count() >= n {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        panic!("{n} keys never queued under {name}/");
+        panic!("{n} keys never queued under {}{resource}/", etcdctl.prefix);
     };
 
     // A holds; B queues behind it; then one of ours behind B.
@@ -292,7 +314,13 @@ fn a_waiting_etcdctl_holder_gets_an_etcd_lock_rev_above_the_next_holders_token()
     let waiter = lock(&["sh", s.path("waiter.sh").to_str().unwrap()]);
     queued(2);
     let ours = Command::new(FENCE)
-        .args(["acquire", "--issuer", &issuer, "--resource", resource])
+        .args([
+            "acquire",
+            "--issuer",
+            &etcdctl.issuer,
+            "--resource",
+            resource,
+        ])
         .args(["--wait", "30s", "--json"])
         .stdout(Stdio::piped())
         .spawn()
