@@ -93,7 +93,7 @@ enum Command {
     Holder(lease_cmds::HolderArgs),
     /// Print the fencing token of a lock another client holds (`etcdctl
     /// lock`, Curator, kazoo), for it to carry to a fenced store.
-    Token(lease_cmds::TokenArgs),
+    Token(token_cmd::TokenArgs),
     /// Write a value with a fencing token; a stale token is refused (exit 3).
     Put(store_cmds::PutArgs),
     /// Read a value and its mark.
@@ -149,6 +149,7 @@ mod migrate;
 mod output;
 mod store_cmds;
 mod svg;
+mod token_cmd;
 
 /// What a command returns: its exit code, or an error to report.
 pub(crate) type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
@@ -169,7 +170,7 @@ async fn main() -> ExitCode {
         Command::Renew(args) => lease_cmds::renew(args).await,
         Command::Release(args) => lease_cmds::release(args).await,
         Command::Holder(args) => lease_cmds::holder(args).await,
-        Command::Token(args) => lease_cmds::token(args).await,
+        Command::Token(args) => token_cmd::token(args).await,
         Command::Put(args) => store_cmds::put(args).await,
         Command::Get(args) => store_cmds::get(args).await,
         Command::Mark(args) => store_cmds::mark(args).await,

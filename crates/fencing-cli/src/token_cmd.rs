@@ -1,0 +1,100 @@
+//! `token`: the fencing token of a lock another lock client holds
+//! (`etcdctl lock`, Curator, kazoo), in the issuer's own order.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use fencing::FencingToken;
+
+use crate::lease_cmds::Target;
+use crate::output::LeaseView;
+use crate::{CliResult, backends, exit};
+
+/// `token`: the token of a lock that another lock client holds.
+#[derive(Debug, Args)]
+pub(crate) struct TokenArgs {
+    #[command(flatten)]
+    target: Target,
+    /// The lock key or node the other client holds: `etcdctl lock`'s
+    /// `$ETCD_LOCK_KEY`, a Curator or kazoo lock node's path or name. The
+    /// token is printed only while that is the holder.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Prints the fencing token of the resource's holder, for a lock client of
+/// another kind (`etcdctl lock`, Curator, kazoo) to carry to a fenced store:
+/// the token its grant has in the issuer's own order, so it is refused
+/// there once a later holder, of either kind, has written.
+pub(crate) async fn token(args: TokenArgs) -> CliResult {
+    let resource = &args.target.resource;
+    let issuer = backends::open_issuer(&args.target.issuer).await?;
+    let Some(holding) = issuer.holder(resource).await? else {
+        eprintln!("fence: nobody holds {resource:?}: a token is only given to its holder");
+        return Ok(ExitCode::from(exit::LEASE_LOST));
+    };
+    if let Some(key) = &args.key
+        && !holds(holding.holder.as_str(), key)
+    {
+        eprintln!(
+            "fence: {key:?} does not hold {resource:?}: {} does (token {})",
+            holding.holder, holding.token
+        );
+        return Ok(ExitCode::from(exit::LEASE_LOST));
+    }
+    if holding.token == FencingToken::ZERO {
+        eprintln!(
+            "fence: {resource:?} is held by {}, whose lock keeps nothing this issuer can order \
+             it by (a lock with no counter, or a ZooKeeper issuer with token_source=cversion): \
+             no token is safe to give it; fence such writers with this issuer's own leases",
+            holding.holder
+        );
+        return Ok(ExitCode::from(exit::UNSAFE));
+    }
+    if args.json {
+        LeaseView::of_holding(resource, &holding).print(true);
+    } else {
+        out!("{}", holding.token);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the holder id names the lock `key`: a foreign holder is
+/// `foreign:` and its key (etcd) or node name (ZooKeeper, which a client
+/// may give as a path).
+fn holds(holder: &str, key: &str) -> bool {
+    holder.strip_prefix("foreign:").is_some_and(|name| {
+        let key = key.trim_end_matches('/');
+        name == key || key.rsplit('/').next() == Some(name)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds;
+
+    #[test]
+    fn a_key_holds_when_it_names_the_foreign_holder() {
+        assert!(holds(
+            "foreign:fencing/R/694d9a1b2c",
+            "fencing/R/694d9a1b2c"
+        ));
+        assert!(holds(
+            "foreign:_c_uuid-lock-0000000003",
+            "/fencing/R/_c_uuid-lock-0000000003"
+        ));
+        assert!(holds(
+            "foreign:abc__lock__0000000001",
+            "abc__lock__0000000001"
+        ));
+        assert!(!holds("foreign:fencing/R/694d", "fencing/R/694e"));
+        assert!(!holds("foreign:fencing/R/694d", "694d"));
+        assert!(
+            !holds("h-12", "h-12"),
+            "one of our own leases is no foreign key"
+        );
+    }
+}
