@@ -44,6 +44,11 @@ export FENCING_BENCH_VERSIONS
 args=("$@")
 if (($# == 0)); then
   args=(--out BENCHMARKS.md --svg docs/benchmarks.svg --scale-svg docs/scale.svg)
+  # The emulators keep every object in memory: a full run starts them empty,
+  # so what earlier runs left cannot slow (or stall) this one.
+  for emulator in azurite s3 gcs dynamodb; do
+    "$HERE/services.sh" restart "$emulator" >&2
+  done
 fi
 # The side-by-side rows run `fence run` as a process, as users do; the
 # failover rows kill and stop a holder process of their own.

@@ -4,10 +4,11 @@
 //! of the same bytes through the same SDK client; and the bucket lease of
 //! `BlobIssuer` against the two bare conditional writes a lease needs.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::num::NonZero;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
 use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobIssuer, BlobMeta, BlobStore, BlobWrite, Precondition, WriteOutcome,
+    BlobBackend, BlobIssuer, BlobMeta, BlobStore, BlobVersion, BlobWrite, Precondition,
+    WriteOutcome,
 };
 
 use crate::BoxResult;
@@ -128,6 +130,12 @@ pub(crate) struct Sides<B: Plain> {
     /// own prefix (the direct and the counted sides share the bucket) and
     /// a number.
     raw_locks: (String, AtomicU64),
+    /// The scale rows' raw locks, one object per resource: the version of
+    /// each free one, as its last holder left it. Taking a version out is
+    /// what lets only one holder try the conditional take on it; a holder
+    /// that finds none tries a create-only put, which fails once the
+    /// object exists.
+    raw_free: Mutex<HashMap<String, BlobVersion>>,
 }
 
 /// The TTL of the bench's leases (long enough never to expire in a round).
@@ -141,6 +149,7 @@ impl<B: Plain> Sides<B> {
             backend,
             warm: store,
             raw_locks: (fencing_testkit::unique_prefix(), AtomicU64::new(0)),
+            raw_free: Mutex::new(HashMap::new()),
         }
     }
 
@@ -174,6 +183,40 @@ impl<B: Plain> Sides<B> {
         let give_back = BlobWrite::new(body, hint, Precondition::Matches(version));
         match self.backend.write(&key, give_back).await? {
             WriteOutcome::Written(_) => Ok(()),
+            WriteOutcome::PreconditionFailed => Err("the raw lock object changed".into()),
+        }
+    }
+
+    /// The same two conditional writes on the lock object of `resource`
+    /// (one of a bounded set, so a long run leaves the emulator no more
+    /// objects than resources): a put on the free version its last holder
+    /// left (or create-only, the first time), then a put on the version it
+    /// made. `false` if another holder has it.
+    pub(crate) async fn raw_lock_on(&self, resource: &str) -> BoxResult<bool> {
+        let key = format!("raw-lock-{}-{resource}", self.raw_locks.0);
+        let free = self.raw_free.lock().map_err(|_| "poisoned")?.remove(&key);
+        let precondition = free.map_or(Precondition::Absent, Precondition::Matches);
+        let hint = BlobMeta {
+            token: FencingToken::new(1),
+            has_value: true,
+        };
+        let take = BlobWrite::new(Bytes::from_static(&[b'h'; 96]), hint, precondition);
+        let WriteOutcome::Written(held) = self.backend.write(&key, take).await? else {
+            return Ok(false);
+        };
+        let give_back = BlobWrite::new(
+            Bytes::from_static(&[b'f'; 96]),
+            hint,
+            Precondition::Matches(held),
+        );
+        match self.backend.write(&key, give_back).await? {
+            WriteOutcome::Written(free) => {
+                self.raw_free
+                    .lock()
+                    .map_err(|_| "poisoned")?
+                    .insert(key, free);
+                Ok(true)
+            }
             WriteOutcome::PreconditionFailed => Err("the raw lock object changed".into()),
         }
     }

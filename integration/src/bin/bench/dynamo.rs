@@ -91,18 +91,27 @@ impl Sides {
         Ok(self.issuer.release(&lease).await?)
     }
 
-    /// The least a lease with a counter takes: one conditional
-    /// `UpdateItem` that sets the holder if there is none and adds one to
-    /// the counter, one that removes the holder if it is still this one.
+    /// The least a lease with a counter takes, on a new item each time.
     pub(crate) async fn raw_lease(&self) -> BoxResult<()> {
         let (own, next) = &self.raw;
         let key = format!("raw-lease-{own}-{}", next.fetch_add(1, Ordering::Relaxed));
+        match self.raw_lock_on(&key).await? {
+            true => Ok(()),
+            false => Err("the raw lease's new item was held".into()),
+        }
+    }
+
+    /// The least a lease with a counter takes on `key`: one conditional
+    /// `UpdateItem` that sets the holder if there is none and adds one to
+    /// the counter, one that removes the holder if it is still this one.
+    /// `false` if another holder has it.
+    pub(crate) async fn raw_lock_on(&self, key: &str) -> BoxResult<bool> {
         let client = self.store.client();
-        let holder = AttributeValue::S("bench".to_owned());
-        client
+        let holder = AttributeValue::S(fencing::HolderId::unique().to_string());
+        let taken = client
             .update_item()
             .table_name(self.store.table())
-            .key(PK, AttributeValue::S(key.clone()))
+            .key(PK, AttributeValue::S(key.to_owned()))
             .update_expression("SET #h = :h ADD #c :one")
             .condition_expression("attribute_not_exists(#h)")
             .expression_attribute_names("#h", HOLDER)
@@ -110,12 +119,21 @@ impl Sides {
             .expression_attribute_values(":h", holder.clone())
             .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
             .send()
-            .await
-            .map_err(|e| DisplayErrorContext(e).to_string())?;
+            .await;
+        match taken {
+            Ok(_) => {}
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                return Ok(false);
+            }
+            Err(e) => return Err(DisplayErrorContext(e).to_string().into()),
+        }
         client
             .update_item()
             .table_name(self.store.table())
-            .key(PK, AttributeValue::S(key))
+            .key(PK, AttributeValue::S(key.to_owned()))
             .update_expression("REMOVE #h")
             .condition_expression("#h = :h")
             .expression_attribute_names("#h", HOLDER)
@@ -123,6 +141,6 @@ impl Sides {
             .send()
             .await
             .map_err(|e| DisplayErrorContext(e).to_string())?;
-        Ok(())
+        Ok(true)
     }
 }
