@@ -368,8 +368,9 @@ start_instance() { # INSTANCE PORT
   zookeeper | zk-ensemble-*)
     # QuorumPeerMain directly (no zkServer.sh, no systemd); a standalone server when the cfg has no server.N lines.
     if [[ $inst == zookeeper ]]; then write_zk_cfg "$dir" "$port"; else write_zk_cfg "$dir" "$port" "${inst##*-}"; fi
+    # Empty containers are deleted within a second (default: a minute), so a test can watch one go.
     spawn "$inst" "$dir" java -Xms32m -Xmx256m -XX:+UseSerialGC \
-      -Dlog4j.configuration="file:$dir/log4j.properties" \
+      -Dlog4j.configuration="file:$dir/log4j.properties" -Dznode.container.checkIntervalMs=1000 \
       -cp "$(zk_classpath):$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
     ;;
   redis | redis-aof | redis-repl-*)
@@ -916,7 +917,9 @@ cmd_deps() {
       ;;
     zookeeper | zk-ensemble | zk-tls) # (libzookeeper-java depends on libnetty-java: zk-tls's Netty)
       [[ -f /usr/share/java/zookeeper.jar ]] || apt+=(zookeeper)
-      have java || apt+=(default-jre-headless)
+      # Curator, a foreign lock client of the tests, run from its source by the JDK's launcher
+      [[ -f /usr/share/java/curator-recipes.jar ]] || apt+=(libcurator-recipes-java)
+      have javac || apt+=(default-jdk-headless)
       ;;
     postgres) # a server only if none answers already; the client tools in any case
       if [[ -z $(pg_version) ]] && ! port_open 5432; then apt+=(postgresql); fi

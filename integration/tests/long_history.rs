@@ -44,7 +44,11 @@ async fn memory_x_mariadb() {
     long_run("memory", "mariadb").await;
 }
 
+/// The object stores' one read-check-conditional-write loop, on the GCS
+/// emulator: the same loop on single-threaded moto (S3) took 190 s of CI
+/// for these 10,000 operations, against about 20 s here. S3's own
+/// precondition keeps its short history in the matrix and its nemesis run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory_x_s3() {
-    long_run("memory", "s3").await;
+async fn memory_x_gcs() {
+    long_run("memory", "gcs").await;
 }

@@ -3,8 +3,10 @@
 //! so tokens rise along the real order of grants across both kinds and a
 //! paused holder of either kind is refused once the other has written. The
 //! foreign clients are the real ones: `etcdctl lock` (the etcd package:
-//! `FENCING_ETCDCTL`, default `etcdctl` on the `PATH`) and kazoo's `Lock`
-//! (PyPI: `FENCING_PYTHON`, default the venv of `integration/services.sh`).
+//! `FENCING_ETCDCTL`, default `etcdctl` on the `PATH`), kazoo's `Lock`
+//! (PyPI: `FENCING_PYTHON`, default the venv of `integration/services.sh`)
+//! and Curator's `InterProcessMutex` (Debian's libcurator-recipes-java, run
+//! by the JDK).
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::process::{Command, Stdio};
 
 use common::{FENCE, Scratch, assert_exit, on_resource, put};
 use fencing_harness::env::{ETCD, ZOOKEEPER};
-use fencing_harness::python::Python;
+use fencing_harness::foreign;
 
 /// Grants taken in turn, foreign and ours alternating.
 const TURNS: usize = 20;
@@ -174,17 +176,86 @@ fn etcdctl_lock_and_our_leases_take_turns_with_tokens_in_grant_order() {
     assert_exit(&free, 4);
 }
 
+/// A ZooKeeper issuer's URL under a prefix of the test's own, and the path
+/// of `resource`'s znode there; `None` if ZooKeeper is skipped.
+fn zookeeper_issuer(resource: &str) -> Option<(String, String)> {
+    if ZOOKEEPER.skipped() {
+        return None;
+    }
+    let prefix = format!("fencing-test/{}", fencing_testkit::unique_prefix());
+    let issuer = format!("zk://{}/{prefix}", ZOOKEEPER.endpoint());
+    // Our issuer makes the resource znode first: one made by Curator
+    // would be a container (docs/existing-locks.md).
+    our_grant(&issuer, resource, || {});
+    Some((issuer, format!("/{prefix}/{resource}")))
+}
+
+/// `TURNS` grants on `resource`, `who` (a foreign ZooKeeper client in
+/// lines: `try`, `take`, `release`) and ours alternating: each excludes the
+/// other, the foreign holder's `fence token --key NODE` is its token, and
+/// tokens rise along the order of grants at the store.
+fn zookeeper_turns(
+    runtime: &tokio::runtime::Runtime,
+    who: &str,
+    client: &mut foreign::Client,
+    issuer: &str,
+    resource: &str,
+    store: &str,
+) {
+    let mut last = None;
+    for turn in 0..TURNS {
+        if turn % 2 == 1 {
+            // While ours holds, the other client finds it held.
+            let token = our_grant(issuer, resource, || {
+                runtime.block_on(async {
+                    client.send("try").await;
+                    assert_eq!(client.line().await, "busy", "{who} took a lock we hold");
+                });
+            });
+            write_in_turn(store, token, last, "fence");
+            last = Some(token);
+            continue;
+        }
+        let node = runtime.block_on(async {
+            client.send("take").await;
+            client.line().await
+        });
+        assert!(node.contains("lock"), "{who}'s node: {node}");
+        // Held: our issuer waits, and a key that is not the holder's gets
+        // nothing.
+        assert_exit(&on_resource("acquire", issuer, resource, &[]), 5);
+        let wrong = on_resource("token", issuer, resource, &["--key", "someone__lock__0"]);
+        assert_exit(&wrong, 4);
+        if turn == 0 {
+            // A cversion token cannot be read back for a foreign node.
+            let cversion = format!("{issuer}?token=cversion");
+            let unsafe_token = on_resource("token", &cversion, resource, &["--key", &node]);
+            assert_exit(&unsafe_token, 7);
+        }
+        let token = printed_token(&on_resource("token", issuer, resource, &["--key", &node]));
+        write_in_turn(store, token, last, who);
+        last = Some(token);
+        runtime.block_on(async {
+            client.send("release").await;
+            assert_eq!(client.line().await, "released");
+        });
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn kazoo_lock_and_our_leases_take_turns_and_cversion_tokens_are_refused() {
-    if ZOOKEEPER.skipped() {
-        return;
-    }
-    let s = Scratch::new("kazoo-turns");
-    let prefix = format!("fencing-test/{}", fencing_testkit::unique_prefix());
-    let hosts = ZOOKEEPER.endpoint();
-    let issuer = format!("zk://{hosts}/{prefix}");
     let resource = "nightly-report";
-    let store = s.url();
+    let Some((issuer, path)) = zookeeper_issuer(resource) else {
+        return;
+    };
+    let s = Scratch::new("kazoo-turns");
     // kazoo holds the lock at our resource znode until told to release it.
     let script = r#"
 import sys
@@ -209,62 +280,67 @@ while True:
         break
 zk.stop()
 "#;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
+    let hosts = ZOOKEEPER.endpoint();
     let mut kazoo = runtime.block_on(async {
-        Python::run(
-            "kazoo",
-            "kazoo==2.11.0",
-            script,
-            &[&hosts, &format!("/{prefix}/{resource}")],
-        )
+        foreign::Client::python("kazoo", "kazoo==2.11.0", script, &[&hosts, &path])
     });
+    zookeeper_turns(&runtime, "kazoo", &mut kazoo, &issuer, resource, &s.url());
+    runtime.block_on(async move { kazoo.send("done").await });
+}
 
-    // Our issuer makes the prefix znode first, with its own ACL.
-    assert_exit(&on_resource("holder", &issuer, resource, &[]), 0);
-    let mut last = None;
-    for turn in 0..TURNS {
-        if turn % 2 == 1 {
-            // While ours holds, kazoo finds it held.
-            let token = our_grant(&issuer, resource, || {
-                runtime.block_on(async {
-                    kazoo.send("try").await;
-                    assert_eq!(kazoo.line().await, "busy", "kazoo took a lock we hold");
-                });
-            });
-            write_in_turn(&store, token, last, "fence");
-            last = Some(token);
-            continue;
-        }
-        let node = runtime.block_on(async {
-            kazoo.send("take").await;
-            kazoo.line().await
-        });
-        assert!(node.contains("__lock__"), "{node}");
-        // Held: our issuer waits, and a key that is not the holder's gets
-        // nothing.
-        assert_exit(&on_resource("acquire", &issuer, resource, &[]), 5);
-        let wrong = on_resource("token", &issuer, resource, &["--key", "someone__lock__0"]);
-        assert_exit(&wrong, 4);
-        if turn == 0 {
-            // A cversion token cannot be read back for kazoo's node.
-            let cversion = format!("{issuer}?token=cversion");
-            let unsafe_token = on_resource("token", &cversion, resource, &["--key", &node]);
-            assert_exit(&unsafe_token, 7);
-        }
-        let token = printed_token(&on_resource("token", &issuer, resource, &["--key", &node]));
-        write_in_turn(&store, token, last, "kazoo");
-        last = Some(token);
-        runtime.block_on(async {
-            kazoo.send("release").await;
-            assert_eq!(kazoo.line().await, "released");
-        });
-    }
+/// Curator's `InterProcessMutex` itself (Debian's libcurator-recipes-java)
+/// and ours take turns; then one of ours is paused (SIGSTOP) past its TTL,
+/// Curator takes the lock, and our woken holder's token is refused.
+#[test]
+fn curator_and_our_leases_take_turns_and_a_paused_fence_holder_is_refused() {
+    let resource = "nightly-report";
+    let Some((issuer, path)) = zookeeper_issuer(resource) else {
+        return;
+    };
+    let s = Scratch::new("curator-turns");
+    let store = s.url();
+    let runtime = runtime();
+    let session = std::time::Duration::from_secs(15);
+    let mut curator = runtime.block_on(foreign::Client::curator(
+        &ZOOKEEPER.endpoint(),
+        &path,
+        session,
+    ));
+    zookeeper_turns(&runtime, "Curator", &mut curator, &issuer, resource, &store);
+
+    // One of ours holds (a 2 s lease: its session's timeout) and pauses.
+    let mut hold = Command::new(FENCE)
+        .args(["acquire", "--issuer", &issuer, "--resource", resource])
+        .args(["--ttl", "2s", "--hold", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run fence acquire --hold");
+    let mut line = String::new();
+    BufReader::new(hold.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the lease");
+    let lease: serde_json::Value = serde_json::from_str(&line).expect("the lease");
+    let paused = lease["token"].as_u64().expect("a token");
+    write_in_turn(&store, paused, None, "fence");
+    let pid = hold.id();
+    fencing_harness::process::signal(pid, fencing_harness::process::Signal::SIGSTOP);
+    let node = runtime.block_on(async {
+        curator.send("take").await;
+        curator.line().await
+    });
+    let token = printed_token(&on_resource("token", &issuer, resource, &["--key", &node]));
+    // Curator's write refuses the paused holder's token from now on.
+    write_in_turn(&store, token, Some(paused), "Curator");
+    fencing_harness::process::signal(pid, fencing_harness::process::Signal::SIGCONT);
+    assert_exit(&put(&store, "report", &paused.to_string(), "woken"), 3);
+    let _ = hold.kill();
+    let _ = hold.wait();
     runtime.block_on(async move {
-        kazoo.send("done").await;
-        drop(kazoo);
+        curator.send("release").await;
+        assert_eq!(curator.line().await, "released");
+        curator.send("done").await;
     });
 }
 

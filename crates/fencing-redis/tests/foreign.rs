@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
-use fencing_harness::python::Python;
+use fencing_harness::foreign;
 use fencing_redis::{RedisConfig, RedisIssuer};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -98,7 +98,8 @@ sys.stdin.readline()
 lock.release()  # LockNotOwnedError if its value was changed or deleted
 print("released", flush=True)
 "#;
-    let mut py = Python::run("redis", REDIS_PY, script, &[&REDIS_AOF.endpoint(), &lock]);
+    let mut py =
+        foreign::Client::python("redis", REDIS_PY, script, &[&REDIS_AOF.endpoint(), &lock]);
     let token = py.line().await;
 
     assert_foreign(&issuer, &resource, &token, "redis-py's Lock").await;

@@ -13,6 +13,7 @@ use zookeeper_client as zk;
 
 use crate::access::{Access, prefix_permissions};
 use crate::error::{Failure, map_error};
+use crate::keys::keeper_path;
 
 pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
 
@@ -214,19 +215,35 @@ impl Rpc {
         Ok(deletable(&acls))
     }
 
-    /// Creates the resource znode `dir` (persistent, never deleted), and
-    /// the prefix above it should it be gone.
+    /// Creates the resource znode `dir` (persistent, never deleted) with
+    /// its keeper in one transaction, and the prefix above it should it be
+    /// gone; or, where `dir` exists (made before the keeper was, or by
+    /// another client: maybe a container), its keeper alone.
     pub(crate) async fn make_resource(&self, client: &zk::Client, dir: &str) -> Result<()> {
         let options = zk::CreateMode::Persistent.with_acls(self.access.acls());
-        let mut created = self.timed(client.create(dir, b"", &options)).await;
+        let keeper = keeper_path(dir);
+        let both = async || {
+            let mut writer = client.new_multi_writer();
+            writer.add_create(dir, b"", &options)?;
+            writer.add_create(&keeper, b"", &options)?;
+            writer.commit().await.map_err(zk::Error::from)
+        };
+        let mut created = self.timed(both()).await;
         if created.as_ref().err() == Some(&zk::Error::NoNode)
             && let Some((prefix, _)) = dir.rsplit_once('/')
         {
             self.make_prefix(client, prefix).await?;
-            created = self.timed(client.create(dir, b"", &options)).await;
+            created = self.timed(both()).await;
         }
+        let created = match created {
+            Err(zk::Error::NodeExists) => self
+                .timed(client.create(&keeper, b"", &options))
+                .await
+                .map(drop),
+            other => other.map(drop),
+        };
         match created {
-            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+            Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
             Err(e) => Err(map_error(e, Call::read("create the resource znode"))),
         }
     }

@@ -8,6 +8,7 @@ use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
 use crate::error::{NAME, map_error};
+use crate::keys::KEEPER;
 use crate::token::TokenSource;
 
 /// How often a write of the resource znode's data (a lock node's create,
@@ -57,8 +58,9 @@ pub(crate) async fn raise(
         else {
             return Err(Error::backend(NAME, true, format!("could not read {dir}")));
         };
-        // Any child: another client's lock node holds or waits as ours do.
-        if !children.is_empty() {
+        // Any child but the keeper: another client's lock node holds or
+        // waits as ours do.
+        if children.iter().any(|name| name != KEEPER) {
             return Err(Error::busy(resource, "raise_floor"));
         }
         let offset = parse_offset(&data).map_err(read)?;

@@ -10,6 +10,14 @@
 //!   the token).
 //!   Any other child (kazoo's, Curator's lock nodes) is another client's,
 //!   in the same queue.
+//! - `{prefix}/{escaped resource}/_fencing-keeper`: a persistent, empty
+//!   child that is never deleted and in no queue. A resource znode that
+//!   Curator created is a *container*, which ZooKeeper deletes once it has
+//!   no children, and with it the floor offset and the cversion; no client
+//!   can tell one from a persistent znode (its `Stat` hides it), so every
+//!   resource znode gets the keeper, and a container with a child is
+//!   never deleted. Every lock node's create checks in the same
+//!   transaction that it is there.
 //!
 //! [`TokenSource::ParentCversion`]: crate::TokenSource::ParentCversion
 
@@ -28,6 +36,17 @@ pub(crate) fn lock_node_prefix(nonce: &str) -> String {
 
 const PROTECTED_PREFIX: &str = "_f_";
 const LOCK_MARK: &str = "lock-";
+
+/// The child that keeps a resource znode from ever being empty: a
+/// persistent, empty node in no queue, never deleted (ZooKeeper deletes an
+/// empty *container*, and Curator makes resource znodes as containers). Curator orders it after every lock node (its name has no
+/// `lock-`, and `_` sorts after digits); kazoo's patterns never match it.
+pub const KEEPER: &str = "_fencing-keeper";
+
+/// The keeper of the resource znode `dir`.
+pub(crate) fn keeper_path(dir: &str) -> String {
+    format!("{dir}/{KEEPER}")
+}
 
 /// Whether a child of a resource znode is one of our lock nodes: this
 /// release's `_f_<nonce>-lock-N`, or an earlier one's `lock-N`.
@@ -123,6 +142,7 @@ mod tests {
         assert_eq!(ours, "_f_00ff00ff00ff00ff-lock-0000000042");
         assert!(is_lock_node(&ours));
         assert!(is_lock_node("lock-0000000001"), "an earlier release's");
+        assert!(!is_lock_node(KEEPER));
         for foreign in [
             "_c_8a3c1f2e-3d4b-4c5d-9e6f-0a1b2c3d4e5f-lock-0000000003", // Curator
             "3f2a__lock__0000000004",                                  // kazoo

@@ -15,6 +15,6 @@ mod verify;
 
 pub use config::{BACKEND, ZkConfig};
 pub use issuer::ZkIssuer;
-pub use keys::DEFAULT_PREFIX;
+pub use keys::{DEFAULT_PREFIX, KEEPER};
 pub use token::TokenSource;
 pub use zookeeper_client;

@@ -19,7 +19,7 @@ use zookeeper_client as zk;
 use crate::client::{Known, Reap, Rpc, ZkResult};
 use crate::error::map_error;
 use crate::floor::{CREATE_ATTEMPTS, parse_offset};
-use crate::keys::lock_node_prefix;
+use crate::keys::{KEEPER, keeper_path, lock_node_prefix};
 use crate::token::{TokenSource, cversion_token, czxid_token, with_offset};
 
 /// How long to wait before trying again after a failed call while queued.
@@ -142,7 +142,8 @@ pub(crate) async fn enqueue(
         token: FencingToken::ZERO,
         request,
         sent: created.sent,
-        alone: created.children == 1,
+        // The keeper and ours (the create checked the keeper is there).
+        alone: created.children == 2,
     };
     let token = match source {
         TokenSource::Czxid => with_offset(czxid_token(created.czxid)?, created.offset),
@@ -194,6 +195,7 @@ async fn create_lock_node(
     nonce: &str,
 ) -> ZkResult<Created> {
     let prefix = format!("{dir}/{}", lock_node_prefix(nonce));
+    let keeper = keeper_path(dir);
     let options = zk::CreateMode::EphemeralSequential.with_acls(rpc.access().acls());
     let known = rpc.known_resource(dir);
     let mut guess = known.clone().filter(|k| k.trusted);
@@ -207,6 +209,9 @@ async fn create_lock_node(
         };
         let offset = parse_offset(&data)?;
         let mut writer = client.new_multi_writer();
+        // No keeper (a resource znode made before it, or by another
+        // client): NoNode, and the caller makes it.
+        writer.add_check_version(&keeper, -1)?;
         writer.add_create(&prefix, holder, &options)?;
         writer.add_set_data(dir, &data, Some(version))?;
         let sent = Instant::now();
@@ -281,11 +286,15 @@ pub(crate) async fn lock_nodes(
     read_lock_nodes(rpc, client, dir, names).await
 }
 
-/// The names of the children of `dir`, in no order; none if `dir` is
-/// gone. Not only ours (`lock-…`): another client's lock node counts too.
-async fn lock_names(rpc: &Rpc, client: &zk::Client, dir: &str) -> ZkResult<Vec<String>> {
+/// The names of the children of `dir` but its keeper, in no order; none
+/// if `dir` is gone. Not only ours (`lock-…`): another client's lock node
+/// counts too.
+pub(crate) async fn lock_names(rpc: &Rpc, client: &zk::Client, dir: &str) -> ZkResult<Vec<String>> {
     match rpc.timed(client.list_children(dir)).await {
-        Ok(children) => Ok(children),
+        Ok(mut children) => {
+            children.retain(|name| name != KEEPER);
+            Ok(children)
+        }
         Err(zk::Error::NoNode) => Ok(Vec::new()),
         Err(e) => Err(e),
     }

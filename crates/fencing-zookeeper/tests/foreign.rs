@@ -1,18 +1,19 @@
 //! A child of a resource znode that this issuer did not create is another
 //! client's lock node: it takes its place in the queue by creation order,
 //! ahead of ours if it came first, so nothing is granted while it is there;
-//! `holder` says so, and it is never deleted. The foreign nodes: kazoo's
-//! `Lock` (the real client, from PyPI: `FENCING_PYTHON`, default the venv
-//! of `integration/services.sh`), and nodes named as Curator's
-//! `InterProcessMutex` names them, one readable by its creator only, on a
-//! real ZooKeeper (`FENCING_ZK_ADDR`).
+//! `holder` says so, and it is never deleted. The foreign clients are real:
+//! kazoo's `Lock` (PyPI: `FENCING_PYTHON`, default the venv of
+//! `integration/services.sh`) and Curator's `InterProcessMutex` (Debian's
+//! libcurator-recipes-java, run by the JDK); and nodes named as Curator
+//! names them, one readable by its creator only, on a real ZooKeeper
+//! (`FENCING_ZK_ADDR`).
 
 use std::time::Duration;
 
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::ZOOKEEPER;
 use fencing_harness::error_chain;
-use fencing_harness::python::Python;
+use fencing_harness::foreign;
 use fencing_testkit::issuer::grant;
 use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 use zookeeper_client as zk;
@@ -125,7 +126,7 @@ lock.release()
 print("released", flush=True)
 zk.stop()
 "#;
-    let mut kazoo = Python::run(
+    let mut kazoo = foreign::Client::python(
         "kazoo",
         KAZOO,
         script,
@@ -215,4 +216,166 @@ async fn a_foreign_node_behind_ours_holds_once_we_release() {
     issuer.release(&lease).await.unwrap();
 
     assert_foreign(&issuer, resource, &name, "a foreign node behind ours").await;
+}
+
+/// Curator's own `InterProcessMutex` (Debian's libcurator-recipes-java, run
+/// by the JDK) on our resource znode: it finds the lock busy while ours
+/// holds; its node is a foreign holder with its czxid as token; and once
+/// its process is paused (SIGSTOP) past its session, ours is granted a
+/// higher token, and the Curator holder, woken and still sure it holds the
+/// lock, is refused at the store with that token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curator_and_our_issuer_exclude_each_other_and_a_paused_curator_is_refused() {
+    use bytes::Bytes;
+    use fencing_core::FencedStore;
+    use fencing_core::memory::MemoryStore;
+    use fencing_harness::process::{Signal, signal};
+
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let resource = "curator-mutex";
+    // Ours makes the resource znode (one Curator made would be a
+    // container: docs/existing-locks.md).
+    let ours = grant(&issuer, resource, TTL).await;
+    let session = Duration::from_secs(3);
+    let mut curator = foreign::Client::curator(
+        &ZOOKEEPER.endpoint(),
+        &issuer.resource_path(resource),
+        session,
+    )
+    .await;
+    curator.send("try").await;
+    assert_eq!(curator.line().await, "busy", "Curator took a lock we hold");
+    issuer.release(&ours).await.unwrap();
+
+    curator.send("take").await;
+    let path = curator.line().await;
+    let name = path.rsplit('/').next().unwrap().to_owned();
+    assert!(name.starts_with("_c_") && name.contains("-lock-"), "{path}");
+    let foreign = assert_foreign(&issuer, resource, &name, "Curator's mutex").await;
+    assert!(
+        foreign > ours.token(),
+        "{foreign} after our {}",
+        ours.token()
+    );
+    let store = MemoryStore::new();
+    let write = |token| store.put("report", Bytes::from_static(b"x"), token);
+    write(foreign).await.expect("Curator's token is accepted");
+
+    let pid = curator.id().expect("Curator runs");
+    signal(pid, Signal::SIGSTOP);
+    let next = issuer
+        .acquire(&LeaseRequest::new(resource, TTL), session * 5)
+        .await
+        .expect("granted once the paused Curator's session expired");
+    assert!(next.token() > foreign, "{} after {foreign}", next.token());
+    write(next.token()).await.expect("our token is accepted");
+    signal(pid, Signal::SIGCONT);
+    curator.send("held").await;
+    assert_eq!(
+        curator.line().await,
+        "true",
+        "Curator knows it lost the lock"
+    );
+    match write(foreign).await {
+        Err(Error::StaleToken {
+            presented, current, ..
+        }) => assert_eq!((presented, current), (foreign, next.token())),
+        other => panic!("the woken Curator holder's write: {other:?}"),
+    }
+    issuer.release(&next).await.unwrap();
+    curator.send("quit").await;
+}
+
+/// Whether `path` still exists `after` it was left with no lock node
+/// (longer than `integration/services.sh`'s ZooKeeper takes to delete an
+/// empty container: `-Dznode.container.checkIntervalMs=1000`).
+async fn still_there(issuer: &ZkIssuer, path: &str, after: Duration) -> bool {
+    tokio::time::sleep(after).await;
+    let stat = issuer.client().check_stat(path).await;
+    stat.expect("stat").is_some()
+}
+
+/// A lock path Curator made first is a container, which ZooKeeper deletes
+/// once it has no children, and with it the floor kept in its data (and
+/// its cversion). Our issuer keeps a child in every resource znode, so
+/// one it uses is never deleted and a raised floor stays. A sibling
+/// container Curator made and left, which our issuer never used, is the
+/// control: the server deletes it in the same time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_curator_made_keeps_our_floor_once_our_issuer_used_it() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let session = Duration::from_secs(15);
+    let curator_takes = async |resource: &str| {
+        let path = issuer.resource_path(resource);
+        let mut curator = foreign::Client::curator(&ZOOKEEPER.endpoint(), &path, session).await;
+        curator.send("take").await;
+        curator.line().await;
+        curator
+    };
+    let release = async |curator: &mut foreign::Client| {
+        curator.send("release").await;
+        assert_eq!(curator.line().await, "released");
+    };
+
+    let (resource, control) = ("curator-made", "curator-made-control");
+    let mut curator = curator_takes(resource).await;
+    let mut other = curator_takes(control).await;
+    release(&mut other).await;
+    let waiter = issuer.clone();
+    let waiting = tokio::spawn(async move {
+        waiter
+            .acquire(&LeaseRequest::new(resource, TTL), Duration::from_secs(20))
+            .await
+    });
+    // Ours queues behind Curator, making the keeper first: Curator
+    // releasing then leaves the container with a child.
+    let keeper = format!(
+        "{}/{}",
+        issuer.resource_path(resource),
+        fencing_zookeeper::KEEPER
+    );
+    for _ in 0..100 {
+        if issuer
+            .client()
+            .check_stat(&keeper)
+            .await
+            .expect("stat")
+            .is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    release(&mut curator).await;
+    let lease = waiting
+        .await
+        .unwrap()
+        .expect("granted once Curator released");
+    issuer.release(&lease).await.unwrap();
+    let floor = FencingToken::new(1 << 40);
+    issuer.raise_floor(resource, floor).await.expect("floor");
+
+    let wait = Duration::from_secs(4);
+    assert!(
+        !still_there(&issuer, &issuer.resource_path(control), wait).await,
+        "ZooKeeper kept an empty container for {wait:?}: start it with \
+         -Dznode.container.checkIntervalMs=1000 (integration/services.sh does)"
+    );
+    assert!(
+        still_there(&issuer, &issuer.resource_path(resource), Duration::ZERO).await,
+        "the container we used was deleted, and our floor with it"
+    );
+    let next = grant(&issuer, resource, TTL).await;
+    assert!(
+        next.token() > floor,
+        "{} after the floor {floor}",
+        next.token()
+    );
+    issuer.release(&next).await.unwrap();
+    curator.send("quit").await;
+    other.send("quit").await;
 }

@@ -37,7 +37,7 @@ async fn owners(issuer: &ZkIssuer, resource: &str) -> Vec<i64> {
         Err(zk::Error::NoNode) => Vec::new(),
         children => children.expect("children"),
     };
-    for child in children {
+    for child in children.iter().filter(|c| *c != fencing_zookeeper::KEEPER) {
         if let Some(stat) = client
             .check_stat(&format!("{dir}/{child}"))
             .await

@@ -118,7 +118,8 @@ async fn our_znodes_refuse_every_other_identity() {
     let ours = issuer.client();
     let (prefix, dir) = (issuer.prefix().to_owned(), issuer.resource_path(&resource));
     let children = ours.list_children(&dir).await.expect("our lock node");
-    let lock = format!("{dir}/{}", children[0]);
+    let node = children.iter().find(|c| *c != fencing_zookeeper::KEEPER);
+    let lock = format!("{dir}/{}", node.expect("our lock node"));
 
     let (acls, _) = ours.get_acl(&prefix).await.expect("the prefix's ACL");
     only_ours(&prefix, &acls);
@@ -127,7 +128,8 @@ async fn our_znodes_refuse_every_other_identity() {
             .all(|a| !a.permission().has(zk::Permission::DELETE)),
         "{acls:?}"
     );
-    for path in [&dir, &lock] {
+    let keeper = format!("{dir}/{}", fencing_zookeeper::KEEPER);
+    for path in [&dir, &lock, &keeper] {
         let (acls, _) = ours.get_acl(path).await.expect("an ACL");
         only_ours(path, &acls);
     }

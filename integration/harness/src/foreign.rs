@@ -1,26 +1,41 @@
-//! A foreign lock client (redis-py, kazoo) run by Python, for the tests
-//! that hold a lock the way another program does.
+//! Foreign lock clients (redis-py and kazoo run by Python, Curator run by
+//! the JDK), for the tests that hold a lock the way another program does.
+//! Each talks in lines: it prints what it did, and acts on each line it
+//! reads.
 
-/// A foreign lock client run by Python (`FENCING_PYTHON`, default the
-/// venv `integration/services.sh` installs), talking in lines: it prints
-/// what it did, and acts on each line it reads.
-pub struct Python {
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// The jars of Curator's `InterProcessMutex` and what it needs, as
+/// Debian's `libcurator-recipes-java` installs them.
+const CURATOR_JARS: [&str; 8] = [
+    "curator-recipes",
+    "curator-framework",
+    "curator-client",
+    "zookeeper",
+    "zookeeper-jute",
+    "guava",
+    "slf4j-api",
+    "slf4j-nop",
+];
+
+/// A foreign lock client in a process of its own, killed when dropped.
+pub struct Client {
+    what: &'static str,
     child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
 }
 
-impl Python {
-    /// Runs `script` with `args`. Fails, naming how to install it, if the
-    /// interpreter or `module` (the pip package `requirement`) is missing.
-    pub fn run(module: &str, requirement: &str, script: &str, args: &[&str]) -> Self {
-        use std::process::Stdio;
+impl Client {
+    /// Runs the Python `script` with `args` (`FENCING_PYTHON`, default the
+    /// venv `integration/services.sh` installs). Fails, naming how to
+    /// install it, if the interpreter or `module` (the pip package
+    /// `requirement`) is missing.
+    pub fn python(module: &str, requirement: &str, script: &str, args: &[&str]) -> Self {
         let python = std::env::var_os("FENCING_PYTHON").map_or_else(
-            || {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../.state/tools/venv/bin/python")
-            },
-            std::path::PathBuf::from,
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state/tools/venv/bin/python"),
+            PathBuf::from,
         );
         let how = format!(
             "install it with `integration/.state/tools/venv/bin/pip install {requirement}` \
@@ -39,47 +54,90 @@ impl Python {
             ),
             Err(e) => panic!("no Python at {} ({e}): {how}", python.display()),
         }
-        let mut child = tokio::process::Command::new(&python)
-            .arg("-c")
-            .arg(script)
-            .args(args)
+        let mut command = tokio::process::Command::new(&python);
+        command.arg("-c").arg(script).args(args);
+        Self::spawn("Python", command)
+    }
+
+    /// Curator's `InterProcessMutex` on `path` of the ZooKeeper at `hosts`,
+    /// in a session of `session` (`foreign/CuratorLock.java`, run from
+    /// source by `java`; the jars from `FENCING_CURATOR_JARS`, default
+    /// Debian's `/usr/share/java`). Waits until it has a session. Fails,
+    /// naming the packages, if the JDK or a jar is missing.
+    pub async fn curator(hosts: &str, path: &str, session: std::time::Duration) -> Self {
+        let dir = std::env::var_os("FENCING_CURATOR_JARS")
+            .map_or_else(|| PathBuf::from("/usr/share/java"), PathBuf::from);
+        let how = "install Debian's libcurator-recipes-java and default-jdk-headless \
+                   (`integration/services.sh up zookeeper` does), or point FENCING_CURATOR_JARS \
+                   at a folder with these jars";
+        let jars: Vec<PathBuf> = CURATOR_JARS
+            .iter()
+            .map(|name| dir.join(format!("{name}.jar")))
+            .collect();
+        if let Some(missing) = jars.iter().find(|jar| !jar.is_file()) {
+            panic!("no {}: {how}", missing.display());
+        }
+        let classpath = std::env::join_paths(&jars).expect("jar paths");
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("foreign/CuratorLock.java");
+        let mut command = tokio::process::Command::new("java");
+        command.arg("-cp").arg(classpath).arg(source).args([
+            hosts,
+            path,
+            &session.as_millis().to_string(),
+        ]);
+        let mut client = Self::spawn("Curator", command);
+        let ready = client.line().await;
+        assert_eq!(ready, "ready", "Curator's first line ({how})");
+        client
+    }
+
+    fn spawn(what: &'static str, mut command: tokio::process::Command) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", python.display()));
+            .unwrap_or_else(|e| panic!("start the {what} client ({command:?}): {e}"));
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
         Self {
+            what,
             child,
             stdin,
             stdout: tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout)),
         }
     }
 
-    /// The next line the script prints (bounded: a hung client fails the
+    /// The next line the client prints (bounded: a hung client fails the
     /// test).
     pub async fn line(&mut self) -> String {
         let next =
             tokio::time::timeout(std::time::Duration::from_secs(30), self.stdout.next_line());
+        let what = self.what;
         match next.await {
             Ok(Ok(Some(line))) => line,
             Ok(Ok(None)) => {
                 let status = self.child.wait().await;
-                panic!("the Python client exited ({status:?}); its error is above")
+                panic!("the {what} client exited ({status:?}); its error is above")
             }
-            Ok(Err(e)) => panic!("read from the Python client: {e}"),
-            Err(_) => panic!("the Python client said nothing for 30 s"),
+            Ok(Err(e)) => panic!("read from the {what} client: {e}"),
+            Err(_) => panic!("the {what} client said nothing for 30 s"),
         }
     }
 
-    /// Sends `line` to the script.
+    /// Sends `line` to the client.
     pub async fn send(&mut self, line: &str) {
         use tokio::io::AsyncWriteExt;
+        let what = self.what;
         self.stdin
             .write_all(format!("{line}\n").as_bytes())
             .await
-            .expect("write to the Python client");
+            .unwrap_or_else(|e| panic!("write to the {what} client: {e}"));
         self.stdin.flush().await.expect("flush");
+    }
+
+    /// The client's process id, for signals.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
     }
 }

@@ -14,13 +14,15 @@
 //!   `services.sh`.
 //! - [`process`]: client processes that report their token, stopped and
 //!   resumed with signals.
+//! - [`foreign`]: other programs' lock clients (redis-py, kazoo, Curator)
+//!   driven in lines.
 
 pub mod env;
 pub mod failover;
+pub mod foreign;
 pub mod object_store;
 pub mod process;
 pub mod proxy;
-pub mod python;
 pub mod verify;
 
 /// `e` and its causes, redacted: the core's one chain printer.

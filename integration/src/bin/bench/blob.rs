@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::num::NonZero;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use azure_core::http::{NoFormat, RequestContent};
