@@ -50,6 +50,10 @@ PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-p
 AZURITE_PKG=azurite@3.37.0
 # An S3 emulator that IGNORES If-Match / If-None-Match: the unsafe server `fence doctor` must flag.
 S3RVER_PKG=s3rver@3.7.1
+# The npm tools, each in a prefix of its own under $TOOLS (one's dependency tree never moves
+# another's): Azurite; s3rver; node-redlock and the Redis client it drives, a foreign lock client
+# of the tests (tests/foreign.rs).
+declare -A NPM_TOOLS=([node]="$AZURITE_PKG" [s3rver]="$S3RVER_PKG" [redlock]="redlock@4.2.0 ioredis@5.8.2")
 S3RVER_BUCKET=fencing # created at start; s3rver checks SigV4 with access key and secret S3RVER / S3RVER
 
 log() { echo "services.sh: $*" >&2; }
@@ -884,20 +888,30 @@ install_python_tools() {
   py_marker >"$venv/.fencing-installed"
 }
 
-install_s3rver() { # its own prefix: azurite's dependency tree stays as it was
-  mkdir -p "$TOOLS/s3rver"
-  npm install --prefix "$TOOLS/s3rver" --no-audit --no-fund --loglevel=error "$S3RVER_PKG"
-  echo "$S3RVER_PKG" >"$TOOLS/s3rver/.fencing-installed"
+npm_installed() { # PREFIX -> whether $TOOLS/PREFIX has the packages NPM_TOOLS names for it
+  [[ -f $TOOLS/$1/.fencing-installed && $(cat "$TOOLS/$1/.fencing-installed") == "${NPM_TOOLS[$1]}" ]]
 }
 
-install_azurite() {
-  mkdir -p "$TOOLS/node"
-  npm install --prefix "$TOOLS/node" --no-audit --no-fund --loglevel=error "$AZURITE_PKG"
-  echo "$AZURITE_PKG" >"$TOOLS/node/.fencing-installed"
+install_npm() { # PREFIX
+  local packages
+  read -ra packages <<<"${NPM_TOOLS[$1]}"
+  mkdir -p "$TOOLS/$1"
+  npm install --prefix "$TOOLS/$1" --no-audit --no-fund --loglevel=error "${packages[@]}"
+  echo "${NPM_TOOLS[$1]}" >"$TOOLS/$1/.fencing-installed"
+}
+
+start_npm_installs() { # cmd_deps's need_npm, in the background, onto its jobs
+  local prefix
+  for prefix in "${need_npm[@]}"; do
+    log "installing ${NPM_TOOLS[$prefix]} into $TOOLS/$prefix (log: $LOGS/install-$prefix.log)"
+    install_npm "$prefix" >"$LOGS/install-$prefix.log" 2>&1 &
+    jobs+=("$!:$prefix:$LOGS/install-$prefix.log")
+  done
+  need_npm=()
 }
 
 cmd_deps() {
-  local names svc apt=() need_py='' need_node='' need_s3rver=''
+  local names svc apt=() need_py='' need_npm=()
   expand_names "$@"
   names=("${NAMES[@]}")
   # (No protoc: the workspace builds with the one fencing-etcd pins, see .cargo/config.toml.)
@@ -940,14 +954,18 @@ cmd_deps() {
     redis | redis-aof | redis-replica | redis-tls) # (Debian's Redis 7 is built with TLS)
       if [[ $svc != redis ]] || ! port_open 6379; then have redis-server || apt+=(redis-server); fi
       have redis-cli || apt+=(redis-tools)
+      if [[ $svc == redis-aof ]]; then # where the foreign-lock tests run node-redlock
+        have node && have npm || apt+=(nodejs npm)
+        npm_installed redlock || need_npm+=(redlock)
+      fi
       ;;
     azurite)
       have node && have npm || apt+=(nodejs npm)
-      [[ -f $TOOLS/node/.fencing-installed && $(cat "$TOOLS/node/.fencing-installed") == "$AZURITE_PKG" ]] || need_node=1
+      npm_installed node || need_npm+=(node)
       ;;
     s3rver)
       have node && have npm || apt+=(nodejs npm)
-      [[ -f $TOOLS/s3rver/.fencing-installed && $(cat "$TOOLS/s3rver/.fencing-installed") == "$S3RVER_PKG" ]] || need_s3rver=1
+      npm_installed s3rver || need_npm+=(s3rver)
       ;;
     s3 | gcs | s3-tls | dynamodb) # (moto[s3]'s dependencies cover its DynamoDB too)
       have python3 && python3 -c 'import venv, ensurepip' 2>/dev/null || apt+=(python3 python3-venv)
@@ -965,18 +983,7 @@ cmd_deps() {
     jobs+=("$!:python tools:$LOGS/install-python.log")
     need_py=
   fi
-  if [[ -n $need_node ]] && have npm; then
-    log "installing $AZURITE_PKG into $TOOLS/node (log: $LOGS/install-azurite.log)"
-    install_azurite >"$LOGS/install-azurite.log" 2>&1 &
-    jobs+=("$!:azurite:$LOGS/install-azurite.log")
-    need_node=
-  fi
-  if [[ -n $need_s3rver ]] && have npm; then
-    log "installing $S3RVER_PKG into $TOOLS/s3rver (log: $LOGS/install-s3rver.log)"
-    install_s3rver >"$LOGS/install-s3rver.log" 2>&1 &
-    jobs+=("$!:s3rver:$LOGS/install-s3rver.log")
-    need_s3rver=
-  fi
+  if ((${#need_npm[@]})) && have npm; then start_npm_installs; fi
   if ((${#apt[@]})); then
     mapfile -t apt < <(printf '%s\n' "${apt[@]}" | awk '!seen[$0]++')
     have apt-get || die "missing packages (${apt[*]}) and no apt-get here: install them yourself"
@@ -990,8 +997,7 @@ cmd_deps() {
     }
   fi
   if [[ -n $need_py ]]; then install_python_tools >"$LOGS/install-python.log" 2>&1 & jobs+=("$!:python tools:$LOGS/install-python.log"); fi
-  if [[ -n $need_node ]]; then install_azurite >"$LOGS/install-azurite.log" 2>&1 & jobs+=("$!:azurite:$LOGS/install-azurite.log"); fi
-  if [[ -n $need_s3rver ]]; then install_s3rver >"$LOGS/install-s3rver.log" 2>&1 & jobs+=("$!:s3rver:$LOGS/install-s3rver.log"); fi
+  if ((${#need_npm[@]})); then start_npm_installs; fi
   for job in "${jobs[@]}"; do
     IFS=: read -r pid what file <<<"$job"
     wait "$pid" || {

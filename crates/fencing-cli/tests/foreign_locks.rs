@@ -3,7 +3,8 @@
 //! so tokens rise along the real order of grants across both kinds and a
 //! paused holder of either kind is refused once the other has written. The
 //! foreign clients are the real ones: `etcdctl lock` (the etcd package:
-//! `FENCING_ETCDCTL`, default `etcdctl` on the `PATH`), kazoo's `Lock`
+//! `FENCING_ETCDCTL`, default `etcdctl` on the `PATH`), etcd's v3lock
+//! service through the server's HTTP gateway, kazoo's `Lock`
 //! (PyPI: `FENCING_PYTHON`, default the venv of `integration/services.sh`)
 //! and Curator's `InterProcessMutex` (Debian's libcurator-recipes-java, run
 //! by the JDK).
@@ -13,7 +14,9 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{FENCE, Scratch, assert_exit, on_resource, put};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use common::{FENCE, Scratch, assert_exit, on_resource, put, text};
 use fencing_harness::env::{ETCD, ZOOKEEPER};
 use fencing_harness::foreign;
 
@@ -158,22 +161,150 @@ fn etcdctl_lock_and_our_leases_take_turns_with_tokens_in_grant_order() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("took it"));
     };
 
+    etcd_turns(
+        issuer,
+        resource,
+        &store,
+        "etcdctl lock",
+        foreign_grant,
+        etcdctl_waits,
+    );
+}
+
+/// `TURNS` grants on `resource`, a foreign etcd lock (`grant`: take it,
+/// print its token with `fence token --key`, let it go) and ours
+/// alternating, tokens rising along them at the store; once, while ours
+/// holds, `waits` checks that the foreign lock waits.
+fn etcd_turns(
+    issuer: &str,
+    resource: &str,
+    store: &str,
+    who: &str,
+    mut grant: impl FnMut() -> u64,
+    waits: impl FnOnce(),
+) {
+    let mut waits = Some(waits);
     let mut last = None;
     for turn in 0..TURNS {
-        let (token, who) = if turn % 2 == 0 {
-            (foreign_grant(), "etcdctl lock")
-        } else if turn == 1 {
-            (our_grant(issuer, resource, etcdctl_waits), "fence")
+        let (token, by) = if turn % 2 == 0 {
+            (grant(), who)
         } else {
-            (our_grant(issuer, resource, || {}), "fence")
+            let while_held = waits.take();
+            let token = our_grant(issuer, resource, || {
+                if let Some(waits) = while_held {
+                    waits();
+                }
+            });
+            (token, "fence")
         };
-        write_in_turn(&store, token, last, who);
+        write_in_turn(store, token, last, by);
         last = Some(token);
     }
-
     // Nobody holds it now: no token for anyone.
     let free = on_resource("token", issuer, resource, &[]);
     assert_exit(&free, 4);
+}
+
+/// etcd's v3lock service through its HTTP gateway (`/v3/lock/lock`, the
+/// server's own `concurrency.Mutex`, as a service without a Go client calls
+/// it), on the etcd of `integration/services.sh`: JSON over `curl`.
+struct LockGateway<'a> {
+    etcd: &'a Etcdctl,
+}
+
+impl LockGateway<'_> {
+    /// POSTs `body` to `path`; the answer's JSON, or `None` if no answer
+    /// came within `max_secs`.
+    fn post(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        max_secs: u32,
+    ) -> Option<serde_json::Value> {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", &max_secs.to_string(), "-X", "POST"])
+            .arg(format!("{}{path}", self.etcd.endpoint))
+            .args(["-d", &body.to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("no curl ({e}): integration/services.sh installs it"));
+        if out.status.code() == Some(28) {
+            return None; // curl's "operation timed out"
+        }
+        assert_exit(&out, 0);
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{path} answered {:?}: {e}", text(&out)));
+        assert!(answer.get("error").is_none(), "{path}: {answer}");
+        Some(answer)
+    }
+
+    /// A lease of `ttl_secs` for a lock to live in.
+    fn lease(&self, ttl_secs: u32) -> String {
+        let granted = self.post(
+            "/v3/lease/grant",
+            &serde_json::json!({ "TTL": ttl_secs }),
+            10,
+        );
+        let granted = granted.expect("a lease");
+        granted["ID"].as_str().expect("a lease ID").to_owned()
+    }
+
+    /// `Lock` on our resource's name in `lease`: the key it holds, or
+    /// `None` if it was still waiting after `max_secs`.
+    fn lock(&self, resource: &str, lease: &str, max_secs: u32) -> Option<String> {
+        let name = format!("{}{resource}", self.etcd.prefix);
+        let body = serde_json::json!({ "name": BASE64.encode(name), "lease": lease });
+        let locked = self.post("/v3/lock/lock", &body, max_secs)?;
+        let key = BASE64
+            .decode(locked["key"].as_str().expect("the lock's key"))
+            .expect("base64");
+        Some(String::from_utf8(key).expect("a text key"))
+    }
+
+    fn unlock(&self, key: &str, lease: &str) {
+        let body = serde_json::json!({ "key": BASE64.encode(key) });
+        self.post("/v3/lock/unlock", &body, 10).expect("unlocked");
+        let body = serde_json::json!({ "ID": lease });
+        self.post("/v3/lease/revoke", &body, 10).expect("revoked");
+    }
+}
+
+#[test]
+fn etcds_lock_service_over_http_and_our_leases_take_turns_with_tokens_in_grant_order() {
+    let Some(etcd) = Etcdctl::new() else {
+        return;
+    };
+    let gateway = LockGateway { etcd: &etcd };
+    let s = Scratch::new("etcd-gateway-turns");
+    let (issuer, resource, store) = (&etcd.issuer, "nightly-report", s.url());
+    let foreign_grant = || {
+        let lease = gateway.lease(30);
+        let key = gateway
+            .lock(resource, &lease, 20)
+            .expect("the lock service granted");
+        let out = on_resource("token", issuer, resource, &["--key", &key]);
+        let token = printed_token(&out);
+        gateway.unlock(&key, &lease);
+        token
+    };
+    // While one of ours holds, the lock service waits: no answer in a
+    // second; its lease revoked, nothing of it stays queued.
+    let gateway_waits = || {
+        let lease = gateway.lease(30);
+        let locked = gateway.lock(resource, &lease, 1);
+        assert_eq!(locked, None, "the lock service granted a lock we hold");
+        let body = serde_json::json!({ "ID": lease });
+        gateway
+            .post("/v3/lease/revoke", &body, 10)
+            .expect("revoked");
+    };
+    etcd_turns(
+        issuer,
+        resource,
+        &store,
+        "v3lock over HTTP",
+        foreign_grant,
+        gateway_waits,
+    );
 }
 
 /// A ZooKeeper issuer's URL under a prefix of the test's own, and the path

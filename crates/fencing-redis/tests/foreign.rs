@@ -1,10 +1,10 @@
 //! A lock key that another client holds is held by a foreign holder: no
 //! grant, `holder` says so, and nothing of it is overwritten or deleted.
 //! The foreign records: redis-py's `Lock` (the real client, from PyPI:
-//! `FENCING_PYTHON`, default the venv of `integration/services.sh`), a
-//! hand-written `SET NX` value (what node-redlock writes, too), and a hash
-//! as Redisson's lock keeps, on the append-only Redis
-//! (`FENCING_REDIS_AOF_URL`).
+//! `FENCING_PYTHON`, default the venv of `integration/services.sh`),
+//! node-redlock's (the real client, from npm, run by Node.js), a
+//! hand-written `SET NX` value, and a hash as Redisson's lock keeps, on the
+//! append-only Redis (`FENCING_REDIS_AOF_URL`).
 
 mod common;
 
@@ -171,6 +171,67 @@ async fn a_redisson_hash_is_a_foreign_holder() {
     assert_foreign(&issuer, &resource, field, "Redisson's hash").await;
     let hash: Vec<String> = cmd(&["HGETALL", &lock]).await;
     assert_eq!(hash, [field, "1"], "the hash changed");
+}
+
+/// node-redlock itself (npm: redlock 4 with ioredis, run by Node.js) and
+/// our issuer take 20 turns on one key: each finds the other's lock held
+/// and leaves it as it is; redlock's grants mint no token (it has none to
+/// give, so `holder` shows token 0) and ours rise one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_redlock_and_our_issuer_take_turns_excluding_each_other() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("redlock");
+    let (lock, fence) = keys(&issuer, &resource);
+    let mut redlock = foreign::Client::redlock(&REDIS_AOF.endpoint(), &lock).await;
+    let request = LeaseRequest::new(&resource, TTL);
+    let mut ours = FencingToken::ZERO;
+    for turn in 0..20 {
+        if turn % 2 == 1 {
+            let lease = issuer.try_acquire(&request).await.unwrap();
+            let lease = lease.unwrap_or_else(|| panic!("turn {turn}: redlock released it"));
+            assert_eq!(lease.token(), ours.checked_next().unwrap(), "turn {turn}");
+            ours = lease.token();
+            redlock.send("try").await;
+            assert_eq!(redlock.line().await, "busy", "redlock took a lock we hold");
+            issuer.release(&lease).await.unwrap();
+            continue;
+        }
+        redlock.send("take").await;
+        let value = redlock.line().await;
+        let tried = issuer.try_acquire(&request).await;
+        assert!(
+            matches!(tried, Ok(None)),
+            "turn {turn}: granted over redlock: {tried:?}"
+        );
+        let holding = issuer.holder(&resource).await.unwrap().expect("held");
+        assert!(
+            holding.holder.as_str().starts_with("foreign:"),
+            "{}",
+            holding.holder
+        );
+        assert!(
+            !holding.holder.as_str().contains(&value),
+            "the holder shows the value"
+        );
+        assert_eq!(holding.token, FencingToken::ZERO, "redlock has no token");
+        let counter: Option<u64> = cmd(&["GET", &fence]).await;
+        assert_eq!(
+            counter.unwrap_or(0),
+            ours.get(),
+            "a token was minted for redlock"
+        );
+        let kept: Option<String> = cmd(&["GET", &lock]).await;
+        assert_eq!(
+            kept.as_deref(),
+            Some(value.as_str()),
+            "redlock's value changed"
+        );
+        redlock.send("release").await;
+        assert_eq!(redlock.line().await, "released");
+    }
+    redlock.send("done").await;
 }
 
 /// Our lease ended, and another client's lock took the key: renew and

@@ -1,5 +1,6 @@
 //! Foreign lock clients (redis-py and kazoo run by Python, Curator run by
-//! the JDK), for the tests that hold a lock the way another program does.
+//! the JDK, node-redlock run by Node.js), for the tests that hold a lock
+//! the way another program does.
 //! Each talks in lines: it prints what it did, and acts on each line it
 //! reads.
 
@@ -88,6 +89,35 @@ impl Client {
         let mut client = Self::spawn("Curator", command);
         let ready = client.line().await;
         assert_eq!(ready, "ready", "Curator's first line ({how})");
+        client
+    }
+
+    /// node-redlock 4 (with ioredis) on `key` of the Redis at `url`
+    /// (`foreign/redlock.js`, run by `node`; the packages from
+    /// `FENCING_NODE_PATH`, default the prefix `integration/services.sh`
+    /// installs them in). Waits until it is connected. Fails, naming how to
+    /// install them, if node or a package is missing.
+    pub async fn redlock(url: &str, key: &str) -> Self {
+        let modules = std::env::var_os("FENCING_NODE_PATH").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state/tools/redlock/node_modules"),
+            PathBuf::from,
+        );
+        let how = "`integration/services.sh up redis-aof` installs node-redlock and ioredis \
+                   (and Debian's nodejs), or point FENCING_NODE_PATH at a node_modules with them";
+        for package in ["redlock", "ioredis"] {
+            if !modules.join(package).is_dir() {
+                panic!("no {package} in {}: {how}", modules.display());
+            }
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("foreign/redlock.js");
+        let mut command = tokio::process::Command::new("node");
+        command
+            .env("NODE_PATH", &modules)
+            .arg(script)
+            .args([url, key]);
+        let mut client = Self::spawn("node-redlock", command);
+        let ready = client.line().await;
+        assert_eq!(ready, "ready", "node-redlock's first line ({how})");
         client
     }
 

@@ -14,8 +14,8 @@
 //!   `services.sh`.
 //! - [`process`]: client processes that report their token, stopped and
 //!   resumed with signals.
-//! - [`foreign`]: other programs' lock clients (redis-py, kazoo, Curator)
-//!   driven in lines.
+//! - [`foreign`]: other programs' lock clients (redis-py, kazoo, Curator,
+//!   node-redlock) driven in lines.
 
 pub mod env;
 pub mod failover;
