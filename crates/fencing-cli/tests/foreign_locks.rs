@@ -33,12 +33,13 @@ fn printed_token(out: &std::process::Output) -> u64 {
         .unwrap_or_else(|_| panic!("not a token: {stdout:?}"))
 }
 
-/// Our lease's token: `fence acquire --hold` (a ZooKeeper lease lives in
-/// its process's session), `while_held`, then Ctrl-C, which releases it.
-fn our_grant(issuer: &str, resource: &str, while_held: impl FnOnce()) -> u64 {
+/// `fence acquire --hold` with `more` arguments (a ZooKeeper lease lives
+/// in its process's session): the process, and its lease's token.
+fn hold(issuer: &str, resource: &str, more: &[&str]) -> (std::process::Child, u64) {
     let mut hold = Command::new(FENCE)
         .args(["acquire", "--issuer", issuer, "--resource", resource])
         .args(["--hold", "--json"])
+        .args(more)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -49,7 +50,13 @@ fn our_grant(issuer: &str, resource: &str, while_held: impl FnOnce()) -> u64 {
         .expect("read the lease");
     let lease: serde_json::Value = serde_json::from_str(&line)
         .unwrap_or_else(|e| panic!("fence acquire --hold printed {line:?}: {e}"));
-    let token = lease["token"].as_u64().expect("a token");
+    (hold, lease["token"].as_u64().expect("a token"))
+}
+
+/// Our lease's token: [`hold`], `while_held`, then Ctrl-C, which releases
+/// it.
+fn our_grant(issuer: &str, resource: &str, while_held: impl FnOnce()) -> u64 {
+    let (mut hold, token) = hold(issuer, resource, &[]);
     while_held();
     let interrupted = Command::new("kill")
         .args(["-INT", &hold.id().to_string()])
@@ -315,8 +322,8 @@ fn zookeeper_issuer(resource: &str) -> Option<(String, String)> {
     }
     let prefix = format!("fencing-test/{}", fencing_testkit::unique_prefix());
     let issuer = format!("zk://{}/{prefix}", ZOOKEEPER.endpoint());
-    // Our issuer makes the resource znode first: one made by Curator
-    // would be a container (docs/existing-locks.md).
+    // Our issuer makes the prefix znode (with its ACL) and the resource
+    // znode before the other client runs.
     our_grant(&issuer, resource, || {});
     Some((issuer, format!("/{prefix}/{resource}")))
 }
@@ -441,21 +448,9 @@ fn curator_and_our_leases_take_turns_and_a_paused_fence_holder_is_refused() {
     zookeeper_turns(&runtime, "Curator", &mut curator, &issuer, resource, &store);
 
     // One of ours holds (a 2 s lease: its session's timeout) and pauses.
-    let mut hold = Command::new(FENCE)
-        .args(["acquire", "--issuer", &issuer, "--resource", resource])
-        .args(["--ttl", "2s", "--hold", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run fence acquire --hold");
-    let mut line = String::new();
-    BufReader::new(hold.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the lease");
-    let lease: serde_json::Value = serde_json::from_str(&line).expect("the lease");
-    let paused = lease["token"].as_u64().expect("a token");
+    let (mut held, paused) = hold(&issuer, resource, &["--ttl", "2s"]);
     write_in_turn(&store, paused, None, "fence");
-    let pid = hold.id();
+    let pid = held.id();
     fencing_harness::process::signal(pid, fencing_harness::process::Signal::SIGSTOP);
     let node = runtime.block_on(async {
         curator.send("take").await;
@@ -466,8 +461,8 @@ fn curator_and_our_leases_take_turns_and_a_paused_fence_holder_is_refused() {
     write_in_turn(&store, token, Some(paused), "Curator");
     fencing_harness::process::signal(pid, fencing_harness::process::Signal::SIGCONT);
     assert_exit(&put(&store, "report", &paused.to_string(), "woken"), 3);
-    let _ = hold.kill();
-    let _ = hold.wait();
+    let _ = held.kill();
+    let _ = held.wait();
     runtime.block_on(async move {
         curator.send("release").await;
         assert_eq!(curator.line().await, "released");

@@ -235,8 +235,7 @@ async fn curator_and_our_issuer_exclude_each_other_and_a_paused_curator_is_refus
         return;
     };
     let resource = "curator-mutex";
-    // Ours makes the resource znode (one Curator made would be a
-    // container: docs/existing-locks.md).
+    // Ours holds first: Curator must find the lock busy.
     let ours = grant(&issuer, resource, TTL).await;
     let session = Duration::from_secs(3);
     let mut curator = foreign::Client::curator(
