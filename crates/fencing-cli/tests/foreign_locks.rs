@@ -212,6 +212,58 @@ fn etcd_turns(
     assert_exit(&free, 4);
 }
 
+/// Real pauses, both ways: an `etcdctl lock` process stopped (SIGSTOP)
+/// past its session while its command goes on working, then one of ours
+/// stopped the same way; each time the other kind is granted once etcd
+/// expired the paused one's lease, writes with a higher token, and the
+/// paused holder's token is refused from then on.
+#[test]
+fn a_paused_etcdctl_holder_and_a_paused_one_of_ours_are_refused_once_the_other_took_over() {
+    use fencing_harness::process::{Signal, signal};
+    let Some(etcdctl) = Etcdctl::new() else {
+        return;
+    };
+    let s = Scratch::new("etcdctl-paused");
+    let (issuer, resource, store) = (&etcdctl.issuer, "report", s.url());
+    s.write(
+        "token.sh",
+        "#!/bin/sh\nexec \"$FENCE\" token --issuer \"$ISSUER\" --resource \"$RESOURCE\" --key \"$ETCD_LOCK_KEY\"\n",
+    );
+    s.write(
+        "work.sh",
+        "#!/bin/sh\n\"$FENCE\" token --issuer \"$ISSUER\" --resource \"$RESOURCE\" --key \"$ETCD_LOCK_KEY\" && exec sleep 15\n",
+    );
+    let script = |name: &str| s.path(name).to_str().unwrap().to_owned();
+
+    // etcdctl holds in a 2 s session; its command prints the token and
+    // goes on working.
+    let mut command = etcdctl.command("lock", resource, &["--ttl", "2", "sh", &script("work.sh")]);
+    let mut foreign = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run etcdctl lock");
+    let mut line = String::new();
+    let mut out = BufReader::new(foreign.stdout.take().expect("stdout"));
+    out.read_line(&mut line).expect("the token");
+    let paused: u64 = line.trim().parse().expect("a token");
+    write_in_turn(&store, paused, None, "etcdctl lock");
+    signal(foreign.id(), Signal::SIGSTOP);
+    let (mut ours, token) = hold(issuer, resource, &["--ttl", "2s", "--wait", "20s"]);
+    write_in_turn(&store, token, Some(paused), "fence");
+    signal(foreign.id(), Signal::SIGCONT);
+    let _ = foreign.kill();
+    let _ = foreign.wait();
+
+    // Now ours pauses, and etcdctl is granted once our lease expired.
+    signal(ours.id(), Signal::SIGSTOP);
+    let command = etcdctl.command("lock", resource, &["sh", &script("token.sh")]);
+    let taken = printed_token(&etcdctl.output(command));
+    write_in_turn(&store, taken, Some(token), "etcdctl lock");
+    signal(ours.id(), Signal::SIGCONT);
+    let _ = ours.kill();
+    let _ = ours.wait();
+}
+
 /// etcd's v3lock service through its HTTP gateway (`/v3/lock/lock`, the
 /// server's own `concurrency.Mutex`, as a service without a Go client calls
 /// it), on the etcd of `integration/services.sh`: JSON over `curl`.
