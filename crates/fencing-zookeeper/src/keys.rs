@@ -39,8 +39,9 @@ const LOCK_MARK: &str = "lock-";
 
 /// The child that keeps a resource znode from ever being empty: a
 /// persistent, empty node in no queue, never deleted (ZooKeeper deletes an
-/// empty *container*, and Curator makes resource znodes as containers). Curator orders it after every lock node (its name has no
-/// `lock-`, and `_` sorts after digits); kazoo's patterns never match it.
+/// empty *container*, and Curator makes resource znodes as containers).
+/// Curator orders it after every lock node (its name has no `lock-`, and
+/// `_` sorts after digits); kazoo's patterns never match it.
 pub const KEEPER: &str = "_fencing-keeper";
 
 /// The keeper of the resource znode `dir`.

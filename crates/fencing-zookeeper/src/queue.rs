@@ -289,7 +289,7 @@ pub(crate) async fn lock_nodes(
 /// The names of the children of `dir` but its keeper, in no order; none
 /// if `dir` is gone. Not only ours (`lock-…`): another client's lock node
 /// counts too.
-pub(crate) async fn lock_names(rpc: &Rpc, client: &zk::Client, dir: &str) -> ZkResult<Vec<String>> {
+async fn lock_names(rpc: &Rpc, client: &zk::Client, dir: &str) -> ZkResult<Vec<String>> {
     match rpc.timed(client.list_children(dir)).await {
         Ok(mut children) => {
             children.retain(|name| name != KEEPER);

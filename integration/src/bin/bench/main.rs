@@ -310,6 +310,9 @@ async fn main() -> ExitCode {
                 t.elapsed().as_secs_f64()
             ),
             Err(e) => {
+                // The whole chain: "azure error (retryable)" alone says
+                // nothing of what failed.
+                let e = fencing_core::error_chain(e.as_ref());
                 eprintln!("bench: {} FAILED: {e}", backend.name());
                 failures.push(format!("{}: {e}", backend.name()));
             }

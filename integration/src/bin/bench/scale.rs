@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fencing::{LeaseRequest, TokenIssuer};
@@ -41,11 +42,18 @@ pub(crate) const HOLDERS: [usize; 4] = [1, 4, 16, 64];
 const RESOURCES: u32 = 1000;
 const TTL: Duration = Duration::from_secs(10);
 
+/// How many retryable errors (a timeout while an emulator collects its
+/// garbage) one level's holders may meet in all and try again, as a caller
+/// would, before the row fails.
+const MAX_RETRIED: usize = 100;
+
 /// What one level of holders came to.
 struct Level {
     holders: usize,
     latencies: Vec<Duration>,
     busy: usize,
+    /// Retryable errors met and tried again.
+    retried: usize,
     wall: Duration,
     /// What the server reported of its load while the level ran.
     server: String,
@@ -178,17 +186,21 @@ async fn level(
         crate::server_cost::reading(name).await
     });
     let started = Instant::now();
+    let retried = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
     for _ in 0..holders {
-        let grant = grant.clone();
+        let (grant, retried) = (grant.clone(), retried.clone());
         tasks.spawn(async move {
             let (mut took, mut busy) = (Vec::with_capacity(per_holder), 0);
             while took.len() < per_holder {
                 let t = Instant::now();
-                if grant().await? {
-                    took.push(t.elapsed());
-                } else {
-                    busy += 1; // another holder has it
+                match grant().await {
+                    Ok(true) => took.push(t.elapsed()),
+                    Ok(false) => busy += 1, // another holder has it
+                    Err(e)
+                        if is_retryable(&*e)
+                            && retried.fetch_add(1, Ordering::Relaxed) < MAX_RETRIED => {}
+                    Err(e) => return Err(e),
                 }
             }
             BoxResult::Ok((took, busy))
@@ -205,9 +217,16 @@ async fn level(
         holders,
         latencies,
         busy,
+        retried: retried.load(Ordering::Relaxed),
         wall,
         server: server.await?,
     })
+}
+
+/// A fencing error that says trying again may succeed.
+fn is_retryable(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    e.downcast_ref::<fencing::Error>()
+        .is_some_and(fencing::Error::is_retryable)
 }
 
 fn p99_ms(samples: &[Duration]) -> f64 {
@@ -254,7 +273,7 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
                 trips: None,
                 notes: format!(
                     "try_acquire + release of a random resource; grants/s {:.0} vs {:.0} ({:.1}× for {}× the holders); \
-                     grant + release p99 {:.2} vs {:.2} ms; found held {} times{raw_note}; during it, {} (1 holder: {})",
+                     grant + release p99 {:.2} vs {:.2} ms; found held {} times{}{raw_note}; during it, {} (1 holder: {}{})",
                     l.grants_per_second(),
                     levels[0].grants_per_second(),
                     l.grants_per_second() / levels[0].grants_per_second().max(1e-9),
@@ -262,8 +281,10 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
                     p99_ms(&l.latencies),
                     p99_ms(&levels[0].latencies),
                     l.busy,
+                    retried_note(l.retried),
                     l.server,
                     levels[0].server,
+                    retried_note(levels[0].retried),
                 ),
             });
         }
@@ -281,6 +302,14 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         eprintln!("bench: wrote {}", path.display());
     }
     Ok(())
+}
+
+/// What a level's retried errors add to its note (nothing for none).
+fn retried_note(retried: usize) -> String {
+    match retried {
+        0 => String::new(),
+        n => format!("; {n} retryable errors, tried again (not in the latencies)"),
+    }
 }
 
 /// Grants per second against holders (log₂ axis), a line per issuer.
