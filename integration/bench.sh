@@ -17,6 +17,15 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 cd "$ROOT"
 
+if (($# == 0)); then
+  # The emulators keep every object in memory: a full run starts them empty,
+  # so what earlier runs left cannot slow (or stall) this one; the scale rows
+  # start each afresh again (FENCING_BENCH_RESTART).
+  for emulator in azurite s3 gcs dynamodb; do
+    "$HERE/services.sh" restart "$emulator" >&2
+  done
+  export FENCING_BENCH_RESTART="$HERE/services.sh restart"
+fi
 "$HERE/services.sh" up all >&2
 eval "$("$HERE/services.sh" env)"
 
@@ -44,11 +53,6 @@ export FENCING_BENCH_VERSIONS
 args=("$@")
 if (($# == 0)); then
   args=(--out BENCHMARKS.md --svg docs/benchmarks.svg --scale-svg docs/scale.svg)
-  # The emulators keep every object in memory: a full run starts them empty,
-  # so what earlier runs left cannot slow (or stall) this one.
-  for emulator in azurite s3 gcs dynamodb; do
-    "$HERE/services.sh" restart "$emulator" >&2
-  done
 fi
 # The side-by-side rows run `fence run` as a process, as users do; the
 # failover rows kill and stop a holder process of their own.

@@ -237,6 +237,7 @@ fn p99_ms(samples: &[Duration]) -> f64 {
 pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let mut curves = Vec::new();
     for name in ISSUERS {
+        fresh_emulator(name).await?;
         let Some((issuer, _)) = fencing_integration::issuer(name).await else {
             return Err(
                 format!("{name} was skipped (FENCING_SKIP): the scale rows need it").into(),
@@ -300,6 +301,32 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         std::fs::write(path, chart(&curves))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("bench: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// Starts the in-memory emulator behind issuer `name` afresh, with the
+/// command in `FENCING_BENCH_RESTART` (`integration/bench.sh` sets it to
+/// `services.sh restart` for a full run), so that what the rows before left
+/// in it cannot stall these: Azurite's garbage collection, every ten
+/// minutes, takes time quadratic in the writes since the last one, and
+/// after a full run's earlier rows it answered nothing for many minutes.
+async fn fresh_emulator(name: &str) -> BoxResult<()> {
+    let service = match name {
+        "dynamodb" | "s3" | "gcs" => name,
+        "azure" => "azurite",
+        _ => return Ok(()),
+    };
+    let Ok(command) = std::env::var("FENCING_BENCH_RESTART") else {
+        return Ok(());
+    };
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} {service}"))
+        .status()
+        .await?;
+    if !status.success() {
+        return Err(format!("`{command} {service}` failed: {status}").into());
     }
     Ok(())
 }
