@@ -171,19 +171,9 @@ impl<B: Plain> Sides<B> {
     pub(crate) async fn raw_lease(&self, prefix: &str) -> BoxResult<()> {
         let (own, next) = &self.raw_locks;
         let key = format!("{prefix}-{own}-{}", next.fetch_add(1, Ordering::Relaxed));
-        let hint = BlobMeta {
-            token: FencingToken::new(1),
-            has_value: true,
-        };
-        let body = Bytes::from_static(&[b'l'; 96]);
-        let take = BlobWrite::new(body.clone(), hint, Precondition::Absent);
-        let WriteOutcome::Written(version) = self.backend.write(&key, take).await? else {
-            return Err("the raw lock object existed".into());
-        };
-        let give_back = BlobWrite::new(body, hint, Precondition::Matches(version));
-        match self.backend.write(&key, give_back).await? {
-            WriteOutcome::Written(_) => Ok(()),
-            WriteOutcome::PreconditionFailed => Err("the raw lock object changed".into()),
+        match self.take_and_give_back(&key, Precondition::Absent).await? {
+            Some(_) => Ok(()),
+            None => Err("the raw lock object existed".into()),
         }
     }
 
@@ -196,27 +186,39 @@ impl<B: Plain> Sides<B> {
         let key = format!("raw-lock-{}-{resource}", self.raw_locks.0);
         let free = self.raw_free.lock().map_err(|_| "poisoned")?.remove(&key);
         let precondition = free.map_or(Precondition::Absent, Precondition::Matches);
+        let Some(free) = self.take_and_give_back(&key, precondition).await? else {
+            return Ok(false);
+        };
+        self.raw_free
+            .lock()
+            .map_err(|_| "poisoned")?
+            .insert(key, free);
+        Ok(true)
+    }
+
+    /// A raw lock's two writes on `key`: a put under `precondition`
+    /// (take), then a put on the version it made (give back). The version
+    /// the give-back left, or `None` if the take's precondition failed.
+    async fn take_and_give_back(
+        &self,
+        key: &str,
+        precondition: Precondition,
+    ) -> BoxResult<Option<BlobVersion>> {
         let hint = BlobMeta {
             token: FencingToken::new(1),
             has_value: true,
         };
         let take = BlobWrite::new(Bytes::from_static(&[b'h'; 96]), hint, precondition);
-        let WriteOutcome::Written(held) = self.backend.write(&key, take).await? else {
-            return Ok(false);
+        let WriteOutcome::Written(held) = self.backend.write(key, take).await? else {
+            return Ok(None);
         };
         let give_back = BlobWrite::new(
             Bytes::from_static(&[b'f'; 96]),
             hint,
             Precondition::Matches(held),
         );
-        match self.backend.write(&key, give_back).await? {
-            WriteOutcome::Written(free) => {
-                self.raw_free
-                    .lock()
-                    .map_err(|_| "poisoned")?
-                    .insert(key, free);
-                Ok(true)
-            }
+        match self.backend.write(key, give_back).await? {
+            WriteOutcome::Written(free) => Ok(Some(free)),
             WriteOutcome::PreconditionFailed => Err("the raw lock object changed".into()),
         }
     }
