@@ -51,9 +51,10 @@ AZURITE_PKG=azurite@3.37.0
 # An S3 emulator that IGNORES If-Match / If-None-Match: the unsafe server `fence doctor` must flag.
 S3RVER_PKG=s3rver@3.7.1
 # The npm tools, each in a prefix of its own under $TOOLS (one's dependency tree never moves
-# another's): Azurite; s3rver; node-redlock and the Redis client it drives, a foreign lock client
-# of the tests (tests/foreign.rs).
-declare -A NPM_TOOLS=([node]="$AZURITE_PKG" [s3rver]="$S3RVER_PKG" [redlock]="redlock@4.2.0 ioredis@5.8.2")
+# another's): Azurite; s3rver; the Node.js lock clients of the foreign-lock tests (tests/foreign.rs):
+# node-redlock, node-redisson (Redisson's lock scripts, ported) and the Redis client both drive.
+declare -A NPM_TOOLS=([node]="$AZURITE_PKG" [s3rver]="$S3RVER_PKG"
+  [node-locks]="redlock@4.2.0 node-redisson@1.0.4 ioredis@5.8.2")
 S3RVER_BUCKET=fencing # created at start; s3rver checks SigV4 with access key and secret S3RVER / S3RVER
 
 log() { echo "services.sh: $*" >&2; }
@@ -954,9 +955,9 @@ cmd_deps() {
     redis | redis-aof | redis-replica | redis-tls) # (Debian's Redis 7 is built with TLS)
       if [[ $svc != redis ]] || ! port_open 6379; then have redis-server || apt+=(redis-server); fi
       have redis-cli || apt+=(redis-tools)
-      if [[ $svc == redis-aof ]]; then # where the foreign-lock tests run node-redlock
+      if [[ $svc == redis-aof ]]; then # where the foreign-lock tests run node-redlock and node-redisson
         have node && have npm || apt+=(nodejs npm)
-        npm_installed redlock || need_npm+=(redlock)
+        npm_installed node-locks || need_npm+=(node-locks)
       fi
       ;;
     azurite)

@@ -16,71 +16,11 @@ use std::process::{Command, Stdio};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use common::turns::{TURNS, foreign_turns, hold, our_grant, printed_token, runtime, write_in_turn};
 use common::{FENCE, Scratch, assert_exit, on_resource, put, text};
 use fencing_harness::env::{ETCD, ZOOKEEPER};
 use fencing_harness::foreign;
 
-/// Grants taken in turn, foreign and ours alternating.
-const TURNS: usize = 20;
-
-/// The token a `fence token` printed.
-fn printed_token(out: &std::process::Output) -> u64 {
-    assert_exit(out, 0);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("not a token: {stdout:?}"))
-}
-
-/// `fence acquire --hold` with `more` arguments (a ZooKeeper lease lives
-/// in its process's session): the process, and its lease's token.
-fn hold(issuer: &str, resource: &str, more: &[&str]) -> (std::process::Child, u64) {
-    let mut hold = Command::new(FENCE)
-        .args(["acquire", "--issuer", issuer, "--resource", resource])
-        .args(["--hold", "--json"])
-        .args(more)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run fence acquire --hold");
-    let mut line = String::new();
-    BufReader::new(hold.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the lease");
-    let lease: serde_json::Value = serde_json::from_str(&line)
-        .unwrap_or_else(|e| panic!("fence acquire --hold printed {line:?}: {e}"));
-    (hold, lease["token"].as_u64().expect("a token"))
-}
-
-/// Our lease's token: [`hold`], `while_held`, then Ctrl-C, which releases
-/// it.
-fn our_grant(issuer: &str, resource: &str, while_held: impl FnOnce()) -> u64 {
-    let (mut hold, token) = hold(issuer, resource, &[]);
-    while_held();
-    let interrupted = Command::new("kill")
-        .args(["-INT", &hold.id().to_string()])
-        .status();
-    assert!(interrupted.is_ok_and(|s| s.success()), "kill -INT fence");
-    let status = hold.wait().expect("wait for fence");
-    assert!(status.success(), "fence acquire --hold: {status}");
-    token
-}
-
-/// Writes `token` to the store's key, and checks that the one before it
-/// (a holder paused since its grant) is refused there now, nothing written.
-fn write_in_turn(store: &str, token: u64, before: Option<u64>, who: &str) {
-    assert_exit(&put(store, "report", &token.to_string(), who), 0);
-    if let Some(before) = before {
-        assert!(token > before, "{who}: token {token} after {before}");
-        let zombie = put(store, "report", &before.to_string(), "paused");
-        assert_exit(&zombie, 3);
-    }
-}
-
-/// `etcdctl` (`FENCING_ETCDCTL`, else the one on the `PATH`) on the etcd of
-/// `integration/services.sh`, and our issuer's URL there, under a prefix of
-/// this test's own; `lock NAME` is our resource `NAME`'s lock.
 struct Etcdctl {
     bin: String,
     endpoint: String,
@@ -380,63 +320,20 @@ fn zookeeper_issuer(resource: &str) -> Option<(String, String)> {
     Some((issuer, format!("/{prefix}/{resource}")))
 }
 
-/// `TURNS` grants on `resource`, `who` (a foreign ZooKeeper client in
-/// lines: `try`, `take`, `release`) and ours alternating: each excludes the
-/// other, the foreign holder's `fence token --key NODE` is its token, and
-/// tokens rise along the order of grants at the store.
-fn zookeeper_turns(
-    runtime: &tokio::runtime::Runtime,
-    who: &str,
-    client: &mut foreign::Client,
-    issuer: &str,
-    resource: &str,
-    store: &str,
-) {
-    let mut last = None;
-    for turn in 0..TURNS {
-        if turn % 2 == 1 {
-            // While ours holds, the other client finds it held.
-            let token = our_grant(issuer, resource, || {
-                runtime.block_on(async {
-                    client.send("try").await;
-                    assert_eq!(client.line().await, "busy", "{who} took a lock we hold");
-                });
-            });
-            write_in_turn(store, token, last, "fence");
-            last = Some(token);
-            continue;
-        }
-        let node = runtime.block_on(async {
-            client.send("take").await;
-            client.line().await
-        });
-        assert!(node.contains("lock"), "{who}'s node: {node}");
-        // Held: our issuer waits, and a key that is not the holder's gets
-        // nothing.
-        assert_exit(&on_resource("acquire", issuer, resource, &[]), 5);
-        let wrong = on_resource("token", issuer, resource, &["--key", "someone__lock__0"]);
-        assert_exit(&wrong, 4);
-        if turn == 0 {
-            // A cversion token cannot be read back for a foreign node.
-            let cversion = format!("{issuer}?token=cversion");
-            let unsafe_token = on_resource("token", &cversion, resource, &["--key", &node]);
-            assert_exit(&unsafe_token, 7);
-        }
-        let token = printed_token(&on_resource("token", issuer, resource, &["--key", &node]));
-        write_in_turn(store, token, last, who);
-        last = Some(token);
-        runtime.block_on(async {
-            client.send("release").await;
-            assert_eq!(client.line().await, "released");
-        });
+/// The token of a ZooKeeper lock node that `who` printed: its `fence token
+/// --key NODE`, and only its own (turn 0 also checks that a cversion
+/// issuer refuses to make one up).
+fn zookeeper_token(who: &str, issuer: &str, resource: &str, turn: usize, node: &str) -> u64 {
+    assert!(node.contains("lock"), "{who}'s node: {node}");
+    let wrong = on_resource("token", issuer, resource, &["--key", "someone__lock__0"]);
+    assert_exit(&wrong, 4);
+    if turn == 0 {
+        // A cversion token cannot be read back for a foreign node.
+        let cversion = format!("{issuer}?token=cversion");
+        let unsafe_token = on_resource("token", &cversion, resource, &["--key", node]);
+        assert_exit(&unsafe_token, 7);
     }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    printed_token(&on_resource("token", issuer, resource, &["--key", node]))
 }
 
 #[test]
@@ -475,7 +372,15 @@ zk.stop()
     let mut kazoo = runtime.block_on(async {
         foreign::Client::python("kazoo", "kazoo==2.11.0", script, &[&hosts, &path])
     });
-    zookeeper_turns(&runtime, "kazoo", &mut kazoo, &issuer, resource, &s.url());
+    let token = |turn, node: &str| zookeeper_token("kazoo", &issuer, resource, turn, node);
+    let store = s.url();
+    foreign_turns(
+        &runtime,
+        "kazoo",
+        &mut kazoo,
+        (&issuer, resource, &store),
+        token,
+    );
     runtime.block_on(async move { kazoo.send("done").await });
 }
 
@@ -497,7 +402,14 @@ fn curator_and_our_leases_take_turns_and_a_paused_fence_holder_is_refused() {
         &path,
         session,
     ));
-    zookeeper_turns(&runtime, "Curator", &mut curator, &issuer, resource, &store);
+    let token = |turn, node: &str| zookeeper_token("Curator", &issuer, resource, turn, node);
+    foreign_turns(
+        &runtime,
+        "Curator",
+        &mut curator,
+        (&issuer, resource, &store),
+        token,
+    );
 
     // One of ours holds (a 2 s lease: its session's timeout) and pauses.
     let (mut held, paused) = hold(&issuer, resource, &["--ttl", "2s"]);

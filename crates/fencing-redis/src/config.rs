@@ -10,7 +10,7 @@ use fencing_core::{Error, Result};
 use redis::aio::ConnectionManager;
 
 use crate::target::{OFFERED, SHAPE, Target};
-use crate::{Durability, RedisIssuer};
+use crate::{Durability, Layout, RedisIssuer};
 
 /// The Redis backend, as the registry, `fence --help` and the README see it.
 pub const BACKEND: Descriptor = Descriptor {
@@ -38,7 +38,18 @@ pub const BACKEND: Descriptor = Descriptor {
             "how long WAIT waits, with replicas",
         )
         .default("1s"),
-        UrlOption::new("prefix", OptionKind::Text, "the key prefix").default("fencing:"),
+        UrlOption::new(
+            "prefix",
+            OptionKind::Text,
+            "the key prefix (layout=redisson: none by default)",
+        )
+        .default("fencing:"),
+        UrlOption::new(
+            "layout",
+            OptionKind::Choice(Layout::WORDS),
+            "whose lock keys to use: ours, or Redisson's RLock/RFencedLock hash and token counter",
+        )
+        .default("fencing"),
     ],
     tls_modes: OFFERED,
     check: |url| RedisConfig::from_url(url).map(drop),
@@ -67,7 +78,8 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 /// | (none) | [`Durability::Required`]: a single persistent primary |
 /// | `replicas=N&wait=500ms` | [`Durability::Replicated`]: `WAIT N 500` after each grant (`wait` defaults to 1s) |
 /// | `volatile=true` | [`Durability::AcceptVolatileCounter`]: tests and demos only |
-/// | `prefix=P` | the key prefix (default [`RedisIssuer::DEFAULT_PREFIX`]) |
+/// | `prefix=P` | the key prefix (default [`RedisIssuer::DEFAULT_PREFIX`]; none with `layout=redisson`) |
+/// | `layout=redisson` | [`Layout::Redisson`]: join Redisson's `RLock`/`RFencedLock` on the lock named `{prefix}{resource}`, its counter shared |
 /// | `sslmode=verify-full` | TLS, the certificate and host name checked (the default of `rediss://`, and of `redis://` with a CA or client certificate) |
 /// | `sslmode=require` | TLS **without any certificate check** (`fence doctor` warns); only by this explicit option |
 /// | `sslmode=disable` | plaintext (the default of `redis://`; refused with `rediss://`) |
@@ -99,6 +111,7 @@ pub struct RedisConfig {
     /// The login, in place of the URL's `USER:PASSWORD@`.
     credentials: Option<Credentials>,
     durability: Durability,
+    layout: Layout,
     prefix: Option<String>,
 }
 
@@ -110,6 +123,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("tls", &self.tls)
             .field("credentials", &self.credentials)
             .field("durability", &self.durability)
+            .field("layout", &self.layout)
             .field("prefix", &self.prefix)
             .finish()
     }
@@ -125,6 +139,7 @@ impl RedisConfig {
             tls: None,
             credentials: None,
             durability: Durability::Required,
+            layout: Layout::Fencing,
             prefix: None,
         }
     }
@@ -147,6 +162,11 @@ impl RedisConfig {
         let replicas = query.take_parsed::<u32>("replicas")?;
         let wait = query.take_duration("wait")?;
         let prefix = query.take_nonempty("prefix")?;
+        // The descriptor checked the word.
+        let layout = query
+            .take("layout")
+            .and_then(|word| Layout::parse(&word))
+            .unwrap_or_default();
         let target = Target::take_from(&mut parsed)?;
         BACKEND.finish(parsed)?;
         let durability = match (volatile, replicas, wait) {
@@ -181,6 +201,7 @@ impl RedisConfig {
             tls: Some(target.tls),
             credentials: None,
             durability,
+            layout,
             prefix,
         })
     }
@@ -215,6 +236,13 @@ impl RedisConfig {
     #[must_use]
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(credentials);
+        self
+    }
+
+    /// Whose lock keys to use (default [`Layout::Fencing`]).
+    #[must_use]
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
         self
     }
 
@@ -276,10 +304,7 @@ impl RedisConfig {
     }
 
     fn prefixed(&self, issuer: RedisIssuer) -> RedisIssuer {
-        match &self.prefix {
-            Some(prefix) => issuer.prefixed(prefix.clone()),
-            None => issuer,
-        }
+        issuer.laid_out(self.layout, self.prefix.clone())
     }
 }
 
@@ -311,6 +336,9 @@ mod tests {
         );
         let c = RedisConfig::from_url("redis://h:1?volatile=false").unwrap();
         assert_eq!(c.durability(), Durability::Required);
+        assert_eq!(c.layout, Layout::Fencing);
+        let c = RedisConfig::from_url("redis://h:1?layout=redisson").unwrap();
+        assert_eq!((c.layout, c.prefix), (Layout::Redisson, None));
     }
 
     #[test]
@@ -320,7 +348,8 @@ mod tests {
         assert!(invalid("redis://").contains("no Redis host"));
         let unknown = invalid("redis://h:1?volatle=1");
         assert!(
-            unknown.contains("\"volatle\"") && unknown.contains("volatile, replicas, wait, prefix")
+            unknown.contains("\"volatle\"")
+                && unknown.contains("volatile, replicas, wait, prefix, layout")
         );
         assert!(invalid("redis://h:1?volatile=si").contains("volatile=\"si\""));
         assert!(invalid("redis://h:1?volatile=1&replicas=1").contains("contradict"));
@@ -339,6 +368,7 @@ mod tests {
             "{message}"
         );
         assert!(invalid("rediss://h:1?sslmode=verify-ca").contains("verify-ca"));
+        assert!(invalid("redis://h:1?layout=hash").contains("fencing, redisson"));
     }
 
     #[test]

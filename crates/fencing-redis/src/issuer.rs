@@ -13,10 +13,11 @@ use fencing_core::{
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, ScriptInvocation};
 
+use crate::Layout;
 use crate::NAME;
 use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_config};
 use crate::error::{connect_error, map_error, parse_token};
-use crate::scripts;
+use crate::layout::Scripts;
 use crate::target::Target;
 use crate::wake::{self, Listener};
 
@@ -52,17 +53,14 @@ use crate::wake::{self, Listener};
 #[derive(Clone)]
 pub struct RedisIssuer {
     connection: ConnectionManager,
+    layout: Layout,
     prefix: String,
     durability: Durability,
     /// The `run_id` of the server process that passed the checks; every
     /// grant sends it and the script refuses on any other process. Empty
     /// when nothing is checked ([`Durability::AcceptVolatileCounter`]).
     checked: Arc<Mutex<String>>,
-    acquire: Script,
-    renew: Script,
-    release: Script,
-    raise_floor: Script,
-    holder: Script,
+    scripts: Scripts,
     /// The TLS mode and the `host:port` this issuer connected to; `None`
     /// for the caller's own connection manager ([`RedisIssuer::new`]).
     transport: Option<(TlsMode, String)>,
@@ -73,6 +71,7 @@ pub struct RedisIssuer {
 impl std::fmt::Debug for RedisIssuer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisIssuer")
+            .field("layout", &self.layout)
             .field("prefix", &self.prefix)
             .field("durability", &self.durability)
             .finish_non_exhaustive()
@@ -109,7 +108,10 @@ impl RedisIssuer {
             .map_err(|e| connect_error(mode, &address, e))?;
         let issuer = Self {
             transport: Some((mode, address)),
-            wakeups: Some(Arc::new(Listener::new(client, Self::DEFAULT_PREFIX))),
+            wakeups: Some(Arc::new(Listener::new(
+                client,
+                wake::channel(Layout::Fencing, Self::DEFAULT_PREFIX),
+            ))),
             ..Self::on(connection, durability)
         };
         issuer.check_server().await?;
@@ -138,24 +140,31 @@ impl RedisIssuer {
     fn on(connection: ConnectionManager, durability: Durability) -> Self {
         Self {
             connection,
+            layout: Layout::Fencing,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             durability,
             checked: Arc::new(Mutex::new(String::new())),
-            acquire: Script::new(&scripts::acquire()),
-            renew: Script::new(scripts::RENEW),
-            release: Script::new(scripts::RELEASE),
-            raise_floor: Script::new(&scripts::raise_floor()),
-            holder: Script::new(&scripts::holder()),
+            scripts: Layout::Fencing.scripts(),
             transport: None,
             wakeups: None,
         }
     }
 
-    /// Uses another key prefix (set by [`RedisConfig`](crate::RedisConfig)).
-    pub(crate) fn prefixed(mut self, prefix: String) -> Self {
-        self.wakeups = self.wakeups.map(|w| Arc::new(w.prefixed(&prefix)));
+    /// Uses `layout` and key prefix `prefix` (the layout's default if
+    /// `None`): set by [`RedisConfig`](crate::RedisConfig).
+    pub(crate) fn laid_out(mut self, layout: Layout, prefix: Option<String>) -> Self {
+        let prefix = prefix.unwrap_or_else(|| layout.default_prefix().to_owned());
+        let channel = wake::channel(layout, &prefix);
+        self.wakeups = self.wakeups.map(|w| Arc::new(w.on(channel)));
+        self.scripts = layout.scripts();
+        self.layout = layout;
         self.prefix = prefix;
         self
+    }
+
+    /// Whose lock recipe the keys follow.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 
     /// The key prefix in use.
@@ -179,11 +188,11 @@ impl RedisIssuer {
     }
 
     fn lock_key(&self, resource: &str) -> String {
-        format!("{}{resource}:lock", self.prefix)
+        self.layout.lock_key(&self.prefix, resource)
     }
 
     fn fence_key(&self, resource: &str) -> String {
-        format!("{}{resource}:fence", self.prefix)
+        self.layout.fence_key(&self.prefix, resource)
     }
 
     /// Checks the server the connection is on now and remembers its
@@ -307,10 +316,6 @@ impl RedisIssuer {
     }
 }
 
-fn lock_value(lease: &Lease) -> String {
-    format!("{}:{}", lease.token(), lease.holder())
-}
-
 #[async_trait]
 impl TokenIssuer for RedisIssuer {
     fn name(&self) -> &'static str {
@@ -341,7 +346,7 @@ impl TokenIssuer for RedisIssuer {
                         .arg(request.holder.as_str())
                         .arg(ttl_ms);
                 },
-                &self.acquire,
+                &self.scripts.acquire,
             )
             .await?;
         let (lease, minted) = match reply.as_slice() {
@@ -405,9 +410,11 @@ impl TokenIssuer for RedisIssuer {
         let mut conn = self.connection.clone();
         let sent_at = Instant::now();
         let renewed: i64 = self
+            .scripts
             .renew
             .key(self.lock_key(lease.resource()))
-            .arg(lock_value(lease))
+            .arg(lease.holder().as_str())
+            .arg(lease.token().get().to_string())
             .arg(fencing_core::ttl_millis_ceil(lease.ttl()))
             .invoke_async(&mut conn)
             .await
@@ -421,11 +428,15 @@ impl TokenIssuer for RedisIssuer {
 
     async fn release(&self, lease: &Lease) -> Result<()> {
         let mut conn = self.connection.clone();
-        let released: i64 = self
-            .release
-            .key(self.lock_key(lease.resource()))
-            .arg(lock_value(lease))
-            .arg(wake::channel(&self.prefix))
+        let mut release = self.scripts.release.key(self.lock_key(lease.resource()));
+        release
+            .arg(lease.holder().as_str())
+            .arg(lease.token().get().to_string())
+            .arg(wake::channel(self.layout, &self.prefix));
+        if let Some(channel) = self.layout.foreign_channel(&self.prefix, lease.resource()) {
+            release.arg(channel);
+        }
+        let released: i64 = release
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(e, Call::write(&format!("release {:?}", lease.resource()))))?;
@@ -454,7 +465,7 @@ impl TokenIssuer for RedisIssuer {
                 |inv| {
                     inv.key(&fence).arg(floor.get().to_string());
                 },
-                &self.raise_floor,
+                &self.scripts.raise_floor,
             )
             .await?;
         let counter = match reply.as_slice() {
@@ -483,6 +494,7 @@ impl TokenIssuer for RedisIssuer {
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let mut conn = self.connection.clone();
         let found: Vec<String> = self
+            .scripts
             .holder
             .key(self.lock_key(resource))
             .key(self.fence_key(resource))

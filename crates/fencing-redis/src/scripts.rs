@@ -1,13 +1,63 @@
 //! The Lua scripts. Each runs atomically on the server.
 //!
-//! Keys per resource: `{prefix}{resource}:lock` holds `token:holder` with a
-//! TTL; `{prefix}{resource}:fence` is the counter and never expires.
+//! Keys per resource (see [`Layout`](crate::Layout)): the lock, with a
+//! TTL, and the counter, which never expires. Ours: `{prefix}{resource}:lock`
+//! holds `token:holder`, `{prefix}{resource}:fence` counts. Redisson's: a
+//! hash at the lock name, our holder its field `fencing:{holder}` whose
+//! value is the token, and `RFencedLock`'s counter.
 //! Tokens travel as strings: Lua numbers are doubles and would round tokens
 //! above 2^53.
 //!
 //! Anything else at the lock key (redis-py's or node-redlock's random
-//! value, a hand-written `SET NX`, Redisson's hash) is another client's
-//! lock: held by a foreign holder, never overwritten, renewed or deleted.
+//! value, a hand-written `SET NX`, a Redisson holder's field) is another
+//! client's lock: held by a foreign holder, never overwritten, renewed or
+//! deleted.
+
+/// How the lock key records our holder.
+#[derive(Clone, Copy)]
+pub(crate) enum Record {
+    /// A string `token:holder`.
+    String,
+    /// A Redisson lock hash with the one field `fencing:{holder}` = token.
+    RedissonHash,
+}
+
+impl Record {
+    /// The Lua function that reads the record (`lock_record` or
+    /// `redisson_record`), in the shape every script expects.
+    fn reader(self) -> &'static str {
+        match self {
+            Self::String => "lock_record",
+            Self::RedissonHash => "redisson_record",
+        }
+    }
+
+    /// Lua that writes a new grant: `token` for `ARGV[1]`, TTL `ARGV[2]`.
+    fn write(self) -> &'static str {
+        match self {
+            Self::String => "redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])",
+            Self::RedissonHash => {
+                "redis.call('HSET', KEYS[1], 'fencing:' .. ARGV[1], token)\n\
+                 redis.call('PEXPIRE', KEYS[1], ARGV[2])"
+            }
+        }
+    }
+
+    /// A Lua condition: the lock key holds holder `ARGV[1]`'s record with
+    /// token `ARGV[2]`.
+    fn holds(self) -> &'static str {
+        match self {
+            Self::String => {
+                "redis.call('TYPE', KEYS[1]).ok == 'string' and \
+                 redis.call('GET', KEYS[1]) == ARGV[2] .. ':' .. ARGV[1]"
+            }
+            Self::RedissonHash => {
+                "redis.call('TYPE', KEYS[1]).ok == 'hash' and \
+                 redis.call('HGET', KEYS[1], 'fencing:' .. ARGV[1]) == ARGV[2]"
+            }
+        }
+    }
+}
 
 /// The check every script that can mint or raise a token runs first, on
 /// the node that will execute the write: a connection manager reconnects
@@ -70,90 +120,123 @@ end
 /// FencedLock does), `{0, token, holder}` if held (`{0, '0', what}` by a
 /// foreign holder), `{-3, counter}` if the counter is at `i64::MAX`
 /// (Redis's `INCR` cannot go above it), or a guard refusal.
-pub(crate) fn acquire() -> String {
+pub(crate) fn acquire(record: Record) -> String {
+    let (read, write) = (record.reader(), record.write());
     guarded(
         3,
-        r"
-local kind, token, holder = lock_record(KEYS[1], KEYS[2])
-if kind == 'foreign' then return {0, '0', token} end
+        &format!(
+            r"
+local kind, token, holder = {read}(KEYS[1], KEYS[2])
+if kind == 'foreign' then return {{0, '0', token}} end
 if kind == 'ours' then
   if holder == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, token, 0}
+    return {{1, token, 0}}
   end
-  return {0, token, holder}
+  return {{0, token, holder}}
 end
 local counter = redis.call('GET', KEYS[2])
-if counter and (string.len(counter) > 19 or
-   (string.len(counter) == 19 and counter >= '9223372036854775807')) then
-  return {-3, counter}
+if counter and not at_most(counter, '9223372036854775806') then
+  return {{-3, counter}}
 end
 local expires = counter_expires(ARGV[3], KEYS[2])
 if expires then return expires end
 redis.call('INCR', KEYS[2])
 local token = redis.call('GET', KEYS[2])
-redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
-return {1, token, 1}
-",
+{write}
+return {{1, token, 1}}
+"
+        ),
     )
 }
 
-/// KEYS: lock. ARGV: `token:holder`, ttl ms. Returns 1 if renewed. (A
-/// `GET` of a hash is an error: another client's lock on the key of a
-/// lease that ended is a lost lease.)
-pub(crate) const RENEW: &str = r"
-if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+/// KEYS: lock. ARGV: holder, token, ttl ms. Returns 1 if renewed. (Another
+/// client's lock on the key of a lease that ended is a lost lease.)
+pub(crate) fn renew(record: Record) -> String {
+    let holds = record.holds();
+    format!(
+        r"
+if {holds} then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[3])
 end
 return 0
-";
+"
+    )
+}
 
-/// KEYS: lock. ARGV: `token:holder`, the wake-up channel. Returns 1 if
-/// released, and then publishes the lock key on the channel for waiters:
-/// in the script, so only a release that happened wakes anyone. `pcall`:
-/// an ACL that denies the channel costs waiters their wake-up, not the
-/// holder its release.
-pub(crate) const RELEASE: &str = r"
-if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+/// KEYS: lock. ARGV: holder, token, our wake-up channel[, another client's
+/// channel, as Redisson's waiters listen on]. Returns 1 if released, and
+/// then publishes the lock key on our channel and Redisson's unlock
+/// message (`0`) on its own: in the script, so only a release that
+/// happened wakes anyone. `pcall`: an ACL that denies a channel costs
+/// waiters their wake-up, not the holder its release.
+pub(crate) fn release(record: Record) -> String {
+    let holds = record.holds();
+    format!(
+        r"
+if {holds} then
   local deleted = redis.call('DEL', KEYS[1])
-  redis.pcall('PUBLISH', ARGV[2], KEYS[1])
+  redis.pcall('PUBLISH', ARGV[3], KEYS[1])
+  if ARGV[4] then redis.pcall('PUBLISH', ARGV[4], '0') end
   return deleted
 end
 return 0
-";
+"
+    )
+}
 
 /// KEYS: lock, fence. Returns `{}` if free, `{'ours', token, holder}` or
 /// `{'foreign', what}`.
-pub(crate) fn holder() -> String {
+pub(crate) fn holder(record: Record) -> String {
+    let read = record.reader();
     format!(
-        "{LOCK_RECORD}{}",
-        r"
-local kind, token, holder = lock_record(KEYS[1], KEYS[2])
-if kind == 'ours' then return {kind, token, holder} end
-if kind == 'foreign' then return {kind, token} end
-return {}
+        r"{RECORDS}
+local kind, token, holder = {read}(KEYS[1], KEYS[2])
+if kind == 'ours' then return {{kind, token, holder}} end
+if kind == 'foreign' then return {{kind, token}} end
+return {{}}
 "
     )
 }
 
 /// What the lock key holds: nothing (nil), a record this issuer wrote
-/// (`'ours', token, holder`: a string `token:holder` whose token is a
-/// decimal no higher than the counter, as every grant leaves it), or
-/// another client's lock (`'foreign', what`: its type and size, never its
-/// value, which for redis-py and redlock is the capability to release it).
-const LOCK_RECORD: &str = r"
+/// (`'ours', token, holder`, its token a decimal no higher than the
+/// counter, as every grant leaves it), or another client's lock
+/// (`'foreign', what`: its type and size, never its value, which for
+/// redis-py and redlock is the capability to release it, nor a Redisson
+/// holder's field). `lock_record` reads our string `token:holder`;
+/// `redisson_record` a Redisson lock hash whose one field is
+/// `fencing:{holder}` with the token as its value.
+const RECORDS: &str = r"
+local function at_most(a, b)
+  return string.len(a) < string.len(b) or (string.len(a) == string.len(b) and a <= b)
+end
+
+local function ours(token, fence)
+  local counter = redis.call('GET', fence)
+  return token and string.match(token, '^[1-9]%d*$') and counter and at_most(token, counter)
+end
+
 local function lock_record(lock, fence)
   local kind = redis.call('TYPE', lock).ok
   if kind == 'none' then return nil end
   if kind ~= 'string' then return 'foreign', 'foreign:a Redis ' .. kind end
   local value = redis.call('GET', lock)
-  local token, holder = string.match(value, '^([1-9]%d*):(.+)$')
-  local counter = redis.call('GET', fence)
-  if token and counter and (string.len(token) < string.len(counter) or
-     (string.len(token) == string.len(counter) and token <= counter)) then
-    return 'ours', token, holder
-  end
+  local token, holder = string.match(value, '^(%d+):(.+)$')
+  if ours(token, fence) then return 'ours', token, holder end
   return 'foreign', 'foreign:a string of ' .. string.len(value) .. ' bytes, not token:holder'
+end
+
+local function redisson_record(lock, fence)
+  local kind = redis.call('TYPE', lock).ok
+  if kind == 'none' then return nil end
+  if kind ~= 'hash' then return 'foreign', 'foreign:a Redis ' .. kind .. ', not a Redisson lock' end
+  local fields = redis.call('HGETALL', lock)
+  if #fields == 2 then
+    local holder = string.match(fields[1], '^fencing:(.+)$')
+    if holder and ours(fields[2], fence) then return 'ours', fields[2], holder end
+  end
+  return 'foreign', 'foreign:a Redisson lock (' .. (#fields / 2) .. ' field(s))'
 end
 ";
 
@@ -166,8 +249,7 @@ pub(crate) fn raise_floor() -> String {
 local expires = counter_expires(ARGV[2], KEYS[1])
 if expires then return expires end
 local current = redis.call('GET', KEYS[1])
-if (not current) or (string.len(current) < string.len(ARGV[1])) or
-   (string.len(current) == string.len(ARGV[1]) and current < ARGV[1]) then
+if (not current) or not at_most(ARGV[1], current) then
   redis.call('SET', KEYS[1], ARGV[1])
   return {1, ARGV[1]}
 end
@@ -180,6 +262,6 @@ return {1, current}
 /// `first`: a refusal is returned before `body` runs.
 fn guarded(first: usize, body: &str) -> String {
     format!(
-        "{GUARD}{LOCK_RECORD}\nlocal refused = guard({first})\nif refused then return refused end{body}"
+        "{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
     )
 }

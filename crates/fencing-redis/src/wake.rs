@@ -15,14 +15,20 @@ use futures_util::StreamExt;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use crate::Layout;
 use crate::error::map_error;
 
-/// The channel releases under key prefix `prefix` publish on: one per
-/// prefix, the lock key in the message. (Channels are not keys: nothing is
-/// stored, and an ACL must allow it, `&{prefix}*`; without it the release
-/// still works and waiters poll.)
-pub(crate) fn channel(prefix: &str) -> String {
-    format!("{prefix}released")
+/// The channel our releases under key prefix `prefix` publish on: one
+/// per prefix and layout, the lock key in the message. (Channels are not
+/// keys: nothing is stored, and an ACL must allow it, `&{prefix}*`;
+/// without it the release still works and waiters poll.) Redisson's
+/// layout has an empty prefix by default: its channel starts with
+/// `fencing:` all the same.
+pub(crate) fn channel(layout: Layout, prefix: &str) -> String {
+    match layout {
+        Layout::Fencing => format!("{prefix}released"),
+        Layout::Redisson => format!("fencing:redisson:{prefix}released"),
+    }
 }
 
 /// One subscribed connection per issuer (shared by its clones), opened by
@@ -47,18 +53,18 @@ impl std::fmt::Debug for Listener {
 }
 
 impl Listener {
-    /// Wake-ups for the issuer with key prefix `prefix`, through `client`.
-    pub(crate) fn new(client: redis::Client, prefix: &str) -> Self {
+    /// Wake-ups on `channel`, through `client`.
+    pub(crate) fn new(client: redis::Client, channel: String) -> Self {
         Self {
             client,
-            channel: channel(prefix),
+            channel,
             subscription: Subscription::new(),
         }
     }
 
-    /// The same client on another prefix's channel (nothing started yet).
-    pub(crate) fn prefixed(&self, prefix: &str) -> Self {
-        Self::new(self.client.clone(), prefix)
+    /// The same client on another channel (nothing started yet).
+    pub(crate) fn on(&self, channel: String) -> Self {
+        Self::new(self.client.clone(), channel)
     }
 
     /// Wake-ups from now on; `None` when the subscription cannot run (the

@@ -1,5 +1,5 @@
 //! Foreign lock clients (redis-py and kazoo run by Python, Curator run by
-//! the JDK, node-redlock run by Node.js), for the tests that hold a lock
+//! the JDK, node-redlock and node-redisson run by Node.js), for the tests that hold a lock
 //! the way another program does.
 //! Each talks in lines: it prints what it did, and acts on each line it
 //! reads.
@@ -93,31 +93,50 @@ impl Client {
     }
 
     /// node-redlock 4 (with ioredis) on `key` of the Redis at `url`
-    /// (`foreign/redlock.js`, run by `node`; the packages from
-    /// `FENCING_NODE_PATH`, default the prefix `integration/services.sh`
-    /// installs them in). Waits until it is connected. Fails, naming how to
-    /// install them, if node or a package is missing.
+    /// (`foreign/redlock.js`). Waits until it is connected.
     pub async fn redlock(url: &str, key: &str) -> Self {
+        Self::node("node-redlock", "redlock.js", &[url, key]).await
+    }
+
+    /// node-redisson (Redisson's `RLock` ported to Node.js, with ioredis) on
+    /// the lock `name` of the Redis at `url`, each grant a lease of
+    /// `lease`; `fenced`: its try-lock also counts the grant in
+    /// `RFencedLock`'s token counter and `take` prints the token
+    /// (`foreign/redisson.js`). Waits until it is connected.
+    pub async fn redisson(url: &str, name: &str, fenced: bool, lease: std::time::Duration) -> Self {
+        let mode = if fenced { "fenced" } else { "plain" };
+        let lease = lease.as_millis().to_string();
+        Self::node("node-redisson", "redisson.js", &[url, name, mode, &lease]).await
+    }
+
+    /// Runs `foreign/{script}` with `args` by `node`, the packages from
+    /// `FENCING_NODE_PATH` (default the prefix `integration/services.sh`
+    /// installs them in), and waits for its "ready". Fails, naming how to
+    /// install them, if node or a package is missing.
+    async fn node(what: &'static str, script: &str, args: &[&str]) -> Self {
         let modules = std::env::var_os("FENCING_NODE_PATH").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state/tools/redlock/node_modules"),
+            || {
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../.state/tools/node-locks/node_modules")
+            },
             PathBuf::from,
         );
-        let how = "`integration/services.sh up redis-aof` installs node-redlock and ioredis \
-                   (and Debian's nodejs), or point FENCING_NODE_PATH at a node_modules with them";
-        for package in ["redlock", "ioredis"] {
+        let how = "`integration/services.sh up redis-aof` installs node-redlock, node-redisson \
+                   and ioredis (and Debian's nodejs), or point FENCING_NODE_PATH at a \
+                   node_modules with them";
+        for package in ["redlock", "node-redisson", "ioredis"] {
             if !modules.join(package).is_dir() {
                 panic!("no {package} in {}: {how}", modules.display());
             }
         }
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("foreign/redlock.js");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("foreign")
+            .join(script);
         let mut command = tokio::process::Command::new("node");
-        command
-            .env("NODE_PATH", &modules)
-            .arg(script)
-            .args([url, key]);
-        let mut client = Self::spawn("node-redlock", command);
+        command.env("NODE_PATH", &modules).arg(script).args(args);
+        let mut client = Self::spawn(what, command);
         let ready = client.line().await;
-        assert_eq!(ready, "ready", "node-redlock's first line ({how})");
+        assert_eq!(ready, "ready", "{what}'s first line ({how})");
         client
     }
 

@@ -3,6 +3,8 @@
 //! store emulator by URL. Each test binary uses its own part.
 #![allow(dead_code)]
 
+pub(crate) mod turns;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -1,0 +1,145 @@
+//! [`Layout`]: whose lock recipe the issuer's keys follow.
+
+use redis::Script;
+
+use crate::scripts;
+
+/// Where a resource's lock lives in Redis, and so which other clients
+/// share it.
+///
+/// Whatever the layout, a grant takes the lock and increments the counter
+/// in one script, a live holder acquiring again keeps its token, and a
+/// record another client wrote is a foreign holder, never overwritten.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Layout {
+    /// Ours: `{prefix}{resource}:lock` holds `token:holder`, and the counter
+    /// is `{prefix}{resource}:fence` (default prefix `fencing:`).
+    /// redis-py's `Lock` or node-redlock on that key exclude our holders
+    /// and we theirs; they have no token.
+    #[default]
+    Fencing,
+    /// Redisson's `RLock` and `RFencedLock` (URL option `layout=redisson`):
+    /// the lock is a hash at `{prefix}{resource}` (default prefix empty, so
+    /// resource `R` is `redisson.getFencedLock("R")`), one field per
+    /// holder; the counter is `RFencedLock`'s own,
+    /// `redisson_lock_token:{…}`. Our holder is the field
+    /// `fencing:{holder}`, its token the field's value; a release deletes
+    /// the hash and publishes Redisson's unlock message, so its waiters
+    /// wake. Grants of ours and of `RFencedLock` increment one counter:
+    /// their tokens compare.
+    Redisson,
+}
+
+impl Layout {
+    /// The URL words: `layout=fencing|redisson`.
+    pub(crate) const WORDS: &'static [&'static str] = &["fencing", "redisson"];
+
+    pub(crate) fn parse(word: &str) -> Option<Self> {
+        match word {
+            "fencing" => Some(Self::Fencing),
+            "redisson" => Some(Self::Redisson),
+            _ => None,
+        }
+    }
+
+    /// The key prefix when none is given.
+    pub(crate) fn default_prefix(self) -> &'static str {
+        match self {
+            Self::Fencing => "fencing:",
+            Self::Redisson => "",
+        }
+    }
+
+    /// The lock's key.
+    pub(crate) fn lock_key(self, prefix: &str, resource: &str) -> String {
+        match self {
+            Self::Fencing => format!("{prefix}{resource}:lock"),
+            Self::Redisson => format!("{prefix}{resource}"),
+        }
+    }
+
+    /// The counter's key.
+    pub(crate) fn fence_key(self, prefix: &str, resource: &str) -> String {
+        match self {
+            Self::Fencing => format!("{prefix}{resource}:fence"),
+            Self::Redisson => {
+                redisson_name("redisson_lock_token", &self.lock_key(prefix, resource))
+            }
+        }
+    }
+
+    /// The channel other clients' waiters listen on for this lock's
+    /// release (ours listen on the issuer's own, see `wake`).
+    pub(crate) fn foreign_channel(self, prefix: &str, resource: &str) -> Option<String> {
+        match self {
+            Self::Fencing => None,
+            Self::Redisson => Some(redisson_name(
+                "redisson_lock__channel",
+                &self.lock_key(prefix, resource),
+            )),
+        }
+    }
+
+    pub(crate) fn scripts(self) -> Scripts {
+        let record = match self {
+            Self::Fencing => scripts::Record::String,
+            Self::Redisson => scripts::Record::RedissonHash,
+        };
+        Scripts {
+            acquire: Script::new(&scripts::acquire(record)),
+            renew: Script::new(&scripts::renew(record)),
+            release: Script::new(&scripts::release(record)),
+            raise_floor: Script::new(&scripts::raise_floor()),
+            holder: Script::new(&scripts::holder(record)),
+        }
+    }
+}
+
+/// Redisson's name for an object that belongs to `name`
+/// (`RedissonObject.prefixName`): `{name}` in braces, so both land in one
+/// cluster slot, unless the name has a hash tag of its own.
+fn redisson_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// One layout's scripts.
+#[derive(Clone)]
+pub(crate) struct Scripts {
+    pub(crate) acquire: Script,
+    pub(crate) renew: Script,
+    pub(crate) release: Script,
+    pub(crate) raise_floor: Script,
+    pub(crate) holder: Script,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redisson_keys_are_redissons_own() {
+        let r = Layout::Redisson;
+        assert_eq!(r.lock_key("", "orders"), "orders");
+        assert_eq!(r.fence_key("", "orders"), "redisson_lock_token:{orders}");
+        assert_eq!(
+            r.foreign_channel("app:", "orders").as_deref(),
+            Some("redisson_lock__channel:{app:orders}")
+        );
+        // A name with a hash tag keeps it.
+        assert_eq!(
+            r.fence_key("", "{eu}orders"),
+            "redisson_lock_token:{eu}orders"
+        );
+        let f = Layout::Fencing;
+        assert_eq!(
+            (f.lock_key("fencing:", "R"), f.fence_key("fencing:", "R")),
+            ("fencing:R:lock".to_owned(), "fencing:R:fence".to_owned())
+        );
+        assert_eq!(f.foreign_channel("fencing:", "R"), None);
+    }
+}
