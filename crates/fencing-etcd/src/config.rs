@@ -8,8 +8,9 @@ use fencing_core::adapter::url::env;
 use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 
-use crate::EtcdIssuer;
 use crate::error::NAME;
+use crate::keys::Keys;
+use crate::{EtcdIssuer, Layout};
 
 /// The etcd backend, as the registry, `fence --help` and the README see it.
 pub const BACKEND: Descriptor = Descriptor {
@@ -26,6 +27,12 @@ pub const BACKEND: Descriptor = Descriptor {
             "the key prefix (a user whose role is limited to a prefix needs it)",
         )
         .default(crate::DEFAULT_PREFIX),
+        UrlOption::new(
+            "layout",
+            OptionKind::Choice(Layout::WORDS),
+            "queue: etcdctl lock's and Go's Mutex's keys; single-key: python-etcd3's lock, one key (prefix /locks/)",
+        )
+        .default("queue"),
         UrlOption::new(
             "timeout",
             OptionKind::Duration,
@@ -61,7 +68,8 @@ const SHAPE: &str = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]";
 ///
 /// | URL option | meaning |
 /// | --- | --- |
-/// | `prefix=P` | the key prefix (default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX)); a user whose role is limited to a prefix needs this one |
+/// | `prefix=P` | the key prefix (default [`DEFAULT_PREFIX`](crate::DEFAULT_PREFIX), or [`SINGLE_KEY_PREFIX`](crate::SINGLE_KEY_PREFIX) with `layout=single-key`); a user whose role is limited to a prefix needs this one |
+/// | `layout=single-key` | [`Layout::SingleKey`]: one key per lock, python-etcd3's `Lock` (default `queue`, shared with `etcdctl lock`) |
 /// | `timeout=DURATION` | the per-request timeout (`2s`) |
 /// | `min_ttl=DURATION` | the shortest TTL a lease may ask for |
 /// | `sslmode=disable\|verify-full` | plaintext, or TLS with the chain and the host name checked. etcd's client (tonic) always checks both once TLS is on, so `require` and `verify-ca` are refused |
@@ -92,6 +100,7 @@ pub struct EtcdConfig {
     /// As given: `host:port`, `http://host:port` or `https://host:port`.
     endpoints: Vec<String>,
     prefix: Option<String>,
+    layout: Layout,
     timeout: Option<Duration>,
     min_ttl: Option<Duration>,
     tls: TlsOptions,
@@ -136,6 +145,11 @@ impl EtcdConfig {
         config.credentials = credentials.map(checked).transpose()?;
         let query = url.query();
         config.prefix = query.take_nonempty("prefix")?;
+        // The descriptor checked the word.
+        config.layout = query
+            .take("layout")
+            .and_then(|word| Layout::parse(&word))
+            .unwrap_or_default();
         config.timeout = query.take_duration("timeout")?;
         config.min_ttl = query.take_duration("min_ttl")?;
         config.tls = TlsOptions::take_from(query)?;
@@ -220,6 +234,13 @@ impl EtcdConfig {
         Ok(config)
     }
 
+    /// How the lock is kept (default [`Layout::Queue`]).
+    #[must_use]
+    pub fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
     /// The key prefix.
     #[must_use]
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
@@ -285,15 +306,17 @@ impl EtcdConfig {
         if mode == TlsMode::VerifyFull {
             options = options.with_tls(self.client_tls()?);
         }
-        EtcdIssuer::open(
-            &endpoints,
-            options,
-            mode,
-            credentials.as_ref(),
-            self.prefix.as_deref(),
-        )
-        .await?
-        .configured(None, self.timeout, self.min_ttl)
+        EtcdIssuer::open(&endpoints, options, mode, credentials.as_ref(), self.keys())
+            .await?
+            .configured(None, self.timeout, self.min_ttl)
+    }
+
+    /// The keys of the layout under the prefix (the layout's default if
+    /// none was given).
+    fn keys(&self) -> Keys {
+        let prefix = self.prefix.as_deref();
+        let prefix = prefix.unwrap_or_else(|| self.layout.default_prefix());
+        Keys::new(prefix.to_owned(), self.layout)
     }
 
     /// An issuer on the caller's own `client`, with this config's prefix,
@@ -314,7 +337,7 @@ impl EtcdConfig {
     /// # Errors
     /// [`Error::InvalidInput`] for an empty prefix or one with a NUL byte.
     pub fn issuer_on(&self, client: Client) -> Result<EtcdIssuer> {
-        EtcdIssuer::new(client).configured(self.prefix.as_deref(), self.timeout, self.min_ttl)
+        EtcdIssuer::new(client).configured(Some(self.keys()), self.timeout, self.min_ttl)
     }
 
     /// `verify-full` when an endpoint says `https://`, else plaintext.
@@ -518,7 +541,8 @@ mod tests {
         assert!(invalid("etcd://h:1/x").contains("\"/x\""));
         let unknown = invalid("etcd://h:1?prefx=a");
         assert!(
-            unknown.contains("\"prefx\"") && unknown.contains("prefix, timeout, min_ttl, sslmode")
+            unknown.contains("\"prefx\"")
+                && unknown.contains("prefix, layout, timeout, min_ttl, sslmode")
         );
         assert!(invalid("etcd://h:1?timeout=2").contains("timeout=\"2\""));
         assert!(invalid("etcd://h:1?prefix=").contains("prefix=\"\": needs a value"));

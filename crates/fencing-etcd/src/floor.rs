@@ -45,6 +45,28 @@ pub(crate) fn parse_floor(response: Option<&GetResponse>) -> Result<u64> {
         })
 }
 
+/// The offset of a key created at `revision` (the floor read in its
+/// transaction), checked for room.
+///
+/// # Errors
+/// As [`parse_floor`]; [`Error::TokenOutOfRange`] if the token would not
+/// fit: [`raise`] keeps offsets at most [`MAX_OFFSET`], so only an offset
+/// an older version wrote can do that.
+pub(crate) fn offset_at(revision: i64, floor: Option<&GetResponse>) -> Result<u64> {
+    let offset = parse_floor(floor)?;
+    if u64::try_from(revision)
+        .ok()
+        .and_then(|r| r.checked_add(offset))
+        .is_none()
+    {
+        return Err(Error::TokenOutOfRange {
+            token: FencingToken::new(offset),
+            max: FencingToken::new(MAX_OFFSET),
+        });
+    }
+    Ok(offset)
+}
+
 /// The resource's floor offset and its lock keys (as `options` select
 /// them), read in one transaction.
 pub(crate) async fn floor_and_keys(
@@ -86,7 +108,6 @@ pub(crate) async fn raise(
     floor: FencingToken,
 ) -> Result<()> {
     let floor_key = keys.floor_key(resource);
-    let dir = keys.dir(resource);
     for _ in 0..ATTEMPTS {
         let response = rpc
             .get(floor_key.clone(), GetOptions::new())
@@ -100,13 +121,13 @@ pub(crate) async fn raise(
         };
         let txn = Txn::new()
             .when([
-                Compare::create_revision(dir.clone(), CompareOp::Equal, 0).with_prefix(),
+                keys.free(resource),
                 Compare::mod_revision(floor_key.clone(), CompareOp::Equal, version),
             ])
             .and_then([TxnOp::put(floor_key.clone(), needed.to_string(), None)])
             .or_else([TxnOp::get(
-                dir.clone(),
-                Some(GetOptions::new().with_prefix().with_count_only()),
+                keys.dir(resource),
+                Some(keys.all(GetOptions::new().with_count_only())),
             )]);
         let response = rpc
             .txn(txn)

@@ -18,8 +18,9 @@ use fencing_core::{
 use crate::client::Rpc;
 use crate::error::{Failure, NAME, auth_not_enabled, map_error};
 use crate::floor::{self, token_of};
-use crate::keys::{DEFAULT_PREFIX, Keys, first_created};
+use crate::keys::{DEFAULT_PREFIX, Keys, Layout};
 use crate::queue::{self, LockHandle, RevokeOnDrop, Waiter};
+use crate::single_key::{self, Taken};
 
 /// The shortest lease etcd grants with its default timing: the server
 /// raises any TTL to 1.5 × its election timeout (1 s by default), rounded
@@ -48,6 +49,11 @@ pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// name, a key put by hand) is a foreign holder or waiter, waited for and
 /// never deleted, and [`holder`](TokenIssuer::holder) names it
 /// `foreign:{key}`.
+///
+/// With [`Layout::SingleKey`] the lock is one key, `{prefix}{resource}`,
+/// created only if absent, as python-etcd3's `Lock` keeps it: a waiter
+/// watches its deletion and tries again; the token is still its
+/// `create_revision` (plus the floor).
 ///
 /// A granted [`Lease`] carries its etcd lease id, so renewing it is one
 /// keep-alive and releasing it one revoke. A lease rebuilt from its token
@@ -136,13 +142,12 @@ impl EtcdIssuer {
         options: ConnectOptions,
         mode: TlsMode,
         credentials: Option<&Credentials>,
-        prefix: Option<&str>,
+        keys: Keys,
     ) -> Result<Self> {
         if endpoints.is_empty() {
             return Err(Error::invalid_input("no etcd endpoint given"));
         }
-        let prefix = prefix.unwrap_or(DEFAULT_PREFIX);
-        check_prefix(prefix)?;
+        check_prefix(keys.prefix())?;
         let options = options
             .with_connect_timeout(Duration::from_secs(2))
             .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
@@ -151,7 +156,7 @@ impl EtcdIssuer {
             .with_auto_token_refresh(true);
         let mut closed_before = false;
         loop {
-            match Self::try_open(endpoints, &options, mode, credentials, prefix).await {
+            match Self::try_open(endpoints, &options, mode, credentials, &keys).await {
                 Ok(issuer) => return Ok(issuer),
                 Err(e) if closed_at_once(&e) && !closed_before => {
                     closed_before = true;
@@ -169,7 +174,7 @@ impl EtcdIssuer {
         options: &ConnectOptions,
         mode: TlsMode,
         credentials: Option<&Credentials>,
-        prefix: &str,
+        keys: &Keys,
     ) -> std::result::Result<Self, Failure> {
         let with_user = match credentials {
             Some(c) => options.clone().with_user(c.user.clone(), c.password()),
@@ -189,7 +194,7 @@ impl EtcdIssuer {
         };
         let issuer = Self::new(client).rebuild(|inner| {
             inner.endpoints = endpoints.iter().map(|e| e.as_ref().to_owned()).collect();
-            inner.keys = Keys::new(prefix.to_owned());
+            inner.keys = keys.clone();
             inner.dial = Dial {
                 options: dial,
                 mode: Some(mode),
@@ -198,7 +203,7 @@ impl EtcdIssuer {
             };
         });
         let count = GetOptions::new().with_prefix().with_count_only();
-        issuer.rpc().get(prefix.to_owned(), count).await?;
+        issuer.rpc().get(keys.prefix().to_owned(), count).await?;
         Ok(issuer)
     }
 
@@ -216,7 +221,7 @@ impl EtcdIssuer {
                     callers_client: true,
                     ..Dial::default()
                 },
-                keys: Keys::new(DEFAULT_PREFIX.to_owned()),
+                keys: Keys::new(DEFAULT_PREFIX.to_owned(), Layout::Queue),
                 min_ttl: DEFAULT_MIN_TTL,
                 abandoned: Arc::default(),
             }),
@@ -230,16 +235,16 @@ impl EtcdIssuer {
     /// [`Error::InvalidInput`] for an empty prefix or one with a NUL byte.
     pub(crate) fn configured(
         self,
-        prefix: Option<&str>,
+        keys: Option<Keys>,
         timeout: Option<Duration>,
         min_ttl: Option<Duration>,
     ) -> Result<Self> {
-        if let Some(prefix) = prefix {
-            check_prefix(prefix)?;
+        if let Some(keys) = &keys {
+            check_prefix(keys.prefix())?;
         }
         Ok(self.rebuild(|inner| {
-            if let Some(prefix) = prefix {
-                inner.keys = Keys::new(prefix.to_owned());
+            if let Some(keys) = keys {
+                inner.keys = keys;
             }
             if let Some(timeout) = timeout {
                 inner.rpc = inner.rpc.with_timeout(timeout);
@@ -265,6 +270,11 @@ impl EtcdIssuer {
     /// The key prefix.
     pub fn prefix(&self) -> &str {
         self.inner.keys.prefix()
+    }
+
+    /// How the lock is kept: whose lock clients share it.
+    pub fn layout(&self) -> Layout {
+        self.inner.keys.layout()
     }
 
     /// The endpoints it dialled; empty for an issuer on the caller's own
@@ -327,9 +337,11 @@ impl EtcdIssuer {
     /// ([`Self::find_key`]). `None` if the key is gone, or is not this
     /// holder's.
     async fn lock_of(&self, lease: &Lease, op: &str) -> Result<Option<LockHandle>> {
-        let dir = self.inner.keys.dir(lease.resource());
         if let Some(handle) = lease.handle::<LockHandle>()
-            && handle.key.starts_with(&dir)
+            && self
+                .inner
+                .keys
+                .is_lock_key_of(lease.resource(), &handle.key)
         {
             return Ok(Some(handle.clone()));
         }
@@ -354,12 +366,13 @@ impl EtcdIssuer {
     async fn find_key(&self, lease: &Lease, op: &str) -> Result<Option<KeyValue>> {
         let (rpc, keys) = (&self.inner.rpc, &self.inner.keys);
         let (offset, found) =
-            floor::floor_and_keys(rpc, keys, lease.resource(), GetOptions::new().with_prefix())
+            floor::floor_and_keys(rpc, keys, lease.resource(), keys.all(GetOptions::new()))
                 .await
                 .map_err(|e| map_error(e, Call::read(op)))?;
+        let value = keys.value(lease.holder().as_str());
         Ok(found.into_iter().find(|kv| {
             token_of(kv.create_revision(), offset) == lease.token()
-                && kv.value() == lease.holder().as_str().as_bytes()
+                && kv.value() == value.as_bytes()
         }))
     }
 }
@@ -395,6 +408,13 @@ impl TokenIssuer for EtcdIssuer {
 
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         let rpc = &self.inner.rpc;
+        if self.layout() == Layout::SingleKey {
+            let taken = single_key::try_take(rpc, &self.inner.keys, request, self.inner.min_ttl);
+            return match taken.await? {
+                Taken::Granted(lease) => Ok(Some(lease)),
+                Taken::Held { .. } => Ok(None),
+            };
+        }
         let queued = queue::enqueue(rpc, &self.inner.keys, request, self.inner.min_ttl).await?;
         let guard = RevokeOnDrop::new(rpc, &queued);
         if queued.first {
@@ -414,6 +434,10 @@ impl TokenIssuer for EtcdIssuer {
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
         let started = Instant::now();
         let (rpc, keys) = (&self.inner.rpc, &self.inner.keys);
+        if self.layout() == Layout::SingleKey {
+            let budget = (started, started + wait);
+            return single_key::take(rpc, keys, request, self.inner.min_ttl, budget).await;
+        }
         let queued = queue::enqueue(rpc, keys, request, self.inner.min_ttl).await?;
         let guard = RevokeOnDrop::new(rpc, &queued);
         if queued.first {
@@ -496,23 +520,13 @@ impl TokenIssuer for EtcdIssuer {
     /// holder's key.) `fence token` hands it to such a client.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let keys = &self.inner.keys;
-        let (offset, found) =
-            floor::floor_and_keys(&self.inner.rpc, keys, resource, first_created())
-                .await
-                .map_err(|e| map_error(e, Call::read("find the holder")))?;
+        let (offset, found) = floor::floor_and_keys(&self.inner.rpc, keys, resource, keys.first())
+            .await
+            .map_err(|e| map_error(e, Call::read("find the holder")))?;
         let Some(first) = found.into_iter().next() else {
             return Ok(None);
         };
-        // Ours: named after its etcd lease, holding a holder id (see
-        // `queue::enqueue`).
-        let ours = first.lease() != 0
-            && first.key() == Keys::lock_key(&keys.dir(resource), first.lease()).as_bytes();
-        let holder = first
-            .value_str()
-            .ok()
-            .filter(|_| ours)
-            .and_then(|v| HolderId::new(v).ok());
-        let holder = match holder {
+        let holder = match keys.holder_of(resource, &first) {
             Some(holder) => holder,
             None => foreign_holder(first.key())?,
         };

@@ -13,11 +13,11 @@ use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
 
 use crate::client::Rpc;
 use crate::error::{NAME, lease_not_found, map_error};
-use crate::floor::{MAX_OFFSET, parse_floor, token_of};
-use crate::keys::{Keys, first_created, just_before};
+use crate::floor::{offset_at, token_of};
+use crate::keys::{Keys, just_before};
 
 /// How long to wait before trying again after a failed call while queued.
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
+pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// What a granted [`Lease`] carries ([`Lease::handle`]): its lock key and
 /// the etcd lease attached to it, so renew and release need no lookup.
@@ -86,11 +86,11 @@ pub(crate) async fn enqueue(
         .and_then([
             TxnOp::put(
                 key.clone(),
-                request.holder.as_str(),
+                keys.value(request.holder.as_str()),
                 Some(PutOptions::new().with_lease(lease_id)),
             ),
             TxnOp::get(key.clone(), None),
-            TxnOp::get(dir, Some(first_created())),
+            TxnOp::get(dir, Some(keys.first())),
             TxnOp::get(keys.floor_key(&request.resource), None),
         ]);
     let response = match rpc.txn(txn).await {
@@ -119,26 +119,13 @@ pub(crate) async fn enqueue(
             format!("lock key {key:?} of a fresh lease already existed or was not read back"),
         ));
     };
-    let offset = match parse_floor(floor.as_ref()) {
+    let offset = match offset_at(revision, floor.as_ref()) {
         Ok(offset) => offset,
         Err(e) => {
             rpc.revoke_quietly(lease_id).await;
             return Err(e);
         }
     };
-    // `floor::raise` keeps offsets at most MAX_OFFSET, so this holds
-    // unless an older version wrote a larger one.
-    if u64::try_from(revision)
-        .ok()
-        .and_then(|r| r.checked_add(offset))
-        .is_none()
-    {
-        rpc.revoke_quietly(lease_id).await;
-        return Err(Error::TokenOutOfRange {
-            token: FencingToken::new(offset),
-            max: FencingToken::new(MAX_OFFSET),
-        });
-    }
     Ok(Queued {
         lease_id,
         key,
@@ -159,9 +146,14 @@ pub(crate) struct RevokeOnDrop {
 
 impl RevokeOnDrop {
     pub(crate) fn new(rpc: &Rpc, queued: &Queued) -> Self {
+        Self::lease(rpc, queued.lease_id)
+    }
+
+    /// Revokes etcd lease `lease_id` unless disarmed.
+    pub(crate) fn lease(rpc: &Rpc, lease_id: i64) -> Self {
         Self {
             rpc: rpc.clone(),
-            lease_id: Some(queued.lease_id),
+            lease_id: Some(lease_id),
         }
     }
 
@@ -446,7 +438,7 @@ impl<'a> Waiter<'a> {
 
 /// A TTL in whole etcd seconds, rounded up: rounding down would let etcd
 /// end the lease before the holder's local deadline.
-fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
+pub(crate) fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
     // `ttl_secs_ceil` overflows near `Duration::MAX`: refuse such TTLs first.
     fencing_core::check_ttl(request.ttl)?;
     i64::try_from(request.ttl_secs_ceil())

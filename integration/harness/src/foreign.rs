@@ -1,4 +1,4 @@
-//! Foreign lock clients (redis-py and kazoo run by Python, Curator run by
+//! Foreign lock clients (redis-py, kazoo and python-etcd3 run by Python, Curator run by
 //! the JDK, node-redlock and node-redisson run by Node.js), for the tests that hold a lock
 //! the way another program does.
 //! Each talks in lines: it prints what it did, and acts on each line it
@@ -58,6 +58,22 @@ impl Client {
         let mut command = tokio::process::Command::new(&python);
         command.arg("-c").arg(script).args(args);
         Self::spawn("Python", command)
+    }
+
+    /// python-etcd3's `Lock(name)` (key `/locks/{name}`, a lease of
+    /// `ttl_secs`) on the etcd at `endpoint` (its first, if a list), in
+    /// lines (`foreign/python_etcd3.py`). Waits until it is connected.
+    pub async fn python_etcd3(endpoint: &str, name: &str, ttl_secs: u64) -> Self {
+        let endpoint = endpoint.split(',').next().unwrap_or(endpoint);
+        let script = include_str!("../foreign/python_etcd3.py");
+        // The release the tests were written against, and the releases of
+        // its dependencies it still runs with (see integration/services.sh).
+        let requirement = "etcd3==0.12.0 protobuf==3.20.3 tenacity==6.3.1";
+        let args = [endpoint, name, &ttl_secs.to_string()];
+        let mut client = Self::python("etcd3", requirement, script, &args);
+        let ready = client.line().await;
+        assert_eq!(ready, "ready", "python-etcd3's first line");
+        client
     }
 
     /// Curator's `InterProcessMutex` on `path` of the ZooKeeper at `hosts`,

@@ -1,0 +1,170 @@
+//! [`Layout::SingleKey`](crate::Layout::SingleKey): the lock is one key,
+//! created only if absent with the holder's etcd lease, as python-etcd3's
+//! `Lock` keeps it. Nobody queues: a waiter watches the key's deletion and
+//! tries again, as python-etcd3's do. The token is the key's create
+//! revision plus the floor offset, as in the queue.
+
+use std::time::Instant;
+
+use etcd_client::{
+    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
+    WatchOptions,
+};
+use fencing_core::adapter::Call;
+use fencing_core::{Error, Lease, LeaseRequest, Result};
+
+use crate::client::Rpc;
+use crate::error::{NAME, map_error};
+use crate::floor::{offset_at, token_of};
+use crate::keys::Keys;
+use crate::queue::{LockHandle, RETRY_PAUSE, RevokeOnDrop, whole_seconds};
+
+/// What one try found.
+pub(crate) enum Taken {
+    Granted(Lease),
+    /// Someone holds the key; `seen` is the revision of that answer, from
+    /// which a watch sees its deletion.
+    Held {
+        seen: i64,
+    },
+}
+
+/// One try: grants an etcd lease and creates the key with it in one
+/// transaction, only if the key is absent; otherwise revokes the lease.
+pub(crate) async fn try_take(
+    rpc: &Rpc,
+    keys: &Keys,
+    request: &LeaseRequest,
+    min_ttl: std::time::Duration,
+) -> Result<Taken> {
+    request.validate(min_ttl)?;
+    let ttl = whole_seconds(request)?;
+    let key = keys.dir(&request.resource);
+    let granted_at = Instant::now();
+    // An orphan lease (its grant answer lost) has no key and expires by
+    // itself, so an unknown grant is merely retryable.
+    let lease_id = rpc
+        .grant(ttl)
+        .await
+        .map_err(|e| map_error(e, Call::read("grant lease")))?;
+    let guard = RevokeOnDrop::lease(rpc, lease_id);
+    let txn = Txn::new()
+        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+        .and_then([
+            TxnOp::put(
+                key.clone(),
+                keys.value(request.holder.as_str()),
+                Some(PutOptions::new().with_lease(lease_id)),
+            ),
+            TxnOp::get(key.clone(), None),
+            TxnOp::get(keys.floor_key(&request.resource), None),
+        ]);
+    let response = match rpc.txn(txn).await {
+        Ok(response) => response,
+        Err(e) => {
+            // The key may exist: revoking the lease removes it either way.
+            guard.revoke().await;
+            return Err(map_error(e, Call::write("create lock key")));
+        }
+    };
+    if !response.succeeded() {
+        let seen = response.header().map_or(0, |h| h.revision());
+        rpc.revoke(lease_id)
+            .await
+            .map_err(|e| map_error(e, Call::write("revoke the lease of a refused try")))?;
+        guard.disarm();
+        return Ok(Taken::Held { seen });
+    }
+    let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
+        TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    });
+    let (own, floor) = (gets.next(), gets.next());
+    let Some(revision) = own
+        .as_ref()
+        .and_then(|g| g.kvs().first())
+        .map(KeyValue::create_revision)
+    else {
+        guard.revoke().await;
+        return Err(Error::backend(
+            NAME,
+            true,
+            format!("lock key {key:?} was not read back"),
+        ));
+    };
+    let offset = match offset_at(revision, floor.as_ref()) {
+        Ok(offset) => offset,
+        Err(e) => {
+            guard.revoke().await;
+            return Err(e);
+        }
+    };
+    guard.disarm();
+    let lease = Lease::new(request, token_of(revision, offset), granted_at);
+    Ok(Taken::Granted(
+        lease.with_handle(LockHandle { key, lease_id }),
+    ))
+}
+
+/// Tries until granted or `give_up`, waiting between tries for the key's
+/// deletion.
+pub(crate) async fn take(
+    rpc: &Rpc,
+    keys: &Keys,
+    request: &LeaseRequest,
+    min_ttl: std::time::Duration,
+    (started, give_up): (Instant, Instant),
+) -> Result<Lease> {
+    let key = keys.dir(&request.resource);
+    loop {
+        let seen = match try_take(rpc, keys, request, min_ttl).await {
+            Ok(Taken::Granted(lease)) => return Ok(lease),
+            Ok(Taken::Held { seen }) => Some(seen),
+            Err(e) if e.is_retryable() && Instant::now() < give_up => {
+                tracing::debug!(error = %e, "single-key acquire: trying again");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        if Instant::now() >= give_up {
+            return Err(Error::Timeout {
+                operation: format!("acquire {:?}", request.resource),
+                after: started.elapsed(),
+            });
+        }
+        match seen {
+            Some(seen) => deleted(rpc, &key, seen + 1, give_up).await,
+            None => {
+                tokio::time::sleep_until(give_up.min(Instant::now() + RETRY_PAUSE).into()).await
+            }
+        }
+    }
+}
+
+/// Returns once `key` was deleted at or after revision `from` (its holder
+/// released or its lease expired), the watch failed (after a pause), or
+/// `give_up` came.
+async fn deleted(rpc: &Rpc, key: &str, from: i64, give_up: Instant) {
+    let pause = || tokio::time::sleep_until(give_up.min(Instant::now() + RETRY_PAUSE).into());
+    let options = WatchOptions::new()
+        .with_start_revision(from)
+        .with_filters([WatchFilterType::NoPut]);
+    let mut stream = match rpc.watch(key.as_bytes().to_vec(), options).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::debug!(error = ?e, "single-key acquire: watch failed");
+            return pause().await;
+        }
+    };
+    loop {
+        tokio::select! {
+            message = stream.message() => match message {
+                Ok(Some(response)) if response.canceled() => return pause().await,
+                Ok(Some(response)) if !response.events().is_empty() => return,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return pause().await,
+            },
+            () = tokio::time::sleep_until(give_up.into()) => return,
+        }
+    }
+}
