@@ -343,35 +343,13 @@ fn kazoo_lock_and_our_leases_take_turns_and_cversion_tokens_are_refused() {
         return;
     };
     let s = Scratch::new("kazoo-turns");
-    // kazoo holds the lock at our resource znode until told to release it.
-    let script = r#"
-import sys
-from kazoo.client import KazooClient
-zk = KazooClient(hosts=sys.argv[1])
-zk.start(timeout=15)
-# kazoo sees our lock nodes only with this pattern.
-lock = zk.Lock(sys.argv[2], "kazoo-holder", extra_lock_patterns=["-lock-"])
-while True:
-    command = sys.stdin.readline().strip()
-    if command == "try":
-        print("took" if lock.acquire(blocking=False) else "busy", flush=True)
-        if lock.is_acquired:
-            lock.release()
-    elif command == "take":
-        assert lock.acquire(timeout=20), "kazoo could not take the lock"
-        print(lock.node, flush=True)
-        sys.stdin.readline()
-        lock.release()
-        print("released", flush=True)
-    else:
-        break
-zk.stop()
-"#;
     let runtime = runtime();
-    let hosts = ZOOKEEPER.endpoint();
-    let mut kazoo = runtime.block_on(async {
-        foreign::Client::python("kazoo", "kazoo==2.11.0", script, &[&hosts, &path])
-    });
+    let session = std::time::Duration::from_secs(15);
+    let mut kazoo = runtime.block_on(foreign::Client::kazoo(
+        &ZOOKEEPER.endpoint(),
+        &path,
+        session,
+    ));
     let token = |turn, node: &str| zookeeper_token("kazoo", &issuer, resource, turn, node);
     let store = s.url();
     foreign_turns(
@@ -382,6 +360,62 @@ zk.stop()
         token,
     );
     runtime.block_on(async move { kazoo.send("done").await });
+}
+
+/// Real pauses, both ways, with kazoo: a kazoo holder stopped (SIGSTOP)
+/// past its 4 s session, then one of ours past its 2 s TTL; each time the
+/// other kind is granted once ZooKeeper ended the paused one's session,
+/// writes with a higher token, and the paused holder's token is refused
+/// when it wakes.
+#[test]
+fn a_paused_kazoo_holder_and_a_paused_one_of_ours_are_refused_once_the_other_took_over() {
+    use fencing_harness::process::{Signal, signal};
+    let resource = "nightly-report";
+    let Some((issuer, path)) = zookeeper_issuer(resource) else {
+        return;
+    };
+    let s = Scratch::new("kazoo-paused");
+    let store = s.url();
+    let runtime = runtime();
+    let hosts = ZOOKEEPER.endpoint();
+    let session = std::time::Duration::from_secs(4);
+    let mut kazoo = runtime.block_on(foreign::Client::kazoo(&hosts, &path, session));
+    let node = runtime.block_on(async {
+        kazoo.send("take").await;
+        kazoo.line().await
+    });
+    let paused = printed_token(&on_resource("token", &issuer, resource, &["--key", &node]));
+    write_in_turn(&store, paused, None, "kazoo");
+    let pid = kazoo.id().expect("kazoo's pid");
+    signal(pid, Signal::SIGSTOP);
+    let (mut ours, token) = hold(&issuer, resource, &["--ttl", "2s", "--wait", "30s"]);
+    write_in_turn(&store, token, Some(paused), "fence");
+    signal(pid, Signal::SIGCONT);
+    assert_exit(
+        &put(&store, "report", &paused.to_string(), "woken kazoo"),
+        3,
+    );
+    drop(kazoo); // its session is gone: killed, not released
+
+    // Now ours pauses, and a new kazoo client is granted once our session
+    // ended.
+    signal(ours.id(), Signal::SIGSTOP);
+    let mut kazoo = runtime.block_on(foreign::Client::kazoo(&hosts, &path, session));
+    let node = runtime.block_on(async {
+        kazoo.send("take").await;
+        kazoo.line().await
+    });
+    let taken = printed_token(&on_resource("token", &issuer, resource, &["--key", &node]));
+    write_in_turn(&store, taken, Some(token), "kazoo");
+    signal(ours.id(), Signal::SIGCONT);
+    assert_exit(&put(&store, "report", &token.to_string(), "woken fence"), 3);
+    let _ = ours.kill();
+    let _ = ours.wait();
+    runtime.block_on(async move {
+        kazoo.send("release").await;
+        assert_eq!(kazoo.line().await, "released");
+        kazoo.send("done").await;
+    });
 }
 
 /// Curator's `InterProcessMutex` itself (Debian's libcurator-recipes-java)

@@ -18,9 +18,6 @@ use fencing_redis::{RedisConfig, RedisIssuer};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// The redis-py release this test was written against.
-const REDIS_PY: &str = "redis==8.1.0";
-
 async fn connect() -> Option<RedisIssuer> {
     if REDIS_AOF.skipped() {
         return None;
@@ -96,17 +93,8 @@ async fn a_redis_py_lock_is_a_foreign_holder_until_redis_py_releases_it() {
     };
     let resource = fencing_testkit::unique_name("redis-py");
     let (lock, _) = keys(&issuer, &resource);
-    let script = r#"
-import sys, redis
-lock = redis.Redis.from_url(sys.argv[1]).lock(sys.argv[2], timeout=60)
-assert lock.acquire(blocking=False), "redis-py could not take the lock"
-print(lock.local.token.decode(), flush=True)
-sys.stdin.readline()
-lock.release()  # LockNotOwnedError if its value was changed or deleted
-print("released", flush=True)
-"#;
-    let mut py =
-        foreign::Client::python("redis", REDIS_PY, script, &[&REDIS_AOF.endpoint(), &lock]);
+    let mut py = foreign::Client::redis_py(&REDIS_AOF.endpoint(), &lock).await;
+    py.send("take").await;
     let token = py.line().await;
 
     assert_foreign(
@@ -205,34 +193,53 @@ async fn node_redlock_and_our_issuer_take_turns_excluding_each_other() {
     };
     let resource = fencing_testkit::unique_name("redlock");
     let (lock, _) = keys(&issuer, &resource);
-    let mut redlock = foreign::Client::redlock(&REDIS_AOF.endpoint(), &lock).await;
-    let request = LeaseRequest::new(&resource, TTL);
+    let redlock = foreign::Client::redlock(&REDIS_AOF.endpoint(), &lock).await;
+    take_turns(&issuer, &resource, "redlock", redlock).await;
+}
+
+/// redis-py's `Lock` (the real client) and our issuer: as redlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_and_our_issuer_take_turns_excluding_each_other() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("redis-py-turns");
+    let (lock, _) = keys(&issuer, &resource);
+    let redis_py = foreign::Client::redis_py(&REDIS_AOF.endpoint(), &lock).await;
+    take_turns(&issuer, &resource, "redis-py", redis_py).await;
+}
+
+/// 20 turns on `resource`, `who` (a foreign client in lines: `try`,
+/// `take` printing its random value, `release`) and ours alternating.
+async fn take_turns(issuer: &RedisIssuer, resource: &str, who: &str, mut client: foreign::Client) {
+    let (lock, _) = keys(issuer, resource);
+    let request = LeaseRequest::new(resource, TTL);
     let mut ours = FencingToken::ZERO;
     for turn in 0..20 {
         if turn % 2 == 1 {
             let lease = issuer.try_acquire(&request).await.unwrap();
-            let lease = lease.unwrap_or_else(|| panic!("turn {turn}: redlock released it"));
+            let lease = lease.unwrap_or_else(|| panic!("turn {turn}: {who} released it"));
             assert_eq!(lease.token(), ours.checked_next().unwrap(), "turn {turn}");
             ours = lease.token();
-            redlock.send("try").await;
-            assert_eq!(redlock.line().await, "busy", "redlock took a lock we hold");
+            client.send("try").await;
+            assert_eq!(client.line().await, "busy", "{who} took a lock we hold");
             issuer.release(&lease).await.unwrap();
             continue;
         }
-        redlock.send("take").await;
-        let value = redlock.line().await;
-        let what = format!("turn {turn}: redlock's lock");
-        assert_foreign(&issuer, &resource, &value, &what, ours).await;
+        client.send("take").await;
+        let value = client.line().await;
+        let what = format!("turn {turn}: {who}'s lock");
+        assert_foreign(issuer, resource, &value, &what, ours).await;
         let kept: Option<String> = cmd(&["GET", &lock]).await;
         assert_eq!(
             kept.as_deref(),
             Some(value.as_str()),
-            "redlock's value changed"
+            "{who}'s value changed"
         );
-        redlock.send("release").await;
-        assert_eq!(redlock.line().await, "released");
+        client.send("release").await;
+        assert_eq!(client.line().await, "released");
     }
-    redlock.send("done").await;
+    client.send("done").await;
 }
 
 /// Our lease ended, and another client's lock took the key: renew and

@@ -76,6 +76,28 @@ impl Client {
         client
     }
 
+    /// kazoo's `Lock` on `path` of the ZooKeeper at `hosts`, in a session
+    /// of `session`, seeing our lock nodes (`extra_lock_patterns`), in
+    /// lines (`foreign/kazoo_lock.py`). Waits until it has a session.
+    pub async fn kazoo(hosts: &str, path: &str, session: std::time::Duration) -> Self {
+        let script = include_str!("../foreign/kazoo_lock.py");
+        let session = session.as_secs_f64().to_string();
+        let mut client = Self::python("kazoo", "kazoo==2.11.0", script, &[hosts, path, &session]);
+        let ready = client.line().await;
+        assert_eq!(ready, "ready", "kazoo's first line");
+        client
+    }
+
+    /// redis-py's `Lock` on `key` of the Redis at `url`, in lines
+    /// (`foreign/redis_py_lock.py`). Waits until it is connected.
+    pub async fn redis_py(url: &str, key: &str) -> Self {
+        let script = include_str!("../foreign/redis_py_lock.py");
+        let mut client = Self::python("redis", "redis==8.1.0", script, &[url, key]);
+        let ready = client.line().await;
+        assert_eq!(ready, "ready", "redis-py's first line");
+        client
+    }
+
     /// Curator's `InterProcessMutex` on `path` of the ZooKeeper at `hosts`,
     /// in a session of `session` (`foreign/CuratorLock.java`, run from
     /// source by `java`; the jars from `FENCING_CURATOR_JARS`, default
