@@ -41,13 +41,13 @@ pub const BACKEND: Descriptor = Descriptor {
         UrlOption::new(
             "prefix",
             OptionKind::Text,
-            "the key prefix (layout=redisson: none by default)",
+            "the key prefix (none by default with layout=set-nx or redisson)",
         )
         .default("fencing:"),
         UrlOption::new(
             "layout",
             OptionKind::Choice(Layout::WORDS),
-            "whose lock keys to use: ours, or Redisson's RLock/RFencedLock hash and token counter",
+            "whose lock keys to use: ours; the lock name itself (redis-py, redlock); or Redisson's RLock/RFencedLock hash and token counter",
         )
         .default("fencing"),
     ],
@@ -78,7 +78,8 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 /// | (none) | [`Durability::Required`]: a single persistent primary |
 /// | `replicas=N&wait=500ms` | [`Durability::Replicated`]: `WAIT N 500` after each grant (`wait` defaults to 1s) |
 /// | `volatile=true` | [`Durability::AcceptVolatileCounter`]: tests and demos only |
-/// | `prefix=P` | the key prefix (default [`RedisIssuer::DEFAULT_PREFIX`]; none with `layout=redisson`) |
+/// | `prefix=P` | the key prefix (default [`RedisIssuer::DEFAULT_PREFIX`]; none with `layout=set-nx` or `redisson`) |
+/// | `layout=set-nx` | [`Layout::SetNx`]: our record at the lock name `{prefix}{resource}` itself, where redis-py's `Lock` and node-redlock keep theirs |
 /// | `layout=redisson` | [`Layout::Redisson`]: join Redisson's `RLock`/`RFencedLock` on the lock named `{prefix}{resource}`, its counter shared |
 /// | `sslmode=verify-full` | TLS, the certificate and host name checked (the default of `rediss://`, and of `redis://` with a CA or client certificate) |
 /// | `sslmode=require` | TLS **without any certificate check** (`fence doctor` warns); only by this explicit option |
@@ -368,7 +369,7 @@ mod tests {
             "{message}"
         );
         assert!(invalid("rediss://h:1?sslmode=verify-ca").contains("verify-ca"));
-        assert!(invalid("redis://h:1?layout=hash").contains("fencing, redisson"));
+        assert!(invalid("redis://h:1?layout=hash").contains("fencing, set-nx, redisson"));
     }
 
     #[test]

@@ -19,6 +19,13 @@ pub enum Layout {
     /// and we theirs; they have no token.
     #[default]
     Fencing,
+    /// The lock at the lock name itself (URL option `layout=set-nx`),
+    /// where redis-py's `Lock(NAME)`, node-redlock and a hand-written
+    /// `SET NAME value NX PX` keep theirs: a string `token:holder` at
+    /// `{prefix}{resource}` (default prefix empty), the counter at
+    /// `{prefix}{resource}:fence`. Those clients exclude our holders and we
+    /// theirs; they have no token.
+    SetNx,
     /// Redisson's `RLock` and `RFencedLock` (URL option `layout=redisson`):
     /// the lock is a hash at `{prefix}{resource}` (default prefix empty, so
     /// resource `R` is `redisson.getFencedLock("R")`), one field per
@@ -33,11 +40,12 @@ pub enum Layout {
 
 impl Layout {
     /// The URL words: `layout=fencing|redisson`.
-    pub(crate) const WORDS: &'static [&'static str] = &["fencing", "redisson"];
+    pub(crate) const WORDS: &'static [&'static str] = &["fencing", "set-nx", "redisson"];
 
     pub(crate) fn parse(word: &str) -> Option<Self> {
         match word {
             "fencing" => Some(Self::Fencing),
+            "set-nx" => Some(Self::SetNx),
             "redisson" => Some(Self::Redisson),
             _ => None,
         }
@@ -47,22 +55,34 @@ impl Layout {
     pub(crate) fn default_prefix(self) -> &'static str {
         match self {
             Self::Fencing => "fencing:",
-            Self::Redisson => "",
+            Self::SetNx | Self::Redisson => "",
         }
+    }
+
+    /// Refuses a resource whose keys would be another resource's: with
+    /// `layout=set-nx`, `R:fence` is the counter of `R`.
+    pub(crate) fn check(self, resource: &str) -> fencing_core::Result<()> {
+        if self == Self::SetNx && resource.ends_with(":fence") {
+            return Err(fencing_core::Error::invalid_input(format!(
+                "resource {resource:?}: with layout=set-nx the key {resource:?} is the fence counter \
+                 of the resource without \":fence\"; name it otherwise"
+            )));
+        }
+        Ok(())
     }
 
     /// The lock's key.
     pub(crate) fn lock_key(self, prefix: &str, resource: &str) -> String {
         match self {
             Self::Fencing => format!("{prefix}{resource}:lock"),
-            Self::Redisson => format!("{prefix}{resource}"),
+            Self::SetNx | Self::Redisson => format!("{prefix}{resource}"),
         }
     }
 
     /// The counter's key.
     pub(crate) fn fence_key(self, prefix: &str, resource: &str) -> String {
         match self {
-            Self::Fencing => format!("{prefix}{resource}:fence"),
+            Self::Fencing | Self::SetNx => format!("{prefix}{resource}:fence"),
             Self::Redisson => {
                 redisson_name("redisson_lock_token", &self.lock_key(prefix, resource))
             }
@@ -73,7 +93,7 @@ impl Layout {
     /// release (ours listen on the issuer's own, see `wake`).
     pub(crate) fn foreign_channel(self, prefix: &str, resource: &str) -> Option<String> {
         match self {
-            Self::Fencing => None,
+            Self::Fencing | Self::SetNx => None,
             Self::Redisson => Some(redisson_name(
                 "redisson_lock__channel",
                 &self.lock_key(prefix, resource),
@@ -83,7 +103,7 @@ impl Layout {
 
     pub(crate) fn scripts(self) -> Scripts {
         let record = match self {
-            Self::Fencing => scripts::Record::String,
+            Self::Fencing | Self::SetNx => scripts::Record::String,
             Self::Redisson => scripts::Record::RedissonHash,
         };
         Scripts {
@@ -141,5 +161,10 @@ mod tests {
             ("fencing:R:lock".to_owned(), "fencing:R:fence".to_owned())
         );
         assert_eq!(f.foreign_channel("fencing:", "R"), None);
+        let s = Layout::SetNx;
+        assert_eq!(
+            (s.lock_key("", "R"), s.fence_key("", "R")),
+            ("R".to_owned(), "R:fence".to_owned())
+        );
     }
 }

@@ -21,12 +21,13 @@ use crate::error::map_error;
 /// The channel our releases under key prefix `prefix` publish on: one
 /// per prefix and layout, the lock key in the message. (Channels are not
 /// keys: nothing is stored, and an ACL must allow it, `&{prefix}*`;
-/// without it the release still works and waiters poll.) Redisson's
-/// layout has an empty prefix by default: its channel starts with
+/// without it the release still works and waiters poll.) The other
+/// layouts have an empty prefix by default: their channels start with
 /// `fencing:` all the same.
 pub(crate) fn channel(layout: Layout, prefix: &str) -> String {
     match layout {
         Layout::Fencing => format!("{prefix}released"),
+        Layout::SetNx => format!("fencing:set-nx:{prefix}released"),
         Layout::Redisson => format!("fencing:redisson:{prefix}released"),
     }
 }

@@ -14,15 +14,20 @@ use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
 use fencing_harness::foreign;
-use fencing_redis::{RedisConfig, RedisIssuer};
+use fencing_redis::{Layout, RedisConfig, RedisIssuer};
 
 const TTL: Duration = Duration::from_secs(10);
 
 async fn connect() -> Option<RedisIssuer> {
+    connect_with(Layout::Fencing).await
+}
+
+async fn connect_with(layout: Layout) -> Option<RedisIssuer> {
     if REDIS_AOF.skipped() {
         return None;
     }
     match RedisConfig::new(REDIS_AOF.endpoint())
+        .with_layout(layout)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
         .connect()
         .await
@@ -33,9 +38,15 @@ async fn connect() -> Option<RedisIssuer> {
     }
 }
 
+/// The lock and counter keys of `resource` (the lock at the name itself
+/// with `layout=set-nx`).
 fn keys(issuer: &RedisIssuer, resource: &str) -> (String, String) {
-    let at = |what| format!("{}{resource}:{what}", issuer.prefix());
-    (at("lock"), at("fence"))
+    let at = |what| format!("{}{resource}{what}", issuer.prefix());
+    let lock = match issuer.layout() {
+        Layout::SetNx => at(""),
+        _ => at(":lock"),
+    };
+    (lock, at(":fence"))
 }
 
 async fn cmd<T: redis::FromRedisValue>(args: &[&str]) -> T {
@@ -207,6 +218,60 @@ async fn redis_py_and_our_issuer_take_turns_excluding_each_other() {
     let (lock, _) = keys(&issuer, &resource);
     let redis_py = foreign::Client::redis_py(&REDIS_AOF.endpoint(), &lock).await;
     take_turns(&issuer, &resource, "redis-py", redis_py).await;
+}
+
+/// With `layout=set-nx` our record is at the lock name itself, where
+/// redis-py's `Lock(NAME)` keeps its own: the two take turns on a name that
+/// is not ours to choose (no `:lock` suffix), and our tokens still rise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_py_and_our_issuer_share_its_lock_name_with_layout_set_nx() {
+    let Some(issuer) = connect_with(Layout::SetNx).await else {
+        return;
+    };
+    let resource = fencing_testkit::unique_name("orders");
+    let name = format!("{}{resource}", issuer.prefix());
+    assert_eq!(keys(&issuer, &resource).0, name);
+    let redis_py = foreign::Client::redis_py(&REDIS_AOF.endpoint(), &name).await;
+    take_turns(&issuer, &resource, "redis-py", redis_py).await;
+}
+
+/// A resource named as another's counter is refused on that layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_layout_set_nx_a_resource_named_as_a_counter_is_refused() {
+    let Some(issuer) = connect_with(Layout::SetNx).await else {
+        return;
+    };
+    let tried = issuer
+        .try_acquire(&LeaseRequest::new("orders:fence", TTL))
+        .await;
+    assert!(
+        matches!(&tried, Err(Error::InvalidInput { .. })),
+        "{tried:?}"
+    );
+    let floor = issuer
+        .raise_floor("orders:fence", FencingToken::new(5))
+        .await;
+    assert!(
+        matches!(&floor, Err(Error::InvalidInput { .. })),
+        "{floor:?}"
+    );
+}
+
+/// The issuer suite of `fencing_testkit` on `layout=set-nx`.
+mod set_nx {
+    use std::sync::Arc;
+
+    use fencing_core::TokenIssuer;
+    use fencing_testkit::issuer::IssuerProfile;
+
+    async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
+        Some(Arc::new(super::connect_with(super::Layout::SetNx).await?))
+    }
+
+    fencing_testkit::issuer_conformance!(
+        issuer,
+        IssuerProfile::with_ttl(std::time::Duration::from_millis(300))
+    );
 }
 
 /// 20 turns on `resource`, `who` (a foreign client in lines: `try`,
