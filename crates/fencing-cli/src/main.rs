@@ -92,7 +92,8 @@ enum Command {
     /// Show who holds a resource.
     Holder(lease_cmds::HolderArgs),
     /// Print the fencing token of a lock another client holds (`etcdctl
-    /// lock`, Curator, kazoo), for it to carry to a fenced store.
+    /// lock`, python-etcd3, Curator, kazoo), for it to carry to a fenced
+    /// store.
     Token(token_cmd::TokenArgs),
     /// Write a value with a fencing token; a stale token is refused (exit 3).
     Put(store_cmds::PutArgs),

@@ -1,5 +1,6 @@
 //! `token`: the fencing token of a lock another lock client holds
-//! (`etcdctl lock`, Curator, kazoo), in the issuer's own order.
+//! (`etcdctl lock`, python-etcd3, Curator, kazoo), in the issuer's own
+//! order.
 
 use std::process::ExitCode;
 
@@ -16,8 +17,9 @@ pub(crate) struct TokenArgs {
     #[command(flatten)]
     target: Target,
     /// The lock key or node the other client holds: `etcdctl lock`'s
-    /// `$ETCD_LOCK_KEY`, a Curator or kazoo lock node's path or name. The
-    /// token is printed only while that is the holder.
+    /// `$ETCD_LOCK_KEY`, python-etcd3's `/locks/NAME` (`layout=single-key`),
+    /// a Curator or kazoo lock node's path or name. The token is printed
+    /// only while that is the holder.
     #[arg(long, value_name = "KEY")]
     key: Option<String>,
     /// Print JSON.
@@ -26,7 +28,8 @@ pub(crate) struct TokenArgs {
 }
 
 /// Prints the fencing token of the resource's holder, for a lock client of
-/// another kind (`etcdctl lock`, Curator, kazoo) to carry to a fenced store:
+/// another kind (`etcdctl lock`, python-etcd3, Curator, kazoo) to carry to
+/// a fenced store:
 /// the token its grant has in the issuer's own order, so it is refused
 /// there once a later holder, of either kind, has written.
 pub(crate) async fn token(args: TokenArgs) -> CliResult {
@@ -48,7 +51,8 @@ pub(crate) async fn token(args: TokenArgs) -> CliResult {
     if holding.token == FencingToken::ZERO {
         eprintln!(
             "fence: {resource:?} is held by {}, whose lock keeps nothing this issuer can order \
-             it by (a lock with no counter, or a ZooKeeper issuer with token_source=cversion): \
+             it by (a lock with no counter, as redis-py's, redlock's and Redisson's RLock's, whose \
+             RFencedLock has its own token; or a ZooKeeper issuer with token_source=cversion): \
              no token is safe to give it; fence such writers with this issuer's own leases",
             holding.holder
         );
