@@ -11,15 +11,16 @@ use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Script, ScriptInvocation};
 
 use crate::Layout;
 use crate::NAME;
-use crate::durability::{Durability, Finding, check_durability, inspect, unsafe_config};
+use crate::durability::{Durability, check_durability, inspect};
 use crate::error::{connect_error, map_error, parse_token};
 use crate::layout::Scripts;
 use crate::target::Target;
 use crate::wake::{self, Listener};
+
+mod guarded;
 
 /// A [`TokenIssuer`] on Redis with Hazelcast `FencedLock` semantics.
 ///
@@ -193,126 +194,6 @@ impl RedisIssuer {
 
     fn fence_key(&self, resource: &str) -> String {
         self.layout.fence_key(&self.prefix, resource)
-    }
-
-    /// Checks the server the connection is on now and remembers its
-    /// `run_id`, which the scripts compare before every grant. Nothing to
-    /// check for a caller who accepted a volatile counter.
-    async fn check_server(&self) -> Result<()> {
-        if self.durability == Durability::AcceptVolatileCounter {
-            return Ok(());
-        }
-        let server = inspect(&mut self.connection.clone(), self.durability).await?;
-        if let Some(unsafe_) = server.findings.iter().find(|f| !f.is_safe()) {
-            return Err(unsafe_config(unsafe_.detail.clone()));
-        }
-        *self.checked.lock().expect("run_id lock") = server.run_id;
-        Ok(())
-    }
-
-    /// Appends the guard's arguments (see `scripts::GUARD`).
-    fn guard_args(&self, invocation: &mut ScriptInvocation<'_>) {
-        let (fewest, most) = self.durability.replica_bounds();
-        invocation
-            .arg(self.checked.lock().expect("run_id lock").clone())
-            .arg(fewest)
-            .arg(most.map_or_else(String::new, |m| m.to_string()));
-    }
-
-    /// Runs a script that mints or raises a token, then, with
-    /// [`Durability::Replicated`], `WAIT` in the same pipeline (one round
-    /// trip; `WAIT` cannot run inside a script). Returns the script's reply
-    /// and how many replicas acknowledged (`None`: no `WAIT`).
-    ///
-    /// A reply saying the connection is on another server process checks
-    /// that server and runs the script once more.
-    async fn run_guarded(
-        &self,
-        operation: &str,
-        build: impl Fn(&mut ScriptInvocation<'_>),
-        script: &Script,
-    ) -> Result<(Vec<String>, Option<u32>)> {
-        for _ in 0..2 {
-            let mut invocation = script.prepare_invoke();
-            build(&mut invocation);
-            self.guard_args(&mut invocation);
-            let (reply, acked) = self.invoke(operation, script, &invocation).await?;
-            match reply.first().map(String::as_str) {
-                Some("-1") => self.check_server().await?,
-                Some("-2") => {
-                    let at = |i: usize| reply.get(i).map_or("", String::as_str);
-                    let finding = if at(1) == "connected_slaves" {
-                        Finding::replicas(at(2), at(3), self.durability)
-                    } else {
-                        Finding::judge(at(1), at(2), self.durability)
-                    };
-                    return Err(unsafe_config(finding.detail));
-                }
-                _ => return Ok((reply, acked)),
-            }
-        }
-        Err(Error::backend(
-            NAME,
-            true,
-            format!(
-                "{operation}: the Redis server process changed twice while it was being checked"
-            ),
-        ))
-    }
-
-    async fn invoke(
-        &self,
-        operation: &str,
-        script: &Script,
-        invocation: &ScriptInvocation<'_>,
-    ) -> Result<(Vec<String>, Option<u32>)> {
-        let mut conn = self.connection.clone();
-        let Durability::Replicated { replicas, timeout } = self.durability else {
-            let reply = invocation
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| map_error(e, Call::write(operation)))?;
-            return Ok((reply, None));
-        };
-        let mut pipe = redis::pipe();
-        pipe.invoke_script(invocation)
-            .cmd("WAIT")
-            .arg(replicas)
-            .arg(fencing_core::ttl_millis_ceil(timeout));
-        let mut result = pipe.query_async(&mut conn).await;
-        // A pipeline does not load a script the server lacks (after a
-        // restart or on another node): load it and send once more. A
-        // NOSCRIPT reply means the script did not run.
-        if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
-        {
-            script
-                .load_async(&mut conn)
-                .await
-                .map_err(|e| map_error(e, Call::read(operation)))?;
-            result = pipe.query_async(&mut conn).await;
-        }
-        let (reply, acked): (Vec<String>, u32) =
-            result.map_err(|e| map_error(e, Call::write(operation)))?;
-        Ok((reply, Some(acked)))
-    }
-
-    /// Whether enough replicas acknowledged a write (`acked`: what `WAIT`
-    /// answered, `None` if there was no `WAIT`); a retryable error naming
-    /// `what` if not.
-    fn acknowledged(&self, acked: Option<u32>, what: &str) -> Result<()> {
-        match (acked, self.durability) {
-            (Some(acked), Durability::Replicated { replicas, timeout }) if acked < replicas => {
-                Err(Error::backend(
-                    NAME,
-                    true,
-                    format!(
-                        "{what}: {acked} of {replicas} replicas acknowledged it within {timeout:?} (WAIT); \
-                         a failover could lose it, so it is not handed out"
-                    ),
-                ))
-            }
-            _ => Ok(()),
-        }
     }
 }
 
