@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{Client, GetOptions, GetResponse, Txn, TxnResponse, WatchOptions, WatchStream};
+use etcd_client::{
+    Client, GetOptions, GetResponse, Txn, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+};
 
 use crate::error::{Failure, invalid_token, never_sent};
 
@@ -138,4 +140,12 @@ impl Rpc {
         })
         .await
     }
+}
+
+/// The answers to a transaction's reads, in order.
+pub(crate) fn gets(response: &TxnResponse) -> impl Iterator<Item = GetResponse> {
+    response.op_responses().into_iter().filter_map(|r| match r {
+        TxnOpResponse::Get(get) => Some(get),
+        _ => None,
+    })
 }

@@ -1,9 +1,7 @@
 //! Floors: an offset per resource, added to every create revision, so that
 //! a migration can start a resource's tokens above anything granted before.
 
-use etcd_client::{
-    Compare, CompareOp, GetOptions, GetResponse, KeyValue, Txn, TxnOp, TxnOpResponse,
-};
+use etcd_client::{Compare, CompareOp, GetOptions, GetResponse, KeyValue, Txn, TxnOp};
 use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 
@@ -80,10 +78,7 @@ pub(crate) async fn floor_and_keys(
         TxnOp::get(keys.dir(resource), Some(options)),
     ]);
     let response = rpc.txn(txn).await?;
-    let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
-        TxnOpResponse::Get(get) => Some(get),
-        _ => None,
-    });
+    let mut gets = crate::client::gets(&response);
     let (floor, mut found) = (gets.next(), gets.next());
     let offset = parse_floor(floor.as_ref())
         .map_err(|e| Failure::Etcd(etcd_client::Error::InvalidArgs(e.to_string())))?;
@@ -136,10 +131,7 @@ pub(crate) async fn raise(
         if response.succeeded() {
             return Ok(());
         }
-        let busy = response
-            .op_responses()
-            .into_iter()
-            .any(|r| matches!(r, TxnOpResponse::Get(g) if g.count() > 0));
+        let busy = crate::client::gets(&response).any(|g| g.count() > 0);
         if busy {
             return Err(Error::busy(resource, "raise_floor"));
         }

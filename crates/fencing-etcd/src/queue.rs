@@ -5,8 +5,7 @@
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Compare, CompareOp, EventType, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse,
-    WatchFilterType, WatchOptions,
+    Compare, CompareOp, EventType, KeyValue, PutOptions, Txn, TxnOp, WatchFilterType, WatchOptions,
 };
 use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
@@ -70,16 +69,8 @@ pub(crate) async fn enqueue(
     request: &LeaseRequest,
     min_ttl: Duration,
 ) -> Result<Queued> {
-    request.validate(min_ttl)?;
-    let ttl = whole_seconds(request)?;
+    let (lease_id, granted_at) = grant(rpc, request, min_ttl).await?;
     let dir = keys.dir(&request.resource);
-    let granted_at = Instant::now();
-    // An orphan lease (its grant answer lost) has no key and expires by
-    // itself, so an unknown grant is merely retryable.
-    let lease_id = rpc
-        .grant(ttl)
-        .await
-        .map_err(|e| map_error(e, Call::read("grant lease")))?;
     let key = Keys::lock_key(&dir, lease_id);
     let txn = Txn::new()
         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -101,10 +92,7 @@ pub(crate) async fn enqueue(
             return Err(map_error(e, Call::write("create lock key")));
         }
     };
-    let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
-        TxnOpResponse::Get(get) => Some(get),
-        _ => None,
-    });
+    let mut gets = crate::client::gets(&response);
     let (own, first, floor) = (gets.next(), gets.next(), gets.next());
     let revision_of = |get: Option<&etcd_client::GetResponse>| {
         get.and_then(|g| g.kvs().first())
@@ -134,6 +122,25 @@ pub(crate) async fn enqueue(
         granted_at,
         first: first == Some(revision),
     })
+}
+
+/// Checks `request` and grants the etcd lease of its TTL: its id, and when
+/// the grant was sent (the lease lives at least the TTL from then).
+pub(crate) async fn grant(
+    rpc: &Rpc,
+    request: &LeaseRequest,
+    min_ttl: Duration,
+) -> Result<(i64, Instant)> {
+    request.validate(min_ttl)?;
+    let ttl = whole_seconds(request)?;
+    let granted_at = Instant::now();
+    // An orphan lease (its grant answer lost) has no key and expires by
+    // itself, so an unknown grant is merely retryable.
+    let lease_id = rpc
+        .grant(ttl)
+        .await
+        .map_err(|e| map_error(e, Call::read("grant lease")))?;
+    Ok((lease_id, granted_at))
 }
 
 /// Removes the lock key of an acquire that did not finish (an error, a
@@ -438,7 +445,7 @@ impl<'a> Waiter<'a> {
 
 /// A TTL in whole etcd seconds, rounded up: rounding down would let etcd
 /// end the lease before the holder's local deadline.
-pub(crate) fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
+fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
     // `ttl_secs_ceil` overflows near `Duration::MAX`: refuse such TTLs first.
     fencing_core::check_ttl(request.ttl)?;
     i64::try_from(request.ttl_secs_ceil())

@@ -7,8 +7,7 @@
 use std::time::Instant;
 
 use etcd_client::{
-    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
-    WatchOptions,
+    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, WatchFilterType, WatchOptions,
 };
 use fencing_core::adapter::Call;
 use fencing_core::{Error, Lease, LeaseRequest, Result};
@@ -17,7 +16,7 @@ use crate::client::Rpc;
 use crate::error::{NAME, map_error};
 use crate::floor::{offset_at, token_of};
 use crate::keys::Keys;
-use crate::queue::{LockHandle, RETRY_PAUSE, RevokeOnDrop, whole_seconds};
+use crate::queue::{self, LockHandle, RETRY_PAUSE, RevokeOnDrop};
 
 /// What one try found.
 pub(crate) enum Taken {
@@ -37,16 +36,8 @@ pub(crate) async fn try_take(
     request: &LeaseRequest,
     min_ttl: std::time::Duration,
 ) -> Result<Taken> {
-    request.validate(min_ttl)?;
-    let ttl = whole_seconds(request)?;
+    let (lease_id, granted_at) = queue::grant(rpc, request, min_ttl).await?;
     let key = keys.dir(&request.resource);
-    let granted_at = Instant::now();
-    // An orphan lease (its grant answer lost) has no key and expires by
-    // itself, so an unknown grant is merely retryable.
-    let lease_id = rpc
-        .grant(ttl)
-        .await
-        .map_err(|e| map_error(e, Call::read("grant lease")))?;
     let guard = RevokeOnDrop::lease(rpc, lease_id);
     let txn = Txn::new()
         .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -75,10 +66,7 @@ pub(crate) async fn try_take(
         guard.disarm();
         return Ok(Taken::Held { seen });
     }
-    let mut gets = response.op_responses().into_iter().filter_map(|r| match r {
-        TxnOpResponse::Get(get) => Some(get),
-        _ => None,
-    });
+    let mut gets = crate::client::gets(&response);
     let (own, floor) = (gets.next(), gets.next());
     let Some(revision) = own
         .as_ref()

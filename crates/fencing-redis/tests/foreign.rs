@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::raw;
+use common::{aof, on_aof};
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
 use fencing_harness::foreign;
@@ -19,23 +19,7 @@ use fencing_redis::{Layout, RedisConfig, RedisIssuer};
 const TTL: Duration = Duration::from_secs(10);
 
 async fn connect() -> Option<RedisIssuer> {
-    connect_with(Layout::Fencing).await
-}
-
-async fn connect_with(layout: Layout) -> Option<RedisIssuer> {
-    if REDIS_AOF.skipped() {
-        return None;
-    }
-    match RedisConfig::new(REDIS_AOF.endpoint())
-        .with_layout(layout)
-        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
-        .await
-    {
-        Ok(issuer) => Some(issuer),
-        Err(e @ Error::Backend { .. }) => REDIS_AOF.unavailable(&e),
-        Err(e) => panic!("{} at {}: {e}", REDIS_AOF.name, REDIS_AOF.endpoint()),
-    }
+    on_aof(Layout::Fencing).await
 }
 
 /// The lock and counter keys of `resource` (the lock at the name itself
@@ -47,16 +31,6 @@ fn keys(issuer: &RedisIssuer, resource: &str) -> (String, String) {
         _ => at(":lock"),
     };
     (lock, at(":fence"))
-}
-
-async fn cmd<T: redis::FromRedisValue>(args: &[&str]) -> T {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query_async(&mut raw(&REDIS_AOF.endpoint()).await)
-        .await
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 /// What a foreign holder must look like: no grant (once, and waiting),
@@ -92,7 +66,7 @@ async fn assert_foreign(
     );
     assert_eq!(holding.token, FencingToken::ZERO, "{what}");
     let (_, fence) = keys(issuer, resource);
-    let counter: Option<u64> = cmd(&["GET", &fence]).await;
+    let counter: Option<u64> = aof(&["GET", &fence]).await;
     let counter = counter.map_or(FencingToken::ZERO, FencingToken::new);
     assert_eq!(counter, ours, "{what}: a token was minted");
 }
@@ -116,7 +90,7 @@ async fn a_redis_py_lock_is_a_foreign_holder_until_redis_py_releases_it() {
         FencingToken::ZERO,
     )
     .await;
-    let value: Option<String> = cmd(&["GET", &lock]).await;
+    let value: Option<String> = aof(&["GET", &lock]).await;
     assert_eq!(value.as_deref(), Some(token.as_str()), "its value changed");
 
     let waiter = issuer.clone();
@@ -147,19 +121,19 @@ async fn a_hand_written_set_nx_value_is_a_foreign_holder() {
     for value in ["9f3c2b1a7e6d4c5b8a9f0e1d2c3b4a59", "12345:worker-3", "0:x"] {
         let resource = fencing_testkit::unique_name("set-nx");
         let (lock, _) = keys(&issuer, &resource);
-        let set: Option<String> = cmd(&["SET", &lock, value, "NX", "PX", "60000"]).await;
+        let set: Option<String> = aof(&["SET", &lock, value, "NX", "PX", "60000"]).await;
         assert_eq!(set.as_deref(), Some("OK"));
         assert_foreign(&issuer, &resource, value, value, FencingToken::ZERO).await;
-        let after: Option<String> = cmd(&["GET", &lock]).await;
+        let after: Option<String> = aof(&["GET", &lock]).await;
         assert_eq!(after.as_deref(), Some(value), "overwritten");
-        let ttl: i64 = cmd(&["PTTL", &lock]).await;
+        let ttl: i64 = aof(&["PTTL", &lock]).await;
         assert!(ttl > 50_000, "{value}: its expiry was changed to {ttl} ms");
     }
 
     // One that expires: acquire waits until Redis removes it.
     let resource = fencing_testkit::unique_name("set-nx-expiring");
     let (lock, _) = keys(&issuer, &resource);
-    let _: Option<String> = cmd(&["SET", &lock, "redlock-value", "NX", "PX", "700"]).await;
+    let _: Option<String> = aof(&["SET", &lock, "redlock-value", "NX", "PX", "700"]).await;
     let lease = issuer
         .acquire(&LeaseRequest::new(&resource, TTL), Duration::from_secs(10))
         .await
@@ -178,8 +152,8 @@ async fn a_redisson_hash_is_a_foreign_holder() {
     // Redisson's lock: a hash of `<client uuid>:<thread id>` to its hold
     // count, with the lease time as the key's TTL.
     let field = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
-    let _: i64 = cmd(&["HINCRBY", &lock, field, "1"]).await;
-    let _: i64 = cmd(&["PEXPIRE", &lock, "60000"]).await;
+    let _: i64 = aof(&["HINCRBY", &lock, field, "1"]).await;
+    let _: i64 = aof(&["PEXPIRE", &lock, "60000"]).await;
 
     assert_foreign(
         &issuer,
@@ -189,7 +163,7 @@ async fn a_redisson_hash_is_a_foreign_holder() {
         FencingToken::ZERO,
     )
     .await;
-    let hash: Vec<String> = cmd(&["HGETALL", &lock]).await;
+    let hash: Vec<String> = aof(&["HGETALL", &lock]).await;
     assert_eq!(hash, [field, "1"], "the hash changed");
 }
 
@@ -225,7 +199,7 @@ async fn redis_py_and_our_issuer_take_turns_excluding_each_other() {
 /// is not ours to choose (no `:lock` suffix), and our tokens still rise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_py_and_our_issuer_share_its_lock_name_with_layout_set_nx() {
-    let Some(issuer) = connect_with(Layout::SetNx).await else {
+    let Some(issuer) = on_aof(Layout::SetNx).await else {
         return;
     };
     let resource = fencing_testkit::unique_name("orders");
@@ -238,7 +212,7 @@ async fn redis_py_and_our_issuer_share_its_lock_name_with_layout_set_nx() {
 /// A resource named as another's counter is refused on that layout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_layout_set_nx_a_resource_named_as_a_counter_is_refused() {
-    let Some(issuer) = connect_with(Layout::SetNx).await else {
+    let Some(issuer) = on_aof(Layout::SetNx).await else {
         return;
     };
     let tried = issuer
@@ -265,7 +239,7 @@ mod set_nx {
     use fencing_testkit::issuer::IssuerProfile;
 
     async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
-        Some(Arc::new(super::connect_with(super::Layout::SetNx).await?))
+        Some(Arc::new(super::on_aof(super::Layout::SetNx).await?))
     }
 
     fencing_testkit::issuer_conformance!(
@@ -295,7 +269,7 @@ async fn take_turns(issuer: &RedisIssuer, resource: &str, who: &str, mut client:
         let value = client.line().await;
         let what = format!("turn {turn}: {who}'s lock");
         assert_foreign(issuer, resource, &value, &what, ours).await;
-        let kept: Option<String> = cmd(&["GET", &lock]).await;
+        let kept: Option<String> = aof(&["GET", &lock]).await;
         assert_eq!(
             kept.as_deref(),
             Some(value.as_str()),
@@ -325,8 +299,8 @@ async fn a_lease_whose_key_another_client_took_is_lost_not_an_error() {
             .await
             .unwrap()
             .expect("free");
-        let _: i64 = cmd(&["DEL", &lock]).await; // as if it had expired
-        let _: redis::Value = cmd(&write).await;
+        let _: i64 = aof(&["DEL", &lock]).await; // as if it had expired
+        let _: redis::Value = aof(&write).await;
         let renewed = issuer.renew(&lease).await;
         assert!(
             matches!(renewed, Err(Error::LeaseLost { .. })),
@@ -337,8 +311,8 @@ async fn a_lease_whose_key_another_client_took_is_lost_not_an_error() {
             matches!(released, Err(Error::LeaseLost { .. })),
             "{kind}: release: {released:?}"
         );
-        let kept: String = cmd(&["TYPE", &lock]).await;
+        let kept: String = aof(&["TYPE", &lock]).await;
         assert_eq!(kept, kind, "the other client's record is gone");
-        let _: i64 = cmd(&["DEL", &lock]).await;
+        let _: i64 = aof(&["DEL", &lock]).await;
     }
 }

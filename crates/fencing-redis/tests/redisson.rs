@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::raw;
+use common::{aof, on_aof};
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
 use fencing_harness::foreign;
@@ -20,19 +20,7 @@ use fencing_testkit::issuer::IssuerProfile;
 const TTL: Duration = Duration::from_secs(30);
 
 async fn connect() -> Option<RedisIssuer> {
-    if REDIS_AOF.skipped() {
-        return None;
-    }
-    match RedisConfig::new(REDIS_AOF.endpoint())
-        .with_layout(Layout::Redisson)
-        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
-        .await
-    {
-        Ok(issuer) => Some(issuer),
-        Err(e @ Error::Backend { .. }) => REDIS_AOF.unavailable(&e),
-        Err(e) => panic!("{} at {}: {e}", REDIS_AOF.name, REDIS_AOF.endpoint()),
-    }
+    on_aof(Layout::Redisson).await
 }
 
 async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
@@ -40,16 +28,6 @@ async fn issuer() -> Option<Arc<dyn TokenIssuer>> {
 }
 
 fencing_testkit::issuer_conformance!(issuer, IssuerProfile::with_ttl(Duration::from_millis(300)));
-
-async fn cmd<T: redis::FromRedisValue>(args: &[&str]) -> T {
-    let mut c = redis::cmd(args[0]);
-    for a in &args[1..] {
-        c.arg(*a);
-    }
-    c.query_async(&mut raw(&REDIS_AOF.endpoint()).await)
-        .await
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
 
 /// Redisson's lock name for `resource`, and its token counter.
 fn names(issuer: &RedisIssuer, resource: &str) -> (String, String) {
@@ -84,7 +62,7 @@ async fn redissons_rlock_and_our_issuer_take_turns_excluding_each_other() {
             ours = lease.token();
             // Our holder is one field of Redisson's hash, its token the value.
             let field = format!("fencing:{}", lease.holder());
-            let hash: Vec<String> = cmd(&["HGETALL", &name]).await;
+            let hash: Vec<String> = aof(&["HGETALL", &name]).await;
             assert_eq!(hash, [field.as_str(), &ours.to_string()], "turn {turn}");
             let holding = issuer.holder(&resource).await.unwrap().unwrap();
             assert_eq!((&holding.holder, holding.token), (lease.holder(), ours));
@@ -95,7 +73,7 @@ async fn redissons_rlock_and_our_issuer_take_turns_excluding_each_other() {
         }
         client.send("take").await;
         assert_eq!(client.line().await, "took");
-        let hash: Vec<String> = cmd(&["HGETALL", &name]).await;
+        let hash: Vec<String> = aof(&["HGETALL", &name]).await;
         assert!(
             matches!(issuer.try_acquire(&request).await, Ok(None)),
             "turn {turn}"
@@ -115,9 +93,9 @@ async fn redissons_rlock_and_our_issuer_take_turns_excluding_each_other() {
             holding.holder
         );
         assert_eq!(holding.token, FencingToken::ZERO);
-        let after: Vec<String> = cmd(&["HGETALL", &name]).await;
+        let after: Vec<String> = aof(&["HGETALL", &name]).await;
         assert_eq!(after, hash, "turn {turn}: Redisson's hash changed");
-        let count: Option<u64> = cmd(&["GET", &counter]).await;
+        let count: Option<u64> = aof(&["GET", &counter]).await;
         assert_eq!(count.unwrap_or(0), ours.get(), "a token was minted");
         client.send("release").await;
         assert_eq!(client.line().await, "released");
@@ -190,13 +168,13 @@ async fn the_floor_and_the_counters_checks_are_redissons_counters() {
     assert_eq!(client.line().await, "released");
     client.send("done").await;
 
-    let _: i64 = cmd(&["PEXPIRE", &counter, "600000"]).await;
+    let _: i64 = aof(&["PEXPIRE", &counter, "600000"]).await;
     let refused = issuer.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
     assert!(
         matches!(&refused, Err(Error::UnsafeConfiguration { .. })),
         "{refused:?}"
     );
-    let _: i64 = cmd(&["PERSIST", &counter]).await;
+    let _: i64 = aof(&["PERSIST", &counter]).await;
     let lease = issuer
         .try_acquire(&LeaseRequest::new(&resource, TTL))
         .await
@@ -220,11 +198,11 @@ async fn a_lease_whose_lock_redisson_took_is_lost() {
         .await
         .unwrap()
         .expect("free");
-    let _: i64 = cmd(&["DEL", &name]).await; // as if it had expired
+    let _: i64 = aof(&["DEL", &name]).await; // as if it had expired
     let mut client = redisson(&name, false).await;
     client.send("take").await;
     assert_eq!(client.line().await, "took");
-    let hash: Vec<String> = cmd(&["HGETALL", &name]).await;
+    let hash: Vec<String> = aof(&["HGETALL", &name]).await;
     let renewed = issuer.renew(&lease).await;
     assert!(
         matches!(renewed, Err(Error::LeaseLost { .. })),
@@ -235,7 +213,7 @@ async fn a_lease_whose_lock_redisson_took_is_lost() {
         matches!(released, Err(Error::LeaseLost { .. })),
         "{released:?}"
     );
-    let after: Vec<String> = cmd(&["HGETALL", &name]).await;
+    let after: Vec<String> = aof(&["HGETALL", &name]).await;
     assert_eq!(after, hash, "Redisson's hash changed");
     client.send("release").await;
     assert_eq!(client.line().await, "released");

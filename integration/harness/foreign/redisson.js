@@ -14,7 +14,7 @@
 //               "took" (plain) or its token (fenced)
 //   release  -> "released", or "lost" if the lock is no longer its own
 //   anything else disconnects and exits.
-const readline = require("readline");
+const serveLines = require("./lines");
 const { Redisson } = require("node-redisson");
 
 const [url, name, mode, leaseMs] = process.argv.slice(2);
@@ -72,19 +72,4 @@ async function handle(line) {
   }
 }
 
-redisson.redis.once("ready", () => {
-  console.log("ready");
-  const lines = readline.createInterface({ input: process.stdin });
-  let queue = Promise.resolve();
-  lines.on("line", (line) => {
-    queue = queue.then(() => handle(line)).catch((e) => {
-      console.error(e);
-      process.exit(1);
-    });
-  });
-  lines.on("close", () => queue.then(() => process.exit(0)));
-});
-redisson.redis.on("error", (e) => {
-  console.error(`node-redisson's Redis client: ${e.message}`);
-  process.exit(1);
-});
+serveLines(redisson.redis, "node-redisson", handle);

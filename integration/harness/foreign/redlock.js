@@ -8,7 +8,7 @@
 //   take     -> waits up to 20 s, prints the lock's random value
 //   release  -> "released"
 //   anything else disconnects and exits.
-const readline = require("readline");
+const serveLines = require("./lines");
 const Redis = require("ioredis");
 const Redlock = require("redlock");
 
@@ -46,19 +46,4 @@ async function handle(line) {
   }
 }
 
-client.once("ready", () => {
-  console.log("ready");
-  const lines = readline.createInterface({ input: process.stdin });
-  let queue = Promise.resolve();
-  lines.on("line", (line) => {
-    queue = queue.then(() => handle(line)).catch((e) => {
-      console.error(e);
-      process.exit(1);
-    });
-  });
-  lines.on("close", () => queue.then(() => process.exit(0)));
-});
-client.on("error", (e) => {
-  console.error(`redlock's Redis client: ${e.message}`);
-  process.exit(1);
-});
+serveLines(client, "redlock", handle);

@@ -27,3 +27,36 @@ pub(crate) async fn grant_once(
     issuer.release(&lease).await.unwrap();
     lease
 }
+
+/// `args` as one command on the append-only Redis
+/// (`FENCING_REDIS_AOF_URL`), behind the issuer's back.
+pub(crate) async fn aof<T: redis::FromRedisValue>(args: &[&str]) -> T {
+    let url = fencing_harness::env::REDIS_AOF.endpoint();
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c.query_async(&mut raw(&url).await)
+        .await
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+/// An issuer with `layout` on the append-only Redis, under a prefix of
+/// the test's own; `None` if that server is skipped.
+pub(crate) async fn on_aof(layout: fencing_redis::Layout) -> Option<fencing_redis::RedisIssuer> {
+    use fencing_core::Error;
+    use fencing_harness::env::REDIS_AOF;
+    if REDIS_AOF.skipped() {
+        return None;
+    }
+    match fencing_redis::RedisConfig::new(REDIS_AOF.endpoint())
+        .with_layout(layout)
+        .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
+        .connect()
+        .await
+    {
+        Ok(issuer) => Some(issuer),
+        Err(e @ Error::Backend { .. }) => REDIS_AOF.unavailable(&e),
+        Err(e) => panic!("{} at {}: {e}", REDIS_AOF.name, REDIS_AOF.endpoint()),
+    }
+}
