@@ -14,7 +14,7 @@ use common::{aof, on_aof};
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
 use fencing_harness::foreign;
-use fencing_redis::{Layout, RedisConfig, RedisIssuer};
+use fencing_redis::{Layout, RedisIssuer};
 
 const TTL: Duration = Duration::from_secs(10);
 
