@@ -306,6 +306,42 @@ fn etcds_lock_service_over_http_and_our_leases_take_turns_with_tokens_in_grant_o
     );
 }
 
+/// Pauses both ways through the lock service: a holder whose lease stops
+/// being kept alive (a paused service sends no keep-alive) and one of ours
+/// stopped with SIGSTOP; each time the other kind is granted once etcd
+/// expired the paused one's lease, writes with a higher token, and the
+/// paused holder's token is refused.
+#[test]
+fn a_paused_lock_service_holder_and_a_paused_one_of_ours_are_refused_once_the_other_took_over() {
+    use fencing_harness::process::{Signal, signal};
+    let Some(etcd) = Etcdctl::new() else {
+        return;
+    };
+    let gateway = LockGateway { etcd: &etcd };
+    let s = Scratch::new("etcd-gateway-paused");
+    let (issuer, resource, store) = (&etcd.issuer, "report", s.url());
+    let key = gateway
+        .lock(resource, &gateway.lease(2), 10)
+        .expect("granted");
+    let paused = printed_token(&on_resource("token", issuer, resource, &["--key", &key]));
+    write_in_turn(&store, paused, None, "lock service");
+    let (mut ours, token) = hold(issuer, resource, &["--ttl", "2s", "--wait", "20s"]);
+    write_in_turn(&store, token, Some(paused), "fence");
+
+    signal(ours.id(), Signal::SIGSTOP);
+    let lease = gateway.lease(30);
+    let key = gateway
+        .lock(resource, &lease, 20)
+        .expect("granted once ours expired");
+    let taken = printed_token(&on_resource("token", issuer, resource, &["--key", &key]));
+    write_in_turn(&store, taken, Some(token), "lock service");
+    signal(ours.id(), Signal::SIGCONT);
+    assert_exit(&put(&store, "report", &token.to_string(), "woken fence"), 3);
+    let _ = ours.kill();
+    let _ = ours.wait();
+    gateway.unlock(&key, &lease);
+}
+
 /// A ZooKeeper issuer's URL under a prefix of the test's own, and the path
 /// of `resource`'s znode there; `None` if ZooKeeper is skipped.
 fn zookeeper_issuer(resource: &str) -> Option<(String, String)> {
