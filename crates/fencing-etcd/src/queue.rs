@@ -13,7 +13,7 @@ use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
 use crate::client::Rpc;
 use crate::error::{NAME, lease_not_found, map_error};
 use crate::floor::{offset_at, token_of};
-use crate::keys::{Keys, just_before};
+use crate::keys::{Keys, Layout, just_before};
 
 /// How long to wait before trying again after a failed call while queued.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -70,20 +70,65 @@ pub(crate) async fn enqueue(
     min_ttl: Duration,
 ) -> Result<Queued> {
     let (lease_id, granted_at) = grant(rpc, request, min_ttl).await?;
-    let dir = keys.dir(&request.resource);
-    let key = Keys::lock_key(&dir, lease_id);
+    let key = Keys::lock_key(&keys.dir(&request.resource), lease_id);
+    let Ok(created) = create(rpc, keys, request, &key, lease_id).await? else {
+        rpc.revoke_quietly(lease_id).await;
+        return Err(Error::backend(
+            NAME,
+            true,
+            format!("lock key {key:?} of a fresh lease already existed"),
+        ));
+    };
+    Ok(Queued {
+        lease_id,
+        key,
+        revision: created.revision,
+        offset: created.offset,
+        granted_at,
+        first: created.first == Some(created.revision),
+    })
+}
+
+/// A lock key just created.
+pub(crate) struct Created {
+    /// Its create revision.
+    pub(crate) revision: i64,
+    /// The resource's floor offset when it was created.
+    pub(crate) offset: u64,
+    /// The create revision of the resource's holder then (itself, for the
+    /// single key).
+    pub(crate) first: Option<i64>,
+}
+
+/// Creates `key` with etcd lease `lease_id` attached, only if it is absent,
+/// in one transaction that also reads the floor and, in the queue, the
+/// resource's first key. `Err(revision)` if the key exists (the revision of
+/// that answer, from which a watch sees its deletion): the lease is the
+/// caller's to revoke. On any other failure the lease is revoked (which
+/// removes the key, if it was created) before the error returns.
+pub(crate) async fn create(
+    rpc: &Rpc,
+    keys: &Keys,
+    request: &LeaseRequest,
+    key: &str,
+    lease_id: i64,
+) -> Result<std::result::Result<Created, i64>> {
+    let queue = keys.layout() == Layout::Queue;
+    let mut reads = vec![
+        TxnOp::put(
+            key,
+            keys.value(request.holder.as_str()),
+            Some(PutOptions::new().with_lease(lease_id)),
+        ),
+        TxnOp::get(key, None),
+    ];
+    if queue {
+        reads.push(TxnOp::get(keys.dir(&request.resource), Some(keys.first())));
+    }
+    reads.push(TxnOp::get(keys.floor_key(&request.resource), None));
     let txn = Txn::new()
-        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-        .and_then([
-            TxnOp::put(
-                key.clone(),
-                keys.value(request.holder.as_str()),
-                Some(PutOptions::new().with_lease(lease_id)),
-            ),
-            TxnOp::get(key.clone(), None),
-            TxnOp::get(dir, Some(keys.first())),
-            TxnOp::get(keys.floor_key(&request.resource), None),
-        ]);
+        .when([Compare::create_revision(key, CompareOp::Equal, 0)])
+        .and_then(reads);
     let response = match rpc.txn(txn).await {
         Ok(response) => response,
         Err(e) => {
@@ -92,36 +137,37 @@ pub(crate) async fn enqueue(
             return Err(map_error(e, Call::write("create lock key")));
         }
     };
-    let mut gets = crate::client::gets(&response);
-    let (own, first, floor) = (gets.next(), gets.next(), gets.next());
-    let revision_of = |get: Option<&etcd_client::GetResponse>| {
-        get.and_then(|g| g.kvs().first())
+    if !response.succeeded() {
+        return Ok(Err(response.header().map_or(0, |h| h.revision())));
+    }
+    let revision_of = |get: Option<etcd_client::GetResponse>| {
+        get.as_ref()
+            .and_then(|g| g.kvs().first())
             .map(KeyValue::create_revision)
     };
-    let (own, first) = (revision_of(own.as_ref()), revision_of(first.as_ref()));
-    let (Some(revision), true) = (own, response.succeeded()) else {
+    let mut gets = crate::client::gets(&response);
+    let own = revision_of(gets.next());
+    let first = if queue { revision_of(gets.next()) } else { own };
+    let floor = gets.next();
+    let Some(revision) = own else {
         rpc.revoke_quietly(lease_id).await;
         return Err(Error::backend(
             NAME,
             true,
-            format!("lock key {key:?} of a fresh lease already existed or was not read back"),
+            format!("lock key {key:?} was not read back"),
         ));
     };
-    let offset = match offset_at(revision, floor.as_ref()) {
-        Ok(offset) => offset,
+    match offset_at(revision, floor.as_ref()) {
+        Ok(offset) => Ok(Ok(Created {
+            revision,
+            offset,
+            first,
+        })),
         Err(e) => {
             rpc.revoke_quietly(lease_id).await;
-            return Err(e);
+            Err(e)
         }
-    };
-    Ok(Queued {
-        lease_id,
-        key,
-        revision,
-        offset,
-        granted_at,
-        first: first == Some(revision),
-    })
+    }
 }
 
 /// Checks `request` and grants the etcd lease of its TTL: its id, and when

@@ -6,15 +6,13 @@
 
 use std::time::Instant;
 
-use etcd_client::{
-    Compare, CompareOp, KeyValue, PutOptions, Txn, TxnOp, WatchFilterType, WatchOptions,
-};
+use etcd_client::{WatchFilterType, WatchOptions};
 use fencing_core::adapter::Call;
 use fencing_core::{Error, Lease, LeaseRequest, Result};
 
 use crate::client::Rpc;
-use crate::error::{NAME, map_error};
-use crate::floor::{offset_at, token_of};
+use crate::error::map_error;
+use crate::floor::token_of;
 use crate::keys::Keys;
 use crate::queue::{self, LockHandle, RETRY_PAUSE, RevokeOnDrop};
 
@@ -38,60 +36,34 @@ pub(crate) async fn try_take(
 ) -> Result<Taken> {
     let (lease_id, granted_at) = queue::grant(rpc, request, min_ttl).await?;
     let key = keys.dir(&request.resource);
+    // Should this future be dropped before the create answers, the lease
+    // (and the key with it) is revoked in the background.
     let guard = RevokeOnDrop::lease(rpc, lease_id);
-    let txn = Txn::new()
-        .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-        .and_then([
-            TxnOp::put(
-                key.clone(),
-                keys.value(request.holder.as_str()),
-                Some(PutOptions::new().with_lease(lease_id)),
-            ),
-            TxnOp::get(key.clone(), None),
-            TxnOp::get(keys.floor_key(&request.resource), None),
-        ]);
-    let response = match rpc.txn(txn).await {
-        Ok(response) => response,
-        Err(e) => {
-            // The key may exist: revoking the lease removes it either way.
-            guard.revoke().await;
-            return Err(map_error(e, Call::write("create lock key")));
+    let created = queue::create(rpc, keys, request, &key, lease_id).await;
+    match created {
+        Ok(Ok(created)) => {
+            guard.disarm();
+            let token = token_of(created.revision, created.offset);
+            let lease = Lease::new(request, token, granted_at);
+            Ok(Taken::Granted(
+                lease.with_handle(LockHandle { key, lease_id }),
+            ))
         }
-    };
-    if !response.succeeded() {
-        let seen = response.header().map_or(0, |h| h.revision());
-        rpc.revoke(lease_id)
-            .await
-            .map_err(|e| map_error(e, Call::write("revoke the lease of a refused try")))?;
-        guard.disarm();
-        return Ok(Taken::Held { seen });
+        Ok(Err(seen)) => {
+            // Should this revoke fail, the guard tries again in the
+            // background.
+            rpc.revoke(lease_id)
+                .await
+                .map_err(|e| map_error(e, Call::write("revoke the lease of a refused try")))?;
+            guard.disarm();
+            Ok(Taken::Held { seen })
+        }
+        Err(e) => {
+            // `create` revoked the lease already.
+            guard.disarm();
+            Err(e)
+        }
     }
-    let mut gets = crate::client::gets(&response);
-    let (own, floor) = (gets.next(), gets.next());
-    let Some(revision) = own
-        .as_ref()
-        .and_then(|g| g.kvs().first())
-        .map(KeyValue::create_revision)
-    else {
-        guard.revoke().await;
-        return Err(Error::backend(
-            NAME,
-            true,
-            format!("lock key {key:?} was not read back"),
-        ));
-    };
-    let offset = match offset_at(revision, floor.as_ref()) {
-        Ok(offset) => offset,
-        Err(e) => {
-            guard.revoke().await;
-            return Err(e);
-        }
-    };
-    guard.disarm();
-    let lease = Lease::new(request, token_of(revision, offset), granted_at);
-    Ok(Taken::Granted(
-        lease.with_handle(LockHandle { key, lease_id }),
-    ))
 }
 
 /// Tries until granted or `give_up`, waiting between tries for the key's
