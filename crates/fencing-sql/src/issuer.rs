@@ -28,7 +28,9 @@ use crate::wake;
 /// session time zones (or a DST change) agree on who holds a lease. TTLs
 /// are sent in milliseconds rounded up. The counter lives in the row, so
 /// tokens keep rising across restarts of any client, and release keeps the
-/// row.
+/// row. A row that does not exist (the first grant, or one an operator
+/// deleted) starts at the database's clock in microseconds, never at 1, so
+/// a purge of lease rows does not send tokens back.
 ///
 /// **Waiting** ([`acquire`](TokenIssuer::acquire)): on PostgreSQL a release
 /// also sends `NOTIFY` in its statement, so it reaches waiters only if it
@@ -308,7 +310,9 @@ impl TokenIssuer for SqlIssuer {
     /// the floor before the first grant, as `fence migrate` does, or when
     /// the holder has released it). The next grant is one above
     /// the floor, so a floor above [`SqlIssuer::MAX_FLOOR`] is refused with
-    /// [`Error::TokenOutOfRange`].
+    /// [`Error::TokenOutOfRange`]. A floor never lowers the counter, and on
+    /// a resource without a row it is raised to the database's clock in
+    /// microseconds at least, where a grant would start it.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         if floor > Self::MAX_FLOOR {
             return Err(Error::TokenOutOfRange {
@@ -321,11 +325,13 @@ impl TokenIssuer for SqlIssuer {
             returning: sqlx::query(&self.raise_floor)
                 .bind(resource)
                 .bind(raw)
+                .bind(raw)
                 .fetch_optional(p)
                 .await
                 .map(|r| r.is_some()),
             mysql: sqlx::query(&self.raise_floor)
                 .bind(resource)
+                .bind(raw)
                 .bind(raw)
                 .execute(p)
                 .await
@@ -369,6 +375,19 @@ impl TokenIssuer for SqlIssuer {
             LeaseClock::ZoneFree(detail) => {
                 let mut checks = vec![
                     SafetyCheck::pass(NAME, detail),
+                    SafetyCheck::pass(
+                        "deleted counter",
+                        format!(
+                            "a lease row deleted by hand is made again at {} in microseconds, \
+                             above every token it gave{}",
+                            sql::clock_name(self.db.dialect()),
+                            if self.db.dialect() == Dialect::Sqlite {
+                                " (the host's clock: a clock set back undoes this)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    ),
                     self.commit_check().await?,
                     self.db.transport_check().await?,
                 ];

@@ -275,6 +275,27 @@ fn next_token(d: Dialect, token: &str) -> String {
     }
 }
 
+/// The database's clock in microseconds since the epoch: where a lease
+/// row that does not exist starts its counter (its first grant is one
+/// above). A row an operator deleted (a purge of old leases) took its
+/// counter with it; made again at 1 it would grant tokens every store
+/// refuses. Made at the clock, it starts above every token the deleted row
+/// gave, unless that row granted more than one token per microsecond of its
+/// life or a floor put it above the clock. BIGINT holds it for some 290,000
+/// years. SQLite's clock is the host's: a host clock set back undoes this.
+fn clock_micros(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Postgres => "floor(extract(epoch from clock_timestamp()) * 1000000)::bigint",
+        // Both sides are zone-free DATETIMEs; UNIX_TIMESTAMP() would read
+        // its argument in the session's time zone.
+        Dialect::MySql => "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+        // julianday('now') ticks in milliseconds: the micros end in 000.
+        Dialect::Sqlite => {
+            "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)"
+        }
+    }
+}
+
 /// Takes the lease row if it is free, expired or already ours; a new holder
 /// gets `token + 1`, the same live holder keeps its token. Binds: resource,
 /// holder, ttl. Returns the token (PostgreSQL, SQLite; no row = held), or on
@@ -286,9 +307,9 @@ pub fn acquire(d: Dialect, t: &str) -> String {
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
             let (p1, p2) = (placeholder(d, 1), placeholder(d, 2));
-            let next = next_token(d, &format!("{t}.token"));
+            let (next, clock) = (next_token(d, &format!("{t}.token")), clock_micros(d));
             format!(
-                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, {p2}, 1, {later}) \
+                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, {p2}, {clock} + 1, {later}) \
                  ON CONFLICT (resource) DO UPDATE SET \
                  token = CASE WHEN {t}.holder = excluded.holder AND {t}.expires_at > {now} \
                          THEN {t}.token ELSE {next} END, \
@@ -297,14 +318,16 @@ pub fn acquire(d: Dialect, t: &str) -> String {
                  RETURNING token"
             )
         }
+        // UTC_TIMESTAMP(6) is read once per statement, so the new row's
+        // token and the LAST_INSERT_ID reporting it are the same number.
         // Assignments run left to right and see the columns already set:
         // the token first (from the old holder and expiry), then the
         // holder, then the expiry and the result keyed off the new holder.
         Dialect::MySql => {
-            let next = next_token(d, "token");
+            let (next, clock) = (next_token(d, "token"), clock_micros(d));
             format!(
                 "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) \
-             VALUES (?, ?, 1, {later}, LAST_INSERT_ID(1)) ON DUPLICATE KEY UPDATE \
+             VALUES (?, ?, {clock} + 1, {later}, LAST_INSERT_ID({clock} + 1)) ON DUPLICATE KEY UPDATE \
              token = IF(holder <=> VALUES(holder) AND expires_at_utc > {now}, token, \
                         IF(holder IS NULL OR expires_at_utc <= {now}, {next}, token)), \
              holder = IF(holder IS NULL OR expires_at_utc <= {now} OR holder <=> VALUES(holder), VALUES(holder), holder), \
@@ -316,31 +339,36 @@ pub fn acquire(d: Dialect, t: &str) -> String {
 }
 
 /// Raises a free resource's counter to at least the floor (a live holder's
-/// row is left alone: its token is its lease). Binds: resource, floor.
-/// One row changed or inserted = raised (or already above).
+/// row is left alone: its token is its lease). A row that does not exist
+/// is made at the floor or the database's clock ([`clock_micros`]),
+/// whichever is higher, as a grant would make it: a floor raised after an
+/// operator deleted the row must not bring its tokens back down. A row
+/// that exists keeps its counter if that is higher. Binds: resource,
+/// floor, floor. One row changed or inserted = raised (or already above).
 pub(crate) fn raise_floor(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
+    let clock = clock_micros(d);
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
-            let (p1, p2) = (placeholder(d, 1), placeholder(d, 2));
+            let (p1, p2, p3) = (placeholder(d, 1), placeholder(d, 2), placeholder(d, 3));
             let greatest = if d == Dialect::Sqlite {
                 "MAX"
             } else {
                 "GREATEST"
             };
             format!(
-                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, NULL, {p2}, NULL) \
-                 ON CONFLICT (resource) DO UPDATE SET token = {greatest}({t}.token, excluded.token) \
+                "INSERT INTO {t} (resource, holder, token, expires_at) VALUES ({p1}, NULL, {greatest}({p2}, {clock}), NULL) \
+                 ON CONFLICT (resource) DO UPDATE SET token = {greatest}({t}.token, {p3}) \
                  WHERE {t}.holder IS NULL OR {t}.expires_at <= {now} RETURNING token"
             )
         }
         // The token is only raised while the lease is free; LAST_INSERT_ID
         // reports whether it was (the held bit) as for acquire.
         Dialect::MySql => format!(
-            "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) VALUES (?, NULL, ?, NULL, LAST_INSERT_ID(1)) \
+            "INSERT INTO {t} (resource, holder, token, expires_at_utc, granted) VALUES (?, NULL, GREATEST(?, {clock}), NULL, LAST_INSERT_ID(1)) \
              ON DUPLICATE KEY UPDATE \
              granted = LAST_INSERT_ID(IF(holder IS NULL OR expires_at_utc <= {now}, 1, {MYSQL_HELD_BIT})), \
-             token = IF(holder IS NULL OR expires_at_utc <= {now}, GREATEST(token, VALUES(token)), token)"
+             token = IF(holder IS NULL OR expires_at_utc <= {now}, GREATEST(token, ?), token)"
         ),
     }
 }

@@ -199,10 +199,55 @@ macro_rules! database_suite {
                 let clock = check(&checks, "lease clock");
                 assert_eq!(clock.verdict, Verdict::Pass, "{clock:?}");
                 assert!(clock.detail.contains($clock), "{clock:?} does not name {}", $clock);
+                let seed = check(&checks, "deleted counter");
+                assert!(seed.verdict == Verdict::Pass && seed.detail.contains($clock), "{seed:?}");
                 assert!(
                     checks.iter().any(|c| c.name == "tokens rise" && c.verdict == Verdict::Pass),
                     "{checks:#?}"
                 );
+            }
+
+            /// An operator's purge of lease rows takes the counter with it:
+            /// the row made again must still grant above every token the
+            /// old one gave, and a low floor on the absent row must not
+            /// bring it back down.
+            #[tokio::test]
+            async fn a_lease_row_deleted_by_hand_grants_above_every_earlier_token() {
+                let Some(db) = db().await else { return };
+                let issuer = SqlIssuer::new(db).await.expect("issuer");
+                let resource = fencing_testkit::unique_name("purged");
+                let request = LeaseRequest::new(&resource, Duration::from_secs(30));
+                let mut highest = FencingToken::new(0);
+                for _ in 0..3 {
+                    let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+                    assert!(lease.token() > highest, "{} after {highest}", lease.token());
+                    highest = lease.token();
+                    issuer.release(&lease).await.unwrap();
+                }
+                let pool = sqlx::Pool::<$db>::connect(&driver_url(&$url)).await.expect("pool");
+                let purge = format!("DELETE FROM {} WHERE resource = '{resource}'", tables().leases);
+                sqlx::query(&purge).execute(&pool).await.expect("the operator's purge");
+                let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+                assert!(
+                    lease.token() > highest,
+                    "after the row was deleted the next token was {}, below the {highest} granted before",
+                    lease.token()
+                );
+                highest = lease.token();
+                issuer.release(&lease).await.unwrap();
+
+                sqlx::query(&purge).execute(&pool).await.expect("the operator's purge");
+                issuer
+                    .raise_floor(&resource, FencingToken::new(2))
+                    .await
+                    .expect("a floor on an absent row");
+                let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+                assert!(
+                    lease.token() > highest,
+                    "a floor of 2 on a deleted row brought the next token down to {} (granted before: {highest})",
+                    lease.token()
+                );
+                pool.close().await;
             }
             async fn store() -> Option<Arc<dyn FencedStore>> {
                 Some(Arc::new(SqlStore::new(db().await?).await.expect("store")))
