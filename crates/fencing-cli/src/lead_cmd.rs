@@ -8,8 +8,8 @@ use clap::Args;
 use fencing::Error;
 use fencing::election::Election;
 
-use crate::lease_cmds::{Ended, Supervision, Target, spawn_with_lease, supervise};
-use crate::{CliResult, backends, exit};
+use crate::lease_cmds::{Ended, Interrupts, Supervision, Target, spawn_with_lease, supervise};
+use crate::{CliResult, backends};
 
 #[derive(Debug, Args)]
 pub(crate) struct LeadArgs {
@@ -49,7 +49,8 @@ fn parse_fence(s: &str) -> Result<(String, String), String> {
 
 /// Stands for leader, waits as long as it takes, then runs the command
 /// with the term's token until it and the rest of its process group end
-/// (exit: its code) or the term is lost (the group is ended; exit 4).
+/// (exit: its code) or the term is lost (the group is ended; exit 122), or
+/// fence gets a terminating signal (the group is ended; exit 128 + it).
 pub(crate) async fn lead(args: LeadArgs) -> CliResult {
     let issuer = backends::open_issuer(&args.target.issuer).await?;
     let candidate = args.candidate.unwrap_or_else(|| {
@@ -80,18 +81,30 @@ pub(crate) async fn lead(args: LeadArgs) -> CliResult {
         }
     );
 
-    let mut child = spawn_with_lease(&args.command, &lease, &args.target.issuer)?;
-    match supervise(&mut child, leadership.lost(), &args.supervision).await? {
-        Ended::Exited(code) => {
-            match leadership.resign().await {
-                Ok(()) => eprintln!("fence: resigned"),
-                Err(e @ Error::LeaseLost { .. }) => eprintln!("fence: {e}"),
-                Err(e) => eprintln!("fence: resign after the command finished: {e}"),
-            }
-            Ok(ExitCode::from(code))
+    // Before the command starts, as in `run`.
+    let mut interrupts = Interrupts::listen()?;
+    let mut child = match spawn_with_lease(&args.command, &lease, &args.target.issuer) {
+        Ok(child) => child,
+        Err(code) => {
+            let _ = leadership.resign().await;
+            return Ok(ExitCode::from(code));
         }
-        Ended::Lost => Ok(ExitCode::from(exit::LEASE_LOST)),
+    };
+    let ended = supervise(
+        &mut child,
+        leadership.lost(),
+        &args.supervision,
+        &mut interrupts,
+    )
+    .await?;
+    if !matches!(ended, Ended::Lost) {
+        match leadership.resign().await {
+            Ok(()) => eprintln!("fence: resigned"),
+            Err(e @ Error::LeaseLost { .. }) => eprintln!("fence: {e}"),
+            Err(e) => eprintln!("fence: resign after the command finished: {e}"),
+        }
     }
+    Ok(ended.exit_code())
 }
 
 #[cfg(test)]

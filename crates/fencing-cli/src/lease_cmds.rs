@@ -10,6 +10,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
 use crate::output::LeaseView;
@@ -66,7 +67,7 @@ pub(crate) struct Grant {
     #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
     ttl: Duration,
     /// How long to wait while someone else holds it (0 = give up at once
-    /// with exit code 5).
+    /// with exit code 121).
     #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
     wait: Duration,
 }
@@ -213,44 +214,160 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
         return held(&*issuer, &request.resource).await;
     };
 
-    let mut child = spawn_with_lease(&args.command, &lease, &args.grant.target.issuer)?;
+    // Before the command starts: from then on a signal must not end fence
+    // with the command left running unrenewed.
+    let mut interrupts = Interrupts::listen()?;
+    let mut child = match spawn_with_lease(&args.command, &lease, &args.grant.target.issuer) {
+        Ok(child) => child,
+        Err(code) => {
+            let _ = issuer.release(&lease).await;
+            return Ok(ExitCode::from(code));
+        }
+    };
     let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
-    match supervise(&mut child, keep_alive.lost(), &args.supervision).await? {
-        Ended::Exited(code) => {
+    let ended = supervise(
+        &mut child,
+        keep_alive.lost(),
+        &args.supervision,
+        &mut interrupts,
+    )
+    .await?;
+    match ended {
+        Ended::Exited(_) | Ended::Interrupted(_) => {
             if let Err(e) = keep_alive.release().await {
                 eprintln!("fence: release after the command finished: {e}");
             }
-            Ok(ExitCode::from(code))
         }
-        Ended::Lost => Ok(ExitCode::from(exit::LEASE_LOST)),
+        Ended::Lost => {}
     }
+    Ok(ended.exit_code())
 }
 
 /// Starts `command` with the lease's `FENCING_TOKEN`, `FENCING_RESOURCE`,
-/// `FENCING_HOLDER` and `FENCING_ISSUER` in its environment.
+/// `FENCING_HOLDER` and `FENCING_ISSUER` in its environment, leading a
+/// process group of its own. On Linux the kernel kills it (SIGKILL) if
+/// fence dies, see [`exec_child`]. Err: the command could not be started,
+/// said on stderr; the exit code for it (126, 127 as a shell's).
 pub(crate) fn spawn_with_lease(
     command: &[String],
     lease: &Lease,
     issuer_url: &str,
-) -> Result<Child, String> {
-    let (program, rest) = command.split_first().expect("clap requires a command");
-    let child = Command::new(program)
-        .args(rest)
-        // A process group of its own, so that the lease covers the whole
-        // job: a shell script's own children too, not just the shell.
-        .process_group(0)
-        .env("FENCING_TOKEN", lease.token().to_string())
+) -> Result<Child, u8> {
+    let program = command.first().expect("clap requires a command");
+    let mut cmd = trampoline(command);
+    cmd.env("FENCING_TOKEN", lease.token().to_string())
         .env("FENCING_RESOURCE", lease.resource())
         .env("FENCING_HOLDER", lease.holder().as_str())
         .env("FENCING_ISSUER", issuer_url)
-        .spawn()
-        .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+        // A process group of its own, so that the lease covers the whole
+        // job: a shell script's own children too, not just the shell.
+        .process_group(0);
+    let child = cmd.spawn().map_err(|e| {
+        eprintln!("fence: cannot start {program:?}: {e}");
+        exit::cannot_start(&e)
+    })?;
     eprintln!(
         "fence: {:?} held with token {}; running {program}",
         lease.resource(),
         lease.token()
     );
     Ok(child)
+}
+
+/// The process that becomes the command: on Linux fence itself (`fence
+/// __exec`, [`exec_child`]), which asks for a parent-death signal and then
+/// execs the command (the workspace forbids the `unsafe` a `pre_exec` hook
+/// would need).
+///
+/// The parent-death signal fires when the *thread* that forked the child
+/// exits, not the process: this must run on the main thread, which lives
+/// as long as fence (`Runtime::block_on` polls `main`'s future there; a
+/// tokio worker thread may be retired while fence runs on).
+#[cfg(target_os = "linux")]
+fn trampoline(command: &[String]) -> Command {
+    debug_assert_eq!(std::thread::current().name(), Some("main"));
+    // /proc/self/exe, read by the forked child, is this very binary even
+    // if the file was replaced or removed since fence started.
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg(crate::EXEC_CHILD)
+        .arg("--parent")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .args(command);
+    cmd
+}
+
+#[cfg(not(target_os = "linux"))]
+fn trampoline(command: &[String]) -> Command {
+    let (program, rest) = command.split_first().expect("clap requires a command");
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    cmd
+}
+
+/// `fence __exec --parent PID -- COMMAND…`: what fence's child runs before
+/// it becomes the command. Asks the kernel for SIGKILL when fence dies
+/// (kept across `exec`), checks that fence did not die before that (it
+/// would then never come), and execs the command in place, keeping the pid
+/// that leads the group.
+#[derive(Debug, Args)]
+pub(crate) struct ExecArgs {
+    /// fence's pid.
+    #[arg(long)]
+    parent: i32,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
+}
+
+/// See [`ExecArgs`]; returns only if the command could not be started.
+pub(crate) fn exec_child(args: &ExecArgs) -> ExitCode {
+    use std::os::unix::process::CommandExt;
+    let (program, rest) = args.command.split_first().expect("clap requires a command");
+    #[cfg(target_os = "linux")]
+    {
+        if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+            eprintln!("fence: cannot ask to be killed with fence (prctl): {e}");
+            return ExitCode::from(exit::RUN_FAILED);
+        }
+        if nix::unistd::getppid() != Pid::from_raw(args.parent) {
+            eprintln!("fence: exited before {program:?} could start; not starting it");
+            return ExitCode::from(exit::RUN_FAILED);
+        }
+    }
+    let e = std::process::Command::new(program).args(rest).exec();
+    eprintln!("fence: cannot start {program:?}: {e}");
+    ExitCode::from(exit::cannot_start(&e))
+}
+
+/// The terminating signals fence can catch: a closed terminal or ssh
+/// session (SIGHUP), Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), `kill` (SIGTERM).
+/// Listened to from before the command starts until fence exits, with one
+/// listener each: a listener made anew on each turn of a loop misses the
+/// signals that come between two turns.
+pub(crate) struct Interrupts([(Signal, tokio::signal::unix::Signal); 4]);
+
+impl Interrupts {
+    pub(crate) fn listen() -> std::io::Result<Self> {
+        let on = |s: Signal| signal(SignalKind::from_raw(s as i32)).map(|l| (s, l));
+        Ok(Self([
+            on(Signal::SIGHUP)?,
+            on(Signal::SIGINT)?,
+            on(Signal::SIGQUIT)?,
+            on(Signal::SIGTERM)?,
+        ]))
+    }
+
+    /// The next signal received.
+    async fn recv(&mut self) -> Signal {
+        let [(hup, a), (int, b), (quit, c), (term, d)] = &mut self.0;
+        tokio::select! {
+            _ = a.recv() => *hup,
+            _ = b.recv() => *int,
+            _ = c.recv() => *quit,
+            _ = d.recv() => *term,
+        }
+    }
 }
 
 /// How a supervised command ended.
@@ -261,26 +378,58 @@ pub(crate) enum Ended {
     /// The lease was lost: the command's group was signalled, killed if it
     /// did not stop within the grace period, and is gone.
     Lost,
+    /// fence got this signal: the group was sent it, killed if it did not
+    /// stop within the grace period, and is gone.
+    Interrupted(Signal),
+}
+
+impl Ended {
+    /// fence's exit code: the command's, [`exit::LEASE_LOST`], or 128 + the
+    /// signal fence got (as a shell reports a command that signal ended,
+    /// whatever the command made of it).
+    pub(crate) fn exit_code(&self) -> ExitCode {
+        ExitCode::from(match *self {
+            Self::Exited(code) => code,
+            Self::Lost => exit::LEASE_LOST,
+            Self::Interrupted(signal) => exit::signalled(signal),
+        })
+    }
 }
 
 /// Waits for `child` and the rest of its process group while the lease is
 /// kept, so that the lease is given up only when no member that holds its
-/// token is left: passes Ctrl-C and SIGTERM on to the group; when the
-/// command exits first, waits for the others or ends them (`--orphans`);
-/// when `lost` resolves, sends the group the configured signal and kills
-/// the group after the grace period, whatever the command itself did.
+/// token is left: when the command exits first, waits for the others or
+/// ends them (`--orphans`); when `lost` resolves, sends the group the
+/// configured signal; when fence gets one of `interrupts`, passes that
+/// signal on (every one of them, as the terminal would have sent it to a
+/// command in its own group). Either way the group is killed after the
+/// grace period, whatever the command itself did.
 pub(crate) async fn supervise(
     child: &mut Child,
     lost: impl Future<Output = Lost>,
     supervision: &Supervision,
+    interrupts: &mut Interrupts,
 ) -> std::io::Result<Ended> {
     let group = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .map(|id| Group(Pid::from_raw(id)))
         .ok_or_else(|| std::io::Error::other("the command has no pid"))?;
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let _on_panic = PanicGuard::arm(group, supervision);
+    // Tests only: a panic elsewhere in fence while the group runs (in the
+    // keep-alive, a backend), which tokio alone would survive.
+    #[cfg(debug_assertions)]
+    if let Some(after) = std::env::var("FENCE_TEST_PANIC_AFTER")
+        .ok()
+        .and_then(|d| crate::parse_duration(&d).ok())
+    {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            panic!("FENCE_TEST_PANIC_AFTER");
+        });
+    }
     tokio::pin!(lost);
+    let mut interrupted = None;
     let mut code = None;
     let mut was_lost = false;
     // Once the group has been asked to stop: when it is killed.
@@ -303,7 +452,7 @@ pub(crate) async fn supervise(
                     break;
                 }
                 match supervision.orphans {
-                    _ if was_lost => {}
+                    _ if was_lost || interrupted.is_some() => {}
                     Orphans::Wait => eprintln!(
                         "fence: the command exited ({status}) but its process group still runs; \
                          keeping the lease until every member has exited (--orphans wait)"
@@ -344,15 +493,80 @@ pub(crate) async fn supervise(
                 }
                 probe = (probe * 2).min(PROBE_MAX);
             }
-            // Pass interrupts on, then wait for the group as usual.
-            _ = tokio::signal::ctrl_c() => group.signal(Signal::SIGINT),
-            _ = terminate.recv() => group.signal(Signal::SIGTERM),
+            signal = interrupts.recv() => {
+                if interrupted.is_none() {
+                    eprintln!(
+                        "fence: got {signal}; passing it on to the command's process group \
+                         (SIGKILL after {:?}), then releasing",
+                        supervision.grace
+                    );
+                }
+                group.signal(signal);
+                kill_at.get_or_insert_with(|| Instant::now() + supervision.grace);
+                interrupted.get_or_insert(signal);
+            }
         }
     }
-    Ok(match code {
-        Some(code) if !was_lost => Ended::Exited(code),
-        _ => Ended::Lost,
+    Ok(match (code, interrupted) {
+        _ if was_lost => Ended::Lost,
+        (_, Some(signal)) => Ended::Interrupted(signal),
+        (Some(code), None) => Ended::Exited(code),
+        (None, None) => Ended::Lost,
     })
+}
+
+/// The group a panic must end: fence's supervision is then in doubt
+/// (a panicked keep-alive renews nothing), and a process that dies leaves
+/// the group running unrenewed. Set while [`supervise`] runs.
+static PANIC_GROUP: std::sync::Mutex<Option<(Group, Signal, Duration)>> =
+    std::sync::Mutex::new(None);
+
+/// Arms the panic hook for one supervised group; disarms when dropped.
+struct PanicGuard;
+
+impl PanicGuard {
+    fn arm(group: Group, supervision: &Supervision) -> Self {
+        *PANIC_GROUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((group, supervision.signal, supervision.grace));
+        Self
+    }
+}
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        PANIC_GROUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+    }
+}
+
+/// Installs a panic hook that, after the usual report, ends the supervised
+/// group as a lost lease does (--signal, SIGKILL after --grace) and exits
+/// [`exit::RUN_FAILED`]; the lease is not released (it expires). A panic in
+/// any thread counts: tokio would keep the process alive after a task's.
+pub(crate) fn end_the_group_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        let armed = PANIC_GROUP
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let Some((group, signal, grace)) = armed else {
+            return;
+        };
+        eprintln!("fence: panicked; sending {signal} to the command's process group");
+        group.signal(signal);
+        let deadline = std::time::Instant::now() + grace;
+        while group.alive() && std::time::Instant::now() < deadline {
+            std::thread::sleep(PROBE_FIRST);
+        }
+        group.signal(Signal::SIGKILL);
+        std::process::exit(i32::from(exit::RUN_FAILED));
+    }));
 }
 
 /// How soon after the command's exit the group is first probed, and the

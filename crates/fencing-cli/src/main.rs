@@ -5,25 +5,55 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-/// Exit codes, documented in `fence --help`.
+/// Exit codes, documented in `fence --help`. `run` and `lead` pass their
+/// command's code on, so fence's own outcomes there (the lease lost or
+/// held, fence failing) take codes that commands do not use in practice,
+/// next to timeout(1)'s 124–127 and below the 128 + N of a signal.
 pub(crate) mod exit {
+    use nix::sys::signal::Signal;
+
     /// Any other failure (server down, permission denied…).
     pub(crate) const FAILURE: u8 = 1;
     /// Bad input: a malformed URL, a key over the limit, a token out of range.
     pub(crate) const INVALID: u8 = 2;
     /// The store refused a stale token; nothing was written.
     pub(crate) const STALE: u8 = 3;
-    /// The lease was lost (expired or taken).
-    pub(crate) const LEASE_LOST: u8 = 4;
-    /// The resource is held by someone else (and `--wait` ran out), or an
-    /// operation that needs it free found it held (`Error::Busy`).
-    pub(crate) const HELD: u8 = 5;
     /// `get`: the key has no value.
     pub(crate) const NOT_FOUND: u8 = 6;
     /// `doctor`: a check found the deployment unsafe (it can accept a stale
     /// write or re-issue a token); `token`: the holder's lock has no token
     /// that orders it.
     pub(crate) const UNSAFE: u8 = 7;
+    /// `run`, `lead`: fence itself failed (what is [`FAILURE`] or
+    /// [`INVALID`] elsewhere: the issuer unreachable, bad arguments, a
+    /// panic), so the command's own 1 and 2 stay its own.
+    pub(crate) const RUN_FAILED: u8 = 120;
+    /// The resource is held by someone else (and `--wait` ran out), or an
+    /// operation that needs it free found it held (`Error::Busy`); `run`
+    /// did not start the command.
+    pub(crate) const HELD: u8 = 121;
+    /// The lease was lost (expired or taken); `run` and `lead` ended the
+    /// command's process group.
+    pub(crate) const LEASE_LOST: u8 = 122;
+    /// `run`, `lead`: the command could not be executed (as a shell says).
+    pub(crate) const CANNOT_EXECUTE: u8 = 126;
+    /// `run`, `lead`: the command was not found (as a shell says).
+    pub(crate) const COMMAND_NOT_FOUND: u8 = 127;
+
+    /// `run`, `lead`: fence got `signal` and ended the command's group:
+    /// 128 + the signal's number, as a shell reports a command it ended.
+    pub(crate) fn signalled(signal: Signal) -> u8 {
+        u8::try_from(128 + signal as i32).unwrap_or(FAILURE)
+    }
+
+    /// Why the command could not start: not found, or anything else.
+    pub(crate) fn cannot_start(e: &std::io::Error) -> u8 {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            COMMAND_NOT_FOUND
+        } else {
+            CANNOT_EXECUTE
+        }
+    }
 }
 
 /// `fence --help`'s epilogue: the URL grammar comes from the one registry.
@@ -40,8 +70,13 @@ const AFTER_HELP: &str = "\
 Set FENCE_ISSUER / FENCE_STORE to skip --issuer / --store.
 
 Exit codes: 0 ok, 1 failure, 2 bad input, 3 stale token refused (nothing written),
-4 lease lost, 5 resource held, 6 no value, 7 unsafe deployment (`doctor`: a check failed).
-`fence run` and `fence lead` exit with their command's code (4 if the lease is lost).
+6 no value, 7 unsafe deployment (`doctor`: a check failed), 121 resource held,
+122 lease lost.
+`fence run` and `fence lead` exit with their command's code, except for their own
+outcomes: 120 fence failed (the issuer unreachable, bad arguments), 121 held (not run),
+122 lease lost (the command's group ended), 126/127 the command could not be
+executed / was not found, 128+N fence got signal N (SIGHUP, SIGINT, SIGQUIT,
+SIGTERM: passed on to the command's group, SIGKILL after --grace, released).
 
 Start here: `fence demo` shows a paused lock holder refused by the store.";
 
@@ -66,11 +101,23 @@ enum Command {
     /// running (`&`, a grandchild) keeps the lease, renewed, until it exits
     /// (`--orphans wait`, the default), or is ended at the command's exit
     /// (`--orphans kill`). A lost lease sends the group --signal, then
-    /// SIGKILL after --grace to every member still there, and fence exits 4
-    /// once they are gone. A process that leaves the group (setsid, setpgid,
-    /// a daemon) is neither waited for nor signalled; fence killed with
-    /// SIGKILL stops nothing. Their late writes are still refused by a
-    /// fenced store once a newer token has written.
+    /// SIGKILL after --grace to every member still there, and fence exits
+    /// 122 once they are gone.
+    ///
+    /// SIGHUP (a closed terminal or ssh session), SIGINT, SIGQUIT and SIGTERM
+    /// to fence are passed on to the group (the signal received, as the
+    /// terminal would have sent it), SIGKILL follows after --grace, and
+    /// fence releases the lease and exits 128 + the signal. A panic in fence
+    /// ends the group likewise (exit 120). fence killed with SIGKILL (or by
+    /// the OOM killer) cannot act: on Linux the kernel then kills the
+    /// command itself, but not the other members of its group, which run
+    /// on unrenewed. A process that leaves the group (setsid, setpgid, a
+    /// daemon) is neither waited for nor signalled. Late writes of either
+    /// are still refused by a fenced store once a newer token has written.
+    ///
+    /// Exit: the command's code; fence's own outcomes are 120 (fence
+    /// failed), 121 (held: not run), 122 (lease lost), 126/127 (the command
+    /// could not be executed / was not found), 128 + N (fence got signal N).
     Run(lease_cmds::RunArgs),
     /// Run a long-lived command as the elected leader of a resource:
     /// followers wait and take over. The command gets the term's
@@ -79,9 +126,10 @@ enum Command {
     /// The term covers the command's whole process group, as for `fence
     /// run`: it lasts until every member has exited (`--orphans wait`) or
     /// the rest are ended at the command's exit (`--orphans kill`); a lost
-    /// term ends every member (--signal, SIGKILL after --grace), exit 4. A
-    /// process that leaves the group (setsid, setpgid, a daemon) is not
-    /// tracked.
+    /// term ends every member (--signal, SIGKILL after --grace), exit 122;
+    /// signals to fence and fence's death act as for `run`, with the same
+    /// exit codes. A process that leaves the group (setsid, setpgid, a
+    /// daemon) is not tracked.
     Lead(lead_cmd::LeadArgs),
     /// Acquire a lease and print its token and holder id.
     Acquire(lease_cmds::AcquireArgs),
@@ -111,6 +159,10 @@ enum Command {
     /// Exit 7 if a check is unsafe (even if another could not run), else 1 if
     /// one could not run (server down).
     Doctor(doctor::DoctorArgs),
+    /// What `run` and `lead` start: it asks to be killed with fence, then
+    /// becomes the command.
+    #[command(name = EXEC_CHILD, hide = true)]
+    ExecChild(lease_cmds::ExecArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
     #[cfg(feature = "audit")]
@@ -160,10 +212,36 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (try e.g. 300ms, 2s, 1m)"))
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+/// The hidden subcommand of [`lease_cmds::exec_child`].
+pub(crate) const EXEC_CHILD: &str = "__exec";
+
+fn main() -> ExitCode {
+    // `run` and `lead` pass their command's code on: a usage error of
+    // theirs is fence's own failure, not a 2 the command could have exited.
+    let wraps = matches!(std::env::args().nth(1).as_deref(), Some("run" | "lead"));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if wraps && e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::from(exit::RUN_FAILED);
+        }
+        Err(e) => e.exit(),
+    };
+    if let Command::ExecChild(args) = &cli.command {
+        // Before any thread: it only asks the kernel and execs.
+        return lease_cmds::exec_child(args);
+    }
+    lease_cmds::end_the_group_on_panic();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return report(&e, wraps),
+    };
+    let result = runtime.block_on(dispatch(cli.command));
+    result.unwrap_or_else(|e| report(&*e, wraps))
+}
+
+async fn dispatch(command: Command) -> CliResult {
+    match command {
         Command::Demo(args) => demo::run(args).await,
         Command::Run(args) => lease_cmds::run(args).await,
         Command::Lead(args) => lead_cmd::lead(args).await,
@@ -180,18 +258,20 @@ async fn main() -> ExitCode {
         Command::Doctor(args) => doctor::run(args).await,
         #[cfg(feature = "audit")]
         Command::Audit(args) => audit::run(args),
-    };
-    result.unwrap_or_else(|e| report(&*e))
+        Command::ExecChild(args) => Ok(lease_cmds::exec_child(&args)),
+    }
 }
 
 /// Prints an error with its chain of causes (redacted) and picks the exit
-/// code.
-fn report(e: &(dyn std::error::Error + 'static)) -> ExitCode {
+/// code; `wraps`: for `run` or `lead`, whose failures must not look like
+/// their command's.
+fn report(e: &(dyn std::error::Error + 'static), wraps: bool) -> ExitCode {
     eprintln!("fence: {}", fencing::error_chain(e));
     let code = match e.downcast_ref::<fencing::Error>() {
         Some(fencing::Error::StaleToken { .. }) => exit::STALE,
         Some(fencing::Error::LeaseLost { .. }) => exit::LEASE_LOST,
         Some(fencing::Error::Timeout { .. } | fencing::Error::Busy { .. }) => exit::HELD,
+        _ if wraps => exit::RUN_FAILED,
         Some(fencing::Error::InvalidInput { .. } | fencing::Error::TokenOutOfRange { .. }) => {
             exit::INVALID
         }

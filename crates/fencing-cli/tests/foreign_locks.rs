@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use common::turns::{TURNS, foreign_turns, hold, our_grant, printed_token, runtime, write_in_turn};
-use common::{FENCE, Scratch, assert_exit, on_resource, put, text};
+use common::{FENCE, LEASE_LOST, Scratch, assert_exit, on_resource, put, text};
 use fencing_harness::env::{ETCD, ZOOKEEPER};
 use fencing_harness::foreign;
 
@@ -149,7 +149,7 @@ fn etcd_turns(
     }
     // Nobody holds it now: no token for anyone.
     let free = on_resource("token", issuer, resource, &[]);
-    assert_exit(&free, 4);
+    assert_exit(&free, LEASE_LOST);
 }
 
 /// Real pauses, both ways: an `etcdctl lock` process stopped (SIGSTOP)
@@ -362,7 +362,7 @@ fn zookeeper_issuer(resource: &str) -> Option<(String, String)> {
 fn zookeeper_token(who: &str, issuer: &str, resource: &str, turn: usize, node: &str) -> u64 {
     assert!(node.contains("lock"), "{who}'s node: {node}");
     let wrong = on_resource("token", issuer, resource, &["--key", "someone__lock__0"]);
-    assert_exit(&wrong, 4);
+    assert_exit(&wrong, LEASE_LOST);
     if turn == 0 {
         // A cversion token cannot be read back for a foreign node.
         let cversion = format!("{issuer}?token=cversion");

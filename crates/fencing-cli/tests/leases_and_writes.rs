@@ -7,7 +7,10 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{FENCE, Scratch, assert_exit, fence, json, on_resource, put, resource_args, text};
+use common::{
+    FENCE, HELD, LEASE_LOST, RUN_FAILED, Scratch, assert_exit, fence, json, on_resource, put,
+    resource_args, text,
+};
 
 #[test]
 fn put_get_mark_fence_and_the_stale_exit_code() {
@@ -65,7 +68,7 @@ fn acquire_renew_release_holder() {
     assert_eq!(token, "1");
 
     let busy = job("acquire", &[]);
-    assert_exit(&busy, 5);
+    assert_exit(&busy, HELD);
     assert!(String::from_utf8_lossy(&busy.stderr).contains(&holder));
 
     let who = job("holder", &["--json"]);
@@ -75,7 +78,7 @@ fn acquire_renew_release_holder() {
     let renew = job("renew", &["--holder", &holder, "--token", &token, "--json"]);
     assert_exit(&renew, 0);
     let wrong = job("renew", &["--holder", "someone-else", "--token", &token]);
-    assert_exit(&wrong, 4);
+    assert_exit(&wrong, LEASE_LOST);
 
     let release = job("release", &["--holder", &holder, "--token", &token]);
     assert_exit(&release, 0);
@@ -106,17 +109,37 @@ fn run_passes_the_token_releases_and_keeps_the_exit_code() {
         "released after the command"
     );
 
-    // Held by someone else: not run, exit 5.
+    // Held by someone else: not run, exit 121.
     let held = job("acquire", &["--ttl", "30s"]);
     assert!(held.status.success());
     let marker = s.path("ran");
     let touch = format!("touch {}", marker.display());
     let out = job("run", &["--", "sh", "-c", &touch]);
-    assert_exit(&out, 5);
+    assert_exit(&out, HELD);
     assert!(
         !marker.exists(),
         "the command ran although the lease was held"
     );
+}
+
+/// `run`'s own outcomes have codes of their own, apart from the 1 and 2 a
+/// command exits with: fence failing (bad arguments, an issuer it cannot
+/// open) is 120, a command that cannot start 127 as in a shell, and then
+/// the lease is released.
+#[test]
+fn run_exits_apart_from_its_command_when_fence_itself_fails() {
+    let s = Scratch::new("run-own");
+    let url = s.url();
+    let job = |command, more: &[&str]| on_resource(command, &url, "job", more);
+    let bad_ttl = job("run", &["--ttl", "soon", "--", "true"]);
+    assert_exit(&bad_ttl, RUN_FAILED);
+    let nowhere = s.sqlite("no-such-dir/db.sqlite");
+    let no_issuer = on_resource("run", &nowhere, "job", &["--", "true"]);
+    assert_exit(&no_issuer, RUN_FAILED);
+    let missing = job("run", &["--", "no-such-command-anywhere"]);
+    assert_exit(&missing, 127);
+    let free = job("holder", &["--json"]);
+    assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "null");
 }
 
 /// `kill SIGNAL -- GROUP`: stops or resumes a whole process group.
@@ -157,7 +180,11 @@ fn spawn_in_group(args: &[&str]) -> (Child, String) {
 fn assert_lost_lease(child: Child, what: &str) {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{what}; stderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(LEASE_LOST),
+        "{what}; stderr: {stderr}"
+    );
     assert!(stderr.contains("no longer held"), "{stderr}");
 }
 
@@ -272,7 +299,7 @@ fn run_keeps_the_lease_past_its_ttl() {
 }
 
 /// `acquire --hold` stopped (SIGSTOP) past its TTL while another holder
-/// takes the resource: when it wakes it reports the lease lost (exit 4)
+/// takes the resource: when it wakes it reports the lease lost (exit 122)
 /// instead of renewing, and the new holder keeps it.
 #[test]
 fn a_held_lease_paused_past_its_deadline_is_lost() {
@@ -299,7 +326,7 @@ fn a_held_lease_paused_past_its_deadline_is_lost() {
 
 /// Migrating onto an issuer where the resource is already held: raising
 /// the new issuer's floor needs the resource free, so it is refused as
-/// busy (exit 5, not 2: the input is fine, the timing is not), and
+/// busy (exit 121, not 2: the input is fine, the timing is not), and
 /// succeeds once the holder has released it.
 #[test]
 fn a_floor_on_a_held_resource_is_busy_exit_5() {
@@ -323,7 +350,7 @@ fn a_floor_on_a_held_resource_is_busy_exit_5() {
         ])
     };
     let busy = migrate();
-    assert_exit(&busy, 5);
+    assert_exit(&busy, HELD);
     let stderr = String::from_utf8_lossy(&busy.stderr);
     assert!(
         stderr.contains("\"jobs/a\" is held") && stderr.contains("raise_floor"),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Scratch, assert_exit, fence, json, on_resource, put};
+use common::{HELD, Scratch, assert_exit, fence, json, on_resource, put};
 
 fn redis_url() -> Option<String> {
     let server = fencing_harness::env::REDIS_AOF;
@@ -64,7 +64,7 @@ fn sql_to(target: &str, name: &str) {
         fence(&[&args[..], &rest, more].concat())
     };
     let refused = migrate(&[]);
-    assert_exit(&refused, 5);
+    assert_exit(&refused, HELD);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
     let (holder, token) = (
         held["holder"].as_str().unwrap().to_owned(),

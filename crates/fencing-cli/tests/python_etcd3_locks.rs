@@ -9,7 +9,7 @@
 mod common;
 
 use common::turns::{foreign_turns, hold, printed_token, runtime, write_in_turn};
-use common::{Scratch, assert_exit, on_resource, put};
+use common::{LEASE_LOST, Scratch, assert_exit, on_resource, put};
 use fencing_harness::env::ETCD;
 use fencing_harness::foreign;
 use fencing_harness::process::{Signal, signal};
@@ -40,7 +40,7 @@ fn python_etcd3_locks_and_our_leases_take_turns_with_tokens_in_grant_order() {
     let token = |_, key: &str| {
         assert_eq!(key, format!("/locks/{name}"));
         let wrong = on_resource("token", &issuer, resource, &["--key", "/locks/other"]);
-        assert_exit(&wrong, 4);
+        assert_exit(&wrong, LEASE_LOST);
         printed_token(&on_resource("token", &issuer, resource, &["--key", key]))
     };
     foreign_turns(

@@ -1,7 +1,8 @@
 //! The lease covers the command's whole process group, not just the
 //! command: `fence run` and `fence lead` with the real binary, a job the
 //! command leaves running (`&`, a grandchild), and members that ignore
-//! SIGTERM when the lease is lost. SQLite files, and Redis for `lead`.
+//! SIGTERM when the lease is lost, and signals to fence itself (SIGHUP,
+//! SIGINT, SIGQUIT, SIGTERM, SIGKILL). SQLite files, and Redis for `lead`.
 
 mod common;
 
@@ -9,7 +10,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{FENCE, Scratch, assert_exit, resource_args, text};
+use common::{FENCE, LEASE_LOST, Scratch, assert_exit, resource_args, text};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 /// Shell that waits until `go` exists (bounded, so a failed test leaves
 /// nothing running for long): the job the test lets finish when it wants.
@@ -200,7 +203,7 @@ fn orphans_kill_ends_the_group_at_the_commands_exit() {
 
 /// A lost lease ends every member: the command dies on SIGTERM at once,
 /// a member that ignores SIGTERM is killed after --grace all the same, and
-/// fence exits (4) only once it is gone. For `run` and `lead`.
+/// fence exits (122) only once it is gone. For `run` and `lead`.
 fn a_lost_lease_kills_a_term_ignoring_member(command: &str) {
     let s = Scratch::new(&format!("group-lost-{command}"));
     let url = s.url();
@@ -215,7 +218,7 @@ fn a_lost_lease_kills_a_term_ignoring_member(command: &str) {
     args.extend(["--", "sh", "-c", &script]);
     let started = Instant::now();
     let out: Output = Command::new(FENCE).args(&args).output().unwrap();
-    assert_exit(&out, 4);
+    assert_exit(&out, LEASE_LOST);
     assert!(
         !alive(&member),
         "a member of the group outlived the lost lease: {}",
@@ -334,6 +337,234 @@ fn an_unreaped_zombie_does_not_hold_the_lease() {
     assert!(
         outside_alive,
         "fence waited for the zombie until its parent exited: {}",
+        text(&out)
+    );
+}
+
+/// Sends `signal` to the process `child`.
+fn send(child: &Child, signal: Signal) {
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    kill(pid, signal).expect("signal fence");
+}
+
+/// Waits (bounded) until `file` has something in it.
+fn await_written(file: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(file).map_or(true, |s| s.trim().is_empty()) {
+        assert!(Instant::now() < deadline, "{file:?} never written");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Kills the process whose pid `file` holds, if the test left it running.
+fn kill_left_over(file: &Path) {
+    if let Ok(pid) = std::fs::read_to_string(file) {
+        if let Ok(pid) = pid.trim().parse() {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A closed ssh session (SIGHUP), Ctrl-C, Ctrl-\ and `kill`: fence passes
+/// the signal it got on to the command's group, kills what is left after
+/// --grace, releases the lease and exits 128 + the signal. The command
+/// logs each signal and keeps going, so only the SIGKILL ends it; had
+/// fence died of the signal instead, it would run on unrenewed, and the
+/// next holder's job beside it.
+#[test]
+fn a_signal_to_fence_ends_the_group_and_releases_the_lease() {
+    let s = Scratch::new("group-signals");
+    let url = s.url();
+    for signal in [
+        Signal::SIGHUP,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTERM,
+    ] {
+        let name = &signal.as_str()[3..];
+        let (pid, log) = (
+            s.path(&format!("{name}.pid")),
+            s.path(&format!("{name}.log")),
+        );
+        let traps: String = ["HUP", "INT", "QUIT", "TERM"]
+            .iter()
+            .map(|t| format!("trap 'echo {t} >> {}' {t}; ", log.display()))
+            .collect();
+        let script = format!(
+            // In the scratch directory: a SIGQUIT's core dump, if any, lands there.
+            "cd {}; {traps}echo $$ > {}; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
+            s.dir(),
+            pid.display()
+        );
+        let fence = spawn(&resource_args(
+            "run",
+            &url,
+            name,
+            &["--grace", "500ms", "--", "sh", "-c", &script],
+        ));
+        await_written(&pid);
+        send(&fence, signal);
+        // The command holds fence's stderr: read it once the command is
+        // dead, and whether it is alive once fence is.
+        let mut fence = fence;
+        let status = fence.wait().unwrap();
+        let leader_alive = alive(&pid);
+        kill_left_over(&pid);
+        let out = fence.wait_with_output().unwrap();
+        let out = Output { status, ..out };
+        assert_eq!(
+            out.status.code(),
+            Some(128 + signal as i32),
+            "fence got {signal}; the command is {}\n{}",
+            if leader_alive {
+                "still running"
+            } else {
+                "gone"
+            },
+            text(&out)
+        );
+        assert!(!leader_alive, "the command outlived fence: {}", text(&out));
+        assert_eq!(lines(&log), [name], "what the group got: {}", text(&out));
+        let holder = Command::new(FENCE)
+            .args(resource_args("holder", &url, name, &["--json"]))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&holder.stdout).trim(),
+            "null",
+            "not released after {signal}"
+        );
+    }
+}
+
+/// fence cannot act on SIGKILL (nor on the OOM killer's): the kernel ends
+/// the command (the group's leader) when fence dies, long before the TTL
+/// would let the next holder in.
+#[test]
+fn a_killed_fence_takes_its_command_with_it() {
+    let s = Scratch::new("group-sigkill");
+    let url = s.url();
+    let pid = s.path("command.pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pid.display());
+    let mut fence = spawn(&resource_args(
+        "run",
+        &url,
+        "nightly",
+        &["--ttl", "30s", "--", "sh", "-c", &script],
+    ));
+    await_written(&pid);
+    send(&fence, Signal::SIGKILL);
+    fence.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while alive(&pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let outlived = alive(&pid);
+    kill_left_over(&pid);
+    assert!(
+        !outlived,
+        "the command still ran 2 s after fence was killed (TTL 30 s)"
+    );
+}
+
+/// One SIGINT listener for the whole run: a SIGINT that arrives while
+/// fence is busy with another turn of its loop (here: stopped with
+/// SIGSTOP until its probe of the group is due too, so that both are ready
+/// when it resumes) still reaches the group. The member that gets them is
+/// a job the command left running, so fence is probing; `env
+/// --default-signal` undoes the SIGINT a shell's `&` ignores.
+#[test]
+fn every_sigint_reaches_the_group_whatever_turn_it_lands_on() {
+    let s = Scratch::new("group-sigint");
+    let url = s.url();
+    let (pid, log, go) = (s.path("job.pid"), s.path("log"), s.path("go"));
+    let job = format!(
+        "env --default-signal=INT sh -c 'trap \"echo INT >> {log}\" INT; echo $$ > {pid}; {}' >/dev/null 2>&1 & {}",
+        wait_for(&go),
+        wait_written(&pid),
+        log = log.display(),
+        pid = pid.display(),
+    );
+    let fence = spawn(&resource_args(
+        "run",
+        &url,
+        "nightly",
+        &["--grace", "20s", "--", "sh", "-c", &job],
+    ));
+    await_written(&pid);
+    const ROUNDS: usize = 5;
+    let mut lost = None;
+    for round in 1..=ROUNDS {
+        send(&fence, Signal::SIGSTOP);
+        // Past the longest gap between two probes of the group.
+        std::thread::sleep(Duration::from_millis(600));
+        send(&fence, Signal::SIGINT);
+        send(&fence, Signal::SIGCONT);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while lines(&log).len() < round && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if lines(&log).len() < round {
+            lost = Some(round);
+            break;
+        }
+    }
+    std::fs::write(&go, "").unwrap();
+    let out = fence.wait_with_output().unwrap();
+    kill_left_over(&pid);
+    assert_eq!(
+        lost,
+        None,
+        "SIGINT number {} of {ROUNDS} never reached the group: {}",
+        lost.unwrap_or_default(),
+        text(&out)
+    );
+    assert_exit(&out, 130);
+}
+
+/// A panic in fence (here in a task, which tokio alone would survive with
+/// the lease unrenewed) ends the group as a lost lease does, SIGKILL after
+/// --grace, before fence exits 120. `FENCE_TEST_PANIC_AFTER` exists in
+/// debug builds only.
+#[test]
+fn a_panic_in_fence_ends_the_group() {
+    let s = Scratch::new("group-panic");
+    let url = s.url();
+    let member = s.path("member.pid");
+    let script = format!(
+        "{} {}; exec sleep 30 2>/dev/null",
+        term_ignoring_member(&member),
+        wait_written(&member)
+    );
+    let mut fence = Command::new(FENCE)
+        .args(resource_args(
+            "run",
+            &url,
+            "nightly",
+            &["--grace", "500ms", "--", "sh", "-c", &script],
+        ))
+        .env("FENCE_TEST_PANIC_AFTER", "300ms")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fence");
+    await_written(&member);
+    let exited = exits_within(&mut fence, Duration::from_secs(5));
+    let member_alive = alive(&member);
+    kill_left_over(&member);
+    if !exited {
+        let _ = fence.kill();
+    }
+    let out = fence.wait_with_output().unwrap();
+    assert!(
+        exited,
+        "fence still ran 5 s after its panic: {}",
+        text(&out)
+    );
+    assert_exit(&out, common::RUN_FAILED);
+    assert!(
+        !member_alive,
+        "a member of the group outlived the panic: {}",
         text(&out)
     );
 }

@@ -13,6 +13,13 @@ use fencing_harness::env::Server;
 /// The binary under test.
 pub(crate) const FENCE: &str = env!("CARGO_BIN_EXE_fence");
 
+/// `fence`'s exit codes for its own outcomes, apart from any code the
+/// command of `run` or `lead` exits with: fence failed, the resource is
+/// held, the lease was lost.
+pub(crate) const RUN_FAILED: i32 = 120;
+pub(crate) const HELD: i32 = 121;
+pub(crate) const LEASE_LOST: i32 = 122;
+
 /// `fence ARGS`, run to the end.
 pub(crate) fn fence(args: &[&str]) -> Output {
     Command::new(FENCE).args(args).output().expect("run fence")

@@ -99,7 +99,7 @@ pub(crate) fn foreign_turns(
             client.send("take").await;
             client.line().await
         });
-        assert_exit(&on_resource("acquire", issuer, resource, &[]), 5);
+        assert_exit(&on_resource("acquire", issuer, resource, &[]), super::HELD);
         let token = token_of(turn, &took);
         write_in_turn(store, token, last, who);
         last = Some(token);
