@@ -7,7 +7,7 @@ use fencing_core::{Error, FencingToken, Result};
 
 use crate::client::Rpc;
 use crate::error::{Failure, NAME, map_error};
-use crate::keys::Keys;
+use crate::keys::{Keys, Layout};
 
 /// The largest floor offset [`raise`] writes (any etcd revision plus it
 /// still fits a token).
@@ -96,34 +96,60 @@ pub(crate) async fn floor_and_keys(
 /// while the resource is free (no holder, nobody queued; checked in the
 /// same transaction), so every live key carries the offset it was created
 /// with.
+///
+/// A queue's range also holds the keys of the resources below it
+/// (`{resource}/…`), which do not make it busy, so the write is not on an
+/// empty range but on a range unchanged since the read that found none of
+/// the resource's keys: a key created since (of any resource below) makes
+/// it read again.
 pub(crate) async fn raise(
     rpc: &Rpc,
     keys: &Keys,
     resource: &str,
     floor: FencingToken,
 ) -> Result<()> {
+    keys.check(resource)?;
     let floor_key = keys.floor_key(resource);
+    let dir = keys.dir(resource);
     for _ in 0..ATTEMPTS {
+        let read = Txn::new().and_then([
+            TxnOp::get(floor_key.clone(), None),
+            TxnOp::get(
+                dir.clone(),
+                Some(keys.all(GetOptions::new().with_keys_only())),
+            ),
+        ]);
         let response = rpc
-            .get(floor_key.clone(), GetOptions::new())
+            .txn(read)
             .await
             .map_err(|e| map_error(e, Call::read("read the floor")))?;
-        let offset = parse_floor(Some(&response))?;
-        let version = response.kvs().first().map_or(0, KeyValue::mod_revision);
-        let revision = u64::try_from(response.header().map_or(0, |h| h.revision())).unwrap_or(0);
+        let seen = response.header().map_or(0, |h| h.revision());
+        let mut gets = crate::client::gets(&response);
+        let (current, found) = (gets.next(), gets.next());
+        let offset = parse_floor(current.as_ref())?;
+        let version = current
+            .as_ref()
+            .and_then(|r| r.kvs().first())
+            .map_or(0, KeyValue::mod_revision);
+        if found.is_some_and(|f| keys.own(resource, f.kvs()).next().is_some()) {
+            return Err(Error::busy(resource, "raise_floor"));
+        }
+        let revision = u64::try_from(seen).unwrap_or(0);
         let Some(needed) = floor.floor_offset(revision, offset)? else {
             return Ok(());
         };
+        let still_free = match keys.layout() {
+            Layout::Queue => {
+                Compare::mod_revision(dir.clone(), CompareOp::Less, seen + 1).with_prefix()
+            }
+            Layout::SingleKey => keys.free(resource),
+        };
         let txn = Txn::new()
             .when([
-                keys.free(resource),
+                still_free,
                 Compare::mod_revision(floor_key.clone(), CompareOp::Equal, version),
             ])
-            .and_then([TxnOp::put(floor_key.clone(), needed.to_string(), None)])
-            .or_else([TxnOp::get(
-                keys.dir(resource),
-                Some(keys.all(GetOptions::new().with_count_only())),
-            )]);
+            .and_then([TxnOp::put(floor_key.clone(), needed.to_string(), None)]);
         let response = rpc
             .txn(txn)
             .await
@@ -131,11 +157,7 @@ pub(crate) async fn raise(
         if response.succeeded() {
             return Ok(());
         }
-        let busy = crate::client::gets(&response).any(|g| g.count() > 0);
-        if busy {
-            return Err(Error::busy(resource, "raise_floor"));
-        }
-        // The floor moved under us: read it again.
+        // A key or the floor changed since the read: read again.
     }
     Err(Error::Contention {
         key: floor_key,

@@ -42,15 +42,18 @@ pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// **The fencing token is the lock key's `create_revision`**: cluster-wide,
 /// monotonic across leader elections, strictly increasing in grant order.
 ///
-/// In the resource name `/` is written `%2F` and `%` is written `%25`, so
-/// the keys of resource `a` can never fall under the prefix of `a/b`.
-///
-/// Every key under `{prefix}{resource}/` takes its place in the queue by
-/// its create revision, ours or not: another client's key there (an
-/// `etcdctl lock {prefix}{resource}` or Go `concurrency.Mutex` on that
-/// name, a key put by hand) is a foreign holder or waiter, waited for and
-/// never deleted, and [`holder`](TokenIssuer::holder) names it
-/// `foreign:{key}`.
+/// The resource name is written as it is, `/` and `%` included, so
+/// resource `jobs/a` is `etcdctl lock {prefix}jobs/a`. Every key
+/// `{prefix}{resource}/{name}` with no further `/` in `{name}` takes its
+/// place in the queue by its create revision, ours or not: another
+/// client's key there (an `etcdctl lock {prefix}{resource}` or Go
+/// `concurrency.Mutex` on that name, a key put by hand) is a foreign holder
+/// or waiter, waited for and never deleted, and
+/// [`holder`](TokenIssuer::holder) names it `foreign:{key}`. A key with a
+/// further `/` is in the queue of a resource below (`jobs/a`'s, under
+/// `{prefix}jobs/`), so `jobs` and `jobs/a` are two locks. The names
+/// `%floor` and `%floor/…` are refused ([`Error::InvalidInput`]): the
+/// floors are kept under `{prefix}%floor/`.
 ///
 /// With [`Layout::SingleKey`] the lock is one key, `{prefix}{resource}`,
 /// created only if absent, as python-etcd3's `Lock` keeps it: a waiter
@@ -283,10 +286,13 @@ impl EtcdIssuer {
                 .await
                 .map_err(|e| map_error(e, Call::read(op)))?;
         let value = keys.value(lease.holder().as_str());
-        Ok(found.into_iter().find(|kv| {
-            token_of(kv.create_revision(), offset) == lease.token()
-                && kv.value() == value.as_bytes()
-        }))
+        Ok(keys
+            .own(lease.resource(), &found)
+            .find(|kv| {
+                token_of(kv.create_revision(), offset) == lease.token()
+                    && kv.value() == value.as_bytes()
+            })
+            .cloned())
     }
 }
 
@@ -433,13 +439,15 @@ impl TokenIssuer for EtcdIssuer {
     /// holder's key.) `fence token` hands it to such a client.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let keys = &self.inner.keys;
-        let (offset, found) = floor::floor_and_keys(&self.inner.rpc, keys, resource, keys.first())
-            .await
-            .map_err(|e| map_error(e, Call::read("find the holder")))?;
-        let Some(first) = found.into_iter().next() else {
+        keys.check(resource)?;
+        let (offset, found) =
+            floor::floor_and_keys(&self.inner.rpc, keys, resource, keys.in_order())
+                .await
+                .map_err(|e| map_error(e, Call::read("find the holder")))?;
+        let Some(first) = keys.own(resource, &found).next() else {
             return Ok(None);
         };
-        let holder = match keys.holder_of(resource, &first) {
+        let holder = match keys.holder_of(resource, first) {
             Some(holder) => holder,
             None => foreign_holder(first.key())?,
         };

@@ -13,7 +13,7 @@ use fencing_core::{Error, FencingToken, Lease, LeaseRequest, Result};
 use crate::client::Rpc;
 use crate::error::{NAME, lease_not_found, map_error};
 use crate::floor::{offset_at, token_of};
-use crate::keys::{Keys, Layout, just_before};
+use crate::keys::{Keys, Layout, before, in_queue};
 
 /// How long to wait before trying again after a failed call while queued.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(200);
@@ -69,6 +69,7 @@ pub(crate) async fn enqueue(
     request: &LeaseRequest,
     min_ttl: Duration,
 ) -> Result<Queued> {
+    keys.check(&request.resource)?;
     let (lease_id, granted_at) = grant(rpc, request, min_ttl).await?;
     let key = Keys::lock_key(&keys.dir(&request.resource), lease_id);
     let Ok(created) = create(rpc, keys, request, &key, lease_id).await? else {
@@ -123,7 +124,10 @@ pub(crate) async fn create(
         TxnOp::get(key, None),
     ];
     if queue {
-        reads.push(TxnOp::get(keys.dir(&request.resource), Some(keys.first())));
+        reads.push(TxnOp::get(
+            keys.dir(&request.resource),
+            Some(keys.in_order().with_keys_only()),
+        ));
     }
     reads.push(TxnOp::get(keys.floor_key(&request.resource), None));
     let txn = Txn::new()
@@ -142,7 +146,7 @@ pub(crate) async fn create(
     }
     let revision_of = |get: Option<etcd_client::GetResponse>| {
         get.as_ref()
-            .and_then(|g| g.kvs().first())
+            .and_then(|g| keys.own(&request.resource, g.kvs()).next())
             .map(KeyValue::create_revision)
     };
     let mut gets = crate::client::gets(&response);
@@ -334,7 +338,7 @@ impl<'a> Waiter<'a> {
             }
             let ahead = match self
                 .rpc
-                .get(self.dir.clone(), just_before(self.queued.revision))
+                .get(self.dir.clone(), before(self.queued.revision))
                 .await
             {
                 Ok(r) => r,
@@ -344,7 +348,10 @@ impl<'a> Waiter<'a> {
                     continue;
                 }
             };
-            let Some(predecessor) = ahead.kvs().first() else {
+            // The latest key before ours in our queue: a key of a
+            // resource below ours (`{resource}/…`) is no predecessor.
+            let predecessor = ahead.kvs().iter().find(|kv| in_queue(&self.dir, kv.key()));
+            let Some(predecessor) = predecessor else {
                 return Ok(());
             };
             let from = ahead.header().map_or(0, |h| h.revision()) + 1;

@@ -34,6 +34,7 @@ pub(crate) async fn try_take(
     request: &LeaseRequest,
     min_ttl: std::time::Duration,
 ) -> Result<Taken> {
+    keys.check(&request.resource)?;
     let (lease_id, granted_at) = queue::grant(rpc, request, min_ttl).await?;
     let key = keys.dir(&request.resource);
     // Should this future be dropped before the create answers, the lease

@@ -52,8 +52,8 @@ fencing_testkit::issuer_conformance!(issuer, profile());
 
 /// The key prefix of a resource's lock keys.
 fn dir_of(issuer: &EtcdIssuer, resource: &str) -> String {
-    let escaped = resource.replace('%', "%25").replace('/', "%2F");
-    format!("{}{escaped}/", issuer.prefix())
+    // As `etcdctl lock {prefix}{resource}` keeps its keys: the name as it is.
+    format!("{}{resource}/", issuer.prefix())
 }
 
 /// The number of lock keys (holder and waiters) of a resource.

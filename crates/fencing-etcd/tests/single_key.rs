@@ -179,3 +179,40 @@ async fn the_floor_applies_to_both_and_waits_for_a_python_etcd3_holder() {
     issuer.release(&lease).await.unwrap();
     python.send("done").await;
 }
+
+/// Resource `%floor/R` would be R's floor key itself (`{prefix}%floor/R`):
+/// refused by name, and R's floor is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floor_key_is_no_resources_lock() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let floor = FencingToken::new(1 << 40);
+    issuer.raise_floor("r", floor).await.unwrap();
+    let floor_key = format!("{}%floor/r", issuer.prefix());
+    let mut kv = issuer.client().kv_client();
+    let before = kv.get(floor_key.as_str(), None).await.unwrap();
+    assert_eq!(before.kvs().len(), 1, "the floor of r is at {floor_key}");
+    let tried = issuer
+        .try_acquire(&LeaseRequest::new("%floor/r", TTL))
+        .await;
+    assert!(
+        matches!(tried, Err(Error::InvalidInput { .. })),
+        "{tried:?}"
+    );
+    let held = issuer.holder("%floor/r").await;
+    assert!(matches!(held, Err(Error::InvalidInput { .. })), "{held:?}");
+    let after = kv.get(floor_key.as_str(), None).await.unwrap();
+    let value_and_version = |r: &etcd_client::GetResponse| {
+        let kv = &r.kvs()[0];
+        (kv.value().to_vec(), kv.mod_revision())
+    };
+    assert_eq!(value_and_version(&after), value_and_version(&before));
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new("r", TTL))
+        .await
+        .unwrap()
+        .expect("r is free");
+    assert!(lease.token() > floor);
+    issuer.release(&lease).await.unwrap();
+}
