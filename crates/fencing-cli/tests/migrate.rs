@@ -34,8 +34,8 @@ fn sql_to(target: &str, name: &str) {
     let resource = fencing_testkit::unique_name("migrated-job");
     let on = |issuer, command, more: &[&str]| on_resource(command, issuer, &resource, more);
 
-    // History on the old issuer: tokens 1..=3, and a store mark of 40 (a
-    // holder that fenced far ahead).
+    // History on the old issuer: three grants, and a store mark 37 above
+    // the last (a holder that fenced far ahead).
     let mut last = 0;
     for _ in 0..3 {
         let lease = json(&on(&old, "acquire", &["--json"]));
@@ -49,9 +49,16 @@ fn sql_to(target: &str, name: &str) {
             0,
         );
     }
-    assert_eq!(last, 3);
+    let mark = last + 37;
     assert_exit(
-        &fence(&["fence", "--store", &old, "report", "--token", "40"]),
+        &fence(&[
+            "fence",
+            "--store",
+            &old,
+            "report",
+            "--token",
+            &mark.to_string(),
+        ]),
         0,
     );
 
@@ -76,13 +83,16 @@ fn sql_to(target: &str, name: &str) {
     );
 
     let report = json(&migrate(&["--json"]));
-    assert_eq!(report["floor"], 40, "{report}");
-    assert!(report["first_new_token"].as_u64().unwrap() > 40, "{report}");
+    assert_eq!(report["floor"], mark, "{report}");
+    assert!(
+        report["first_new_token"].as_u64().unwrap() > mark,
+        "{report}"
+    );
 
     // Holders on the new issuer write above the old mark.
     let lease = json(&on(target, "acquire", &["--json"]));
     let token = lease["token"].as_u64().unwrap();
-    assert!(token > 40 && token > last);
+    assert!(token > mark);
     let after = put(&old, "report", &token.to_string(), "after the migration");
     assert_exit(&after, 0);
 }
