@@ -209,7 +209,7 @@ impl TokenIssuer for RedisIssuer {
 
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
-        self.layout.check(&request.resource)?;
+        self.layout.check(&self.prefix, &request.resource)?;
         let operation = format!("acquire {:?}", request.resource);
         let sent_at = Instant::now();
         let (lock, fence) = (
@@ -340,7 +340,7 @@ impl TokenIssuer for RedisIssuer {
                 max: FencingToken::new(FencingToken::MAX_I64.get() - 1),
             });
         }
-        self.layout.check(resource)?;
+        self.layout.check(&self.prefix, resource)?;
         let fence = self.fence_key(resource);
         let (reply, acked) = self
             .run_guarded(
@@ -375,7 +375,7 @@ impl TokenIssuer for RedisIssuer {
     /// itself (for redis-py and redlock, the capability to release it),
     /// with token 0: no token of ours was granted to it.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
-        self.layout.check(resource)?;
+        self.layout.check(&self.prefix, resource)?;
         let mut conn = self.connection.clone();
         let found: Vec<String> = self
             .scripts

@@ -59,16 +59,51 @@ impl Layout {
         }
     }
 
-    /// Refuses a resource whose keys would be another resource's: with
-    /// `layout=set-nx`, `R:fence` is the counter of `R`.
-    pub(crate) fn check(self, resource: &str) -> fencing_core::Result<()> {
-        if self == Self::SetNx && resource.ends_with(":fence") {
-            return Err(fencing_core::Error::invalid_input(format!(
-                "resource {resource:?}: with layout=set-nx the key {resource:?} is the fence counter \
-                 of the resource without \":fence\"; name it otherwise"
-            )));
+    /// Refuses a resource whose keys would be another resource's, before
+    /// anything is sent: a lock written over another's counter, or two
+    /// resources counting in one counter, is a record neither owns. Ours
+    /// (`R:lock`, `R:fence`) cannot meet: the suffixes differ. With
+    /// `layout=set-nx`, `R:fence` is the counter of `R`. With
+    /// `layout=redisson`, a lock name starting `redisson_lock_token:` is
+    /// some lock's counter, and a lock name `{N}` (one pair of braces
+    /// around the whole name) has the counter of lock name `N`.
+    pub(crate) fn check(self, prefix: &str, resource: &str) -> fencing_core::Result<()> {
+        let refuse = |why: String| {
+            Err(fencing_core::Error::invalid_input(format!(
+                "resource {resource:?}: {why}; name it otherwise"
+            )))
+        };
+        let name = self.lock_key(prefix, resource);
+        match self {
+            Self::Fencing => Ok(()),
+            Self::SetNx if name.ends_with(":fence") => refuse(format!(
+                "with layout=set-nx the key {name:?} is the fence counter of the resource \
+                 without \":fence\""
+            )),
+            Self::Redisson
+                if name
+                    .strip_prefix(COUNTER)
+                    .is_some_and(|rest| rest.starts_with(':')) =>
+            {
+                refuse(format!(
+                    "with layout=redisson the key {name:?} is the token counter of another lock"
+                ))
+            }
+            Self::Redisson
+                if name.len() >= 2
+                    && name.starts_with('{')
+                    && name.ends_with('}')
+                    && !name[1..].contains('{') =>
+            {
+                refuse(format!(
+                    "with layout=redisson the lock {name:?} counts in {:?}, the token counter \
+                     of the lock {:?}",
+                    self.fence_key(prefix, resource),
+                    &name[1..name.len() - 1]
+                ))
+            }
+            Self::SetNx | Self::Redisson => Ok(()),
         }
-        Ok(())
     }
 
     /// The lock's key.
@@ -83,9 +118,7 @@ impl Layout {
     pub(crate) fn fence_key(self, prefix: &str, resource: &str) -> String {
         match self {
             Self::Fencing | Self::SetNx => format!("{prefix}{resource}:fence"),
-            Self::Redisson => {
-                redisson_name("redisson_lock_token", &self.lock_key(prefix, resource))
-            }
+            Self::Redisson => redisson_name(COUNTER, &self.lock_key(prefix, resource)),
         }
     }
 
@@ -115,6 +148,9 @@ impl Layout {
         }
     }
 }
+
+/// The prefix of `RFencedLock`'s token counter's name.
+const COUNTER: &str = "redisson_lock_token";
 
 /// Redisson's name for an object that belongs to `name`
 /// (`RedissonObject.prefixName`): `{name}` in braces, so both land in one
@@ -166,5 +202,37 @@ mod tests {
             (s.lock_key("", "R"), s.fence_key("", "R")),
             ("R".to_owned(), "R:fence".to_owned())
         );
+    }
+
+    #[test]
+    fn only_names_whose_keys_are_anothers_are_refused() {
+        let refused = |l: Layout, p: &str, r: &str| l.check(p, r).is_err();
+        // A refused name's keys are another name's; an allowed one's are not.
+        for (l, p, r, other) in [
+            (Layout::SetNx, "", "R:fence", "R"),
+            (Layout::Redisson, "", "redisson_lock_token:{R}", "R"),
+            (Layout::Redisson, "", "{R}", "R"),
+            (Layout::Redisson, "redisson_lock_token:", "{R}", "R"),
+        ] {
+            assert!(refused(l, p, r), "{l:?} {p}{r}");
+            let (mine, theirs) = (
+                [l.lock_key(p, r), l.fence_key(p, r)],
+                [l.lock_key("", other), l.fence_key("", other)],
+            );
+            assert!(
+                mine.iter().any(|k| theirs.contains(k)),
+                "{mine:?} {theirs:?}"
+            );
+        }
+        for (l, p, r) in [
+            (Layout::Fencing, "fencing:", "R:fence"),
+            (Layout::Fencing, "", "redisson_lock_token:{R}"),
+            (Layout::Redisson, "", "{eu}orders"),
+            (Layout::Redisson, "", "{a}{b}"),
+            (Layout::Redisson, "app:", "{R}"),
+            (Layout::Redisson, "", "redisson_lock_tokens"),
+        ] {
+            assert!(!refused(l, p, r), "{l:?} {p}{r}");
+        }
     }
 }

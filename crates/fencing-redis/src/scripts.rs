@@ -115,6 +115,8 @@ end
 ";
 
 /// KEYS: lock, fence. ARGV: holder, ttl ms, then the guard's three.
+/// A missing counter (the first grant, or one deleted by hand) is set to
+/// Redis's `TIME` in microseconds first, so the grant is one above it.
 /// Returns `{1, token, 1}` if granted with a new token, `{1, token, 0}` if
 /// a live holder acquired again and keeps its token (as Hazelcast's
 /// FencedLock does), `{0, token, holder}` if held (`{0, '0', what}` by a
@@ -141,6 +143,7 @@ if counter and not at_most(counter, '9223372036854775806') then
 end
 local expires = counter_expires(ARGV[3], KEYS[2])
 if expires then return expires end
+if not counter then redis.call('SET', KEYS[2], clock_micros()) end
 redis.call('INCR', KEYS[2])
 local token = redis.call('GET', KEYS[2])
 {write}
@@ -212,6 +215,16 @@ local function at_most(a, b)
   return string.len(a) < string.len(b) or (string.len(a) == string.len(b) and a <= b)
 end
 
+-- Where a missing counter starts: Redis's clock in microseconds. A counter
+-- deleted by hand (DEL, FLUSHDB) started again at 1 would grant tokens
+-- every store refuses; at the clock it is above every token the deleted
+-- one gave, unless it granted more than one per microsecond or a floor
+-- put it above the clock. A string: Lua numbers are doubles.
+local function clock_micros()
+  local now = redis.call('TIME')
+  return now[1] .. string.format('%06d', tonumber(now[2]))
+end
+
 local function ours(token, fence)
   local counter = redis.call('GET', fence)
   return token and string.match(token, '^[1-9]%d*$') and counter and at_most(token, counter)
@@ -241,7 +254,9 @@ end
 ";
 
 /// KEYS: fence. ARGV: floor, then the guard's three. Raises the counter to
-/// at least the floor; returns `{1, counter}`, or a guard refusal.
+/// at least the floor (a missing counter to at least Redis's clock, as a
+/// grant would start it: a floor after a `DEL` must not bring tokens back
+/// down); returns `{1, counter}`, or a guard refusal.
 pub(crate) fn raise_floor() -> String {
     guarded(
         2,
@@ -249,7 +264,14 @@ pub(crate) fn raise_floor() -> String {
 local expires = counter_expires(ARGV[2], KEYS[1])
 if expires then return expires end
 local current = redis.call('GET', KEYS[1])
-if (not current) or not at_most(ARGV[1], current) then
+if not current then
+  local floor = ARGV[1]
+  local clock = clock_micros()
+  if at_most(floor, clock) then floor = clock end
+  redis.call('SET', KEYS[1], floor)
+  return {1, floor}
+end
+if not at_most(ARGV[1], current) then
   redis.call('SET', KEYS[1], ARGV[1])
   return {1, ARGV[1]}
 end

@@ -8,10 +8,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{grant_once, raw};
-use fencing_core::{Error, LeaseRequest, TokenIssuer};
+use common::{aof, grant_once, on_aof, raw};
+use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, Server};
-use fencing_redis::{Durability, RedisConfig, RedisIssuer};
+use fencing_redis::{Durability, Layout, RedisConfig, RedisIssuer};
 use fencing_testkit::issuer::IssuerProfile;
 
 async fn connect(server: &Server, durability: Durability) -> Option<RedisIssuer> {
@@ -77,9 +77,9 @@ async fn raise_floor_moves_tokens_above_it_and_never_lowers() {
         return;
     };
     let ttl = Duration::from_secs(5);
-    grant_once(&issuer, "migrated", ttl).await;
+    let first = grant_once(&issuer, "migrated", ttl).await.token().get();
     issuer
-        .raise_floor("migrated", 1_000_000.into())
+        .raise_floor("migrated", (first + 1_000_000).into())
         .await
         .unwrap();
     issuer.raise_floor("migrated", 10.into()).await.unwrap(); // a floor never lowers
@@ -88,7 +88,7 @@ async fn raise_floor_moves_tokens_above_it_and_never_lowers() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(next.token(), 1_000_001.into());
+    assert_eq!(next.token(), (first + 1_000_001).into());
     // Lua numbers are doubles; the counter stays exact above 2^53.
     let big = (1u64 << 60) + 1;
     issuer.release(&next).await.unwrap();
@@ -139,4 +139,53 @@ async fn issuer_on_a_callers_connection_manager_takes_the_configs_prefix() {
         .await
         .unwrap();
     assert_eq!(fence, Some(lease.token().get()));
+}
+
+/// The counter key of `resource` on `issuer`, to delete it by hand.
+fn counter_key(issuer: &RedisIssuer, resource: &str) -> String {
+    let name = format!("{}{resource}", issuer.prefix());
+    match issuer.layout() {
+        Layout::Redisson => format!("redisson_lock_token:{{{name}}}"),
+        _ => format!("{name}:fence"),
+    }
+}
+
+/// An operator's `DEL` (or a `FLUSHDB` on a staging Redis) takes the
+/// counter: the next grant must still be above every token granted before,
+/// on every layout, and a low floor on the missing counter must not bring
+/// it back down.
+#[tokio::test]
+async fn a_counter_deleted_by_hand_grants_above_every_earlier_token() {
+    let ttl = Duration::from_secs(5);
+    for layout in [Layout::Fencing, Layout::SetNx, Layout::Redisson] {
+        let Some(issuer) = on_aof(layout).await else {
+            return;
+        };
+        let resource = fencing_testkit::unique_name("deleted");
+        let mut highest = FencingToken::ZERO;
+        for _ in 0..3 {
+            let token = grant_once(&issuer, &resource, ttl).await.token();
+            assert!(token > highest, "{layout:?}: {token} after {highest}");
+            highest = token;
+        }
+        let counter = counter_key(&issuer, &resource);
+        let _: i64 = aof(&["DEL", &counter]).await;
+        let token = grant_once(&issuer, &resource, ttl).await.token();
+        assert!(
+            token > highest,
+            "{layout:?}: after DEL {counter} the next token was {token}, below the {highest} granted before"
+        );
+        highest = token;
+
+        let _: i64 = aof(&["DEL", &counter]).await;
+        issuer
+            .raise_floor(&resource, FencingToken::new(2))
+            .await
+            .unwrap();
+        let token = grant_once(&issuer, &resource, ttl).await.token();
+        assert!(
+            token > highest,
+            "{layout:?}: a floor of 2 on a deleted counter brought the next token down to {token} (granted before: {highest})"
+        );
+    }
 }

@@ -58,7 +58,10 @@ async fn redissons_rlock_and_our_issuer_take_turns_excluding_each_other() {
         if turn % 2 == 1 {
             let lease = issuer.try_acquire(&request).await.unwrap();
             let lease = lease.unwrap_or_else(|| panic!("turn {turn}: Redisson released it"));
-            assert_eq!(lease.token(), ours.checked_next().unwrap(), "turn {turn}");
+            // The first grant starts the counter at Redis's clock.
+            if ours != FencingToken::ZERO {
+                assert_eq!(lease.token(), ours.checked_next().unwrap(), "turn {turn}");
+            }
             ours = lease.token();
             // Our holder is one field of Redisson's hash, its token the value.
             let field = format!("fencing:{}", lease.holder());
@@ -157,13 +160,15 @@ async fn the_floor_and_the_counters_checks_are_redissons_counters() {
     };
     let resource = fencing_testkit::unique_name("floor");
     let (name, counter) = names(&issuer, &resource);
+    // Above Redis's clock, where a missing counter would start.
+    let floor = 1u64 << 60;
     issuer
-        .raise_floor(&resource, FencingToken::new(1000))
+        .raise_floor(&resource, FencingToken::new(floor))
         .await
         .unwrap();
     let mut client = redisson(&name, true).await;
     client.send("take").await;
-    assert_eq!(client.line().await, "1001");
+    assert_eq!(client.line().await, (floor + 1).to_string());
     client.send("release").await;
     assert_eq!(client.line().await, "released");
     client.send("done").await;
@@ -180,7 +185,7 @@ async fn the_floor_and_the_counters_checks_are_redissons_counters() {
         .await
         .unwrap()
         .expect("free");
-    assert_eq!(lease.token(), FencingToken::new(1002));
+    assert_eq!(lease.token(), FencingToken::new(floor + 2));
     issuer.release(&lease).await.unwrap();
 }
 
@@ -218,4 +223,55 @@ async fn a_lease_whose_lock_redisson_took_is_lost() {
     client.send("release").await;
     assert_eq!(client.line().await, "released");
     client.send("done").await;
+}
+
+/// With Redisson's default empty prefix, resource `redisson_lock_token:{X}`
+/// would be X's counter as a lock hash, and `{X}` would share X's counter:
+/// both are refused as invalid input naming the resource, before any key
+/// is touched. (Ours: `X:fence` with `layout=set-nx`, the other layout
+/// whose keys can meet.)
+#[tokio::test]
+async fn names_that_alias_another_resources_keys_are_refused() {
+    if REDIS_AOF.skipped() {
+        return;
+    }
+    let issuer = fencing_redis::RedisConfig::new(REDIS_AOF.endpoint())
+        .with_layout(Layout::Redisson)
+        .connect()
+        .await
+        .expect("the append-only Redis");
+    let x = fencing_testkit::unique_name("aliased");
+    for resource in [format!("redisson_lock_token:{{{x}}}"), format!("{{{x}}}")] {
+        let refused = |what: &str, e: Error| match e {
+            Error::InvalidInput { message } => assert!(
+                message.contains(&resource),
+                "{what}: the refusal does not name {resource:?}: {message}"
+            ),
+            other => panic!("{what} {resource:?}: expected InvalidInput, got {other:?}"),
+        };
+        let request = LeaseRequest::new(&resource, TTL);
+        match issuer.try_acquire(&request).await {
+            Err(e) => refused("try_acquire", e),
+            Ok(lease) => panic!("{resource:?} aliases {x:?}'s records, and was granted {lease:?}"),
+        }
+        refused(
+            "raise_floor",
+            issuer
+                .raise_floor(&resource, FencingToken::new(5))
+                .await
+                .expect_err("refused"),
+        );
+        refused(
+            "holder",
+            issuer.holder(&resource).await.expect_err("refused"),
+        );
+        let touched: i64 = aof(&[
+            "EXISTS",
+            &resource,
+            &format!("redisson_lock_token:{resource}"),
+            &format!("redisson_lock_token:{{{resource}}}"),
+        ])
+        .await;
+        assert_eq!(touched, 0, "{resource:?}: a key was written");
+    }
 }
