@@ -166,9 +166,9 @@ impl AzureBackend {
         }
     }
 
-    /// Feeds the clock an answer's `Date`; an unreadable one only costs
-    /// the estimate.
-    fn observe(&self, headers: &Headers) {
+    /// Feeds the clock an answer's `Date`, and returns it; an unreadable
+    /// one only costs the estimate.
+    fn observe(&self, headers: &Headers) -> Option<SystemTime> {
         let date = headers
             .get_optional_str(&HeaderName::from_static("date"))
             .and_then(|date| parse_rfc7231(date).ok())
@@ -176,6 +176,7 @@ impl AzureBackend {
         if let Some(date) = date {
             self.clock.observe(date);
         }
+        date
     }
 
     /// Feeds the clock the `Date` of an error answer (a 404, a 412, a 409);
@@ -254,12 +255,12 @@ impl BlobBackend for AzureBackend {
             };
             let result = match client.download(Some(options)).await {
                 Ok(response) => {
-                    self.observe(&response.headers);
+                    let answered = self.observe(&response.headers);
                     response
                         .body
                         .collect()
                         .await
-                        .map(|body| (response.properties, body))
+                        .map(|body| (response.properties, body, answered))
                 }
                 Err(err) => {
                     self.observe_error(&err);
@@ -267,11 +268,12 @@ impl BlobBackend for AzureBackend {
                 }
             };
             match result {
-                Ok((properties, bytes)) => {
+                Ok((properties, bytes, answered)) => {
                     let modified = properties.last_modified.and_then(system_time);
                     return Ok(Some(
                         StoredObject::new(version_from(properties.etag), bytes)
-                            .modified_at(modified),
+                            .modified_at(modified)
+                            .answered_at(answered),
                     ));
                 }
                 Err(err) => match classify(op, &self.container_name(), key, err) {

@@ -4,13 +4,17 @@
 //! lost answer, one bucket as issuer and store).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use bytes::Bytes;
-use fencing_core::adapter::blob::{BlobBackend, BlobIssuer, BlobStore, HookedWrites};
+use fencing_core::adapter::blob::{
+    BlobBackend, BlobIssuer, BlobStore, BlobWrite, HookedWrites, StoredObject, WriteHook,
+    WriteOutcome,
+};
 use fencing_core::memory::MemoryBlobBackend;
-use fencing_core::{Error, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_testkit::issuer::IssuerProfile;
 
 #[allow(dead_code)] // each test binary uses a part
@@ -252,4 +256,170 @@ async fn verify_flags_a_bucket_that_ignores_preconditions() {
     ));
     let checks = issuer.verify().await.unwrap();
     common::assert_preconditions_flagged(&checks);
+}
+
+/// A floor raised on a record deleted by hand only raises: the record made
+/// again starts where a grant would start it (the server's time in
+/// microseconds) when that is above the floor, never at the floor below
+/// the tokens the deleted record gave.
+#[tokio::test]
+async fn a_floor_on_a_deleted_record_only_raises() {
+    let backend = Arc::new(MemoryBlobBackend::new());
+    let issuer = BlobIssuer::new(backend.clone());
+    let ttl = Duration::from_secs(5);
+    let before = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    issuer.release(&before).await.unwrap();
+    assert!(
+        backend.remove(&issuer.record_key("r")),
+        "no record to delete"
+    );
+    let fresh = BlobIssuer::new(backend.clone());
+    fresh.raise_floor("r", FencingToken::new(10)).await.unwrap();
+    let after = fresh
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        after.token() > before.token(),
+        "a floor of 10 on the deleted record gave token {} after {}",
+        after.token(),
+        before.token()
+    );
+}
+
+/// Sends nothing for the next `lose` writes and reports each as an unknown
+/// outcome: the request was lost on the way (a reset before the server
+/// read it), so the record stays as it was.
+#[derive(Debug)]
+struct LosesRequests(AtomicU32);
+
+#[async_trait]
+impl WriteHook<Arc<MemoryBlobBackend>> for LosesRequests {
+    async fn write(
+        &self,
+        inner: &Arc<MemoryBlobBackend>,
+        key: &str,
+        write: BlobWrite,
+    ) -> fencing_core::Result<WriteOutcome> {
+        if self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return inner.write(key, write).await;
+        }
+        Err(Error::outcome_unknown(
+            "loses-requests",
+            format!("conditional write of {key:?}"),
+            "connection reset before the server read the request",
+        ))
+    }
+}
+
+/// A renew from an issuer that knows nothing of the record (another
+/// process: every `fence renew`) whose request was lost reads the record
+/// back, finds it still the lease's and unchanged, and sends the renew
+/// again: the lease is kept, not reported lost.
+#[tokio::test]
+async fn a_renew_whose_request_was_lost_is_sent_again() {
+    let backend = Arc::new(MemoryBlobBackend::new());
+    let holder = BlobIssuer::new(backend.clone());
+    let lease = holder
+        .try_acquire(&request("r", Duration::from_secs(5)))
+        .await
+        .unwrap()
+        .unwrap();
+    let hooked = HookedWrites::new(backend.clone(), LosesRequests(AtomicU32::new(1)));
+    let renewer = BlobIssuer::new(hooked);
+    let renewed = renewer.renew(&lease).await;
+    assert!(
+        renewed.is_ok(),
+        "a renew whose request was lost, the record still ours: {renewed:?}"
+    );
+    // Lost on every try: an unknown outcome, never "lost".
+    let hooked = HookedWrites::new(backend.clone(), LosesRequests(AtomicU32::new(u32::MAX)));
+    let renewer = BlobIssuer::new(hooked);
+    match renewer.renew(&lease).await {
+        Err(Error::OutcomeUnknown { .. }) => {}
+        other => panic!("expected an unknown outcome, got {other:?}"),
+    }
+}
+
+/// Reads through another backend but tell no modified time: expiry is
+/// then judged on the waiter's own clock alone (as on GCS).
+#[derive(Debug)]
+struct ReadsTellNoTime(Arc<MemoryBlobBackend>);
+
+#[async_trait]
+impl BlobBackend for ReadsTellNoTime {
+    fn name(&self) -> &'static str {
+        "reads-tell-no-time"
+    }
+    fn limits(&self) -> fencing_core::Limits {
+        self.0.limits()
+    }
+    async fn read_range(
+        &self,
+        key: &str,
+        len: Option<usize>,
+    ) -> fencing_core::Result<Option<StoredObject>> {
+        let stored = self.0.read_range(key, len).await?;
+        Ok(stored.map(|s| s.modified_at(None).answered_at(None)))
+    }
+    async fn write(&self, key: &str, write: BlobWrite) -> fencing_core::Result<WriteOutcome> {
+        self.0.write(key, write).await
+    }
+}
+
+/// A waiter in a process that also holds thousands of other records (more
+/// than the issuer remembers) still takes over a dead lease a TTL after it
+/// first saw it: it reads its record at least once a second, and what it
+/// has timed is not forgotten for records read since.
+#[tokio::test]
+async fn a_waiter_among_thousands_of_records_keeps_its_time() {
+    let backend = Arc::new(MemoryBlobBackend::new());
+    let ttl = Duration::from_secs(2);
+    let holder = BlobIssuer::new(ReadsTellNoTime(backend.clone()));
+    let dead = holder
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    let waiter = BlobIssuer::new(ReadsTellNoTime(backend.clone()));
+    let first_seen = Instant::now();
+    assert!(
+        waiter
+            .try_acquire(&request("r", ttl))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    for i in 0..5000 {
+        let other = request(&format!("other-{i}"), Duration::from_secs(30));
+        waiter.try_acquire(&other).await.unwrap().expect("free");
+        if i % 500 == 0 {
+            assert!(
+                waiter
+                    .try_acquire(&request("r", ttl))
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+        }
+    }
+    assert!(
+        first_seen.elapsed() < ttl,
+        "the 5,000 grants took longer than the TTL: the test proves nothing"
+    );
+    tokio::time::sleep_until((first_seen + ttl + Duration::from_millis(10)).into()).await;
+    let taken = waiter.try_acquire(&request("r", ttl)).await.unwrap();
+    assert!(
+        taken.is_some_and(|t| t.token() > dead.token()),
+        "a waiter that has seen one version for a TTL, among 5,000 other records, did not take over"
+    );
 }

@@ -137,9 +137,22 @@ fn system_time(time: Option<&DateTime>) -> Option<SystemTime> {
 
 /// Feeds the `Date` of each HTTP answer (404s, 412s and retried attempts
 /// included: the outputs and errors do not expose it) to the backend's
-/// [`ServerClock`].
-#[derive(Debug)]
-struct ObserveDate(Arc<ServerClock>);
+/// [`ServerClock`], and keeps the last one for the request's caller.
+#[derive(Clone, Debug)]
+struct ObserveDate {
+    clock: Arc<ServerClock>,
+    /// The `Date` of this request's latest answer: the one whose output
+    /// the call returns, since an attempt's answer arrives after the
+    /// earlier attempts'.
+    answered: Arc<std::sync::Mutex<Option<SystemTime>>>,
+}
+
+impl ObserveDate {
+    /// The `Date` of the answer the call returned, if it had one.
+    fn answered(&self) -> Option<SystemTime> {
+        *self.answered.lock().expect("answered lock")
+    }
+}
 
 impl Intercept for ObserveDate {
     fn name(&self) -> &'static str {
@@ -157,34 +170,41 @@ impl Intercept for ObserveDate {
         if let Some(date) = date.and_then(|d| DateTime::from_str(d, DateTimeFormat::HttpDate).ok())
             && let Ok(date) = SystemTime::try_from(date)
         {
-            self.0.observe(date);
+            self.clock.observe(date);
+            *self.answered.lock().expect("answered lock") = Some(date);
         }
         Ok(())
     }
 }
 
 impl S3Backend {
-    /// The interceptor that feeds this backend's clock, for one request.
+    /// The interceptor that feeds this backend's clock, for one request;
+    /// a clone of it tells the `Date` of the answer the request returned.
     fn observe_date(&self) -> ObserveDate {
-        ObserveDate(Arc::clone(&self.clock))
+        ObserveDate {
+            clock: Arc::clone(&self.clock),
+            answered: Arc::default(),
+        }
     }
 
     /// A ranged GET of an empty object answers 416 with no ETag: ask HEAD
     /// for the version (an empty object has no frame: it is foreign).
     async fn head_empty(&self, key: &str) -> Result<Option<StoredObject>> {
+        let date = self.observe_date();
         let result = self
             .client
             .head_object()
             .bucket(&self.bucket)
             .key(key)
             .customize()
-            .interceptor(self.observe_date())
+            .interceptor(date.clone())
             .send()
             .await;
         match result {
             Ok(output) => Ok(Some(
                 StoredObject::new(version_from(output.e_tag()), Bytes::new())
-                    .modified_at(system_time(output.last_modified())),
+                    .modified_at(system_time(output.last_modified()))
+                    .answered_at(date.answered()),
             )),
             Err(err) => match classify(Op::Head, &self.bucket, key, err) {
                 Failure::NotFound => Ok(None),
@@ -286,6 +306,7 @@ impl BlobBackend for S3Backend {
     /// frame header together, for what a HEAD costs.
     async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
         let op = if len.is_some() { Op::Head } else { Op::Read };
+        let date = self.observe_date();
         let result = self
             .client
             .get_object()
@@ -293,7 +314,7 @@ impl BlobBackend for S3Backend {
             .key(key)
             .set_range(len.map(|len| format!("bytes=0-{}", len.max(1) - 1)))
             .customize()
-            .interceptor(self.observe_date())
+            .interceptor(date.clone())
             .send()
             .await;
         let output = match result {
@@ -318,7 +339,9 @@ impl BlobBackend for S3Backend {
             .map_err(|e| Error::backend("s3", true, e))?
             .into_bytes();
         Ok(Some(
-            StoredObject::new(version, bytes).modified_at(modified),
+            StoredObject::new(version, bytes)
+                .modified_at(modified)
+                .answered_at(date.answered()),
         ))
     }
 

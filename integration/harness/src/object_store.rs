@@ -17,7 +17,7 @@ use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 
 use crate::env::Server;
 use crate::error_chain;
-use crate::proxy::AnswerDroppingProxy;
+use crate::proxy::{AnswerDroppingProxy, DateShiftingProxy};
 
 /// Token `n`.
 pub fn t(n: u64) -> FencingToken {
@@ -116,6 +116,8 @@ pub async fn issuer<E: Emulator>() -> Option<BlobIssuer<E::Backend>> {
 ///   its own, as in another process) takes over a lease its holder
 ///   abandoned more than a TTL (and the timestamps' second) ago on its
 ///   first try; where they do not, it waits a TTL of its own first;
+/// - one answer dated ahead does not end a live lease
+///   ([`one_fast_date_does_not_end_a_live_lease`]);
 /// - one bucket as issuer and store: the zombie is refused;
 /// - `verify` finds nothing unsafe.
 pub async fn bucket_issuer_cases<E: Emulator>() {
@@ -174,8 +176,13 @@ pub async fn bucket_issuer_cases<E: Emulator>() {
     assert!(taken.token() > dead.token());
     newcomer.release(&taken).await.expect("release");
 
-    let store = BlobStore::new(holder.backend().clone());
+    if E::READS_TELL_MODIFIED {
+        one_fast_date_does_not_end_a_live_lease::<E>(&holder).await;
+    }
+
+    let store = BlobStore::new(holder.backend().clone()).with_lease_prefix(holder.prefix());
     fencing_testkit::zombie::zombie_is_refused(&holder, &store, Duration::from_millis(600)).await;
+    a_store_does_not_write_a_lease_record::<E>(&holder, &store).await;
 
     let checks = holder.verify().await.expect("verify");
     assert!(
@@ -185,6 +192,83 @@ pub async fn bucket_issuer_cases<E: Emulator>() {
         "{}: verify found a problem: {checks:#?}",
         E::NAME
     );
+}
+
+/// A waiter that once saw an answer dated 30 s ahead (a gateway with a
+/// fast clock, an error page a proxy stamped, a server whose clock then
+/// stepped back) still sees a live 20 s lease as live: expiry is judged by
+/// the `Date` of the answer that carried the record, not by the highest
+/// `Date` ever seen. (Where reads tell no modified time, expiry is never
+/// judged on the server's clock, and there is nothing to move.)
+pub async fn one_fast_date_does_not_end_a_live_lease<E: Emulator>(holder: &BlobIssuer<E::Backend>) {
+    let (proxy, proxied) = DateShiftingProxy::in_front_of(&E::SERVER.endpoint()).await;
+    let waiter = BlobIssuer::new(E::backend_at(&proxied, &run_bucket(E::NAME)).await)
+        .with_prefix(holder.prefix());
+    let request = LeaseRequest::new("fast-date", Duration::from_secs(20));
+    let live = holder
+        .try_acquire(&request)
+        .await
+        .expect("grant")
+        .expect("free");
+    proxy.shift_dates(Duration::from_secs(30), 1);
+    // A 404, dated 30 s ahead.
+    let nobody = waiter.holder("fast-date-nobody").await.expect("holder");
+    assert!(nobody.is_none());
+    assert_eq!(
+        proxy.shifted(),
+        1,
+        "{}: the answer's Date was not moved",
+        E::NAME
+    );
+    let taken = waiter.try_acquire(&request).await.expect("try_acquire");
+    assert!(
+        taken.is_none(),
+        "{}: a waiter that saw one answer dated 30 s ahead took over a live 20 s lease \
+         (holder's token {}, the waiter's {:?}): two holders at once",
+        E::NAME,
+        live.token(),
+        taken.map(|t| t.token()),
+    );
+    assert_eq!(
+        waiter
+            .holder("fast-date")
+            .await
+            .expect("holder")
+            .map(|h| h.token),
+        Some(live.token()),
+        "{}: the live holder was judged dead",
+        E::NAME
+    );
+    holder.release(&live).await.expect("release");
+}
+
+/// One bucket as issuer and store: the store refuses a key under the
+/// lease prefix (its frame would make the record foreign, or set the
+/// counter), writes nothing, and the lease goes on.
+async fn a_store_does_not_write_a_lease_record<E: Emulator>(
+    issuer: &BlobIssuer<E::Backend>,
+    store: &BlobStore<E::Backend>,
+) {
+    let request = LeaseRequest::new("shared-bucket", Duration::from_secs(20));
+    let lease = issuer
+        .try_acquire(&request)
+        .await
+        .expect("grant")
+        .expect("free");
+    let key = issuer.record_key("shared-bucket");
+    for attempt in [
+        store.put(&key, "v".into(), lease.token()).await,
+        store.fence(&key, lease.token()).await.map(drop),
+        store.delete(&key, lease.token()).await,
+    ] {
+        assert!(
+            matches!(&attempt, Err(Error::InvalidInput { .. })),
+            "{}: a store write to the lease record {key:?}: {attempt:?}",
+            E::NAME
+        );
+    }
+    let renewed = issuer.renew(&lease).await.expect("the lease goes on");
+    issuer.release(&renewed).await.expect("release");
 }
 
 /// The store of `E` at an address where nothing listens: setting it up is

@@ -83,6 +83,8 @@ pub struct BlobStore<B> {
     backend: B,
     max_attempts: u32,
     adopt_unfenced: bool,
+    /// Where the bucket issuer keeps its lease records: not the store's.
+    lease_prefix: String,
     known: Mutex<HashMap<String, Known>>,
 }
 
@@ -108,6 +110,7 @@ impl<B: BlobBackend> BlobStore<B> {
             backend,
             max_attempts: 32,
             adopt_unfenced: false,
+            lease_prefix: BlobIssuer::<B>::DEFAULT_PREFIX.to_owned(),
             known: Mutex::new(HashMap::new()),
         }
     }
@@ -130,9 +133,34 @@ impl<B: BlobBackend> BlobStore<B> {
         self
     }
 
+    /// The prefix of the bucket issuer's lease records in this bucket
+    /// (default [`BlobIssuer::DEFAULT_PREFIX`]): the store refuses to write
+    /// a key under it, since its frame would turn a lease record foreign
+    /// or set its counter.
+    #[must_use]
+    pub fn with_lease_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.lease_prefix = prefix.into();
+        self
+    }
+
     /// The backend.
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// Checks a write's key, token and size, and that the key is not a
+    /// lease record's.
+    fn check_write(&self, key: &str, token: FencingToken, len: usize) -> Result<()> {
+        self.limits().check_write(key, token, len)?;
+        if !self.lease_prefix.is_empty() && key.starts_with(&self.lease_prefix) {
+            return Err(Error::invalid_input(format!(
+                "{key:?} is under {:?}, where the bucket issuer keeps its lease records; \
+                 nothing was written (store values under another prefix, or give the \
+                 issuer another lease_prefix)",
+                self.lease_prefix
+            )));
+        }
+        Ok(())
     }
 
     fn known(&self, key: &str) -> Option<Known> {
@@ -391,6 +419,7 @@ impl<B: BlobBackend> Debug for BlobStore<B> {
             .field("backend", &self.backend)
             .field("max_attempts", &self.max_attempts)
             .field("adopt_unfenced", &self.adopt_unfenced)
+            .field("lease_prefix", &self.lease_prefix)
             .finish_non_exhaustive()
     }
 }
@@ -406,7 +435,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
     }
 
     async fn put(&self, key: &str, value: Bytes, token: FencingToken) -> Result<()> {
-        self.limits().check_write(key, token, value.len())?;
+        self.check_write(key, token, value.len())?;
         let meta = BlobMeta {
             token,
             has_value: true,
@@ -426,7 +455,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
     }
 
     async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
-        self.limits().check_write(key, token, 0)?;
+        self.check_write(key, token, 0)?;
         self.update(key, token, true, |current| match current {
             Some(c) if c.meta.token == token => None,
             Some(c) => Some((
@@ -454,7 +483,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
     }
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
-        self.limits().check_write(key, token, 0)?;
+        self.check_write(key, token, 0)?;
         self.update(key, token, false, |current| match current {
             Some(c) if !c.meta.has_value && c.meta.token == token => None,
             _ => Some((

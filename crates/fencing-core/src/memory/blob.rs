@@ -7,9 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::MemoryStore;
-use crate::adapter::blob::{
-    BlobBackend, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
-};
+use crate::adapter::blob::{BlobBackend, BlobVersion, BlobWrite, StoredObject, WriteOutcome};
 use crate::{Limits, Result};
 
 /// Objects in process memory with a version that changes on every write,
@@ -39,6 +37,7 @@ impl Object {
             self.body.slice(..len.min(self.body.len())),
         )
         .modified_at(Some(self.modified))
+        .answered_at(Some(SystemTime::now()))
     }
 }
 
@@ -118,12 +117,10 @@ impl BlobBackend for MemoryBlobBackend {
         tokio::task::yield_now().await;
         self.writes.fetch_add(1, Ordering::Relaxed);
         let mut objects = self.objects.lock().expect("poisoned");
-        let holds = match (precondition, objects.get(key)) {
-            (Precondition::Absent, current) => current.is_none(),
-            (Precondition::Matches(v), Some(o)) => v.as_str() == o.generation.to_string(),
-            (Precondition::Matches(_), None) => false,
-        };
-        if !holds {
+        let version = objects
+            .get(key)
+            .map(|o| BlobVersion::new(o.generation.to_string()));
+        if !precondition.holds_for(version.as_ref()) {
             self.precondition_failures.fetch_add(1, Ordering::Relaxed);
             return Ok(WriteOutcome::PreconditionFailed);
         }

@@ -69,8 +69,16 @@ pub struct StoredObject {
     /// When the server last wrote the object, on the server's clock
     /// (`Last-Modified`, GCS's update time), if the answer said. The bucket
     /// issuer judges a lease's age by it against
-    /// [`BlobBackend::server_now`]; the store never reads it.
+    /// the `Date` of the same answer ([`answered`](Self::answered)); the
+    /// store never reads it.
     pub modified: Option<SystemTime>,
+    /// The `Date` of the answer that carried the object: the time of the
+    /// server that answered, when it answered, if the answer said. The
+    /// bucket issuer judges a lease's age by it against
+    /// [`modified`](Self::modified), both from one answer, so that no other
+    /// answer (a proxy's, a gateway's with a fast clock) can make a live
+    /// lease look old.
+    pub answered: Option<SystemTime>,
 }
 
 impl StoredObject {
@@ -80,6 +88,7 @@ impl StoredObject {
             version,
             bytes,
             modified: None,
+            answered: None,
         }
     }
 
@@ -87,6 +96,13 @@ impl StoredObject {
     #[must_use]
     pub fn modified_at(mut self, modified: Option<SystemTime>) -> Self {
         self.modified = modified;
+        self
+    }
+
+    /// The same object, carried by an answer dated `answered` (its `Date`).
+    #[must_use]
+    pub fn answered_at(mut self, answered: Option<SystemTime>) -> Self {
+        self.answered = answered;
         self
     }
 }
@@ -99,6 +115,18 @@ pub enum Precondition {
     /// The object must still be at this version (`If-Match`,
     /// `ifGenerationMatch`).
     Matches(BlobVersion),
+}
+
+impl Precondition {
+    /// Whether a write under this precondition would be applied to an
+    /// object now at `version` (`None`: absent).
+    pub fn holds_for(&self, version: Option<&BlobVersion>) -> bool {
+        match (self, version) {
+            (Self::Absent, None) => true,
+            (Self::Matches(expected), Some(version)) => expected == version,
+            _ => false,
+        }
+    }
 }
 
 /// A conditional write, as the loop hands it to [`BlobBackend::write`].
@@ -194,11 +222,12 @@ pub trait BlobBackend: Send + Sync + Debug {
     }
 
     /// The server's clock now, as a [`ServerClock`](super::ServerClock) fed
-    /// with the `Date` of the backend's answers estimates it (never ahead
-    /// of the server). The bucket issuer judges expiry by it and
-    /// [`StoredObject::modified`], both the server's, and seeds a new lease
-    /// record from it. `None` (the default) when the backend cannot tell:
-    /// expiry is then judged on the waiter's monotonic clock alone.
+    /// with the `Date` of the backend's answers estimates it. The bucket
+    /// issuer seeds a new lease record from it (an estimate ahead only makes
+    /// the first token higher); it never judges expiry by it, since one
+    /// answer dated ahead would move the estimate for every later
+    /// judgement ([`StoredObject::answered`] is the clock expiry is judged
+    /// on). `None` (the default) when the backend cannot tell.
     fn server_now(&self) -> Option<SystemTime> {
         None
     }

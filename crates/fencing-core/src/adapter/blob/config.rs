@@ -182,7 +182,11 @@ impl ObjectStoreConfig {
     /// The fenced store on `backend` (built for this bucket), adopting
     /// objects written without fencing if `adopt_unfenced` says so.
     pub fn store<B: BlobBackend>(&self, backend: B) -> BlobStore<B> {
-        BlobStore::new(backend).adopt_unfenced(self.adopt_unfenced)
+        let store = BlobStore::new(backend).adopt_unfenced(self.adopt_unfenced);
+        match &self.lease_prefix {
+            Some(prefix) => store.with_lease_prefix(prefix.clone()),
+            None => store,
+        }
     }
 
     /// The bucket issuer on `backend` (built for this bucket), its records
@@ -373,6 +377,11 @@ mod tests {
         assert_eq!(
             c.issuer(crate::memory::MemoryBlobBackend::new()).prefix(),
             "l/"
+        );
+        assert!(
+            format!("{:?}", c.store(crate::memory::MemoryBlobBackend::new()))
+                .contains(r#"lease_prefix: "l/""#),
+            "the store does not know where the lease records are"
         );
         assert!(c.emulator && !c.adopt_unfenced);
         // region= declared but not taken: a bug, named.

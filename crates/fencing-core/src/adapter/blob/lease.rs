@@ -10,10 +10,20 @@
 //! **Expiry is judged on the server's clock or on the waiter's own
 //! monotonic clock, never by comparing wall clocks.** A held record is
 //! taken over, conditioned on its version, once either
-//! - the server's clock says the record's last write (`Last-Modified`) is a
-//!   TTL old, plus the second those timestamps are rounded to, where the
-//!   backend reports both ([`BlobBackend::server_now`]); or
+//! - the answer that carried the record says its last write
+//!   (`Last-Modified`) is a TTL old by that same answer's `Date`, plus the
+//!   second those timestamps are rounded to, where the backend reports both
+//!   ([`StoredObject::answered`](super::StoredObject::answered)); or
 //! - this waiter has seen the same version for a whole TTL.
+//!
+//! Both timestamps of the first rule come from one answer: no other answer
+//! (a gateway with a fast clock, an error page a proxy stamped, a server
+//! whose clock later steps back) moves the judgement. What remains assumed
+//! is that the server that answers a read keeps time within that second of
+//! the one that stamped the record's `Last-Modified` (one service's clock,
+//! as S3 and Azure keep it); a proxy that rewrites the `Date` of reads
+//! breaks it, and such a deployment should judge expiry by the waiter's
+//! clock alone (a backend that reports no `answered` does).
 //!
 //! The holder's own deadline counts from before it sent the write, so it
 //! always ends first. A client whose clock is hours off neither steals a
@@ -51,6 +61,10 @@ use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result,
 /// be up to this much longer than the real one.
 const TIMESTAMP_GRAIN: Duration = Duration::from_secs(1);
 
+/// How many times one write is sent while its answers are lost and the
+/// record reads as it was before it.
+const WRITE_ATTEMPTS: u32 = 3;
+
 /// How many conditional writes `raise_floor` tries before reporting
 /// [`Error::Contention`].
 const FLOOR_ATTEMPTS: u32 = 8;
@@ -62,6 +76,9 @@ struct Current {
     record: Record,
     /// On the server's clock, if the backend said.
     modified: Option<SystemTime>,
+    /// The `Date` of the answer that carried `modified`, and when that
+    /// answer arrived on this process's monotonic clock.
+    answered: Option<(SystemTime, Instant)>,
 }
 
 /// What this issuer last knew of a record: for its own next write (no
@@ -71,6 +88,9 @@ struct Known {
     current: Current,
     /// When this version was first seen (after the answer that showed it).
     since: Instant,
+    /// When it was last seen or written: the least recent is forgotten
+    /// first.
+    touched: Instant,
 }
 
 /// How many records an issuer remembers.
@@ -160,13 +180,30 @@ impl<B: BlobBackend> BlobIssuer<B> {
             && k.current.version == current.version
         {
             k.current = current;
+            k.touched = Instant::now();
             return;
         }
         if known.len() >= KNOWN_CAP && !known.contains_key(key) {
-            known.clear();
+            // The record read longest ago: a waiter reads its record at
+            // least once a second, so this is no record a waiter is still
+            // timing unless thousands of others were read since.
+            let oldest = known
+                .iter()
+                .min_by_key(|(_, k)| k.touched)
+                .map(|(key, _)| key.clone());
+            if let Some(oldest) = oldest {
+                known.remove(&oldest);
+            }
         }
         let since = Instant::now();
-        known.insert(key.to_owned(), Known { current, since });
+        known.insert(
+            key.to_owned(),
+            Known {
+                current,
+                since,
+                touched: since,
+            },
+        );
     }
 
     fn foreign(&self, key: &str, why: &str) -> Error {
@@ -193,43 +230,54 @@ impl<B: BlobBackend> BlobIssuer<B> {
             version: stored.version,
             record,
             modified: stored.modified,
+            answered: stored.answered.map(|date| (date, Instant::now())),
         };
         self.remember(key, Some(current.clone()));
         Ok(Some(current))
     }
 
     /// Writes `record` under `precondition`. A lost answer is resolved by
-    /// reading the record back: our nonce there means it was applied.
+    /// reading the record back: our nonce there means it was applied; the
+    /// record still as the precondition names it means it was not, and the
+    /// same record is sent again on it (a first copy arriving late then
+    /// fails its precondition, and a copy that won shows our nonce).
     async fn write(&self, key: &str, precondition: Precondition, record: Record) -> Result<Wrote> {
-        let write = BlobWrite::new(record.encode(), record.meta(), precondition);
-        match self.backend.write(key, write).await {
-            Ok(WriteOutcome::Written(version)) => {
-                self.remember(
-                    key,
-                    Some(Current {
+        let mut unknown = None;
+        for _ in 0..WRITE_ATTEMPTS {
+            let write = BlobWrite::new(record.encode(), record.meta(), precondition.clone());
+            match self.backend.write(key, write).await {
+                Ok(WriteOutcome::Written(version)) => {
+                    let current = Current {
                         version,
                         record,
                         modified: None,
-                    }),
-                );
-                Ok(Wrote::Yes)
-            }
-            Ok(WriteOutcome::PreconditionFailed) => {
-                self.remember(key, None);
-                Ok(Wrote::Lost)
-            }
-            Err(unknown @ Error::OutcomeUnknown { .. }) => {
-                self.remember(key, None);
-                match self.read(key).await {
-                    Ok(Some(now)) if now.record.nonce == record.nonce => Ok(Wrote::Yes),
-                    // Not ours: it was not applied, or was overwritten,
-                    // which only a takeover after our deadline does.
-                    Ok(_) => Ok(Wrote::Lost),
-                    Err(_) => Err(unknown),
+                        answered: None,
+                    };
+                    self.remember(key, Some(current));
+                    return Ok(Wrote::Yes);
                 }
+                Ok(WriteOutcome::PreconditionFailed) if unknown.is_none() => {
+                    self.remember(key, None);
+                    return Ok(Wrote::Lost);
+                }
+                // An earlier copy may have been applied: the read decides.
+                Ok(WriteOutcome::PreconditionFailed) => {}
+                Err(e @ Error::OutcomeUnknown { .. }) => unknown = Some(e),
+                Err(e) => return Err(unknown.unwrap_or(e)),
             }
-            Err(e) => Err(e),
+            self.remember(key, None);
+            match self.read(key).await {
+                Ok(Some(now)) if now.record.nonce == record.nonce => return Ok(Wrote::Yes),
+                // Not applied: send it again on the same version.
+                Ok(now) if precondition.holds_for(now.as_ref().map(|c| &c.version)) => {}
+                // Not ours: it was not applied and another write came, or
+                // ours was overwritten, which only a takeover after our
+                // deadline does.
+                Ok(_) => return Ok(Wrote::Lost),
+                Err(_) => break,
+            }
         }
+        Err(unknown.expect("set by every try that did not return"))
     }
 
     /// The first token of a new record: the server's time in microseconds
@@ -253,15 +301,17 @@ impl<B: BlobBackend> BlobIssuer<B> {
         seed + 1
     }
 
-    /// Whether a held record is dead: a TTL old on the server's clock, or
-    /// the same version seen by this waiter for a TTL.
+    /// Whether a held record is dead: a TTL old by the `Date` of the answer
+    /// that carried it (run on by the monotonic clock since), or the same
+    /// version seen by this waiter for a TTL.
     fn expired(&self, key: &str, current: &Current) -> bool {
         let ttl = Duration::from_millis(current.record.ttl_ms);
         let by_server =
             current
                 .modified
-                .zip(self.backend.server_now())
-                .is_some_and(|(modified, now)| {
+                .zip(current.answered)
+                .is_some_and(|(modified, (date, received))| {
+                    let now = date + received.elapsed();
                     now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
                 });
         let by_waiter = self
@@ -454,26 +504,27 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
             });
         }
         let key = self.record_key(resource);
-        let free_at_floor = Record {
-            counter: floor.get(),
-            holder: None,
-            ttl_ms: 0,
-            nonce: rand::random(),
-        };
         for _ in 0..FLOOR_ATTEMPTS {
-            let precondition = match self.read(&key).await? {
+            let (precondition, counter) = match self.read(&key).await? {
                 Some(current) if current.record.counter >= floor.get() => return Ok(()),
                 Some(current)
                     if current.record.holder.is_some() && !self.expired(&key, &current) =>
                 {
                     return Err(Error::busy(resource, "raise_floor"));
                 }
-                Some(current) => Precondition::Matches(current.version),
-                None => Precondition::Absent,
+                Some(current) => (Precondition::Matches(current.version), floor.get()),
+                // A floor only raises: a record made again starts where a
+                // grant would start it, if that is higher.
+                None => (
+                    Precondition::Absent,
+                    floor.get().max(self.first_token(&key) - 1),
+                ),
             };
             let record = Record {
+                counter,
+                holder: None,
+                ttl_ms: 0,
                 nonce: rand::random(),
-                ..free_at_floor.clone()
             };
             if let Wrote::Yes = self.write(&key, precondition, record).await? {
                 return Ok(());
@@ -495,15 +546,20 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         checks.extend(super::precondition_checks(&self.backend, &key).await?);
         self.remember(&key, None);
         checks.extend(self.backend.bucket_checks().await?);
-        let modified = self.backend.read(&key).await?.and_then(|s| s.modified);
-        checks.push(match (self.backend.server_now(), modified) {
-            (Some(_), Some(_)) => SafetyCheck::pass(
+        let judged_by_server = self
+            .backend
+            .read(&key)
+            .await?
+            .is_some_and(|s| s.modified.is_some() && s.answered.is_some());
+        checks.push(match (self.backend.server_now(), judged_by_server) {
+            (Some(_), true) => SafetyCheck::pass(
                 "lease clock",
-                "expiry is judged by the server's Date against the record's Last-Modified, or \
-                 by a waiter's monotonic clock; new records start at the server's time in \
-                 microseconds, so one deleted by hand cannot restart its tokens",
+                "expiry is judged by the Date of the answer that carried the record against its \
+                 Last-Modified (one answer, one server clock), or by a waiter's monotonic clock; \
+                 new records start at the server's time in microseconds, so one deleted by hand \
+                 cannot restart its tokens",
             ),
-            (Some(_), None) => SafetyCheck::pass(
+            (Some(_), false) => SafetyCheck::pass(
                 "lease clock",
                 "expiry is judged on a waiter's monotonic clock (this backend's reads tell no \
                  modification time, so a waiter waits a whole TTL of its own); new records start \
