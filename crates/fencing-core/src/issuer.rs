@@ -30,15 +30,21 @@ use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Result};
 ///    an issuer offers it ([`TokenIssuer::reentrant`]), keeps the token.
 /// 7. **Correctness never depends on clocks**: expiry is decided by one
 ///    clock, the lock service's own (a server's TTL, a database's `now()`,
-///    an object store's `Date` against its own `Last-Modified`) or a
-///    waiter's monotonic clock timing how long a record stayed unchanged;
-///    a wall clock is never compared across machines. A [`Lease`]'s
+///    the `Date` of the one answer that carried an object store's record
+///    against that record's `Last-Modified`, never another answer's `Date`)
+///    or a waiter's monotonic clock timing how long a record stayed
+///    unchanged; a wall clock is never compared across machines. A [`Lease`]'s
 ///    deadline is local and conservative: it counts from before the
 ///    request was sent, so it ends before any judge of expiry can see the
 ///    lease dead (clocks that run at the same rate, as every TTL assumes).
 /// 8. **Tokens never go backwards**: an issuer whose counter could be lost
 ///    refuses with [`Error::UnsafeConfiguration`] unless the caller opts in;
-///    after [`raise_floor`](Self::raise_floor) every grant is above the floor.
+///    after [`raise_floor`](Self::raise_floor) every grant is above the floor,
+///    and a floor never lowers a counter. A counter kept in a record that an
+///    operator can delete (a bucket's lease record, a SQL lease row, a Redis
+///    key, a DynamoDB item) starts again at the backend's clock in
+///    microseconds, not at 1, so a deletion does not send tokens back
+///    unless that clock went back too.
 #[async_trait]
 pub trait TokenIssuer: Send + Sync + Debug {
     /// A short name for messages, e.g. `"etcd"`.
