@@ -6,7 +6,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{FENCE, Scratch, fence, json, text};
+use common::{FENCE, LEASE_LOST, RUN_FAILED, Scratch, fence, json, text};
 
 fn lead(url: &str, candidate: &str, extra: &[&str], script: &str) -> Command {
     let mut cmd = Command::new(FENCE);
@@ -75,7 +75,7 @@ fn terms(url: &str, s: &Scratch) {
 }
 
 #[test]
-fn a_lost_term_signals_the_command_and_exits_4_and_the_exit_code_passes_through() {
+fn a_lost_term_signals_the_command_and_exits_lease_lost_and_the_exit_code_passes_through() {
     let s = Scratch::new("lost");
     let url = s.url();
     // The command gives its own term up behind fence's back: the next
@@ -89,7 +89,7 @@ fn a_lost_term_signals_the_command_and_exits_4_and_the_exit_code_passes_through(
     let out = lead(&url, "a", &["--grace", "5s"], &script)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(LEASE_LOST), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("got-term"),
         "{}",
@@ -107,6 +107,8 @@ fn a_lost_term_signals_the_command_and_exits_4_and_the_exit_code_passes_through(
     assert!(err.contains("b leads \"jobs/leader\""), "{err}");
 }
 
+/// Bad input to `lead` is fence's own failure (120), not a 2 its command
+/// could have exited with.
 #[test]
 fn a_malformed_fence_is_bad_input() {
     let out = fence(&[
@@ -120,7 +122,7 @@ fn a_malformed_fence_is_bad_input() {
         "--",
         "true",
     ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(RUN_FAILED), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("STORE_URL#KEY"));
 }
 
@@ -141,7 +143,7 @@ fn a_lost_term_stops_the_commands_children_too() {
     let out = lead(&url, "a", &["--grace", "1s"], &script)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(LEASE_LOST), "{}", text(&out));
     std::thread::sleep(Duration::from_secs(4));
     assert!(
         !marker.exists(),
