@@ -32,7 +32,8 @@ pub(crate) struct Target {
 #[derive(Debug, Args)]
 pub(crate) struct Supervision {
     /// The signal that asks the command's process group to stop: when the
-    /// lease is lost, and with `--orphans kill`.
+    /// lease is lost, with `--orphans kill`, and after a panic in fence. A
+    /// SIGHUP, SIGINT, SIGQUIT or SIGTERM fence gets is passed on as it is.
     #[arg(long, default_value = "SIGTERM")]
     signal: Signal,
     /// How long the group may take to stop after that signal before every
@@ -335,6 +336,8 @@ pub(crate) fn exec_child(args: &ExecArgs) -> ExitCode {
             return ExitCode::from(exit::RUN_FAILED);
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = args.parent;
     let e = std::process::Command::new(program).args(rest).exec();
     eprintln!("fence: cannot start {program:?}: {e}");
     ExitCode::from(exit::cannot_start(&e))

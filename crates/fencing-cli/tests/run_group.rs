@@ -358,10 +358,9 @@ fn await_written(file: &Path) {
 
 /// Kills the process whose pid `file` holds, if the test left it running.
 fn kill_left_over(file: &Path) {
-    if let Ok(pid) = std::fs::read_to_string(file) {
-        if let Ok(pid) = pid.trim().parse() {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+    let pid = std::fs::read_to_string(file).ok();
+    if let Some(pid) = pid.and_then(|p| p.trim().parse().ok()) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
     }
 }
 
