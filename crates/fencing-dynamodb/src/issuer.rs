@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TimeToLiveStatus,
 };
+use fencing_core::adapter::blob::ServerClock;
 use fencing_core::adapter::{Call, poll_acquire};
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{
@@ -18,10 +19,12 @@ use fencing_core::{
 };
 
 use crate::error::{NAME, map_error};
+use crate::sightings::{Seen, Sightings};
 use crate::store::PK;
 use crate::update::send_conditional;
 
-/// The last token granted (N): never reset nor deleted.
+/// The last token granted (N): never reset; an item that does not exist
+/// starts at DynamoDB's clock in microseconds.
 pub const COUNTER: &str = "counter";
 /// The holder's id (S), absent when free.
 pub const HOLDER: &str = "holder";
@@ -33,13 +36,6 @@ pub const TTL_MS: &str = "ttl_ms";
 /// Placeholders for the attribute names in expressions (`counter` and
 /// others are DynamoDB reserved words): only those used may be sent.
 const NAMES: [(&str, &str); 4] = [("#c", COUNTER), ("#h", HOLDER), ("#r", RVN), ("#t", TTL_MS)];
-
-/// What a waiter saw of a held lease, on its own monotonic clock.
-#[derive(Clone, Debug)]
-struct Seen {
-    rvn: String,
-    at: Instant,
-}
 
 /// The item of one resource, as read.
 #[derive(Debug, Default)]
@@ -55,8 +51,15 @@ struct Item {
 /// `holder`, `rvn` (a random record version number) and `ttl_ms`.
 ///
 /// A free resource is granted by **one** conditional `UpdateItem`
-/// (`attribute_not_exists(holder)`, `ADD counter :one`), with no read
-/// first: a held one refuses it and hands back the item as it was. A held
+/// (`attribute_not_exists(holder)`, `counter = if_not_exists(counter,
+/// :clock) + 1`), with no read first: a held one refuses it and hands back
+/// the item as it was. An item that does not exist (the first grant, or one
+/// an operator deleted with `delete-item`) starts at DynamoDB's clock in
+/// microseconds, from the `Date` of its answers, never at 1: above every
+/// token a deleted item gave unless it was made again within a second of
+/// its first grant (`Date` counts whole seconds), granted more than one
+/// token per microsecond, or a floor put it above the clock. An issuer that
+/// has seen no answer yet reads the item first. A held
 /// one is taken over only when the **same** `rvn` has been seen for its `ttl_ms`
 /// on this process's monotonic clock, conditioned on `rvn` being
 /// unchanged: expiry never compares wall clocks, so a client whose clock is
@@ -70,8 +73,10 @@ pub struct DynamoIssuer {
     prefix: String,
     /// For `verify`'s transport check: `None` is a caller's own client.
     endpoint: Option<String>,
-    /// Per item key: the rvn last seen and when.
-    seen: Arc<Mutex<HashMap<String, Seen>>>,
+    /// Per item key: the rvn last seen and when, bounded.
+    seen: Arc<Mutex<Sightings>>,
+    /// DynamoDB's time, from the `Date` of the client's answers.
+    clock: Arc<ServerClock>,
 }
 
 impl std::fmt::Debug for DynamoIssuer {
@@ -101,13 +106,17 @@ impl DynamoIssuer {
 
     /// An issuer on `table` through your configured `client`, with the
     /// default prefix. Nothing is sent until the first operation.
+    /// The issuer's requests carry an interceptor of its own, which reads
+    /// each answer's `Date`; your client is not changed.
     pub fn new(client: Client, table: impl Into<String>) -> Self {
+        let clock = Arc::new(ServerClock::new());
         Self {
-            client,
+            client: crate::clock::observing(client, &clock),
             table: table.into(),
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             endpoint: None,
             seen: Arc::default(),
+            clock,
         }
     }
 
@@ -145,12 +154,33 @@ impl DynamoIssuer {
         format!("{}{resource}", self.prefix)
     }
 
+    #[cfg(test)]
+    pub(crate) fn sightings(&self) -> &Mutex<Sightings> {
+        &self.seen
+    }
+
     fn remember(&self, key: &str, seen: Option<Seen>) {
-        let mut map = self.seen.lock().expect("seen lock");
-        match seen {
-            Some(seen) => map.insert(key.to_owned(), seen),
-            None => map.remove(key),
-        };
+        self.seen.lock().expect("seen lock").put(key, seen);
+    }
+
+    /// Where an item that does not exist starts its counter: DynamoDB's
+    /// time in microseconds (see [`DynamoIssuer`]). Before any answer, a
+    /// read of `key` asks for it; a server that sends no `Date` starts
+    /// items at 1, and says so.
+    async fn seed(&self, key: &str) -> Result<u64> {
+        if let Some(micros) = crate::clock::micros(&self.clock) {
+            return Ok(micros);
+        }
+        self.read("read the clock at", key).await?;
+        Ok(crate::clock::micros(&self.clock).unwrap_or_else(|| {
+            tracing::warn!(
+                key,
+                table = %self.table,
+                "DynamoDB's answers carry no Date: a lease item deleted by hand and made again \
+                 would restart its tokens at 1"
+            );
+            0
+        }))
     }
 
     fn foreign(&self, key: &str, why: &str) -> Error {
@@ -246,11 +276,14 @@ impl DynamoIssuer {
         seen: Option<&str>,
     ) -> Result<std::result::Result<Lease, Option<Item>>> {
         let rvn = fresh_rvn();
+        let seed = self.seed(key).await?;
         let sent_at = Instant::now();
         let answer = self
             .update("acquire", key, |r| {
                 let r = r
-                    .update_expression("SET #h = :h, #r = :rvn, #t = :ttl ADD #c :one")
+                    .update_expression(
+                        "SET #h = :h, #r = :rvn, #t = :ttl, #c = if_not_exists(#c, :seed) + :one",
+                    )
                     .condition_expression(condition)
                     .expression_attribute_values(
                         ":h",
@@ -260,6 +293,7 @@ impl DynamoIssuer {
                     // Rounded up: never shorter than the holder's deadline.
                     .expression_attribute_values(":ttl", n(request.ttl_millis_ceil()))
                     .expression_attribute_values(":one", n(1))
+                    .expression_attribute_values(":seed", n(seed))
                     .return_values(ReturnValue::UpdatedNew)
                     .return_values_on_condition_check_failure(
                         ReturnValuesOnConditionCheckFailure::AllOld,
@@ -330,7 +364,7 @@ impl TokenIssuer for DynamoIssuer {
             return Err(self.foreign(&key, "it has a holder but no rvn or ttl_ms"));
         };
         let now = Instant::now();
-        let seen = self.seen.lock().expect("seen lock").get(&key).cloned();
+        let seen = self.seen.lock().expect("seen lock").get(&key);
         match seen {
             // The same version for its whole TTL on our clock: dead. A renew
             // in between changes the rvn and the takeover fails.
@@ -338,8 +372,21 @@ impl TokenIssuer for DynamoIssuer {
                 if seen.rvn == rvn
                     && now.duration_since(seen.at) >= Duration::from_millis(ttl_ms) =>
             {
-                let takeover = "#r = :seen";
-                Ok(self.grant(request, &key, takeover, Some(&rvn)).await?.ok())
+                // The free path's bound too: one past u64::MAX would leave
+                // a counter no client can parse, and the item wedged.
+                let takeover = "#r = :seen AND #c < :max";
+                match self.grant(request, &key, takeover, Some(&rvn)).await? {
+                    Ok(lease) => Ok(Some(lease)),
+                    Err(Some(Item {
+                        counter: Some(u64::MAX),
+                        rvn: Some(current),
+                        ..
+                    })) if current == rvn => Err(Error::TokenOutOfRange {
+                        token: FencingToken::new(u64::MAX),
+                        max: Self::MAX_FLOOR,
+                    }),
+                    Err(_) => Ok(None),
+                }
             }
             Some(seen) if seen.rvn == rvn => Ok(None),
             // A new version: its TTL counts from now (after the read).
@@ -453,24 +500,50 @@ impl TokenIssuer for DynamoIssuer {
             });
         }
         let key = self.key(resource);
-        let answer = self
-            .update("raise the floor of", &key, |r| {
-                r.update_expression("SET #c = :f")
-                    .condition_expression(
-                        "attribute_not_exists(#h) AND (attribute_not_exists(#c) OR #c < :f)",
-                    )
-                    .expression_attribute_values(":f", n(floor.get()))
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    )
-            })
-            .await?;
-        match answer {
-            Ok(_) => Ok(()),
-            Err(Some(old)) if old.holder.is_some() => Err(Error::busy(resource, "raise_floor")),
-            // The counter is at or above the floor already.
-            Err(_) => Ok(()),
+        // An item that exists keeps its counter if higher; one that does
+        // not starts at the clock at least, as a grant would start it, so
+        // a floor after a delete-item cannot bring tokens back down. Which
+        // it is, the first refusal tells (and its answer sets the clock).
+        for _ in 0..3 {
+            let answer = self
+                .update("raise the floor of", &key, |r| {
+                    r.update_expression("SET #c = :f")
+                        .condition_expression(
+                            "attribute_not_exists(#h) AND attribute_exists(#c) AND #c < :f",
+                        )
+                        .expression_attribute_values(":f", n(floor.get()))
+                        .return_values_on_condition_check_failure(
+                            ReturnValuesOnConditionCheckFailure::AllOld,
+                        )
+                })
+                .await?;
+            match answer {
+                Ok(_) => return Ok(()),
+                Err(Some(old)) if old.holder.is_some() => {
+                    return Err(Error::busy(resource, "raise_floor"));
+                }
+                // The counter is at or above the floor already.
+                Err(Some(Item {
+                    counter: Some(_), ..
+                })) => return Ok(()),
+                Err(_) => {}
+            }
+            let start = floor.get().max(self.seed(&key).await?);
+            let answer = self
+                .update("raise the floor of", &key, |r| {
+                    r.update_expression("SET #c = :f")
+                        .condition_expression(
+                            "attribute_not_exists(#h) AND attribute_not_exists(#c)",
+                        )
+                        .expression_attribute_values(":f", n(start))
+                })
+                .await?;
+            if answer.is_ok() {
+                return Ok(());
+            }
+            // Made meanwhile (a grant, another floor): judge it again.
         }
+        Err(Error::busy(resource, "raise_floor"))
     }
 
     /// The table's checks (key schema, replication), the generic probe,
@@ -500,7 +573,8 @@ impl TokenIssuer for DynamoIssuer {
                 "item expiry",
                 format!(
                     "DynamoDB TTL deletes items by attribute {a:?}, one of the lease item's: \
-                     a deleted counter restarts tokens at 1; disable it or use another attribute"
+                     held leases would vanish and a counter restart from the clock; disable it \
+                     or use another attribute"
                 ),
             ),
             Some(a) => SafetyCheck::pass(
@@ -514,6 +588,18 @@ impl TokenIssuer for DynamoIssuer {
             "expiry is judged on the waiter's monotonic clock (the same rvn for ttl_ms), \
              never by comparing wall clocks",
         ));
+        checks.push(match crate::clock::micros(&self.clock) {
+            Some(_) => SafetyCheck::pass(
+                "deleted counter",
+                "a lease item deleted by hand is made again at DynamoDB's time in microseconds \
+                 (the Date of its answers), above every token it gave",
+            ),
+            None => SafetyCheck::warn(
+                "deleted counter",
+                "DynamoDB's answers carry no Date: a lease item deleted by hand would restart \
+                 its tokens at 1 (raise_floor after any such deletion)",
+            ),
+        });
         checks.extend(fencing_core::safety::probe_issuer(self).await?);
         if let Some(endpoint) = &self.endpoint {
             checks.push(fencing_core::tls::TlsOptions::endpoint_check(endpoint));

@@ -1,10 +1,12 @@
 #![doc = include_str!("../README.md")]
 
+mod clock;
 mod config;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
 mod issuer;
+mod sightings;
 mod store;
 mod table;
 mod transaction;

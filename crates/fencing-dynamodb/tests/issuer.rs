@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing_core::{FencingToken, LeaseRequest, TokenIssuer};
+use aws_sdk_dynamodb::types::AttributeValue;
+use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_dynamodb::{DynamoConfig, DynamoIssuer, emulator};
 use fencing_harness::env::DYNAMODB;
 use fencing_harness::object_store::set_up;
@@ -58,12 +59,22 @@ async fn release_then_acquire_is_higher_and_the_counter_never_restarts() {
     fresh.release(&third).await.unwrap();
 }
 
-/// Only a resource with no item yet starts at 1; an item that exists
-/// (released, or with a raised floor) goes on from its counter.
+/// DynamoDB's clock (the `Date` of its answers) in microseconds, a second
+/// ago: a lower bound for where a new item's counter starts.
+fn a_second_ago_in_micros() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::try_from(since.as_micros()).unwrap() - 1_000_000
+}
+
+/// An absent item (a new table, another prefix) starts at DynamoDB's clock
+/// in microseconds, not at 1; an item that exists (released, or with a
+/// raised floor) goes on from its counter.
 #[tokio::test]
-async fn only_an_absent_item_starts_at_one() {
+async fn an_absent_item_starts_at_the_servers_clock() {
     let Some(issuer) = dynamo().await else { return };
-    // A new table: nothing in it.
+    // A new table: nothing in it, and an issuer that has seen no answer.
     let endpoint = DYNAMODB.endpoint();
     let table = unique_name("new-table").replace('/', "-");
     let url = format!("dynamodb://{table}?endpoint={endpoint}&emulator=true&create_table=true");
@@ -73,17 +84,30 @@ async fn only_an_absent_item_starts_at_one() {
         .await
         .expect("a new table");
     let resource = unique_name("starts");
+    let before = a_second_ago_in_micros();
     let lease = on_new.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
     let lease = lease.unwrap().expect("free");
-    assert_eq!(
-        lease.token(),
-        FencingToken::new(1),
-        "a new table's first grant"
+    assert!(
+        lease.token().get() > before,
+        "a new table's first grant: {lease:?}"
     );
     on_new.release(&lease).await.unwrap();
     let again = on_new.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
-    assert_eq!(again.unwrap().expect("free").token(), FencingToken::new(2));
-    // Another prefix on the same table is another item: it starts at 1.
+    let again = again.unwrap().expect("free");
+    assert_eq!(again.token(), lease.token().checked_next().unwrap());
+    on_new.release(&again).await.unwrap();
+    on_new
+        .raise_floor(&resource, FencingToken::new(again.token().get() + 40))
+        .await
+        .unwrap();
+    let lease = on_new.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    assert_eq!(
+        lease.unwrap().expect("free").token().get(),
+        again.token().get() + 41,
+        "an existing item counts on from its floor"
+    );
+    // Another prefix on the same table is another item: a low floor on it
+    // is raised to the clock.
     let other = issuer.clone().with_prefix("other-prefix:");
     let floored = unique_name("floored");
     other
@@ -91,7 +115,59 @@ async fn only_an_absent_item_starts_at_one() {
         .await
         .unwrap();
     let lease = other.try_acquire(&LeaseRequest::new(&floored, TTL)).await;
-    assert_eq!(lease.unwrap().expect("free").token(), FencingToken::new(42));
+    let lease = lease.unwrap().expect("free");
+    assert!(lease.token().get() > before, "{lease:?}");
+}
+
+/// An operator's `aws dynamodb delete-item` takes the counter with it: the
+/// next grant must still be above every token granted before, and a low
+/// floor on the missing item must not bring it back down.
+#[tokio::test]
+async fn an_item_deleted_by_hand_grants_above_every_earlier_token() {
+    let Some(issuer) = dynamo().await else { return };
+    let resource = unique_name("deleted");
+    let request = LeaseRequest::new(&resource, TTL);
+    let mut highest = FencingToken::ZERO;
+    for _ in 0..3 {
+        let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+        assert!(lease.token() > highest, "{lease:?} after {highest}");
+        highest = lease.token();
+        issuer.release(&lease).await.unwrap();
+    }
+    let delete = async || {
+        issuer
+            .client()
+            .delete_item()
+            .table_name(issuer.table())
+            .key(
+                "pk",
+                AttributeValue::S(format!("{}{resource}", issuer.prefix())),
+            )
+            .send()
+            .await
+            .expect("the operator's delete-item");
+    };
+    delete().await;
+    let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+    assert!(
+        lease.token() > highest,
+        "after delete-item the next token was {}, below the {highest} granted before",
+        lease.token()
+    );
+    highest = lease.token();
+    issuer.release(&lease).await.unwrap();
+
+    delete().await;
+    issuer
+        .raise_floor(&resource, FencingToken::new(1_000_000))
+        .await
+        .unwrap();
+    let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+    assert!(
+        lease.token() > highest,
+        "a floor of 1000000 on a deleted item brought the next token down to {} (granted before: {highest})",
+        lease.token()
+    );
 }
 
 /// A waiter judges expiry on its own clock from when it first saw the
@@ -161,7 +237,41 @@ async fn the_last_token_is_u64_max() {
     );
     issuer.release(&last).await.unwrap();
     match issuer.try_acquire(&request).await {
-        Err(fencing_core::Error::TokenOutOfRange { .. }) => {}
+        Err(Error::TokenOutOfRange { .. }) => {}
         other => panic!("expected TokenOutOfRange after u64::MAX, got {other:?}"),
     }
+}
+
+/// A holder granted `u64::MAX` that dies leaves no token for a takeover:
+/// the waiter is refused with `TokenOutOfRange`, typed, and the item stays
+/// readable (not wedged past the range).
+#[tokio::test]
+async fn a_dead_holder_at_u64_max_is_not_taken_over_past_the_range() {
+    let Some(issuer) = dynamo().await else { return };
+    let resource = unique_name("top-dead");
+    issuer
+        .raise_floor(&resource, DynamoIssuer::MAX_FLOOR)
+        .await
+        .expect("floor");
+    let request = LeaseRequest::new(&resource, TTL);
+    let last = issuer.try_acquire(&request).await.unwrap().expect("free");
+    assert_eq!(last.token(), FencingToken::new(u64::MAX));
+    // The holder dies; a waiter in another process sees the same version
+    // for a whole TTL.
+    let waiter = dynamo().await.unwrap();
+    let request = LeaseRequest::new(&resource, TTL);
+    assert!(
+        waiter.try_acquire(&request).await.unwrap().is_none(),
+        "held"
+    );
+    tokio::time::sleep(TTL + Duration::from_millis(100)).await;
+    match waiter.try_acquire(&request).await {
+        Err(Error::TokenOutOfRange { .. }) => {}
+        other => panic!("a takeover past u64::MAX must be TokenOutOfRange, got {other:?}"),
+    }
+    let holding = waiter
+        .holder(&resource)
+        .await
+        .expect("the item is still a lease item");
+    assert_eq!(holding.map(|h| h.token), Some(FencingToken::new(u64::MAX)));
 }

@@ -1,0 +1,155 @@
+//! What a waiter saw of held leases, bounded: a long-lived process that
+//! meets many resources must not keep one entry per resource for ever.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// What a waiter saw of a held lease, on its own monotonic clock.
+#[derive(Clone, Debug)]
+pub(crate) struct Seen {
+    pub(crate) rvn: String,
+    pub(crate) at: Instant,
+}
+
+#[derive(Debug)]
+struct Entry {
+    seen: Seen,
+    /// When a try last read or wrote it.
+    used: Instant,
+}
+
+/// Per item key, the version last seen and since when, at most `cap` of
+/// them. Past the cap, the entries no try has used for longest go: a
+/// waiter that polls uses its own at every try (at least once a second),
+/// so it keeps what it has timed, and an entry lost costs only time (the
+/// next sighting waits a whole TTL again), never a takeover too early.
+#[derive(Debug)]
+pub(crate) struct Sightings {
+    map: HashMap<String, Entry>,
+    pub(crate) cap: usize,
+}
+
+impl Default for Sightings {
+    fn default() -> Self {
+        Self {
+            map: HashMap::new(),
+            cap: Self::CAP,
+        }
+    }
+}
+
+impl Sightings {
+    /// About a megabyte of keys and versions.
+    pub(crate) const CAP: usize = 10_000;
+
+    pub(crate) fn get(&mut self, key: &str) -> Option<Seen> {
+        let entry = self.map.get_mut(key)?;
+        entry.used = Instant::now();
+        Some(entry.seen.clone())
+    }
+
+    pub(crate) fn put(&mut self, key: &str, seen: Option<Seen>) {
+        let Some(seen) = seen else {
+            self.map.remove(key);
+            return;
+        };
+        let used = Instant::now();
+        self.map.insert(key.to_owned(), Entry { seen, used });
+        if self.map.len() > self.cap {
+            self.evict();
+        }
+    }
+
+    /// Down to nine tenths of the cap in one sweep, so that a sweep (a
+    /// sort) comes once per tenth of the cap of new keys, not per key.
+    fn evict(&mut self) {
+        let keep = self.cap - self.cap / 10;
+        let mut by_use: Vec<(Instant, String)> =
+            self.map.iter().map(|(k, e)| (e.used, k.clone())).collect();
+        by_use.sort_unstable();
+        for (_, key) in by_use.into_iter().take(self.map.len().saturating_sub(keep)) {
+            self.map.remove(&key);
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fencing_core::{LeaseRequest, TokenIssuer};
+    use fencing_harness::env::DYNAMODB;
+    use fencing_harness::object_store::set_up;
+    use fencing_testkit::unique_name;
+
+    use crate::DynamoIssuer;
+
+    async fn issuer() -> Option<DynamoIssuer> {
+        set_up(&DYNAMODB, "dynamodb", async |endpoint, table| {
+            crate::DynamoConfig::from_url(&format!(
+                "dynamodb://{table}?endpoint={endpoint}&emulator=true&create_table=true"
+            ))?
+            .connect_issuer()
+            .await
+        })
+        .await
+    }
+
+    /// A waiter that meets 30 held resources keeps at most its cap of
+    /// sightings, and still takes over the dead lease it keeps polling:
+    /// what it timed is not forgotten for the others.
+    #[tokio::test]
+    async fn sightings_stay_bounded_and_a_polled_dead_lease_is_still_taken_over() {
+        const TTL: Duration = Duration::from_secs(2);
+        let (Some(holder), Some(waiter)) = (issuer().await, issuer().await) else {
+            return;
+        };
+        waiter.sightings().lock().unwrap().cap = 8;
+        let dead = unique_name("dead");
+        let request = LeaseRequest::new(&dead, TTL);
+        let gone = holder.try_acquire(&request).await.unwrap().expect("free");
+        let mut live = Vec::new();
+        for i in 0..30 {
+            let resource = unique_name(&format!("live-{i}"));
+            let request = LeaseRequest::new(&resource, Duration::from_secs(30));
+            holder.try_acquire(&request).await.unwrap().expect("free");
+            live.push(request);
+        }
+        let request = LeaseRequest::new(&dead, TTL);
+        assert!(waiter.try_acquire(&request).await.unwrap().is_none());
+        let first_seen = tokio::time::Instant::now();
+        let mut taken = None;
+        for (i, other) in live.iter().enumerate() {
+            assert!(waiter.try_acquire(other).await.unwrap().is_none());
+            if i % 5 == 4 && taken.is_none() {
+                // On a slow machine the TTL may pass within this loop.
+                taken = waiter.try_acquire(&request).await.unwrap();
+                if taken.is_some() {
+                    assert!(first_seen.elapsed() >= TTL, "taken over early");
+                }
+            }
+            // A waiter that forgot its first sighting would time the dead
+            // lease from a later poll, past this pause, and not take over
+            // below.
+            if i == 15 {
+                tokio::time::sleep(TTL / 2).await;
+            }
+        }
+        let tracked = waiter.sightings().lock().unwrap().len();
+        assert!(
+            tracked <= 8,
+            "the waiter keeps {tracked} sightings, above its cap of 8"
+        );
+        if taken.is_none() {
+            tokio::time::sleep_until(first_seen + TTL + Duration::from_millis(100)).await;
+            taken = waiter.try_acquire(&request).await.unwrap();
+        }
+        let taken = taken.expect("the dead lease it kept polling is taken over");
+        assert!(taken.token() > gone.token());
+    }
+}
