@@ -287,9 +287,7 @@ pub(crate) fn spawn_with_lease(
 #[cfg(target_os = "linux")]
 fn trampoline(command: &[String]) -> Command {
     debug_assert_eq!(std::thread::current().name(), Some("main"));
-    // /proc/self/exe, read by the forked child, is this very binary even
-    // if the file was replaced or removed since fence started.
-    let mut cmd = Command::new("/proc/self/exe");
+    let mut cmd = Command::new(own_binary());
     cmd.arg(crate::EXEC_CHILD)
         .arg("--parent")
         .arg(std::process::id().to_string())
@@ -304,6 +302,52 @@ fn trampoline(command: &[String]) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(rest);
     cmd
+}
+
+/// This very binary, to start again as a helper.
+fn own_binary() -> std::path::PathBuf {
+    // /proc/self/exe, read by the forked child, is this binary even if the
+    // file was replaced or removed since fence started.
+    if cfg!(target_os = "linux") {
+        "/proc/self/exe".into()
+    } else {
+        std::env::current_exe().unwrap_or_else(|_| "fence".into())
+    }
+}
+
+/// `fence __watch --parent PID --group PGID`: ends the command's group if
+/// fence dies without ending it (SIGKILL, the OOM killer), which the
+/// parent-death signal does only for the group's leader. Exits once the
+/// group is gone; fence kills it when it is done with the group.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// fence's pid.
+    #[arg(long)]
+    parent: i32,
+    /// The command's process group.
+    #[arg(long)]
+    group: i32,
+}
+
+/// How often the watcher looks whether fence is still its parent: the
+/// longest a group outlives a killed fence.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+
+/// See [`WatchArgs`]. Kills (SIGKILL, at once: fence is gone, nothing
+/// renews the lease and nothing would kill after a grace) every member.
+/// The group's id cannot be taken by another group while a member of it
+/// lives, and the watcher stops looking once none does.
+pub(crate) fn watch_group(args: &WatchArgs) -> ExitCode {
+    let (parent, group) = (Pid::from_raw(args.parent), Pid::from_raw(args.group));
+    while killpg(group, None) != Err(Errno::ESRCH) {
+        // Reparented: fence has died.
+        if nix::unistd::getppid() != parent {
+            let _ = killpg(group, Signal::SIGKILL);
+            break;
+        }
+        std::thread::sleep(WATCH_EVERY);
+    }
+    ExitCode::SUCCESS
 }
 
 /// `fence __exec --parent PID -- COMMAND…`: what fence's child runs before
@@ -419,6 +463,7 @@ pub(crate) async fn supervise(
         .map(|id| Group(Pid::from_raw(id)))
         .ok_or_else(|| std::io::Error::other("the command has no pid"))?;
     let _on_panic = PanicGuard::arm(group, supervision);
+    let _watcher = group.watch();
     // Tests only: a panic elsewhere in fence while the group runs (in the
     // keep-alive, a backend), which tokio alone would survive.
     #[cfg(debug_assertions)]
@@ -586,6 +631,31 @@ const PROBE_MAX: Duration = Duration::from_millis(500);
 struct Group(Pid);
 
 impl Group {
+    /// Starts [`watch_group`] on the group; killed when dropped. In a
+    /// process group of its own, so that the terminal's signals meant for
+    /// fence do not end it. None (said on stderr) if it cannot start: the
+    /// leader's parent-death signal is then all that is left.
+    fn watch(self) -> Option<Child> {
+        Command::new(own_binary())
+            .arg(crate::WATCH_GROUP)
+            .arg("--parent")
+            .arg(std::process::id().to_string())
+            .arg("--group")
+            .arg(self.0.to_string())
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .inspect_err(|e| {
+                eprintln!(
+                    "fence: cannot start the watcher that ends the command's group if fence \
+                     is killed: {e}"
+                );
+            })
+            .ok()
+    }
+
     /// Signals every member. Never called once [`alive`](Self::alive) said
     /// no (the loop ends), so a reused group id is not signalled.
     fn signal(self, signal: Signal) {

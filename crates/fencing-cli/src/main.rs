@@ -109,9 +109,10 @@ enum Command {
     /// terminal would have sent it), SIGKILL follows after --grace, and
     /// fence releases the lease and exits 128 + the signal. A panic in fence
     /// ends the group likewise (exit 120). fence killed with SIGKILL (or by
-    /// the OOM killer) cannot act: on Linux the kernel then kills the
-    /// command itself, but not the other members of its group, which run
-    /// on unrenewed. A process that leaves the group (setsid, setpgid, a
+    /// the OOM killer) cannot act: then the kernel kills the command (a
+    /// parent-death signal, Linux) and a watcher fence starts beside it
+    /// kills the rest of the group within 50 ms, unless the watcher was
+    /// killed too. A process that leaves the group (setsid, setpgid, a
     /// daemon) is neither waited for nor signalled. Late writes of either
     /// are still refused by a fenced store once a newer token has written.
     ///
@@ -163,6 +164,10 @@ enum Command {
     /// becomes the command.
     #[command(name = EXEC_CHILD, hide = true)]
     ExecChild(lease_cmds::ExecArgs),
+    /// What `run` and `lead` start beside the command: it ends the
+    /// command's process group if fence is killed.
+    #[command(name = WATCH_GROUP, hide = true)]
+    WatchGroup(lease_cmds::WatchArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
     #[cfg(feature = "audit")]
@@ -214,6 +219,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// The hidden subcommand of [`lease_cmds::exec_child`].
 pub(crate) const EXEC_CHILD: &str = "__exec";
+/// The hidden subcommand of [`lease_cmds::watch_group`].
+pub(crate) const WATCH_GROUP: &str = "__watch";
 
 fn main() -> ExitCode {
     // `run` and `lead` pass their command's code on: a usage error of
@@ -227,9 +234,11 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    if let Command::ExecChild(args) = &cli.command {
-        // Before any thread: it only asks the kernel and execs.
-        return lease_cmds::exec_child(args);
+    // Before any thread: they only ask the kernel, exec, or poll.
+    match &cli.command {
+        Command::ExecChild(args) => return lease_cmds::exec_child(args),
+        Command::WatchGroup(args) => return lease_cmds::watch_group(args),
+        _ => {}
     }
     lease_cmds::end_the_group_on_panic();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -259,6 +268,7 @@ async fn dispatch(command: Command) -> CliResult {
         #[cfg(feature = "audit")]
         Command::Audit(args) => audit::run(args),
         Command::ExecChild(args) => Ok(lease_cmds::exec_child(&args)),
+        Command::WatchGroup(args) => Ok(lease_cmds::watch_group(&args)),
     }
 }
 

@@ -437,14 +437,20 @@ fn a_signal_to_fence_ends_the_group_and_releases_the_lease() {
 }
 
 /// fence cannot act on SIGKILL (nor on the OOM killer's): the kernel ends
-/// the command (the group's leader) when fence dies, long before the TTL
-/// would let the next holder in.
+/// the command (the group's leader) when fence dies, and fence's watcher
+/// the rest of the group (here a job left running that ignores SIGTERM),
+/// long before the TTL would let the next holder in.
 #[test]
 fn a_killed_fence_takes_its_command_with_it() {
     let s = Scratch::new("group-sigkill");
     let url = s.url();
-    let pid = s.path("command.pid");
-    let script = format!("echo $$ > {}; exec sleep 30", pid.display());
+    let (pid, member) = (s.path("command.pid"), s.path("member.pid"));
+    let script = format!(
+        "{} {}; echo $$ > {}; exec sleep 30 2>/dev/null",
+        term_ignoring_member(&member),
+        wait_written(&member),
+        pid.display()
+    );
     let mut fence = spawn(&resource_args(
         "run",
         &url,
@@ -455,14 +461,16 @@ fn a_killed_fence_takes_its_command_with_it() {
     send(&fence, Signal::SIGKILL);
     fence.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
-    while alive(&pid) && Instant::now() < deadline {
+    while (alive(&pid) || alive(&member)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let outlived = alive(&pid);
+    let (command_alive, member_alive) = (alive(&pid), alive(&member));
     kill_left_over(&pid);
+    kill_left_over(&member);
     assert!(
-        !outlived,
-        "the command still ran 2 s after fence was killed (TTL 30 s)"
+        !command_alive && !member_alive,
+        "2 s after fence was killed (TTL 30 s), still running: the command {command_alive}, \
+         the job it left {member_alive}"
     );
 }
 
