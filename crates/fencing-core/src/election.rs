@@ -296,6 +296,10 @@ impl Election {
         request.validate(self.issuer.min_ttl())?;
         let mut backoff = Backoff::new(self.ttl);
         let mut unknown = 0;
+        // When the first acquire whose outcome is unknown was sent: any
+        // grant found later under this campaign's holder id may be that
+        // one's, so a lease found through `holder` is dated from it.
+        let mut first_unknown_sent_at = None;
         let lease = loop {
             let sent_at = std::time::Instant::now();
             match self.issuer.acquire(&request, CAMPAIGN_WAIT).await {
@@ -308,7 +312,8 @@ impl Election {
                     unknown += 1;
                     tracing::debug!(resource = %self.resource, error = %e,
                         "campaign: the grant's answer was lost; asking who holds");
-                    if let Some(lease) = self.granted_anyway(&request, sent_at).await {
+                    let dated = *first_unknown_sent_at.get_or_insert(sent_at);
+                    if let Some(lease) = self.granted_anyway(&request, dated).await {
                         break lease;
                     }
                     backoff.wait().await;
@@ -329,8 +334,10 @@ impl Election {
     /// through after all (this campaign's holder id is fresh, so holding
     /// the resource under it means that very acquire was granted). A
     /// re-entrant issuer hands it back on the next acquire; for the others
-    /// ask [`TokenIssuer::holder`]. The lease is dated from when the
-    /// acquire was sent, so its deadline stays conservative.
+    /// ask [`TokenIssuer::holder`]. The lease is dated from `sent_at`, when
+    /// the first acquire whose answer was lost was sent (the grant found
+    /// may be that one's, not the latest's), so its deadline stays
+    /// conservative.
     async fn granted_anyway(
         &self,
         request: &LeaseRequest,

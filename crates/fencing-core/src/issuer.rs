@@ -126,13 +126,24 @@ pub trait TokenIssuer: Send + Sync + Debug {
     }
 }
 
+/// However little of the wait is left, one try of [`poll_acquire`] gets
+/// this long to be answered.
+pub const TRY_AT_LEAST: Duration = Duration::from_secs(5);
+
 /// Polls `issuer`'s [`try_acquire`](TokenIssuer::try_acquire) until it
 /// grants or `wait` has passed ([`Error::Timeout`]), sleeping `first`,
 /// then twice as long each time up to `cap`: the default
 /// [`TokenIssuer::acquire`], and an issuer's own with other bounds.
 ///
+/// One try gets what is left of `wait`, and at least [`TRY_AT_LEAST`]: a
+/// server that takes a request and never answers (a stalled connection,
+/// an SDK with no read timeout) cannot hold the caller past its wait by
+/// more than that.
+///
 /// # Errors
-/// [`Error::Timeout`] after `wait`; otherwise what `try_acquire` returns.
+/// [`Error::Timeout`] after `wait`; [`Error::OutcomeUnknown`] if a try was
+/// not answered in time (its grant may have been applied: unrenewed, it
+/// ends after its TTL); otherwise what `try_acquire` returns.
 pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
     issuer: &I,
     request: &LeaseRequest,
@@ -143,7 +154,15 @@ pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
     let started = Instant::now();
     let mut backoff = first;
     loop {
-        if let Some(lease) = issuer.try_acquire(request).await? {
+        let limit = wait.saturating_sub(started.elapsed()).max(TRY_AT_LEAST);
+        let Ok(tried) = tokio::time::timeout(limit, issuer.try_acquire(request)).await else {
+            return Err(Error::outcome_unknown(
+                issuer.name(),
+                format!("acquire {:?}", request.resource),
+                format!("no answer within {limit:?}"),
+            ));
+        };
+        if let Some(lease) = tried? {
             return Ok(lease);
         }
         let waited = started.elapsed();
@@ -155,5 +174,53 @@ pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
         }
         tokio::time::sleep(backoff.min(wait - waited)).await;
         backoff = (backoff * 2).min(cap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes every request and never answers.
+    #[derive(Debug)]
+    struct Stalled;
+
+    #[async_trait]
+    impl TokenIssuer for Stalled {
+        fn name(&self) -> &'static str {
+            "stalled"
+        }
+        async fn try_acquire(&self, _: &LeaseRequest) -> Result<Option<Lease>> {
+            std::future::pending().await
+        }
+        async fn renew(&self, lease: &Lease) -> Result<Lease> {
+            Err(Error::lease_lost(lease))
+        }
+        async fn release(&self, lease: &Lease) -> Result<()> {
+            Err(Error::lease_lost(lease))
+        }
+        async fn holder(&self, _: &str) -> Result<Option<Holding>> {
+            Ok(None)
+        }
+    }
+
+    /// A server that never answers ends an acquire at its wait (or the
+    /// least one try gets), as an unknown outcome, instead of holding the
+    /// caller for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_try_that_is_never_answered_ends_the_wait() {
+        let request = LeaseRequest::new("r", Duration::from_secs(10));
+        let started = tokio::time::Instant::now();
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(3600),
+            Stalled.acquire(&request, Duration::from_secs(30)),
+        )
+        .await
+        .expect("acquire(wait = 30 s) still waiting after an hour");
+        assert!(
+            matches!(outcome, Err(Error::OutcomeUnknown { .. })),
+            "{outcome:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
     }
 }

@@ -18,4 +18,4 @@ pub mod url;
 pub mod wake;
 
 pub use crate::error::{Call, Redacted, never_sent, tls_failure};
-pub use crate::issuer::poll_acquire;
+pub use crate::issuer::{TRY_AT_LEAST, poll_acquire};

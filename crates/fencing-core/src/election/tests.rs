@@ -330,3 +330,81 @@ async fn a_grant_whose_answer_is_lost_is_found_through_holder() {
         "resigned: free at once"
     );
 }
+
+/// The first `acquire` is granted and its answer lost, and `holder` fails
+/// when asked about it; the second `acquire` is lost too (the poll that
+/// would have seen its own grant). The grant `holder` then reports is the
+/// first attempt's.
+#[derive(Debug)]
+struct GrantFoundOneAttemptLate {
+    inner: MemoryIssuer,
+    acquires: std::sync::atomic::AtomicU32,
+    holder_asked: std::sync::atomic::AtomicBool,
+    first_acquire_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+#[async_trait::async_trait]
+impl TokenIssuer for GrantFoundOneAttemptLate {
+    fn name(&self) -> &'static str {
+        "lossy"
+    }
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        self.inner.try_acquire(request).await
+    }
+    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
+        let attempt = self
+            .acquires
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if attempt == 0 {
+            *self.first_acquire_at.lock().unwrap() = Some(std::time::Instant::now());
+            self.inner.acquire(request, wait).await?;
+        }
+        Err(Error::outcome_unknown(
+            "lossy",
+            "acquire",
+            "the answer was lost",
+        ))
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        self.inner.release(lease).await
+    }
+    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
+        if !self
+            .holder_asked
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(Error::backend("lossy", true, "holder's answer was lost"));
+        }
+        self.inner.holder(resource).await
+    }
+}
+
+/// A lease found through `holder` after two lost answers is dated from the
+/// first acquire, whose grant it is: dated from the second, its deadline
+/// would run past the server's, and another candidate could lead while
+/// this one still believed it did.
+#[tokio::test]
+async fn a_grant_found_after_two_lost_answers_is_dated_from_the_first() {
+    let issuer = Arc::new(GrantFoundOneAttemptLate {
+        inner: MemoryIssuer::new(),
+        acquires: 0.into(),
+        holder_asked: false.into(),
+        first_acquire_at: std::sync::Mutex::new(None),
+    });
+    let term = within(
+        "the campaign",
+        Election::new(issuer.clone(), "r", "a", LONG_TTL).campaign(),
+    )
+    .await
+    .expect("the first grant is ours: holder says so at the second ask");
+    let first = issuer.first_acquire_at.lock().unwrap().expect("acquired");
+    assert!(
+        term.lease().deadline() <= first + LONG_TTL,
+        "the lease's deadline is {:?} past the first grant's",
+        term.lease().deadline() - (first + LONG_TTL)
+    );
+    term.resign().await.unwrap();
+}
