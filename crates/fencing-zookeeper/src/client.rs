@@ -13,7 +13,9 @@ use zookeeper_client as zk;
 
 use crate::access::{Access, prefix_permissions};
 use crate::error::{Failure, map_error};
-use crate::keys::keeper_path;
+use crate::floor::parse_offset;
+use crate::keys::{Znode, keeper_path};
+use crate::token::TokenSource;
 
 pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
 
@@ -215,26 +217,50 @@ impl Rpc {
         Ok(deletable(&acls))
     }
 
-    /// Creates the resource znode `dir` (persistent, never deleted) with
-    /// its keeper in one transaction, and the prefix above it should it be
-    /// gone; or, where `dir` exists (made before the keeper was, or by
-    /// another client: maybe a container), its keeper alone.
-    pub(crate) async fn make_resource(&self, client: &zk::Client, dir: &str) -> Result<()> {
+    /// Creates the resource znode (persistent, never deleted) with its
+    /// keeper in one transaction, and the znodes above it should they be
+    /// gone (the prefix as [`make_prefix`](Self::make_prefix) makes it;
+    /// those between the prefix and a nested resource's znode, as Curator
+    /// and kazoo make a lock path's parents, persistent, with the resource
+    /// znodes' ACL, since one may be a resource's too); or, where the znode
+    /// exists (made before the keeper was, or by another client: maybe a
+    /// container), its keeper alone. A znode made new starts with the floor
+    /// of where an earlier release kept the resource ([`Znode::legacy`]).
+    pub(crate) async fn make_resource(&self, client: &zk::Client, znode: &Znode) -> Result<()> {
+        let dir = znode.dir.as_str();
         let options = zk::CreateMode::Persistent.with_acls(self.access.acls());
         let keeper = keeper_path(dir);
+        let floor = self.legacy_floor(client, znode).await?;
         let both = async || {
             let mut writer = client.new_multi_writer();
-            writer.add_create(dir, b"", &options)?;
+            writer.add_create(dir, floor.as_bytes(), &options)?;
             writer.add_create(&keeper, b"", &options)?;
             writer.commit().await.map_err(zk::Error::from)
         };
         let mut created = self.timed(both()).await;
-        if created.as_ref().err() == Some(&zk::Error::NoNode)
-            && let Some((prefix, _)) = dir.rsplit_once('/')
-        {
-            self.make_prefix(client, prefix).await?;
+        if created.as_ref().err() == Some(&zk::Error::NoNode) {
+            self.make_prefix(client, &znode.prefix).await?;
+            if let Some((parent, _)) = dir.rsplit_once('/')
+                && parent != znode.prefix
+            {
+                // As the prefix, without DELETE: the resource znodes below
+                // cannot be deleted either, until one of these is a lock
+                // path of ours itself (see `lock_nodes_deletable`).
+                let acl = self.access.prefix_acl();
+                let between = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl));
+                match self.timed(client.mkdir(parent, &between)).await {
+                    Ok(()) | Err(zk::Error::NodeExists) => {}
+                    Err(e) => {
+                        return Err(map_error(
+                            e,
+                            Call::read("create the resource znode's parents"),
+                        ));
+                    }
+                }
+            }
             created = self.timed(both()).await;
         }
+        let existed = created.as_ref().err() == Some(&zk::Error::NodeExists);
         let created = match created {
             Err(zk::Error::NodeExists) => self
                 .timed(client.create(&keeper, b"", &options))
@@ -243,9 +269,72 @@ impl Rpc {
             other => other.map(drop),
         };
         match created {
-            Ok(()) | Err(zk::Error::NodeExists) => Ok(()),
-            Err(e) => Err(map_error(e, Call::read("create the resource znode"))),
+            Ok(()) | Err(zk::Error::NodeExists) => {}
+            Err(e) => return Err(map_error(e, Call::read("create the resource znode"))),
         }
+        if existed {
+            self.lock_nodes_deletable(client, dir).await?;
+        }
+        Ok(())
+    }
+
+    /// A znode made between the prefix and a nested resource's lets
+    /// nobody delete its children; made a resource itself, its lock nodes
+    /// must be deletable: it gets the resource znodes' ACL (from then on,
+    /// the resource znodes below it can be deleted by whoever may delete
+    /// its lock nodes).
+    async fn lock_nodes_deletable(&self, client: &zk::Client, dir: &str) -> Result<()> {
+        let failed = |e| {
+            map_error(
+                e,
+                Call::read("let the resource znode's lock nodes be deleted"),
+            )
+        };
+        let (acls, stat) = self.timed(client.get_acl(dir)).await.map_err(failed)?;
+        if deletable(&acls) {
+            return Ok(());
+        }
+        match self
+            .timed(client.set_acl(dir, &self.access.acls(), Some(stat.aversion)))
+            .await
+        {
+            // BadVersion: another issuer changed it first.
+            Ok(_) | Err(zk::Error::BadVersion) => Ok(()),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    /// The floor offset a resource znode made new starts with: above every
+    /// token the znode an earlier release kept the resource at gave (its
+    /// floor; with `token=cversion` plus its cversion, the last token it
+    /// gave or below). Empty (no floor) if there is none.
+    async fn legacy_floor(&self, client: &zk::Client, znode: &Znode) -> Result<String> {
+        let Some(legacy) = &znode.legacy else {
+            return Ok(String::new());
+        };
+        let read = |e| {
+            map_error(
+                e,
+                Call::read("read the resource's znode of an earlier release"),
+            )
+        };
+        let (data, stat) = match self.timed(client.get_data(legacy)).await {
+            Ok(found) => found,
+            Err(zk::Error::NoNode) => return Ok(String::new()),
+            Err(e) => return Err(read(e)),
+        };
+        let offset = parse_offset(&data).map_err(read)?;
+        let carried = match znode.source {
+            TokenSource::Czxid => offset,
+            TokenSource::ParentCversion => {
+                offset.saturating_add(u64::try_from(stat.cversion).unwrap_or(0))
+            }
+        };
+        Ok(if carried == 0 {
+            String::new()
+        } else {
+            carried.to_string()
+        })
     }
 }
 

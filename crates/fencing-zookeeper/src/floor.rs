@@ -8,7 +8,7 @@ use zookeeper_client as zk;
 
 use crate::client::{Rpc, ZkResult};
 use crate::error::{NAME, map_error};
-use crate::keys::KEEPER;
+use crate::keys::{KEEPER, Znode};
 use crate::token::TokenSource;
 
 /// How often a write of the resource znode's data (a lock node's create,
@@ -38,13 +38,13 @@ pub(crate) fn parse_offset(data: &[u8]) -> ZkResult<u64> {
 /// with, and tokens keep strictly increasing.
 pub(crate) async fn raise(
     rpc: &Rpc,
-    dir: String,
+    znode: Znode,
     resource: &str,
-    source: TokenSource,
     floor: FencingToken,
 ) -> Result<()> {
     let client = rpc.live_main().await?;
-    rpc.make_resource(&client, &dir).await?;
+    rpc.make_resource(&client, &znode).await?;
+    let (dir, source) = (znode.dir, znode.source);
     let read = |e| map_error(e, Call::read("read the resource znode"));
     for _ in 0..CREATE_ATTEMPTS {
         let mut reader = client.new_multi_reader();
@@ -58,10 +58,14 @@ pub(crate) async fn raise(
         else {
             return Err(Error::backend(NAME, true, format!("could not read {dir}")));
         };
-        // Any child but the keeper: another client's lock node holds or
-        // waits as ours do.
-        if children.iter().any(|name| name != KEEPER) {
-            return Err(Error::busy(resource, "raise_floor"));
+        // Any ephemeral child but the keeper: another client's lock node
+        // holds or waits as ours do. A persistent one is the znode of a
+        // resource below this one.
+        for name in children.iter().filter(|name| *name != KEEPER) {
+            let stat = rpc.timed(client.check_stat(&format!("{dir}/{name}"))).await;
+            if stat.map_err(read)?.is_some_and(|s| s.ephemeral_owner != 0) {
+                return Err(Error::busy(resource, "raise_floor"));
+            }
         }
         let offset = parse_offset(&data).map_err(read)?;
         // The next create's token source is above what this snapshot shows.

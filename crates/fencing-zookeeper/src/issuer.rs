@@ -18,7 +18,7 @@ use crate::client::{Reap, Rpc};
 use crate::error::{NAME, map_error};
 use crate::floor;
 use crate::held::HeldLeases;
-use crate::keys::{is_lock_node, normalize_prefix, resource_path};
+use crate::keys::{Znode, is_lock_node, normalize_prefix, resource_path};
 use crate::queue::{self, Attempt};
 use crate::token::{TokenSource, czxid_token, with_offset};
 
@@ -157,14 +157,20 @@ impl ZkIssuer {
         self.inner.rpc.main()
     }
 
-    /// The znode of a resource: `{prefix}/{escaped resource}`.
+    /// The znode of a resource: `{prefix}/{resource}`, Curator's and
+    /// kazoo's lock path for that name. (The issuer refuses a name that is
+    /// no such path: see the crate's README.)
     pub fn resource_path(&self, resource: &str) -> String {
         resource_path(&self.inner.prefix, resource)
     }
 
+    /// The resource's znode, for a name the issuer takes.
+    fn znode(&self, resource: &str) -> Result<Znode> {
+        Znode::of(&self.inner.prefix, resource, self.inner.token_source)
+    }
+
     async fn enqueue(&self, request: &LeaseRequest) -> Result<queue::Queued> {
-        let dir = self.resource_path(&request.resource);
-        queue::enqueue(&self.inner.rpc, dir, request, self.inner.token_source).await
+        queue::enqueue(&self.inner.rpc, self.znode(&request.resource)?, request).await
     }
 }
 
@@ -302,15 +308,7 @@ impl TokenIssuer for ZkIssuer {
     /// # Errors
     /// [`Error::Busy`] while the resource is held or waited for.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
-        let dir = self.resource_path(resource);
-        floor::raise(
-            &self.inner.rpc,
-            dir,
-            resource,
-            self.inner.token_source,
-            floor,
-        )
-        .await
+        floor::raise(&self.inner.rpc, self.znode(resource)?, resource, floor).await
     }
 
     /// A child of the resource znode that is not one of our lock nodes
@@ -321,7 +319,7 @@ impl TokenIssuer for ZkIssuer {
     /// it to such a client); with [`TokenSource::ParentCversion`] it is 0:
     /// the cversion its create left cannot be read back.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
-        let dir = self.resource_path(resource);
+        let dir = self.znode(resource)?.dir;
         let rpc = &self.inner.rpc;
         let client = rpc.live_main().await?;
         let (offset, nodes) = queue::lock_nodes(rpc, &client, &dir)

@@ -2,15 +2,23 @@
 //!
 //! - `{prefix}`: a persistent znode, created at connect, whose ACL lets
 //!   nobody delete its children.
-//! - `{prefix}/{escaped resource}`: the resource znode, persistent and never
-//!   deleted; its data is the resource's floor offset (empty for none).
-//! - `{prefix}/{escaped resource}/_f_<nonce>-lock-NNNNNNNNNN`: a lock node,
+//! - `{prefix}/{resource}`: the resource znode, the name as it is (`/`
+//!   and `%` included), so resource `jobs/a` is Curator's and kazoo's lock
+//!   path `{prefix}/jobs/a`; persistent and never deleted by us; its data
+//!   is the resource's floor offset (empty for none). The znodes between
+//!   the prefix and it (`{prefix}/jobs`) are made as needed, persistent,
+//!   with the resource znodes' ACL. A name that is no such path (an empty
+//!   segment, `.` or `..`, a character ZooKeeper refuses, a segment named
+//!   [`KEEPER`]) is refused, never given another path.
+//! - `{prefix}/{resource}/_f_<nonce>-lock-NNNNNNNNNN`: a lock node,
 //!   ephemeral and sequential, in the session its lease's TTL class shares;
 //!   its data is the holder id (and, with [`TokenSource::ParentCversion`],
 //!   the token).
-//!   Any other child (kazoo's, Curator's lock nodes) is another client's,
-//!   in the same queue.
-//! - `{prefix}/{escaped resource}/_fencing-keeper`: a persistent, empty
+//!   Any other ephemeral child (kazoo's, Curator's lock nodes) is another
+//!   client's, in the same queue. A persistent child is no lock node
+//!   (every recipe's lock nodes end with their session): it is the znode
+//!   of a resource below (`jobs/a` under `jobs`), in no queue of `jobs`.
+//! - `{prefix}/{resource}/_fencing-keeper`: a persistent, empty
 //!   child that is never deleted and in no queue. A resource znode that
 //!   Curator created is a *container*, which ZooKeeper deletes once it has
 //!   no children, and with it the floor offset and the cversion; no client
@@ -19,9 +27,15 @@
 //!   never deleted. Every lock node's create checks in the same
 //!   transaction that it is there.
 //!
+//! Releases before this one kept a name with `/` or `%` as one escaped
+//! znode (`jobs/a` at `{prefix}/jobs%2Fa`); the first use of the new path
+//! carries that znode's floor over (see [`Znode::legacy`]).
+//!
 //! [`TokenSource::ParentCversion`]: crate::TokenSource::ParentCversion
 
 use fencing_core::{Error, Result};
+
+use crate::token::TokenSource;
 
 /// The znode under which every resource lives when no prefix is given.
 pub const DEFAULT_PREFIX: &str = "/fencing";
@@ -63,9 +77,72 @@ pub(crate) fn is_lock_node(name: &str) -> bool {
             })
 }
 
-/// The znode of a resource: `{prefix}/{escaped resource}`.
+/// The znode of a resource: `{prefix}/{resource}` (a name [`check`]
+/// accepts).
 pub(crate) fn resource_path(prefix: &str, resource: &str) -> String {
-    format!("{prefix}/{}", escape_component(resource))
+    format!("{prefix}/{resource}")
+}
+
+/// A resource's znode, and what making it needs.
+#[derive(Clone, Debug)]
+pub(crate) struct Znode {
+    pub(crate) prefix: String,
+    /// `{prefix}/{resource}`.
+    pub(crate) dir: String,
+    /// Where a release before this one kept the resource, if elsewhere
+    /// (`{prefix}/jobs%2Fa`): its floor, and with `token=cversion` its
+    /// cversion, are carried into a resource znode made new.
+    pub(crate) legacy: Option<String>,
+    pub(crate) source: TokenSource,
+}
+
+impl Znode {
+    /// The znode of `resource`, after [`check`].
+    ///
+    /// # Errors
+    /// As [`check`].
+    pub(crate) fn of(prefix: &str, resource: &str, source: TokenSource) -> Result<Self> {
+        check(resource)?;
+        let dir = resource_path(prefix, resource);
+        let escaped = format!("{prefix}/{}", escape_component(resource));
+        Ok(Self {
+            prefix: prefix.to_owned(),
+            legacy: (escaped != dir).then_some(escaped),
+            dir,
+            source,
+        })
+    }
+}
+
+/// Refuses a resource name that is no znode path below the prefix, as
+/// Curator and kazoo would use it: every `/`-separated segment non-empty,
+/// not `.` or `..`, not [`KEEPER`] (it would be a resource's keeper), with
+/// no character ZooKeeper refuses.
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the resource and why.
+pub(crate) fn check(resource: &str) -> Result<()> {
+    let why = if resource.split('/').any(str::is_empty) {
+        Some("an empty path segment (a `/` at either end, or `//`)")
+    } else if resource.split('/').any(|s| s == "." || s == "..") {
+        Some("a `.` or `..` path segment")
+    } else if resource.split('/').any(|s| s == KEEPER) {
+        Some("a path segment named as a resource znode's keeper")
+    } else if resource
+        .chars()
+        .any(|c| c != '%' && c != '/' && needs_escape(c))
+    {
+        Some("a character ZooKeeper refuses in a path")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::invalid_input(format!(
+            "resource name {resource:?} is refused: it has {why}; the lock path {{prefix}}/NAME of \
+             Curator and kazoo must be the same znode"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `/fencing`, `fencing` and `/fencing/` all mean `/fencing`.
@@ -91,10 +168,9 @@ fn needs_escape(c: char) -> bool {
     matches!(c, '%' | '/' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
 }
 
-/// A resource name as one znode name: `%`, `/` and the characters
-/// ZooKeeper refuses are percent-escaped (`jobs/a` → `jobs%2Fa`), so
-/// resource `a` and resource `a/b` are siblings, never parent and child;
-/// `.` and `..` become `%2E` and `%2E%2E`.
+/// A resource name as releases before this one kept it, one znode name:
+/// `%`, `/` and the characters ZooKeeper refuses percent-escaped (`jobs/a`
+/// → `jobs%2Fa`); `.` and `..` as `%2E` and `%2E%2E`.
 fn escape_component(resource: &str) -> String {
     if resource == "." || resource == ".." {
         return resource.replace('.', "%2E");
@@ -125,7 +201,31 @@ mod tests {
         assert_eq!(escape_component("a.b"), "a.b");
         assert_eq!(escape_component("tab\there"), "tab%09here");
         assert!(!escape_component("a/b").contains('/'));
-        assert_eq!(resource_path("/p", "a/b"), "/p/a%2Fb");
+        assert_eq!(resource_path("/p", "a/b"), "/p/a/b");
+    }
+
+    #[test]
+    fn a_resource_is_curators_lock_path_or_refused() {
+        let of = |r| Znode::of("/p", r, TokenSource::Czxid);
+        let jobs = of("jobs/a").unwrap();
+        assert_eq!(jobs.dir, "/p/jobs/a");
+        assert_eq!(jobs.legacy.as_deref(), Some("/p/jobs%2Fa"));
+        assert_eq!(of("50%").unwrap().dir, "/p/50%");
+        assert_eq!(of("plain").unwrap().legacy, None);
+        for bad in [
+            "a//b",
+            "a/",
+            "/a",
+            "a/./b",
+            "..",
+            "tab\there",
+            "jobs/_fencing-keeper",
+        ] {
+            assert!(
+                matches!(of(bad), Err(Error::InvalidInput { .. })),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

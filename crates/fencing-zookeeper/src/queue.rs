@@ -19,7 +19,7 @@ use zookeeper_client as zk;
 use crate::client::{Known, Reap, Rpc, ZkResult};
 use crate::error::map_error;
 use crate::floor::{CREATE_ATTEMPTS, parse_offset};
-use crate::keys::{KEEPER, keeper_path, lock_node_prefix};
+use crate::keys::{KEEPER, Znode, keeper_path, lock_node_prefix};
 use crate::token::{TokenSource, cversion_token, czxid_token, with_offset};
 
 /// How long to wait before trying again after a failed call while queued.
@@ -95,12 +95,8 @@ pub(crate) struct LockNode {
 
 /// Creates a lease's lock node under `dir`, in the session of its TTL
 /// class.
-pub(crate) async fn enqueue(
-    rpc: &Rpc,
-    dir: String,
-    request: &LeaseRequest,
-    source: TokenSource,
-) -> Result<Queued> {
+pub(crate) async fn enqueue(rpc: &Rpc, znode: Znode, request: &LeaseRequest) -> Result<Queued> {
+    let source = znode.source;
     request.validate(rpc.session_timeouts().0)?;
     // The session timeout goes on the wire as an i32 of milliseconds
     // (the client casts, so a larger one would wrap): refuse a TTL that
@@ -120,11 +116,12 @@ pub(crate) async fn enqueue(
     // In the node's name, to find it should the create's answer be lost
     // (Curator's "protected" mode): the session outlives this call.
     let nonce = format!("{:016x}", rand::random::<u64>());
-    let mut created = create_lock_node(rpc, &client, &dir, holder, &nonce).await;
+    let mut created = create_lock_node(rpc, &client, &znode.dir, holder, &nonce).await;
     if created.as_ref().err() == Some(&zk::Error::NoNode) {
-        rpc.make_resource(&client, &dir).await?;
-        created = create_lock_node(rpc, &client, &dir, holder, &nonce).await;
+        rpc.make_resource(&client, &znode).await?;
+        created = create_lock_node(rpc, &client, &znode.dir, holder, &nonce).await;
     }
+    let dir = znode.dir;
     let created = match created {
         Ok(created) => created,
         Err(e) => {
@@ -323,6 +320,8 @@ async fn read_lock_nodes(
     let mut nodes = Vec::with_capacity(names.len());
     for (name, result) in names.into_iter().zip(results) {
         match result {
+            // Persistent: the znode of a resource below this one.
+            zk::MultiReadResult::Data { stat, .. } if stat.ephemeral_owner == 0 => {}
             zk::MultiReadResult::Data { data, stat } => nodes.push(LockNode {
                 name,
                 czxid: stat.czxid,
@@ -336,7 +335,9 @@ async fn read_lock_nodes(
                 // (Curator with an ACL provider): `exists` needs no
                 // permission, and its czxid places it all the same.
                 let path = format!("{dir}/{name}");
-                if let Some(stat) = rpc.timed(client.check_stat(&path)).await? {
+                if let Some(stat) = rpc.timed(client.check_stat(&path)).await?
+                    && stat.ephemeral_owner != 0
+                {
                     nodes.push(LockNode {
                         name,
                         czxid: stat.czxid,

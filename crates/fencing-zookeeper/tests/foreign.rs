@@ -378,3 +378,145 @@ async fn a_container_curator_made_keeps_our_floor_once_our_issuer_used_it() {
     curator.send("quit").await;
     other.send("quit").await;
 }
+
+/// Curator's `InterProcessMutex` on the lock path `{prefix}/jobs/a` (its
+/// parents made as it makes them) and our issuer on resource `jobs/a` are
+/// one lock; `jobs`, whose znode is the parent of that lock path, is
+/// another, granted while Curator holds `jobs/a`, its floor raised then
+/// too. A name with `%` is its path as well (a node named as Curator's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_with_a_slash_or_a_percent_are_curators_lock_path() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let path = format!("{}/jobs/a", issuer.prefix());
+    let mut curator =
+        foreign::Client::curator(&ZOOKEEPER.endpoint(), &path, Duration::from_secs(10)).await;
+    curator.send("take").await;
+    let node = curator.line().await;
+    let name = node
+        .strip_prefix(&format!("{path}/"))
+        .unwrap_or_else(|| panic!("{node}"));
+    assert_foreign(&issuer, "jobs/a", name, "Curator on jobs/a").await;
+
+    let jobs = grant(&issuer, "jobs", TTL).await;
+    let holding = issuer.holder("jobs").await.unwrap().expect("held");
+    assert_eq!(
+        holding.holder,
+        *jobs.holder(),
+        "jobs/a's znode is no holder of jobs"
+    );
+    issuer.release(&jobs).await.unwrap();
+    let floor = FencingToken::new(jobs.token().get() + (1 << 40));
+    issuer
+        .raise_floor("jobs", floor)
+        .await
+        .expect("jobs is free");
+    let jobs = grant(&issuer, "jobs", TTL).await;
+    assert!(jobs.token() > floor);
+    issuer.release(&jobs).await.unwrap();
+
+    curator.send("release").await;
+    assert_eq!(curator.line().await, "released");
+    let ours = grant(&issuer, "jobs/a", TTL).await;
+    curator.send("try").await;
+    assert_eq!(
+        curator.line().await,
+        "busy",
+        "Curator took jobs/a while we hold it"
+    );
+    issuer.release(&ours).await.unwrap();
+    curator.send("quit").await;
+
+    let (_other, name) = curator_like(&issuer, "50%").await;
+    assert_eq!(
+        issuer.resource_path("50%"),
+        format!("{}/50%", issuer.prefix())
+    );
+    assert_foreign(&issuer, "50%", &name, "a node under {prefix}/50%").await;
+}
+
+/// A name that is no ZooKeeper path under the prefix (an empty segment, a
+/// `/` at either end, `.` or `..`, a character ZooKeeper refuses) or whose
+/// znode would be a resource's keeper is refused by name, and nothing is
+/// created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_zookeeper_cannot_hold_as_a_path_are_refused() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let keeper = format!("jobs/{}", fencing_zookeeper::KEEPER);
+    for resource in [
+        "a//b",
+        "a/",
+        "/a",
+        "a/./b",
+        "a/..",
+        ".",
+        "..",
+        "tab\there",
+        &keeper,
+    ] {
+        let tried = issuer.try_acquire(&LeaseRequest::new(resource, TTL)).await;
+        assert!(
+            matches!(tried, Err(Error::InvalidInput { .. })),
+            "{resource:?}: {tried:?}"
+        );
+        let held = issuer.holder(resource).await;
+        assert!(
+            matches!(held, Err(Error::InvalidInput { .. })),
+            "{resource:?}: {held:?}"
+        );
+        let raised = issuer.raise_floor(resource, FencingToken::new(5)).await;
+        assert!(
+            matches!(raised, Err(Error::InvalidInput { .. })),
+            "{resource:?}: {raised:?}"
+        );
+    }
+    let made = issuer
+        .client()
+        .list_children(issuer.prefix())
+        .await
+        .unwrap();
+    assert!(made.is_empty(), "{made:?}");
+}
+
+/// An earlier release kept `jobs/b` at `{prefix}/jobs%2Fb`, with its floor
+/// in that znode's data: the first use of `{prefix}/jobs/b` starts above
+/// every token the old znode gave (its floor, and with `token=cversion`
+/// its cversion).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_an_earlier_release_escaped_keeps_its_floor() {
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let floor: u64 = 1 << 42;
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    for resource in ["jobs/b", "60%"] {
+        let old = format!(
+            "{}/{}",
+            issuer.prefix(),
+            resource.replace('%', "%25").replace('/', "%2F")
+        );
+        let client = issuer.client();
+        client
+            .create(&old, floor.to_string().as_bytes(), &options)
+            .await
+            .unwrap();
+        client
+            .create(
+                &format!("{old}/{}", fencing_zookeeper::KEEPER),
+                b"",
+                &options,
+            )
+            .await
+            .unwrap();
+        let lease = grant(&issuer, resource, TTL).await;
+        assert!(
+            lease.token().get() > floor,
+            "{resource}: {} below the old floor",
+            lease.token()
+        );
+        issuer.release(&lease).await.unwrap();
+    }
+}

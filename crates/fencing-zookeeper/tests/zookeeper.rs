@@ -361,8 +361,9 @@ async fn a_granted_lease_carries_its_session() {
 /// znode would reset the znode's cversion (with
 /// `TokenSource::ParentCversion` the tokens start again at 1, below marks
 /// the stores hold) and drop its floor. The prefix znode lets nobody delete
-/// a resource znode (ZooKeeper checks a delete against the parent's ACL);
-/// lock nodes stay deletable, and tokens go on rising.
+/// a resource znode (ZooKeeper checks a delete against the parent's ACL),
+/// nor do the znodes made between it and a nested name's; lock nodes stay
+/// deletable, and tokens go on rising.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nobody_can_delete_a_resource_znode() {
     use fencing_zookeeper::zookeeper_client as zk;
@@ -384,6 +385,15 @@ async fn nobody_can_delete_a_resource_znode() {
         first.token()
     );
     issuer.release(&next).await.expect("release");
+    // The name is nested: the znode between the prefix and it refused the
+    // delete. Made a lock itself, its lock nodes can be deleted.
+    let (parent, _) = resource.rsplit_once('/').expect("a nested name");
+    let above = grant(&issuer, parent, ttl).await;
+    issuer
+        .release(&above)
+        .await
+        .expect("release the parent's lock");
+    assert!(issuer.holder(parent).await.expect("holder").is_none());
     let checks = issuer.verify().await.expect("verify");
     let check = fencing_testkit::safety::check(&checks, "resource znodes");
     assert_eq!(
