@@ -80,6 +80,10 @@ fn not_permitted(name: &str, what: &str, failure: &Failure) -> SafetyCheck {
 }
 
 async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
+    // On the issuer's own client: etcd-client puts the auth token on every
+    // service's calls (one interceptor), the cluster service's included,
+    // and etcd 3.6 refuses MemberList without it when auth is on (3.4,
+    // which the tests run, does not ask).
     let list = issuer
         .rpc()
         .call(|mut c| async move { c.member_list().await })
