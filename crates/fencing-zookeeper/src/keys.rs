@@ -194,7 +194,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resource_names_are_one_component() {
+    fn earlier_releases_kept_a_name_as_one_escaped_component() {
         assert_eq!(escape_component("jobs/nightly"), "jobs%2Fnightly");
         assert_eq!(escape_component("50%"), "50%25");
         assert_eq!(escape_component(".."), "%2E%2E");
