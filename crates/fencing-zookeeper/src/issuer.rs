@@ -66,7 +66,12 @@ const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// The sequence suffix of a lock node is a signed 32-bit counter that
 /// wraps (ZOOKEEPER-2944); ordering therefore uses `czxid`, never the name.
 ///
-/// Every child of the resource znode is in the queue, ours or not: another
+/// The resource znode is `{prefix}/{resource}`, the name as it is
+/// (`jobs/a` is Curator's lock path `{prefix}/jobs/a`); a name that is no
+/// such znode path is refused with [`Error::InvalidInput`].
+///
+/// Every ephemeral child of the resource znode is in the queue, ours or
+/// not (a persistent one is the znode of a resource below): another
 /// client's lock node there (kazoo's `Lock` or Curator's
 /// `InterProcessMutex` on the resource znode's path) created before ours
 /// is a foreign holder or waiter ahead of us, waited for and never

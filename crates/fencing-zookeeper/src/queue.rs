@@ -3,7 +3,9 @@
 //! wraps, ZOOKEEPER-2944). A waiter watches only the node just ahead of it
 //! (an exists-watch: no herd).
 //!
-//! Every child of the resource znode is in the queue, ours or not: another
+//! Every ephemeral child of the resource znode is in the queue, ours or
+//! not (a persistent child is the znode of a resource below: lock nodes
+//! end with their session, in every recipe): another
 //! client's lock node (kazoo's `<uuid>__lock__N`, Curator's
 //! `_c_<uuid>-lock-N`) created before ours is ahead of us, so we never
 //! hold while it is there. The czxid orders them all: every child has one,
