@@ -38,9 +38,16 @@ fn python_etcd3_locks_and_our_leases_take_turns_with_tokens_in_grant_order() {
     let runtime = runtime();
     let mut python = runtime.block_on(foreign::Client::python_etcd3(&ETCD.endpoint(), &name, 10));
     let token = |_, key: &str| {
-        assert_eq!(key, format!("/locks/{name}"));
+        assert!(key.starts_with(&format!("/locks/{name}@")), "{key}");
         let wrong = on_resource("token", &issuer, resource, &["--key", "/locks/other"]);
         assert_exit(&wrong, LEASE_LOST);
+        let no_lease = on_resource(
+            "token",
+            &issuer,
+            resource,
+            &["--key", &format!("/locks/{name}")],
+        );
+        assert_exit(&no_lease, LEASE_LOST);
         printed_token(&on_resource("token", &issuer, resource, &["--key", key]))
     };
     foreign_turns(
@@ -51,6 +58,40 @@ fn python_etcd3_locks_and_our_leases_take_turns_with_tokens_in_grant_order() {
         token,
     );
     runtime.block_on(async move { python.send("done").await });
+}
+
+/// Every python-etcd3 holder of a name has the same key: `fence token`
+/// tells them apart by the key's lease, so a holder whose lease ran out is
+/// not handed its successor's token (with which both would write).
+#[test]
+fn a_python_etcd3_holder_whose_lease_ran_out_gets_no_token() {
+    let resource = "nightly-report";
+    let Some((issuer, name)) = single_key_issuer(resource) else {
+        return;
+    };
+    let runtime = runtime();
+    let (first, second) = runtime.block_on(async {
+        let mut first = foreign::Client::python_etcd3(&ETCD.endpoint(), &name, 1).await;
+        let mut second = foreign::Client::python_etcd3(&ETCD.endpoint(), &name, 10).await;
+        first.send("take").await;
+        let gone = first.line().await;
+        // python-etcd3 keeps no lease alive: the first's ends after 1 s.
+        second.send("take").await;
+        let holding = second.line().await;
+        for client in [&mut first, &mut second] {
+            client.send("done").await;
+        }
+        (gone, holding)
+    });
+    assert_ne!(first, second, "two holders named alike");
+    let stale = on_resource("token", &issuer, resource, &["--key", &first]);
+    assert_exit(&stale, LEASE_LOST);
+    printed_token(&on_resource(
+        "token",
+        &issuer,
+        resource,
+        &["--key", &second],
+    ));
 }
 
 /// Real pauses, both ways: a python-etcd3 holder stopped (SIGSTOP) past its

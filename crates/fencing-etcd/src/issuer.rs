@@ -449,7 +449,7 @@ impl TokenIssuer for EtcdIssuer {
         };
         let holder = match keys.holder_of(resource, first) {
             Some(holder) => holder,
-            None => foreign_holder(first.key())?,
+            None => foreign_holder(first, keys.layout())?,
         };
         Ok(Some(Holding {
             holder,
@@ -471,9 +471,17 @@ impl TokenIssuer for EtcdIssuer {
     }
 }
 
-/// `foreign:` and the key, cut to fit a holder id.
-fn foreign_holder(key: &[u8]) -> Result<HolderId> {
-    let mut id = format!("foreign:{}", String::from_utf8_lossy(key));
+/// `foreign:` and the key, cut to fit a holder id. On the single key,
+/// where every holder of a resource has the same key, the key's lease is
+/// added (`foreign:/locks/NAME@<lease id in hex>`), so that one holder's
+/// name does not also name the next: a python-etcd3 holder paused past its
+/// lease must not be handed its successor's token.
+fn foreign_holder(kv: &KeyValue, layout: Layout) -> Result<HolderId> {
+    let key = String::from_utf8_lossy(kv.key());
+    let mut id = match layout {
+        Layout::SingleKey => format!("foreign:{key}@{:x}", kv.lease()),
+        Layout::Queue => format!("foreign:{key}"),
+    };
     if id.len() > 256 {
         let mut end = 253;
         while !id.is_char_boundary(end) {

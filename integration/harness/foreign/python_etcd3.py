@@ -3,7 +3,8 @@
 #   python python_etcd3.py ENDPOINT NAME TTL_SECS
 # Its key is /locks/NAME. Prints "ready"; then, a line each:
 #   try      -> "took" (and releases at once) or "busy"
-#   take     -> waits up to 20 s, prints its key
+#   take     -> waits up to 20 s, prints KEY@LEASE: its key and its lease id
+#               in hex, what `fence token --key` names this holder by
 #   release  -> "released", or "lost" if the key is no longer its own
 #   anything else exits.
 import sys, etcd3
@@ -20,7 +21,7 @@ for line in sys.stdin:
             print("busy", flush=True)
     elif command == "take":
         assert lock.acquire(timeout=20), "python-etcd3 could not take the lock"
-        print(lock.key, flush=True)
+        print(f"{lock.key}@{lock.lease.id:x}", flush=True)
     elif command == "release":
         print("released" if lock.release() else "lost", flush=True)
     else:
