@@ -30,7 +30,8 @@ const UNAUTHENTICATED: &[&str] = &[
 /// error here: the store reads the stored mark from it first.
 ///
 /// A write whose answer was lost (a timeout, a reset after sending, a 5xx
-/// that does not promise "not applied", an unreadable answer) is
+/// that does not promise "not applied", a 4xx without DynamoDB's error
+/// code, an unreadable answer) is
 /// [`Error::OutcomeUnknown`]; the SDK does not retry writes (see
 /// [`crate::DynamoStore`]), so nothing was silently sent twice.
 pub(crate) fn map_error<E>(err: SdkError<E>, call: Call<'_>) -> Error
@@ -62,6 +63,11 @@ where
             } else if status >= 500 && call.write {
                 // InternalServerError, ServiceUnavailable: may follow an
                 // applied write.
+                unknown(err)
+            } else if code.is_empty() && call.write {
+                // DynamoDB names every refusal; a 4xx without a code came
+                // from something else on the way (a proxy, a gateway),
+                // which may have made it up after forwarding the write.
                 unknown(err)
             } else {
                 // A missing table (ResourceNotFoundException), access
@@ -152,6 +158,28 @@ mod tests {
         ];
         for (call, err, want) in cases {
             assert_eq!(kind(&map_error(err, call)), want, "{}", call.name);
+        }
+    }
+
+    /// A 4xx without a DynamoDB error code did not come from DynamoDB's
+    /// refusal of the request: a proxy may have made it up after
+    /// forwarding the write.
+    #[test]
+    fn a_code_less_4xx_to_a_write_is_an_unknown_outcome() {
+        let codeless = |status: u16| {
+            let raw = HttpResponse::new(status.try_into().expect("a status"), "".into());
+            let meta = ErrorMetadata::builder().build();
+            SdkError::service_error(UpdateItemError::generic(meta), raw)
+        };
+        let w = Call::write("put");
+        let r = Call::read("get");
+        for status in [400, 403, 413, 429] {
+            assert_eq!(kind(&map_error(codeless(status), w)), "unknown", "{status}");
+            assert_eq!(
+                kind(&map_error(codeless(status), r)),
+                "backend retryable=false",
+                "{status}"
+            );
         }
     }
 

@@ -37,6 +37,25 @@ pub const TTL_MS: &str = "ttl_ms";
 /// others are DynamoDB reserved words): only those used may be sent.
 const NAMES: [(&str, &str); 4] = [("#c", COUNTER), ("#h", HOLDER), ("#r", RVN), ("#t", TTL_MS)];
 
+/// Every write that builds on the counter holds only if the counter is
+/// **equal** to a `u64` this process parsed (`#c = :expected`, `#c =
+/// :token`): a condition expression has comparisons but no arithmetic and
+/// no integer test, so no bound can tell `5.5` or `-3` (an operator's edit)
+/// from a token, and `#c < :max` once let a grant through on them (counter
+/// `6.5`, holder set, an answer no client can parse). Equality with a
+/// whole number in range can only hold for that number: an item whose
+/// counter is none is refused by DynamoDB, its refusal hands the item
+/// back, and parsing it names the item as foreign with nothing written.
+/// The free grant's `:expected` is a guess (the counter this issuer last
+/// knew, or the one a refusal handed back): a stale one costs a request.
+const FREE_AT: &str = "attribute_not_exists(#h) AND (attribute_not_exists(#c) OR #c = :expected)";
+/// The free grant with no guess: only an item without a counter passes;
+/// one with a counter is refused and hands it back.
+const FREE_NEW: &str = "attribute_not_exists(#h) AND attribute_not_exists(#c)";
+/// A dead holder's takeover: the version seen for its TTL, and the counter
+/// read with it.
+const TAKEOVER: &str = "#r = :seen AND #c = :expected";
+
 /// The item of one resource, as read.
 #[derive(Debug, Default)]
 struct Item {
@@ -77,6 +96,8 @@ pub struct DynamoIssuer {
     seen: Arc<Mutex<Sightings>>,
     /// DynamoDB's time, from the `Date` of the client's answers.
     clock: Arc<ServerClock>,
+    /// Per item key, the counter last known: the free grant's guess.
+    counters: Arc<Mutex<Sightings<u64>>>,
 }
 
 impl std::fmt::Debug for DynamoIssuer {
@@ -117,6 +138,7 @@ impl DynamoIssuer {
             endpoint: None,
             seen: Arc::default(),
             clock,
+            counters: Arc::default(),
         }
     }
 
@@ -163,6 +185,21 @@ impl DynamoIssuer {
         self.seen.lock().expect("seen lock").put(key, seen);
     }
 
+    fn know(&self, key: &str, counter: Option<u64>) {
+        self.counters
+            .lock()
+            .expect("counters lock")
+            .put(key, counter);
+    }
+
+    /// The counter last known for `key`, short of the top: a grant on
+    /// `#c = u64::MAX` would write one past the range, so at the top the
+    /// grant carries no guess and its refusal tells what the item holds.
+    fn guess(&self, key: &str) -> Option<u64> {
+        let known = self.counters.lock().expect("counters lock").get(key);
+        known.filter(|c| *c < u64::MAX)
+    }
+
     /// Where an item that does not exist starts its counter: DynamoDB's
     /// time in microseconds (see [`DynamoIssuer`]). Before any answer, a
     /// read of `key` asks for it; a server that sends no `Date` starts
@@ -205,7 +242,9 @@ impl DynamoIssuer {
             .send()
             .await
             .map_err(|e| map_error(e, Call::read(&format!("{op} {key:?}"))))?;
-        out.item.map(|item| self.parse(key, &item)).transpose()
+        let item = out.item.map(|item| self.parse(key, &item)).transpose()?;
+        self.know(key, item.as_ref().and_then(|i| i.counter));
+        Ok(item)
     }
 
     fn parse(&self, key: &str, item: &HashMap<String, AttributeValue>) -> Result<Item> {
@@ -261,7 +300,13 @@ impl DynamoIssuer {
         let name = format!("{op} {key:?} in table {}", self.table);
         Ok(match send_conditional(request, Call::write(&name)).await? {
             Ok(updated) => Ok(updated),
-            Err(old) => Err(old.map(|item| self.parse(key, &item)).transpose()?),
+            Err(old) => {
+                let old = old.map(|item| self.parse(key, &item)).transpose()?;
+                if let Some(old) = &old {
+                    self.know(key, old.counter);
+                }
+                Err(old)
+            }
         })
     }
 
@@ -272,11 +317,10 @@ impl DynamoIssuer {
         &self,
         request: &LeaseRequest,
         key: &str,
-        condition: &str,
-        seen: Option<&str>,
+        (condition, expected, seen): (&str, Option<u64>, Option<&str>),
+        seed: u64,
     ) -> Result<std::result::Result<Lease, Option<Item>>> {
         let rvn = fresh_rvn();
-        let seed = self.seed(key).await?;
         let sent_at = Instant::now();
         let answer = self
             .update("acquire", key, |r| {
@@ -299,10 +343,9 @@ impl DynamoIssuer {
                         ReturnValuesOnConditionCheckFailure::AllOld,
                     );
                 // Only the values the condition uses may be sent.
-                let r = if condition.contains(":max") {
-                    r.expression_attribute_values(":max", n(u64::MAX))
-                } else {
-                    r
+                let r = match expected {
+                    Some(expected) => r.expression_attribute_values(":expected", n(expected)),
+                    None => r,
                 };
                 match seen {
                     Some(seen) => {
@@ -316,12 +359,15 @@ impl DynamoIssuer {
             Ok(attributes) => attributes,
             Err(old) => return Ok(Err(old)),
         };
-        let token = attributes
-            .as_ref()
-            .map(|a| self.parse(key, a))
-            .transpose()?
-            .and_then(|item| item.counter)
-            .ok_or_else(|| self.foreign(key, "the grant returned no counter"))?;
+        let token = match attributes.as_ref().map(|a| self.parse(key, a)) {
+            Some(Ok(Item {
+                counter: Some(token),
+                ..
+            })) => token,
+            Some(Err(e)) => return Err(self.unreadable_grant(key, &rvn, e.chain()).await),
+            _ => return Err(self.unreadable_grant(key, &rvn, "no counter".into()).await),
+        };
+        self.know(key, Some(token));
         // Measured after the answer: a waiter here may take over only once
         // this holder's own deadline (from sent_at) has passed.
         self.remember(
@@ -332,6 +378,48 @@ impl DynamoIssuer {
             }),
         );
         Ok(Ok(Lease::new(request, FencingToken::new(token), sent_at)))
+    }
+
+    /// A grant DynamoDB applied (this holder and a counter one up are in
+    /// the item) whose answer does not say the token: the conditions make
+    /// that a broken answer, not a counter of ours, but the lease cannot
+    /// be handed out without its token, and left alone it would keep the
+    /// resource for its TTL. So it is given back, by its own `rvn`, and the
+    /// error says what was written.
+    async fn unreadable_grant(&self, key: &str, rvn: &str, why: String) -> Error {
+        let what = format!(
+            "the grant of item {key:?} in table {} was applied, but its answer was unreadable \
+             ({why})",
+            self.table
+        );
+        let undo = self
+            .update("release an unreadable grant of", key, |r| {
+                r.update_expression("REMOVE #h, #r, #t")
+                    .condition_expression("#r = :rvn")
+                    .expression_attribute_values(":rvn", AttributeValue::S(rvn.to_owned()))
+            })
+            .await;
+        self.know(key, None);
+        match undo {
+            Ok(Ok(_)) => Error::backend(
+                NAME,
+                false,
+                format!("{what}; it was released again (its counter stays, as at any release)"),
+            ),
+            Ok(Err(_)) => Error::backend(
+                NAME,
+                false,
+                format!("{what}; another version has replaced it since, so nothing of it is held"),
+            ),
+            Err(e) => Error::outcome_unknown(
+                NAME,
+                format!("acquire {key:?} in table {}", self.table),
+                format!(
+                    "{what}; releasing it again failed ({}), so it may be held until its TTL",
+                    e.chain()
+                ),
+            ),
+        }
     }
 }
 
@@ -344,24 +432,46 @@ impl TokenIssuer for DynamoIssuer {
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let key = self.key(&request.resource);
-        // One request for a free resource: the grant itself, which hands
-        // back the item as it was when the resource is held.
-        let free = "attribute_not_exists(#h) AND (attribute_not_exists(#c) OR #c < :max)";
-        let item = match self.grant(request, &key, free, None).await? {
-            Ok(lease) => return Ok(Some(lease)),
-            Err(old) => {
-                old.ok_or_else(|| self.foreign(&key, "a refused grant returned no item"))?
+        // Before the issuer's first answer this reads the item, which also
+        // gives the first guess of its counter.
+        let seed = self.seed(&key).await?;
+        // One request for a free resource whose counter this issuer knows:
+        // the grant itself, which hands back the item as it was when it is
+        // refused (held, or a counter moved on since the guess).
+        let mut expected = self.guess(&key);
+        let mut held = None;
+        for _ in 0..3 {
+            let condition = if expected.is_some() {
+                FREE_AT
+            } else {
+                FREE_NEW
+            };
+            let item = match self
+                .grant(request, &key, (condition, expected, None), seed)
+                .await?
+            {
+                Ok(lease) => return Ok(Some(lease)),
+                Err(old) => {
+                    old.ok_or_else(|| self.foreign(&key, "a refused grant returned no item"))?
+                }
+            };
+            if item.holder.is_some() {
+                held = Some(item);
+                break;
             }
-        };
-        let Some(_) = item.holder else {
-            // Free, so the counter is at the top of the range.
-            return Err(Error::TokenOutOfRange {
-                token: FencingToken::new(u64::MAX),
-                max: Self::MAX_FLOOR,
-            });
-        };
-        let (Some(rvn), Some(ttl_ms)) = (item.rvn, item.ttl_ms) else {
-            return Err(self.foreign(&key, "it has a holder but no rvn or ttl_ms"));
+            if item.counter == Some(u64::MAX) {
+                return Err(Error::TokenOutOfRange {
+                    token: FencingToken::new(u64::MAX),
+                    max: Self::MAX_FLOOR,
+                });
+            }
+            expected = item.counter;
+        }
+        // Free at every try but granted and released by others in
+        // between: a poll tries again.
+        let Some(item) = held else { return Ok(None) };
+        let (Some(rvn), Some(ttl_ms), Some(counter)) = (item.rvn, item.ttl_ms, item.counter) else {
+            return Err(self.foreign(&key, "it has a holder but no rvn, ttl_ms or counter"));
         };
         let now = Instant::now();
         let seen = self.seen.lock().expect("seen lock").get(&key);
@@ -372,19 +482,17 @@ impl TokenIssuer for DynamoIssuer {
                 if seen.rvn == rvn
                     && now.duration_since(seen.at) >= Duration::from_millis(ttl_ms) =>
             {
-                // The free path's bound too: one past u64::MAX would leave
-                // a counter no client can parse, and the item wedged.
-                let takeover = "#r = :seen AND #c < :max";
-                match self.grant(request, &key, takeover, Some(&rvn)).await? {
-                    Ok(lease) => Ok(Some(lease)),
-                    Err(Some(Item {
-                        counter: Some(u64::MAX),
-                        rvn: Some(current),
-                        ..
-                    })) if current == rvn => Err(Error::TokenOutOfRange {
+                // One past u64::MAX would leave a counter no client can
+                // parse, and the item wedged.
+                if counter == u64::MAX {
+                    return Err(Error::TokenOutOfRange {
                         token: FencingToken::new(u64::MAX),
                         max: Self::MAX_FLOOR,
-                    }),
+                    });
+                }
+                let takeover = (TAKEOVER, Some(counter), Some(rvn.as_str()));
+                match self.grant(request, &key, takeover, seed).await? {
+                    Ok(lease) => Ok(Some(lease)),
                     Err(_) => Ok(None),
                 }
             }
@@ -466,6 +574,8 @@ impl TokenIssuer for DynamoIssuer {
         match answer {
             Ok(_) => {
                 self.remember(&key, None);
+                // Release keeps the counter: the next grant's guess.
+                self.know(&key, Some(lease.token().get()));
                 Ok(())
             }
             Err(_) => Err(Error::lease_lost(lease)),
@@ -500,48 +610,50 @@ impl TokenIssuer for DynamoIssuer {
             });
         }
         let key = self.key(resource);
+        // Read first (a floor is rare; its read also sets the clock): a
+        // counter that is no u64 fails to parse there, nothing written, and
+        // the write is conditioned on the exact counter read (see FREE_AT).
         // An item that exists keeps its counter if higher; one that does
         // not starts at the clock at least, as a grant would start it, so
-        // a floor after a delete-item cannot bring tokens back down. Which
-        // it is, the first refusal tells (and its answer sets the clock).
+        // a floor after a delete-item cannot bring tokens back down.
         for _ in 0..3 {
+            let (condition, read, start) = match self.read("raise the floor of", &key).await? {
+                Some(Item {
+                    holder: Some(_), ..
+                }) => return Err(Error::busy(resource, "raise_floor")),
+                Some(Item {
+                    counter: Some(c), ..
+                }) if c >= floor.get() => return Ok(()),
+                Some(Item {
+                    counter: Some(c), ..
+                }) => (
+                    "attribute_not_exists(#h) AND #c = :read",
+                    Some(c),
+                    floor.get(),
+                ),
+                _ => (
+                    "attribute_not_exists(#h) AND attribute_not_exists(#c)",
+                    None,
+                    floor.get().max(self.seed(&key).await?),
+                ),
+            };
             let answer = self
                 .update("raise the floor of", &key, |r| {
-                    r.update_expression("SET #c = :f")
-                        .condition_expression(
-                            "attribute_not_exists(#h) AND attribute_exists(#c) AND #c < :f",
-                        )
-                        .expression_attribute_values(":f", n(floor.get()))
-                        .return_values_on_condition_check_failure(
-                            ReturnValuesOnConditionCheckFailure::AllOld,
-                        )
-                })
-                .await?;
-            match answer {
-                Ok(_) => return Ok(()),
-                Err(Some(old)) if old.holder.is_some() => {
-                    return Err(Error::busy(resource, "raise_floor"));
-                }
-                // The counter is at or above the floor already.
-                Err(Some(Item {
-                    counter: Some(_), ..
-                })) => return Ok(()),
-                Err(_) => {}
-            }
-            let start = floor.get().max(self.seed(&key).await?);
-            let answer = self
-                .update("raise the floor of", &key, |r| {
-                    r.update_expression("SET #c = :f")
-                        .condition_expression(
-                            "attribute_not_exists(#h) AND attribute_not_exists(#c)",
-                        )
-                        .expression_attribute_values(":f", n(start))
+                    let r = r
+                        .update_expression("SET #c = :f")
+                        .condition_expression(condition)
+                        .expression_attribute_values(":f", n(start));
+                    match read {
+                        Some(c) => r.expression_attribute_values(":read", n(c)),
+                        None => r,
+                    }
                 })
                 .await?;
             if answer.is_ok() {
+                self.know(&key, Some(start));
                 return Ok(());
             }
-            // Made meanwhile (a grant, another floor): judge it again.
+            // Changed meanwhile (a grant, another floor): judge it again.
         }
         Err(Error::busy(resource, "raise_floor"))
     }

@@ -12,8 +12,8 @@ pub(crate) struct Seen {
 }
 
 #[derive(Debug)]
-struct Entry {
-    seen: Seen,
+struct Entry<V> {
+    seen: V,
     /// When a try last read or wrote it.
     used: Instant,
 }
@@ -23,13 +23,17 @@ struct Entry {
 /// waiter that polls uses its own at every try (at least once a second),
 /// so it keeps what it has timed, and an entry lost costs only time (the
 /// next sighting waits a whole TTL again), never a takeover too early.
+///
+/// The issuer also keeps, the same way, the counter it last knew per key
+/// (`Sightings<u64>`): only a guess for its next grant's condition, which
+/// DynamoDB checks, so a lost or stale one costs a request, never a token.
 #[derive(Debug)]
-pub(crate) struct Sightings {
-    map: HashMap<String, Entry>,
+pub(crate) struct Sightings<V = Seen> {
+    map: HashMap<String, Entry<V>>,
     pub(crate) cap: usize,
 }
 
-impl Default for Sightings {
+impl<V> Default for Sightings<V> {
     fn default() -> Self {
         Self {
             map: HashMap::new(),
@@ -38,17 +42,19 @@ impl Default for Sightings {
     }
 }
 
-impl Sightings {
+impl<V> Sightings<V> {
     /// About a megabyte of keys and versions.
     pub(crate) const CAP: usize = 10_000;
+}
 
-    pub(crate) fn get(&mut self, key: &str) -> Option<Seen> {
+impl<V: Clone> Sightings<V> {
+    pub(crate) fn get(&mut self, key: &str) -> Option<V> {
         let entry = self.map.get_mut(key)?;
         entry.used = Instant::now();
         Some(entry.seen.clone())
     }
 
-    pub(crate) fn put(&mut self, key: &str, seen: Option<Seen>) {
+    pub(crate) fn put(&mut self, key: &str, seen: Option<V>) {
         let Some(seen) = seen else {
             self.map.remove(key);
             return;

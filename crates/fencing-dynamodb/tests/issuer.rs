@@ -275,3 +275,58 @@ async fn a_dead_holder_at_u64_max_is_not_taken_over_past_the_range() {
         .expect("the item is still a lease item");
     assert_eq!(holding.map(|h| h.token), Some(FencingToken::new(u64::MAX)));
 }
+
+/// A counter edited by hand to a number no token can be (`5.5`, `-3`):
+/// DynamoDB itself must refuse the grant and the floor of a long-lived
+/// issuer (its clock already set, so it sends no read first), leaving the
+/// item as it was, and the error names the item as foreign. Before, `5.5 <
+/// :max` let the grant through (counter 6.5, holder set) and the error
+/// said that nothing was written.
+#[tokio::test]
+async fn a_counter_edited_by_hand_to_no_token_is_refused_by_dynamodb() {
+    let Some(issuer) = dynamo().await else { return };
+    for bad in ["5.5", "-3"] {
+        let resource = unique_name("hand-edited");
+        let request = LeaseRequest::new(&resource, TTL);
+        let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+        issuer.release(&lease).await.unwrap();
+        let key = AttributeValue::S(format!("{}{resource}", issuer.prefix()));
+        issuer
+            .client()
+            .update_item()
+            .table_name(issuer.table())
+            .key("pk", key.clone())
+            .update_expression("SET #c = :bad")
+            .expression_attribute_names("#c", "counter")
+            .expression_attribute_values(":bad", AttributeValue::N(bad.into()))
+            .send()
+            .await
+            .expect("the operator's edit");
+        let item = async || {
+            let out = issuer.client().get_item().table_name(issuer.table());
+            let out = out.key("pk", key.clone()).consistent_read(true).send();
+            out.await.expect("read back").item.expect("the item")
+        };
+        let before = item().await;
+        let foreign = |what: &str, got: fencing_core::Result<()>| {
+            let err = got.expect_err(what);
+            assert!(
+                matches!(err, Error::Backend { .. }) && err.chain().contains("not a lease item"),
+                "{what} on counter {bad}: {err:?}"
+            );
+        };
+        let granted = issuer.try_acquire(&request).await.map(|_| ());
+        foreign("a grant", granted);
+        assert_eq!(item().await, before, "a grant on counter {bad} wrote");
+        // Another long-lived issuer, which knows no counter of this item.
+        let other = dynamo().await.unwrap();
+        let elsewhere = LeaseRequest::new(unique_name("clock"), TTL);
+        other.try_acquire(&elsewhere).await.unwrap().expect("free");
+        let granted = other.try_acquire(&request).await.map(|_| ());
+        foreign("another issuer's grant", granted);
+        assert_eq!(item().await, before, "a grant on counter {bad} wrote");
+        let floor = issuer.raise_floor(&resource, FencingToken::new(100)).await;
+        foreign("a floor", floor);
+        assert_eq!(item().await, before, "a floor on counter {bad} wrote");
+    }
+}
