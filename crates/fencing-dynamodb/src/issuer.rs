@@ -70,17 +70,21 @@ struct Item {
 /// `holder`, `rvn` (a random record version number) and `ttl_ms`.
 ///
 /// A free resource is granted by **one** conditional `UpdateItem`
-/// (`attribute_not_exists(holder)`, `counter = if_not_exists(counter,
-/// :clock) + 1`), with no read first: a held one refuses it and hands back
-/// the item as it was. An item that does not exist (the first grant, or one
-/// an operator deleted with `delete-item`) starts at DynamoDB's clock in
+/// (`attribute_not_exists(holder)`, the counter equal to the one last
+/// known, `counter = if_not_exists(counter, :clock) + 1`), with no read
+/// first: a held one, or a counter that moved on, refuses it and hands
+/// back the item as it was. Equality, not a bound: a counter edited by
+/// hand to `5.5` or `-3` passes every bound, but equals no `u64`, so
+/// DynamoDB refuses the write. An item that does not exist (the first
+/// grant, or one an operator deleted with `delete-item`) starts at
+/// DynamoDB's clock in
 /// microseconds, from the `Date` of its answers, never at 1: above every
 /// token a deleted item gave unless it was made again within a second of
 /// its first grant (`Date` counts whole seconds), granted more than one
 /// token per microsecond, or a floor put it above the clock. An issuer that
-/// has seen no answer yet reads the item first. A held
-/// one is taken over only when the **same** `rvn` has been seen for its `ttl_ms`
-/// on this process's monotonic clock, conditioned on `rvn` being
+/// has seen no answer yet reads the item first. A held one is taken over
+/// only when the **same** `rvn` has been seen for its `ttl_ms` on this
+/// process's monotonic clock, conditioned on `rvn` (and the counter) being
 /// unchanged: expiry never compares wall clocks, so a client whose clock is
 /// off can neither steal a live lease nor keep a dead one. Release keeps
 /// the counter, so tokens never restart. Writes are never retried by the
