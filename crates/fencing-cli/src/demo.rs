@@ -55,7 +55,13 @@ pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
             )
         };
     out!("Figure 9-6 (Kleppmann & Riccomini, DDIA ch. 9), run for real in {place}:");
-    out!("a lock service grants leases with fencing tokens; the storage refuses stale tokens.\n");
+    out!("a lock service grants leases with fencing tokens; the storage refuses stale tokens.");
+    if !args.memory {
+        out!(
+            "(A new SQLite counter starts at the database clock in microseconds: hence large tokens.)"
+        );
+    }
+    out!();
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

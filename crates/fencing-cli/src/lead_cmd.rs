@@ -5,10 +5,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use fencing::Error;
 use fencing::election::Election;
+use fencing::{Error, redact};
 
-use crate::lease_cmds::{Ended, Interrupts, Supervision, Target, spawn_with_lease, supervise};
+use crate::lease_cmds::{
+    Ended, Held, Interrupts, Supervision, Target, spawn_with_lease, supervise,
+};
 use crate::{CliResult, backends};
 
 #[derive(Debug, Args)]
@@ -26,7 +28,7 @@ pub(crate) struct LeadArgs {
     /// On winning, raise KEY's mark in the store at STORE_URL to the new
     /// term's token before the command starts, so the last leader's late
     /// writes to it are refused. Repeatable.
-    #[arg(long = "fence", value_name = "STORE_URL#KEY", value_parser = parse_fence)]
+    #[arg(long = "fence", value_name = "STORE_URL#KEY", value_parser = StoreKey)]
     fences: Vec<(String, String)>,
     #[command(flatten)]
     supervision: Supervision,
@@ -35,15 +37,44 @@ pub(crate) struct LeadArgs {
     command: Vec<String>,
 }
 
-/// `STORE_URL#KEY`, split at the last `#`.
+/// `STORE_URL#KEY`, split at the last `#`. The error shows the value
+/// redacted: it is a URL, and may carry a password.
 fn parse_fence(s: &str) -> Result<(String, String), String> {
     match s.rsplit_once('#') {
         Some((url, key)) if !url.is_empty() && !key.is_empty() => {
             Ok((url.to_owned(), key.to_owned()))
         }
         _ => Err(format!(
-            "expected STORE_URL#KEY (e.g. postgres://…/db#jobs/state), got {s:?}"
+            "expected STORE_URL#KEY (e.g. postgres://…/db#jobs/state), got {:?}",
+            redact(s)
         )),
+    }
+}
+
+/// `--fence`'s parser: [`parse_fence`], whose error clap prints as it is.
+/// A plain function parser would have clap echo the raw value beside it.
+#[derive(Clone, Copy, Debug)]
+struct StoreKey;
+
+impl clap::builder::TypedValueParser for StoreKey {
+    type Value = (String, String);
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        let fail = |why: String| {
+            let arg = arg.map_or_else(|| "--fence".to_owned(), ToString::to_string);
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("invalid value for '{arg}': {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let value = value.to_str().ok_or_else(|| fail("not UTF-8".to_owned()))?;
+        parse_fence(value).map_err(fail)
     }
 }
 
@@ -57,7 +88,7 @@ pub(crate) async fn lead(args: LeadArgs) -> CliResult {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
         format!("{host}:{}", std::process::id())
     });
-    let mut election = Election::new(issuer, &args.target.resource, &candidate, args.ttl);
+    let mut election = Election::new(issuer.clone(), &args.target.resource, &candidate, args.ttl);
     for (url, key) in &args.fences {
         election = election.fence_on_takeover(backends::open_store(url).await?, key);
     }
@@ -90,11 +121,17 @@ pub(crate) async fn lead(args: LeadArgs) -> CliResult {
             return Ok(ExitCode::from(code));
         }
     };
+    let term = || (!leadership.is_lost()).then(|| leadership.lease());
+    let held = Held {
+        issuer: &*issuer,
+        lease: &term,
+    };
     let ended = supervise(
         &mut child,
         leadership.lost(),
         &args.supervision,
         &mut interrupts,
+        &held,
     )
     .await?;
     if !matches!(ended, Ended::Lost) {

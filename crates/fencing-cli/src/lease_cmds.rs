@@ -20,7 +20,8 @@ use crate::{CliResult, backends, exit};
 #[derive(Debug, Args)]
 pub(crate) struct Target {
     /// The lock service, by URL (or FENCE_ISSUER).
-    #[arg(long, env = "FENCE_ISSUER", value_name = "URL")]
+    // Hidden: --help would print the URL, password and all.
+    #[arg(long, env = "FENCE_ISSUER", hide_env_values = true, value_name = "URL")]
     pub(crate) issuer: String,
     /// The resource the lease is on.
     #[arg(long, value_name = "NAME")]
@@ -226,11 +227,17 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
         }
     };
     let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    let lease = || (!keep_alive.is_lost()).then(|| keep_alive.lease());
+    let held = Held {
+        issuer: &*issuer,
+        lease: &lease,
+    };
     let ended = supervise(
         &mut child,
         keep_alive.lost(),
         &args.supervision,
         &mut interrupts,
+        &held,
     )
     .await?;
     match ended {
@@ -387,12 +394,15 @@ pub(crate) fn exec_child(args: &ExecArgs) -> ExitCode {
     ExitCode::from(exit::cannot_start(&e))
 }
 
-/// The terminating signals fence can catch: a closed terminal or ssh
-/// session (SIGHUP), Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT), `kill` (SIGTERM).
+/// The signals fence catches while the command runs: the terminating ones,
+/// a closed terminal or ssh session (SIGHUP), Ctrl-C (SIGINT), Ctrl-\
+/// (SIGQUIT), `kill` (SIGTERM); and the stopping ones, Ctrl-Z (SIGTSTP) and
+/// a background read or write of the terminal (SIGTTIN, SIGTTOU), which
+/// the terminal sends to fence's process group only, never the command's.
 /// Listened to from before the command starts until fence exits, with one
 /// listener each: a listener made anew on each turn of a loop misses the
 /// signals that come between two turns.
-pub(crate) struct Interrupts([(Signal, tokio::signal::unix::Signal); 4]);
+pub(crate) struct Interrupts([(Signal, tokio::signal::unix::Signal); 7]);
 
 impl Interrupts {
     pub(crate) fn listen() -> std::io::Result<Self> {
@@ -402,20 +412,73 @@ impl Interrupts {
             on(Signal::SIGINT)?,
             on(Signal::SIGQUIT)?,
             on(Signal::SIGTERM)?,
+            on(Signal::SIGTSTP)?,
+            on(Signal::SIGTTIN)?,
+            on(Signal::SIGTTOU)?,
         ]))
     }
 
     /// The next signal received.
     async fn recv(&mut self) -> Signal {
-        let [(hup, a), (int, b), (quit, c), (term, d)] = &mut self.0;
+        let [
+            (hup, a),
+            (int, b),
+            (quit, c),
+            (term, d),
+            (tstp, e),
+            (ttin, f),
+            (ttou, g),
+        ] = &mut self.0;
         tokio::select! {
             _ = a.recv() => *hup,
             _ = b.recv() => *int,
             _ = c.recv() => *quit,
             _ = d.recv() => *term,
+            _ = e.recv() => *tstp,
+            _ = f.recv() => *ttin,
+            _ = g.recv() => *ttou,
         }
     }
 }
+
+/// Whether `signal` asks fence to stop rather than to end.
+fn stops(signal: Signal) -> bool {
+    matches!(signal, Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU)
+}
+
+/// The lease a supervised group holds, for fence to check when it is
+/// continued after a stop, before the group may run again.
+pub(crate) struct Held<'a> {
+    pub(crate) issuer: &'a dyn TokenIssuer,
+    /// The lease as last renewed; None once the keep-alive lost it.
+    pub(crate) lease: &'a dyn Fn() -> Option<Lease>,
+}
+
+impl Held<'_> {
+    /// Whether the lease still stands: not lost, its local deadline not
+    /// passed while fence was stopped, and a renewal accepted. A renewal
+    /// that fails otherwise is tried again until the deadline. Err: why not.
+    async fn confirm(&self) -> Result<(), String> {
+        let Some(lease) = (self.lease)() else {
+            return Err("the lease was lost".to_owned());
+        };
+        loop {
+            let left = lease.remaining();
+            if left.is_zero() {
+                return Err("fence was stopped past the lease's deadline".to_owned());
+            }
+            match tokio::time::timeout(left, self.issuer.renew(&lease)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e @ Error::LeaseLost { .. })) => return Err(e.to_string()),
+                Ok(Err(_)) => tokio::time::sleep(left.min(RENEW_AGAIN)).await,
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// How soon a failed renewal after a stop is tried again.
+const RENEW_AGAIN: Duration = Duration::from_millis(100);
 
 /// How a supervised command ended.
 pub(crate) enum Ended {
@@ -456,6 +519,7 @@ pub(crate) async fn supervise(
     lost: impl Future<Output = Lost>,
     supervision: &Supervision,
     interrupts: &mut Interrupts,
+    held: &Held<'_>,
 ) -> std::io::Result<Ended> {
     let group = child
         .id()
@@ -542,6 +606,41 @@ pub(crate) async fn supervise(
                 probe = (probe * 2).min(PROBE_MAX);
             }
             signal = interrupts.recv() => {
+                if stops(signal) {
+                    // Stopping fence alone would leave the group running
+                    // with nothing renewing or watching its lease.
+                    eprintln!(
+                        "fence: got {signal}; stopping the command's process group, then fence \
+                         (continued, fence renews the lease before it continues the group)"
+                    );
+                    group.signal(Signal::SIGSTOP);
+                    let _ = nix::sys::signal::kill(Pid::this(), Signal::SIGSTOP);
+                    // Continued. The lease may have run out meanwhile and
+                    // another holder be writing: the group runs again
+                    // only once a renewal says the lease is still ours.
+                    let confirmed = if was_lost {
+                        Err("the lease was lost".to_owned())
+                    } else {
+                        held.confirm().await
+                    };
+                    match confirmed {
+                        Ok(()) => group.signal(Signal::SIGCONT),
+                        Err(why) => {
+                            // It cannot act on --signal without running,
+                            // and running is writing on a lost lease.
+                            eprintln!(
+                                "fence: continued, but {why}; killing the stopped command's \
+                                 process group (SIGKILL) without letting it run again"
+                            );
+                            group.signal(Signal::SIGKILL);
+                            let _ = child.start_kill();
+                            was_lost = true;
+                            killed = true;
+                            kill_at.get_or_insert_with(Instant::now);
+                        }
+                    }
+                    continue;
+                }
                 if interrupted.is_none() {
                     eprintln!(
                         "fence: got {signal}; passing it on to the command's process group \

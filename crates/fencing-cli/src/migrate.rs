@@ -213,7 +213,7 @@ async fn issuer(args: IssuerArgs) -> CliResult {
     let mut marks = Vec::new();
     for spec in &args.stores {
         let (url, key) = spec.rsplit_once('#').ok_or_else(|| {
-            fencing::Error::invalid_input(format!("--store takes URL#KEY, got {spec:?}"))
+            fencing::Error::invalid_input(format!("--store takes URL#KEY, got {:?}", redact(spec)))
         })?;
         let store = backends::open_store(url).await?;
         marks.push((format!("{}#{key}", redact(url)), store.mark(key).await?));

@@ -12,7 +12,8 @@ use crate::{CliResult, backends};
 #[derive(Debug, Args)]
 pub(crate) struct KeyArgs {
     /// The store, by URL (or FENCE_STORE).
-    #[arg(long, env = "FENCE_STORE", value_name = "URL")]
+    // Hidden: --help would print the URL, password and all.
+    #[arg(long, env = "FENCE_STORE", hide_env_values = true, value_name = "URL")]
     store: String,
     /// The key.
     key: String,

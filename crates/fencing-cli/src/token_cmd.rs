@@ -19,9 +19,10 @@ pub(crate) struct TokenArgs {
     /// The lock key or node the other client holds: `etcdctl lock`'s
     /// `$ETCD_LOCK_KEY`, python-etcd3's `/locks/NAME` (`layout=single-key`),
     /// a Curator or kazoo lock node's path or name. The token is printed
-    /// only while that is the holder.
+    /// only while that is the holder. Required: without it the token of
+    /// whoever holds the resource, another client's, would be printed.
     #[arg(long, value_name = "KEY")]
-    key: Option<String>,
+    key: String,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -39,15 +40,8 @@ pub(crate) async fn token(args: TokenArgs) -> CliResult {
         eprintln!("fence: nobody holds {resource:?}: a token is only given to its holder");
         return Ok(ExitCode::from(exit::LEASE_LOST));
     };
-    if let Some(key) = &args.key
-        && !holds(holding.holder.as_str(), key)
-    {
-        eprintln!(
-            "fence: {key:?} does not hold {resource:?}: {} does (token {})",
-            holding.holder, holding.token
-        );
-        return Ok(ExitCode::from(exit::LEASE_LOST));
-    }
+    // Before the key: such a holder's key is not one `holds` can name
+    // (a Redisson lock's, redis-py's), and no token goes out either way.
     if holding.token == FencingToken::ZERO {
         eprintln!(
             "fence: {resource:?} is held by {}, whose lock keeps nothing this issuer can order \
@@ -57,6 +51,13 @@ pub(crate) async fn token(args: TokenArgs) -> CliResult {
             holding.holder
         );
         return Ok(ExitCode::from(exit::UNSAFE));
+    }
+    if !holds(holding.holder.as_str(), &args.key) {
+        eprintln!(
+            "fence: {:?} does not hold {resource:?}: {} does (token {})",
+            args.key, holding.holder, holding.token
+        );
+        return Ok(ExitCode::from(exit::LEASE_LOST));
     }
     if args.json {
         LeaseView::of_holding(resource, &holding).print(true);

@@ -101,3 +101,77 @@ fn help_prints_the_registry_grammar() {
         }
     }
 }
+
+/// A password that must never be printed.
+const PASSWORD: &str = "s3cretPW";
+
+/// `fence ARGS` with FENCE_ISSUER and FENCE_STORE holding URLs with
+/// [`PASSWORD`]; asserts it is in neither stdout nor stderr.
+fn prints_no_password(args: &[&str]) -> Output {
+    let out = Command::new(FENCE)
+        .args(args)
+        .env(
+            "FENCE_ISSUER",
+            format!("redis://:{PASSWORD}@127.0.0.1:6379/"),
+        )
+        .env(
+            "FENCE_STORE",
+            format!("postgres://app:{PASSWORD}@127.0.0.1:1/db"),
+        )
+        .output()
+        .expect("run fence");
+    assert!(
+        !text(&out).contains(PASSWORD),
+        "`fence {}` printed the password: {}",
+        args.join(" "),
+        text(&out)
+    );
+    out
+}
+
+/// clap shows an `env =` argument's value in --help unless told not to.
+#[test]
+fn help_does_not_print_the_urls_in_fence_issuer_and_fence_store() {
+    for command in ["run", "lead", "acquire", "holder", "token", "put", "get"] {
+        let out = prints_no_password(&[command, "--help"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+}
+
+/// clap echoes the value a parser refused, and so did the message.
+#[test]
+fn a_bad_store_url_key_does_not_print_its_password() {
+    let s = common::Scratch::new("bad-fence-url");
+    let bad = format!("postgres://app:{PASSWORD}@127.0.0.1:1/db");
+    let out = prints_no_password(&[
+        "lead",
+        "--issuer",
+        &s.url(),
+        "--resource",
+        "r",
+        "--fence",
+        &bad,
+        "--",
+        "true",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(common::RUN_FAILED),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("STORE_URL#KEY"), "{}", text(&out));
+    let out = prints_no_password(&[
+        "migrate",
+        "issuer",
+        "--from",
+        &s.sqlite("a.sqlite"),
+        "--to",
+        &s.sqlite("b.sqlite"),
+        "--resource",
+        "r",
+        "--store",
+        &bad,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

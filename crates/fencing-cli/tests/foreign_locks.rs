@@ -148,7 +148,7 @@ fn etcd_turns(
         last = Some(token);
     }
     // Nobody holds it now: no token for anyone.
-    let free = on_resource("token", issuer, resource, &[]);
+    let free = on_resource("token", issuer, resource, &["--key", "nobody"]);
     assert_exit(&free, LEASE_LOST);
 }
 

@@ -89,6 +89,25 @@ fn acquire_renew_release_holder() {
     assert!(next["token"].as_u64().unwrap() > first, "{next}");
 }
 
+/// Without `--key`, `fence token` would print whoever holds the resource,
+/// one of our own leases too: a script that left it out would write with
+/// another holder's token. So it is a usage error, and no token is printed.
+#[test]
+fn token_without_key_is_a_usage_error() {
+    let s = Scratch::new("token-no-key");
+    let url = s.url();
+    let held = on_resource("acquire", &url, "report", &["--ttl", "30s"]);
+    assert_exit(&held, 0);
+    let out = on_resource("token", &url, "report", &[]);
+    assert_exit(&out, 2);
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--key"),
+        "{}",
+        text(&out)
+    );
+}
+
 #[test]
 fn run_passes_the_token_releases_and_keeps_the_exit_code() {
     let s = Scratch::new("run");

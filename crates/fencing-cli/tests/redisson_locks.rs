@@ -50,7 +50,10 @@ fn redisson_fenced_locks_and_our_leases_take_turns_with_tokens_in_grant_order() 
             // A Redisson holder's token is its own to read: `fence token`
             // cannot tell an RFencedLock's grant from a plain RLock's,
             // which counts nothing, so it gives none.
-            assert_exit(&on_resource("token", &issuer, resource, &[]), 7);
+            assert_exit(
+                &on_resource("token", &issuer, resource, &["--key", name.as_str()]),
+                7,
+            );
         }
         printed
             .parse()

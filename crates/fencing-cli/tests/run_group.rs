@@ -575,3 +575,113 @@ fn a_panic_in_fence_ends_the_group() {
         text(&out)
     );
 }
+
+/// The state letter `/proc` shows for `pid` (`T`: stopped).
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Ctrl-Z reaches only fence's process group, not the command's. fence
+/// must stop the command's group before it stops itself: a stopped fence
+/// renews nothing, and the next holder gets in beside a command still
+/// writing. Continued within the lease, fence continues the group; once
+/// the next holder took the lease meanwhile, the group is ended without
+/// ever running again.
+#[test]
+fn ctrl_z_stops_the_command_and_a_lost_lease_never_lets_it_run_again() {
+    let s = Scratch::new("group-tstp");
+    let url = s.url();
+    let (pid, log) = (s.path("a.pid"), s.path("log"));
+    let writer = format!(
+        "echo $$ > {pid}; i=0; while [ $i -lt 300 ]; do echo A >> {log}; sleep 0.05; i=$((i+1)); done",
+        pid = pid.display(),
+        log = log.display()
+    );
+    let mut a = spawn(&resource_args(
+        "run",
+        &url,
+        "nightly",
+        &["--ttl", "2s", "--grace", "500ms", "--", "sh", "-c", &writer],
+    ));
+    await_written(&pid);
+    let written = || lines(&log).len();
+
+    // Stopped briefly, well within the TTL: the command stops too, and
+    // runs on once fence is continued.
+    send(&a, Signal::SIGTSTP);
+    std::thread::sleep(Duration::from_millis(250));
+    let (fence_state, before) = (state_of(a.id()), written());
+    std::thread::sleep(Duration::from_millis(300));
+    let during = written() - before;
+    send(&a, Signal::SIGCONT);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while written() == before + during && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let resumed = written() > before + during;
+    if during > 0 || !resumed {
+        let _ = a.kill();
+        kill_left_over(&pid);
+    }
+    assert_eq!(fence_state, Some('T'), "fence did not stop on SIGTSTP");
+    assert_eq!(
+        during, 0,
+        "the command wrote {during} lines while fence was stopped"
+    );
+    assert!(resumed, "the command did not run on after SIGCONT");
+
+    // Stopped past the TTL: the next holder gets the lease and runs.
+    send(&a, Signal::SIGTSTP);
+    let b = Command::new(FENCE)
+        .args(resource_args(
+            "run",
+            &url,
+            "nightly",
+            &[
+                "--ttl",
+                "5s",
+                "--wait",
+                "10s",
+                "--",
+                "sh",
+                "-c",
+                &format!(
+                    "echo B-start >> {log}; sleep 0.5; echo B-end >> {log}",
+                    log = log.display()
+                ),
+            ],
+        ))
+        .output()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    send(&a, Signal::SIGCONT);
+    let exited = exits_within(&mut a, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    let a_alive = alive(&pid);
+    kill_left_over(&pid);
+    if !exited {
+        let _ = a.kill();
+    }
+    let a = a.wait_with_output().unwrap();
+    let all = lines(&log);
+    let after_b: Vec<_> = all
+        .iter()
+        .skip_while(|l| *l != "B-start")
+        .filter(|l| *l == "A")
+        .collect();
+    assert_exit(&b, 0);
+    assert!(
+        after_b.is_empty(),
+        "A's command wrote {} lines once B held the lease (B: {})\nA: {}",
+        after_b.len(),
+        text(&b),
+        text(&a)
+    );
+    assert!(
+        !a_alive,
+        "A's command outlived its lost lease: {}",
+        text(&a)
+    );
+    assert_exit(&a, LEASE_LOST);
+}
