@@ -77,6 +77,7 @@ outcomes: 120 fence failed (the issuer unreachable, bad arguments), 121 held (no
 122 lease lost (the command's group ended), 126/127 the command could not be
 executed / was not found, 128+N fence got signal N (SIGHUP, SIGINT, SIGQUIT,
 SIGTERM: passed on to the command's group, SIGKILL after --grace, released).
+Ctrl-Z stops the command's group too; it is continued only once the lease is renewed.
 
 Start here: `fence demo` shows a paused lock holder refused by the store.";
 
@@ -108,7 +109,12 @@ enum Command {
     /// to fence are passed on to the group (the signal received, as the
     /// terminal would have sent it), SIGKILL follows after --grace, and
     /// fence releases the lease and exits 128 + the signal. A panic in fence
-    /// ends the group likewise (exit 120). fence killed with SIGKILL (or by
+    /// ends the group likewise (exit 120). Ctrl-Z (SIGTSTP, and SIGTTIN,
+    /// SIGTTOU) stops the group, then fence; continued, fence renews the
+    /// lease before it continues the group, and kills the stopped group
+    /// (SIGKILL, exit 122) if the lease was lost meanwhile. SIGSTOP to
+    /// fence cannot be caught: the group runs on unrenewed until fence is
+    /// continued. fence killed with SIGKILL (or by
     /// the OOM killer) cannot act: then the kernel kills the command (a
     /// parent-death signal, Linux) and a watcher fence starts beside it
     /// kills the rest of the group within 50 ms, unless the watcher was
@@ -140,9 +146,9 @@ enum Command {
     Release(lease_cmds::LeaseArgs),
     /// Show who holds a resource.
     Holder(lease_cmds::HolderArgs),
-    /// Print the fencing token of a lock another client holds (`etcdctl
-    /// lock`, python-etcd3, Curator, kazoo), for it to carry to a fenced
-    /// store.
+    /// Print the fencing token of the lock --key (required) another client
+    /// holds (`etcdctl lock`, python-etcd3, Curator, kazoo), for it to
+    /// carry to a fenced store.
     Token(token_cmd::TokenArgs),
     /// Write a value with a fencing token; a stale token is refused (exit 3).
     Put(store_cmds::PutArgs),
