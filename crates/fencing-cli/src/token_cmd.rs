@@ -17,7 +17,8 @@ pub(crate) struct TokenArgs {
     #[command(flatten)]
     target: Target,
     /// The lock key or node the other client holds: `etcdctl lock`'s
-    /// `$ETCD_LOCK_KEY`, python-etcd3's `/locks/NAME` (`layout=single-key`),
+    /// `$ETCD_LOCK_KEY`, python-etcd3's `/locks/NAME@LEASE` (`layout=single-key`;
+    /// its lease id in hex: `f"{lock.key}@{lock.lease.id:x}"`),
     /// a Curator or kazoo lock node's path or name. The token is printed
     /// only while that is the holder. Required: without it the token of
     /// whoever holds the resource, another client's, would be printed.
@@ -53,9 +54,11 @@ pub(crate) async fn token(args: TokenArgs) -> CliResult {
         return Ok(ExitCode::from(exit::UNSAFE));
     }
     if !holds(holding.holder.as_str(), &args.key) {
+        // Not the holder's token: the caller may be the holder before it,
+        // paused past its lease, and must not learn its successor's token.
         eprintln!(
-            "fence: {:?} does not hold {resource:?}: {} does (token {})",
-            args.key, holding.holder, holding.token
+            "fence: {:?} does not hold {resource:?}: {} does",
+            args.key, holding.holder
         );
         return Ok(ExitCode::from(exit::LEASE_LOST));
     }

@@ -86,12 +86,17 @@ fn a_python_etcd3_holder_whose_lease_ran_out_gets_no_token() {
     assert_ne!(first, second, "two holders named alike");
     let stale = on_resource("token", &issuer, resource, &["--key", &first]);
     assert_exit(&stale, LEASE_LOST);
-    printed_token(&on_resource(
+    let token = printed_token(&on_resource(
         "token",
         &issuer,
         resource,
         &["--key", &second],
     ));
+    let said = String::from_utf8_lossy(&stale.stderr);
+    assert!(
+        !said.contains(&token.to_string()),
+        "the refusal told the stale holder its successor's token: {said}"
+    );
 }
 
 /// Real pauses, both ways: a python-etcd3 holder stopped (SIGSTOP) past its
