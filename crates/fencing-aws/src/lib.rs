@@ -1,5 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+mod date;
+
+pub use date::ObserveDate;
+
 use std::path::{Path, PathBuf};
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};

@@ -15,13 +15,12 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
-use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef;
 use aws_sdk_s3::config::retry::RetryConfig;
-use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_s3::error::ProvideErrorMetadata;
-use aws_sdk_s3::primitives::{ByteStream, DateTime, DateTimeFormat};
+use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::types::ExpirationStatus;
 use bytes::Bytes;
+use fencing_aws::ObserveDate;
 use fencing_core::adapter::blob::{
     BlobBackend, BlobStore, BlobVersion, BlobWrite, Precondition, ServerClock, StoredObject,
     WriteOutcome,
@@ -135,56 +134,11 @@ fn system_time(time: Option<&DateTime>) -> Option<SystemTime> {
     time.and_then(|t| SystemTime::try_from(*t).ok())
 }
 
-/// Feeds the `Date` of each HTTP answer (404s, 412s and retried attempts
-/// included: the outputs and errors do not expose it) to the backend's
-/// [`ServerClock`], and keeps the last one for the request's caller.
-#[derive(Clone, Debug)]
-struct ObserveDate {
-    clock: Arc<ServerClock>,
-    /// The `Date` of this request's latest answer: the one whose output
-    /// the call returns, since an attempt's answer arrives after the
-    /// earlier attempts'.
-    answered: Arc<std::sync::Mutex<Option<SystemTime>>>,
-}
-
-impl ObserveDate {
-    /// The `Date` of the answer the call returned, if it had one.
-    fn answered(&self) -> Option<SystemTime> {
-        *self.answered.lock().expect("answered lock")
-    }
-}
-
-impl Intercept for ObserveDate {
-    fn name(&self) -> &'static str {
-        "fencing-s3 ObserveDate"
-    }
-
-    fn read_after_transmit(
-        &self,
-        context: &BeforeDeserializationInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        // An unreadable Date only costs the estimate; never fail the call.
-        let date = context.response().headers().get("date");
-        if let Some(date) = date.and_then(|d| DateTime::from_str(d, DateTimeFormat::HttpDate).ok())
-            && let Ok(date) = SystemTime::try_from(date)
-        {
-            self.clock.observe(date);
-            *self.answered.lock().expect("answered lock") = Some(date);
-        }
-        Ok(())
-    }
-}
-
 impl S3Backend {
     /// The interceptor that feeds this backend's clock, for one request;
     /// a clone of it tells the `Date` of the answer the request returned.
     fn observe_date(&self) -> ObserveDate {
-        ObserveDate {
-            clock: Arc::clone(&self.clock),
-            answered: Arc::default(),
-        }
+        ObserveDate::new(&self.clock)
     }
 
     /// A ranged GET of an empty object answers 416 with no ETag: ask HEAD
