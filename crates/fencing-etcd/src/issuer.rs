@@ -449,7 +449,10 @@ impl TokenIssuer for EtcdIssuer {
         };
         let holder = match keys.holder_of(resource, first) {
             Some(holder) => holder,
-            None => foreign_holder(first, keys.layout())?,
+            None => {
+                let lease = (keys.layout() == Layout::SingleKey).then(|| first.lease());
+                foreign_holder(first.key(), lease)?
+            }
         };
         Ok(Some(Holding {
             holder,
@@ -476,20 +479,20 @@ impl TokenIssuer for EtcdIssuer {
 /// added (`foreign:/locks/NAME@<lease id in hex>`), so that one holder's
 /// name does not also name the next: a python-etcd3 holder paused past its
 /// lease must not be handed its successor's token.
-fn foreign_holder(kv: &KeyValue, layout: Layout) -> Result<HolderId> {
-    let key = String::from_utf8_lossy(kv.key());
-    let mut id = match layout {
-        Layout::SingleKey => format!("foreign:{key}@{:x}", kv.lease()),
-        Layout::Queue => format!("foreign:{key}"),
-    };
-    if id.len() > 256 {
-        let mut end = 253;
+fn foreign_holder(key: &[u8], lease: Option<i64>) -> Result<HolderId> {
+    let mut id = format!("foreign:{}", String::from_utf8_lossy(key));
+    // The lease is what tells one single-key holder from the next: the
+    // key is cut to fit, never it.
+    let lease = lease.map(|lease| format!("@{lease:x}")).unwrap_or_default();
+    if id.len() + lease.len() > 256 {
+        let mut end = 253 - lease.len();
         while !id.is_char_boundary(end) {
             end -= 1;
         }
         id.truncate(end);
         id.push('…');
     }
+    id.push_str(&lease);
     HolderId::new(id)
 }
 
@@ -506,4 +509,21 @@ fn check_prefix(prefix: &str) -> Result<()> {
 /// A lease's entry in the abandoned set.
 fn abandoned_key(lease: &Lease) -> (String, u64) {
     (lease.resource().to_owned(), lease.token().get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::foreign_holder;
+
+    #[test]
+    fn a_foreign_holder_keeps_its_lease_however_long_its_key() {
+        let short = foreign_holder(b"/locks/r", Some(0x694d)).unwrap();
+        assert_eq!(short.as_str(), "foreign:/locks/r@694d");
+        let long_key = format!("/locks/{}", "r".repeat(400));
+        let long = foreign_holder(long_key.as_bytes(), Some(0x694d_9a1b_2c3d_4e5f)).unwrap();
+        assert!(long.as_str().ends_with("…@694d9a1b2c3d4e5f"), "{long:?}");
+        assert_eq!(long.as_str().len(), 256);
+        let queued = foreign_holder(long_key.as_bytes(), None).unwrap();
+        assert!(queued.as_str().ends_with('…'), "{queued:?}");
+    }
 }

@@ -282,8 +282,13 @@ return {1, current}
 
 /// `body` behind [`GUARD`], run with the guard's arguments from ARGV
 /// `first`: a refusal is returned before `body` runs.
+///
+/// Effects replication first: a grant reads `TIME` before it writes, which
+/// Redis below 5 (or with `lua-replicate-commands no`) refuses in a script
+/// replicated verbatim; Redis 7 replicates effects only and keeps the call
+/// as a no-op, and a server that dropped it is skipped.
 fn guarded(first: usize, body: &str) -> String {
     format!(
-        "{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
+        "if redis.replicate_commands then redis.replicate_commands() end\n{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
     )
 }

@@ -223,8 +223,10 @@ pub trait BlobBackend: Send + Sync + Debug {
 
     /// The server's clock now, as a [`ServerClock`](super::ServerClock) fed
     /// with the `Date` of the backend's answers estimates it. The bucket
-    /// issuer seeds a new lease record from it (an estimate ahead only makes
-    /// the first token higher); it never judges expiry by it, since one
+    /// issuer seeds a new lease record from it (an estimate ahead makes the
+    /// first token higher, and a record deleted and made again later at
+    /// the real time may then start below it: the README's table of what
+    /// can send tokens back); it never judges expiry by it, since one
     /// answer dated ahead would move the estimate for every later
     /// judgement ([`StoredObject::answered`] is the clock expiry is judged
     /// on). `None` (the default) when the backend cannot tell.
