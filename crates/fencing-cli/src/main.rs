@@ -109,8 +109,10 @@ enum Command {
     /// to fence are passed on to the group (the signal received, as the
     /// terminal would have sent it), SIGKILL follows after --grace, and
     /// fence releases the lease and exits 128 + the signal. A panic in fence
-    /// ends the group likewise (exit 120). Ctrl-Z (SIGTSTP, and SIGTTIN,
-    /// SIGTTOU) stops the group, then fence; continued, fence renews the
+    /// ends the group likewise (exit 120). Ctrl-Z (SIGTSTP) stops the
+    /// group, then fence (which blocks SIGTTIN and SIGTTOU: in the
+    /// background it writes to the terminal even with `stty tostop`
+    /// rather than stop alone); continued, fence renews the
     /// lease before it continues the group, and kills the stopped group
     /// (SIGKILL, exit 122) if the lease was lost meanwhile. SIGSTOP to
     /// fence cannot be caught: the group runs on unrenewed until fence is
@@ -247,6 +249,8 @@ fn main() -> ExitCode {
         _ => {}
     }
     lease_cmds::end_the_group_on_panic();
+    // Before the runtime's threads, which inherit it.
+    lease_cmds::write_to_the_terminal_in_the_background();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => return report(&e, wraps),

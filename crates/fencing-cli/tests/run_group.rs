@@ -685,3 +685,58 @@ fn ctrl_z_stops_the_command_and_a_lost_lease_never_lets_it_run_again() {
     );
     assert_exit(&a, LEASE_LOST);
 }
+
+/// `fence run` as a background job of a terminal with `stty tostop`: a
+/// SIGHUP makes fence write its line to the terminal, which from the
+/// background raises SIGTTOU. fence finishes all the same (the signal
+/// passed on, exit 129): caught, SIGTTOU restarted that write for ever;
+/// left to its default, it would stop fence alone with the group running.
+/// A real terminal: a pty from Python's `pty`, bash with job control.
+#[test]
+fn in_the_background_with_tostop_fence_still_writes_and_finishes() {
+    let s = Scratch::new("group-tostop");
+    let pid = s.path("command.pid");
+    let fence = format!(
+        "{FENCE} run --issuer {} --resource r --grace 500ms -- sh -c 'echo $$ > {}; sleep 20'",
+        s.url(),
+        pid.display()
+    );
+    let job = format!(
+        "set -m; stty tostop; {fence} & f=$!; {}; kill -HUP $f; wait $f; echo rc=$?",
+        wait_written(&pid)
+    );
+    // The pty's reader gives up after 20 s: a fence that never finishes
+    // fails the test instead of hanging it.
+    let driver = r#"
+import os, pty, select, sys, time
+child, fd = pty.fork()
+if child == 0:
+    os.execvp("bash", ["bash", "-c", sys.argv[1]])
+seen, deadline = b"", time.time() + 20
+while time.time() < deadline:
+    ready, _, _ = select.select([fd], [], [], 0.2)
+    if ready:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+sys.stdout.write(seen.decode(errors="replace"))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", driver, &job])
+        .output()
+        .expect("python3 with pty");
+    kill_left_over(&pid);
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        seen.contains("rc=129"),
+        "fence in the background with tostop did not finish after SIGHUP within 20 s:\n{seen}"
+    );
+    assert!(
+        seen.contains("got SIGHUP"),
+        "fence's line was not written:\n{seen}"
+    );
+}
