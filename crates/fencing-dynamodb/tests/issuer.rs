@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_dynamodb::{DynamoConfig, DynamoIssuer, emulator};
 use fencing_harness::env::DYNAMODB;
 use fencing_harness::object_store::set_up;
@@ -329,4 +329,33 @@ async fn a_counter_edited_by_hand_to_no_token_is_refused_by_dynamodb() {
         foreign("a floor", floor);
         assert_eq!(item().await, before, "a floor on counter {bad} wrote");
     }
+}
+
+/// One table as issuer and store: a store write to a lease item's key is
+/// refused (the item carries no `lock_token`, so the store's condition
+/// fails), and the lease item is left as it was: the lease goes on.
+#[tokio::test]
+async fn a_store_on_the_same_table_cannot_write_a_lease_item() {
+    let Some(issuer) = dynamo().await else { return };
+    let store = set_up(&DYNAMODB, "dynamodb", async |endpoint, table| {
+        emulator::store(endpoint, table).await
+    })
+    .await
+    .expect("the issuer's table is there");
+    let resource = unique_name("shared-table");
+    let request = LeaseRequest::new(&resource, Duration::from_secs(20));
+    let lease = issuer.try_acquire(&request).await.unwrap().expect("free");
+    let key = format!("{}{resource}", DynamoIssuer::DEFAULT_PREFIX);
+    for attempt in [
+        store.put(&key, "v".into(), lease.token()).await,
+        store.fence(&key, lease.token()).await.map(drop),
+        store.delete(&key, lease.token()).await,
+    ] {
+        assert!(
+            attempt.is_err(),
+            "a store write to the lease item {key:?}: {attempt:?}"
+        );
+    }
+    let renewed = issuer.renew(&lease).await.expect("the lease goes on");
+    issuer.release(&renewed).await.unwrap();
 }
