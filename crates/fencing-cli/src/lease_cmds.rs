@@ -386,6 +386,14 @@ pub(crate) fn exec_child(args: &ExecArgs) -> ExitCode {
             eprintln!("fence: exited before {program:?} could start; not starting it");
             return ExitCode::from(exit::RUN_FAILED);
         }
+        // Wait, stopped, for fence to start the watcher of the group
+        // ([`Group::go`]): until then the parent-death signal alone covers
+        // it, and it reaches this process only, not what the command would
+        // have forked. A fence killed meanwhile kills this one stopped.
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+        if nix::unistd::getppid() != Pid::from_raw(args.parent) {
+            return ExitCode::from(exit::RUN_FAILED);
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = args.parent;
@@ -533,7 +541,15 @@ pub(crate) async fn supervise(
         .map(|id| Group(Pid::from_raw(id)))
         .ok_or_else(|| std::io::Error::other("the command has no pid"))?;
     let _on_panic = PanicGuard::arm(group, supervision);
+    // Tests only: fence killed a moment after the command's start, before
+    // its watcher's; the command must then never run.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("FENCE_TEST_KILL_BEFORE_WATCH").is_some() {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = nix::sys::signal::raise(Signal::SIGKILL);
+    }
     let _watcher = group.watch();
+    group.go();
     // Tests only: a panic elsewhere in fence while the group runs (in the
     // keep-alive, a backend), which tokio alone would survive.
     #[cfg(debug_assertions)]
@@ -759,6 +775,29 @@ impl Group {
                 );
             })
             .ok()
+    }
+
+    /// Lets the command run once its watcher is there: `fence __exec` stops
+    /// itself before it becomes the command ([`exec_child`]). A continue
+    /// sent before that stop would be lost, so it waits (bounded) until the
+    /// leader is stopped.
+    fn go(self) {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let stat = format!("/proc/{}/stat", self.0);
+        for _ in 0..5000 {
+            // The state is the field after the command's name, in parens.
+            let state = std::fs::read_to_string(&stat).ok().and_then(|s| {
+                let (_, rest) = s.rsplit_once(')')?;
+                rest.split_whitespace().next().map(str::to_owned)
+            });
+            match state.as_deref() {
+                Some("T" | "t" | "Z" | "X") | None => break,
+                _ => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let _ = nix::sys::signal::kill(self.0, Signal::SIGCONT);
     }
 
     /// Signals every member. Never called once [`alive`](Self::alive) said

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -738,5 +739,32 @@ sys.stdout.write(seen.decode(errors="replace"))
     assert!(
         seen.contains("got SIGHUP"),
         "fence's line was not written:\n{seen}"
+    );
+}
+
+/// fence killed between the command's start and its watcher's (a test
+/// hook waits 300 ms there, then SIGKILLs fence): the command, which
+/// waits stopped for the watcher, is killed with fence and never runs.
+#[test]
+fn a_fence_killed_before_its_watcher_started_never_runs_the_command() {
+    let s = Scratch::new("group-before-watch");
+    let ran = s.path("ran");
+    let out = Command::new(FENCE)
+        .args(resource_args(
+            "run",
+            &s.url(),
+            "r",
+            &["--", "sh", "-c", &format!("echo ran > {}", ran.display())],
+        ))
+        .env("FENCE_TEST_KILL_BEFORE_WATCH", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run fence");
+    assert_eq!(out.status.signal(), Some(9), "{}", text(&out));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !ran.exists(),
+        "the command ran though fence died before its watcher started"
     );
 }
