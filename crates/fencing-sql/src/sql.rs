@@ -297,7 +297,7 @@ fn clock_micros(d: Dialect) -> &'static str {
 }
 
 /// Takes the lease row if it is free, expired or already ours; a new holder
-/// gets `token + 1` (a new row starts one above [`clock_micros`]), the same
+/// gets `token + 1` (a new row starts one above `clock_micros`), the same
 /// live holder keeps its token. Binds: resource,
 /// holder, ttl. Returns the token (PostgreSQL, SQLite; no row = held), or on
 /// MySQL puts it in `LAST_INSERT_ID`, with [`MYSQL_HELD_BIT`] set when the
