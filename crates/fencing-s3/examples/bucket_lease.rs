@@ -29,9 +29,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Makes the bucket on the emulator (a real one exists already).
     fencing_s3::emulator::store(&endpoint, &bucket).await?;
 
-    // One URL, both roles: lease records under lease_prefix=, values elsewhere.
+    // One URL, both roles: lease records under lease_prefix=, values
+    // elsewhere (the store refuses a key under the lease prefix).
     let prefix = format!("example-{}/", std::process::id());
-    let url = format!("s3://{bucket}?endpoint={endpoint}&emulator=true&lease_prefix={prefix}");
+    let url =
+        format!("s3://{bucket}?endpoint={endpoint}&emulator=true&lease_prefix={prefix}leases/");
     let config = S3Config::from_url(&url)?;
     let issuer = config.connect_issuer().await?;
     let store = config.connect().await?;
