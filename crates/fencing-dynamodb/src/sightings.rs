@@ -1,8 +1,9 @@
 //! What a waiter saw of held leases, bounded: a long-lived process that
 //! meets many resources must not keep one entry per resource for ever.
 
-use std::collections::HashMap;
 use std::time::Instant;
+
+use fencing_core::adapter::Recent;
 
 /// What a waiter saw of a held lease, on its own monotonic clock.
 #[derive(Clone, Debug)]
@@ -11,78 +12,12 @@ pub(crate) struct Seen {
     pub(crate) at: Instant,
 }
 
-#[derive(Debug)]
-struct Entry<V> {
-    seen: V,
-    /// When a try last read or wrote it.
-    used: Instant,
-}
-
-/// Per item key, the version last seen and since when, at most `cap` of
-/// them. Past the cap, the entries no try has used for longest go: a
-/// waiter that polls uses its own at every try (at least once a second),
-/// so it keeps what it has timed, and an entry lost costs only time (the
-/// next sighting waits a whole TTL again), never a takeover too early.
-///
-/// The issuer also keeps, the same way, the counter it last knew per key
-/// (`Sightings<u64>`): only a guess for its next grant's condition, which
-/// DynamoDB checks, so a lost or stale one costs a request, never a token.
-#[derive(Debug)]
-pub(crate) struct Sightings<V = Seen> {
-    map: HashMap<String, Entry<V>>,
-    pub(crate) cap: usize,
-}
-
-impl<V> Default for Sightings<V> {
-    fn default() -> Self {
-        Self {
-            map: HashMap::new(),
-            cap: Self::CAP,
-        }
-    }
-}
-
-impl<V> Sightings<V> {
-    /// About a megabyte of keys and versions.
-    pub(crate) const CAP: usize = 10_000;
-}
-
-impl<V: Clone> Sightings<V> {
-    pub(crate) fn get(&mut self, key: &str) -> Option<V> {
-        let entry = self.map.get_mut(key)?;
-        entry.used = Instant::now();
-        Some(entry.seen.clone())
-    }
-
-    pub(crate) fn put(&mut self, key: &str, seen: Option<V>) {
-        let Some(seen) = seen else {
-            self.map.remove(key);
-            return;
-        };
-        let used = Instant::now();
-        self.map.insert(key.to_owned(), Entry { seen, used });
-        if self.map.len() > self.cap {
-            self.evict();
-        }
-    }
-
-    /// Down to nine tenths of the cap in one sweep, so that a sweep (a
-    /// sort) comes once per tenth of the cap of new keys, not per key.
-    fn evict(&mut self) {
-        let keep = self.cap - self.cap / 10;
-        let mut by_use: Vec<(Instant, String)> =
-            self.map.iter().map(|(k, e)| (e.used, k.clone())).collect();
-        by_use.sort_unstable();
-        for (_, key) in by_use.into_iter().take(self.map.len().saturating_sub(keep)) {
-            self.map.remove(&key);
-        }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.map.len()
-    }
-}
+/// Per item key, the version last seen and since when, bounded (see
+/// [`Recent`]). The issuer also keeps, the same way, the counter it last
+/// knew per key (`Sightings<u64>`): only a guess for its next grant's
+/// condition, which DynamoDB checks, so a lost or stale one costs a
+/// request, never a token.
+pub(crate) type Sightings<V = Seen> = Recent<V>;
 
 #[cfg(test)]
 mod tests {
@@ -93,6 +28,7 @@ mod tests {
     use fencing_harness::object_store::set_up;
     use fencing_testkit::unique_name;
 
+    use super::Sightings;
     use crate::DynamoIssuer;
 
     async fn issuer() -> Option<DynamoIssuer> {
@@ -115,7 +51,7 @@ mod tests {
         let (Some(holder), Some(waiter)) = (issuer().await, issuer().await) else {
             return;
         };
-        waiter.sightings().lock().unwrap().cap = 8;
+        *waiter.sightings().lock().unwrap() = Sightings::with_cap(8);
         let dead = unique_name("dead");
         let request = LeaseRequest::new(&dead, TTL);
         let gone = holder.try_acquire(&request).await.unwrap().expect("free");

@@ -41,7 +41,6 @@
 //! wrote); acquiring again a record this issuer released is one `PUT`.
 //! A waiter polls with one `GET` per try.
 
-use std::collections::HashMap;
 use std::fmt::{self, Debug};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
@@ -53,7 +52,7 @@ mod record;
 use self::record::Record;
 use super::frame::{self, Header};
 use super::{BlobBackend, BlobVersion, BlobWrite, Precondition, WriteOutcome};
-use crate::adapter::poll_acquire;
+use crate::adapter::{Recent, poll_acquire};
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 
@@ -88,9 +87,6 @@ struct Known {
     current: Current,
     /// When this version was first seen (after the answer that showed it).
     since: Instant,
-    /// When it was last seen or written: the least recent is forgotten
-    /// first.
-    touched: Instant,
 }
 
 /// How many records an issuer remembers.
@@ -106,7 +102,7 @@ const KNOWN_CAP: usize = 4096;
 pub struct BlobIssuer<B> {
     backend: B,
     prefix: String,
-    known: Mutex<HashMap<String, Known>>,
+    known: Mutex<Recent<Known>>,
 }
 
 impl<B: BlobBackend> Debug for BlobIssuer<B> {
@@ -138,7 +134,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
         Self {
             backend,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
-            known: Mutex::new(HashMap::new()),
+            known: Mutex::new(Recent::with_cap(KNOWN_CAP)),
         }
     }
 
@@ -165,45 +161,21 @@ impl<B: BlobBackend> BlobIssuer<B> {
     }
 
     fn known(&self, key: &str) -> Option<Known> {
-        self.known.lock().expect("known lock").get(key).cloned()
+        self.known.lock().expect("known lock").get(key)
     }
 
     /// Remembers `current` as just seen or written, keeping the instant it
     /// was first seen when the version is the same.
     fn remember(&self, key: &str, current: Option<Current>) {
         let mut known = self.known.lock().expect("known lock");
-        let Some(current) = current else {
-            known.remove(key);
-            return;
-        };
-        if let Some(k) = known.get_mut(key)
-            && k.current.version == current.version
-        {
-            k.current = current;
-            k.touched = Instant::now();
-            return;
-        }
-        if known.len() >= KNOWN_CAP && !known.contains_key(key) {
-            // The record read longest ago: a waiter reads its record at
-            // least once a second, so this is no record a waiter is still
-            // timing unless thousands of others were read since.
-            let oldest = known
-                .iter()
-                .min_by_key(|(_, k)| k.touched)
-                .map(|(key, _)| key.clone());
-            if let Some(oldest) = oldest {
-                known.remove(&oldest);
-            }
-        }
-        let since = Instant::now();
-        known.insert(
-            key.to_owned(),
-            Known {
-                current,
-                since,
-                touched: since,
-            },
-        );
+        let remembered = current.map(|current| {
+            let since = known
+                .get(key)
+                .filter(|k| k.current.version == current.version)
+                .map_or_else(Instant::now, |k| k.since);
+            Known { current, since }
+        });
+        known.put(key, remembered);
     }
 
     fn foreign(&self, key: &str, why: &str) -> Error {
