@@ -549,7 +549,7 @@ pub(crate) async fn supervise(
         let _ = nix::sys::signal::raise(Signal::SIGKILL);
     }
     let _watcher = group.watch();
-    group.go();
+    group.go().await;
     // Tests only: a panic elsewhere in fence while the group runs (in the
     // keep-alive, a backend), which tokio alone would survive.
     #[cfg(debug_assertions)]
@@ -781,7 +781,7 @@ impl Group {
     /// itself before it becomes the command ([`exec_child`]). A continue
     /// sent before that stop would be lost, so it waits (bounded) until the
     /// leader is stopped.
-    fn go(self) {
+    async fn go(self) {
         if !cfg!(target_os = "linux") {
             return;
         }
@@ -794,7 +794,7 @@ impl Group {
             });
             match state.as_deref() {
                 Some("T" | "t" | "Z" | "X") | None => break,
-                _ => std::thread::sleep(Duration::from_millis(1)),
+                _ => tokio::time::sleep(Duration::from_millis(1)).await,
             }
         }
         let _ = nix::sys::signal::kill(self.0, Signal::SIGCONT);
