@@ -269,6 +269,24 @@ impl Error {
         }
     }
 
+    /// Whether the store refused the write because it has accepted a higher
+    /// token ([`Error::StaleToken`]): this holder has been superseded, so
+    /// stop the work and take the lease again rather than retry. Nothing
+    /// was written. [`Error::stale_tokens`] gives the two tokens.
+    ///
+    /// ```
+    /// # use fencing_core::{Error, FencingToken};
+    /// let e = Error::StaleToken {
+    ///     key: "reports/nightly".into(),
+    ///     presented: FencingToken::new(33),
+    ///     current: FencingToken::new(34),
+    /// };
+    /// assert!(e.is_stale() && !e.is_retryable());
+    /// ```
+    pub fn is_stale(&self) -> bool {
+        matches!(self, Self::StaleToken { .. })
+    }
+
     /// The `(presented, current)` tokens of a [`Error::StaleToken`].
     pub fn stale_tokens(&self) -> Option<(FencingToken, FencingToken)> {
         match self {
@@ -433,6 +451,28 @@ mod tests {
         );
         assert_eq!(e.stale_tokens(), Some((33.into(), 34.into())));
         assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn only_the_stale_token_refusal_is_stale() {
+        let stale = Error::StaleToken {
+            key: "orders/7".into(),
+            presented: FencingToken::new(33),
+            current: FencingToken::new(34),
+        };
+        assert!(stale.is_stale());
+        // Refused too, but not for a higher token: a lost lease, a frameless
+        // object or bad input are not "superseded by another holder".
+        let lease_lost = Error::LeaseLost {
+            resource: "orders/7".into(),
+            token: FencingToken::new(33),
+        };
+        let unfenced = Error::Unfenced {
+            key: "orders/7".into(),
+        };
+        for other in [lease_lost, unfenced, Error::invalid_input("x")] {
+            assert!(!other.is_stale(), "{other:?}");
+        }
     }
 
     #[test]
