@@ -231,7 +231,7 @@ async fn unreachable_endpoints_and_wrong_credentials() {
         (
             "redis, nothing listening",
             fencing_redis::RedisConfig::new("redis://127.0.0.1:1")
-                .connect()
+                .connect_issuer()
                 .await
                 .unwrap_err(),
             &refused,
@@ -239,7 +239,7 @@ async fn unreachable_endpoints_and_wrong_credentials() {
         (
             "etcd, nothing listening",
             fencing_etcd::EtcdConfig::new(["http://127.0.0.1:1"])
-                .connect()
+                .connect_issuer()
                 .await
                 .unwrap_err(),
             &refused,

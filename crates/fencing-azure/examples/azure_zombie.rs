@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Azurite's development account, reached with an account SAS; the
     // container is created if missing. Against Azure (a connection string,
     // an account key, a SAS or an Entra ID credential; the container
-    // exists): `fencing_azure::AzureConfig::from_env()?.connect().await?`.
+    // exists): `fencing_azure::AzureConfig::from_env()?.connect_store().await?`.
     let store = fencing_azure::emulator::store(&endpoint, &container).await?;
 
     // The steps are fencing_core::scenario::figure_9_6, the scenario every

@@ -59,7 +59,9 @@ pub const BACKEND: Descriptor = Descriptor {
         )
     }),
     open_store: Some(|url| {
-        Box::pin(async move { descriptor::store(AzureConfig::from_url(&url)?.connect().await?) })
+        Box::pin(
+            async move { descriptor::store(AzureConfig::from_url(&url)?.connect_store().await?) },
+        )
     }),
 };
 
@@ -84,7 +86,7 @@ pub const DEFAULT_SAS_LIFETIME: Duration = Duration::from_secs(3600);
 /// How the container is reached.
 #[derive(Clone, Default)]
 enum Credential {
-    /// Look in the environment at `connect`.
+    /// Look in the environment when connecting.
     #[default]
     FromEnv,
     /// A SAS token (query string).
@@ -100,7 +102,8 @@ enum Credential {
 
 /// How to reach one Azure Blob container: parsed from
 /// `az://CONTAINER?…`, read from the environment, or set with the `with_*`
-/// setters; [`connect`](Self::connect) opens it.
+/// setters; [`connect_store`](Self::connect_store) opens the store on it
+/// and [`connect_issuer`](Self::connect_issuer) the bucket issuer.
 ///
 /// Credentials, in this order: what a setter or the URL gave (a SAS, an
 /// account key, a connection string, an Entra ID token credential); else
@@ -111,7 +114,7 @@ enum Credential {
 /// `sas_lifetime=`) is signed from it, since the `azure_storage_blob` 1.x
 /// client has no Shared Key credential; a long-running process reconnects
 /// before it expires or uses a SAS or token credential it manages. None
-/// found is an error at `connect`. Azurite's development account is used
+/// found is an error when connecting. Azurite's development account is used
 /// only with `emulator=true` (or a connection string with
 /// `UseDevelopmentStorage=true`), never as a fallback.
 ///
@@ -207,7 +210,7 @@ impl AzureConfig {
     }
 
     /// An account key (base64); the account is the endpoint's unless
-    /// given. A short-lived SAS is signed from it at `connect`.
+    /// given. A short-lived SAS is signed from it when connecting.
     #[must_use]
     pub fn with_account_key(mut self, account: Option<String>, key: impl Into<String>) -> Self {
         self.credential = Credential::AccountKey {
@@ -384,7 +387,7 @@ impl AzureConfig {
     ///
     /// # Errors
     /// As [`backend`](Self::backend).
-    pub async fn connect(&self) -> Result<AzureStore> {
+    pub async fn connect_store(&self) -> Result<AzureStore> {
         Ok(self.common.store(self.backend()?))
     }
 

@@ -304,7 +304,7 @@ async fn a_sas_never_shows_in_an_error_chain() {
     let url = format!("az://{container}?endpoint={}&sas={sas}", AZURE.endpoint());
     let store = fencing_azure::AzureConfig::from_url(&url)
         .expect("URL")
-        .connect()
+        .connect_store()
         .await
         .expect("store");
     let err = store

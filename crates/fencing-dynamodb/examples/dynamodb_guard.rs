@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "dynamodb://fencing-example?endpoint={endpoint}&emulator=true&create_table=true"
     ))?;
     let issuer = config.connect_issuer().await?;
-    let store = config.connect().await?;
+    let store = config.connect_store().await?;
     let table = store.table().to_owned();
 
     // The lease's resource is also the fence name: one name, one mark.

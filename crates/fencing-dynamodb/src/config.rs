@@ -65,18 +65,21 @@ pub const BACKEND: Descriptor = Descriptor {
         })
     }),
     open_store: Some(|url| {
-        Box::pin(async move { descriptor::store(DynamoConfig::from_url(&url)?.connect().await?) })
+        Box::pin(
+            async move { descriptor::store(DynamoConfig::from_url(&url)?.connect_store().await?) },
+        )
     }),
 };
 
 /// How to reach one DynamoDB table: parsed from `dynamodb://TABLE?…`, read
 /// from the environment, or set with the `with_*` setters;
-/// [`connect`](Self::connect) opens it.
+/// [`connect_store`](Self::connect_store) opens the store on it and
+/// [`connect_issuer`](Self::connect_issuer) the issuer on the same table.
 ///
 /// Credentials and region follow AWS's default chain (`aws-config`): the
 /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`
 /// variables, `AWS_PROFILE` and the shared files, web identity, the ECS and
-/// EC2 instance roles. No credentials found is an error at `connect`, never
+/// EC2 instance roles. No credentials found is an error when connecting, never
 /// a fallback to an emulator's keys: those are used only with
 /// `emulator=true`.
 ///
@@ -170,8 +173,8 @@ impl DynamoConfig {
     /// `FENCING_DYNAMODB_CREATE_TABLE=true`,
     /// `FENCING_DYNAMODB_ISSUER_PREFIX` and `FENCING_DYNAMODB_SSLROOTCERT`;
     /// region, credentials and
-    /// endpoint otherwise come from AWS's own variables and files at
-    /// [`connect`](Self::connect).
+    /// endpoint otherwise come from AWS's own variables and files when
+    /// connecting.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] without `FENCING_DYNAMODB_TABLE`, or for a
@@ -214,7 +217,8 @@ impl DynamoConfig {
         self
     }
 
-    /// Creates the table at [`connect`](Self::connect) if it is missing.
+    /// Creates the table if it is missing, when connecting (the store or
+    /// the issuer).
     #[must_use]
     pub fn with_create_table(mut self, create: bool) -> Self {
         self.create_table = create;
@@ -314,7 +318,7 @@ impl DynamoConfig {
     /// As [`client`](Self::client); with `create_table=true`, as creating
     /// the table ([`Error::UnsafeConfiguration`] for an existing table of
     /// another key schema).
-    pub async fn connect(&self) -> Result<DynamoStore> {
+    pub async fn connect_store(&self) -> Result<DynamoStore> {
         let (client, endpoint) = self.client().await?;
         if self.create_table {
             crate::table::create(&client, &self.table).await?;
@@ -322,11 +326,12 @@ impl DynamoConfig {
         Ok(DynamoStore::new(client, &self.table).with_endpoint(endpoint.as_deref()))
     }
 
-    /// Opens the issuer on the same table: as [`connect`](Self::connect),
-    /// its items' `pk` starting with the issuer prefix.
+    /// Opens the issuer on the same table: as
+    /// [`connect_store`](Self::connect_store), its items' `pk` starting
+    /// with the issuer prefix.
     ///
     /// # Errors
-    /// As [`connect`](Self::connect).
+    /// As [`connect_store`](Self::connect_store).
     pub async fn connect_issuer(&self) -> Result<DynamoIssuer> {
         let (client, endpoint) = self.client().await?;
         if self.create_table {

@@ -85,7 +85,7 @@ async fn child_no_credentials() {
     let endpoint = DYNAMODB.endpoint();
     let url = format!("dynamodb://tab?endpoint={endpoint}");
     let config = DynamoConfig::from_url(&url).unwrap();
-    let store = config.connect().await.map(drop);
+    let store = config.connect_store().await.map(drop);
     let issuer = config.connect_issuer().await.map(drop);
     for result in [store, issuer] {
         match result {
@@ -101,7 +101,7 @@ async fn child_no_credentials() {
     // The same URL with emulator=true is the emulator's keys: it connects.
     let emulated = DynamoConfig::from_url(&format!("{url}&emulator=true"))
         .unwrap()
-        .connect()
+        .connect_store()
         .await;
     assert!(emulated.is_ok(), "{emulated:?}");
 }
@@ -157,7 +157,7 @@ async fn child_the_secret_never_shows() {
     let table = format!("{}-creds", fencing_testkit::unique_prefix()).replace('/', "-");
     let url = format!("dynamodb://{table}?endpoint={endpoint}&create_table=true");
     let config = DynamoConfig::from_url(&url).unwrap();
-    let store = config.connect().await.expect("the chain's keys");
+    let store = config.connect_store().await.expect("the chain's keys");
     let issuer = config.connect_issuer().await.expect("the chain's keys");
     // AWS's chain finds this test's keys: the secret is in the process.
     let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -181,13 +181,13 @@ async fn child_the_secret_never_shows() {
     let missing =
         DynamoConfig::from_url(&format!("dynamodb://{table}-missing?endpoint={endpoint}"))
             .unwrap()
-            .connect()
+            .connect_store()
             .await
             .unwrap();
     let nowhere =
         DynamoConfig::from_url(&format!("dynamodb://{table}?endpoint=http://127.0.0.1:1"))
             .unwrap()
-            .connect()
+            .connect_store()
             .await
             .unwrap();
     let taken = Put::builder()

@@ -185,7 +185,7 @@ async fn a_missing_table_and_create_table() {
     let url = format!("dynamodb://{table}?endpoint={endpoint}&emulator=true");
     let missing = DynamoConfig::from_url(&url)
         .unwrap()
-        .connect()
+        .connect_store()
         .await
         .unwrap();
     let e = missing.put("k", "v".into(), t(1)).await.unwrap_err();
@@ -207,7 +207,7 @@ async fn a_missing_table_and_create_table() {
 
     let store = DynamoConfig::from_url(&format!("{url}&create_table=true"))
         .unwrap()
-        .connect()
+        .connect_store()
         .await
         .unwrap();
     store.put("k", "v".into(), t(1)).await.unwrap();

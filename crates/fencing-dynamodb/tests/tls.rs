@@ -41,7 +41,7 @@ async fn store() -> Option<DynamoStore> {
         return None;
     }
     let config = DynamoConfig::from_url(&format!("{}&create_table=true", url("ca.pem")));
-    match config.expect("URL").connect().await {
+    match config.expect("URL").connect_store().await {
         Ok(store) => Some(store),
         Err(e) if e.is_retryable() => DYNAMODB_TLS.unavailable(&e.chain()),
         Err(e) => panic!("cannot set up the table over TLS: {}", e.chain()),
@@ -102,7 +102,7 @@ async fn a_wrong_or_missing_ca_is_a_tls_error_without_the_secret() {
         if let Some(ca) = ca {
             config = config.with_ca_file(tls_file(ca));
         }
-        let store = config.connect().await.expect("nothing is sent yet");
+        let store = config.connect_store().await.expect("nothing is sent yet");
         let write = store.put("k", "v".into(), FencingToken::new(1)).await;
         let read = store.mark("k").await.map(drop);
         for (what, result) in [("put", write), ("mark", read)] {
@@ -129,7 +129,7 @@ async fn a_ca_file_that_cannot_be_read_is_invalid_input() {
         "dynamodb://tab?endpoint=https://127.0.0.1:1&emulator=true&sslrootcert=/nonexistent/ca.pem",
     )
     .expect("URL")
-    .connect()
+    .connect_store()
     .await
     .expect_err("a CA file that cannot be read");
     assert!(

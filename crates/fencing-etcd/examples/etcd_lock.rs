@@ -17,7 +17,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let endpoints: Vec<&str> = endpoints.split(',').map(str::trim).collect();
     let issuer = EtcdConfig::new(endpoints.iter().copied())
         .with_prefix("fencing-examples/")
-        .connect()
+        .connect_issuer()
         .await?;
     let ttl = issuer.min_ttl();
     println!("etcd at {endpoints:?}: tokens are lock keys' create_revision, TTL {ttl:?}");

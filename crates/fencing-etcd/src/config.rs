@@ -49,7 +49,7 @@ pub const BACKEND: Descriptor = Descriptor {
     tls_modes: OFFERED,
     check: |url| EtcdConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
-        Box::pin(async move { descriptor::issuer(EtcdConfig::from_url(&url)?.connect().await?) })
+        Box::pin(async move { descriptor::issuer(EtcdConfig::from_url(&url)?.connect_issuer().await?) })
     }),
     open_store: None,
 };
@@ -64,7 +64,7 @@ const SHAPE: &str = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]";
 /// How to reach etcd: parsed from
 /// `etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][?OPTIONS]`, read from
 /// the environment, or set with the `with_*` setters;
-/// [`connect`](Self::connect) opens the issuer.
+/// [`connect_issuer`](Self::connect_issuer) opens the issuer.
 ///
 /// | URL option | meaning |
 /// | --- | --- |
@@ -299,7 +299,7 @@ impl EtcdConfig {
     /// cannot be read or parsed; a retryable [`Error::Backend`] if etcd
     /// does not answer; [`Error::Tls`] when the handshake fails;
     /// [`Error::Unauthenticated`] when etcd refuses the user.
-    pub async fn connect(&self) -> Result<EtcdIssuer> {
+    pub async fn connect_issuer(&self) -> Result<EtcdIssuer> {
         let (mode, endpoints) = self.transport()?;
         let credentials = self.credentials.clone().map(checked).transpose()?;
         let mut options = ConnectOptions::new();

@@ -80,7 +80,7 @@ pub struct EtcdIssuer {
 #[derive(Clone)]
 struct Inner {
     rpc: Rpc,
-    /// The endpoints [`EtcdConfig::connect`](crate::EtcdConfig::connect)
+    /// The endpoints [`EtcdConfig::connect_issuer`](crate::EtcdConfig::connect_issuer)
     /// dialled (empty for a caller's own client): `verify` checks they all
     /// belong to one cluster.
     endpoints: Vec<String>,
@@ -127,7 +127,7 @@ impl EtcdIssuer {
     /// [`DEFAULT_PREFIX`], min TTL [`DEFAULT_MIN_TTL`], a 5 s operation
     /// timeout. For other settings on a client of one's own, see
     /// [`EtcdConfig::issuer_on`](crate::EtcdConfig::issuer_on); to dial
-    /// etcd, [`EtcdConfig::connect`](crate::EtcdConfig::connect).
+    /// etcd, [`EtcdConfig::connect_issuer`](crate::EtcdConfig::connect_issuer).
     pub fn new(client: Client) -> Self {
         Self {
             inner: Arc::new(Inner {

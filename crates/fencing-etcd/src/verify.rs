@@ -132,7 +132,7 @@ async fn membership(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
                      serves); but one failure fewer is tolerated.{}",
                     if issuer.dial().callers_client {
                         " (This check connects without TLS or credentials: the issuer is on the caller's \
-                         own client; EtcdConfig::connect dials with them.)"
+                         own client; EtcdConfig::connect_issuer dials with them.)"
                     } else {
                         ""
                     }
@@ -288,7 +288,7 @@ fn leader_check(leaders: &BTreeSet<u64>, name_of: &(dyn Fn(u64) -> String + Sync
 }
 
 /// Whether every endpoint the issuer was connected to answers for the same
-/// cluster (only known for [`EtcdConfig::connect`](crate::EtcdConfig::connect)). A client whose
+/// cluster (only known for [`EtcdConfig::connect_issuer`](crate::EtcdConfig::connect_issuer)). A client whose
 /// endpoints span two clusters spreads its calls over both: their
 /// revisions are unrelated, so tokens can go backwards.
 async fn endpoints_check(

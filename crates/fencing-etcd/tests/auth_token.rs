@@ -135,7 +135,7 @@ async fn issuer_on(etcd: &OwnEtcd) -> EtcdIssuer {
     );
     EtcdConfig::from_url(&url)
         .expect("a valid URL")
-        .connect()
+        .connect_issuer()
         .await
         .unwrap_or_else(|e| panic!("connect as fencing: {}", e.chain()))
 }

@@ -29,7 +29,7 @@ async fn connect() -> Option<EtcdIssuer> {
     }
     let config =
         EtcdConfig::new(endpoints()).with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
-    match config.connect().await {
+    match config.connect_issuer().await {
         Ok(issuer) => Some(issuer),
         Err(e) => ETCD.unavailable(&e),
     }
@@ -85,7 +85,8 @@ async fn a_waiter_whose_lease_expired_while_queued_is_never_granted() {
             Box::pin(async move {
                 // A client of its own, on the frozen runtime.
                 let own = EtcdConfig::new(endpoints()).with_prefix(prefix);
-                Arc::new(own.connect().await.expect("waiter connects")) as Arc<dyn TokenIssuer>
+                Arc::new(own.connect_issuer().await.expect("waiter connects"))
+                    as Arc<dyn TokenIssuer>
             })
         },
     )
@@ -193,10 +194,10 @@ async fn ttls_below_the_server_minimum_are_refused() {
 #[tokio::test]
 async fn an_unreachable_etcd_is_a_retryable_backend_error() {
     let nothing_listening = EtcdConfig::new(["http://127.0.0.1:1"]);
-    let unreachable = nothing_listening.connect();
+    let unreachable = nothing_listening.connect_issuer();
     lock_service::an_unreachable_server_is_a_retryable_backend_error("etcd", unreachable).await;
     let e = EtcdConfig::new(["not a url at all \u{0}"])
-        .connect()
+        .connect_issuer()
         .await
         .expect_err("malformed");
     assert!(
@@ -204,7 +205,7 @@ async fn an_unreachable_etcd_is_a_retryable_backend_error() {
         "{e:?}"
     );
     assert!(matches!(
-        EtcdConfig::new(Vec::<String>::new()).connect().await,
+        EtcdConfig::new(Vec::<String>::new()).connect_issuer().await,
         Err(Error::InvalidInput { .. })
     ));
 }
@@ -391,7 +392,7 @@ async fn acquire_and_release_are_three_round_trips() {
     let proxy = fencing_harness::proxy::CountingProxy::start(target).await;
     let config = EtcdConfig::new([format!("http://{}", proxy.addr())])
         .with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
-    let issuer = match config.connect().await {
+    let issuer = match config.connect_issuer().await {
         Ok(issuer) => issuer,
         Err(e) => ETCD.unavailable(&e),
     };

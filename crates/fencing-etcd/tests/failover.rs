@@ -22,7 +22,7 @@ async fn leader_kill_keeps_tokens_increasing_and_refuses_stale_writes() {
             EtcdConfig::new(endpoints)
                 .with_prefix(format!("{}/", fencing_testkit::unique_prefix()))
                 .with_operation_timeout(Duration::from_secs(3))
-                .connect()
+                .connect_issuer()
                 .await
         },
     )

@@ -21,7 +21,7 @@ async fn connect() -> Option<EtcdIssuer> {
     let endpoints: Vec<String> = ETCD.endpoint().split(',').map(str::to_owned).collect();
     let config =
         EtcdConfig::new(endpoints).with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
-    match config.connect().await {
+    match config.connect_issuer().await {
         Ok(issuer) => Some(issuer),
         Err(e) => ETCD.unavailable(&e),
     }

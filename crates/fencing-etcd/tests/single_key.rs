@@ -23,7 +23,7 @@ async fn connect() -> Option<EtcdIssuer> {
     let config = EtcdConfig::new(endpoints)
         .with_layout(Layout::SingleKey)
         .with_prefix(format!("/locks/{}/", fencing_testkit::unique_prefix()));
-    match config.connect().await {
+    match config.connect_issuer().await {
         Ok(issuer) => Some(issuer),
         Err(e) => ETCD.unavailable(&e),
     }

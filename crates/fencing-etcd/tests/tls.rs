@@ -57,7 +57,7 @@ async fn connect_url(url: &str) -> Option<EtcdIssuer> {
         return None;
     }
     let config = EtcdConfig::from_url(url).expect("a valid URL");
-    match config.connect().await {
+    match config.connect_issuer().await {
         Ok(issuer) => Some(issuer),
         Err(e) => ETCD_TLS.unavailable(&e.chain()),
     }
@@ -211,7 +211,7 @@ async fn a_prefix_outside_the_role_is_refused_saying_so() {
     ));
     let e = EtcdConfig::from_url(&url)
         .expect("valid")
-        .connect()
+        .connect_issuer()
         .await
         .expect_err("the role has no rights on other/");
     denied(&e);
@@ -269,7 +269,7 @@ async fn the_setters_give_the_same_connection() {
         .with_credentials(Credentials::new("fencing", TLS_PASSWORD));
     assert!(config.endpoints().iter().all(|e| e.starts_with("https://")));
     assert!(!format!("{config:?}").contains(TLS_PASSWORD));
-    let issuer = match config.connect().await {
+    let issuer = match config.connect_issuer().await {
         Ok(issuer) => issuer,
         Err(e) => ETCD_TLS.unavailable(&e.chain()),
     };
@@ -303,7 +303,7 @@ async fn refused(what: &str, url: &str) -> Option<Error> {
         return None;
     }
     let config = EtcdConfig::from_url(url).expect("a valid URL");
-    let e = match tokio::time::timeout(Duration::from_secs(20), config.connect()).await {
+    let e = match tokio::time::timeout(Duration::from_secs(20), config.connect_issuer()).await {
         Ok(Ok(_)) => panic!("{what}: connected"),
         Ok(Err(e)) => e,
         Err(_) => panic!("{what}: no answer within 20 s"),
@@ -414,7 +414,7 @@ async fn a_refused_connection_shows_no_secret() {
     ));
     let e = EtcdConfig::from_url(&url)
         .expect("valid")
-        .connect()
+        .connect_issuer()
         .await
         .expect_err("nothing listens on port 1");
     assert!(e.is_retryable(), "{e:?}");
@@ -448,7 +448,7 @@ async fn unreadable_tls_files_are_invalid_input_naming_them() {
     );
     let e = EtcdConfig::from_url(&missing)
         .unwrap()
-        .connect()
+        .connect_issuer()
         .await
         .expect_err("missing");
     assert!(
@@ -463,7 +463,7 @@ async fn unreadable_tls_files_are_invalid_input_naming_them() {
     );
     let e = EtcdConfig::from_url(&wrong)
         .unwrap()
-        .connect()
+        .connect_issuer()
         .await
         .expect_err("not a certificate");
     assert!(
@@ -487,7 +487,7 @@ async fn unreadable_tls_files_are_invalid_input_naming_them() {
     );
     let e = EtcdConfig::from_url(&url)
         .unwrap()
-        .connect()
+        .connect_issuer()
         .await
         .expect_err("garbage");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -512,7 +512,7 @@ async fn a_user_on_an_etcd_without_auth_connects_and_verify_warns() {
         "etcd://fencing:{TLS_PASSWORD}@{host}?prefix={}",
         fresh_prefix()
     );
-    let issuer = match EtcdConfig::from_url(&url).unwrap().connect().await {
+    let issuer = match EtcdConfig::from_url(&url).unwrap().connect_issuer().await {
         Ok(issuer) => issuer,
         Err(e) => ETCD.unavailable(&e.chain()),
     };

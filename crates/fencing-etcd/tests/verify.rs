@@ -25,7 +25,7 @@ async fn connect(endpoints: &[String], server: Server) -> Option<EtcdIssuer> {
     }
     let config =
         EtcdConfig::new(endpoints).with_prefix(format!("{}/", fencing_testkit::unique_prefix()));
-    match config.connect().await {
+    match config.connect_issuer().await {
         Ok(issuer) => Some(issuer),
         Err(e) => server.unavailable(&e),
     }

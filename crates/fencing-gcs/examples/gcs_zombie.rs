@@ -26,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The emulator, reached anonymously; the bucket is created over its JSON
     // API. Against real GCS (application default credentials; the bucket
-    // exists): `fencing_gcs::GcsConfig::from_env()?.connect().await?`, or
+    // exists): `fencing_gcs::GcsConfig::from_env()?.connect_store().await?`, or
     // `GcsConfig::from_url("gs://BUCKET")`.
     let store = fencing_gcs::emulator::store(&endpoint, &bucket).await?;
 

@@ -31,7 +31,9 @@ pub const BACKEND: Descriptor = Descriptor {
         )
     }),
     open_store: Some(|url| {
-        Box::pin(async move { descriptor::store(GcsConfig::from_url(&url)?.connect().await?) })
+        Box::pin(
+            async move { descriptor::store(GcsConfig::from_url(&url)?.connect_store().await?) },
+        )
     }),
 };
 
@@ -44,8 +46,9 @@ const KIND: ObjectStoreKind = ObjectStoreKind {
 };
 
 /// How to reach one GCS bucket: parsed from `gs://BUCKET?…`, read from the
-/// environment, or set with the `with_*` setters; [`connect`](Self::connect)
-/// opens it.
+/// environment, or set with the `with_*` setters;
+/// [`connect_store`](Self::connect_store) opens the store on it and
+/// [`connect_issuer`](Self::connect_issuer) the bucket issuer.
 ///
 /// Credentials are Google's application default credentials (the client
 /// builder's default: `GOOGLE_APPLICATION_CREDENTIALS`, the file `gcloud auth
@@ -156,7 +159,7 @@ impl GcsConfig {
     ///
     /// # Errors
     /// As [`client`](Self::client).
-    pub async fn connect(&self) -> Result<GcsStore> {
+    pub async fn connect_store(&self) -> Result<GcsStore> {
         let client = self.client().await?;
         Ok(self
             .common

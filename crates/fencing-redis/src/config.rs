@@ -54,7 +54,7 @@ pub const BACKEND: Descriptor = Descriptor {
     tls_modes: OFFERED,
     check: |url| RedisConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
-        Box::pin(async move { descriptor::issuer(RedisConfig::from_url(&url)?.connect().await?) })
+        Box::pin(async move { descriptor::issuer(RedisConfig::from_url(&url)?.connect_issuer().await?) })
     }),
     open_store: None,
 };
@@ -64,7 +64,7 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(1);
 
 /// How to reach Redis: parsed from
 /// `redis[s]://[USER:PASSWORD@]HOST[:PORT][/DB]`, read from the environment,
-/// or set with the `with_*` setters; [`connect`](Self::connect) opens the
+/// or set with the `with_*` setters; [`connect_issuer`](Self::connect_issuer) opens the
 /// issuer.
 ///
 /// `rediss://` is TLS, the server's certificate and host name checked
@@ -133,7 +133,7 @@ impl std::fmt::Debug for RedisConfig {
 impl RedisConfig {
     /// A config for the Redis URL `url` (the TLS options may be in it, no
     /// other option of ours), [`Durability::Required`]. The URL is parsed
-    /// by [`connect`](Self::connect).
+    /// by [`connect_issuer`](Self::connect_issuer).
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
@@ -271,7 +271,7 @@ impl RedisConfig {
     /// [`Error::Backend`] if the server does not answer;
     /// [`Error::UnsafeConfiguration`] if the server could lose or re-issue
     /// the counter under the durability asked for.
-    pub async fn connect(&self) -> Result<RedisIssuer> {
+    pub async fn connect_issuer(&self) -> Result<RedisIssuer> {
         let mut target = Target::parse(&self.url)?;
         if let Some(tls) = &self.tls {
             target.tls = tls.clone();

@@ -84,7 +84,7 @@ impl RedisIssuer {
     pub const DEFAULT_PREFIX: &'static str = "fencing:";
 
     /// Connects to `target`, logs in and checks durability: what
-    /// [`RedisConfig::connect`](crate::RedisConfig::connect) does.
+    /// [`RedisConfig::connect_issuer`](crate::RedisConfig::connect_issuer) does.
     pub(crate) async fn open(target: &Target, durability: Durability) -> Result<Self> {
         check_durability(durability)?;
         let (client, mode) = target.client()?;

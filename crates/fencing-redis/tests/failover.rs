@@ -83,7 +83,7 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     let issuer = match RedisConfig::new(&primary)
         .with_durability(durability)
         .with_prefix(prefix.clone())
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(i) => i,
@@ -150,7 +150,7 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     // The promoted node is a lone append-only primary: safe to grant on.
     let promoted = RedisConfig::new(&replica)
         .with_prefix(prefix)
-        .connect()
+        .connect_issuer()
         .await
         .unwrap();
     let next = promoted

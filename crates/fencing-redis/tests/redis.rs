@@ -21,7 +21,7 @@ async fn connect(server: &Server, durability: Durability) -> Option<RedisIssuer>
     match RedisConfig::new(server.endpoint())
         .with_durability(durability)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(issuer) => Some(issuer),
@@ -47,7 +47,7 @@ async fn a_redis_without_persistence_is_refused_unless_accepted() {
     if REDIS.skipped() {
         return;
     }
-    match RedisConfig::new(REDIS.endpoint()).connect().await {
+    match RedisConfig::new(REDIS.endpoint()).connect_issuer().await {
         Err(Error::UnsafeConfiguration {
             backend: "redis",
             reason,
@@ -103,7 +103,10 @@ async fn raise_floor_moves_tokens_above_it_and_never_lowers() {
 
 #[tokio::test]
 async fn an_unreachable_redis_is_a_retryable_backend_error() {
-    match RedisConfig::new("redis://127.0.0.1:1").connect().await {
+    match RedisConfig::new("redis://127.0.0.1:1")
+        .connect_issuer()
+        .await
+    {
         Err(
             e @ Error::Backend {
                 retryable: true, ..
@@ -112,7 +115,7 @@ async fn an_unreachable_redis_is_a_retryable_backend_error() {
         other => panic!("expected a retryable backend error, got {other:?}"),
     }
     assert!(matches!(
-        RedisConfig::new("http://nope").connect().await,
+        RedisConfig::new("http://nope").connect_issuer().await,
         Err(Error::InvalidInput { .. })
     ));
 }

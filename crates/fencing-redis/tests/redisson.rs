@@ -237,7 +237,7 @@ async fn names_that_alias_another_resources_keys_are_refused() {
     }
     let issuer = fencing_redis::RedisConfig::new(REDIS_AOF.endpoint())
         .with_layout(Layout::Redisson)
-        .connect()
+        .connect_issuer()
         .await
         .expect("the append-only Redis");
     let x = fencing_testkit::unique_name("aliased");

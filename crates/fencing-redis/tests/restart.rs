@@ -19,7 +19,7 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
     let url = REDIS_AOF.endpoint();
     let issuer = match RedisConfig::new(&url)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(i) => i,

@@ -33,7 +33,7 @@ async fn connect_to(url: &str, durability: Durability) -> Result<RedisIssuer> {
     RedisConfig::new(url)
         .with_durability(durability)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
+        .connect_issuer()
         .await
 }
 

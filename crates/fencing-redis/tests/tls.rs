@@ -56,7 +56,7 @@ fn address() -> String {
 async fn connect(url: &str) -> Result<RedisIssuer> {
     RedisConfig::from_url(url)?
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
+        .connect_issuer()
         .await
 }
 
@@ -141,7 +141,7 @@ async fn the_setters_give_the_tls_options_and_the_login() {
     let issuer = RedisConfig::new(with_login(""))
         .with_tls(TlsOptions::new().with_ca_file(tls_file("ca.pem")))
         .with_credentials(Credentials::new("fencing", TLS_PASSWORD))
-        .connect()
+        .connect_issuer()
         .await
         .unwrap_or_else(|e| REDIS_TLS.unavailable(&e.chain()));
     grant_once(&issuer, "setters", TTL).await;
@@ -154,7 +154,7 @@ async fn the_setters_give_the_tls_options_and_the_login() {
         .unwrap()
         .with_tls(TlsOptions::new().with_ca_file(tls_file("ca.pem")))
         .with_credentials(Credentials::new("fencing", TLS_PASSWORD))
-        .connect()
+        .connect_issuer()
         .await
         .unwrap_or_else(|e| panic!("{}", e.chain()));
     grant_once(&issuer, "setters", TTL).await;
@@ -301,14 +301,14 @@ async fn bad_urls_and_refused_connections_show_no_password() {
         format!("rediss://fencing:{secret}@127.0.0.1:6390?sslmode=verify-ca"),
         format!("rediss://fencing:{secret}@127.0.0.1:6390?sslrootcert=/nonexistent/ca.pem"),
     ] {
-        match RedisConfig::new(&url).connect().await {
+        match RedisConfig::new(&url).connect_issuer().await {
             Err(e @ Error::InvalidInput { .. }) => assert_no_secret(&url, &e, secret),
             other => panic!("{url}: expected InvalidInput, got {other:?}"),
         }
     }
     // A closed port: retryable, and no password either.
     let url = with_ca(&format!("rediss://fencing:{secret}@127.0.0.1:1"));
-    match RedisConfig::new(&url).connect().await {
+    match RedisConfig::new(&url).connect_issuer().await {
         Err(
             e @ Error::Backend {
                 retryable: true, ..

@@ -27,7 +27,7 @@ async fn connect(server: &Server, url: &str) -> Option<Arc<dyn TokenIssuer>> {
         .expect("a Redis URL")
         .with_durability(Durability::Required)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(issuer) => Some(Arc::new(issuer)),
@@ -104,7 +104,7 @@ async fn a_login_without_channel_rights_still_releases_and_waiters_poll() {
                 .unwrap()
                 .with_durability(Durability::Required)
                 .with_prefix(prefix)
-                .connect()
+                .connect_issuer()
                 .await
                 .expect("login"),
         );

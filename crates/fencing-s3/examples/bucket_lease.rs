@@ -36,7 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         format!("s3://{bucket}?endpoint={endpoint}&emulator=true&lease_prefix={prefix}leases/");
     let config = S3Config::from_url(&url)?;
     let issuer = config.connect_issuer().await?;
-    let store = config.connect().await?;
+    let store = config.connect_store().await?;
     let key = format!("{prefix}reports/nightly");
 
     let first = issuer

@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The emulator's client (static test keys, path-style) and the bucket.
     // Against real S3 (AWS's credential chain; the bucket exists):
-    // `fencing_s3::S3Config::from_env()?.connect().await?`, or
+    // `fencing_s3::S3Config::from_env()?.connect_store().await?`, or
     // `S3Config::from_url("s3://BUCKET?region=…")`.
     let store = fencing_s3::emulator::store(&endpoint, &bucket)
         .await

@@ -55,7 +55,7 @@ pub const BACKEND: Descriptor = Descriptor {
         )
     }),
     open_store: Some(|url| {
-        Box::pin(async move { descriptor::store(S3Config::from_url(&url)?.connect().await?) })
+        Box::pin(async move { descriptor::store(S3Config::from_url(&url)?.connect_store().await?) })
     }),
 };
 
@@ -68,15 +68,16 @@ const KIND: ObjectStoreKind = ObjectStoreKind {
 };
 
 /// How to reach one S3 bucket: parsed from `s3://BUCKET?…`, read from the
-/// environment, or set with the `with_*` setters; [`connect`](Self::connect)
-/// opens it.
+/// environment, or set with the `with_*` setters;
+/// [`connect_store`](Self::connect_store) opens the store on it and
+/// [`connect_issuer`](Self::connect_issuer) the bucket issuer.
 ///
 /// Credentials and region follow AWS's default chain (`aws-config`): the
 /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN` variables,
 /// `AWS_PROFILE` and the shared config files, web identity, the ECS and EC2
 /// instance roles (SSO profiles and `credential_process` are not compiled
 /// in: pass [`with_credentials`](Self::with_credentials) or build your own
-/// client for those). No credentials found is an error at `connect`, never
+/// client for those). No credentials found is an error when connecting, never
 /// a fallback to an emulator's keys: those are used only with `emulator=true`.
 ///
 /// | URL option | meaning |
@@ -129,8 +130,8 @@ impl S3Config {
         /// From the environment: `FENCING_S3_BUCKET` (required),
         /// `FENCING_S3_ENDPOINT`, `FENCING_S3_EMULATOR=true` and
         /// `FENCING_S3_ADOPT_UNFENCED=true`; region, credentials and endpoint
-        /// otherwise come from AWS's own variables and files at
-        /// [`connect`](Self::connect).
+        /// otherwise come from AWS's own variables and files when
+        /// connecting.
         ///
         /// # Errors
         /// [`Error::InvalidInput`] without `FENCING_S3_BUCKET`, or for a
@@ -228,7 +229,7 @@ impl S3Config {
     ///
     /// # Errors
     /// As [`client`](Self::client).
-    pub async fn connect(&self) -> Result<S3Store> {
+    pub async fn connect_store(&self) -> Result<S3Store> {
         let (client, endpoint) = self.client_and_endpoint().await?;
         Ok(self
             .common

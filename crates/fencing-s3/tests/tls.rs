@@ -57,7 +57,7 @@ async fn store_trusting(ca: Option<&str>) -> S3Store {
     if let Some(ca) = ca {
         config = config.with_ca_file(tls_file(ca));
     }
-    config.connect().await.expect("store")
+    config.connect_store().await.expect("store")
 }
 
 #[tokio::test]
@@ -95,7 +95,7 @@ async fn the_right_ca_writes_and_a_bad_ca_file_is_invalid_input() {
         "s3://b?endpoint=https://127.0.0.1:1&emulator=true&sslrootcert=/nonexistent/ca.pem",
     )
     .expect("URL")
-    .connect()
+    .connect_store()
     .await
     .expect_err("a CA file that cannot be read");
     assert!(

@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let issuer = ZkConfig::new(&addr)
         .with_prefix("/fencing-examples")
         .with_token_source(source)
-        .connect()
+        .connect_issuer()
         .await?;
     let (min, max) = issuer.session_timeouts();
     println!("ZooKeeper at {addr} grants sessions of {min:?}..={max:?}; tokens from {source:?}");

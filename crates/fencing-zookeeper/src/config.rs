@@ -26,7 +26,7 @@ pub const BACKEND: Descriptor = Descriptor {
     tls_modes: tls::OFFERED,
     check: |url| ZkConfig::from_url(url).map(drop),
     open_issuer: Some(|url| {
-        Box::pin(async move { descriptor::issuer(ZkConfig::from_url(&url)?.connect().await?) })
+        Box::pin(async move { descriptor::issuer(ZkConfig::from_url(&url)?.connect_issuer().await?) })
     }),
     open_store: None,
 };
@@ -37,7 +37,7 @@ const SHAPE: &str = "zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX]";
 /// How to reach ZooKeeper: parsed from
 /// `zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX][?OPTIONS]`, read
 /// from the environment, or set with the `with_*` setters;
-/// [`connect`](Self::connect) opens the issuer.
+/// [`connect_issuer`](Self::connect_issuer) opens the issuer.
 ///
 /// | URL part | meaning |
 /// | --- | --- |
@@ -82,7 +82,7 @@ impl ZkConfig {
 
     /// Parses
     /// `zk://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…][/PREFIX][?token=czxid|cversion&sslmode=…&sslrootcert=…&sslcert=…&sslkey=…]`
-    /// (`zookeeper://` too). The files are read at [`connect`](Self::connect).
+    /// (`zookeeper://` too). The files are read at [`connect_issuer`](Self::connect_issuer).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for another scheme, no host, an empty host in
@@ -151,7 +151,7 @@ impl ZkConfig {
 
     /// TLS to the servers' `secureClientPort`: a CA file is required, a
     /// client certificate optional; modes `disable` and `verify-full`
-    /// (checked at [`connect`](Self::connect)).
+    /// (checked at [`connect_issuer`](Self::connect_issuer)).
     #[must_use]
     pub fn with_tls(mut self, tls: TlsOptions) -> Self {
         self.tls = tls;
@@ -160,7 +160,7 @@ impl ZkConfig {
 
     /// Digest credentials: every session logs in as `user:password`, and
     /// every znode the issuer creates is that identity's alone (the user
-    /// name may not hold `:`; checked at [`connect`](Self::connect)).
+    /// name may not hold `:`; checked at [`connect_issuer`](Self::connect_issuer)).
     #[must_use]
     pub fn with_credentials(mut self, credentials: Credentials) -> Self {
         self.credentials = Some(credentials);
@@ -196,7 +196,7 @@ impl ZkConfig {
     /// or we its certificate; [`Error::Unauthenticated`] when the prefix
     /// znode admits another identity (a wrong password, or none);
     /// a retryable [`Error::Backend`] if no server answers.
-    pub async fn connect(&self) -> Result<ZkIssuer> {
+    pub async fn connect_issuer(&self) -> Result<ZkIssuer> {
         let access = Access::load(&self.tls, self.credentials.as_ref())?;
         ZkIssuer::open(
             &self.connect_string,

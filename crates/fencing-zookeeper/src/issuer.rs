@@ -26,7 +26,7 @@ const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A [`TokenIssuer`] on ZooKeeper.
 ///
-/// Built by [`ZkConfig::connect`](crate::ZkConfig::connect), the one builder
+/// Built by [`ZkConfig::connect_issuer`](crate::ZkConfig::connect_issuer), the one builder
 /// (a lease needs sessions of its own, so there is no issuer on a caller's
 /// client).
 ///
@@ -107,7 +107,7 @@ impl fmt::Debug for ZkIssuer {
 }
 
 impl ZkIssuer {
-    /// [`ZkConfig::connect`](crate::ZkConfig::connect): the one way in.
+    /// [`ZkConfig::connect_issuer`](crate::ZkConfig::connect_issuer): the one way in.
     pub(crate) async fn open(
         connect_string: &str,
         access: Access,

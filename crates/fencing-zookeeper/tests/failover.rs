@@ -23,7 +23,7 @@ async fn leader_kill_keeps_tokens_increasing_and_refuses_stale_writes() {
             ZkConfig::new(&endpoints)
                 .with_prefix(&prefix)
                 .with_token_source(TokenSource::Czxid)
-                .connect()
+                .connect_issuer()
                 .await
         },
     )

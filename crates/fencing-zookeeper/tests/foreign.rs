@@ -31,7 +31,7 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
     match ZkConfig::new(ZOOKEEPER.endpoint())
         .with_prefix(&prefix)
         .with_token_source(source)
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(issuer) => Some(issuer),

@@ -19,7 +19,7 @@ mod common;
 async fn connect(connect_string: &str, prefix: &str) -> ZkIssuer {
     ZkConfig::new(connect_string)
         .with_prefix(prefix)
-        .connect()
+        .connect_issuer()
         .await
         .unwrap_or_else(|e| ZOOKEEPER.unavailable(&error_chain(&e)))
 }

@@ -35,7 +35,7 @@ fn fresh_prefix() -> String {
 }
 
 async fn open(url: &str) -> fencing_core::Result<ZkIssuer> {
-    ZkConfig::from_url(url)?.connect().await
+    ZkConfig::from_url(url)?.connect_issuer().await
 }
 
 /// An issuer under a fresh prefix, over TLS and logged in, or `None` if
@@ -490,7 +490,7 @@ async fn the_password_goes_only_to_a_server_that_answered() {
     let secret = "wire-secret-never-sent";
     let connected = ZkConfig::new(addr.to_string())
         .with_credentials(fencing_core::tls::Credentials::new("fencing", secret))
-        .connect()
+        .connect_issuer()
         .await;
     let e = connected.expect_err("no ZooKeeper there");
     assert_no_secret("a server that never answered", &e, secret);

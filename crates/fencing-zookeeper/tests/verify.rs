@@ -20,7 +20,7 @@ async fn connect(connect_string: &str, server: Server) -> Option<ZkIssuer> {
     match ZkConfig::new(connect_string)
         .with_prefix(&prefix)
         .with_token_source(TokenSource::Czxid)
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(issuer) => Some(issuer),

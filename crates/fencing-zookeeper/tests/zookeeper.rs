@@ -27,7 +27,7 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
     match ZkConfig::new(ZOOKEEPER.endpoint())
         .with_prefix(&prefix)
         .with_token_source(source)
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(issuer) => Some(issuer),
@@ -93,7 +93,7 @@ async fn tokens_are_the_czxid_or_the_parent_cversion() {
     let by_cversion = ZkConfig::new(ZOOKEEPER.endpoint())
         .with_prefix(by_czxid.prefix())
         .with_token_source(TokenSource::ParentCversion)
-        .connect()
+        .connect_issuer()
         .await
         .expect("connect");
     let resource = fencing_testkit::unique_name("cversion");
@@ -163,7 +163,7 @@ async fn a_paused_holder_loses_its_session() {
             let own = ZkConfig::new(ZOOKEEPER.endpoint())
                 .with_prefix(&prefix)
                 .with_token_source(TokenSource::Czxid)
-                .connect()
+                .connect_issuer()
                 .await
                 .expect("connect");
             let lease = grant(&own, &holder_resource, ttl).await;
@@ -230,7 +230,7 @@ async fn a_waiter_whose_session_expired_while_queued_is_never_granted() {
                 let own = ZkConfig::new(&endpoint)
                     .with_prefix(&prefix)
                     .with_token_source(TokenSource::Czxid)
-                    .connect()
+                    .connect_issuer()
                     .await;
                 Arc::new(own.expect("connect")) as Arc<dyn TokenIssuer>
             })
@@ -242,14 +242,14 @@ async fn a_waiter_whose_session_expired_while_queued_is_never_granted() {
 #[tokio::test]
 async fn an_unreachable_server_is_a_retryable_backend_error() {
     let nothing_listening = ZkConfig::new("127.0.0.1:1");
-    let unreachable = nothing_listening.connect();
+    let unreachable = nothing_listening.connect_issuer();
     lock_service::an_unreachable_server_is_a_retryable_backend_error("zookeeper", unreachable)
         .await;
     assert!(matches!(
         ZkConfig::new(ZOOKEEPER.endpoint())
             .with_prefix("/zookeeper")
             .with_token_source(TokenSource::Czxid)
-            .connect()
+            .connect_issuer()
             .await,
         Err(Error::InvalidInput { .. })
     ));
@@ -421,7 +421,7 @@ async fn an_existing_prefix_loses_delete_at_connect() {
     ZkConfig::new(ZOOKEEPER.endpoint())
         .with_prefix(&old)
         .with_token_source(TokenSource::Czxid)
-        .connect()
+        .connect_issuer()
         .await
         .expect("connect");
     let (acls, _) = issuer.client().get_acl(&old).await.expect("get_acl");
@@ -446,7 +446,7 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
     let issuer = ZkConfig::new(proxy.addr().to_string())
         .with_prefix(&prefix)
         .with_token_source(TokenSource::Czxid)
-        .connect()
+        .connect_issuer()
         .await
         .unwrap_or_else(|e| ZOOKEEPER.unavailable(&error_chain(&e)));
     let resource = fencing_testkit::unique_name("unanswered-release");
@@ -462,7 +462,7 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
     let direct = ZkConfig::new(ZOOKEEPER.endpoint())
         .with_prefix(issuer.prefix())
         .with_token_source(TokenSource::Czxid)
-        .connect()
+        .connect_issuer()
         .await
         .expect("connect past the proxy");
     let next = direct

@@ -144,7 +144,7 @@ fn unsupported(url: &str, role: Role) -> Error {
 /// # Errors
 /// [`Error::InvalidInput`] for a URL no backend of this build opens as an
 /// issuer, or one its backend refuses; otherwise what the backend's
-/// `connect` returns.
+/// `connect_issuer` returns.
 pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
     match backend_for(url).and_then(|d| d.open_issuer) {
         Some(open) => open(url.to_owned()).await,
@@ -157,7 +157,8 @@ pub async fn open_issuer(url: &str) -> Result<Arc<dyn TokenIssuer>, Error> {
 /// # Errors
 /// [`Error::InvalidInput`] for a URL no backend of this build opens as a
 /// store, or one its backend refuses (an object store without credentials
-/// names `emulator=true`); otherwise what the backend's `connect` returns.
+/// names `emulator=true`); otherwise what the backend's `connect_store`
+/// returns.
 pub async fn open_store(url: &str) -> Result<Arc<dyn FencedStore>, Error> {
     match backend_for(url).and_then(|d| d.open_store) {
         Some(open) => open(url.to_owned()).await,

@@ -52,7 +52,7 @@ pub(crate) async fn on_aof(layout: fencing_redis::Layout) -> Option<fencing_redi
     match fencing_redis::RedisConfig::new(REDIS_AOF.endpoint())
         .with_layout(layout)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
-        .connect()
+        .connect_issuer()
         .await
     {
         Ok(issuer) => Some(issuer),

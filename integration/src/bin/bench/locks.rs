@@ -38,7 +38,7 @@ impl Etcd {
     pub(crate) async fn connect(endpoint: &str, prefix: &str) -> BoxResult<Self> {
         let issuer = EtcdConfig::new([endpoint])
             .with_prefix(format!("{prefix}/"))
-            .connect()
+            .connect_issuer()
             .await?;
         Ok(Self {
             issuer,
@@ -136,7 +136,7 @@ impl ZooKeeper {
             ZkConfig::new(addr)
                 .with_prefix(&root)
                 .with_token_source(TokenSource::Czxid)
-                .connect()
+                .connect_issuer()
                 .await
         };
         let (issuer, other) = (connect().await?, connect().await?);
@@ -225,7 +225,7 @@ impl Redis {
     pub(crate) async fn connect(url: &str, prefix: &str) -> BoxResult<Self> {
         let issuer = RedisConfig::new(url)
             .with_prefix(format!("{prefix}:"))
-            .connect()
+            .connect_issuer()
             .await?;
         // The issuer's connection settings.
         let config = ConnectionManagerConfig::new()
