@@ -69,25 +69,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::keepalive::{KeepAlive, KeepAliveOptions, Lost};
-use crate::{
-    Error, FencedStore, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
-};
+use crate::keepalive::{KeepAliveOptions, Lost};
+use crate::lock::{LeaseGuard, Lock};
+use crate::{Error, FencedStore, FencingToken, HolderId, Holding, Lease, Result, TokenIssuer};
 
 pub use observe::Observer;
-
-/// How long one [`TokenIssuer::acquire`] of a campaign waits before it is
-/// asked again (a campaign itself waits for as long as it takes).
-const CAMPAIGN_WAIT: Duration = Duration::from_secs(3600);
-
-/// The longest pause between retries of a failed acquire or fence.
-const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// How many answers in a row may be lost (`OutcomeUnknown`) on one acquire
-/// or one fence before the campaign gives up: a fence is idempotent and a
-/// lost grant can be looked up, so a few lost answers settle by asking
-/// again, but a store or issuer that never answers is reported.
-const MAX_UNKNOWN: u32 = 5;
 
 /// Separates a candidate id from the random part of its holder id.
 const TERM_SEPARATOR: char = '#';
@@ -234,25 +220,20 @@ impl Election {
     /// the new term's token while the term is still held (a token went
     /// backwards: an issuer was replaced without a floor).
     pub async fn campaign(&self) -> Result<Leadership> {
-        loop {
-            let leadership = self.win().await?;
-            match self.fence_all(&leadership).await {
-                Ok(()) => return Ok(leadership),
-                Err(e) => {
-                    let lost = leadership.is_lost() || leadership.lease().is_expired();
-                    let token = leadership.token();
-                    let _ = leadership.resign().await;
-                    if lost {
-                        // Paused or cut off while fencing: a later term may
-                        // already have fenced. Stand again.
-                        tracing::warn!(resource = %self.resource, %token, error = %e,
-                            "term lost while fencing on takeover; campaigning again");
-                        continue;
-                    }
-                    return Err(e);
-                }
-            }
+        let mut lock = Lock::new(self.issuer.clone(), &self.resource)
+            .ttl(self.ttl)
+            .fresh_holder(self.term_holder()?)
+            .keep_alive(self.keep_alive);
+        for fence in &self.fences {
+            lock = lock.fence(&*fence.store, [fence.key.as_str()]);
         }
+        let guard = lock.await?;
+        tracing::info!(resource = %self.resource, token = %guard.token(),
+            candidate = %self.candidate, "elected");
+        Ok(Leadership {
+            guard,
+            candidate: self.candidate.clone(),
+        })
     }
 
     /// Who leads now, if anyone (one question to the issuer).
@@ -288,128 +269,6 @@ impl Election {
         let random: u128 = rand::random();
         HolderId::new(format!("{}{TERM_SEPARATOR}{random:032x}", self.candidate))
     }
-
-    /// Acquires the resource (waiting as long as it takes) and starts
-    /// renewing it.
-    async fn win(&self) -> Result<Leadership> {
-        let request = LeaseRequest::new(&self.resource, self.ttl).with_holder(self.term_holder()?);
-        request.validate(self.issuer.min_ttl())?;
-        let mut backoff = Backoff::new(self.ttl);
-        let mut unknown = 0;
-        // When the first acquire whose outcome is unknown was sent: any
-        // grant found later under this campaign's holder id may be that
-        // one's, so a lease found through `holder` is dated from it.
-        let mut first_unknown_sent_at = None;
-        let lease = loop {
-            let sent_at = std::time::Instant::now();
-            match self.issuer.acquire(&request, CAMPAIGN_WAIT).await {
-                Ok(lease) => break lease,
-                Err(e) if e.is_retryable() => {
-                    tracing::debug!(resource = %self.resource, error = %e, "campaign: acquire failed; retrying");
-                    backoff.wait().await;
-                }
-                Err(e @ Error::OutcomeUnknown { .. }) if unknown < MAX_UNKNOWN => {
-                    unknown += 1;
-                    tracing::debug!(resource = %self.resource, error = %e,
-                        "campaign: the grant's answer was lost; asking who holds");
-                    let dated = *first_unknown_sent_at.get_or_insert(sent_at);
-                    if let Some(lease) = self.granted_anyway(&request, dated).await {
-                        break lease;
-                    }
-                    backoff.wait().await;
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        tracing::info!(resource = %self.resource, token = %lease.token(),
-            candidate = %self.candidate, "elected");
-        let options = self.keep_alive.release_on_drop(true);
-        Ok(Leadership {
-            keep_alive: KeepAlive::with_options(self.issuer.clone(), lease, options),
-            candidate: self.candidate.clone(),
-        })
-    }
-
-    /// After an acquire whose answer was lost: the lease, if the grant went
-    /// through after all (this campaign's holder id is fresh, so holding
-    /// the resource under it means that very acquire was granted). A
-    /// re-entrant issuer hands it back on the next acquire; for the others
-    /// ask [`TokenIssuer::holder`]. The lease is dated from `sent_at`, when
-    /// the first acquire whose answer was lost was sent (the grant found
-    /// may be that one's, not the latest's), so its deadline stays
-    /// conservative.
-    async fn granted_anyway(
-        &self,
-        request: &LeaseRequest,
-        sent_at: std::time::Instant,
-    ) -> Option<Lease> {
-        if self.issuer.reentrant() {
-            return None;
-        }
-        match self.issuer.holder(&request.resource).await {
-            Ok(Some(held)) if held.holder == request.holder => {
-                Some(Lease::new(request, held.token, sent_at))
-            }
-            Ok(_) => None,
-            Err(e) => {
-                tracing::debug!(resource = %self.resource, error = %e,
-                    "campaign: could not ask who holds; acquiring again");
-                None
-            }
-        }
-    }
-
-    /// Fences every takeover key with the term's token, retrying errors
-    /// marked retryable while the term is held, and a lost answer (a fence
-    /// is idempotent: fencing again settles it) up to [`MAX_UNKNOWN`]
-    /// times in a row.
-    async fn fence_all(&self, leadership: &Leadership) -> Result<()> {
-        let token = leadership.token();
-        for fence in &self.fences {
-            let mut backoff = Backoff::new(self.ttl);
-            let mut unknown = 0;
-            loop {
-                if let Some(lost) = leadership.keep_alive.lost_now() {
-                    return Err(lost.into());
-                }
-                let retry = match fence.store.fence(&fence.key, token).await {
-                    Ok(_) => break,
-                    Err(e) if leadership.lease().is_expired() => return Err(e),
-                    Err(e) if e.is_retryable() => e,
-                    Err(e @ Error::OutcomeUnknown { .. }) if unknown < MAX_UNKNOWN => {
-                        unknown += 1;
-                        e
-                    }
-                    Err(e) => return Err(e),
-                };
-                tracing::debug!(store = fence.store.name(), key = %fence.key, error = %retry,
-                    "fence on takeover failed; fencing again");
-                backoff.wait().await;
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A capped exponential backoff for retries.
-#[derive(Debug)]
-struct Backoff {
-    next: Duration,
-    cap: Duration,
-}
-
-impl Backoff {
-    fn new(ttl: Duration) -> Self {
-        Self {
-            next: Duration::from_millis(10),
-            cap: (ttl / 4).clamp(Duration::from_millis(10), MAX_BACKOFF),
-        }
-    }
-
-    async fn wait(&mut self) {
-        tokio::time::sleep(self.next).await;
-        self.next = (self.next * 2).min(self.cap);
-    }
 }
 
 /// A term as leader: the lease, renewed in the background, and its token.
@@ -421,24 +280,24 @@ impl Backoff {
 /// waiting for the TTL.
 #[derive(Debug)]
 pub struct Leadership {
-    keep_alive: KeepAlive,
+    guard: LeaseGuard,
     candidate: String,
 }
 
 impl Leadership {
     /// The term's fencing token: present it with every write.
     pub fn token(&self) -> FencingToken {
-        self.keep_alive.token()
+        self.guard.token()
     }
 
     /// The term's lease, as last renewed.
     pub fn lease(&self) -> Lease {
-        self.keep_alive.lease()
+        self.guard.lease()
     }
 
     /// This term's leader, as observers see it.
     pub fn leader(&self) -> Leader {
-        let lease = self.keep_alive.lease();
+        let lease = self.guard.lease();
         Leader {
             candidate: self.candidate.clone(),
             holder: lease.holder().clone(),
@@ -452,12 +311,12 @@ impl Leadership {
     /// will be refused by fenced stores anyway. Does not borrow the
     /// leadership; may be called any number of times.
     pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
-        self.keep_alive.lost()
+        self.guard.lost()
     }
 
     /// Whether the term has been lost.
     pub fn is_lost(&self) -> bool {
-        self.keep_alive.is_lost()
+        self.guard.is_lost()
     }
 
     /// Gives the term up so the next candidate takes over at once.
@@ -467,7 +326,7 @@ impl Leadership {
     /// [`TokenIssuer::release`] (the term then runs out after its TTL).
     pub async fn resign(self) -> Result<()> {
         let token = self.token();
-        self.keep_alive.release().await?;
+        self.guard.release().await?;
         tracing::info!(%token, candidate = %self.candidate, "resigned");
         Ok(())
     }

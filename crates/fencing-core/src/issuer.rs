@@ -87,6 +87,16 @@ pub trait TokenIssuer: Send + Sync + Debug {
     /// [`Error::LeaseLost`] if the lease expired or was taken.
     async fn renew(&self, lease: &Lease) -> Result<Lease>;
 
+    /// This issuer's own way of keeping `lease` alive, if its service has
+    /// one better than a [`renew`](Self::renew) call per renewal (etcd's
+    /// keep-alive stream): a [`KeepAlive`](crate::keepalive::KeepAlive)
+    /// sends its renewals through it. A renewal through it obeys clause 4
+    /// as `renew` does. Default: none, renewals call `renew`.
+    fn renewal(&self, lease: &Lease) -> Option<Box<dyn crate::keepalive::Renewal>> {
+        let _ = lease;
+        None
+    }
+
     /// Gives the lease up so the next holder gets in at once.
     ///
     /// # Errors

@@ -36,6 +36,18 @@ use tracing::Instrument;
 use crate::instrument::names;
 use crate::{Error, FencingToken, Lease, TokenIssuer};
 
+/// An issuer's own way of renewing one lease, kept for the lease's life
+/// ([`TokenIssuer::renewal`]): a stream its service keeps open, say.
+#[async_trait::async_trait]
+pub trait Renewal: Send + Sync + fmt::Debug {
+    /// Extends `lease` by its TTL, keeping its token, as
+    /// [`TokenIssuer::renew`] does.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the lease expired or was taken.
+    async fn renew(&mut self, lease: &Lease) -> crate::Result<Lease>;
+}
+
 /// How a [`KeepAlive`] renews and what it does when it ends.
 #[derive(Clone, Copy, Debug)]
 pub struct KeepAliveOptions {
@@ -365,6 +377,7 @@ async fn renew_until_lost(
         .unwrap_or(ttl / 20)
         .max(Duration::from_millis(1));
     let mut last_error: Option<Arc<Error>> = None;
+    let mut renewal = issuer.renewal(&lease);
 
     let reason = loop {
         // When the lease was last granted or renewed (its deadline counts
@@ -393,7 +406,7 @@ async fn renew_until_lost(
             biased;
             stopped = &mut stop => return stopped_with(&*issuer, lease, stopped.ok()).await,
             () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
-            renewed = issuer.renew(&lease) => match renewed {
+            renewed = renew(&*issuer, &mut renewal, &lease) => match renewed {
                 Ok(renewed) => {
                     lease = renewed;
                     last_error = None;
@@ -431,6 +444,18 @@ async fn renew_until_lost(
         let _ = tokio::time::timeout(ttl.max(Duration::from_secs(1)), issuer.release(&lease)).await;
     }
     State::Lost(lost)
+}
+
+/// One renewal: through the issuer's own [`Renewal`] if it has one.
+async fn renew(
+    issuer: &dyn TokenIssuer,
+    renewal: &mut Option<Box<dyn Renewal>>,
+    lease: &Lease,
+) -> crate::Result<Lease> {
+    match renewal {
+        Some(renewal) => renewal.renew(lease).await,
+        None => issuer.renew(lease).await,
+    }
 }
 
 /// Ends the task on the handle's request, releasing if asked.

@@ -7,6 +7,7 @@ pub mod instrument;
 mod issuer;
 pub mod keepalive;
 mod lease;
+pub mod lock;
 pub mod memory;
 pub mod redact;
 pub mod safety;
@@ -17,6 +18,7 @@ mod token;
 
 pub use error::{BoxError, Error, Result, error_chain};
 pub use issuer::TokenIssuer;
+pub use lock::{IssuerExt, LeaseGuard, Lock};
 pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
 pub use redact::{redact, redact_text};
 pub use store::{FencedStore, Limits, Versioned};

@@ -3,6 +3,7 @@
 use std::time::Instant;
 
 use super::*;
+use crate::LeaseRequest;
 use crate::memory::{MemoryIssuer, MemoryStore};
 
 /// Long enough that a hand-over within it cannot be an expiry.

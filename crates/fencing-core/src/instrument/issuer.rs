@@ -1,5 +1,6 @@
 //! [`Instrumented`] as a [`TokenIssuer`].
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -7,6 +8,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use super::{Instrumented, count_unknown, names, seconds};
+use crate::keepalive::Renewal;
 use crate::safety::SafetyCheck;
 use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 
@@ -16,6 +18,44 @@ fn lease_result<T>(result: &Result<T>, ok: &'static str) -> &'static str {
         Ok(_) => ok,
         Err(Error::LeaseLost { .. }) => "lost",
         Err(_) => "error",
+    }
+}
+
+/// Records one renewal (span, latency, count, lost answers), whichever way
+/// it was sent.
+async fn observe_renewal(
+    name: &'static str,
+    lease: &Lease,
+    renewal: impl Future<Output = Result<Lease>>,
+) -> Result<Lease> {
+    let span = tracing::info_span!(
+        "fencing.renew",
+        issuer = name,
+        resource = lease.resource(),
+        token = lease.token().get(),
+    );
+    let started = Instant::now();
+    let result = renewal.instrument(span).await;
+    let label = lease_result(&result, "renewed");
+    metrics::histogram!(names::RENEW_LATENCY, names::ISSUER => name, names::RESULT => label)
+        .record(seconds(started.elapsed()));
+    metrics::counter!(names::RENEWALS, names::ISSUER => name, names::RESULT => label)
+        .increment(1);
+    count_unknown(&result, names::ISSUER, name, "renew");
+    result
+}
+
+/// An issuer's own [`Renewal`], observed as its `renew` is.
+#[derive(Debug)]
+struct InstrumentedRenewal {
+    issuer: &'static str,
+    inner: Box<dyn Renewal>,
+}
+
+#[async_trait]
+impl Renewal for InstrumentedRenewal {
+    async fn renew(&mut self, lease: &Lease) -> Result<Lease> {
+        observe_renewal(self.issuer, lease, self.inner.renew(lease)).await
     }
 }
 
@@ -92,22 +132,15 @@ impl<T: TokenIssuer> TokenIssuer for Instrumented<T> {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        let name = self.inner.name();
-        let span = tracing::info_span!(
-            "fencing.renew",
-            issuer = name,
-            resource = lease.resource(),
-            token = lease.token().get(),
-        );
-        let started = Instant::now();
-        let result = self.inner.renew(lease).instrument(span).await;
-        let label = lease_result(&result, "renewed");
-        metrics::histogram!(names::RENEW_LATENCY, names::ISSUER => name, names::RESULT => label)
-            .record(seconds(started.elapsed()));
-        metrics::counter!(names::RENEWALS, names::ISSUER => name, names::RESULT => label)
-            .increment(1);
-        count_unknown(&result, names::ISSUER, name, "renew");
-        result
+        observe_renewal(self.inner.name(), lease, self.inner.renew(lease)).await
+    }
+
+    fn renewal(&self, lease: &Lease) -> Option<Box<dyn Renewal>> {
+        let inner = self.inner.renewal(lease)?;
+        Some(Box::new(InstrumentedRenewal {
+            issuer: self.inner.name(),
+            inner,
+        }))
     }
 
     async fn release(&self, lease: &Lease) -> Result<()> {

@@ -1,5 +1,5 @@
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -9,9 +9,15 @@ use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result,
 
 /// An issuer in process memory, with per-resource counters and real TTL
 /// expiry on the monotonic clock. Re-entrant: the same holder acquiring again
-/// gets its lease back, extended, with the same token.
-#[derive(Debug, Default)]
+/// gets its lease back, extended, with the same token. Clones share one
+/// issuer.
+#[derive(Clone, Debug, Default)]
 pub struct MemoryIssuer {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
     resources: Mutex<HashMap<String, Resource>>,
     released: Notify,
 }
@@ -38,7 +44,7 @@ impl MemoryIssuer {
     /// When the current holder's lease runs out, if it is held by someone
     /// other than `holder`.
     fn blocked_until(&self, resource: &str, holder: &HolderId) -> Option<Instant> {
-        let resources = self.resources.lock().expect("poisoned");
+        let resources = self.inner.resources.lock().expect("poisoned");
         let held = resources.get(resource)?.held.as_ref()?;
         (held.holder != *holder && held.expires > Instant::now()).then_some(held.expires)
     }
@@ -57,7 +63,7 @@ impl TokenIssuer for MemoryIssuer {
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let now = Instant::now();
-        let mut resources = self.resources.lock().expect("poisoned");
+        let mut resources = self.inner.resources.lock().expect("poisoned");
         let r = resources.entry(request.resource.clone()).or_default();
         if let Some(held) = r.held.as_mut().filter(|h| h.expires > now) {
             if held.holder != request.holder {
@@ -87,7 +93,7 @@ impl TokenIssuer for MemoryIssuer {
         loop {
             // Register for the release signal before looking, so a release
             // between the look and the wait is not missed.
-            let released = self.released.notified();
+            let released = self.inner.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
             if let Some(lease) = self.try_acquire(request).await? {
@@ -109,7 +115,7 @@ impl TokenIssuer for MemoryIssuer {
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
         let now = Instant::now();
-        let mut resources = self.resources.lock().expect("poisoned");
+        let mut resources = self.inner.resources.lock().expect("poisoned");
         let held = resources
             .get_mut(lease.resource())
             .and_then(|r| r.held.as_mut())
@@ -125,7 +131,7 @@ impl TokenIssuer for MemoryIssuer {
 
     async fn release(&self, lease: &Lease) -> Result<()> {
         let now = Instant::now();
-        let mut resources = self.resources.lock().expect("poisoned");
+        let mut resources = self.inner.resources.lock().expect("poisoned");
         let r = resources.get_mut(lease.resource());
         let Some(r) = r.filter(|r| {
             r.held
@@ -136,7 +142,7 @@ impl TokenIssuer for MemoryIssuer {
         };
         r.held = None;
         drop(resources);
-        self.released.notify_waiters();
+        self.inner.released.notify_waiters();
         Ok(())
     }
 
@@ -149,7 +155,7 @@ impl TokenIssuer for MemoryIssuer {
                 max: FencingToken::new(u64::MAX - 1),
             });
         }
-        let mut resources = self.resources.lock().expect("poisoned");
+        let mut resources = self.inner.resources.lock().expect("poisoned");
         let r = resources.entry(resource.to_owned()).or_default();
         r.last_token = r.last_token.max(floor.get());
         Ok(())
@@ -157,7 +163,7 @@ impl TokenIssuer for MemoryIssuer {
 
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let now = Instant::now();
-        let resources = self.resources.lock().expect("poisoned");
+        let resources = self.inner.resources.lock().expect("poisoned");
         Ok(resources
             .get(resource)
             .and_then(|r| r.held.as_ref())

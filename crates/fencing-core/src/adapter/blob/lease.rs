@@ -42,7 +42,7 @@
 //! A waiter polls with one `GET` per try.
 
 use std::fmt::{self, Debug};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -98,11 +98,12 @@ const KNOWN_CAP: usize = 4096;
 ///
 /// The records live under a prefix (default
 /// [`DEFAULT_PREFIX`](Self::DEFAULT_PREFIX)), so one bucket can be both
-/// the issuer and the store.
+/// the issuer and the store. Clones share one record cache.
+#[derive(Clone)]
 pub struct BlobIssuer<B> {
     backend: B,
     prefix: String,
-    known: Mutex<Recent<Known>>,
+    known: Arc<Mutex<Recent<Known>>>,
 }
 
 impl<B: BlobBackend> Debug for BlobIssuer<B> {
@@ -134,7 +135,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
         Self {
             backend,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
-            known: Mutex::new(Recent::with_cap(KNOWN_CAP)),
+            known: Arc::new(Mutex::new(Recent::with_cap(KNOWN_CAP))),
         }
     }
 

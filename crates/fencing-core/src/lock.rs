@@ -1,0 +1,445 @@
+//! A lease held for you: take it, fence the keys it guards, keep it alive,
+//! stop the work when it is lost, give it back.
+//!
+//! ```
+//! # use std::sync::Arc;
+//! # use std::time::Duration;
+//! use fencing_core::lock::IssuerExt;
+//! use fencing_core::memory::{MemoryIssuer, MemoryStore};
+//! use fencing_core::{FencedStore, TokenIssuer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> fencing_core::Result<()> {
+//! # let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
+//! # let store: Arc<dyn FencedStore> = Arc::new(MemoryStore::new());
+//! let held = issuer.lock("nightly-report")
+//!     .ttl(Duration::from_secs(30))
+//!     .wait(Duration::from_secs(10))
+//!     .fence(&*store, ["reports/nightly"])
+//!     .await?;
+//! held.run(store.put("reports/nightly", "report".into(), held.token())).await?;
+//! held.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every issuer has [`lock`](IssuerExt::lock): `Arc<dyn TokenIssuer>` (what
+//! `open_issuer` gives), `Arc<I>`, and every issuer that is `Clone`.
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::keepalive::{KeepAlive, KeepAliveOptions, Lost};
+use crate::{Error, FencedStore, FencingToken, HolderId, Lease, LeaseRequest, Result, TokenIssuer};
+
+/// The TTL of a lease when [`Lock::ttl`] is not given.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+/// How long one [`TokenIssuer::acquire`] waits before it is asked again
+/// when the lock itself waits for as long as it takes.
+const ONE_ACQUIRE: Duration = Duration::from_secs(3600);
+
+/// The longest pause between retries of a failed acquire or fence.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How many answers in a row may be lost (`OutcomeUnknown`) on one acquire
+/// or one fence before the lock gives up: a fence is idempotent and a lost
+/// grant can be looked up, so a few lost answers settle by asking again,
+/// but an issuer or store that never answers is reported.
+const MAX_UNKNOWN: u32 = 5;
+
+/// [`lock`](Self::lock) on every issuer.
+pub trait IssuerExt {
+    /// A lock on `resource`: set its TTL, how long to wait and which keys
+    /// to fence, then `.await` it for a [`LeaseGuard`].
+    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a>;
+}
+
+impl<I: TokenIssuer + Clone + 'static> IssuerExt for I {
+    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a> {
+        Lock::new(Arc::new(self.clone()), resource)
+    }
+}
+
+impl<I: TokenIssuer + 'static> IssuerExt for Arc<I> {
+    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a> {
+        Lock::new(self.clone(), resource)
+    }
+}
+
+impl IssuerExt for Arc<dyn TokenIssuer> {
+    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a> {
+        Lock::new(self.clone(), resource)
+    }
+}
+
+/// A lock being taken: what [`IssuerExt::lock`] returns. `.await` it.
+///
+/// Awaiting it
+/// 1. acquires the lease, waiting up to [`wait`](Self::wait) (as long as
+///    it takes if none is given), retrying errors the issuer marks
+///    retryable, and settling a grant whose answer was lost by asking who
+///    holds;
+/// 2. starts renewing it with the issuer's own keep-alive
+///    ([`TokenIssuer::renewal`]; a third of the TTL);
+/// 3. fences every key given to [`fence`](Self::fence) with the new token
+///    before it returns, so a paused former holder's writes are refused
+///    even to keys this holder never writes.
+///
+/// If the lease is lost while fencing (a pause, an unreachable issuer), it
+/// is taken again while the wait allows.
+#[must_use = "a lock does nothing until it is awaited"]
+pub struct Lock<'a> {
+    issuer: Arc<dyn TokenIssuer>,
+    resource: String,
+    ttl: Duration,
+    wait: Option<Duration>,
+    holder: Option<HolderId>,
+    fresh_holder: bool,
+    fences: Vec<(&'a dyn FencedStore, String)>,
+    keep_alive: KeepAliveOptions,
+}
+
+impl fmt::Debug for Lock<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("issuer", &self.issuer.name())
+            .field("resource", &self.resource)
+            .field("ttl", &self.ttl)
+            .field("wait", &self.wait)
+            .field("holder", &self.holder)
+            .field(
+                "fences",
+                &self
+                    .fences
+                    .iter()
+                    .map(|(store, key)| format!("{}:{key}", store.name()))
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Lock<'a> {
+    /// A lock on `resource` of `issuer` (what [`IssuerExt::lock`] builds).
+    pub fn new(issuer: Arc<dyn TokenIssuer>, resource: impl Into<String>) -> Self {
+        Self {
+            issuer,
+            resource: resource.into(),
+            ttl: DEFAULT_TTL,
+            wait: None,
+            holder: None,
+            fresh_holder: true,
+            fences: Vec::new(),
+            keep_alive: KeepAliveOptions::default().release_on_drop(true),
+        }
+    }
+
+    /// How long the lease lives without a renewal (default
+    /// [`DEFAULT_TTL`], 30 s): how long others wait if this process dies
+    /// holding it.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long to wait for the current holder to let go before giving up
+    /// with [`Error::Timeout`] (default: as long as it takes;
+    /// `Duration::ZERO` tries once).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// The holder id to acquire under (default: a fresh
+    /// [`HolderId::unique`]). On a re-entrant issuer, a lock under the id
+    /// of a lease already held gets that lease back.
+    pub fn holder(mut self, holder: HolderId) -> Self {
+        self.holder = Some(holder);
+        self.fresh_holder = false;
+        self
+    }
+
+    /// A holder id made for this one lock (as [`Election`] makes one per
+    /// campaign): nobody else acquires under it, so a grant whose answer
+    /// was lost can be found by asking who holds.
+    ///
+    /// [`Election`]: crate::election::Election
+    pub(crate) fn fresh_holder(mut self, holder: HolderId) -> Self {
+        self.holder = Some(holder);
+        self.fresh_holder = true;
+        self
+    }
+
+    /// Fences `keys` in `store` with the new token before the lock is
+    /// handed out. May be called for several stores.
+    pub fn fence<K: Into<String>>(
+        mut self,
+        store: &'a dyn FencedStore,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Self {
+        self.fences
+            .extend(keys.into_iter().map(|key| (store, key.into())));
+        self
+    }
+
+    /// How the lease is renewed ([`KeepAliveOptions`]). Dropping the
+    /// [`LeaseGuard`] releases the lease whatever these say.
+    pub fn keep_alive(mut self, options: KeepAliveOptions) -> Self {
+        self.keep_alive = options.release_on_drop(true);
+        self
+    }
+
+    /// Acquires, starts renewing and fences: see [`Lock`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad resource or TTL;
+    /// [`Error::Timeout`] when the wait ran out; a non-retryable error of
+    /// the issuer; a fence that failed (the lease is released first):
+    /// [`Error::StaleToken`] if a store holds a mark above the new token
+    /// (a token went backwards: an issuer was replaced without a floor).
+    pub async fn acquire(self) -> Result<LeaseGuard> {
+        let deadline = self.wait.map(|wait| Instant::now() + wait);
+        let fresh_holder = self.fresh_holder;
+        let holder = self.holder.clone().unwrap_or_else(HolderId::unique);
+        let request = LeaseRequest::new(&self.resource, self.ttl).with_holder(holder);
+        request.validate(self.issuer.min_ttl())?;
+        loop {
+            let lease = self.take(&request, deadline, fresh_holder).await?;
+            let guard = LeaseGuard {
+                keep_alive: KeepAlive::with_options(self.issuer.clone(), lease, self.keep_alive),
+            };
+            match self.fence_all(&guard).await {
+                Ok(()) => return Ok(guard),
+                Err(e) => {
+                    let lost = guard.is_lost() || guard.lease().is_expired();
+                    let token = guard.token();
+                    let _ = guard.release().await;
+                    let time_left = deadline.is_none_or(|d| Instant::now() < d);
+                    if lost && time_left {
+                        // Paused or cut off while fencing: a later holder
+                        // may have fenced already. Take it again.
+                        tracing::warn!(resource = %self.resource, %token, error = %e,
+                            "lease lost while fencing on acquire; acquiring again");
+                        continue;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Acquires the resource within the deadline.
+    async fn take(
+        &self,
+        request: &LeaseRequest,
+        deadline: Option<Instant>,
+        fresh_holder: bool,
+    ) -> Result<Lease> {
+        let mut backoff = Backoff::new(self.ttl);
+        let mut unknown = 0;
+        // When the first acquire whose answer was lost was sent: a grant
+        // found later under this holder id may be that one's, so it is
+        // dated from then.
+        let mut first_unknown_sent_at = None;
+        loop {
+            let sent_at = Instant::now();
+            let wait = deadline.map_or(ONE_ACQUIRE, |d| d.saturating_duration_since(sent_at));
+            let error = match self.issuer.acquire(request, wait).await {
+                Ok(lease) => return Ok(lease),
+                Err(e) => e,
+            };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(error);
+            }
+            match error {
+                Error::Timeout { .. } if deadline.is_none() => continue,
+                e if e.is_retryable() => {
+                    tracing::debug!(resource = %self.resource, error = %e, "lock: acquire failed; retrying");
+                }
+                e @ Error::OutcomeUnknown { .. } if unknown < MAX_UNKNOWN => {
+                    unknown += 1;
+                    tracing::debug!(resource = %self.resource, error = %e,
+                        "lock: the grant's answer was lost; asking who holds");
+                    let dated = *first_unknown_sent_at.get_or_insert(sent_at);
+                    if fresh_holder && let Some(lease) = self.granted_anyway(request, dated).await
+                    {
+                        return Ok(lease);
+                    }
+                }
+                e => return Err(e),
+            }
+            backoff.wait(deadline).await;
+        }
+    }
+
+    /// After an acquire whose answer was lost: the lease, if the grant went
+    /// through after all. Only for a fresh holder id, which nobody else
+    /// holds under: holding the resource under it means that very acquire
+    /// was granted. A re-entrant issuer hands it back on the next acquire.
+    /// The lease is dated from `sent_at`, when the first acquire whose
+    /// answer was lost was sent, so its deadline stays conservative.
+    async fn granted_anyway(&self, request: &LeaseRequest, sent_at: Instant) -> Option<Lease> {
+        if self.issuer.reentrant() {
+            return None;
+        }
+        match self.issuer.holder(&request.resource).await {
+            Ok(Some(held)) if held.holder == request.holder => {
+                Some(Lease::new(request, held.token, sent_at))
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(resource = %self.resource, error = %e,
+                    "lock: could not ask who holds; acquiring again");
+                None
+            }
+        }
+    }
+
+    /// Fences every key with the lease's token, retrying errors marked
+    /// retryable while the lease is held, and a lost answer (fencing again
+    /// with one token settles it) up to [`MAX_UNKNOWN`] times in a row.
+    async fn fence_all(&self, guard: &LeaseGuard) -> Result<()> {
+        let token = guard.token();
+        for (store, key) in &self.fences {
+            let mut backoff = Backoff::new(self.ttl);
+            let mut unknown = 0;
+            loop {
+                if let Some(lost) = guard.keep_alive.lost_now() {
+                    return Err(lost.into());
+                }
+                let retry = match store.fence(key, token).await {
+                    Ok(_) => break,
+                    Err(e) if guard.lease().is_expired() => return Err(e),
+                    Err(e) if e.is_retryable() => e,
+                    Err(e @ Error::OutcomeUnknown { .. }) if unknown < MAX_UNKNOWN => {
+                        unknown += 1;
+                        e
+                    }
+                    Err(e) => return Err(e),
+                };
+                tracing::debug!(store = store.name(), key = %key, error = %retry,
+                    "fence on acquire failed; fencing again");
+                backoff.wait(None).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'a> IntoFuture for Lock<'a> {
+    type Output = Result<LeaseGuard>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<LeaseGuard>> + Send + 'a>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.acquire())
+    }
+}
+
+/// A capped exponential backoff for retries.
+#[derive(Debug)]
+struct Backoff {
+    next: Duration,
+    cap: Duration,
+}
+
+impl Backoff {
+    fn new(ttl: Duration) -> Self {
+        Self {
+            next: Duration::from_millis(10),
+            cap: (ttl / 4).clamp(Duration::from_millis(10), MAX_BACKOFF),
+        }
+    }
+
+    /// Sleeps the next pause, never past `deadline`.
+    async fn wait(&mut self, deadline: Option<Instant>) {
+        let pause = deadline.map_or(self.next, |d| {
+            self.next.min(d.saturating_duration_since(Instant::now()))
+        });
+        tokio::time::sleep(pause).await;
+        self.next = (self.next * 2).min(self.cap);
+    }
+}
+
+/// A held lease, renewed in the background: present
+/// [`token`](Self::token) with every write, run the work under
+/// [`run`](Self::run) (or select on [`lost`](Self::lost)), and
+/// [`release`](Self::release) it when done.
+///
+/// **Dropping it releases the lease** in the background, on the Tokio
+/// runtime it was taken on, so a holder that returns early or panics does
+/// not keep the next one waiting for the TTL. `drop` never blocks; if that
+/// runtime has shut down, nothing is sent and the lease runs out after its
+/// TTL.
+#[derive(Debug)]
+#[must_use = "dropping the guard releases the lease"]
+pub struct LeaseGuard {
+    keep_alive: KeepAlive,
+}
+
+impl LeaseGuard {
+    /// The lease's fencing token: present it with every write.
+    pub fn token(&self) -> FencingToken {
+        self.keep_alive.token()
+    }
+
+    /// The lease as last renewed.
+    pub fn lease(&self) -> Lease {
+        self.keep_alive.lease()
+    }
+
+    /// Resolves when the lease is lost: a renewal was refused, or its local
+    /// deadline passed before one succeeded (a paused process, an
+    /// unreachable issuer). Does not borrow the guard; may be called any
+    /// number of times.
+    pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
+        self.keep_alive.lost()
+    }
+
+    /// Whether the lease has been lost.
+    pub fn is_lost(&self) -> bool {
+        self.keep_alive.is_lost()
+    }
+
+    /// Runs `work` while the lease is held: its output, or
+    /// [`Error::LeaseLost`] as soon as the lease is lost first (the work is
+    /// dropped then, so it stops at its next `.await`; a write already sent
+    /// is refused by the store if a newer holder fenced it).
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] (converted into `E`), or the work's own error.
+    pub async fn run<T, E: From<Error>>(
+        &self,
+        work: impl Future<Output = std::result::Result<T, E>>,
+    ) -> std::result::Result<T, E> {
+        if let Some(lost) = self.keep_alive.lost_now() {
+            return Err(Error::from(lost).into());
+        }
+        tokio::select! {
+            biased;
+            lost = self.keep_alive.lost() => Err(Error::from(lost).into()),
+            done = work => done,
+        }
+    }
+
+    /// Stops renewing and gives the lease up so the next holder gets in at
+    /// once.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if it was lost before; any error of
+    /// [`TokenIssuer::release`] (the lease then runs out after its TTL).
+    pub async fn release(self) -> Result<()> {
+        self.keep_alive.release().await
+    }
+
+    /// The keep-alive behind the guard, for what the guard does not say.
+    pub fn keep_alive(&self) -> &KeepAlive {
+        &self.keep_alive
+    }
+}
+
+#[cfg(test)]
+mod tests;
