@@ -299,22 +299,30 @@ impl Error {
 }
 
 /// The call a backend error came from, for an adapter's one error-mapping
-/// function: its name for messages, whether it changes state (a write
-/// whose answer was lost is [`Error::OutcomeUnknown`], not a retryable
-/// failure), and the lease it was about (the backend saying the lease, the
-/// session or the node is gone means [`Error::LeaseLost`]).
+/// function: its name for messages, whether a lost answer leaves its
+/// outcome unknown (then a timeout or a dropped connection is
+/// [`Error::OutcomeUnknown`], not a retryable failure), and the lease it was
+/// about (the backend saying the lease, the session or the node is gone
+/// means [`Error::LeaseLost`]).
+///
+/// Three constructors, one per kind of call: [`Call::read`] changes
+/// nothing; [`Call::idempotent`] changes state, but doing it twice or not
+/// knowing whether it was done is harmless; [`Call::write`] changes state
+/// and its lost answer matters.
 #[derive(Clone, Copy, Debug)]
 pub struct Call<'a> {
     /// For messages, e.g. `"create lock key"`.
     pub name: &'a str,
-    /// Whether the call changes state on the server.
+    /// Whether a lost answer leaves an outcome the caller must read back:
+    /// true for [`Call::write`]; false for [`Call::read`] and
+    /// [`Call::idempotent`], whose lost answer is merely retryable.
     pub write: bool,
     /// The lease the call was about: `(resource, token)`.
     pub lease: Option<(&'a str, FencingToken)>,
 }
 
 impl<'a> Call<'a> {
-    /// A call that changes nothing (or whose unknown outcome is harmless).
+    /// A call that changes nothing on the server.
     pub const fn read(name: &'a str) -> Self {
         Self {
             name,
@@ -323,7 +331,19 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// A call that changes state.
+    /// A call that changes state, but whose repetition or lost answer is
+    /// harmless: it creates what must exist anyway (`CREATE TABLE IF NOT
+    /// EXISTS`, a znode whose "exists" answer counts as done), removes what
+    /// must be gone, or leaves something that cleans itself up (an etcd
+    /// lease nobody attached a key to expires). Mapped as a read: a lost
+    /// answer is a retryable failure, never [`Error::OutcomeUnknown`]. Say
+    /// at the call site why it is harmless.
+    pub const fn idempotent(name: &'a str) -> Self {
+        Self::read(name)
+    }
+
+    /// A call that changes state, and whose lost answer leaves an outcome
+    /// the caller must read back before deciding ([`Error::OutcomeUnknown`]).
     pub const fn write(name: &'a str) -> Self {
         Self {
             name,
@@ -473,6 +493,14 @@ mod tests {
         for other in [lease_lost, unfenced, Error::invalid_input("x")] {
             assert!(!other.is_stale(), "{other:?}");
         }
+    }
+
+    #[test]
+    fn an_idempotent_call_is_mapped_as_a_read() {
+        // Its lost answer is retryable: `write` is what adapters check.
+        let (read, idempotent) = (Call::read("get"), Call::idempotent("create table"));
+        assert!(!read.write && !idempotent.write && Call::write("put").write);
+        assert_eq!(idempotent.name, "create table");
     }
 
     #[test]

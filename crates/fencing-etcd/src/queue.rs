@@ -189,7 +189,7 @@ pub(crate) async fn grant(
     let lease_id = rpc
         .grant(ttl)
         .await
-        .map_err(|e| map_error(e, Call::read("grant lease")))?;
+        .map_err(|e| map_error(e, Call::idempotent("grant lease")))?;
     Ok((lease_id, granted_at))
 }
 
@@ -447,8 +447,10 @@ impl<'a> Waiter<'a> {
                 }
                 Err(e) if lease_not_found(&e) => return Err(self.lost()),
                 Err(e) => {
+                    // A renewal sent twice or lost only moves the lease's
+                    // expiry; whether we still hold it is checked above.
                     self.attempt.last_error =
-                        Some(map_error(e, Call::read("keep our lease alive")));
+                        Some(map_error(e, Call::idempotent("keep our lease alive")));
                 }
             }
             if self.live.may_have_ended() {

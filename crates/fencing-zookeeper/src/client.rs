@@ -159,7 +159,9 @@ impl Rpc {
     /// (its other entries stay: `verify` reports one that anyone may
     /// write); if this session may not change its ACL, `verify` says so.
     pub(crate) async fn make_prefix(&self, client: &zk::Client, prefix: &str) -> Result<()> {
-        let failed = |e| map_error(e, Call::read("create the prefix znode"));
+        // Each step takes "it exists" or "another changed it first" as done,
+        // so a lost answer is merely retried.
+        let failed = |e| map_error(e, Call::idempotent("create the prefix znode"));
         if let Some((parent, _)) = prefix.rsplit_once('/')
             && !parent.is_empty()
         {
@@ -250,10 +252,11 @@ impl Rpc {
                 let between = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl));
                 match self.timed(client.mkdir(parent, &between)).await {
                     Ok(()) | Err(zk::Error::NodeExists) => {}
+                    // `NodeExists` counts as done: a lost answer is retried.
                     Err(e) => {
                         return Err(map_error(
                             e,
-                            Call::read("create the resource znode's parents"),
+                            Call::idempotent("create the resource znode's parents"),
                         ));
                     }
                 }
@@ -268,9 +271,11 @@ impl Rpc {
                 .map(drop),
             other => other.map(drop),
         };
+        // `NodeExists` counts as done (the znode is never deleted), so a
+        // lost answer is merely retried.
         match created {
             Ok(()) | Err(zk::Error::NodeExists) => {}
-            Err(e) => return Err(map_error(e, Call::read("create the resource znode"))),
+            Err(e) => return Err(map_error(e, Call::idempotent("create the resource znode"))),
         }
         if existed {
             self.lock_nodes_deletable(client, dir).await?;
@@ -284,10 +289,12 @@ impl Rpc {
     /// the resource znodes below it can be deleted by whoever may delete
     /// its lock nodes).
     async fn lock_nodes_deletable(&self, client: &zk::Client, dir: &str) -> Result<()> {
+        // A versioned ACL change whose `BadVersion` counts as done: a lost
+        // answer is merely retried.
         let failed = |e| {
             map_error(
                 e,
-                Call::read("let the resource znode's lock nodes be deleted"),
+                Call::idempotent("let the resource znode's lock nodes be deleted"),
             )
         };
         let (acls, stat) = self.timed(client.get_acl(dir)).await.map_err(failed)?;

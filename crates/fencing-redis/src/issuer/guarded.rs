@@ -102,10 +102,12 @@ impl RedisIssuer {
         // NOSCRIPT reply means the script did not run.
         if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
         {
+            // Loading a script twice is loading it once: a lost answer is
+            // merely retried.
             script
                 .load_async(&mut conn)
                 .await
-                .map_err(|e| map_error(e, Call::read(operation)))?;
+                .map_err(|e| map_error(e, Call::idempotent(operation)))?;
             result = pipe.query_async(&mut conn).await;
         }
         let (reply, acked): (Vec<String>, u32) =
