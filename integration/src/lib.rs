@@ -14,7 +14,7 @@ use fencing::registry::Role;
 use fencing::{FencedStore, TokenIssuer};
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server, with_option};
-use fencing_sql::{Db, SqlStore, Tables};
+use fencing_sql::{SqlConfig, SqlStore, Tables};
 
 pub mod candidate;
 pub mod nemesis;
@@ -343,7 +343,9 @@ where
 /// # Panics
 /// If the database does not answer.
 pub async fn sql_store_at(url: &str) -> SqlStore {
-    let db = Db::connect(url)
+    let config = SqlConfig::from_url(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+    let db = config
+        .connect_db()
         .await
         .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"));
     SqlStore::new(db.with_tables(tables()))

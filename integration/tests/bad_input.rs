@@ -176,6 +176,11 @@ async fn awkward_keys_round_trip_on_every_store() {
     for_each(stores(), 2, awkward_keys_round_trip).await;
 }
 
+/// A SQL pool on `url`, as a caller opens one.
+async fn sql(url: &str) -> Result<fencing_sql::Db, Error> {
+    fencing_sql::SqlConfig::from_url(url)?.connect_db().await
+}
+
 /// Endpoints and credentials that cannot work: typed errors, retryable
 /// exactly when trying again could help.
 #[tokio::test]
@@ -197,35 +202,33 @@ async fn unreachable_endpoints_and_wrong_credentials() {
     let cases: Vec<Case<'_>> = vec![
         (
             "postgres, nothing listening",
-            fencing_sql::Db::connect("postgres://fencing:fencing@127.0.0.1:1/fencing")
+            sql("postgres://fencing:fencing@127.0.0.1:1/fencing")
                 .await
                 .unwrap_err(),
             &refused,
         ),
         (
             "postgres, unknown role (the test server trusts passwords)",
-            fencing_sql::Db::connect("postgres://no_such_role:wrong@127.0.0.1:5432/fencing")
+            sql("postgres://no_such_role:wrong@127.0.0.1:5432/fencing")
                 .await
                 .unwrap_err(),
             &denied,
         ),
         (
             "mariadb, wrong password",
-            fencing_sql::Db::connect("mysql://fencing:wrong@127.0.0.1:3306/fencing")
+            sql("mysql://fencing:wrong@127.0.0.1:3306/fencing")
                 .await
                 .unwrap_err(),
             &denied,
         ),
         (
             "postgres, malformed URL",
-            fencing_sql::Db::connect("postgres://fencing@[::1:5432/x")
-                .await
-                .unwrap_err(),
+            sql("postgres://fencing@[::1:5432/x").await.unwrap_err(),
             &invalid,
         ),
         (
             "unknown scheme",
-            fencing_sql::Db::connect("oracle://x").await.unwrap_err(),
+            sql("oracle://x").await.unwrap_err(),
             &invalid,
         ),
         (
@@ -274,7 +277,7 @@ async fn unreachable_endpoints_and_wrong_credentials() {
 #[tokio::test]
 async fn a_missing_table_or_bucket_is_a_permanent_error() {
     if !fencing_harness::env::POSTGRES.skipped() {
-        let db = fencing_sql::Db::connect(&fencing_harness::env::POSTGRES.endpoint())
+        let db = sql(&fencing_harness::env::POSTGRES.endpoint())
             .await
             .unwrap()
             .with_tables(fencing_sql::Tables::with_prefix("ft_missing_").unwrap());

@@ -47,7 +47,7 @@ pub(crate) async fn run(args: DemoArgs) -> crate::CliResult {
                 path
             });
             let url = format!("sqlite://{}", path.display());
-            let db = fencing_sql::Db::connect(&url).await?;
+            let db = fencing_sql::SqlConfig::from_url(&url)?.connect_db().await?;
             (
                 Box::new(SqlIssuer::new(db.clone()).await?),
                 Box::new(SqlStore::new(db).await?),

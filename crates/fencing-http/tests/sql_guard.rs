@@ -14,7 +14,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::put;
 use axum::{Extension, Router};
-use fencing::sql::{Db, SqlStore, Tables, fence_transaction, sqlx};
+use fencing::sql::{SqlConfig, SqlStore, Tables, fence_transaction, sqlx};
 use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_harness::env::{MYSQL, POSTGRES, Server};
 use fencing_http::{Admission, FencingLayer};
@@ -38,7 +38,8 @@ async fn store_on(server: Option<&Server>, url: &str) -> Option<(Arc<SqlStore>, 
     if server.is_some_and(Server::skipped) {
         return None;
     }
-    let db = match Db::connect(url).await {
+    let config = SqlConfig::from_url(url).expect("URL");
+    let db = match config.connect_db().await {
         Ok(db) => db,
         Err(e) => match server {
             Some(server) => server.unavailable(&e),

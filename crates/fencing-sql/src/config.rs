@@ -124,8 +124,8 @@ const MYSQL: &[&str] = &["mysql", "mariadb"];
 const SQLITE: &[&str] = &["sqlite"];
 
 /// A SQL database by URL: `postgres://…`, `mysql://…` (`mariadb://…`),
-/// `sqlite://PATH` or `sqlite::memory:`; the one builder of a [`Db`],
-/// [`SqlStore`] or [`SqlIssuer`] by URL. The URL is the driver's (sqlx's),
+/// `sqlite://PATH` (created if missing, WAL journal) or `sqlite::memory:`;
+/// the one builder of a [`Db`], [`SqlStore`] or [`SqlIssuer`] by URL. The URL is the driver's (sqlx's),
 /// with the options of its driver that [`BACKEND`] lists; this crate adds
 /// two,
 /// `fencing_table_prefix=P` (the [`Tables`] prefix, default `fencing_`)
@@ -302,7 +302,9 @@ impl SqlConfig {
         &self.tls
     }
 
-    /// Connects: a [`Db`] on the tables.
+    /// Opens the pool: a [`Db`] on the tables, for
+    /// [`SqlStore::new`] and [`SqlIssuer::new`] to share, or for
+    /// [`fence_transaction`](crate::fence_transaction).
     ///
     /// # Errors
     /// [`Error::InvalidInput`] for a URL the driver cannot parse or a TLS
@@ -310,7 +312,7 @@ impl SqlConfig {
     /// password); [`Error::Tls`] or [`Error::Unauthenticated`] for a
     /// refused handshake or login; [`Error::Backend`] if the server does
     /// not answer.
-    pub async fn connect(&self) -> Result<Db> {
+    pub async fn connect_db(&self) -> Result<Db> {
         let db = Db::open(&self.url, self.tables.clone(), &self.tls).await?;
         Ok(if self.volatile_commits_accepted {
             db.accept_volatile_commits()
@@ -322,17 +324,17 @@ impl SqlConfig {
     /// Connects and opens the store (creating its tables).
     ///
     /// # Errors
-    /// As [`connect`](Self::connect) and [`SqlStore::new`].
+    /// As [`connect_db`](Self::connect_db) and [`SqlStore::new`].
     pub async fn connect_store(&self) -> Result<SqlStore> {
-        SqlStore::new(self.connect().await?).await
+        SqlStore::new(self.connect_db().await?).await
     }
 
     /// Connects and opens the issuer (creating its tables).
     ///
     /// # Errors
-    /// As [`connect`](Self::connect) and [`SqlIssuer::new`].
+    /// As [`connect_db`](Self::connect_db) and [`SqlIssuer::new`].
     pub async fn connect_issuer(&self) -> Result<SqlIssuer> {
-        SqlIssuer::new(self.connect().await?).await
+        SqlIssuer::new(self.connect_db().await?).await
     }
 }
 
@@ -350,6 +352,11 @@ mod tests {
     use fencing_testkit::refusal::invalid_input_message;
 
     use super::*;
+
+    /// A pool on `url`, as a caller opens one.
+    async fn open(url: &str) -> Result<Db> {
+        SqlConfig::from_url(url)?.connect_db().await
+    }
 
     #[test]
     fn good_urls() {
@@ -493,7 +500,7 @@ mod tests {
             "postgres://u:secret@127.0.0.1:1/db?sslmode=verify-ca",
             "mysql://u:secret@127.0.0.1:1/db?sslmode=verify-ca&sslrootcert=/ca.pem",
         ] {
-            let message = invalid_input_message(url, Db::connect(url).await);
+            let message = invalid_input_message(url, open(url).await);
             assert!(
                 message.contains("verify-full") && !message.contains("secret"),
                 "{message}"
@@ -501,18 +508,18 @@ mod tests {
         }
     }
 
-    /// `Db::connect` reads the URL as `SqlConfig` does: our option is taken
+    /// `connect_db` reads the URL as `from_url` does: our option is taken
     /// out, and no message shows the password (a URL the driver cannot
     /// parse is refused before anything is sent).
     #[cfg(feature = "postgres")]
     #[tokio::test]
-    async fn db_connect_refuses_a_malformed_url_without_showing_its_password() {
+    async fn connect_db_refuses_a_malformed_url_without_showing_its_password() {
         for url in [
             "postgres://u:secret@[::1:5432/x",
             "postgres://u:secret@[::1:5432/x?fencing_table_prefix=t_",
             "oracle://u:secret@h/db",
         ] {
-            let message = invalid_input_message(url, Db::connect(url).await);
+            let message = invalid_input_message(url, open(url).await);
             assert!(!message.contains("secret"), "{message}");
             assert!(message.contains("u:***@"), "{message}");
         }

@@ -143,21 +143,6 @@ impl fmt::Debug for Db {
 }
 
 impl Db {
-    /// Shorthand for `SqlConfig::from_url(url)?.connect()`
-    /// ([`SqlConfig`](crate::SqlConfig), the one builder): `postgres://…`,
-    /// `mysql://…` (also `mariadb://…`), `sqlite://path` (created if
-    /// missing, WAL journal) or `sqlite::memory:`, with the options of
-    /// [`BACKEND`](crate::BACKEND).
-    ///
-    /// # Errors
-    /// As [`SqlConfig::from_url`](crate::SqlConfig::from_url) (the message
-    /// shows the URL without its password) and
-    /// [`SqlConfig::connect`](crate::SqlConfig::connect):
-    /// [`Error::Backend`] if the server does not answer.
-    pub async fn connect(url: &str) -> Result<Self> {
-        crate::SqlConfig::from_url(url)?.connect().await
-    }
-
     /// Opens a pool on `url` (a scheme [`SqlConfig`](crate::SqlConfig)
     /// accepted, without our option) for `tables`. (SQLite takes no TLS:
     /// its config refuses the options.)
@@ -483,7 +468,7 @@ impl Db {
                     backend: Dialect::MySql.name(),
                     reason: "autocommit is off in this pool's sessions: every write would stay in an open \
                              transaction, rolled back when the connection closes; run `SET autocommit = 1` \
-                             in the pool's after_connect (the pools Db::connect opens do)"
+                             in the pool's after_connect (the pools SqlConfig::connect_db opens do)"
                         .into(),
                 });
             }

@@ -17,7 +17,7 @@ use fencing_testkit::issuer::IssuerProfile;
 use fencing_testkit::safety::{check, refusal};
 
 mod common;
-use common::{connect, sqlite_url, tables};
+use common::{connect, open, sqlite_url, tables};
 
 /// `url` for sqlx itself, reading a table behind fencing's back: the MySQL
 /// driver spells TLS otherwise, so our options go and it negotiates TLS
@@ -695,7 +695,7 @@ guard_suite!(
 
 #[tokio::test]
 async fn an_unreachable_server_is_a_clear_backend_error() {
-    let e = Db::connect("postgres://fencing:fencing@127.0.0.1:1/fencing")
+    let e = open("postgres://fencing:fencing@127.0.0.1:1/fencing")
         .await
         .expect_err("nothing listens on port 1");
     assert!(
@@ -709,7 +709,7 @@ async fn an_unreachable_server_is_a_clear_backend_error() {
         ),
         "{e:?}"
     );
-    let e = Db::connect("oracle://x").await.expect_err("unsupported");
+    let e = open("oracle://x").await.expect_err("unsupported");
     assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
     assert!(Tables::with_prefix("x; DROP TABLE y").is_err());
 }
@@ -910,7 +910,7 @@ async fn an_issuer_refuses_sqlite_commits_a_crash_can_lose() {
         "synchronous=NORMAL",
     );
     assert!(reason.contains("synchronous is 1"), "{reason}");
-    let memory = Db::connect("sqlite::memory:").await.expect("in memory");
+    let memory = open("sqlite::memory:").await.expect("in memory");
     let reason = refusal(
         SqlIssuer::new(memory.clone()).await,
         "sqlite",

@@ -11,10 +11,15 @@ use fencing_harness::env::{
     MYSQL_TLS, POSTGRES_TLS, Server, TLS_PASSWORD, assert_no_secret, tls_file, with_option,
     with_test_tls,
 };
-use fencing_sql::{Db, SqlStore};
+use fencing_sql::{Db, SqlConfig, SqlStore};
 use fencing_testkit::safety::check;
 
 const SERVERS: [Server; 2] = [POSTGRES_TLS, MYSQL_TLS];
+
+/// A pool on `url`, as a caller opens one.
+async fn open(url: &str) -> Result<Db, Error> {
+    SqlConfig::from_url(url)?.connect_db().await
+}
 
 /// The server's URL with `option`s, or `None` when skipped; a server that
 /// does not answer with the right options fails the test naming it.
@@ -23,7 +28,7 @@ async fn url(server: &Server, options: &str) -> Option<String> {
         return None;
     }
     let good = with_option(&with_test_tls(&server.endpoint()), "sslmode=verify-full");
-    if let Err(e) = Db::connect(&good).await {
+    if let Err(e) = open(&good).await {
         server.unavailable(&e.chain());
     }
     Some(with_option(&server.endpoint(), options))
@@ -31,7 +36,7 @@ async fn url(server: &Server, options: &str) -> Option<String> {
 
 async fn refused(server: &Server, options: &str) -> Option<Error> {
     let url = url(server, options).await?;
-    let err = Db::connect(&url)
+    let err = open(&url)
         .await
         .expect_err(&format!("{}: {options} must be refused", server.name));
     assert!(!err.is_retryable(), "{}: {options}: {err:?}", server.name);
@@ -67,7 +72,7 @@ async fn a_wrong_password_is_unauthenticated() {
                 fencing_core::redact(&url)
             );
         }
-        let err = Db::connect(&url).await.expect_err("a wrong password");
+        let err = open(&url).await.expect_err("a wrong password");
         assert!(
             matches!(err, Error::Unauthenticated { .. }),
             "{}: {err:?}",
@@ -110,9 +115,7 @@ async fn a_refused_connection_and_a_bad_url_show_no_password() {
             .map(|(_, p)| p.split('/').next().unwrap_or(p))
             .unwrap_or_default();
         let closed = endpoint.replace(&format!(":{port}/"), ":1/");
-        let err = Db::connect(&closed)
-            .await
-            .expect_err("nothing listens on port 1");
+        let err = open(&closed).await.expect_err("nothing listens on port 1");
         assert_no_secret("refused", &err, TLS_PASSWORD);
         for bad in [
             endpoint.replace("127.0.0.1", "[::1"),
@@ -120,7 +123,7 @@ async fn a_refused_connection_and_a_bad_url_show_no_password() {
             with_option(&endpoint, "sslcert=/c.pem"),
             with_option(&endpoint, "sslrootcert=/nonexistent/ca.pem"),
         ] {
-            let err = Db::connect(&bad).await.expect_err("bad input");
+            let err = open(&bad).await.expect_err("bad input");
             assert!(
                 matches!(err, Error::InvalidInput { .. }),
                 "{bad:?}: {err:?}"
@@ -137,7 +140,7 @@ async fn verify_reports_the_sessions_transport() {
             continue;
         };
         let checked = with_option(&with_test_tls(&checked), "sslmode=verify-full");
-        let store = SqlStore::new(Db::connect(&checked).await.expect("TLS"))
+        let store = SqlStore::new(open(&checked).await.expect("TLS"))
             .await
             .expect("store");
         let transport = check(&store.verify().await.expect("verify"), "transport").clone();
@@ -153,7 +156,7 @@ async fn verify_reports_the_sessions_transport() {
         );
 
         let unchecked = with_option(&server.endpoint(), "sslmode=require");
-        let store = SqlStore::new(Db::connect(&unchecked).await.expect("TLS, unchecked"))
+        let store = SqlStore::new(open(&unchecked).await.expect("TLS, unchecked"))
             .await
             .expect("store");
         let transport = check(&store.verify().await.expect("verify"), "transport").clone();

@@ -3,8 +3,9 @@
 
 use std::sync::OnceLock;
 
+use fencing_core::Result;
 use fencing_harness::env::Server;
-use fencing_sql::{Db, Tables};
+use fencing_sql::{Db, SqlConfig, Tables};
 
 /// One table prefix per test run.
 pub(crate) fn tables() -> Tables {
@@ -22,6 +23,11 @@ pub(crate) fn sqlite_url() -> String {
     format!("sqlite://{}", path.display())
 }
 
+/// A pool on `url` (its own tables), as a caller opens one.
+pub(crate) async fn open(url: &str) -> Result<Db> {
+    SqlConfig::from_url(url)?.connect_db().await
+}
+
 /// The database at `url` on this run's tables, or `None` when the run
 /// skips `server`; one that does not answer fails naming it (`None`: the
 /// SQLite file, which must open).
@@ -29,7 +35,7 @@ pub(crate) async fn connect(server: Option<&Server>, url: &str) -> Option<Db> {
     if server.is_some_and(Server::skipped) {
         return None;
     }
-    match Db::connect(url).await {
+    match open(url).await {
         Ok(db) => Some(db.with_tables(tables())),
         Err(e) => match server {
             Some(server) => server.unavailable(&e),

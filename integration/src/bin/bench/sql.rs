@@ -57,7 +57,7 @@ pub(crate) struct Sides {
 }
 
 impl Sides {
-    /// Opens a pool to `url` with the options of `Db::connect` (16
+    /// Opens a pool to `url` with the options of `SqlConfig::connect_db` (16
     /// connections, sqlx's defaults otherwise, so a connection is pinged
     /// each time it leaves the pool) unless `ping` is false, and puts the
     /// store, the issuer and the bare statements on it, on tables named
@@ -205,7 +205,7 @@ pub(crate) fn outcome(result: fencing::Result<()>) -> BoxResult<Outcome> {
     }
 }
 
-/// The pool options of `Db::connect`, pinging or not.
+/// The pool options of `SqlConfig::connect_db`, pinging or not.
 fn pool_options<DB: sqlx::Database>(ping: bool) -> sqlx::pool::PoolOptions<DB> {
     sqlx::pool::PoolOptions::new()
         .max_connections(16)

@@ -177,7 +177,7 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
         .with_trips(trips);
         if counted.is_some() {
             row = row
-                .note("pool pings each connection it hands out (sqlx default, as `Db::connect`)");
+                .note("pool pings each connection it hands out (sqlx default, as `SqlConfig::connect_db`)");
         } else if server.is_none() {
             row = row.note(embedded);
         }
