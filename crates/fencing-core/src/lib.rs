@@ -19,8 +19,8 @@ mod token;
 pub use error::{BoxError, Error, Result, error_chain};
 pub use issuer::TokenIssuer;
 pub use lock::{IssuerExt, LeaseGuard, Lock};
-pub use lease::{HolderId, Holding, Lease, LeaseRequest, check_ttl, ttl_millis_ceil};
-pub use redact::{redact, redact_text};
+pub use lease::{HolderId, Holding, Lease, LeaseRequest};
+pub use redact::redact;
 pub use store::{FencedStore, Limits, Versioned};
 pub use token::FencingToken;
 

@@ -523,7 +523,7 @@ impl TokenIssuer for DynamoIssuer {
     /// waiter may have judged it dead), or its holder and token are no
     /// longer in the item.
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        fencing_core::check_ttl(lease.ttl())?;
+        fencing_core::adapter::check_ttl(lease.ttl())?;
         if lease.is_expired() {
             return Err(Error::lease_lost(lease));
         }
@@ -542,7 +542,7 @@ impl TokenIssuer for DynamoIssuer {
                     .expression_attribute_values(":rvn", AttributeValue::S(rvn.clone()))
                     .expression_attribute_values(
                         ":ttl",
-                        n(fencing_core::ttl_millis_ceil(lease.ttl())),
+                        n(fencing_core::adapter::ttl_millis_ceil(lease.ttl())),
                     )
             })
             .await?;

@@ -502,7 +502,7 @@ impl<'a> Waiter<'a> {
 /// end the lease before the holder's local deadline.
 fn whole_seconds(request: &LeaseRequest) -> Result<i64> {
     // `ttl_secs_ceil` overflows near `Duration::MAX`: refuse such TTLs first.
-    fencing_core::check_ttl(request.ttl)?;
+    fencing_core::adapter::check_ttl(request.ttl)?;
     i64::try_from(request.ttl_secs_ceil())
         .map_err(|_| Error::invalid_input(format!("ttl {:?} is too long for etcd", request.ttl)))
 }

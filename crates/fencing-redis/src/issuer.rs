@@ -288,7 +288,7 @@ impl TokenIssuer for RedisIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        fencing_core::check_ttl(lease.ttl())?;
+        fencing_core::adapter::check_ttl(lease.ttl())?;
         let mut conn = self.connection.clone();
         let sent_at = Instant::now();
         let renewed: i64 = self
@@ -297,7 +297,7 @@ impl TokenIssuer for RedisIssuer {
             .key(self.lock_key(lease.resource()))
             .arg(lease.holder().as_str())
             .arg(lease.token().get().to_string())
-            .arg(fencing_core::ttl_millis_ceil(lease.ttl()))
+            .arg(fencing_core::adapter::ttl_millis_ceil(lease.ttl()))
             .invoke_async(&mut conn)
             .await
             .map_err(|e| map_error(e, Call::write(&format!("renew {:?}", lease.resource()))))?;

@@ -279,7 +279,7 @@ impl TokenIssuer for SqlIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        fencing_core::check_ttl(lease.ttl())?;
+        fencing_core::adapter::check_ttl(lease.ttl())?;
         let ttl = sql::ttl_units(self.db.dialect(), lease.ttl());
         let token = lease.token().to_i64()?;
         let (resource, holder) = (lease.resource(), lease.holder().as_str().as_bytes());

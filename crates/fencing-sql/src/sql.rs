@@ -256,7 +256,7 @@ fn now_and_later(d: Dialect, ttl_param: usize) -> (&'static str, String) {
 /// milliseconds rounded **up**: a truncated TTL would let the database end
 /// the lease before the holder's local deadline.
 pub fn ttl_units(d: Dialect, ttl: std::time::Duration) -> i64 {
-    let millis = i64::try_from(fencing_core::ttl_millis_ceil(ttl)).unwrap_or(i64::MAX);
+    let millis = i64::try_from(fencing_core::adapter::ttl_millis_ceil(ttl)).unwrap_or(i64::MAX);
     match d {
         Dialect::MySql => millis.saturating_mul(1000),
         Dialect::Postgres | Dialect::Sqlite => millis,

@@ -5,7 +5,7 @@
 #[doc(inline)]
 pub use fencing_core::{
     BoxError, Error, FencedStore, FencingToken, HolderId, Holding, Lease, LeaseRequest, Limits,
-    Result, TokenIssuer, Versioned, check_ttl, error_chain, redact, redact_text, ttl_millis_ceil,
+    Result, TokenIssuer, Versioned, error_chain, redact,
 };
 #[doc(inline)]
 pub use fencing_core::{election, instrument, keepalive, memory, safety, scenario, tls};

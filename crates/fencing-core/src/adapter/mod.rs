@@ -11,14 +11,21 @@
 //!   an issuer with a notification channel;
 //! - [`Recent`]: what an issuer remembers per key between tries, bounded;
 //! - the error plumbing of every adapter's one error-mapping function:
-//!   [`Call`] (what failed), [`tls_failure`], [`never_sent`], [`Redacted`].
+//!   [`Call`] (what failed), [`tls_failure`], [`never_sent`], [`Redacted`];
+//! - the TTL helpers every issuer shares: [`check_ttl`] (renewals too),
+//!   [`ttl_millis_ceil`] (for servers counting in milliseconds).
+//!
+//! Redacting an SDK's text is [`crate::redact::redact_text`]
+//! ([`Redacted`] and [`crate::error_chain`] already do it).
 
 pub mod blob;
 pub mod descriptor;
+mod error;
 pub mod recent;
 pub mod url;
 pub mod wake;
 
+pub use self::error::{Call, Redacted, never_sent, tls_failure};
 pub use self::recent::Recent;
-pub use crate::error::{Call, Redacted, never_sent, tls_failure};
 pub use crate::issuer::{TRY_AT_LEAST, poll_acquire};
+pub use crate::lease::{check_ttl, ttl_millis_ceil};

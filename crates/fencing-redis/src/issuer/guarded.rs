@@ -95,7 +95,7 @@ impl RedisIssuer {
         pipe.invoke_script(invocation)
             .cmd("WAIT")
             .arg(replicas)
-            .arg(fencing_core::ttl_millis_ceil(timeout));
+            .arg(fencing_core::adapter::ttl_millis_ceil(timeout));
         let mut result = pipe.query_async(&mut conn).await;
         // A pipeline does not load a script the server lacks (after a
         // restart or on another node): load it and send once more. A

@@ -413,14 +413,14 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     /// [`Error::LeaseLost`] if the lease's local deadline has passed (a
     /// waiter may have judged it dead) or the record is no longer its.
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        crate::check_ttl(lease.ttl())?;
+        crate::adapter::check_ttl(lease.ttl())?;
         if lease.is_expired() {
             return Err(Error::lease_lost(lease));
         }
         let sent_at = Instant::now();
         let renewed = self
             .rewrite(lease, |record| Record {
-                ttl_ms: crate::ttl_millis_ceil(lease.ttl()),
+                ttl_ms: crate::adapter::ttl_millis_ceil(lease.ttl()),
                 nonce: rand::random(),
                 ..record.clone()
             })
