@@ -265,8 +265,7 @@ impl<'a> Lock<'a> {
                     tracing::debug!(resource = %self.resource, error = %e,
                         "lock: the grant's answer was lost; asking who holds");
                     let dated = *first_unknown_sent_at.get_or_insert(sent_at);
-                    if fresh_holder && let Some(lease) = self.granted_anyway(request, dated).await
-                    {
+                    if fresh_holder && let Some(lease) = self.granted_anyway(request, dated).await {
                         return Ok(lease);
                     }
                 }

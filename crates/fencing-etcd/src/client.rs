@@ -5,7 +5,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, GetOptions, GetResponse, Txn, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+    Client, GetOptions, GetResponse, LeaseKeepAliveStream, LeaseKeeper, Txn, TxnOpResponse,
+    TxnResponse, WatchOptions, WatchStream,
 };
 
 use crate::error::{Failure, invalid_token, never_sent};
@@ -129,6 +130,37 @@ impl Rpc {
         Ok(())
     }
 
+    /// Opens a keep-alive stream for `lease_id`: etcd has extended the
+    /// lease once it returns.
+    pub(crate) async fn open_keep_alive(&self, lease_id: i64) -> Result<KeepAliveStream, Failure> {
+        let (keeper, stream) = self
+            .call(|mut c| async move { c.lease_keep_alive(lease_id).await })
+            .await?;
+        Ok(KeepAliveStream { keeper, stream })
+    }
+
+    /// One keep-alive on an open stream: `Ok` if etcd extended the lease.
+    pub(crate) async fn keep_alive_on(&self, open: &mut KeepAliveStream) -> Result<(), Failure> {
+        let once = async {
+            open.keeper.keep_alive().await?;
+            match open.stream.message().await? {
+                Some(answer) if answer.ttl() > 0 => Ok(()),
+                // What etcd-client says when it opens a stream for a lease
+                // etcd no longer has (see `lease_not_found`).
+                Some(_) => Err(etcd_client::Error::LeaseKeepAliveError(
+                    "lease not found".to_owned(),
+                )),
+                None => Err(etcd_client::Error::LeaseKeepAliveError(
+                    "the keep-alive stream ended".to_owned(),
+                )),
+            }
+        };
+        match tokio::time::timeout(self.timeout, once).await {
+            Ok(kept) => kept.map_err(Failure::Etcd),
+            Err(_) => Err(Failure::Elapsed(self.timeout)),
+        }
+    }
+
     pub(crate) async fn watch(
         &self,
         key: Vec<u8>,
@@ -139,6 +171,19 @@ impl Rpc {
             async move { c.watch(key, Some(options)).await }
         })
         .await
+    }
+}
+
+/// A keep-alive stream of one etcd lease, open between renewals.
+pub(crate) struct KeepAliveStream {
+    keeper: LeaseKeeper,
+    stream: LeaseKeepAliveStream,
+}
+
+impl KeepAliveStream {
+    /// The etcd lease it keeps alive.
+    pub(crate) fn lease_id(&self) -> i64 {
+        self.keeper.id()
     }
 }
 

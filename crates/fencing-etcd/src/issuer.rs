@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, Txn};
 use fencing_core::adapter::Call;
-use fencing_core::keepalive::KeepAlive;
+use fencing_core::keepalive::Renewal;
 use fencing_core::tls::TlsMode;
 use fencing_core::{
     Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
@@ -68,8 +68,9 @@ pub(crate) const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// **Renewal is the caller's.** A granted lease is *not* kept alive in the
 /// background: [`renew`](TokenIssuer::renew) sends one keep-alive, and a
 /// holder that stops renewing loses the lease after its TTL, as the
-/// [`TokenIssuer`] contract says. For a background keep-alive, ask for one
-/// with [`EtcdIssuer::keep_alive`].
+/// [`TokenIssuer`] contract says. For a background keep-alive, hold it
+/// with `issuer.lock(…)` ([`fencing_core::lock`]), whose renewals go on one
+/// etcd keep-alive stream ([`TokenIssuer::renewal`]).
 ///
 /// Cheap to clone: clones share the client.
 #[derive(Clone)]
@@ -214,23 +215,44 @@ impl EtcdIssuer {
         &self.inner.rpc
     }
 
-    /// Keeps `lease` alive in the background with the core
-    /// [`KeepAlive`]: renewing at a third of its TTL (one keep-alive each,
-    /// through the etcd lease id the lease carries), until the returned
-    /// handle is stopped or dropped.
-    ///
-    /// If a renewal finds the lease gone, or renewals keep failing until the
-    /// lease's local deadline passes, the handle reports the lease lost
-    /// ([`KeepAlive::lost`]); in the second case the lease is revoked if
-    /// etcd still has it, and [`renew`](TokenIssuer::renew) refuses it with
-    /// [`Error::LeaseLost`] from then on.
-    ///
-    /// Needs a Tokio runtime.
-    pub fn keep_alive(&self, lease: &Lease) -> KeepAlive {
-        crate::keep_alive::spawn(self, lease)
+    /// `lease`'s lock key, unless the lease was given up or its key is gone.
+    pub(crate) async fn renewable(&self, lease: &Lease) -> Result<LockHandle> {
+        if self.is_abandoned(lease) {
+            return Err(Error::lease_lost(lease));
+        }
+        self.lock_of(lease, "find our lock key")
+            .await?
+            .ok_or_else(|| Error::lease_lost(lease))
     }
 
-    pub(crate) fn abandon(&self, lease: &Lease) {
+    /// After a keep-alive sent at `sent`: the lease renewed, if its lock
+    /// key is still there with our etcd lease. The etcd lease outlives a
+    /// lock key deleted by hand (`etcdctl del`), and the next in line is
+    /// granted at once.
+    pub(crate) async fn still_ours(
+        &self,
+        lease: &Lease,
+        lock: &LockHandle,
+        sent: Instant,
+    ) -> Result<Lease> {
+        let ours = Txn::new().when([Compare::lease(
+            lock.key.clone(),
+            CompareOp::Equal,
+            lock.lease_id,
+        )]);
+        let kept = self
+            .inner
+            .rpc
+            .txn(ours)
+            .await
+            .map_err(|e| map_error(e, renewal_call(lease, "check our lock key")))?;
+        if !kept.succeeded() {
+            return Err(Error::lease_lost(lease));
+        }
+        Ok(lease.renewed(sent))
+    }
+
+    fn abandon(&self, lease: &Lease) {
         self.abandoned().insert(abandoned_key(lease));
     }
 
@@ -377,37 +399,32 @@ impl TokenIssuer for EtcdIssuer {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        if self.is_abandoned(lease) {
-            return Err(Error::lease_lost(lease));
-        }
-        let Some(lock) = self.lock_of(lease, "find our lock key").await? else {
-            return Err(Error::lease_lost(lease));
-        };
-        let rpc = &self.inner.rpc;
-        let call = |what| Call::read(what).on_lease(lease.resource(), lease.token());
+        let lock = self.renewable(lease).await?;
         let sent = Instant::now();
-        rpc.keep_alive_once(lock.lease_id)
+        self.inner
+            .rpc
+            .keep_alive_once(lock.lease_id)
             .await
-            .map_err(|e| map_error(e, call("keep the lease alive")))?;
-        // The etcd lease outlives a lock key deleted by hand (`etcdctl del`),
-        // and the next in line is granted at once: the key must still be
-        // there, with our lease, after the keep-alive.
-        let ours = Txn::new().when([Compare::lease(
-            lock.key.clone(),
-            CompareOp::Equal,
-            lock.lease_id,
-        )]);
-        let kept = rpc
-            .txn(ours)
-            .await
-            .map_err(|e| map_error(e, call("check our lock key")))?;
-        if !kept.succeeded() {
-            return Err(Error::lease_lost(lease));
-        }
-        Ok(lease.renewed(sent))
+            .map_err(|e| map_error(e, renewal_call(lease, "keep the lease alive")))?;
+        self.still_ours(lease, &lock, sent).await
     }
 
+    /// Renewals on one etcd keep-alive stream kept open for the lease's
+    /// life (a message each, where [`renew`](TokenIssuer::renew) opens a
+    /// stream per renewal), each followed by the same check that the lock
+    /// key is still ours.
+    fn renewal(&self, lease: &Lease) -> Option<Box<dyn Renewal>> {
+        let _ = lease;
+        Some(Box::new(crate::keep_alive::Stream::new(self.clone())))
+    }
+
+    /// Gives the lease up: revokes its etcd lease. From the moment it is
+    /// called, [`renew`](TokenIssuer::renew) refuses the lease, even if the
+    /// revoke fails and etcd still has it: a holder that asked to let go
+    /// (or a keep-alive that gave up past the deadline) is not kept alive
+    /// by a renewal still in flight.
     async fn release(&self, lease: &Lease) -> Result<()> {
+        self.abandon(lease);
         let Some(LockHandle { lease_id, .. }) = self.lock_of(lease, "find our lock key").await?
         else {
             // Our key is gone for good (keys are never re-created with a
@@ -526,4 +543,10 @@ mod tests {
         let queued = foreign_holder(long_key.as_bytes(), None).unwrap();
         assert!(queued.as_str().ends_with('…'), "{queued:?}");
     }
+}
+
+/// How a renewal's calls are labelled: reads, since a keep-alive whose
+/// answer is lost changes nothing but the etcd lease's expiry.
+pub(crate) fn renewal_call<'a>(lease: &'a Lease, what: &'a str) -> Call<'a> {
+    Call::read(what).on_lease(lease.resource(), lease.token())
 }

@@ -1,65 +1,58 @@
-//! A background keep-alive for holders that ask for one: the core's
-//! [`KeepAlive`], on an issuer that abandons what the keep-alive gives up.
+//! Renewals on etcd's own keep-alive: one stream per held lease, kept open
+//! between renewals ([`TokenIssuer::renewal`]).
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::fmt;
+use std::time::Instant;
 
 use async_trait::async_trait;
-use fencing_core::keepalive::KeepAlive;
-use fencing_core::safety::SafetyCheck;
-use fencing_core::{FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use fencing_core::keepalive::Renewal;
+use fencing_core::{Lease, Result};
 
 use crate::EtcdIssuer;
+use crate::client::KeepAliveStream;
+use crate::error::map_error;
+use crate::issuer::renewal_call;
 
-/// Starts the core keep-alive on `lease`, renewing through `issuer`.
-pub(crate) fn spawn(issuer: &EtcdIssuer, lease: &Lease) -> KeepAlive {
-    KeepAlive::spawn(Arc::new(GivesUp(issuer.clone())), lease.clone())
+/// One lease's keep-alive stream, opened at the first renewal and again
+/// after a failure; each keep-alive is followed by the check that the lock
+/// key is still ours, as [`TokenIssuer::renew`](fencing_core::TokenIssuer::renew) does.
+pub(crate) struct Stream {
+    issuer: EtcdIssuer,
+    open: Option<KeepAliveStream>,
 }
 
-/// The issuer as a keep-alive sees it: a lease the keep-alive releases
-/// (lost past its deadline, or released through the handle) is abandoned
-/// first, so [`TokenIssuer::renew`] refuses it from then on, even while
-/// etcd may still have it (the revoke failed, or did not finish in time).
-/// Everything else is the issuer's own.
-#[derive(Debug)]
-struct GivesUp(EtcdIssuer);
+impl Stream {
+    pub(crate) fn new(issuer: EtcdIssuer) -> Self {
+        Self { issuer, open: None }
+    }
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("etcd::keep_alive::Stream")
+            .field("open", &self.open.as_ref().map(KeepAliveStream::lease_id))
+            .finish()
+    }
+}
 
 #[async_trait]
-impl TokenIssuer for GivesUp {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn min_ttl(&self) -> Duration {
-        self.0.min_ttl()
-    }
-
-    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
-        self.0.try_acquire(request).await
-    }
-
-    async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
-        self.0.acquire(request, wait).await
-    }
-
-    async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        self.0.renew(lease).await
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<()> {
-        self.0.abandon(lease);
-        self.0.release(lease).await
-    }
-
-    async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
-        self.0.holder(resource).await
-    }
-
-    async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
-        self.0.raise_floor(resource, floor).await
-    }
-
-    async fn verify(&self) -> Result<Vec<SafetyCheck>> {
-        self.0.verify().await
+impl Renewal for Stream {
+    async fn renew(&mut self, lease: &Lease) -> Result<Lease> {
+        let lock = self.issuer.renewable(lease).await?;
+        let rpc = self.issuer.rpc();
+        let sent = Instant::now();
+        let kept = match &mut self.open {
+            Some(open) if open.lease_id() == lock.lease_id => rpc.keep_alive_on(open).await,
+            _ => rpc
+                .open_keep_alive(lock.lease_id)
+                .await
+                .map(|open| self.open = Some(open)),
+        };
+        if let Err(e) = kept {
+            // A stream that failed once is not trusted again.
+            self.open = None;
+            return Err(map_error(e, renewal_call(lease, "keep the lease alive")));
+        }
+        self.issuer.still_ours(lease, &lock, sent).await
     }
 }

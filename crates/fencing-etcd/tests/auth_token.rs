@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use fencing_core::{FencingToken, LeaseRequest, TokenIssuer};
+use fencing_core::{FencingToken, IssuerExt, LeaseRequest, TokenIssuer};
 use fencing_etcd::etcd_client::{Client, ConnectOptions, Permission};
 use fencing_etcd::{EtcdConfig, EtcdIssuer};
 use fencing_harness::env::ETCD;
@@ -224,8 +224,8 @@ async fn a_keep_alive_holds_its_lease_across_token_lifetimes() {
     let issuer = issuer_on(&etcd).await;
     let ttl = Duration::from_secs(3);
     let resource = fencing_testkit::unique_name("token-ttl-keep-alive");
-    let lease = grant(&issuer, &resource, ttl).await;
-    let keep_alive = issuer.keep_alive(&lease);
+    let keep_alive = issuer.lock(&resource).ttl(ttl).await.expect("lock");
+    let lease = keep_alive.lease();
     tokio::time::sleep(ttl * 3).await;
     assert!(!keep_alive.is_lost());
     let holding = issuer.holder(&resource).await.expect("holder");

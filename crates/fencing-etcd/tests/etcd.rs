@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing_core::{Error, Lease, LeaseRequest, TokenIssuer};
+use fencing_core::{Error, IssuerExt, Lease, LeaseGuard, LeaseRequest, TokenIssuer};
 use fencing_etcd::etcd_client::GetOptions;
 use fencing_etcd::{EtcdConfig, EtcdIssuer, KeepAlive};
 use fencing_harness::env::ETCD;
@@ -124,12 +124,17 @@ async fn the_token_is_the_lock_keys_create_revision() {
     issuer.release(&lease).await.expect("release");
 }
 
-/// A fresh resource's lease for `ttl`, under a keep-alive handle.
-async fn kept_alive(issuer: &EtcdIssuer, name: &str, ttl: Duration) -> (String, Lease, KeepAlive) {
+/// A fresh resource's lease for `ttl`, held by the guard (renewed on one
+/// etcd keep-alive stream).
+async fn kept_alive(issuer: &EtcdIssuer, name: &str, ttl: Duration) -> (String, Lease, LeaseGuard) {
     let resource = fencing_testkit::unique_name(name);
-    let lease = grant(issuer, &resource, ttl).await;
-    let keep_alive = issuer.keep_alive(&lease);
-    (resource, lease, keep_alive)
+    let held = issuer
+        .lock(&resource)
+        .ttl(ttl)
+        .wait(Duration::from_secs(10))
+        .await
+        .expect("lock");
+    (resource, held.lease(), held)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,12 +155,13 @@ async fn keep_alive_handle_holds_the_lease_until_dropped() {
     let what = "a kept-alive lease was granted to someone else";
     assert_held(&issuer, &resource, ttl, what).await;
 
-    // Stop it: the lease runs out like any unrenewed lease.
+    // Drop it: the lease is released in the background, well before
+    // its TTL.
     drop(keep_alive);
     let next = issuer
-        .acquire(&LeaseRequest::new(&resource, ttl), ttl * 4)
+        .acquire(&LeaseRequest::new(&resource, ttl), ttl / 2)
         .await
-        .expect("free after the TTL once the keep-alive stops");
+        .expect("free at once once the guard is dropped");
     assert!(next.token() > lease.token());
     assert_lease_lost(issuer.renew(&lease).await, "renewing lease");
     issuer.release(&next).await.expect("release");
@@ -169,7 +175,7 @@ async fn keep_alive_handle_reports_a_revoked_lease_lost() {
     let ttl = Duration::from_secs(3);
     let (resource, lease, keep_alive) = kept_alive(&issuer, "keep-alive-lost", ttl).await;
     // Someone (an operator, `etcdctl lease revoke`) ends the etcd lease.
-    revoke_and_notice(&issuer, &resource, &keep_alive, ttl).await;
+    revoke_and_notice(&issuer, &resource, keep_alive.keep_alive(), ttl).await;
     assert!(keep_alive.is_lost());
     assert_lease_lost(issuer.renew(&lease).await, "renewing lease");
     assert_lease_lost(issuer.release(&lease).await, "releasing lease");
@@ -318,7 +324,7 @@ async fn an_abandoned_lease_does_not_touch_another_resource_with_the_same_token(
     }
     let lease_b = lease_b.expect("a lease on b with a's token within 20 tries");
     // a's lease ends under its keep-alive: the handle gives up on it.
-    let keep_alive = issuer.keep_alive(&lease_a);
+    let keep_alive = KeepAlive::spawn(Arc::new(issuer.clone()), lease_a);
     revoke_and_notice(&issuer, &a, &keep_alive, ttl).await;
     let renewed = issuer.renew(&lease_b).await;
     assert!(

@@ -123,7 +123,7 @@ async fn everything_the_issuer_does_works_with_a_role_limited_to_its_prefix() {
     assert!(second.token() > first.token());
 
     // A keep-alive holds it past several TTLs.
-    let keep_alive = issuer.keep_alive(&second);
+    let keep_alive = fencing_core::keepalive::KeepAlive::spawn(Arc::new(issuer.clone()), second);
     tokio::time::sleep(ttl * 2).await;
     assert!(!keep_alive.is_lost());
     assert_held(

@@ -54,6 +54,7 @@
 //! so.
 
 pub mod blob;
+pub mod guard;
 pub mod history;
 pub mod issuer;
 pub mod lock_service;
@@ -115,6 +116,20 @@ macro_rules! issuer_conformance {
             let Some(issuer) = $make().await else { return };
             $crate::issuer::history_checker_finds_no_stale_accept(issuer, &$profile).await;
         }
+        $crate::issuer_conformance!(@guard $make, $profile;
+            guard_run_ends_when_the_lease_is_lost,
+            guard_release_and_drop_free_at_once,
+            guard_fences_before_the_first_write
+        );
+    };
+    (@guard $make:path, $profile:expr; $($name:ident),+) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let Some(issuer) = $make().await else { return };
+                $crate::guard::$name(issuer, &$profile).await;
+            }
+        )+
     };
     (@by_ref $make:path, $profile:expr; $($name:ident),+) => {
         $(
