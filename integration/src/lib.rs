@@ -33,7 +33,7 @@ pub fn run_prefix() -> &'static str {
 }
 
 fn tables() -> Tables {
-    Tables::with_prefix(&format!("{}_", run_prefix())).expect("valid prefix")
+    Tables::from_prefix(&format!("{}_", run_prefix())).expect("valid prefix")
 }
 
 fn sqlite_url() -> String {

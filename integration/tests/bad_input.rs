@@ -280,7 +280,7 @@ async fn a_missing_table_or_bucket_is_a_permanent_error() {
         let db = sql(&fencing_harness::env::POSTGRES.endpoint())
             .await
             .unwrap()
-            .with_tables(fencing_sql::Tables::with_prefix("ft_missing_").unwrap());
+            .with_tables(fencing_sql::Tables::from_prefix("ft_missing_").unwrap());
         let sql = fencing_sql::SqlStore::new(db.clone()).await.unwrap();
         db.drop_tables().await.unwrap();
         let e = sql.put("k", "v".into(), t(1)).await.unwrap_err();

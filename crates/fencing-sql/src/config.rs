@@ -207,7 +207,7 @@ impl SqlConfig {
         BACKEND.check_query(scheme, &options)?;
         let volatile_commits_accepted = options.take_bool(ACCEPT_VOLATILE)?.unwrap_or(false);
         let tables = match options.take(TABLE_PREFIX) {
-            Some(prefix) => Tables::with_prefix(&prefix)?,
+            Some(prefix) => Tables::from_prefix(&prefix)?,
             None => Tables::default(),
         };
         let tls = TlsOptions::take_from(&mut options)?;

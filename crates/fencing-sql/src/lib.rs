@@ -2,21 +2,25 @@
 
 mod config;
 mod db;
+mod dialect;
 mod error;
 mod guard;
 mod issuer;
 mod sql;
 mod store;
+mod tables;
 mod wake;
 
 pub use config::{BACKEND, SqlConfig};
-pub use db::{Db, Dialect, Tables};
+pub use db::Db;
+pub use dialect::Dialect;
 pub use guard::{FenceConnection, fence_transaction};
 pub use issuer::SqlIssuer;
 /// The sqlx this crate is built with: [`fence_transaction`] takes its
 /// `Transaction`, and `Db::postgres` and the like its pools.
 pub use sqlx;
 pub use store::SqlStore;
+pub use tables::Tables;
 
 /// The issuer's lease statements, as [`SqlIssuer`] runs them, for
 /// `integration`'s bench, which times them bare: one copy, so the two

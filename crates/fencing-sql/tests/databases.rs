@@ -53,7 +53,7 @@ fn profile() -> IssuerProfile {
 /// Tables under the run's prefix plus `what`, for tests that break their
 /// tables on purpose.
 fn tables_for(what: &str) -> Tables {
-    Tables::with_prefix(&format!(
+    Tables::from_prefix(&format!(
         "{}{what}_",
         tables().records.trim_end_matches("records")
     ))
@@ -711,7 +711,7 @@ async fn an_unreachable_server_is_a_clear_backend_error() {
     );
     let e = open("oracle://x").await.expect_err("unsupported");
     assert!(matches!(e, Error::InvalidInput { .. }), "{e:?}");
-    assert!(Tables::with_prefix("x; DROP TABLE y").is_err());
+    assert!(Tables::from_prefix("x; DROP TABLE y").is_err());
 }
 
 /// A table whose writes are silently dropped (a `BEFORE` trigger that skips

@@ -11,7 +11,7 @@ use fencing_sql::{Db, SqlConfig, Tables};
 pub(crate) fn tables() -> Tables {
     static PREFIX: OnceLock<String> = OnceLock::new();
     let prefix = PREFIX.get_or_init(|| fencing_testkit::unique_prefix().replace('-', "_") + "_");
-    Tables::with_prefix(prefix).expect("valid prefix")
+    Tables::from_prefix(prefix).expect("valid prefix")
 }
 
 /// This run's SQLite file.

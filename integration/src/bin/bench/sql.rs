@@ -87,7 +87,7 @@ impl Sides {
                 Pool::Lite(pool_options(ping).connect_with(o).await?)
             }
         };
-        let tables = Tables::with_prefix(prefix)?;
+        let tables = Tables::from_prefix(prefix)?;
         let db = match &pool {
             Pool::Pg(p) => Db::postgres(p.clone()),
             Pool::My(p) => Db::mysql(p.clone()),
