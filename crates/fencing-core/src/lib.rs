@@ -9,6 +9,7 @@ pub mod keepalive;
 mod lease;
 pub mod lock;
 pub mod memory;
+mod percent;
 pub mod redact;
 pub mod safety;
 pub mod scenario;

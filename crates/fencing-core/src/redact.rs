@@ -3,7 +3,7 @@
 //! [`redact`] or [`redact_text`], so a password, key, SAS or token never
 //! leaves the process in an error.
 
-use crate::adapter::url::percent_decode;
+use crate::percent::percent_decode;
 
 /// Option names whose values are secrets wherever they appear (compared
 /// without case, `-` as `_`): an Azure SAS or its signature, an S3

@@ -453,7 +453,7 @@ impl Credentials {
             None => (userinfo, None),
         };
         let decode = |s: &str, what: &str| {
-            crate::adapter::url::percent_decode(s).map_err(|_| {
+            crate::percent::percent_decode(s).map_err(|_| {
                 Error::invalid_input(format!("bad percent-encoding in the URL's {what}"))
             })
         };

@@ -30,6 +30,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::percent::percent_decode;
 use crate::{Error, Result, redact};
 
 /// A backend URL split into scheme, authority, path and query options.
@@ -277,29 +278,6 @@ pub(crate) fn parse_duration(value: &str) -> Option<Duration> {
         "h" => Some(Duration::from_secs(n.checked_mul(3600)?)),
         _ => None,
     }
-}
-
-/// Decodes `%XX` escapes; `+` is left as it is (base64 in a SAS uses it).
-pub(crate) fn percent_decode(s: &str) -> Result<String> {
-    if !s.contains('%') {
-        return Ok(s.to_owned());
-    }
-    let bad = || Error::invalid_input(format!("bad percent-encoding in URL option {s:?}"));
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| bad())
 }
 
 /// The variable `name`, if set and not empty.
