@@ -107,6 +107,25 @@ pub fn markdown_table() -> String {
     out
 }
 
+/// The facade README's feature table: for each backend of this build, the
+/// features that bring it in, what it opens and the shape of its URL
+/// ([`markdown_table`], the workspace README's, adds the crates and every
+/// option).
+pub fn feature_table() -> String {
+    let mut out = String::from("| feature | backend | opens | URL |\n| --- | --- | --- | --- |");
+    for backend in BACKENDS {
+        let features: Vec<String> = backend.features.iter().map(|f| format!("`{f}`")).collect();
+        out.push_str(&format!(
+            "\n| {} | {} | {} | `{}` |",
+            features.join(", "),
+            backend.title,
+            backend.roles(),
+            backend.shape.replace('|', "\\|"),
+        ));
+    }
+    out
+}
+
 /// The error for a URL this build cannot open as `role`.
 fn unsupported(url: &str, role: Role) -> Error {
     let scheme = scheme(url);
