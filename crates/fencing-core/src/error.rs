@@ -316,6 +316,16 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     crate::redact::redact_text(&text)
 }
 
+/// The message of an [`Error::InvalidInput`], for this crate's config
+/// tests (other crates have `fencing_testkit::refusal`).
+#[cfg(test)]
+pub(crate) fn invalid_input_message<T: std::fmt::Debug>(what: &str, result: Result<T>) -> String {
+    match result {
+        Err(Error::InvalidInput { message }) => message,
+        other => panic!("{what}: expected InvalidInput, got {other:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod adapter;
+pub mod auth;
 pub mod election;
 mod error;
 pub mod instrument;
@@ -19,8 +20,8 @@ mod token;
 
 pub use error::{BoxError, Error, Result, error_chain};
 pub use issuer::TokenIssuer;
-pub use lock::{IssuerExt, LeaseGuard, Lock};
 pub use lease::{HolderId, Holding, Lease, LeaseRequest};
+pub use lock::{IssuerExt, LeaseGuard, Lock};
 pub use redact::redact;
 pub use store::{FencedStore, Limits, Versioned};
 pub use token::FencingToken;

@@ -1,4 +1,4 @@
-//! TLS and credentials for every network backend, parsed and checked once.
+//! TLS for every network backend, parsed and checked once.
 //!
 //! Every backend's config takes the same URL options, named as libpq names
 //! them (the most widely known set), and hands the parsed [`TlsOptions`] to
@@ -14,26 +14,22 @@
 //! TLS scheme (`rediss://`, an `https://` endpoint) too; otherwise the
 //! connection is plaintext, as before. A backend offers the modes its
 //! client library can do ([`TlsOptions::mode_for`] refuses the others by
-//! name). Passwords come from the URL's `user:password@` as each backend's
-//! own URLs have them, and live in a [`Secret`], which no `Debug` or
-//! `Display` shows.
+//! name). An adapter takes these options from its URL with
+//! [`Query::take_tls`](crate::adapter::url::Query::take_tls); a program
+//! may build them by hand. Passwords are not TLS: see [`crate::auth`].
 //!
 //! ```
 //! use fencing_core::tls::{TlsMode, TlsOptions};
-//! use fencing_core::adapter::url::BackendUrl;
 //!
-//! let mut url = BackendUrl::parse("etcd://10.0.0.1:2379?sslrootcert=/etc/ca.pem")?;
-//! let tls = TlsOptions::take_from(url.query())?;
+//! let tls = TlsOptions::new().with_ca_file("/etc/ca.pem");
 //! assert_eq!(tls.mode(TlsMode::Disable), TlsMode::VerifyFull);
-//! url.finish(TlsOptions::URL_OPTIONS)?;
-//! # Ok::<(), fencing_core::Error>(())
 //! ```
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::adapter::url::Query;
+use crate::auth::Secret;
 use crate::safety::SafetyCheck;
 use crate::{Error, Result};
 
@@ -131,7 +127,8 @@ impl fmt::Debug for Identity {
 }
 
 impl TlsOptions {
-    /// The URL options [`take_from`](Self::take_from) reads.
+    /// The URL options of the table above, which
+    /// [`Query::take_tls`](crate::adapter::url::Query::take_tls) reads.
     pub const URL_OPTIONS: &'static [&'static str] =
         &["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
@@ -140,22 +137,20 @@ impl TlsOptions {
         Self::default()
     }
 
-    /// Takes `sslmode`, `sslrootcert`, `sslcert` and `sslkey` from a URL's
-    /// query, and checks that they fit together.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for an unknown mode, an empty path, a
-    /// certificate without its key (or the reverse), or files given with
-    /// `sslmode=disable`.
-    pub fn take_from(query: &mut Query) -> Result<Self> {
+    /// The options as a URL gave them, checked together (a certificate
+    /// and its key come in pairs; `sslmode=disable` takes no file), unlike
+    /// the builders below, which cannot be given half a pair.
+    pub(crate) fn from_url_options(
+        mode: Option<TlsMode>,
+        ca_file: Option<PathBuf>,
+        cert_file: Option<PathBuf>,
+        key_file: Option<PathBuf>,
+    ) -> Result<Self> {
         let options = Self {
-            mode: query
-                .take_nonempty("sslmode")?
-                .map(|m| m.parse())
-                .transpose()?,
-            ca_file: query.take_nonempty("sslrootcert")?.map(PathBuf::from),
-            cert_file: query.take_nonempty("sslcert")?.map(PathBuf::from),
-            key_file: query.take_nonempty("sslkey")?.map(PathBuf::from),
+            mode,
+            ca_file,
+            cert_file,
+            key_file,
         };
         options.check()?;
         Ok(options)
@@ -377,157 +372,11 @@ fn read_pem(path: &Path, what: &str, label: &str) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// A password, key or token: its `Debug` and `Display` show `***`, so a
-/// config, a span or an error that holds one never prints it.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret<T = String>(T);
-
-impl<T> Secret<T> {
-    /// Wraps `value`.
-    pub fn new(value: T) -> Self {
-        Self(value)
-    }
-
-    /// The value itself, for the client library that needs it.
-    pub fn expose(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> fmt::Debug for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl<T> fmt::Display for Secret<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Self {
-        Self(value)
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Self {
-        Self(value.to_owned())
-    }
-}
-
-/// A user name and its password, from a URL's `user:password@` or set by
-/// hand.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Credentials {
-    /// The user name (empty when only a password is given, as in
-    /// `redis://:PASSWORD@host`).
-    pub user: String,
-    /// The password, if any.
-    pub password: Option<Secret>,
-}
-
-impl Credentials {
-    /// `user` with `password`.
-    pub fn new(user: impl Into<String>, password: impl Into<Secret>) -> Self {
-        Self {
-            user: user.into(),
-            password: Some(password.into()),
-        }
-    }
-
-    /// Splits `user:password@hosts` into the credentials (percent-decoded)
-    /// and the hosts. No `@`: no credentials.
-    ///
-    /// # Errors
-    /// [`Error::InvalidInput`] for bad percent-encoding (the message never
-    /// shows the password).
-    pub fn split_authority(authority: &str) -> Result<(Option<Self>, &str)> {
-        let Some((userinfo, hosts)) = authority.rsplit_once('@') else {
-            return Ok((None, authority));
-        };
-        let (user, password) = match userinfo.split_once(':') {
-            Some((user, password)) => (user, Some(password)),
-            None => (userinfo, None),
-        };
-        let decode = |s: &str, what: &str| {
-            crate::percent::percent_decode(s).map_err(|_| {
-                Error::invalid_input(format!("bad percent-encoding in the URL's {what}"))
-            })
-        };
-        Ok((
-            Some(Self {
-                user: decode(user, "user name")?,
-                password: password
-                    .map(|p| decode(p, "password").map(Secret::new))
-                    .transpose()?,
-            }),
-            hosts,
-        ))
-    }
-
-    /// The password, or `""`.
-    pub fn password(&self) -> &str {
-        self.password.as_ref().map_or("", |p| p.expose().as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::url::{BackendUrl, invalid_input_message};
+    use crate::error::invalid_input_message;
     use crate::safety::Verdict;
-
-    fn parse(query: &str) -> Result<TlsOptions> {
-        TlsOptions::take_from(&mut Query::parse(query)?)
-    }
-
-    #[test]
-    fn modes_default_from_the_files_and_the_scheme() {
-        assert_eq!(parse("").unwrap().mode(TlsMode::Disable), TlsMode::Disable);
-        assert_eq!(
-            parse("").unwrap().mode(TlsMode::VerifyFull),
-            TlsMode::VerifyFull
-        );
-        assert_eq!(
-            parse("sslrootcert=/ca.pem").unwrap().mode(TlsMode::Disable),
-            TlsMode::VerifyFull
-        );
-        assert_eq!(
-            parse("sslmode=require").unwrap().mode(TlsMode::VerifyFull),
-            TlsMode::Require
-        );
-        let mtls = parse("sslcert=/c.pem&sslkey=/k.pem&sslmode=verify-ca").unwrap();
-        assert_eq!(mtls.mode(TlsMode::Disable), TlsMode::VerifyCa);
-        assert_eq!(
-            mtls.client_cert_files(),
-            Some((Path::new("/c.pem"), Path::new("/k.pem")))
-        );
-    }
-
-    #[test]
-    fn bad_combinations_are_refused_by_name() {
-        let invalid = |q| invalid_input_message(q, parse(q));
-        assert!(invalid("sslmode=verify").contains("expected disable, prefer, require"));
-        assert!(invalid("sslmode=allow").contains("starts in plaintext"));
-        assert!(invalid("sslcert=/c.pem").contains("without sslkey"));
-        assert!(invalid("sslkey=/k.pem").contains("without sslcert"));
-        assert!(invalid("sslmode=disable&sslrootcert=/ca.pem").contains("certificates need TLS"));
-        assert!(invalid("sslrootcert=").contains("needs a value"));
-        let offered = [TlsMode::Disable, TlsMode::VerifyFull];
-        let message = invalid_input_message(
-            "verify-ca on etcd",
-            parse("sslmode=verify-ca")
-                .unwrap()
-                .mode_for("etcd", TlsMode::Disable, &offered),
-        );
-        assert!(
-            message.contains("etcd") && message.contains("disable, verify-full"),
-            "{message}"
-        );
-    }
 
     #[test]
     fn files_are_read_at_connect_and_named_when_wrong() {
@@ -578,22 +427,5 @@ mod tests {
         assert_eq!(verdict(TlsMode::Prefer, &["db.internal"]), Verdict::Warn);
         assert_eq!(verdict(TlsMode::VerifyCa, &["db"]), Verdict::Pass);
         assert_eq!(verdict(TlsMode::VerifyFull, &["db"]), Verdict::Pass);
-    }
-
-    #[test]
-    fn credentials_come_from_the_authority_and_never_print() {
-        let url = BackendUrl::parse("redis://default:p%40ss@h:1,g:2/0").unwrap();
-        let (creds, hosts) = Credentials::split_authority(url.authority()).unwrap();
-        let creds = creds.unwrap();
-        assert_eq!(
-            (creds.user.as_str(), creds.password(), hosts),
-            ("default", "p@ss", "h:1,g:2")
-        );
-        assert!(!format!("{creds:?}").contains("p@ss"));
-        let (none, hosts) = Credentials::split_authority("h:1").unwrap();
-        assert_eq!((none, hosts), (None, "h:1"));
-        let (only_user, _) = Credentials::split_authority("u@h").unwrap();
-        assert_eq!(only_user.unwrap().password, None);
-        assert_eq!(format!("{}", Secret::new("x")), "***");
     }
 }

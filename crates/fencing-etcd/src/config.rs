@@ -5,7 +5,8 @@ use std::time::Duration;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity};
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::env;
-use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
+use fencing_core::auth::Credentials;
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 
 use crate::error::NAME;
@@ -152,7 +153,7 @@ impl EtcdConfig {
             .unwrap_or_default();
         config.timeout = query.take_duration("timeout")?;
         config.min_ttl = query.take_duration("min_ttl")?;
-        config.tls = TlsOptions::take_from(query)?;
+        config.tls = query.take_tls()?;
         BACKEND.finish(url)?;
         config.transport()?;
         Ok(config)

@@ -3,7 +3,8 @@
 //! no text of the URL (its password) reaches a redis-rs message.
 
 use fencing_core::adapter::url::BackendUrl;
-use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
+use fencing_core::auth::Credentials;
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 use redis::{
     ClientTlsConfig, ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, TlsCertificates,
@@ -50,7 +51,7 @@ impl Target {
             db: database(url.path())?,
             tls_scheme: url.scheme() == "rediss",
             credentials,
-            tls: TlsOptions::take_from(url.query())?,
+            tls: url.query().take_tls()?,
         };
         target.mode()?;
         target.check_credentials()?;

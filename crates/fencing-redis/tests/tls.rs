@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use common::grant_once;
 use fencing_core::safety::Verdict;
-use fencing_core::tls::{Credentials, TlsOptions};
+use fencing_core::auth::Credentials;
+use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result, TokenIssuer};
 use fencing_harness::env::{
     REDIS_AOF, REDIS_TLS, TLS_PASSWORD, assert_no_secret, tls_file, with_option, with_test_tls,

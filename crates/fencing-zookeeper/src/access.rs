@@ -14,7 +14,8 @@
 
 use std::time::Duration;
 
-use fencing_core::tls::{Credentials, TlsMode, TlsOptions};
+use fencing_core::auth::Credentials;
+use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{Error, Result};
 use zookeeper_client as zk;
 

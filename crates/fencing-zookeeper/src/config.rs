@@ -2,7 +2,8 @@
 
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::env_any;
-use fencing_core::tls::{Credentials, TlsOptions};
+use fencing_core::auth::Credentials;
+use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 
 use crate::access::{Access, check_digest};
@@ -116,7 +117,7 @@ impl ZkConfig {
                 }
             };
         }
-        config.tls = TlsOptions::take_from(query)?;
+        config.tls = query.take_tls()?;
         BACKEND.finish(url)?;
         tls::mode(&config.tls)?;
         Ok(config)

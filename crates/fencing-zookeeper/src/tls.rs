@@ -364,7 +364,7 @@ mod tests {
     fn modes_are_those_the_client_can_do() {
         let parse = |q: &str| {
             let mut query = fencing_core::adapter::url::Query::parse(q).unwrap();
-            mode(&TlsOptions::take_from(&mut query).unwrap())
+            mode(&query.take_tls().unwrap())
         };
         assert_eq!(parse("").unwrap(), TlsMode::Disable);
         assert_eq!(parse("sslrootcert=/ca.pem").unwrap(), TlsMode::VerifyFull);

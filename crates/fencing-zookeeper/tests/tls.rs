@@ -489,7 +489,7 @@ async fn the_password_goes_only_to_a_server_that_answered() {
     });
     let secret = "wire-secret-never-sent";
     let connected = ZkConfig::new(addr.to_string())
-        .with_credentials(fencing_core::tls::Credentials::new("fencing", secret))
+        .with_credentials(fencing_core::auth::Credentials::new("fencing", secret))
         .connect_issuer()
         .await;
     let e = connected.expect_err("no ZooKeeper there");

@@ -8,7 +8,7 @@ pub use fencing_core::{
     Result, TokenIssuer, Versioned, error_chain, redact,
 };
 #[doc(inline)]
-pub use fencing_core::{election, instrument, keepalive, memory, safety, scenario, tls};
+pub use fencing_core::{auth, election, instrument, keepalive, memory, safety, scenario, tls};
 
 pub mod registry;
 

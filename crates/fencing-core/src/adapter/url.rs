@@ -25,13 +25,13 @@
 //! # Ok::<(), fencing_core::Error>(())
 //! ```
 
-#[cfg(test)]
-use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
 use crate::percent::percent_decode;
 use crate::{Error, Result, redact};
+
+mod tls;
 
 /// A backend URL split into scheme, authority, path and query options.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -314,16 +314,6 @@ pub fn env_any(names: &[&str]) -> Result<String> {
             _ => format!("none of {} is set", names.join(", ")),
         })
     })
-}
-
-/// The message of an [`Error::InvalidInput`], for this crate's config
-/// tests (other crates have `fencing_testkit::refusal`).
-#[cfg(test)]
-pub(crate) fn invalid_input_message<T: fmt::Debug>(what: &str, result: Result<T>) -> String {
-    match result {
-        Err(Error::InvalidInput { message }) => message,
-        other => panic!("{what}: expected InvalidInput, got {other:?}"),
-    }
 }
 
 #[cfg(test)]

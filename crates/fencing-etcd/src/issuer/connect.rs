@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 use fencing_core::adapter::Call;
-use fencing_core::tls::{Credentials, TlsMode};
+use fencing_core::auth::Credentials;
+use fencing_core::tls::TlsMode;
 use fencing_core::{Error, Result};
 
 use super::{Dial, EtcdIssuer, check_prefix};

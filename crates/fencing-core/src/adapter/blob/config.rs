@@ -359,7 +359,7 @@ mod tests {
         emulator_endpoint: "the emulator's address",
     };
 
-    use crate::adapter::url::invalid_input_message;
+    use crate::error::invalid_input_message;
 
     fn invalid<T: fmt::Debug>(r: Result<T>) -> String {
         invalid_input_message("mem://", r)
