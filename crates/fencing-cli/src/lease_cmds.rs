@@ -4,8 +4,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use fencing::keepalive::{KeepAlive, Lost};
-use fencing::{Error, FencingToken, HolderId, Lease, LeaseRequest, TokenIssuer};
+use std::sync::Arc;
+
+use fencing::keepalive::Lost;
+use fencing::{
+    Error, FencingToken, HolderId, IssuerExt, Lease, LeaseGuard, LeaseRequest, TokenIssuer,
+};
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -79,6 +83,27 @@ impl Grant {
     fn request(&self) -> LeaseRequest {
         LeaseRequest::new(&self.target.resource, self.ttl)
     }
+
+    /// Holds the resource under the guard (renewed in the background),
+    /// waiting as long as `--wait` says; `None` if it is still held then.
+    async fn lock(
+        &self,
+        issuer: &Arc<dyn TokenIssuer>,
+        holder: Option<HolderId>,
+    ) -> Result<Option<LeaseGuard>, Error> {
+        let mut lock = issuer
+            .lock(&self.target.resource)
+            .ttl(self.ttl)
+            .wait(self.wait);
+        if let Some(holder) = holder {
+            lock = lock.holder(holder);
+        }
+        match lock.await {
+            Ok(guard) => Ok(Some(guard)),
+            Err(Error::Timeout { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -143,37 +168,40 @@ fn lease_of(args: &LeaseArgs) -> Result<Lease, Error> {
 
 pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
     let issuer = backends::open_issuer(&args.grant.target.issuer).await?;
-    let mut request = args.grant.request();
-    if let Some(holder) = &args.holder {
-        request = request.with_holder(HolderId::new(holder)?);
-    }
-    let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
-        return held(&*issuer, &request.resource).await;
-    };
-    // Listening before the lease is printed: a Ctrl-C sent as soon as it
-    // shows releases it instead of killing us with the lease still held.
-    let mut interrupt = args
-        .hold
-        .then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()))
-        .transpose()?;
-    LeaseView::of_lease(&lease).print(args.json);
-    if let Some(interrupt) = &mut interrupt {
-        eprintln!(
-            "fence: holding {:?} with token {}; Ctrl-C releases it",
-            lease.resource(),
-            lease.token()
-        );
-        let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
-        tokio::select! {
-            lost = keep_alive.lost() => {
-                eprintln!("fence: {lost}");
-                return Ok(ExitCode::from(exit::LEASE_LOST));
-            }
-            _ = interrupt.recv() => {}
+    let holder = args.holder.as_deref().map(HolderId::new).transpose()?;
+    if !args.hold {
+        let mut request = args.grant.request();
+        if let Some(holder) = holder {
+            request = request.with_holder(holder);
         }
-        keep_alive.release().await?;
-        eprintln!("fence: released");
+        let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
+            return held(&*issuer, &request.resource).await;
+        };
+        LeaseView::of_lease(&lease).print(args.json);
+        return Ok(ExitCode::SUCCESS);
     }
+    // Listening before the lease is taken: a Ctrl-C sent as soon as it
+    // shows releases it instead of killing us with the lease still held.
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let Some(guard) = args.grant.lock(&issuer, holder).await? else {
+        return held(&*issuer, &args.grant.target.resource).await;
+    };
+    let lease = guard.lease();
+    LeaseView::of_lease(&lease).print(args.json);
+    eprintln!(
+        "fence: holding {:?} with token {}; Ctrl-C releases it",
+        lease.resource(),
+        lease.token()
+    );
+    tokio::select! {
+        lost = guard.lost() => {
+            eprintln!("fence: {lost}");
+            return Ok(ExitCode::from(exit::LEASE_LOST));
+        }
+        _ = interrupt.recv() => {}
+    }
+    guard.release().await?;
+    eprintln!("fence: released");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -211,30 +239,29 @@ pub(crate) async fn holder(args: HolderArgs) -> CliResult {
 /// Runs a command under a lease: the batch job that must not run twice.
 pub(crate) async fn run(args: RunArgs) -> CliResult {
     let issuer = backends::open_issuer(&args.grant.target.issuer).await?;
-    let request = args.grant.request();
-    let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
-        return held(&*issuer, &request.resource).await;
+    let Some(guard) = args.grant.lock(&issuer, None).await? else {
+        return held(&*issuer, &args.grant.target.resource).await;
     };
 
     // Before the command starts: from then on a signal must not end fence
     // with the command left running unrenewed.
     let mut interrupts = Interrupts::listen()?;
-    let mut child = match spawn_with_lease(&args.command, &lease, &args.grant.target.issuer) {
+    let mut child = match spawn_with_lease(&args.command, &guard.lease(), &args.grant.target.issuer)
+    {
         Ok(child) => child,
         Err(code) => {
-            let _ = issuer.release(&lease).await;
+            let _ = guard.release().await;
             return Ok(ExitCode::from(code));
         }
     };
-    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
-    let lease = || (!keep_alive.is_lost()).then(|| keep_alive.lease());
+    let lease = || (!guard.is_lost()).then(|| guard.lease());
     let held = Held {
         issuer: &*issuer,
         lease: &lease,
     };
     let ended = supervise(
         &mut child,
-        keep_alive.lost(),
+        guard.lost(),
         &args.supervision,
         &mut interrupts,
         &held,
@@ -242,7 +269,7 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
     .await?;
     match ended {
         Ended::Exited(_) | Ended::Interrupted(_) => {
-            if let Err(e) = keep_alive.release().await {
+            if let Err(e) = guard.release().await {
                 eprintln!("fence: release after the command finished: {e}");
             }
         }

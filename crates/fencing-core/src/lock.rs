@@ -247,8 +247,24 @@ impl<'a> Lock<'a> {
         let mut first_unknown_sent_at = None;
         loop {
             let sent_at = Instant::now();
-            let wait = deadline.map_or(ONE_ACQUIRE, |d| d.saturating_duration_since(sent_at));
-            let error = match self.issuer.acquire(request, wait).await {
+            let tried = match self.wait {
+                // One try: what `try_acquire` is for (no queue entry, no
+                // wake-up subscription).
+                Some(Duration::ZERO) => match self.issuer.try_acquire(request).await {
+                    Ok(Some(lease)) => Ok(lease),
+                    Ok(None) => Err(Error::Timeout {
+                        operation: format!("acquire {:?}", request.resource),
+                        after: sent_at.elapsed(),
+                    }),
+                    Err(e) => Err(e),
+                },
+                _ => {
+                    let wait =
+                        deadline.map_or(ONE_ACQUIRE, |d| d.saturating_duration_since(sent_at));
+                    self.issuer.acquire(request, wait).await
+                }
+            };
+            let error = match tried {
                 Ok(lease) => return Ok(lease),
                 Err(e) => e,
             };

@@ -4,11 +4,18 @@
 // is for backend crates, which depend on fencing-core themselves.
 #[doc(inline)]
 pub use fencing_core::{
-    BoxError, Error, FencedStore, FencingToken, HolderId, Holding, Lease, LeaseRequest, Limits,
-    Result, TokenIssuer, Versioned, error_chain, redact,
+    BoxError, Error, FencedStore, FencingToken, HolderId, Holding, IssuerExt, Lease, LeaseGuard,
+    LeaseRequest, Limits, Lock, Result, TokenIssuer, Versioned, error_chain, redact,
 };
 #[doc(inline)]
-pub use fencing_core::{auth, election, instrument, keepalive, memory, safety, scenario, tls};
+pub use fencing_core::{
+    auth, election, instrument, keepalive, lock, memory, safety, scenario, tls,
+};
+
+/// The byte buffers values are read and written as (`bytes::Bytes`), so a
+/// borrowed `&[u8]` becomes a value without adding the crate:
+/// `Bytes::copy_from_slice(data)`.
+pub use bytes::{self, Bytes};
 
 pub mod registry;
 

@@ -39,8 +39,7 @@ async fn observe_renewal(
     let label = lease_result(&result, "renewed");
     metrics::histogram!(names::RENEW_LATENCY, names::ISSUER => name, names::RESULT => label)
         .record(seconds(started.elapsed()));
-    metrics::counter!(names::RENEWALS, names::ISSUER => name, names::RESULT => label)
-        .increment(1);
+    metrics::counter!(names::RENEWALS, names::ISSUER => name, names::RESULT => label).increment(1);
     count_unknown(&result, names::ISSUER, name, "renew");
     result
 }
