@@ -29,8 +29,14 @@ impl Db {
                         attempt += 1;
                         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                     }
+                    // `IF NOT EXISTS`: creating twice is creating once, so a
+                    // lost answer is merely retried.
                     Err(e) => {
-                        return Err(map_error(self.dialect(), e, Call::read("create tables")));
+                        return Err(map_error(
+                            self.dialect(),
+                            e,
+                            Call::idempotent("create tables"),
+                        ));
                     }
                 }
             }
@@ -66,8 +72,9 @@ impl Db {
             &self.tables.leases,
         ] {
             let sql = format!("DROP TABLE IF EXISTS {table}");
+            // `IF EXISTS`: dropping twice is dropping once.
             on_pool!(&self.pool, p => sqlx::query(&sql).execute(p).await.map(|_| ()))
-                .map_err(|e| map_error(self.dialect(), e, Call::read("drop tables")))?;
+                .map_err(|e| map_error(self.dialect(), e, Call::idempotent("drop tables")))?;
         }
         Ok(())
     }
