@@ -96,7 +96,8 @@ pub fn grammar(role: Role) -> String {
     out
 }
 
-/// The README's backend table: one row per backend of this build
+/// The backend table of `docs/backends.md` (crate links relative to
+/// `docs/`): one row per backend of this build
 /// ([`Descriptor::markdown_row`]).
 pub fn markdown_table() -> String {
     let mut out = String::from(fencing_core::adapter::descriptor::MARKDOWN_HEADER);
@@ -109,7 +110,7 @@ pub fn markdown_table() -> String {
 
 /// The facade README's feature table: for each backend of this build, the
 /// features that bring it in, what it opens and the shape of its URL
-/// ([`markdown_table`], the workspace README's, adds the crates and every
+/// ([`markdown_table`], the one in `docs/backends.md`, adds the crates and every
 /// option).
 pub fn feature_table() -> String {
     let mut out = String::from("| feature | backend | opens | URL |\n| --- | --- | --- | --- |");

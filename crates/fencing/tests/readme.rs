@@ -34,9 +34,9 @@ fn generated_region_is(path: &str, generator: &str, table: &str) {
 }
 
 #[test]
-fn the_readme_backend_table_is_the_registrys() {
+fn the_backends_doc_table_is_the_registrys() {
     generated_region_is(
-        "../../README.md",
+        "../../docs/backends.md",
         "markdown_table",
         &fencing::registry::markdown_table(),
     );

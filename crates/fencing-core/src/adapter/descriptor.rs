@@ -452,7 +452,7 @@ impl Descriptor {
             })
             .collect();
         format!(
-            "| [`{}`](crates/{}) | {} | {} | {} | `{}` | {} |",
+            "| [`{}`](../crates/{}) | {} | {} | {} | `{}` | {} |",
             self.crate_name,
             self.crate_name,
             features.join(", "),
