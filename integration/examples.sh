@@ -14,11 +14,23 @@ eval "$(integration/services.sh env)"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
+# The guides' examples (docs/choosing.md, migrating.md, testing-your-service.md)
+# take URLs. moto starts empty: make their bucket (moto takes an unsigned
+# CreateBucket; an existing one answers 200 too).
+curl -fsS -o /dev/null -X PUT "$FENCING_S3_ENDPOINT/fencing-guides"
+etcd="etcd://${FENCING_ETCD_ENDPOINTS#http://}"
+redis_aof=$FENCING_REDIS_AOF_URL # the Redis issuer refuses a server without appendonly
+s3="s3://fencing-guides?endpoint=$FENCING_S3_ENDPOINT&emulator=true"
+dynamodb="dynamodb://fencing-guides?endpoint=$FENCING_DYNAMODB_ENDPOINT&emulator=true&create_table=true"
+
 # "package example" -> arguments.
 declare -A ARGS=(
   ["fencing-audit audit"]="crates/fencing-audit/tests/fixtures"
   ["fencing-sql issuer"]="$FENCING_PG_URL"
   ["fencing-sql store"]="$FENCING_PG_URL"
+  ["fencing choose"]="$etcd $s3"
+  ["fencing migrate"]="$redis_aof $etcd $FENCING_PG_URL sqlite://$scratch/migrated.sqlite"
+  ["fencing test_your_service"]="$etcd $s3"
 )
 # Further runs: "package example|arguments".
 EXTRA=(
@@ -27,6 +39,9 @@ EXTRA=(
   "fencing-sql issuer|sqlite://$scratch/issuer.sqlite"
   "fencing-zookeeper zk_lock|--cversion"
   "fencing-http orders|$FENCING_PG_URL"
+  "fencing choose|$redis_aof $FENCING_PG_URL"
+  "fencing choose|$dynamodb $dynamodb"
+  "fencing migrate|$redis_aof $FENCING_PG_URL $dynamodb $s3"
 )
 
 mapfile -t EXAMPLES < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '
