@@ -85,15 +85,26 @@ async fn run(
     // 1. The floor: above every token the old issuer granted (a probe grant
     //    when the resource is free, the live holder's token when not) and
     //    every mark the stores hold for the key.
-    let floor = [
+    let found = [
         highest_token(&*a, &resource).await?,
         s1.mark(&key).await?,
         s2.mark(&key).await?,
-    ]
-    .into_iter()
-    .flatten()
-    .max()
-    .unwrap_or(FencingToken::ZERO);
+    ];
+    let show = |t: Option<FencingToken>| t.map_or_else(|| "none".to_owned(), |t| t.to_string());
+    println!(
+        "highest token on {}: {}; marks: {} {}, {} {}",
+        a.name(),
+        show(found[0]),
+        s1.name(),
+        show(found[1]),
+        s2.name(),
+        show(found[2])
+    );
+    let floor = found
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(FencingToken::ZERO);
     b.raise_floor(&resource, floor).await?;
     println!("raised the floor on {} to {floor}", b.name());
 

@@ -53,7 +53,9 @@ async fn store() -> Option<Arc<dyn FencedStore>> {
     // The emulator starts empty: make the bucket (a real one exists already).
     fencing_s3::emulator::store(&endpoint, "myapp-test")
         .await
-        .unwrap_or_else(|e| panic!("moto at {endpoint}: {e}\nstart one: moto_server -p 9000"));
+        .unwrap_or_else(|e| {
+            panic!("moto at {endpoint}: {e}\nstart moto on port 9000 (one request at a time)")
+        });
     Some(
         fencing::open_store(&store_url())
             .await
