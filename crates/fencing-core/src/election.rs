@@ -90,7 +90,7 @@ struct TakeoverFence {
 /// [`TokenIssuer`]. Cheap to clone.
 ///
 /// Every term is a lease on the resource, held by the leader and renewed
-/// in the background (a [`KeepAlive`]); its fencing token is the term's
+/// in the background (a [`LeaseGuard`]); its fencing token is the term's
 /// token, strictly above every earlier term's.
 ///
 /// The holder id of a term is the candidate id followed by `#` and 128
@@ -222,7 +222,7 @@ impl Election {
     pub async fn campaign(&self) -> Result<Leadership> {
         let mut lock = Lock::new(self.issuer.clone(), &self.resource)
             .ttl(self.ttl)
-            .fresh_holder(self.term_holder()?)
+            .fresh_holders(term_holders(&self.candidate)?)
             .keep_alive(self.keep_alive);
         for fence in &self.fences {
             lock = lock.fence(&*fence.store, [fence.key.as_str()]);
@@ -257,18 +257,22 @@ impl Election {
         });
         Observer::new(self.issuer.clone(), self.resource.clone(), every)
     }
+}
 
-    /// A fresh holder id for one campaign: `candidate#<128 random bits>`.
-    fn term_holder(&self) -> Result<HolderId> {
-        if self.candidate.is_empty() || self.candidate.len() > 200 {
-            return Err(Error::invalid_input(format!(
-                "candidate id must be 1..=200 bytes, got {}",
-                self.candidate.len()
-            )));
-        }
-        let random: u128 = rand::random();
-        HolderId::new(format!("{}{TERM_SEPARATOR}{random:032x}", self.candidate))
+/// Fresh holder ids for the campaigns of `candidate`: `candidate#<128
+/// random bits>`, a new one for every attempt.
+fn term_holders(candidate: &str) -> Result<impl Fn() -> Result<HolderId> + Send + Sync + 'static> {
+    if candidate.is_empty() || candidate.len() > 200 {
+        return Err(Error::invalid_input(format!(
+            "candidate id must be 1..=200 bytes, got {}",
+            candidate.len()
+        )));
     }
+    let candidate = candidate.to_owned();
+    Ok(move || {
+        let random: u128 = rand::random();
+        HolderId::new(format!("{candidate}{TERM_SEPARATOR}{random:032x}"))
+    })
 }
 
 /// A term as leader: the lease, renewed in the background, and its token.

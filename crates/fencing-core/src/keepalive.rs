@@ -27,6 +27,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch};
@@ -227,10 +228,16 @@ struct Stop {
 pub struct KeepAlive {
     state: watch::Receiver<State>,
     stop: Option<oneshot::Sender<Stop>>,
-    task: Option<JoinHandle<State>>,
+    task: Option<JoinHandle<Ended>>,
     issuer: Arc<dyn TokenIssuer>,
     release_on_drop: bool,
+    /// Set when the handle stops the task: a task gone without it died
+    /// (a panic, its runtime shut down).
+    stopped: Arc<AtomicBool>,
 }
+
+/// How the task ended: its last state, and the release it was asked for.
+type Ended = (State, Option<crate::Result<()>>);
 
 impl KeepAlive {
     /// Starts renewing `lease` on `issuer` at a third of its TTL.
@@ -261,6 +268,7 @@ impl KeepAlive {
             task: Some(task),
             issuer,
             release_on_drop: options.release_on_drop,
+            stopped: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -275,9 +283,18 @@ impl KeepAlive {
         self.state.borrow().lease().token()
     }
 
-    /// Whether the lease has been lost.
+    /// Whether the lease has been lost (also: the task renewing it died,
+    /// and its deadline has passed).
     pub fn is_lost(&self) -> bool {
-        matches!(*self.state.borrow(), State::Lost(_))
+        match &*self.state.borrow() {
+            State::Lost(_) => true,
+            State::Held(lease) => self.died() && lease.is_expired(),
+        }
+    }
+
+    /// Whether the task ended without being stopped by this handle.
+    fn died(&self) -> bool {
+        self.state.has_changed().is_err() && !self.stopped.load(Ordering::SeqCst)
     }
 
     /// How the lease was lost, once it is.
@@ -292,20 +309,34 @@ impl KeepAlive {
     /// it beside the work; it may be called any number of times, and the
     /// future does not borrow the handle. It never resolves once the
     /// keep-alive was stopped with the lease still held.
+    ///
+    /// If the task dies instead (a panic in a renewal, its runtime shut
+    /// down), nothing renews the lease any more: it resolves at the lease's
+    /// deadline, as [`LostReason::Expired`].
     pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
         let mut state = self.state.clone();
+        let stopped = self.stopped.clone();
         async move {
-            let lost = match state.wait_for(|s| matches!(s, State::Lost(_))).await {
-                Ok(state) => match &*state {
-                    State::Lost(lost) => Some(lost.clone()),
-                    State::Held(_) => None,
-                },
-                Err(_) => None,
+            let waited = state
+                .wait_for(|s| matches!(s, State::Lost(_)))
+                .await
+                .map(|s| s.clone());
+            let lost = match waited {
+                Ok(State::Lost(lost)) => Ok(lost),
+                Ok(State::Held(lease)) => Err(lease),
+                Err(_) => Err(state.borrow().lease().clone()),
             };
             match lost {
-                Some(lost) => lost,
+                Ok(lost) => lost,
+                Err(lease) if !stopped.load(Ordering::SeqCst) => {
+                    tokio::time::sleep_until(lease.deadline().into()).await;
+                    Lost {
+                        lease,
+                        reason: LostReason::Expired { last_error: None },
+                    }
+                }
                 // Stopped while held: it will not be lost through us.
-                None => std::future::pending().await,
+                Err(_) => std::future::pending().await,
             }
         }
     }
@@ -318,33 +349,37 @@ impl KeepAlive {
     /// The [`Lost`] lease if it was lost before it was stopped.
     pub async fn stop(mut self) -> Result<Lease, Lost> {
         match self.finish(Stop { release: false }).await {
-            State::Held(lease) => Ok(lease),
-            State::Lost(lost) => Err(lost),
+            (State::Held(lease), _) => Ok(lease),
+            (State::Lost(lost), _) => Err(lost),
         }
     }
 
     /// Stops renewing (as [`stop`](Self::stop)) and releases the lease so
-    /// the next holder gets in at once.
+    /// the next holder gets in at once. The background task sends the
+    /// release, so it is sent even if this future is dropped.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] if it was lost before it was stopped; any error
     /// of [`TokenIssuer::release`].
     pub async fn release(mut self) -> crate::Result<()> {
-        match self.finish(Stop { release: false }).await {
-            State::Held(lease) => self.issuer.release(&lease).await,
-            State::Lost(lost) => Err(lost.into()),
+        match self.finish(Stop { release: true }).await {
+            (State::Held(_), Some(released)) => released,
+            // The task was gone before it heard of the release.
+            (State::Held(lease), None) => self.issuer.release(&lease).await,
+            (State::Lost(lost), _) => Err(lost.into()),
         }
     }
 
-    /// Tells the task to stop and waits for its last state.
-    async fn finish(&mut self, stop: Stop) -> State {
+    /// Tells the task to stop and waits for its end.
+    async fn finish(&mut self, stop: Stop) -> Ended {
+        self.stopped.store(true, Ordering::SeqCst);
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(stop);
         }
         let last = self.state.borrow().clone();
         match self.task.take() {
-            Some(task) => task.await.unwrap_or(last),
-            None => last,
+            Some(task) => task.await.unwrap_or((last, None)),
+            None => (last, None),
         }
     }
 }
@@ -353,6 +388,7 @@ impl Drop for KeepAlive {
     fn drop(&mut self) {
         // The task stops at its next step; a renewal in flight is
         // abandoned (dropped), none is started.
+        self.stopped.store(true, Ordering::SeqCst);
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(Stop {
                 release: self.release_on_drop,
@@ -369,7 +405,7 @@ async fn renew_until_lost(
     options: KeepAliveOptions,
     state: watch::Sender<State>,
     mut stop: oneshot::Receiver<Stop>,
-) -> State {
+) -> Ended {
     let ttl = lease.ttl();
     let renew_every = options.renew_every.unwrap_or(ttl / 3);
     let retry_every = options
@@ -441,9 +477,9 @@ async fn renew_until_lost(
     state.send_replace(State::Lost(lost.clone()));
     if options.release_when_lost && matches!(lost.reason, LostReason::Expired { .. }) {
         // Bounded: an unreachable issuer must not keep `stop` waiting.
-        let _ = tokio::time::timeout(ttl.max(Duration::from_secs(1)), issuer.release(&lease)).await;
+        let _ = tokio::time::timeout(ttl.max(RELEASE_AT_LEAST), issuer.release(&lease)).await;
     }
-    State::Lost(lost)
+    (State::Lost(lost), None)
 }
 
 /// One renewal: through the issuer's own [`Renewal`] if it has one.
@@ -458,16 +494,30 @@ async fn renew(
     }
 }
 
-/// Ends the task on the handle's request, releasing if asked.
-async fn stopped_with(issuer: &dyn TokenIssuer, lease: Lease, stop: Option<Stop>) -> State {
-    if stop.is_some_and(|s| s.release)
-        && let Err(e) = issuer.release(&lease).await
-    {
-        tracing::warn!(resource = lease.resource(), token = %lease.token(), error = %e,
-            "release after the keep-alive was dropped failed");
+/// Ends the task on the handle's request, releasing if asked (bounded:
+/// an issuer that never answers must not keep the task alive).
+async fn stopped_with(issuer: &dyn TokenIssuer, lease: Lease, stop: Option<Stop>) -> Ended {
+    if !stop.is_some_and(|s| s.release) {
+        return (State::Held(lease), None);
     }
-    State::Held(lease)
+    let bound = lease.ttl().max(RELEASE_AT_LEAST);
+    let released = match tokio::time::timeout(bound, issuer.release(&lease)).await {
+        Ok(released) => released,
+        Err(_) => Err(Error::Timeout {
+            operation: format!("release {:?}", lease.resource()),
+            after: bound,
+        }),
+    };
+    if let Err(e) = &released {
+        tracing::warn!(resource = lease.resource(), token = %lease.token(), error = %e,
+            "release after the keep-alive was stopped failed; the lease runs out after its TTL");
+    }
+    (State::Held(lease), Some(released))
 }
+
+/// However short the TTL, a release gets this long to be answered (an
+/// etcd call's own timeout is 5 s).
+const RELEASE_AT_LEAST: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests;

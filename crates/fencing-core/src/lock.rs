@@ -97,8 +97,7 @@ pub struct Lock<'a> {
     resource: String,
     ttl: Duration,
     wait: Option<Duration>,
-    holder: Option<HolderId>,
-    fresh_holder: bool,
+    holder: Holder,
     fences: Vec<(&'a dyn FencedStore, String)>,
     keep_alive: KeepAliveOptions,
 }
@@ -131,8 +130,7 @@ impl<'a> Lock<'a> {
             resource: resource.into(),
             ttl: DEFAULT_TTL,
             wait: None,
-            holder: None,
-            fresh_holder: true,
+            holder: Holder::Fresh(Arc::new(|| Ok(HolderId::unique()))),
             fences: Vec::new(),
             keep_alive: KeepAliveOptions::default().release_on_drop(true),
         }
@@ -158,19 +156,21 @@ impl<'a> Lock<'a> {
     /// [`HolderId::unique`]). On a re-entrant issuer, a lock under the id
     /// of a lease already held gets that lease back.
     pub fn holder(mut self, holder: HolderId) -> Self {
-        self.holder = Some(holder);
-        self.fresh_holder = false;
+        self.holder = Holder::Given(holder);
         self
     }
 
-    /// A holder id made for this one lock (as [`Election`] makes one per
-    /// campaign): nobody else acquires under it, so a grant whose answer
-    /// was lost can be found by asking who holds.
+    /// Holder ids made afresh for every attempt of this lock (as
+    /// [`Election`] makes one per campaign): nobody else acquires under
+    /// them, so a grant whose answer was lost can be found by asking who
+    /// holds.
     ///
     /// [`Election`]: crate::election::Election
-    pub(crate) fn fresh_holder(mut self, holder: HolderId) -> Self {
-        self.holder = Some(holder);
-        self.fresh_holder = true;
+    pub(crate) fn fresh_holders(
+        mut self,
+        make: impl Fn() -> Result<HolderId> + Send + Sync + 'static,
+    ) -> Self {
+        self.holder = Holder::Fresh(Arc::new(make));
         self
     }
 
@@ -200,28 +200,32 @@ impl<'a> Lock<'a> {
     /// [`Error::Timeout`] when the wait ran out; a non-retryable error of
     /// the issuer; a fence that failed (the lease is released first):
     /// [`Error::StaleToken`] if a store holds a mark above the new token
-    /// (a token went backwards: an issuer was replaced without a floor).
+    /// while the lease is still held (a token went backwards: an issuer was
+    /// replaced without a floor).
     pub async fn acquire(self) -> Result<LeaseGuard> {
-        let deadline = self.wait.map(|wait| Instant::now() + wait);
-        let fresh_holder = self.fresh_holder;
-        let holder = self.holder.clone().unwrap_or_else(HolderId::unique);
-        let request = LeaseRequest::new(&self.resource, self.ttl).with_holder(holder);
-        request.validate(self.issuer.min_ttl())?;
+        // A wait too long to add to the clock is no deadline at all.
+        let deadline = self.wait.and_then(|wait| Instant::now().checked_add(wait));
         loop {
-            let lease = self.take(&request, deadline, fresh_holder).await?;
+            // A fresh holder id for every attempt: a lease given up by an
+            // earlier attempt (lost while fencing, its release perhaps not
+            // through) must never be mistaken for this one's.
+            let request =
+                LeaseRequest::new(&self.resource, self.ttl).with_holder(self.holder.next()?);
+            request.validate(self.issuer.min_ttl())?;
+            let lease = self.take(&request, deadline).await?;
             let guard = LeaseGuard {
                 keep_alive: KeepAlive::with_options(self.issuer.clone(), lease, self.keep_alive),
             };
-            match self.fence_all(&guard).await {
+            match self.fence_all(&guard, deadline).await {
                 Ok(()) => return Ok(guard),
                 Err(e) => {
-                    let lost = guard.is_lost() || guard.lease().is_expired();
+                    let lost = self.no_longer_held(&guard).await;
                     let token = guard.token();
                     let _ = guard.release().await;
                     let time_left = deadline.is_none_or(|d| Instant::now() < d);
                     if lost && time_left {
-                        // Paused or cut off while fencing: a later holder
-                        // may have fenced already. Take it again.
+                        // Paused, cut off or revoked while fencing: a later
+                        // holder may have fenced already. Take it again.
                         tracing::warn!(resource = %self.resource, %token, error = %e,
                             "lease lost while fencing on acquire; acquiring again");
                         continue;
@@ -232,13 +236,23 @@ impl<'a> Lock<'a> {
         }
     }
 
+    /// Whether the guard's lease is gone (lost, past its deadline, or held
+    /// by someone else as the issuer answers), so that a fence refused
+    /// meanwhile says nothing about tokens going backwards.
+    async fn no_longer_held(&self, guard: &LeaseGuard) -> bool {
+        if guard.is_lost() || guard.lease().is_expired() {
+            return true;
+        }
+        let lease = guard.lease();
+        match self.issuer.holder(&self.resource).await {
+            Ok(Some(held)) => held.holder != *lease.holder() || held.token != lease.token(),
+            Ok(None) => true,
+            Err(_) => false,
+        }
+    }
+
     /// Acquires the resource within the deadline.
-    async fn take(
-        &self,
-        request: &LeaseRequest,
-        deadline: Option<Instant>,
-        fresh_holder: bool,
-    ) -> Result<Lease> {
+    async fn take(&self, request: &LeaseRequest, deadline: Option<Instant>) -> Result<Lease> {
         let mut backoff = Backoff::new(self.ttl);
         let mut unknown = 0;
         // When the first acquire whose answer was lost was sent: a grant
@@ -268,7 +282,21 @@ impl<'a> Lock<'a> {
                 Ok(lease) => return Ok(lease),
                 Err(e) => e,
             };
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if let Error::OutcomeUnknown { .. } = error {
+                first_unknown_sent_at.get_or_insert(sent_at);
+            } else {
+                // "In a row": an answered attempt starts the count again.
+                unknown = 0;
+            }
+            let out_of_time = deadline.is_some_and(|d| Instant::now() >= d);
+            if out_of_time {
+                if let (Error::OutcomeUnknown { .. }, Some(dated)) = (&error, first_unknown_sent_at)
+                    && let Some(orphan) = self.granted_anyway(request, dated).await
+                {
+                    // Granted after all, but the caller has given up: hand
+                    // it back rather than leave it blocking for its TTL.
+                    let _ = self.issuer.release(&orphan).await;
+                }
                 return Err(error);
             }
             match error {
@@ -280,14 +308,20 @@ impl<'a> Lock<'a> {
                     unknown += 1;
                     tracing::debug!(resource = %self.resource, error = %e,
                         "lock: the grant's answer was lost; asking who holds");
-                    let dated = *first_unknown_sent_at.get_or_insert(sent_at);
-                    if fresh_holder && let Some(lease) = self.granted_anyway(request, dated).await {
+                    let dated = first_unknown_sent_at.unwrap_or(sent_at);
+                    if let Some(lease) = self.granted_anyway(request, dated).await {
                         return Ok(lease);
                     }
                 }
                 e => return Err(e),
             }
             backoff.wait(deadline).await;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(Error::Timeout {
+                    operation: format!("acquire {:?}", request.resource),
+                    after: sent_at.elapsed(),
+                });
+            }
         }
     }
 
@@ -298,7 +332,7 @@ impl<'a> Lock<'a> {
     /// The lease is dated from `sent_at`, when the first acquire whose
     /// answer was lost was sent, so its deadline stays conservative.
     async fn granted_anyway(&self, request: &LeaseRequest, sent_at: Instant) -> Option<Lease> {
-        if self.issuer.reentrant() {
+        if !self.holder.is_fresh() || self.issuer.reentrant() {
             return None;
         }
         match self.issuer.holder(&request.resource).await {
@@ -315,21 +349,29 @@ impl<'a> Lock<'a> {
     }
 
     /// Fences every key with the lease's token, retrying errors marked
-    /// retryable while the lease is held, and a lost answer (fencing again
-    /// with one token settles it) up to [`MAX_UNKNOWN`] times in a row.
-    async fn fence_all(&self, guard: &LeaseGuard) -> Result<()> {
+    /// retryable while the lease is held and the wait lasts, and a lost
+    /// answer (fencing again with one token settles it) up to
+    /// [`MAX_UNKNOWN`] times in a row. A fence still unanswered when the
+    /// lease is lost is abandoned.
+    async fn fence_all(&self, guard: &LeaseGuard, deadline: Option<Instant>) -> Result<()> {
         let token = guard.token();
         for (store, key) in &self.fences {
             let mut backoff = Backoff::new(self.ttl);
             let mut unknown = 0;
             loop {
-                if let Some(lost) = guard.keep_alive.lost_now() {
-                    return Err(lost.into());
-                }
-                let retry = match store.fence(key, token).await {
+                let fenced = tokio::select! {
+                    biased;
+                    lost = guard.lost() => return Err(lost.into()),
+                    fenced = store.fence(key, token) => fenced,
+                };
+                let retry = match fenced {
                     Ok(_) => break,
                     Err(e) if guard.lease().is_expired() => return Err(e),
-                    Err(e) if e.is_retryable() => e,
+                    Err(e) if deadline.is_some_and(|d| Instant::now() >= d) => return Err(e),
+                    Err(e) if e.is_retryable() => {
+                        unknown = 0;
+                        e
+                    }
                     Err(e @ Error::OutcomeUnknown { .. }) if unknown < MAX_UNKNOWN => {
                         unknown += 1;
                         e
@@ -338,7 +380,7 @@ impl<'a> Lock<'a> {
                 };
                 tracing::debug!(store = store.name(), key = %key, error = %retry,
                     "fence on acquire failed; fencing again");
-                backoff.wait(None).await;
+                backoff.wait(deadline).await;
             }
         }
         Ok(())
@@ -351,6 +393,37 @@ impl<'a> IntoFuture for Lock<'a> {
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.acquire())
+    }
+}
+
+/// Whose holder id a lock acquires under.
+#[derive(Clone)]
+enum Holder {
+    /// The caller's ([`Lock::holder`]): it may hold other leases.
+    Given(HolderId),
+    /// Made afresh for every attempt.
+    Fresh(Arc<dyn Fn() -> Result<HolderId> + Send + Sync>),
+}
+
+impl Holder {
+    fn next(&self) -> Result<HolderId> {
+        match self {
+            Self::Given(holder) => Ok(holder.clone()),
+            Self::Fresh(make) => make(),
+        }
+    }
+
+    fn is_fresh(&self) -> bool {
+        matches!(self, Self::Fresh(_))
+    }
+}
+
+impl fmt::Debug for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Given(holder) => write!(f, "{holder:?}"),
+            Self::Fresh(_) => f.write_str("fresh"),
+        }
     }
 }
 

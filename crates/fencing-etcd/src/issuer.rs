@@ -240,12 +240,12 @@ impl EtcdIssuer {
             CompareOp::Equal,
             lock.lease_id,
         )]);
-        let kept = self
-            .inner
-            .rpc
-            .txn(ours)
-            .await
-            .map_err(|e| map_error(e, renewal_call(lease, "check our lock key")))?;
+        let kept = self.inner.rpc.txn(ours).await.map_err(|e| {
+            map_error(
+                e,
+                Call::read("check our lock key").on_lease(lease.resource(), lease.token()),
+            )
+        })?;
         if !kept.succeeded() {
             return Err(Error::lease_lost(lease));
         }
@@ -439,8 +439,10 @@ impl TokenIssuer for EtcdIssuer {
                 Call::write("revoke the lease").on_lease(lease.resource(), lease.token()),
             )
         });
-        // Keep an abandoned lease refused while etcd may still have it.
-        if !matches!(&revoked, Err(e) if e.is_retryable()) {
+        // Keep an abandoned lease refused while etcd may still have it:
+        // forgotten only once etcd said it is gone (revoked, or not found),
+        // not after a failure or a lost answer.
+        if matches!(&revoked, Ok(()) | Err(Error::LeaseLost { .. })) {
             self.forget_abandoned(lease);
         }
         revoked
@@ -528,6 +530,12 @@ fn abandoned_key(lease: &Lease) -> (String, u64) {
     (lease.resource().to_owned(), lease.token().get())
 }
 
+/// How a keep-alive is labelled: idempotent, since one whose answer is
+/// lost, or one sent twice, changes nothing but the etcd lease's expiry.
+pub(crate) fn renewal_call<'a>(lease: &'a Lease, what: &'a str) -> Call<'a> {
+    Call::idempotent(what).on_lease(lease.resource(), lease.token())
+}
+
 #[cfg(test)]
 mod tests {
     use super::foreign_holder;
@@ -543,10 +551,4 @@ mod tests {
         let queued = foreign_holder(long_key.as_bytes(), None).unwrap();
         assert!(queued.as_str().ends_with('…'), "{queued:?}");
     }
-}
-
-/// How a renewal's calls are labelled: reads, since a keep-alive whose
-/// answer is lost changes nothing but the etcd lease's expiry.
-pub(crate) fn renewal_call<'a>(lease: &'a Lease, what: &'a str) -> Call<'a> {
-    Call::read(what).on_lease(lease.resource(), lease.token())
 }

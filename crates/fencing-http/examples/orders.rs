@@ -21,7 +21,7 @@ use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::{Extension, Router};
-use fencing_core::{FencedStore, Lease, LeaseRequest};
+use fencing_core::{FencedStore, IssuerExt, Lease, LeaseRequest};
 use fencing_http::{Admission, FencingLayer};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -144,14 +144,16 @@ async fn main() -> Result<(), BoxError> {
         put(&http, &service, &lease1, "paid by client 1").await?,
         200,
     )?;
-    // ... and pauses past its lease. Client 2 takes over and writes.
+    // ... and pauses past its lease (taken without a keep-alive, as a
+    // paused process's would lapse). Client 2 takes over, holding its
+    // lease with the guard, and writes.
     tokio::time::sleep(ttl + Duration::from_millis(500)).await;
-    let lease2 = issuer
-        .acquire(
-            &LeaseRequest::new(&resource, ttl * 10),
-            Duration::from_secs(5),
-        )
+    let held2 = issuer
+        .lock(&resource)
+        .ttl(ttl * 10)
+        .wait(Duration::from_secs(5))
         .await?;
+    let lease2 = held2.lease();
     println!("client 2 holds {resource} with token {}", lease2.token());
     expect(
         "client 2 writes",
@@ -184,7 +186,7 @@ async fn main() -> Result<(), BoxError> {
     if value != "refunded by client 2" {
         return Err(format!("the zombie's write landed: {value:?}").into());
     }
-    issuer.release(&lease2).await?;
+    held2.release().await?;
     let _ = service.stop.send(());
     service.task.await??;
     let _ = std::fs::remove_dir_all(&scratch);

@@ -15,9 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencing::instrument::{Instrumented, lease_span};
-use fencing::keepalive::KeepAlive;
 use fencing::memory::MemoryBlobBackend;
-use fencing::{Error, FencedStore, LeaseRequest};
+use fencing::{Error, FencedStore, IssuerExt, LeaseRequest};
 use fencing_core::adapter::blob::BlobStore;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tracing::Instrument;
@@ -56,12 +55,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
         .await?;
     tokio::time::sleep(ttl + Duration::from_millis(200)).await;
-    let client2 = issuer
-        .acquire(&LeaseRequest::new(&resource, ttl), Duration::from_secs(5))
+    let keep_alive = issuer
+        .lock(&resource)
+        .ttl(ttl)
+        .wait(Duration::from_secs(5))
+        .fence(&*store, [resource.as_str()])
         .await?;
-    let keep_alive = KeepAlive::spawn(issuer.clone(), client2.clone());
+    let client2 = keep_alive.lease();
     async {
-        store.fence(&resource, client2.token()).await?;
         store
             .put(&resource, "from client 2".into(), client2.token())
             .await

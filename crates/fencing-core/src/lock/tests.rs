@@ -121,3 +121,217 @@ async fn a_bad_ttl_is_refused_before_anything_is_sent() {
     let bad = issuer.lock("jobs/g").ttl(Duration::ZERO).await;
     assert!(matches!(bad, Err(Error::InvalidInput { .. })), "{bad:?}");
 }
+
+/// An issuer that delegates to memory, but whose renewals can panic and
+/// whose releases can be slow.
+#[derive(Debug, Clone, Default)]
+struct Odd {
+    inner: MemoryIssuer,
+    panic_on_renew: bool,
+    slow_release: Option<Duration>,
+}
+
+#[async_trait::async_trait]
+impl TokenIssuer for Odd {
+    fn name(&self) -> &'static str {
+        "odd"
+    }
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        self.inner.try_acquire(request).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        assert!(!self.panic_on_renew, "a renewal that panics");
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        if let Some(delay) = self.slow_release {
+            tokio::time::sleep(delay).await;
+        }
+        self.inner.release(lease).await
+    }
+    async fn holder(&self, resource: &str) -> Result<Option<crate::Holding>> {
+        self.inner.holder(resource).await
+    }
+}
+
+#[tokio::test]
+async fn a_wait_too_long_for_the_clock_is_no_deadline() {
+    let issuer = MemoryIssuer::new();
+    let held = issuer
+        .lock("jobs/max")
+        .wait(Duration::MAX)
+        .await
+        .expect("no panic");
+    held.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_renewal_task_that_dies_still_ends_run_at_the_deadline() {
+    let issuer = Odd {
+        panic_on_renew: true,
+        ..Odd::default()
+    };
+    let held = issuer.lock("jobs/panic").ttl(TTL).await.expect("free");
+    let ran = tokio::time::timeout(TTL * 3, held.run(std::future::pending::<Result<()>>()))
+        .await
+        .expect("run ends at the lease's deadline though nothing reports it lost");
+    assert!(matches!(ran, Err(Error::LeaseLost { .. })), "{ran:?}");
+    assert!(held.is_lost());
+}
+
+#[tokio::test]
+async fn a_release_whose_caller_gives_up_is_still_sent() {
+    let issuer = Odd {
+        slow_release: Some(Duration::from_millis(100)),
+        ..Odd::default()
+    };
+    let held = issuer
+        .lock("jobs/slow-release")
+        .ttl(Duration::from_secs(30))
+        .await
+        .expect("free");
+    let gave_up = tokio::time::timeout(Duration::from_millis(10), held.release()).await;
+    assert!(gave_up.is_err(), "the release was meant to be cut short");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        issuer
+            .holder("jobs/slow-release")
+            .await
+            .expect("holder")
+            .is_none(),
+        "released in the background, not left for its 30 s TTL"
+    );
+}
+
+/// A store whose fences always fail with an error worth retrying.
+#[derive(Debug, Default)]
+struct Throttled(MemoryStore);
+
+#[async_trait::async_trait]
+impl FencedStore for Throttled {
+    fn name(&self) -> &'static str {
+        "throttled"
+    }
+    async fn put(&self, key: &str, value: bytes::Bytes, token: FencingToken) -> Result<()> {
+        self.0.put(key, value, token).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<crate::Versioned>> {
+        self.0.get(key).await
+    }
+    async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
+        self.0.delete(key, token).await
+    }
+    async fn fence(&self, _: &str, _: FencingToken) -> Result<FencingToken> {
+        Err(Error::busy("out/t", "fence"))
+    }
+    async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
+        self.0.mark(key).await
+    }
+    fn limits(&self) -> crate::Limits {
+        self.0.limits()
+    }
+}
+
+#[tokio::test]
+async fn fencing_gives_up_when_the_wait_runs_out() {
+    let issuer = MemoryIssuer::new();
+    let store = Throttled::default();
+    let tried = tokio::time::timeout(
+        Duration::from_secs(5),
+        issuer
+            .lock("jobs/throttled")
+            .ttl(Duration::from_secs(30))
+            .wait(TTL)
+            .fence(&store, ["out/t"]),
+    )
+    .await
+    .expect("the lock gives up within its wait, not when the lease ends");
+    assert!(matches!(tried, Err(Error::Busy { .. })), "{tried:?}");
+    assert!(
+        issuer
+            .holder("jobs/throttled")
+            .await
+            .expect("holder")
+            .is_none(),
+        "released"
+    );
+}
+
+/// A store that, on its first fence, takes the lease away (as an operator
+/// revoking it would) and refuses: the lock must take the lease again,
+/// under a new holder id, not report a token gone backwards.
+#[derive(Debug)]
+struct RevokesOnce {
+    issuer: MemoryIssuer,
+    inner: MemoryStore,
+    holders: std::sync::Mutex<Vec<HolderId>>,
+}
+
+#[async_trait::async_trait]
+impl FencedStore for RevokesOnce {
+    fn name(&self) -> &'static str {
+        "revokes-once"
+    }
+    async fn put(&self, key: &str, value: bytes::Bytes, token: FencingToken) -> Result<()> {
+        self.inner.put(key, value, token).await
+    }
+    async fn get(&self, key: &str) -> Result<Option<crate::Versioned>> {
+        self.inner.get(key).await
+    }
+    async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
+        self.inner.delete(key, token).await
+    }
+    async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
+        let held = self
+            .issuer
+            .holder("jobs/revoked")
+            .await?
+            .expect("held while fencing");
+        let first = {
+            let mut holders = self.holders.lock().expect("poisoned");
+            holders.push(held.holder.clone());
+            holders.len() == 1
+        };
+        if first {
+            let request = LeaseRequest::new("jobs/revoked", TTL).with_holder(held.holder);
+            let lease = Lease::new(&request, held.token, std::time::Instant::now());
+            self.issuer.release(&lease).await?;
+            return Err(Error::StaleToken {
+                key: key.to_owned(),
+                presented: token,
+                current: FencingToken::new(token.get() + 1),
+            });
+        }
+        self.inner.fence(key, token).await
+    }
+    async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
+        self.inner.mark(key).await
+    }
+    fn limits(&self) -> crate::Limits {
+        self.inner.limits()
+    }
+}
+
+#[tokio::test]
+async fn a_lease_revoked_while_fencing_is_taken_again_under_a_new_holder() {
+    let issuer = MemoryIssuer::new();
+    let store = RevokesOnce {
+        issuer: issuer.clone(),
+        inner: MemoryStore::new(),
+        holders: std::sync::Mutex::default(),
+    };
+    let held = issuer
+        .lock("jobs/revoked")
+        .wait(Duration::from_secs(5))
+        .fence(&store, ["out/r"])
+        .await
+        .expect("taken again after the revoke");
+    let holders = store.holders.lock().expect("poisoned").clone();
+    assert_eq!(holders.len(), 2, "{holders:?}");
+    assert_ne!(
+        holders[0], holders[1],
+        "the second attempt reused the first's holder id"
+    );
+    assert_eq!(held.lease().holder(), &holders[1]);
+    held.release().await.expect("release");
+}
