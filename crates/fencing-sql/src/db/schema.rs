@@ -14,7 +14,8 @@ impl Db {
     /// wins; once carried, opening again writes nothing).
     ///
     /// # Errors
-    /// [`Error::Backend`] if the database refuses (e.g. no `CREATE` right).
+    /// [`Error::Backend`](fencing_core::Error::Backend) if the database
+    /// refuses (e.g. no `CREATE` right).
     pub async fn create_tables(&self) -> Result<()> {
         for sql in crate::sql::create_tables(self.dialect(), &self.tables) {
             // Two processes creating the same table at once can collide in
@@ -64,7 +65,7 @@ impl Db {
     /// Drops the three tables (for tests and clean-up).
     ///
     /// # Errors
-    /// [`Error::Backend`] if the database refuses.
+    /// [`Error::Backend`](fencing_core::Error::Backend) if the database refuses.
     pub async fn drop_tables(&self) -> Result<()> {
         for table in [
             &self.tables.records,
