@@ -28,9 +28,9 @@ declare -A ARGS=(
   ["fencing-audit audit"]="crates/fencing-audit/tests/fixtures"
   ["fencing-sql issuer"]="$FENCING_PG_URL"
   ["fencing-sql store"]="$FENCING_PG_URL"
-  ["fencing choose"]="$etcd $s3"
-  ["fencing migrate"]="$redis_aof $etcd $FENCING_PG_URL sqlite://$scratch/migrated.sqlite"
-  ["fencing test_your_service"]="$etcd $s3"
+  ["fencing-tokens choose"]="$etcd $s3"
+  ["fencing-tokens migrate"]="$redis_aof $etcd $FENCING_PG_URL sqlite://$scratch/migrated.sqlite"
+  ["fencing-tokens test_your_service"]="$etcd $s3"
 )
 # Further runs: "package example|arguments".
 EXTRA=(
@@ -39,9 +39,9 @@ EXTRA=(
   "fencing-sql issuer|sqlite://$scratch/issuer.sqlite"
   "fencing-zookeeper zk_lock|--cversion"
   "fencing-http orders|$FENCING_PG_URL"
-  "fencing choose|$redis_aof $FENCING_PG_URL"
-  "fencing choose|$dynamodb $dynamodb"
-  "fencing migrate|$redis_aof $FENCING_PG_URL $dynamodb $s3"
+  "fencing-tokens choose|$redis_aof $FENCING_PG_URL"
+  "fencing-tokens choose|$dynamodb $dynamodb"
+  "fencing-tokens migrate|$redis_aof $FENCING_PG_URL $dynamodb $s3"
 )
 
 mapfile -t EXAMPLES < <(cargo metadata --no-deps --format-version 1 --locked | python3 -c '

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::election::Election;
-use fencing::{Error, FencedStore, FencingToken, TokenIssuer};
+use fencing_tokens::election::Election;
+use fencing_tokens::{Error, FencedStore, FencingToken, TokenIssuer};
 
 /// A store the candidate fences on takeover and writes, by name, and the key.
 pub type Target = (String, Arc<dyn FencedStore>, String);

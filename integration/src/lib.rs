@@ -9,9 +9,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use fencing::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
-use fencing::registry::Role;
-use fencing::{FencedStore, TokenIssuer};
+use fencing_tokens::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
+use fencing_tokens::registry::Role;
+use fencing_tokens::{FencedStore, TokenIssuer};
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server, with_option};
 use fencing_sql::{SqlConfig, SqlStore, Tables};
@@ -44,7 +44,7 @@ fn sqlite_url() -> String {
 /// Connects `make`, failing loudly (or `None` if the run skips `server`).
 async fn on<T, F>(server: Option<&Server>, make: F) -> Option<T>
 where
-    F: Future<Output = fencing::Result<T>>,
+    F: Future<Output = fencing_tokens::Result<T>>,
 {
     if server.is_some_and(Server::skipped) {
         return None;
@@ -77,7 +77,7 @@ fn bucket_issuer_url(scheme: &str, server: &Server) -> String {
 
 /// Where the tests run a backend of the registry: one row per test server.
 /// What each opens (issuer, store, both) is its descriptor's
-/// (`fencing::registry`), not this table's.
+/// (`fencing_tokens::registry`), not this table's.
 struct Instance {
     /// The name tests and `FENCING_SKIP` use (`postgres`).
     name: &'static str,
@@ -213,7 +213,7 @@ fn instance(name: &str) -> Option<&'static Instance> {
 }
 
 fn opens(instance: &Instance, role: Role) -> bool {
-    fencing::registry::BACKENDS
+    fencing_tokens::registry::BACKENDS
         .iter()
         .any(|d| d.name == instance.backend && d.opens(role))
 }
@@ -273,7 +273,7 @@ pub async fn issuer(name: &str) -> Option<(Arc<dyn TokenIssuer>, Duration)> {
     if let Some(open_store) = instance.store {
         open_store().await?;
     }
-    let issuer = on(instance.server, fencing::open_issuer(&url)).await?;
+    let issuer = on(instance.server, fencing_tokens::open_issuer(&url)).await?;
     Some((issuer, instance.ttl))
 }
 
@@ -292,7 +292,7 @@ pub async fn store(name: &str) -> Option<Arc<dyn FencedStore>> {
     };
     match (instance.store, instance.url) {
         (Some(open), _) => open().await,
-        (None, Some(url)) => on(instance.server, fencing::open_store(&url())).await,
+        (None, Some(url)) => on(instance.server, fencing_tokens::open_store(&url())).await,
         (None, None) => panic!("{name}: neither a URL nor an opener"),
     }
 }
@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn every_backend_of_the_registry_has_a_test_server() {
-        for backend in fencing::registry::BACKENDS {
+        for backend in fencing_tokens::registry::BACKENDS {
             assert!(
                 INSTANCES.iter().any(|i| i.backend == backend.name),
                 "backend {} has no test server: add its row to INSTANCES (integration/src/lib.rs), \
@@ -425,7 +425,7 @@ mod tests {
         }
         for instance in INSTANCES {
             assert!(
-                fencing::registry::BACKENDS
+                fencing_tokens::registry::BACKENDS
                     .iter()
                     .any(|d| d.name == instance.backend),
                 "{} names no backend of the registry",
@@ -468,7 +468,7 @@ mod tests {
         );
         for name in issuers().into_iter().skip(1) {
             let url = issuer_url_of(name).unwrap();
-            assert!(fencing::registry::backend_for(&url).is_some(), "{url}");
+            assert!(fencing_tokens::registry::backend_for(&url).is_some(), "{url}");
         }
     }
 }

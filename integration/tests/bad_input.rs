@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing::{Error, FencedStore, FencingToken, LeaseRequest};
+use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest};
 use fencing_integration::{for_each, store, stores};
 
 fn t(n: u64) -> FencingToken {
@@ -250,7 +250,7 @@ async fn unreachable_endpoints_and_wrong_credentials() {
         (
             // Opening sends nothing; the first read finds nobody.
             "dynamodb, nothing listening",
-            fencing::open_store("dynamodb://fenced?endpoint=http://127.0.0.1:1&emulator=true")
+            fencing_tokens::open_store("dynamodb://fenced?endpoint=http://127.0.0.1:1&emulator=true")
                 .await
                 .expect("opening sends nothing")
                 .get("k")
@@ -260,7 +260,7 @@ async fn unreachable_endpoints_and_wrong_credentials() {
         ),
         (
             "dynamodb, emulator=true without an endpoint",
-            fencing::open_store("dynamodb://fenced?emulator=true")
+            fencing_tokens::open_store("dynamodb://fenced?emulator=true")
                 .await
                 .unwrap_err(),
             &invalid,

@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing::memory::MemoryIssuer;
-use fencing::{Error, FencedStore, LeaseRequest, TokenIssuer};
+use fencing_tokens::memory::MemoryIssuer;
+use fencing_tokens::{Error, FencedStore, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{self, Server};
 use fencing_harness::proxy::HoldingProxy;
 

@@ -21,9 +21,9 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use fencing::election::{Election, Leader, Leadership};
-use fencing::memory::MemoryStore;
-use fencing::{Error, FencedStore, FencingToken, TokenIssuer};
+use fencing_tokens::election::{Election, Leader, Leadership};
+use fencing_tokens::memory::MemoryStore;
+use fencing_tokens::{Error, FencedStore, FencingToken, TokenIssuer};
 use fencing_harness::env::{ETCD_CLUSTER, ZK_ENSEMBLE};
 use fencing_harness::failover::Cluster;
 use fencing_harness::process::{Signal, StdoutLines, signal, spawn_reporting_token};
@@ -403,7 +403,7 @@ async fn etcd_cluster_leader_kill_keeps_one_writer_per_term() {
     }
     let endpoints = cluster.server.endpoint().replace("http://", "");
     let url = format!("etcd://{endpoints}?prefix={}/&timeout=3s", run_prefix());
-    let issuer = fencing::open_issuer(&url)
+    let issuer = fencing_tokens::open_issuer(&url)
         .await
         .unwrap_or_else(|e| cluster.server.unavailable(&e));
     leader_kill_keeps_one_writer_per_term(&cluster, issuer, Duration::from_secs(3)).await;
@@ -416,7 +416,7 @@ async fn zookeeper_ensemble_leader_kill_keeps_one_writer_per_term() {
         return;
     }
     let url = format!("zk://{}/{}", cluster.server.endpoint(), run_prefix());
-    let issuer = fencing::open_issuer(&url)
+    let issuer = fencing_tokens::open_issuer(&url)
         .await
         .unwrap_or_else(|e| cluster.server.unavailable(&e));
     leader_kill_keeps_one_writer_per_term(&cluster, issuer, Duration::from_secs(6)).await;

@@ -6,7 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use fencing::LeaseRequest;
+use fencing_tokens::LeaseRequest;
 use fencing_harness::process::{Signal, signal, spawn_reporting_token};
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix, store};
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_integration::{issuer, store};
 use fencing_testkit::history::{HistoryConfig, run_history};
 use tokio::sync::Mutex;
@@ -123,7 +123,7 @@ async fn acquire_retrying(
     issuer: &dyn TokenIssuer,
     resource: &str,
     ttl: Duration,
-) -> fencing::Lease {
+) -> fencing_tokens::Lease {
     let request = LeaseRequest::new(resource, ttl * 10);
     for _ in 0..100 {
         match issuer.acquire(&request, Duration::from_secs(5)).await {

@@ -45,7 +45,7 @@ __pycache__ site-packages venv; files over 2 MiB or binary are skipped.
 
 A lock is fenced when a fencing-token use (fencing_token, lock_token, a token passed
 to a write, fence(...), If-Match, ifGenerationMatch, getFence, FencedLock/FencedStore,
-etcd create_revision, ZooKeeper czxid/cversion, fencing::) appears on a code line from
+etcd create_revision, ZooKeeper czxid/cversion, fencing_tokens::) appears on a code line from
 25 lines above it to 100 below (type and crate uses: anywhere in the file). Comment
 lines are never evidence, and only hints are read in them.
 

@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use fencing::Error;
-use fencing::safety::{SafetyCheck, Verdict};
+use fencing_tokens::Error;
+use fencing_tokens::safety::{SafetyCheck, Verdict};
 use serde::Serialize;
 
 use crate::{CliResult, backends, exit};
-use fencing::redact;
+use fencing_tokens::redact;
 
 #[derive(Debug, Args)]
 pub(crate) struct DoctorArgs {

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use fencing::election::Election;
-use fencing::{Error, redact};
+use fencing_tokens::election::Election;
+use fencing_tokens::{Error, redact};
 
 use crate::lease_cmds::{
     Ended, Held, Interrupts, Supervision, Target, spawn_with_lease, supervise,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::Args;
 use std::sync::Arc;
 
-use fencing::keepalive::Lost;
-use fencing::{
+use fencing_tokens::keepalive::Lost;
+use fencing_tokens::{
     Error, FencingToken, HolderId, IssuerExt, Lease, LeaseGuard, LeaseRequest, TokenIssuer,
 };
 use nix::errno::Errno;

@@ -206,7 +206,7 @@ pub(crate) fn print_out(line: std::fmt::Arguments<'_>) {
 
 #[cfg(feature = "audit")]
 mod audit;
-use fencing::registry as backends;
+use fencing_tokens::registry as backends;
 mod demo;
 mod doctor;
 mod lead_cmd;
@@ -286,13 +286,13 @@ async fn dispatch(command: Command) -> CliResult {
 /// code; `wraps`: for `run` or `lead`, whose failures must not look like
 /// their command's.
 fn report(e: &(dyn std::error::Error + 'static), wraps: bool) -> ExitCode {
-    eprintln!("fence: {}", fencing::error_chain(e));
-    let code = match e.downcast_ref::<fencing::Error>() {
-        Some(fencing::Error::StaleToken { .. }) => exit::STALE,
-        Some(fencing::Error::LeaseLost { .. }) => exit::LEASE_LOST,
-        Some(fencing::Error::Timeout { .. } | fencing::Error::Busy { .. }) => exit::HELD,
+    eprintln!("fence: {}", fencing_tokens::error_chain(e));
+    let code = match e.downcast_ref::<fencing_tokens::Error>() {
+        Some(fencing_tokens::Error::StaleToken { .. }) => exit::STALE,
+        Some(fencing_tokens::Error::LeaseLost { .. }) => exit::LEASE_LOST,
+        Some(fencing_tokens::Error::Timeout { .. } | fencing_tokens::Error::Busy { .. }) => exit::HELD,
         _ if wraps => exit::RUN_FAILED,
-        Some(fencing::Error::InvalidInput { .. } | fencing::Error::TokenOutOfRange { .. }) => {
+        Some(fencing_tokens::Error::InvalidInput { .. } | fencing_tokens::Error::TokenOutOfRange { .. }) => {
             exit::INVALID
         }
         _ => exit::FAILURE,

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use fencing::{FencingToken, LeaseRequest};
+use fencing_tokens::{FencingToken, LeaseRequest};
 use serde::Serialize;
 
 use crate::{CliResult, backends, exit};
-use fencing::redact;
+use fencing_tokens::redact;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum MigrateCommand {
@@ -114,7 +114,7 @@ async fn store(args: StoreArgs) -> CliResult {
         );
     }
     if keys.is_empty() {
-        return Err(fencing::Error::invalid_input(
+        return Err(fencing_tokens::Error::invalid_input(
             "no keys to copy: pass --key KEY or --keys-from FILE",
         )
         .into());
@@ -155,10 +155,10 @@ async fn store(args: StoreArgs) -> CliResult {
 /// own fencing refuses anything below its mark, so a concurrent writer on
 /// the target with a newer token wins and the key is reported as newer.
 async fn copy_one(
-    from: &dyn fencing::FencedStore,
-    to: &dyn fencing::FencedStore,
+    from: &dyn fencing_tokens::FencedStore,
+    to: &dyn fencing_tokens::FencedStore,
     key: &str,
-) -> Result<KeyReport, fencing::Error> {
+) -> Result<KeyReport, fencing_tokens::Error> {
     let source_mark = from.mark(key).await?;
     let target_mark = to.mark(key).await?;
     let report = |outcome, target_mark| KeyReport {
@@ -179,7 +179,7 @@ async fn copy_one(
     };
     match result {
         Ok(()) => Ok(report("copied", Some(mark))),
-        Err(fencing::Error::StaleToken { current, .. }) => Ok(report("newer", Some(current))),
+        Err(fencing_tokens::Error::StaleToken { current, .. }) => Ok(report("newer", Some(current))),
         Err(e) => Err(e),
     }
 }
@@ -213,7 +213,7 @@ async fn issuer(args: IssuerArgs) -> CliResult {
     let mut marks = Vec::new();
     for spec in &args.stores {
         let (url, key) = spec.rsplit_once('#').ok_or_else(|| {
-            fencing::Error::invalid_input(format!("--store takes URL#KEY, got {:?}", redact(spec)))
+            fencing_tokens::Error::invalid_input(format!("--store takes URL#KEY, got {:?}", redact(spec)))
         })?;
         let store = backends::open_store(url).await?;
         marks.push((format!("{}#{key}", redact(url)), store.mark(key).await?));

@@ -1,6 +1,6 @@
 //! What commands print: text for people, JSON for scripts.
 
-use fencing::{FencingToken, Holding, Lease};
+use fencing_tokens::{FencingToken, Holding, Lease};
 use serde::Serialize;
 
 /// A lease as printed by `acquire`, `renew` and `holder`.

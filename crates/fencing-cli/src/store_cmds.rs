@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use bytes::Bytes;
 use clap::Args;
-use fencing::FencingToken;
+use fencing_tokens::FencingToken;
 
 use crate::{CliResult, backends};
 

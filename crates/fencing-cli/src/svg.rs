@@ -3,7 +3,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use fencing::scenario::{Event, Step};
+use fencing_tokens::scenario::{Event, Step};
 
 const WIDTH: f64 = 900.0;
 const LEFT: f64 = 110.0;

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use fencing::FencingToken;
+use fencing_tokens::FencingToken;
 
 use crate::lease_cmds::Target;
 use crate::output::LeaseView;

@@ -86,7 +86,7 @@ fn help_prints_the_registry_grammar() {
         .output()
         .expect("run fence");
     let help = String::from_utf8_lossy(&help.stdout);
-    use fencing::registry::{BACKENDS, Role, grammar};
+    use fencing_tokens::registry::{BACKENDS, Role, grammar};
     for line in grammar(Role::Store)
         .lines()
         .chain(grammar(Role::Issuer).lines().collect::<Vec<_>>())

@@ -17,7 +17,7 @@
 //! [`BlobStore`](crate::adapter::blob::BlobStore), lost leases in
 //! [`KeepAlive`](crate::keepalive::KeepAlive).
 //!
-//! The `fencing` facade's `open_issuer` and `open_store` return instrumented
+//! The `fencing-tokens` facade's `open_issuer` and `open_store` return instrumented
 //! backends; wrap a backend built by hand yourself, once.
 //!
 //! ```

@@ -75,7 +75,7 @@ struct Service {
 }
 
 async fn start(url: &str) -> Result<Service, BoxError> {
-    let store = fencing::open_store(url).await?;
+    let store = fencing_tokens::open_store(url).await?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let (stop, stopped) = oneshot::channel::<()>();
@@ -127,8 +127,8 @@ async fn main() -> Result<(), BoxError> {
             format!("sqlite://{}", scratch.join("orders.sqlite").display())
         }
     };
-    println!("store and issuer: {}", fencing::redact(&url));
-    let issuer = fencing::open_issuer(&url).await?;
+    println!("store and issuer: {}", fencing_tokens::redact(&url));
+    let issuer = fencing_tokens::open_issuer(&url).await?;
     let http = reqwest::Client::new();
     let resource = format!("orders/example-{}", std::process::id());
     let ttl = Duration::from_secs(1);

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use fencing::LeaseRequest;
+use fencing_tokens::LeaseRequest;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fencing::{Error, FencingToken, LeaseRequest};
+use fencing_tokens::{Error, FencingToken, LeaseRequest};
 use fencing_integration::nemesis::UNFENCED_VAR;
 use fencing_integration::nemesis::timeline::{real_monotonic_ns, value_of};
 use rand::rngs::StdRng;
@@ -109,7 +109,7 @@ async fn main() -> std::process::ExitCode {
         stopper.store(true, Ordering::SeqCst);
     });
 
-    let issuer = match fencing::open_issuer(issuer_url).await {
+    let issuer = match fencing_tokens::open_issuer(issuer_url).await {
         Ok(issuer) => issuer,
         Err(e) => {
             eprintln!(
@@ -119,7 +119,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    let store = match fencing::open_store(store_url).await {
+    let store = match fencing_tokens::open_store(store_url).await {
         Ok(store) => store,
         Err(e) => {
             eprintln!(

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use fencing::{Error, LeaseRequest};
+use fencing_tokens::{Error, LeaseRequest};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {

@@ -340,7 +340,7 @@ pub async fn run_pair(
     if let Some(cluster) = &nemesis.cluster {
         tokio::task::block_in_place(|| cluster.wait_leader(Duration::from_secs(60)))?;
     }
-    let issuer = open_settled(|| fencing::open_issuer(&spec.issuer_url))
+    let issuer = open_settled(|| fencing_tokens::open_issuer(&spec.issuer_url))
         .await
         .map_err(|e| {
             format!(
@@ -348,7 +348,7 @@ pub async fn run_pair(
                 spec.label, spec.issuer_url
             )
         })?;
-    let store = fencing::open_store(&spec.store_url).await.map_err(|e| {
+    let store = fencing_tokens::open_store(&spec.store_url).await.map_err(|e| {
         format!(
             "{}: cannot open the store {}: {e}",
             spec.label, spec.store_url
@@ -487,10 +487,10 @@ pub async fn run_pair(
 }
 
 /// Opens a backend, retrying retryable errors for up to 30 s.
-async fn open_settled<T, F, Fut>(open: F) -> fencing::Result<T>
+async fn open_settled<T, F, Fut>(open: F) -> fencing_tokens::Result<T>
 where
     F: Fn() -> Fut,
-    Fut: std::future::Future<Output = fencing::Result<T>>,
+    Fut: std::future::Future<Output = fencing_tokens::Result<T>>,
 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {

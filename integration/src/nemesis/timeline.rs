@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing::{FencingToken, Versioned};
+use fencing_tokens::{FencingToken, Versioned};
 use fencing_testkit::history::{History, Op, OpKind, Outcome};
 
 /// CLOCK_MONOTONIC in nanoseconds, read through the vDSO by rustix:

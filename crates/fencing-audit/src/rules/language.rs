@@ -102,7 +102,7 @@ impl Language {
 
     /// A line that only names a module: an import, a package declaration,
     /// one entry of Go's `import (…)` block, a bare `require`. A lock's
-    /// name there is no finding (it is still evidence: `use fencing::`).
+    /// name there is no finding (it is still evidence: `use fencing_tokens::`).
     pub(crate) const fn import(self) -> &'static str {
         match self {
             Language::Rust => {

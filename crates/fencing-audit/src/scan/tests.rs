@@ -57,7 +57,7 @@ fn evidence_outside_the_window_does_not_count() {
 
 #[test]
 fn file_scope_evidence_counts_anywhere() {
-    let mut src = String::from("use fencing::FencedStore;\n");
+    let mut src = String::from("use fencing_tokens::FencedStore;\n");
     src.push_str(&"\n".repeat(300));
     src.push_str(
         "let ok = redis::cmd(\"SET\").arg(k).arg(v).arg(\"NX\").arg(\"PX\").arg(30_000);\n",
@@ -265,7 +265,7 @@ fn import_and_package_lines_are_never_findings_but_still_evidence() {
     }
     // The use after the import is the finding, and an import of fencing is
     // still the file's evidence.
-    let src = "use fencing::FencedStore;\n\
+    let src = "use fencing_tokens::FencedStore;\n\
                let ok = redis::cmd(\"SET\").arg(k).arg(v).arg(\"NX\").arg(\"PX\").arg(30_000);\n";
     assert_sites(Rust, src, &[(2, "redis-set-nx", Some(true))]);
     let src = "import net.javacrumbs.shedlock.core.SchedulerLock;\n\

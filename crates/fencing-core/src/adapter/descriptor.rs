@@ -251,7 +251,7 @@ pub struct Descriptor {
     pub title: &'static str,
     /// The crate (`fencing-redis`).
     pub crate_name: &'static str,
-    /// The features of the `fencing` crate that bring it in.
+    /// The features of the `fencing-tokens` crate that bring it in.
     pub features: &'static [&'static str],
     /// The URL schemes it takes, the usual one first.
     pub schemes: &'static [&'static str],

@@ -93,7 +93,7 @@ async fn bad_headers_get_the_right_status_and_never_reach_the_handler() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_above_what_sql_can_hold_is_out_of_range() {
     let (url, path) = sqlite_url("range");
-    let store = fencing::open_store(&url).await.unwrap();
+    let store = fencing_tokens::open_store(&url).await.unwrap();
     let server = Server::start(FencingLayer::new(store.clone())).await;
     let above = (i64::MAX as u64 + 1).to_string();
     let request = client()

@@ -122,7 +122,7 @@ async fn racing_clients_with_the_gate_on_postgresql() {
     if POSTGRES.skipped() {
         return;
     }
-    let store = fencing::open_store(&POSTGRES.endpoint())
+    let store = fencing_tokens::open_store(&POSTGRES.endpoint())
         .await
         .unwrap_or_else(|e| POSTGRES.unavailable(&e));
     gated_race(store, &unique("race")).await;

@@ -13,7 +13,7 @@ use crate::common::{Server, answer, client, fencing, sqlite_url};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_client_is_refused_and_its_write_never_reaches_the_handler() {
     let (url, path) = sqlite_url("figure-9-6");
-    let store = fencing::open_store(&url).await.unwrap();
+    let store = fencing_tokens::open_store(&url).await.unwrap();
     let server = Server::start(FencingLayer::new(store)).await;
     let issuer = MemoryIssuer::new();
     let http = client();

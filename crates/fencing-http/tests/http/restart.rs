@@ -12,13 +12,13 @@ async fn put(server: &Server, resource: &str, token: u64) -> (u16, serde_json::V
 
 async fn restart_keeps_the_mark(url: &str, resource: &str) {
     // First life: holder 5 writes.
-    let store = fencing::open_store(url).await.unwrap();
+    let store = fencing_tokens::open_store(url).await.unwrap();
     let first = Server::start(FencingLayer::new(store)).await;
     assert_eq!(put(&first, resource, 5).await.0, 200);
     first.stop().await;
 
     // Second life: a new store connection, a new layer, a new port.
-    let store = fencing::open_store(url).await.unwrap();
+    let store = fencing_tokens::open_store(url).await.unwrap();
     let second = Server::start(FencingLayer::new(store)).await;
     let (status, body) = put(&second, resource, 4).await;
     assert_eq!(status, 409, "{body}");
@@ -46,7 +46,7 @@ async fn a_restarted_service_on_postgresql_refuses_the_old_token() {
         return;
     }
     let url = POSTGRES.endpoint();
-    if let Err(e) = fencing::open_store(&url).await {
+    if let Err(e) = fencing_tokens::open_store(&url).await {
         POSTGRES.unavailable(&e);
     }
     restart_keeps_the_mark(&url, &unique("orders/restart")).await;

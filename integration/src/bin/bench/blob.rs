@@ -15,7 +15,7 @@ use std::time::Duration;
 use azure_core::http::{NoFormat, RequestContent};
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
-use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_core::adapter::blob::{
     BlobBackend, BlobIssuer, BlobMeta, BlobStore, BlobVersion, BlobWrite, Precondition,
     WriteOutcome,
@@ -92,18 +92,18 @@ impl<B: BlobBackend> BlobBackend for Counted<B> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
-    fn limits(&self) -> fencing::Limits {
+    fn limits(&self) -> fencing_tokens::Limits {
         self.inner.limits()
     }
     async fn read_range(
         &self,
         key: &str,
         len: Option<usize>,
-    ) -> fencing::Result<Option<fencing_core::adapter::blob::StoredObject>> {
+    ) -> fencing_tokens::Result<Option<fencing_core::adapter::blob::StoredObject>> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.inner.read_range(key, len).await
     }
-    async fn write(&self, key: &str, write: BlobWrite) -> fencing::Result<WriteOutcome> {
+    async fn write(&self, key: &str, write: BlobWrite) -> fencing_tokens::Result<WriteOutcome> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.inner.write(key, write).await
     }

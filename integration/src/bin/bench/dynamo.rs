@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_dynamodb::aws_sdk_dynamodb::error::DisplayErrorContext;
 use fencing_dynamodb::aws_sdk_dynamodb::primitives::Blob;
 use fencing_dynamodb::aws_sdk_dynamodb::types::AttributeValue;
@@ -107,7 +107,7 @@ impl Sides {
     /// `false` if another holder has it.
     pub(crate) async fn raw_lock_on(&self, key: &str) -> BoxResult<bool> {
         let client = self.store.client();
-        let holder = AttributeValue::S(fencing::HolderId::unique().to_string());
+        let holder = AttributeValue::S(fencing_tokens::HolderId::unique().to_string());
         let taken = client
             .update_item()
             .table_name(self.store.table())

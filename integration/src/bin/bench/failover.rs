@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing::{FencedStore, LeaseRequest};
+use fencing_tokens::{FencedStore, LeaseRequest};
 use fencing_core::memory::MemoryStore;
 use fencing_harness::process::{Signal, send_signal, spawn_reporting_token};
 

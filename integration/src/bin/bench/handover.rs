@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::TokenIssuer;
+use fencing_tokens::TokenIssuer;
 use fencing_testkit::wake::{Waiter, handovers};
 
 use crate::BoxResult;

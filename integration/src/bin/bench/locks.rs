@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fencing::{HolderId, LeaseRequest, TokenIssuer};
+use fencing_tokens::{HolderId, LeaseRequest, TokenIssuer};
 use fencing_etcd::etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use fencing_etcd::{EtcdConfig, EtcdIssuer};
 use fencing_redis::{RedisConfig, RedisIssuer};

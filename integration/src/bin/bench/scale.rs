@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fencing::{LeaseRequest, TokenIssuer};
+use fencing_tokens::{LeaseRequest, TokenIssuer};
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env;
 use tokio::task::JoinSet;
@@ -144,7 +144,7 @@ async fn raw(name: &str) -> BoxResult<Grant> {
             .await?;
             grant(Arc::new(sides), async |sides| {
                 match sides
-                    .raw_lock(&random_resource(), &fencing::HolderId::unique())
+                    .raw_lock(&random_resource(), &fencing_tokens::HolderId::unique())
                     .await
                 {
                     Ok(()) => Ok(true),
@@ -225,8 +225,8 @@ async fn level(
 
 /// A fencing error that says trying again may succeed.
 fn is_retryable(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
-    e.downcast_ref::<fencing::Error>()
-        .is_some_and(fencing::Error::is_retryable)
+    e.downcast_ref::<fencing_tokens::Error>()
+        .is_some_and(fencing_tokens::Error::is_retryable)
 }
 
 fn p99_ms(samples: &[Duration]) -> f64 {

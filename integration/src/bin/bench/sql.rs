@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
+use fencing_tokens::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, raw};
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
@@ -196,7 +196,7 @@ impl Sides {
 }
 
 /// What a fenced write under contention came to.
-pub(crate) fn outcome(result: fencing::Result<()>) -> BoxResult<Outcome> {
+pub(crate) fn outcome(result: fencing_tokens::Result<()>) -> BoxResult<Outcome> {
     match result {
         Ok(()) => Ok(Outcome::Written),
         Err(Error::StaleToken { .. }) => Ok(Outcome::Stale),

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing::HolderId;
+use fencing_tokens::HolderId;
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server};
 use fencing_harness::proxy::CountingProxy;
@@ -236,10 +236,10 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
         Arc::new(move |token| {
             let (store, value) = (store.clone(), value.clone());
             Box::pin(async move {
-                use fencing::FencedStore;
+                use fencing_tokens::FencedStore;
                 sql::outcome(
                     store
-                        .put("contended-fenced", value, fencing::FencingToken::new(token))
+                        .put("contended-fenced", value, fencing_tokens::FencingToken::new(token))
                         .await,
                 )
             })
@@ -282,7 +282,7 @@ async fn objects<B, F>(
 ) -> BoxResult<()>
 where
     B: Plain,
-    F: AsyncFn(&str, &str) -> fencing::Result<BlobStore<B>>,
+    F: AsyncFn(&str, &str) -> fencing_tokens::Result<BlobStore<B>>,
 {
     let (endpoint, bucket) = (server.endpoint(), bucket());
     let open =

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::IssuerExt;
-use fencing::{Error, FencedStore, FencingToken, Result, TokenIssuer};
+use fencing_tokens::IssuerExt;
+use fencing_tokens::{Error, FencedStore, FencingToken, Result, TokenIssuer};
 use fencing_testkit::lock_service::{freeze_on, frozen_client};
 
 /// The code under test: your service's write, made while it holds the
@@ -41,7 +41,7 @@ fn store_url() -> String {
 
 async fn issuer() -> Arc<dyn TokenIssuer> {
     let url = issuer_url();
-    fencing::open_issuer(&url)
+    fencing_tokens::open_issuer(&url)
         .await
         .unwrap_or_else(|e| panic!("etcd at {url}: {e}\nstart one: etcd --data-dir /tmp/etcd-test"))
 }
@@ -57,7 +57,7 @@ async fn store() -> Option<Arc<dyn FencedStore>> {
             panic!("moto at {endpoint}: {e}\nstart moto on port 9000 (one request at a time)")
         });
     Some(
-        fencing::open_store(&store_url())
+        fencing_tokens::open_store(&store_url())
             .await
             .expect("open the store"),
     )
@@ -81,8 +81,8 @@ async fn a_paused_publisher_is_refused() {
     let (pause, client_1) = frozen_client(move |pause| {
         Box::pin(async move {
             // A process of its own: its own connections, on its own runtime.
-            let issuer = fencing::open_issuer(&issuer_url()).await?;
-            let store = fencing::open_store(&store_url()).await?;
+            let issuer = fencing_tokens::open_issuer(&issuer_url()).await?;
+            let store = fencing_tokens::open_store(&store_url()).await?;
             let held = issuer
                 .lock(resource_1)
                 .ttl(ttl)

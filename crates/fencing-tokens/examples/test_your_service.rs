@@ -4,7 +4,7 @@
 //! store. The guide: `docs/testing-your-service.md`.
 //!
 //! ```sh
-//! cargo run -p fencing --features full --example test_your_service -- \
+//! cargo run -p fencing-tokens --features full --example test_your_service -- \
 //!     etcd://127.0.0.1:2379 's3://my-test-bucket?endpoint=http://127.0.0.1:9000&emulator=true'
 //! ```
 //!
@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::IssuerExt;
-use fencing::{Error, FencedStore, FencingToken, Result};
+use fencing_tokens::IssuerExt;
+use fencing_tokens::{Error, FencedStore, FencingToken, Result};
 use fencing_testkit::lock_service::{freeze_on, frozen_client};
 
 /// The code under test: what your service does while it holds the lease.
@@ -36,8 +36,8 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let [issuer_url, store_url] = args.as_slice() else {
         return Err("usage: test_your_service ISSUER_URL STORE_URL".into());
     };
-    let issuer = fencing::open_issuer(issuer_url).await?;
-    let store = fencing::open_store(store_url).await?;
+    let issuer = fencing_tokens::open_issuer(issuer_url).await?;
+    let store = fencing_tokens::open_store(store_url).await?;
     let ttl = Duration::from_secs(1).max(issuer.min_ttl());
     println!(
         "issuer {}, store {}, TTL {ttl:?}",
@@ -53,8 +53,8 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let (pause, client_1) = frozen_client(move |pause| {
         Box::pin(async move {
             // A process of its own: its own connections, on its own runtime.
-            let issuer = fencing::open_issuer(&urls.0).await?;
-            let store = fencing::open_store(&urls.1).await?;
+            let issuer = fencing_tokens::open_issuer(&urls.0).await?;
+            let store = fencing_tokens::open_store(&urls.1).await?;
             let held = issuer
                 .lock("guides-your-service")
                 .ttl(ttl)

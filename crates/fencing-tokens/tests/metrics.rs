@@ -13,8 +13,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::instrument::names;
-use fencing::{Error, FencingToken};
+use fencing_tokens::instrument::names;
+use fencing_tokens::{Error, FencingToken};
 use fencing_harness::env::{POSTGRES, REDIS_AOF, S3};
 use fencing_testkit::metrics::{recorded, release_behind_a_keep_alive};
 use fencing_testkit::store::assert_stale;
@@ -30,7 +30,7 @@ fn a_zombie_write_to_postgres_is_one_stale_refusal_labelled_postgres() {
     }
     let url = format!("{}?fencing_table_prefix={}_", POSTGRES.endpoint(), prefix());
     let ((), m) = recorded(async {
-        let store = fencing::open_store(&url)
+        let store = fencing_tokens::open_store(&url)
             .await
             .unwrap_or_else(|e| POSTGRES.unavailable(&e));
         let key = format!("metrics-{}", prefix());
@@ -61,7 +61,7 @@ fn a_lease_taken_from_under_a_keep_alive_on_redis_is_one_lost_lease() {
     }
     let url = format!("{}?prefix={}:", REDIS_AOF.endpoint(), prefix());
     let ((), m) = recorded(async {
-        let issuer = fencing::open_issuer(&url)
+        let issuer = fencing_tokens::open_issuer(&url)
             .await
             .unwrap_or_else(|e| REDIS_AOF.unavailable(&e));
         let resource = format!("metrics-{}", prefix());
@@ -84,7 +84,7 @@ fn sixteen_writers_racing_on_one_s3_object_count_cas_retries() {
             S3.unavailable(&e);
         }
         let url = format!("s3://{bucket}?endpoint={}&emulator=true", S3.endpoint());
-        let store = fencing::open_store(&url)
+        let store = fencing_tokens::open_store(&url)
             .await
             .unwrap_or_else(|e| S3.unavailable(&e));
         let writers: Vec<_> = (0..WRITERS)

@@ -5,7 +5,7 @@
 //! 16-writer race on the blob loop.
 //!
 //! ```sh
-//! cargo run -p fencing --features sqlite --example prometheus [ISSUER_URL STORE_URL]
+//! cargo run -p fencing-tokens --features sqlite --example prometheus [ISSUER_URL STORE_URL]
 //! ```
 //!
 //! Without arguments it uses two SQLite files in the temp directory. In a
@@ -14,9 +14,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing::instrument::{Instrumented, lease_span};
-use fencing::memory::MemoryBlobBackend;
-use fencing::{Error, FencedStore, IssuerExt, LeaseRequest};
+use fencing_tokens::instrument::{Instrumented, lease_span};
+use fencing_tokens::memory::MemoryBlobBackend;
+use fencing_tokens::{Error, FencedStore, IssuerExt, LeaseRequest};
 use fencing_core::adapter::blob::BlobStore;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tracing::Instrument;
@@ -44,8 +44,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         _ => return Err("usage: prometheus [ISSUER_URL STORE_URL]".into()),
     };
-    let issuer = fencing::open_issuer(&issuer_url).await?;
-    let store = fencing::open_store(&store_url).await?;
+    let issuer = fencing_tokens::open_issuer(&issuer_url).await?;
+    let store = fencing_tokens::open_store(&store_url).await?;
     let resource = format!("prometheus-example-{}", std::process::id());
     let ttl = Duration::from_secs(1);
 

@@ -27,7 +27,7 @@
 //!
 //! ```
 //! # #[cfg(feature = "sqlite")] {
-//! use fencing::registry::{self, Role};
+//! use fencing_tokens::registry::{self, Role};
 //! let sqlite = registry::backend_for("sqlite:///tmp/app.db").expect("the sqlite feature");
 //! assert!(sqlite.opens(Role::Store) && sqlite.opens(Role::Issuer));
 //! assert!(registry::grammar(Role::Store).contains("fencing_table_prefix=TEXT"));
@@ -49,7 +49,7 @@ macro_rules! backends {
             $(#[cfg(any($(feature = $feature),+))] &$descriptor,)*
         ];
 
-        /// Every backend feature of the `fencing` crate, and whether this
+        /// Every backend feature of the `fencing-tokens` crate, and whether this
         /// build has it.
         pub const FEATURES: &[(&str, bool)] = &[$($(($feature, cfg!(feature = $feature)),)+)*];
     };
@@ -147,7 +147,7 @@ fn unsupported(url: &str, role: Role) -> Error {
         String::new()
     } else {
         format!(
-            "\n(this build lacks the `fencing` features {}: one may add the backend you mean)",
+            "\n(this build lacks the `fencing-tokens` features {}: one may add the backend you mean)",
             missing.join(", ")
         )
     };

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fencing::{Error, FencingToken, LeaseRequest};
+use fencing_tokens::{Error, FencingToken, LeaseRequest};
 use fencing_harness::env::{
     AZURE, ETCD, GCS, MYSQL, POSTGRES, REDIS, REDIS_AOF, S3, Server, ZOOKEEPER,
 };
@@ -24,7 +24,7 @@ async fn store(server: Option<&Server>, url: &str) {
     if server.is_some_and(Server::skipped) {
         return;
     }
-    let store = match fencing::open_store(url).await {
+    let store = match fencing_tokens::open_store(url).await {
         Ok(store) => store,
         Err(e) => match server {
             Some(server) => server.unavailable(&e),
@@ -44,7 +44,7 @@ async fn issuer(server: &Server, url: &str) {
     if server.skipped() {
         return;
     }
-    let issuer = fencing::open_issuer(url)
+    let issuer = fencing_tokens::open_issuer(url)
         .await
         .unwrap_or_else(|e| server.unavailable(&e));
     let resource = format!("registry-{}", prefix());
@@ -93,7 +93,7 @@ async fn redis_urls_open_an_issuer_and_refuse_a_volatile_server_unless_asked() {
     if REDIS.skipped() {
         return;
     }
-    match fencing::open_issuer(&REDIS.endpoint()).await {
+    match fencing_tokens::open_issuer(&REDIS.endpoint()).await {
         Err(Error::UnsafeConfiguration { .. }) => {}
         Err(e) => REDIS.unavailable(&e),
         Ok(_) => panic!("the volatile Redis was accepted without volatile=true"),
@@ -150,8 +150,8 @@ async fn bad_urls_are_invalid_input_before_any_connection() {
         "sqlite:///tmp/x?fencing_table_prefix=a;b",
         "ftp://h",
     ] {
-        let store = fencing::open_store(url).await.err();
-        let issuer = fencing::open_issuer(url).await.err();
+        let store = fencing_tokens::open_store(url).await.err();
+        let issuer = fencing_tokens::open_issuer(url).await.err();
         let e = store.or(issuer).expect("refused");
         assert!(matches!(e, Error::InvalidInput { .. }), "{url}: {e:?}");
     }

@@ -5,16 +5,16 @@
 //! The guide: `docs/choosing.md`.
 //!
 //! ```sh
-//! cargo run -p fencing --features full --example choose -- \
+//! cargo run -p fencing-tokens --features full --example choose -- \
 //!     etcd://127.0.0.1:2379 'postgres://fencing:fencing@127.0.0.1:5432/fencing'
 //! ```
 
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fencing::IssuerExt;
-use fencing::safety::{SafetyCheck, Verdict};
-use fencing::{Error, FencingToken, redact};
+use fencing_tokens::IssuerExt;
+use fencing_tokens::safety::{SafetyCheck, Verdict};
+use fencing_tokens::{Error, FencingToken, redact};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -33,8 +33,8 @@ async fn main() -> ExitCode {
 }
 
 async fn run(issuer_url: &str, store_url: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let issuer = fencing::open_issuer(issuer_url).await?;
-    let store = fencing::open_store(store_url).await?;
+    let issuer = fencing_tokens::open_issuer(issuer_url).await?;
+    let store = fencing_tokens::open_store(store_url).await?;
     println!("issuer {} ({})", issuer.name(), redact(issuer_url));
     println!("store  {} ({})", store.name(), redact(store_url));
 

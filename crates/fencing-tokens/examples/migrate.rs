@@ -10,7 +10,7 @@
 //! that does not happen.
 //!
 //! ```sh
-//! cargo run -p fencing --features full --example migrate -- \
+//! cargo run -p fencing-tokens --features full --example migrate -- \
 //!     redis://127.0.0.1:6380 etcd://127.0.0.1:2379 \
 //!     'postgres://fencing:fencing@127.0.0.1:5432/fencing' sqlite:///tmp/migrated.sqlite
 //! ```
@@ -18,8 +18,8 @@
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fencing::IssuerExt;
-use fencing::{Error, FencingToken, LeaseRequest, TokenIssuer, redact};
+use fencing_tokens::IssuerExt;
+use fencing_tokens::{Error, FencingToken, LeaseRequest, TokenIssuer, redact};
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -46,12 +46,12 @@ async fn run(
     new_store: &str,
 ) -> BoxResult<()> {
     let (a, b) = (
-        fencing::open_issuer(old_issuer).await?,
-        fencing::open_issuer(new_issuer).await?,
+        fencing_tokens::open_issuer(old_issuer).await?,
+        fencing_tokens::open_issuer(new_issuer).await?,
     );
     let (s1, s2) = (
-        fencing::open_store(old_store).await?,
-        fencing::open_store(new_store).await?,
+        fencing_tokens::open_store(old_store).await?,
+        fencing_tokens::open_store(new_store).await?,
     );
     println!(
         "issuer {} -> {}, store {} -> {}",

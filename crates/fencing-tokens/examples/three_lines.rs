@@ -4,7 +4,7 @@
 //! stops the work, a dropped guard frees the lease at once.
 //!
 //! ```sh
-//! cargo run -p fencing --features etcd,s3 --example three_lines [ETCD_URL S3_URL]
+//! cargo run -p fencing-tokens --features etcd,s3 --example three_lines [ETCD_URL S3_URL]
 //! ```
 //!
 //! Without arguments: etcd at `FENCING_ETCD_ENDPOINTS` and a fresh bucket
@@ -13,13 +13,13 @@
 
 use std::time::Duration;
 
-use fencing::{Error, IssuerExt};
+use fencing_tokens::{Error, IssuerExt};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (issuer_url, store_url) = urls().await?;
-    let issuer = fencing::open_issuer(&issuer_url).await?;
-    let store = fencing::open_store(&store_url).await?;
+    let issuer = fencing_tokens::open_issuer(&issuer_url).await?;
+    let store = fencing_tokens::open_store(&store_url).await?;
     let report = format!("report of {}", std::process::id());
 
     // The three lines.
@@ -104,7 +104,7 @@ async fn urls() -> Result<(String, String), Box<dyn std::error::Error>> {
     let host = etcd.split(',').next().unwrap_or_default();
     let host = host.trim_start_matches("http://");
     let bucket = format!("three-lines-{}", std::process::id());
-    fencing::s3::emulator::store(&s3, &bucket).await?;
+    fencing_tokens::s3::emulator::store(&s3, &bucket).await?;
     Ok((
         format!("etcd://{host}"),
         format!("s3://{bucket}?endpoint={s3}&emulator=true"),
