@@ -2,6 +2,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::FencingToken;
 use crate::memory::{MemoryIssuer, MemoryStore};
 
 const TTL: Duration = Duration::from_millis(300);
