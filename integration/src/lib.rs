@@ -9,12 +9,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use fencing_tokens::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
-use fencing_tokens::registry::Role;
-use fencing_tokens::{FencedStore, TokenIssuer};
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server, with_option};
 use fencing_sql::{SqlConfig, SqlStore, Tables};
+use fencing_tokens::memory::{MemoryBlobBackend, MemoryIssuer, MemoryStore};
+use fencing_tokens::registry::Role;
+use fencing_tokens::{FencedStore, TokenIssuer};
 
 pub mod candidate;
 pub mod nemesis;
@@ -468,7 +468,10 @@ mod tests {
         );
         for name in issuers().into_iter().skip(1) {
             let url = issuer_url_of(name).unwrap();
-            assert!(fencing_tokens::registry::backend_for(&url).is_some(), "{url}");
+            assert!(
+                fencing_tokens::registry::backend_for(&url).is_some(),
+                "{url}"
+            );
         }
     }
 }

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest};
 use fencing_integration::{for_each, store, stores};
+use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest};
 
 fn t(n: u64) -> FencingToken {
     FencingToken::new(n)
@@ -250,12 +250,14 @@ async fn unreachable_endpoints_and_wrong_credentials() {
         (
             // Opening sends nothing; the first read finds nobody.
             "dynamodb, nothing listening",
-            fencing_tokens::open_store("dynamodb://fenced?endpoint=http://127.0.0.1:1&emulator=true")
-                .await
-                .expect("opening sends nothing")
-                .get("k")
-                .await
-                .unwrap_err(),
+            fencing_tokens::open_store(
+                "dynamodb://fenced?endpoint=http://127.0.0.1:1&emulator=true",
+            )
+            .await
+            .expect("opening sends nothing")
+            .get("k")
+            .await
+            .unwrap_err(),
             &refused,
         ),
         (

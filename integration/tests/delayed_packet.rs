@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencing_tokens::memory::MemoryIssuer;
-use fencing_tokens::{Error, FencedStore, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{self, Server};
 use fencing_harness::proxy::HoldingProxy;
+use fencing_tokens::memory::MemoryIssuer;
+use fencing_tokens::{Error, FencedStore, LeaseRequest, TokenIssuer};
 
 /// `scheme://user:pass@host:port/db` → (`host:port`, the URL with `addr`
 /// in its place).

@@ -21,14 +21,14 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use fencing_tokens::election::{Election, Leader, Leadership};
-use fencing_tokens::memory::MemoryStore;
-use fencing_tokens::{Error, FencedStore, FencingToken, TokenIssuer};
 use fencing_harness::env::{ETCD_CLUSTER, ZK_ENSEMBLE};
 use fencing_harness::failover::Cluster;
 use fencing_harness::process::{Signal, StdoutLines, signal, spawn_reporting_token};
 use fencing_integration::candidate;
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix};
+use fencing_tokens::election::{Election, Leader, Leadership};
+use fencing_tokens::memory::MemoryStore;
+use fencing_tokens::{Error, FencedStore, FencingToken, TokenIssuer};
 
 /// The followers' TTL: a hand-over well within it was a resign, not an
 /// expiry.

@@ -6,9 +6,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use fencing_tokens::LeaseRequest;
 use fencing_harness::process::{Signal, signal, spawn_reporting_token};
 use fencing_integration::{RUN_PREFIX_VAR, issuer, run_prefix, store};
+use fencing_tokens::LeaseRequest;
 
 async fn paused_process_is_refused(issuer_name: &str, store_name: &str) {
     let (Some((issuer, ttl)), Some(store)) = (issuer(issuer_name).await, store(store_name).await)

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_integration::{issuer, store};
 use fencing_testkit::history::{HistoryConfig, run_history};
+use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use tokio::sync::Mutex;
 
 static FAULTS: Mutex<()> = Mutex::const_new(());

@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing_core::safety::Verdict;
 use fencing_core::auth::Credentials;
+use fencing_core::safety::Verdict;
 use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_etcd::{EtcdConfig, EtcdIssuer};

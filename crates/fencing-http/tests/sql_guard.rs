@@ -14,10 +14,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::put;
 use axum::{Extension, Router};
-use fencing_tokens::sql::{SqlConfig, SqlStore, Tables, fence_transaction, sqlx};
 use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_harness::env::{MYSQL, POSTGRES, Server};
 use fencing_http::{Admission, FencingLayer};
+use fencing_tokens::sql::{SqlConfig, SqlStore, Tables, fence_transaction, sqlx};
 use tokio::sync::{mpsc, oneshot};
 
 fn unique(name: &str) -> String {

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::env_any;
-use fencing_core::redact;
 use fencing_core::auth::Credentials;
+use fencing_core::redact;
 use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result};
 use redis::aio::ConnectionManager;

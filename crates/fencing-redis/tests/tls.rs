@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::grant_once;
-use fencing_core::safety::Verdict;
 use fencing_core::auth::Credentials;
+use fencing_core::safety::Verdict;
 use fencing_core::tls::TlsOptions;
 use fencing_core::{Error, Result, TokenIssuer};
 use fencing_harness::env::{

@@ -14,10 +14,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fencing_core::adapter::blob::BlobStore;
 use fencing_tokens::instrument::{Instrumented, lease_span};
 use fencing_tokens::memory::MemoryBlobBackend;
 use fencing_tokens::{Error, FencedStore, IssuerExt, LeaseRequest};
-use fencing_core::adapter::blob::BlobStore;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tracing::Instrument;
 

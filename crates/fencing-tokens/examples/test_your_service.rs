@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fencing_testkit::lock_service::{freeze_on, frozen_client};
 use fencing_tokens::IssuerExt;
 use fencing_tokens::{Error, FencedStore, FencingToken, Result};
-use fencing_testkit::lock_service::{freeze_on, frozen_client};
 
 /// The code under test: what your service does while it holds the lease.
 /// Building the report is the slow part, where a pause (GC, a VM freeze, a

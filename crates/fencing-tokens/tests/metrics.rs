@@ -13,11 +13,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing_tokens::instrument::names;
-use fencing_tokens::{Error, FencingToken};
 use fencing_harness::env::{POSTGRES, REDIS_AOF, S3};
 use fencing_testkit::metrics::{recorded, release_behind_a_keep_alive};
 use fencing_testkit::store::assert_stale;
+use fencing_tokens::instrument::names;
+use fencing_tokens::{Error, FencingToken};
 
 fn prefix() -> String {
     fencing_testkit::unique_prefix().replace('-', "_")

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use fencing_tokens::{Error, FencingToken, LeaseRequest};
 use fencing_harness::env::{
     AZURE, ETCD, GCS, MYSQL, POSTGRES, REDIS, REDIS_AOF, S3, Server, ZOOKEEPER,
 };
 use fencing_testkit::store::assert_stale;
+use fencing_tokens::{Error, FencingToken, LeaseRequest};
 
 fn prefix() -> String {
     fencing_testkit::unique_prefix().replace('-', "_")

@@ -10,9 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fencing_testkit::lock_service::{freeze_on, frozen_client};
 use fencing_tokens::IssuerExt;
 use fencing_tokens::{Error, FencedStore, FencingToken, Result, TokenIssuer};
-use fencing_testkit::lock_service::{freeze_on, frozen_client};
 
 /// The code under test: your service's write, made while it holds the
 /// lease. Building the report is where a pause can outlast the lease.

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fencing_tokens::{Error, FencingToken, LeaseRequest};
 use fencing_integration::nemesis::UNFENCED_VAR;
 use fencing_integration::nemesis::timeline::{real_monotonic_ns, value_of};
+use fencing_tokens::{Error, FencingToken, LeaseRequest};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::io::AsyncReadExt;

@@ -348,12 +348,14 @@ pub async fn run_pair(
                 spec.label, spec.issuer_url
             )
         })?;
-    let store = fencing_tokens::open_store(&spec.store_url).await.map_err(|e| {
-        format!(
-            "{}: cannot open the store {}: {e}",
-            spec.label, spec.store_url
-        )
-    })?;
+    let store = fencing_tokens::open_store(&spec.store_url)
+        .await
+        .map_err(|e| {
+            format!(
+                "{}: cannot open the store {}: {e}",
+                spec.label, spec.store_url
+            )
+        })?;
     drop(issuer);
 
     let mut timeline = Timeline::start();

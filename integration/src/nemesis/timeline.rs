@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing_tokens::{FencingToken, Versioned};
 use fencing_testkit::history::{History, Op, OpKind, Outcome};
+use fencing_tokens::{FencingToken, Versioned};
 
 /// CLOCK_MONOTONIC in nanoseconds, read through the vDSO by rustix:
 /// LD_PRELOAD (libfaketime) intercepts libc's `clock_gettime`, not this.

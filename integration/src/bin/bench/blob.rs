@@ -15,11 +15,11 @@ use std::time::Duration;
 use azure_core::http::{NoFormat, RequestContent};
 use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
-use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_core::adapter::blob::{
     BlobBackend, BlobIssuer, BlobMeta, BlobStore, BlobVersion, BlobWrite, Precondition,
     WriteOutcome,
 };
+use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 
 use crate::BoxResult;
 use crate::contention::{Outcome, Writer};

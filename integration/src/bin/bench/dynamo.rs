@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_dynamodb::aws_sdk_dynamodb::error::DisplayErrorContext;
 use fencing_dynamodb::aws_sdk_dynamodb::primitives::Blob;
 use fencing_dynamodb::aws_sdk_dynamodb::types::AttributeValue;
 use fencing_dynamodb::{
     COUNTER, DynamoIssuer, DynamoStore, HOLDER, LOCK_TOKEN, PK, VALUE, VERSION, emulator,
 };
+use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 
 use crate::BoxResult;
 

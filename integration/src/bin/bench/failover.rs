@@ -9,9 +9,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fencing_tokens::{FencedStore, LeaseRequest};
 use fencing_core::memory::MemoryStore;
 use fencing_harness::process::{Signal, send_signal, spawn_reporting_token};
+use fencing_tokens::{FencedStore, LeaseRequest};
 
 use crate::BoxResult;
 use crate::measure::Row;

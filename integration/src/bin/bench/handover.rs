@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencing_tokens::TokenIssuer;
 use fencing_testkit::wake::{Waiter, handovers};
+use fencing_tokens::TokenIssuer;
 
 use crate::BoxResult;
 use crate::measure::Row;

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use fencing_tokens::{HolderId, LeaseRequest, TokenIssuer};
 use fencing_etcd::etcd_client::{Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use fencing_etcd::{EtcdConfig, EtcdIssuer};
 use fencing_redis::{RedisConfig, RedisIssuer};
+use fencing_tokens::{HolderId, LeaseRequest, TokenIssuer};
 use fencing_zookeeper::zookeeper_client as zk;
 use fencing_zookeeper::{TokenSource, ZkConfig, ZkIssuer};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};

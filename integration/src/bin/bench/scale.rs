@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fencing_tokens::{LeaseRequest, TokenIssuer};
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env;
+use fencing_tokens::{LeaseRequest, TokenIssuer};
 use tokio::task::JoinSet;
 
 use crate::BoxResult;

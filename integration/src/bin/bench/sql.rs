@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_tokens::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, raw};
+use fencing_tokens::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 use sqlx::{MySqlPool, PgPool, SqlitePool};
 
 use crate::BoxResult;

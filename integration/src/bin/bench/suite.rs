@@ -5,11 +5,11 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_tokens::HolderId;
 use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server};
 use fencing_harness::proxy::CountingProxy;
 use fencing_integration::run_prefix;
+use fencing_tokens::HolderId;
 
 use crate::BoxResult;
 use crate::blob::{self, Plain};
@@ -239,7 +239,11 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
                 use fencing_tokens::FencedStore;
                 sql::outcome(
                     store
-                        .put("contended-fenced", value, fencing_tokens::FencingToken::new(token))
+                        .put(
+                            "contended-fenced",
+                            value,
+                            fencing_tokens::FencingToken::new(token),
+                        )
                         .await,
                 )
             })
