@@ -8,9 +8,8 @@ use clap::Args;
 use fencing_tokens::election::Election;
 use fencing_tokens::{Error, redact};
 
-use crate::lease_cmds::{
-    Ended, Held, Interrupts, Supervision, Target, spawn_with_lease, supervise,
-};
+use crate::group::{Ended, Held, Interrupts, Supervision, spawn_with_lease, supervise};
+use crate::lease_cmds::Target;
 use crate::{CliResult, backends};
 
 #[derive(Debug, Args)]

@@ -171,11 +171,11 @@ enum Command {
     /// What `run` and `lead` start: it asks to be killed with fence, then
     /// becomes the command.
     #[command(name = EXEC_CHILD, hide = true)]
-    ExecChild(lease_cmds::ExecArgs),
+    ExecChild(group::ExecArgs),
     /// What `run` and `lead` start beside the command: it ends the
     /// command's process group if fence is killed.
     #[command(name = WATCH_GROUP, hide = true)]
-    WatchGroup(lease_cmds::WatchArgs),
+    WatchGroup(group::WatchArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
     #[cfg(feature = "audit")]
@@ -209,6 +209,7 @@ mod audit;
 use fencing_tokens::registry as backends;
 mod demo;
 mod doctor;
+mod group;
 mod lead_cmd;
 mod lease_cmds;
 mod migrate;
@@ -225,9 +226,9 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (try e.g. 300ms, 2s, 1m)"))
 }
 
-/// The hidden subcommand of [`lease_cmds::exec_child`].
+/// The hidden subcommand of [`group::exec_child`].
 pub(crate) const EXEC_CHILD: &str = "__exec";
-/// The hidden subcommand of [`lease_cmds::watch_group`].
+/// The hidden subcommand of [`group::watch_group`].
 pub(crate) const WATCH_GROUP: &str = "__watch";
 
 fn main() -> ExitCode {
@@ -244,13 +245,13 @@ fn main() -> ExitCode {
     };
     // Before any thread: they only ask the kernel, exec, or poll.
     match &cli.command {
-        Command::ExecChild(args) => return lease_cmds::exec_child(args),
-        Command::WatchGroup(args) => return lease_cmds::watch_group(args),
+        Command::ExecChild(args) => return group::exec_child(args),
+        Command::WatchGroup(args) => return group::watch_group(args),
         _ => {}
     }
-    lease_cmds::end_the_group_on_panic();
+    group::end_the_group_on_panic();
     // Before the runtime's threads, which inherit it.
-    lease_cmds::write_to_the_terminal_in_the_background();
+    group::write_to_the_terminal_in_the_background();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => return report(&e, wraps),
@@ -277,8 +278,8 @@ async fn dispatch(command: Command) -> CliResult {
         Command::Doctor(args) => doctor::run(args).await,
         #[cfg(feature = "audit")]
         Command::Audit(args) => audit::run(args),
-        Command::ExecChild(args) => Ok(lease_cmds::exec_child(&args)),
-        Command::WatchGroup(args) => Ok(lease_cmds::watch_group(&args)),
+        Command::ExecChild(args) => Ok(group::exec_child(&args)),
+        Command::WatchGroup(args) => Ok(group::watch_group(&args)),
     }
 }
 
@@ -290,11 +291,14 @@ fn report(e: &(dyn std::error::Error + 'static), wraps: bool) -> ExitCode {
     let code = match e.downcast_ref::<fencing_tokens::Error>() {
         Some(fencing_tokens::Error::StaleToken { .. }) => exit::STALE,
         Some(fencing_tokens::Error::LeaseLost { .. }) => exit::LEASE_LOST,
-        Some(fencing_tokens::Error::Timeout { .. } | fencing_tokens::Error::Busy { .. }) => exit::HELD,
-        _ if wraps => exit::RUN_FAILED,
-        Some(fencing_tokens::Error::InvalidInput { .. } | fencing_tokens::Error::TokenOutOfRange { .. }) => {
-            exit::INVALID
+        Some(fencing_tokens::Error::Timeout { .. } | fencing_tokens::Error::Busy { .. }) => {
+            exit::HELD
         }
+        _ if wraps => exit::RUN_FAILED,
+        Some(
+            fencing_tokens::Error::InvalidInput { .. }
+            | fencing_tokens::Error::TokenOutOfRange { .. },
+        ) => exit::INVALID,
         _ => exit::FAILURE,
     };
     ExitCode::from(code)

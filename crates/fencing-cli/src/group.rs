@@ -1,0 +1,412 @@
+//! The process group `run` and `lead` run their command in, under a lease:
+//! starting it (`fence __exec`, with a parent-death signal), watching it
+//! from outside (`fence __watch`), passing fence's signals on, and ending
+//! it when the lease is lost or fence panics.
+
+mod on_panic;
+mod signals;
+mod spawn;
+
+pub(crate) use on_panic::end_the_group_on_panic;
+pub(crate) use signals::{Interrupts, write_to_the_terminal_in_the_background};
+pub(crate) use spawn::{ExecArgs, WatchArgs, exec_child, spawn_with_lease, watch_group};
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use fencing_tokens::keepalive::Lost;
+use fencing_tokens::{Error, Lease, TokenIssuer};
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::time::{Instant, sleep_until};
+
+use crate::exit;
+use on_panic::PanicGuard;
+use signals::stops;
+use spawn::own_binary;
+
+/// What happens to the command's process group when its lease is lost,
+/// and when the command exits before the rest of its group (`run`, `lead`).
+#[derive(Debug, Args)]
+pub(crate) struct Supervision {
+    /// The signal that asks the command's process group to stop: when the
+    /// lease is lost, with `--orphans kill`, and after a panic in fence. A
+    /// SIGHUP, SIGINT, SIGQUIT or SIGTERM fence gets is passed on as it is.
+    #[arg(long, default_value = "SIGTERM")]
+    signal: Signal,
+    /// How long the group may take to stop after that signal before every
+    /// member still in it is killed (SIGKILL).
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+    grace: Duration,
+    /// What to do when the command exits while other members of its process
+    /// group still run (a job it started with `&`, a grandchild): they hold
+    /// its FENCING_TOKEN, so the lease is not handed on beside them.
+    #[arg(long, value_enum, default_value_t = Orphans::Wait, value_name = "WHAT")]
+    orphans: Orphans,
+}
+
+/// `--orphans`: the members of the command's group left when it exits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Orphans {
+    /// Keep the lease, renewed, until every member has exited (as flock(1)
+    /// holds its lock while a child keeps the descriptor).
+    Wait,
+    /// Send them --signal, SIGKILL after --grace, and release once they are
+    /// gone.
+    Kill,
+}
+
+/// The lease a supervised group holds, for fence to check when it is
+/// continued after a stop, before the group may run again.
+pub(crate) struct Held<'a> {
+    pub(crate) issuer: &'a dyn TokenIssuer,
+    /// The lease as last renewed; None once the keep-alive lost it.
+    pub(crate) lease: &'a dyn Fn() -> Option<Lease>,
+}
+
+impl Held<'_> {
+    /// Whether the lease still stands: not lost, its local deadline not
+    /// passed while fence was stopped, and a renewal accepted. A renewal
+    /// that fails otherwise is tried again until the deadline. Err: why not.
+    async fn confirm(&self) -> Result<(), String> {
+        let Some(lease) = (self.lease)() else {
+            return Err("the lease was lost".to_owned());
+        };
+        loop {
+            let left = lease.remaining();
+            if left.is_zero() {
+                return Err("fence was stopped past the lease's deadline".to_owned());
+            }
+            match tokio::time::timeout(left, self.issuer.renew(&lease)).await {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(e @ Error::LeaseLost { .. })) => return Err(e.to_string()),
+                Ok(Err(_)) => tokio::time::sleep(left.min(RENEW_AGAIN)).await,
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// How soon a failed renewal after a stop is tried again.
+const RENEW_AGAIN: Duration = Duration::from_millis(100);
+
+/// How a supervised command ended.
+pub(crate) enum Ended {
+    /// On its own, with this exit code (128 + signal if a signal ended it),
+    /// and every member of its process group is gone.
+    Exited(u8),
+    /// The lease was lost: the command's group was signalled, killed if it
+    /// did not stop within the grace period, and is gone.
+    Lost,
+    /// fence got this signal: the group was sent it, killed if it did not
+    /// stop within the grace period, and is gone.
+    Interrupted(Signal),
+}
+
+impl Ended {
+    /// fence's exit code: the command's, [`exit::LEASE_LOST`], or 128 + the
+    /// signal fence got (as a shell reports a command that signal ended,
+    /// whatever the command made of it).
+    pub(crate) fn exit_code(&self) -> ExitCode {
+        ExitCode::from(match *self {
+            Self::Exited(code) => code,
+            Self::Lost => exit::LEASE_LOST,
+            Self::Interrupted(signal) => exit::signalled(signal),
+        })
+    }
+}
+
+/// Waits for `child` and the rest of its process group while the lease is
+/// kept, so that the lease is given up only when no member that holds its
+/// token is left: when the command exits first, waits for the others or
+/// ends them (`--orphans`); when `lost` resolves, sends the group the
+/// configured signal; when fence gets one of `interrupts`, passes that
+/// signal on (every one of them, as the terminal would have sent it to a
+/// command in its own group). Either way the group is killed after the
+/// grace period, whatever the command itself did.
+pub(crate) async fn supervise(
+    child: &mut Child,
+    lost: impl Future<Output = Lost>,
+    supervision: &Supervision,
+    interrupts: &mut Interrupts,
+    held: &Held<'_>,
+) -> std::io::Result<Ended> {
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(|id| Group(Pid::from_raw(id)))
+        .ok_or_else(|| std::io::Error::other("the command has no pid"))?;
+    let _on_panic = PanicGuard::arm(group, supervision);
+    // Tests only: fence killed a moment after the command's start, before
+    // its watcher's; the command must then never run.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("FENCE_TEST_KILL_BEFORE_WATCH").is_some() {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = nix::sys::signal::raise(Signal::SIGKILL);
+    }
+    let _watcher = group.watch();
+    group.go().await;
+    // Tests only: a panic elsewhere in fence while the group runs (in the
+    // keep-alive, a backend), which tokio alone would survive.
+    #[cfg(debug_assertions)]
+    if let Some(after) = std::env::var("FENCE_TEST_PANIC_AFTER")
+        .ok()
+        .and_then(|d| crate::parse_duration(&d).ok())
+    {
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            panic!("FENCE_TEST_PANIC_AFTER");
+        });
+    }
+    tokio::pin!(lost);
+    let mut interrupted = None;
+    let mut code = None;
+    let mut was_lost = false;
+    // Once the group has been asked to stop: when it is killed.
+    let mut kill_at: Option<Instant> = None;
+    let mut killed = false;
+    let mut probe = PROBE_FIRST;
+    let stop = |kill_at: &mut Option<Instant>| {
+        if kill_at.is_none() {
+            group.signal(supervision.signal);
+            *kill_at = Some(Instant::now() + supervision.grace);
+        }
+    };
+
+    loop {
+        tokio::select! {
+            status = child.wait(), if code.is_none() => {
+                let status = exit_code(status?);
+                code = Some(status);
+                if !group.alive() {
+                    break;
+                }
+                match supervision.orphans {
+                    _ if was_lost || interrupted.is_some() => {}
+                    Orphans::Wait => eprintln!(
+                        "fence: the command exited ({status}) but its process group still runs; \
+                         keeping the lease until every member has exited (--orphans wait)"
+                    ),
+                    Orphans::Kill => {
+                        eprintln!(
+                            "fence: the command exited ({status}); sending {} to the rest of its \
+                             process group (--orphans kill)",
+                            supervision.signal
+                        );
+                        stop(&mut kill_at);
+                    }
+                }
+            }
+            lost = &mut lost, if !was_lost => {
+                eprintln!(
+                    "fence: {lost}; sending {} to the command's process group",
+                    supervision.signal
+                );
+                stop(&mut kill_at);
+                was_lost = true;
+            }
+            () = sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !killed => {
+                eprintln!(
+                    "fence: the command's process group did not stop within {:?}; killing it",
+                    supervision.grace
+                );
+                group.signal(Signal::SIGKILL);
+                // In case the command left its own group.
+                let _ = child.start_kill();
+                killed = true;
+            }
+            // Only a probe tells when the last member is gone (it need not
+            // be fence's child); the command counts until it is reaped.
+            () = tokio::time::sleep(probe), if code.is_some() => {
+                if !group.alive() {
+                    break;
+                }
+                probe = (probe * 2).min(PROBE_MAX);
+            }
+            signal = interrupts.recv() => {
+                if stops(signal) {
+                    // Stopping fence alone would leave the group running
+                    // with nothing renewing or watching its lease.
+                    eprintln!(
+                        "fence: got {signal}; stopping the command's process group, then fence \
+                         (continued, fence renews the lease before it continues the group)"
+                    );
+                    group.signal(Signal::SIGSTOP);
+                    let _ = nix::sys::signal::kill(Pid::this(), Signal::SIGSTOP);
+                    // Continued. The lease may have run out meanwhile and
+                    // another holder be writing: the group runs again
+                    // only once a renewal says the lease is still ours.
+                    let confirmed = if was_lost {
+                        Err("the lease was lost".to_owned())
+                    } else {
+                        held.confirm().await
+                    };
+                    match confirmed {
+                        Ok(()) => group.signal(Signal::SIGCONT),
+                        Err(why) => {
+                            // It cannot act on --signal without running,
+                            // and running is writing on a lost lease.
+                            eprintln!(
+                                "fence: continued, but {why}; killing the stopped command's \
+                                 process group (SIGKILL) without letting it run again"
+                            );
+                            group.signal(Signal::SIGKILL);
+                            let _ = child.start_kill();
+                            was_lost = true;
+                            killed = true;
+                            kill_at.get_or_insert_with(Instant::now);
+                        }
+                    }
+                    continue;
+                }
+                if interrupted.is_none() {
+                    eprintln!(
+                        "fence: got {signal}; passing it on to the command's process group \
+                         (SIGKILL after {:?}), then releasing",
+                        supervision.grace
+                    );
+                }
+                group.signal(signal);
+                kill_at.get_or_insert_with(|| Instant::now() + supervision.grace);
+                interrupted.get_or_insert(signal);
+            }
+        }
+    }
+    Ok(match (code, interrupted) {
+        _ if was_lost => Ended::Lost,
+        (_, Some(signal)) => Ended::Interrupted(signal),
+        (Some(code), None) => Ended::Exited(code),
+        (None, None) => Ended::Lost,
+    })
+}
+
+/// How soon after the command's exit the group is first probed, and the
+/// longest gap between probes.
+const PROBE_FIRST: Duration = Duration::from_millis(10);
+const PROBE_MAX: Duration = Duration::from_millis(500);
+
+/// The command's process group: it leads one of its own
+/// (`process_group(0)`), so the group's id is its pid.
+///
+/// A process that leaves the group (`setsid`, `setpgid`, a daemon's double
+/// fork) is out of sight: neither waited for nor signalled.
+#[derive(Clone, Copy, Debug)]
+struct Group(Pid);
+
+impl Group {
+    /// Starts [`watch_group`] on the group; killed when dropped. In a
+    /// process group of its own, so that the terminal's signals meant for
+    /// fence do not end it. None (said on stderr) if it cannot start: the
+    /// leader's parent-death signal is then all that is left.
+    fn watch(self) -> Option<Child> {
+        Command::new(own_binary())
+            .arg(crate::WATCH_GROUP)
+            .arg("--parent")
+            .arg(std::process::id().to_string())
+            .arg("--group")
+            .arg(self.0.to_string())
+            .process_group(0)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .inspect_err(|e| {
+                eprintln!(
+                    "fence: cannot start the watcher that ends the command's group if fence \
+                     is killed: {e}"
+                );
+            })
+            .ok()
+    }
+
+    /// Lets the command run once its watcher is there: `fence __exec` stops
+    /// itself before it becomes the command ([`exec_child`]). A continue
+    /// sent before that stop would be lost, so it waits (bounded) until the
+    /// leader is stopped.
+    async fn go(self) {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let stat = format!("/proc/{}/stat", self.0);
+        for _ in 0..5000 {
+            // The state is the field after the command's name, in parens.
+            let state = std::fs::read_to_string(&stat).ok().and_then(|s| {
+                let (_, rest) = s.rsplit_once(')')?;
+                rest.split_whitespace().next().map(str::to_owned)
+            });
+            match state.as_deref() {
+                Some("T" | "t" | "Z" | "X") | None => break,
+                _ => tokio::time::sleep(Duration::from_millis(1)).await,
+            }
+        }
+        let _ = nix::sys::signal::kill(self.0, Signal::SIGCONT);
+    }
+
+    /// Signals every member. Never called once [`alive`](Self::alive) said
+    /// no (the loop ends), so a reused group id is not signalled.
+    fn signal(self, signal: Signal) {
+        let _ = killpg(self.0, signal);
+    }
+
+    /// Whether a member of the group can still run.
+    fn alive(self) -> bool {
+        // EPERM (a member that runs as another user) counts as alive.
+        killpg(self.0, None) != Err(Errno::ESRCH) && !only_zombies(self.0)
+    }
+}
+
+/// Whether every member of group `pgid` that `/proc` shows is a zombie. A
+/// zombie still counts for `killpg`, and where pid 1 does not reap orphans
+/// (a container without an init) it would keep fence waiting forever; it
+/// cannot act. False when unsure: no `/proc`, or no member visible (another
+/// user's process under `hidepid`).
+fn only_zombies(pgid: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let mut members = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`: comm may hold spaces and `)`.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let (Some(state), Some(_ppid), Some(pgrp)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if pgrp.parse::<i32>() != Ok(pgid.as_raw()) {
+            continue;
+        }
+        // A main thread that exited shows `Z` while the other threads run.
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(1, Iterator::count);
+        if !matches!(state, "Z" | "X") || threads > 1 {
+            return false;
+        }
+        members += 1;
+    }
+    members > 0
+}
+
+/// The command's exit code, or 128 + the signal that ended it (as shells do).
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .and_then(|c| u8::try_from(c).ok())
+        .unwrap_or(1)
+}
