@@ -39,6 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // former holder, waking up, is refused though nothing new was written.
     let next = issuer
         .lock("nightly-report")
+        .ttl(Duration::from_secs(3)) // renewed every second: the loss below shows soon
         .wait(Duration::from_secs(10))
         .fence(&*store, ["reports/nightly"])
         .await?;
