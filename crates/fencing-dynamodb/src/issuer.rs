@@ -1,16 +1,15 @@
 //! [`DynamoIssuer`]: the AWS DynamoDB lock client's lease, with a fencing
 //! counter in the same item.
 
-use std::collections::HashMap;
+mod grant;
+mod item;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure, TimeToLiveStatus,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use fencing_core::adapter::blob::ServerClock;
 use fencing_core::adapter::{Call, poll_acquire};
 use fencing_core::safety::SafetyCheck;
@@ -20,8 +19,7 @@ use fencing_core::{
 
 use crate::error::{NAME, map_error};
 use crate::sightings::{Seen, Sightings};
-use crate::store::PK;
-use crate::update::send_conditional;
+use item::{Item, fresh_rvn, n};
 
 /// The last token granted (N): never reset; an item that does not exist
 /// starts at DynamoDB's clock in microseconds.
@@ -32,10 +30,6 @@ pub const HOLDER: &str = "holder";
 pub const RVN: &str = "rvn";
 /// The lease's TTL in milliseconds (N), as its holder asked.
 pub const TTL_MS: &str = "ttl_ms";
-
-/// Placeholders for the attribute names in expressions (`counter` and
-/// others are DynamoDB reserved words): only those used may be sent.
-const NAMES: [(&str, &str); 4] = [("#c", COUNTER), ("#h", HOLDER), ("#r", RVN), ("#t", TTL_MS)];
 
 /// Every write that builds on the counter holds only if the counter is
 /// **equal** to a `u64` this process parsed (`#c = :expected`, `#c =
@@ -55,15 +49,6 @@ const FREE_NEW: &str = "attribute_not_exists(#h) AND attribute_not_exists(#c)";
 /// A dead holder's takeover: the version seen for its TTL, and the counter
 /// read with it.
 const TAKEOVER: &str = "#r = :seen AND #c = :expected";
-
-/// The item of one resource, as read.
-#[derive(Debug, Default)]
-struct Item {
-    counter: Option<u64>,
-    holder: Option<String>,
-    rvn: Option<String>,
-    ttl_ms: Option<u64>,
-}
 
 /// A [`TokenIssuer`] on a DynamoDB table (hash key `pk`, S): one item per
 /// resource, `pk` = prefix + resource, with `counter` (the last token),
@@ -112,15 +97,6 @@ impl std::fmt::Debug for DynamoIssuer {
             .field("endpoint", &self.endpoint)
             .finish_non_exhaustive()
     }
-}
-
-/// A fresh random record version number.
-fn fresh_rvn() -> String {
-    format!("{:032x}", rand::random::<u128>())
-}
-
-fn n(value: u64) -> AttributeValue {
-    AttributeValue::N(value.to_string())
 }
 
 impl DynamoIssuer {
@@ -183,247 +159,6 @@ impl DynamoIssuer {
     #[cfg(test)]
     pub(crate) fn sightings(&self) -> &Mutex<Sightings> {
         &self.seen
-    }
-
-    fn remember(&self, key: &str, seen: Option<Seen>) {
-        self.seen.lock().expect("seen lock").put(key, seen);
-    }
-
-    fn know(&self, key: &str, counter: Option<u64>) {
-        self.counters
-            .lock()
-            .expect("counters lock")
-            .put(key, counter);
-    }
-
-    /// The counter last known for `key`, short of the top: a grant on
-    /// `#c = u64::MAX` would write one past the range, so at the top the
-    /// grant carries no guess and its refusal tells what the item holds.
-    fn guess(&self, key: &str) -> Option<u64> {
-        let known = self.counters.lock().expect("counters lock").get(key);
-        known.filter(|c| *c < u64::MAX)
-    }
-
-    /// Where an item that does not exist starts its counter: DynamoDB's
-    /// time in microseconds (see [`DynamoIssuer`]). Before any answer, a
-    /// read of `key` asks for it; a server that sends no `Date` starts
-    /// items at 1, and says so.
-    async fn seed(&self, key: &str) -> Result<u64> {
-        if let Some(micros) = crate::clock::micros(&self.clock) {
-            return Ok(micros);
-        }
-        self.read("read the clock at", key).await?;
-        Ok(crate::clock::micros(&self.clock).unwrap_or_else(|| {
-            tracing::warn!(
-                key,
-                table = %self.table,
-                "DynamoDB's answers carry no Date: a lease item deleted by hand and made again \
-                 would restart its tokens at 1"
-            );
-            0
-        }))
-    }
-
-    fn foreign(&self, key: &str, why: &str) -> Error {
-        Error::backend(
-            NAME,
-            false,
-            format!(
-                "item {key:?} in table {} is not a lease item of fencing ({why}); nothing was written",
-                self.table
-            ),
-        )
-    }
-
-    /// Reads the item, strongly consistent.
-    async fn read(&self, op: &str, key: &str) -> Result<Option<Item>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, AttributeValue::S(key.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| map_error(e, Call::read(&format!("{op} {key:?}"))))?;
-        let item = out.item.map(|item| self.parse(key, &item)).transpose()?;
-        self.know(key, item.as_ref().and_then(|i| i.counter));
-        Ok(item)
-    }
-
-    fn parse(&self, key: &str, item: &HashMap<String, AttributeValue>) -> Result<Item> {
-        let number = |name: &str| -> Result<Option<u64>> {
-            match item.get(name) {
-                None => Ok(None),
-                Some(AttributeValue::N(v)) => v
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| self.foreign(key, &format!("its {name} {v:?} is not a u64"))),
-                Some(_) => Err(self.foreign(key, &format!("its {name} is not a number"))),
-            }
-        };
-        let text = |name: &str| -> Result<Option<String>> {
-            match item.get(name) {
-                None => Ok(None),
-                Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
-                Some(_) => Err(self.foreign(key, &format!("its {name} is not a string"))),
-            }
-        };
-        Ok(Item {
-            counter: number(COUNTER)?,
-            holder: text(HOLDER)?,
-            rvn: text(RVN)?,
-            ttl_ms: number(TTL_MS)?,
-        })
-    }
-
-    /// One conditional `UpdateItem`, never retried by the SDK; `Ok(None)`
-    /// when the condition failed (with the old item if asked for).
-    async fn update(
-        &self,
-        op: &str,
-        key: &str,
-        build: impl FnOnce(UpdateItemFluentBuilder) -> UpdateItemFluentBuilder,
-    ) -> Result<std::result::Result<Option<HashMap<String, AttributeValue>>, Option<Item>>> {
-        let request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(PK, AttributeValue::S(key.to_owned()));
-        let mut request = build(request);
-        let used = format!(
-            "{} {}",
-            request.get_update_expression().as_deref().unwrap_or(""),
-            request.get_condition_expression().as_deref().unwrap_or("")
-        );
-        for (placeholder, name) in NAMES {
-            if used.contains(placeholder) {
-                request = request.expression_attribute_names(placeholder, name);
-            }
-        }
-        let name = format!("{op} {key:?} in table {}", self.table);
-        Ok(match send_conditional(request, Call::write(&name)).await? {
-            Ok(updated) => Ok(updated),
-            Err(old) => {
-                let old = old.map(|item| self.parse(key, &item)).transpose()?;
-                if let Some(old) = &old {
-                    self.know(key, old.counter);
-                }
-                Err(old)
-            }
-        })
-    }
-
-    /// Grants `request` if `condition` holds: the new counter is the token.
-    /// When it does not, the item as it was (with `ALL_OLD`), so that a
-    /// held resource costs no second request to judge.
-    async fn grant(
-        &self,
-        request: &LeaseRequest,
-        key: &str,
-        (condition, expected, seen): (&str, Option<u64>, Option<&str>),
-        seed: u64,
-    ) -> Result<std::result::Result<Lease, Option<Item>>> {
-        let rvn = fresh_rvn();
-        let sent_at = Instant::now();
-        let answer = self
-            .update("acquire", key, |r| {
-                let r = r
-                    .update_expression(
-                        "SET #h = :h, #r = :rvn, #t = :ttl, #c = if_not_exists(#c, :seed) + :one",
-                    )
-                    .condition_expression(condition)
-                    .expression_attribute_values(
-                        ":h",
-                        AttributeValue::S(request.holder.to_string()),
-                    )
-                    .expression_attribute_values(":rvn", AttributeValue::S(rvn.clone()))
-                    // Rounded up: never shorter than the holder's deadline.
-                    .expression_attribute_values(":ttl", n(request.ttl_millis_ceil()))
-                    .expression_attribute_values(":one", n(1))
-                    .expression_attribute_values(":seed", n(seed))
-                    .return_values(ReturnValue::UpdatedNew)
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    );
-                // Only the values the condition uses may be sent.
-                let r = match expected {
-                    Some(expected) => r.expression_attribute_values(":expected", n(expected)),
-                    None => r,
-                };
-                match seen {
-                    Some(seen) => {
-                        r.expression_attribute_values(":seen", AttributeValue::S(seen.to_owned()))
-                    }
-                    None => r,
-                }
-            })
-            .await?;
-        let attributes = match answer {
-            Ok(attributes) => attributes,
-            Err(old) => return Ok(Err(old)),
-        };
-        let token = match attributes.as_ref().map(|a| self.parse(key, a)) {
-            Some(Ok(Item {
-                counter: Some(token),
-                ..
-            })) => token,
-            Some(Err(e)) => return Err(self.unreadable_grant(key, &rvn, e.chain()).await),
-            _ => return Err(self.unreadable_grant(key, &rvn, "no counter".into()).await),
-        };
-        self.know(key, Some(token));
-        // Measured after the answer: a waiter here may take over only once
-        // this holder's own deadline (from sent_at) has passed.
-        self.remember(
-            key,
-            Some(Seen {
-                rvn,
-                at: Instant::now(),
-            }),
-        );
-        Ok(Ok(Lease::new(request, FencingToken::new(token), sent_at)))
-    }
-
-    /// A grant DynamoDB applied (this holder and a counter one up are in
-    /// the item) whose answer does not say the token: the conditions make
-    /// that a broken answer, not a counter of ours, but the lease cannot
-    /// be handed out without its token, and left alone it would keep the
-    /// resource for its TTL. So it is given back, by its own `rvn`, and the
-    /// error says what was written.
-    async fn unreadable_grant(&self, key: &str, rvn: &str, why: String) -> Error {
-        let what = format!(
-            "the grant of item {key:?} in table {} was applied, but its answer was unreadable \
-             ({why})",
-            self.table
-        );
-        let undo = self
-            .update("release an unreadable grant of", key, |r| {
-                r.update_expression("REMOVE #h, #r, #t")
-                    .condition_expression("#r = :rvn")
-                    .expression_attribute_values(":rvn", AttributeValue::S(rvn.to_owned()))
-            })
-            .await;
-        self.know(key, None);
-        match undo {
-            Ok(Ok(_)) => Error::backend(
-                NAME,
-                false,
-                format!("{what}; it was released again (its counter stays, as at any release)"),
-            ),
-            Ok(Err(_)) => Error::backend(
-                NAME,
-                false,
-                format!("{what}; another version has replaced it since, so nothing of it is held"),
-            ),
-            Err(e) => Error::outcome_unknown(
-                NAME,
-                format!("acquire {key:?} in table {}", self.table),
-                format!(
-                    "{what}; releasing it again failed ({}), so it may be held until its TTL",
-                    e.chain()
-                ),
-            ),
-        }
     }
 }
 
