@@ -47,22 +47,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 
+mod expiry;
+mod io;
 mod record;
 
+use self::io::Wrote;
 use self::record::Record;
-use super::frame::{self, Header};
-use super::{BlobBackend, BlobVersion, BlobWrite, Precondition, WriteOutcome};
+use super::{BlobBackend, BlobVersion, Precondition};
 use crate::adapter::{Recent, poll_acquire};
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
-
-/// `Last-Modified` and `Date` are whole seconds: an age read from them may
-/// be up to this much longer than the real one.
-const TIMESTAMP_GRAIN: Duration = Duration::from_secs(1);
-
-/// How many times one write is sent while its answers are lost and the
-/// record reads as it was before it.
-const WRITE_ATTEMPTS: u32 = 3;
 
 /// How many conditional writes `raise_floor` tries before reporting
 /// [`Error::Contention`].
@@ -113,13 +107,6 @@ impl<B: BlobBackend> Debug for BlobIssuer<B> {
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
-}
-
-/// The outcome of one conditional write of a record.
-enum Wrote {
-    Yes,
-    /// Someone else wrote first.
-    Lost,
 }
 
 impl<B: BlobBackend> BlobIssuer<B> {
@@ -177,120 +164,6 @@ impl<B: BlobBackend> BlobIssuer<B> {
             Known { current, since }
         });
         known.put(key, remembered);
-    }
-
-    fn foreign(&self, key: &str, why: &str) -> Error {
-        Error::backend(
-            self.backend.name(),
-            false,
-            format!("{key:?} is not a lease record of fencing ({why}); nothing was written"),
-        )
-    }
-
-    /// Reads the record (a small object: all of it).
-    async fn read(&self, key: &str) -> Result<Option<Current>> {
-        let Some(stored) = self.backend.read(key).await? else {
-            return Ok(None);
-        };
-        let meta = match frame::decode_header(&stored.bytes) {
-            Ok(Header::Framed(meta)) => meta,
-            Ok(Header::Foreign) => return Err(self.foreign(key, "it has no fencing frame")),
-            Err(damage) => return Err(self.foreign(key, &damage)),
-        };
-        let record = Record::decode(meta.token.get(), &frame::value_of(&stored.bytes))
-            .map_err(|why| self.foreign(key, &why))?;
-        let current = Current {
-            version: stored.version,
-            record,
-            modified: stored.modified,
-            answered: stored.answered.map(|date| (date, Instant::now())),
-        };
-        self.remember(key, Some(current.clone()));
-        Ok(Some(current))
-    }
-
-    /// Writes `record` under `precondition`. A lost answer is resolved by
-    /// reading the record back: our nonce there means it was applied; the
-    /// record still as the precondition names it means it was not, and the
-    /// same record is sent again on it (a first copy arriving late then
-    /// fails its precondition, and a copy that won shows our nonce).
-    async fn write(&self, key: &str, precondition: Precondition, record: Record) -> Result<Wrote> {
-        let mut unknown = None;
-        for _ in 0..WRITE_ATTEMPTS {
-            let write = BlobWrite::new(record.encode(), record.meta(), precondition.clone());
-            match self.backend.write(key, write).await {
-                Ok(WriteOutcome::Written(version)) => {
-                    let current = Current {
-                        version,
-                        record,
-                        modified: None,
-                        answered: None,
-                    };
-                    self.remember(key, Some(current));
-                    return Ok(Wrote::Yes);
-                }
-                Ok(WriteOutcome::PreconditionFailed) if unknown.is_none() => {
-                    self.remember(key, None);
-                    return Ok(Wrote::Lost);
-                }
-                // An earlier copy may have been applied: the read decides.
-                Ok(WriteOutcome::PreconditionFailed) => {}
-                Err(e @ Error::OutcomeUnknown { .. }) => unknown = Some(e),
-                Err(e) => return Err(unknown.unwrap_or(e)),
-            }
-            self.remember(key, None);
-            match self.read(key).await {
-                Ok(Some(now)) if now.record.nonce == record.nonce => return Ok(Wrote::Yes),
-                // Not applied: send it again on the same version.
-                Ok(now) if precondition.holds_for(now.as_ref().map(|c| &c.version)) => {}
-                // Not ours: it was not applied and another write came, or
-                // ours was overwritten, which only a takeover after our
-                // deadline does.
-                Ok(_) => return Ok(Wrote::Lost),
-                Err(_) => break,
-            }
-        }
-        Err(unknown.expect("set by every try that did not return"))
-    }
-
-    /// The first token of a new record: the server's time in microseconds
-    /// (see the module docs), or 1 if the backend cannot tell it.
-    fn first_token(&self, key: &str) -> u64 {
-        let seed = self
-            .backend
-            .server_now()
-            .and_then(|now| now.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |since| {
-                u64::try_from(since.as_micros()).unwrap_or(u64::MAX / 2)
-            });
-        if seed == 0 {
-            tracing::warn!(
-                key,
-                backend = self.backend.name(),
-                "new lease record at token 1: this backend reports no server time, so a record \
-                 deleted by hand and created again would restart its tokens"
-            );
-        }
-        seed + 1
-    }
-
-    /// Whether a held record is dead: a TTL old by the `Date` of the answer
-    /// that carried it (run on by the monotonic clock since), or the same
-    /// version seen by this waiter for a TTL.
-    fn expired(&self, key: &str, current: &Current) -> bool {
-        let ttl = Duration::from_millis(current.record.ttl_ms);
-        let by_server =
-            current
-                .modified
-                .zip(current.answered)
-                .is_some_and(|(modified, (date, received))| {
-                    let now = date + received.elapsed();
-                    now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
-                });
-        let by_waiter = self
-            .known(key)
-            .is_some_and(|k| k.current.version == current.version && k.since.elapsed() >= ttl);
-        by_server || by_waiter
     }
 
     /// Writes `lease`'s record as `next` makes it, from the version this
