@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use fencing_sql::{SqlIssuer, SqlStore};
 use fencing_tokens::memory::{MemoryIssuer, MemoryStore};
 use fencing_tokens::scenario::{Event, Step, figure_9_6};
 use fencing_tokens::{FencedStore, TokenIssuer};
-use fencing_sql::{SqlIssuer, SqlStore};
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {

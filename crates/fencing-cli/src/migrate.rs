@@ -179,7 +179,9 @@ async fn copy_one(
     };
     match result {
         Ok(()) => Ok(report("copied", Some(mark))),
-        Err(fencing_tokens::Error::StaleToken { current, .. }) => Ok(report("newer", Some(current))),
+        Err(fencing_tokens::Error::StaleToken { current, .. }) => {
+            Ok(report("newer", Some(current)))
+        }
         Err(e) => Err(e),
     }
 }
@@ -213,7 +215,10 @@ async fn issuer(args: IssuerArgs) -> CliResult {
     let mut marks = Vec::new();
     for spec in &args.stores {
         let (url, key) = spec.rsplit_once('#').ok_or_else(|| {
-            fencing_tokens::Error::invalid_input(format!("--store takes URL#KEY, got {:?}", redact(spec)))
+            fencing_tokens::Error::invalid_input(format!(
+                "--store takes URL#KEY, got {:?}",
+                redact(spec)
+            ))
         })?;
         let store = backends::open_store(url).await?;
         marks.push((format!("{}#{key}", redact(url)), store.mark(key).await?));
