@@ -1,23 +1,26 @@
 //! The cases, per backend.
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_core::adapter::blob::BlobStore;
 use fencing_harness::env::{self, Server};
 use fencing_harness::proxy::CountingProxy;
 use fencing_integration::run_prefix;
 use fencing_tokens::HolderId;
 
 use crate::BoxResult;
-use crate::blob::{self, Plain};
 use crate::contention::{self, Load, Outcome, Writer};
 use crate::dynamo;
-use crate::locks;
-use crate::measure::{Row, compare, loopback, split_url};
+use crate::measure::{Row, compare, split_url};
 use crate::sql::{self, Dialect};
+
+mod lock_services;
+mod object_stores;
+
+pub(crate) use lock_services::{etcd, redis, zookeeper};
+pub(crate) use object_stores::bucket;
+pub(crate) use object_stores::{azure, gcs, s3};
 
 /// The targets.
 pub(crate) mod target {
@@ -272,163 +275,6 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
     Ok(())
 }
 
-// --- Object stores ---------------------------------------------------------
-
-/// The object-store cases on `B`, whose store on this run's bucket at an
-/// endpoint `make(endpoint, bucket)` opens (the adapter's
-/// `emulator::store`).
-async fn objects<B, F>(
-    name: &'static str,
-    server: &Server,
-    plan: &Plan,
-    out: &mut Output,
-    make: F,
-) -> BoxResult<()>
-where
-    B: Plain,
-    F: AsyncFn(&str, &str) -> fencing_tokens::Result<BlobStore<B>>,
-{
-    let (endpoint, bucket) = (server.endpoint(), bucket());
-    let open =
-        async |endpoint: &str| reach(server, make(endpoint, &bucket).await.map_err(Into::into));
-    let direct = blob::Sides::new(open(&endpoint).await?);
-    let counted = counting(plan, &endpoint, async |via| {
-        Ok(blob::Sides::new(open(&via).await?))
-    })
-    .await?;
-    let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
-
-    for &len in &plan.payloads {
-        let value = payload(len);
-        for cold in [false, true] {
-            let kind = if cold { "cold" } else { "warm" };
-            let (fk, pk) = (
-                format!("fenced-{kind}-{len}"),
-                format!("plain-{kind}-{len}"),
-            );
-            let fenced = async |sides: &blob::Sides<B>| {
-                if cold {
-                    sides.cold_put(&fk, value.clone(), 1).await
-                } else {
-                    sides.warm_put(&fk, value.clone(), 1).await
-                }
-            };
-            let (timed, trips) = compare(
-                (plan.object_iterations, plan.warmup.max(1)),
-                plan.count_ops,
-                &direct,
-                through_proxy,
-                fenced,
-                async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
-            )
-            .await?;
-            let (operation, target) = if cold {
-                ("put, cold (read + conditional put)", target::BLOB_COLD)
-            } else {
-                ("put, warm (conditional put)", target::BLOB_WARM)
-            };
-            let note = if cold {
-                "a fresh `BlobStore` per write reads version and token first; plain: an unconditional put, same client"
-            } else {
-                "the store that wrote last has the version cached; plain: an unconditional put, same client"
-            };
-            out.rows.push(
-                Row::latency(name, operation, Some(len), timed, Some(target))
-                    .with_trips(trips)
-                    .note(note),
-            );
-        }
-    }
-
-    // What the cold path adds: the read, against a plain put.
-    let len = plan.payloads[0];
-    let value = payload(len);
-    let (rk, pk) = (format!("fenced-cold-{len}"), format!("plain-read-{len}"));
-    let (timed, trips) = compare(
-        (plan.object_iterations, plan.warmup),
-        plan.count_ops,
-        &direct,
-        through_proxy,
-        async |s: &blob::Sides<B>| s.read_version(&rk).await,
-        async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
-    )
-    .await?;
-    out.rows.push(
-        Row::latency(name, "the cold read alone vs a put", Some(len), timed, None)
-            .with_trips(trips)
-            .note("what a cold put adds to a warm one"),
-    );
-
-    // The bucket lease: warm (the issuer that released last) and cold (a
-    // fresh issuer), against the two bare conditional writes.
-    for cold in [false, true] {
-        let (timed, trips) = compare(
-            (plan.object_iterations, plan.warmup.max(1)),
-            plan.count_ops,
-            &direct,
-            through_proxy,
-            async |s: &blob::Sides<B>| {
-                if cold {
-                    s.cold_lease("lease-cold").await
-                } else {
-                    s.warm_lease("lease-warm").await
-                }
-            },
-            async |s: &blob::Sides<B>| s.raw_lease("raw-lease").await,
-        )
-        .await?;
-        let row = if cold {
-            Row::latency(name, "bucket lease, cold: acquire + release vs 2 conditional puts", None, timed, None)
-                .note("a fresh `BlobIssuer` per lease (a new process) reads the record first: 1 GET + 2 PUTs")
-        } else {
-            Row::latency(name, "bucket lease: acquire + release vs 2 conditional puts", None, timed, Some(target::LOCK))
-                .note("the issuer that released last knows the record's version: 2 conditional PUTs; raw: a create-only put and a put on its version, a new object each time")
-        };
-        out.rows.push(row.with_trips(trips));
-    }
-
-    let writers = plan.object_load.writers;
-    let requests = Arc::new(AtomicU64::new(0));
-    let fenced = direct.fenced_writers(writers, "contended-fenced", &value, &requests);
-    let plain = direct.plain_writers(writers, "contended-plain", &value);
-    out.rows.push(
-        contention::run(
-            name,
-            len,
-            plan.object_load,
-            &fenced,
-            &plain,
-            Some(&requests),
-        )
-        .await?,
-    );
-    Ok(())
-}
-
-/// Bucket or container of this run.
-pub(crate) fn bucket() -> String {
-    prefix().replace('_', "-")
-}
-
-pub(crate) async fn s3(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    objects("s3", &env::S3, plan, out, fencing_s3::emulator::store).await
-}
-
-pub(crate) async fn gcs(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    objects("gcs", &env::GCS, plan, out, fencing_gcs::emulator::store).await
-}
-
-pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    objects(
-        "azure",
-        &env::AZURE,
-        plan,
-        out,
-        fencing_azure::emulator::store,
-    )
-    .await
-}
-
 // --- DynamoDB --------------------------------------------------------------
 
 pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
@@ -508,154 +354,5 @@ pub(crate) async fn handover(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         out.rows
             .push(crate::handover::row(name, issuer, plan.handovers).await?);
     }
-    Ok(())
-}
-
-// --- Lock services ---------------------------------------------------------
-
-/// One lock service's sides (direct, and through the counting proxy when
-/// the plan counts round trips) and its fenced acquire + release, for rows
-/// that time it against raw calls.
-struct LockBench<'a, S, F> {
-    name: &'static str,
-    plan: &'a Plan,
-    direct: S,
-    counted: Option<(CountingProxy, S)>,
-    fenced: F,
-}
-
-impl<'a, S, F: AsyncFn(&S) -> BoxResult<()>> LockBench<'a, S, F> {
-    /// The sides `connect` opens at `url` (failing with how to start
-    /// `server`), the second through a counting proxy.
-    async fn open(
-        name: &'static str,
-        plan: &'a Plan,
-        (server, url): (&Server, &str),
-        connect: impl AsyncFn(&str) -> BoxResult<S>,
-        fenced: F,
-    ) -> BoxResult<Self> {
-        let direct = reach(server, connect(url).await)?;
-        let counted = counting(plan, url, async |via| connect(&via).await).await?;
-        Ok(Self {
-            name,
-            plan,
-            direct,
-            counted,
-            fenced,
-        })
-    }
-
-    /// Times and counts the fenced side against `raw`.
-    async fn row(&self, operation: &str, raw: impl AsyncFn(&S) -> BoxResult<()>) -> BoxResult<Row> {
-        let through_proxy = self.counted.as_ref().map(|(proxy, sides)| (proxy, sides));
-        let rounds = (self.plan.iterations, self.plan.warmup);
-        let (timed, trips) = compare(
-            rounds,
-            self.plan.count_ops,
-            &self.direct,
-            through_proxy,
-            &self.fenced,
-            raw,
-        )
-        .await?;
-        Ok(Row::latency(self.name, operation, None, timed, Some(target::LOCK)).with_trips(trips))
-    }
-}
-
-pub(crate) async fn etcd(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let endpoints = env::ETCD.endpoint();
-    let endpoint = endpoints.split(',').next().unwrap_or_default().to_owned();
-    let p = prefix();
-    let connect = async |url: &str| locks::Etcd::connect(url, &p).await;
-    let fenced = async |s: &locks::Etcd| s.fenced().await;
-    let bench = LockBench::open("etcd", plan, (&env::ETCD, &endpoint), connect, fenced).await?;
-    out.versions.push(bench.direct.version().await?);
-    out.rows.push(
-        bench
-            .row("acquire + release vs grant + txn + revoke", async |s| s.raw().await)
-            .await?
-            .note("raw: lease grant, a txn creating the key with the lease if absent, lease revoke; same client"),
-    );
-    let mut row = bench
-        .row("… vs grant + txn + read + revoke", async |s| s.raw_with_lookup().await)
-        .await?
-        .note("what a lease rebuilt from its token alone pays: release finds its lock key by the token first");
-    row.target = None;
-    out.rows.push(row);
-    let mut row = bench
-        .row("… vs etcd's own lock service (v3lock)", async |s| s.v3lock().await)
-        .await?
-        .note("raw: lease grant, `Lock` on the lease, `Unlock`, lease revoke: what `etcdctl lock` and Go's `concurrency.Mutex` do");
-    row.target = None;
-    out.rows.push(row);
-    Ok(())
-}
-
-pub(crate) async fn zookeeper(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let addr = env::ZOOKEEPER.endpoint();
-    let addr = addr.split(',').next().unwrap_or_default().to_owned();
-    let p = prefix();
-    let direct = reach(&env::ZOOKEEPER, locks::ZooKeeper::connect(&addr, &p).await)?;
-    if let Some(v) = crate::versions::zookeeper_version(loopback(&addr)?).await {
-        out.versions.push(v);
-    }
-    let counted = if plan.count {
-        let proxy = CountingProxy::start(loopback(&addr)?).await;
-        let sides = locks::ZooKeeper::connect(&proxy.addr().to_string(), &p).await?;
-        Some((proxy, sides))
-    } else {
-        None
-    };
-    let bench = LockBench {
-        name: "zookeeper",
-        plan,
-        direct,
-        counted,
-        fenced: async |s: &locks::ZooKeeper| s.fenced().await,
-    };
-
-    out.rows.push(
-        bench
-            .row("acquire + release vs create + delete", async |s| s.raw().await)
-            .await?
-            .note("raw: create an ephemeral sequential znode and delete it, on a session opened beforehand"),
-    );
-    let in_turn = LockBench {
-        name: "zookeeper",
-        plan,
-        direct: bench.direct,
-        counted: bench.counted,
-        fenced: async |s: &locks::ZooKeeper| s.fenced_in_turn().await,
-    };
-    out.rows.push(
-        in_turn
-            .row(
-                "… two issuers in turn on one resource",
-                async |s: &locks::ZooKeeper| s.raw().await,
-            )
-            .await?
-            .note("neither issuer knows the resource znode's version the other left: it reads it first (get + create + delete); raw as above"),
-    );
-    if let Some(row) = out.rows.last_mut() {
-        row.target = None;
-    }
-    in_turn.direct.clean_up().await;
-    Ok(())
-}
-
-pub(crate) async fn redis(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let url = env::REDIS_AOF.endpoint();
-    let p = prefix();
-    let connect = async |url: &str| locks::Redis::connect(url, &p).await;
-    let fenced = async |s: &locks::Redis| s.fenced().await;
-    let bench = LockBench::open("redis", plan, (&env::REDIS_AOF, &url), connect, fenced).await?;
-    out.versions.push(bench.direct.version().await?);
-    out.rows.push(
-        bench
-            .row("acquire + release vs SET NX PX + INCR + DEL", async |s| s.raw().await)
-            .await?
-            .note("the issuer's acquire and release scripts; both on the append-only server (`appendfsync always`)"),
-    );
-    bench.direct.clean_up().await;
     Ok(())
 }

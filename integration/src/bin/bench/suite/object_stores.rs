@@ -1,0 +1,169 @@
+//! The object-store cases: S3, GCS and Azure Blob, fenced puts against
+//! plain ones.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use fencing_core::adapter::blob::BlobStore;
+use fencing_harness::env::{self, Server};
+
+use super::{Output, Plan, counting, payload, prefix, reach, target};
+use crate::BoxResult;
+use crate::blob::{self, Plain};
+use crate::contention;
+use crate::measure::{Row, compare};
+
+/// The object-store cases on `B`, whose store on this run's bucket at an
+/// endpoint `make(endpoint, bucket)` opens (the adapter's
+/// `emulator::store`).
+async fn objects<B, F>(
+    name: &'static str,
+    server: &Server,
+    plan: &Plan,
+    out: &mut Output,
+    make: F,
+) -> BoxResult<()>
+where
+    B: Plain,
+    F: AsyncFn(&str, &str) -> fencing_tokens::Result<BlobStore<B>>,
+{
+    let (endpoint, bucket) = (server.endpoint(), bucket());
+    let open =
+        async |endpoint: &str| reach(server, make(endpoint, &bucket).await.map_err(Into::into));
+    let direct = blob::Sides::new(open(&endpoint).await?);
+    let counted = counting(plan, &endpoint, async |via| {
+        Ok(blob::Sides::new(open(&via).await?))
+    })
+    .await?;
+    let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
+
+    for &len in &plan.payloads {
+        let value = payload(len);
+        for cold in [false, true] {
+            let kind = if cold { "cold" } else { "warm" };
+            let (fk, pk) = (
+                format!("fenced-{kind}-{len}"),
+                format!("plain-{kind}-{len}"),
+            );
+            let fenced = async |sides: &blob::Sides<B>| {
+                if cold {
+                    sides.cold_put(&fk, value.clone(), 1).await
+                } else {
+                    sides.warm_put(&fk, value.clone(), 1).await
+                }
+            };
+            let (timed, trips) = compare(
+                (plan.object_iterations, plan.warmup.max(1)),
+                plan.count_ops,
+                &direct,
+                through_proxy,
+                fenced,
+                async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
+            )
+            .await?;
+            let (operation, target) = if cold {
+                ("put, cold (read + conditional put)", target::BLOB_COLD)
+            } else {
+                ("put, warm (conditional put)", target::BLOB_WARM)
+            };
+            let note = if cold {
+                "a fresh `BlobStore` per write reads version and token first; plain: an unconditional put, same client"
+            } else {
+                "the store that wrote last has the version cached; plain: an unconditional put, same client"
+            };
+            out.rows.push(
+                Row::latency(name, operation, Some(len), timed, Some(target))
+                    .with_trips(trips)
+                    .note(note),
+            );
+        }
+    }
+
+    // What the cold path adds: the read, against a plain put.
+    let len = plan.payloads[0];
+    let value = payload(len);
+    let (rk, pk) = (format!("fenced-cold-{len}"), format!("plain-read-{len}"));
+    let (timed, trips) = compare(
+        (plan.object_iterations, plan.warmup),
+        plan.count_ops,
+        &direct,
+        through_proxy,
+        async |s: &blob::Sides<B>| s.read_version(&rk).await,
+        async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
+    )
+    .await?;
+    out.rows.push(
+        Row::latency(name, "the cold read alone vs a put", Some(len), timed, None)
+            .with_trips(trips)
+            .note("what a cold put adds to a warm one"),
+    );
+
+    // The bucket lease: warm (the issuer that released last) and cold (a
+    // fresh issuer), against the two bare conditional writes.
+    for cold in [false, true] {
+        let (timed, trips) = compare(
+            (plan.object_iterations, plan.warmup.max(1)),
+            plan.count_ops,
+            &direct,
+            through_proxy,
+            async |s: &blob::Sides<B>| {
+                if cold {
+                    s.cold_lease("lease-cold").await
+                } else {
+                    s.warm_lease("lease-warm").await
+                }
+            },
+            async |s: &blob::Sides<B>| s.raw_lease("raw-lease").await,
+        )
+        .await?;
+        let row = if cold {
+            Row::latency(name, "bucket lease, cold: acquire + release vs 2 conditional puts", None, timed, None)
+                .note("a fresh `BlobIssuer` per lease (a new process) reads the record first: 1 GET + 2 PUTs")
+        } else {
+            Row::latency(name, "bucket lease: acquire + release vs 2 conditional puts", None, timed, Some(target::LOCK))
+                .note("the issuer that released last knows the record's version: 2 conditional PUTs; raw: a create-only put and a put on its version, a new object each time")
+        };
+        out.rows.push(row.with_trips(trips));
+    }
+
+    let writers = plan.object_load.writers;
+    let requests = Arc::new(AtomicU64::new(0));
+    let fenced = direct.fenced_writers(writers, "contended-fenced", &value, &requests);
+    let plain = direct.plain_writers(writers, "contended-plain", &value);
+    out.rows.push(
+        contention::run(
+            name,
+            len,
+            plan.object_load,
+            &fenced,
+            &plain,
+            Some(&requests),
+        )
+        .await?,
+    );
+    Ok(())
+}
+
+/// Bucket or container of this run.
+pub(crate) fn bucket() -> String {
+    prefix().replace('_', "-")
+}
+
+pub(crate) async fn s3(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    objects("s3", &env::S3, plan, out, fencing_s3::emulator::store).await
+}
+
+pub(crate) async fn gcs(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    objects("gcs", &env::GCS, plan, out, fencing_gcs::emulator::store).await
+}
+
+pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    objects(
+        "azure",
+        &env::AZURE,
+        plan,
+        out,
+        fencing_azure::emulator::store,
+    )
+    .await
+}
