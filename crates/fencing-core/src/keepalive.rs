@@ -409,7 +409,7 @@ async fn renew_until_lost(
     state.send_replace(State::Lost(lost.clone()));
     if options.release_when_lost && matches!(lost.reason, LostReason::Expired { .. }) {
         // Bounded: an unreachable issuer must not keep `stop` waiting.
-        let _ = tokio::time::timeout(ttl.max(RELEASE_AT_LEAST), issuer.release(&lease)).await;
+        let _ = bounded_release(issuer.as_ref(), &lease).await;
     }
     (State::Lost(lost), None)
 }
@@ -432,19 +432,25 @@ async fn stopped_with(issuer: &dyn TokenIssuer, lease: Lease, stop: Option<Stop>
     if !stop.is_some_and(|s| s.release) {
         return (State::Held(lease), None);
     }
-    let bound = lease.ttl().max(RELEASE_AT_LEAST);
-    let released = match tokio::time::timeout(bound, issuer.release(&lease)).await {
-        Ok(released) => released,
-        Err(_) => Err(Error::Timeout {
-            operation: format!("release {:?}", lease.resource()),
-            after: bound,
-        }),
-    };
+    let released = bounded_release(issuer, &lease).await;
     if let Err(e) = &released {
         tracing::warn!(resource = lease.resource(), token = %lease.token(), error = %e,
             "release after the keep-alive was stopped failed; the lease runs out after its TTL");
     }
     (State::Held(lease), Some(released))
+}
+
+/// Releases `lease`, giving the issuer its TTL (at least
+/// [`RELEASE_AT_LEAST`]) to answer: [`Error::Timeout`] after that.
+async fn bounded_release(issuer: &dyn TokenIssuer, lease: &Lease) -> crate::Result<()> {
+    let bound = lease.ttl().max(RELEASE_AT_LEAST);
+    match tokio::time::timeout(bound, issuer.release(lease)).await {
+        Ok(released) => released,
+        Err(_) => Err(Error::Timeout {
+            operation: format!("release {:?}", lease.resource()),
+            after: bound,
+        }),
+    }
 }
 
 /// However short the TTL, a release gets this long to be answered (an

@@ -124,10 +124,7 @@ impl Rpc {
 
     /// One keep-alive: `Ok` if etcd extended the lease.
     pub(crate) async fn keep_alive_once(&self, lease_id: i64) -> Result<(), Failure> {
-        let (_keeper, _stream) = self
-            .call(|mut c| async move { c.lease_keep_alive(lease_id).await })
-            .await?;
-        Ok(())
+        self.open_keep_alive(lease_id).await.map(drop)
     }
 
     /// Opens a keep-alive stream for `lease_id`: etcd has extended the
