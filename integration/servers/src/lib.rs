@@ -17,6 +17,7 @@
 pub mod paths;
 pub mod spec;
 pub mod specs;
+pub mod util;
 
 pub use paths::Paths;
 pub use spec::{
