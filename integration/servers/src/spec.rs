@@ -175,6 +175,9 @@ pub struct Container {
     pub healthcheck: Option<String>,
 }
 
+/// A service's set-up, after its members answer.
+pub type Setup = fn(&Paths, &Service) -> Result<(), String>;
+
 /// One test server: everything the tree knows about it, in one place.
 #[derive(Clone, Copy)]
 pub struct Service {
@@ -197,7 +200,7 @@ pub struct Service {
     pub probe: fn(&Instance) -> bool,
     /// What follows its answering: accounts, buckets, that a cluster
     /// formed. Runs at every `up`, so it must be safe to repeat.
-    pub setup: Option<fn(&Paths, &Service) -> Result<(), String>>,
+    pub setup: Option<Setup>,
     /// How it is asked to stop.
     pub stop: Stop,
     /// Its containers in `docker-compose.yml`.
