@@ -14,6 +14,7 @@
 //! assert_eq!(fencing_servers::REDIS_AOF.default_endpoint(), "redis://127.0.0.1:6380");
 //! ```
 
+pub mod compose;
 pub mod paths;
 pub mod spec;
 pub mod specs;

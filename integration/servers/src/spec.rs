@@ -175,6 +175,17 @@ pub struct Container {
     pub healthcheck: Option<String>,
 }
 
+/// What `services` asks of a cluster.
+#[derive(Clone, Copy, Debug)]
+pub struct ClusterOps {
+    /// The client port of the current leader, if one is known.
+    pub leader: fn(&Service) -> Option<u16>,
+    /// Whether at least `min` members answer and agree on one leader.
+    pub formed: fn(&Service, usize) -> bool,
+    /// What the members say, for the error when it does not form.
+    pub describe: fn(&Service) -> String,
+}
+
 /// A service's set-up, after its members answer.
 pub type Setup = fn(&Paths, &Service) -> Result<(), String>;
 
@@ -203,6 +214,9 @@ pub struct Service {
     pub setup: Option<Setup>,
     /// How it is asked to stop.
     pub stop: Stop,
+    /// For a cluster: who leads, whether it formed (`leader`,
+    /// `restart-member`).
+    pub cluster: Option<ClusterOps>,
     /// Its containers in `docker-compose.yml`.
     pub compose: fn(&Service) -> Vec<Container>,
 }

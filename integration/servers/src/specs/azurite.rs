@@ -45,6 +45,7 @@ pub const SINGLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::TermTwice,
     compose: unported_compose,
 };

@@ -40,6 +40,7 @@ pub const SINGLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };

@@ -75,6 +75,7 @@ pub const SINGLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -89,6 +90,7 @@ pub const TLS: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };

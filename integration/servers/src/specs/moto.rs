@@ -78,6 +78,7 @@ pub const S3_SERVICE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -92,6 +93,7 @@ pub const DYNAMODB_SERVICE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -106,6 +108,7 @@ pub const S3_TLS_SERVICE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };

@@ -68,6 +68,7 @@ pub const SINGLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Int,
     compose: unported_compose,
 };
@@ -82,6 +83,7 @@ pub const TLS: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Int,
     compose: unported_compose,
 };

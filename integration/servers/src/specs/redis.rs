@@ -138,6 +138,7 @@ pub const SINGLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -152,6 +153,7 @@ pub const AOF: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -166,6 +168,7 @@ pub const REPLICATED: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -180,6 +183,7 @@ pub const TLS: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };

@@ -95,6 +95,7 @@ pub const SINGLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -109,6 +110,7 @@ pub const ENSEMBLE: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
@@ -123,6 +125,7 @@ pub const TLS: Service = Service {
     start: unported_start,
     probe: unported_probe,
     setup: None,
+    cluster: None,
     stop: Stop::Term,
     compose: unported_compose,
 };
