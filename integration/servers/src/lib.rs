@@ -16,13 +16,16 @@
 
 pub mod compose;
 pub mod paths;
+pub mod private;
 pub mod spec;
 pub mod specs;
 pub mod util;
 
 pub use paths::Paths;
+pub use private::Private;
 pub use spec::{
-    Container, Dep, Group, Have, Instance, Launch, Member, NpmTools, Peer, Server, Service, Stop,
+    ClusterOps, Container, Dep, Group, Have, Instance, Launch, Member, NpmTools, Peer, Server,
+    Service, Setup, Stop,
 };
 pub use specs::azurite::AZURE;
 pub use specs::etcd::{ETCD, ETCD_CLUSTER, ETCD_TLS};

@@ -253,25 +253,30 @@ pub struct Server {
 impl Server {
     /// The endpoint when the variable is unset.
     pub fn default_endpoint(&self) -> String {
-        let fill = |port: Option<u16>| {
-            let mut s = self
-                .form
-                .replace("{user}", crate::TLS_USER)
-                .replace("{password}", crate::TLS_PASSWORD);
-            if s.contains("{tls_dir}") {
-                s = s.replace("{tls_dir}", &Paths::from_env().tls.display().to_string());
-            }
-            match port {
-                Some(p) => s.replace("{port}", &p.to_string()),
-                None => s,
-            }
-        };
         if self.form.contains("{port}") {
-            let all: Vec<String> = self.members.iter().map(|m| fill(Some(m.port))).collect();
+            let all: Vec<String> = self
+                .members
+                .iter()
+                .map(|m| self.endpoint_at(m.port))
+                .collect();
             all.join(",")
         } else {
-            fill(None)
+            self.endpoint_at(0)
         }
+    }
+
+    /// The endpoint of a server like this one listening on `port` (a
+    /// private one, say).
+    pub fn endpoint_at(&self, port: u16) -> String {
+        let mut s = self
+            .form
+            .replace("{user}", crate::TLS_USER)
+            .replace("{password}", crate::TLS_PASSWORD)
+            .replace("{port}", &port.to_string());
+        if s.contains("{tls_dir}") {
+            s = s.replace("{tls_dir}", &Paths::from_env().tls.display().to_string());
+        }
+        s
     }
 
     /// The endpoint: the variable if set, the default otherwise.
