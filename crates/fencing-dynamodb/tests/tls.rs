@@ -10,15 +10,13 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencedStore, FencingToken};
 use fencing_dynamodb::{DynamoConfig, DynamoStore, FencedTransaction};
-use fencing_harness::env::{Server, assert_no_secret, tls_file};
+use fencing_harness::env::{S3_TLS, Server, assert_no_secret, tls_file};
 use fencing_testkit::unique_name;
 
 /// moto's `s3-tls` instance, as its DynamoDB API is reached.
 const DYNAMODB_TLS: Server = Server {
     name: "DynamoDB (moto's s3-tls instance, HTTPS)",
-    service: "s3-tls",
-    var: "FENCING_S3_TLS_ENDPOINT",
-    default: "https://127.0.0.1:9443",
+    ..S3_TLS
 };
 
 const SECRET_KEY: &str = "dynamodb-tls-secret-that-must-not-show";
