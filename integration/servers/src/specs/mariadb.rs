@@ -1,7 +1,12 @@
 //! MariaDB: the machine's server (or Debian's, started here), and a second
 //! server of its own that requires TLS.
 
-use super::{unported_compose, unported_probe, unported_start};
+mod check;
+mod compose;
+mod start;
+#[cfg(test)]
+mod tests;
+
 use crate::{Dep, Group, Have, Member, Server, Service, Stop};
 
 const SINGLE_DEPS: &[Dep] = &[
@@ -72,12 +77,12 @@ pub const SINGLE: Service = Service {
     members: SINGLE_MEMBERS,
     servers: &[MYSQL],
     deps: SINGLE_DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: start::single,
+    probe: check::probe,
+    setup: Some(check::setup),
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::single,
 };
 /// `mariadb-tls`.
 pub const TLS: Service = Service {
@@ -87,10 +92,10 @@ pub const TLS: Service = Service {
     members: TLS_MEMBERS,
     servers: &[MYSQL_TLS],
     deps: TLS_DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: start::tls,
+    probe: check::probe_tls,
+    setup: Some(check::setup_tls),
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::tls,
 };

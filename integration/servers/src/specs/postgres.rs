@@ -1,7 +1,16 @@
 //! PostgreSQL: the machine's cluster (or Debian's, started here), and a
 //! second cluster of its own that takes only TLS and SCRAM passwords.
 
-use super::{unported_compose, unported_probe, unported_start};
+mod check;
+mod compose;
+mod private;
+mod start;
+#[cfg(test)]
+mod tests;
+
+pub use private::{private_cluster, private_url};
+pub use start::server_bin;
+
 use crate::{Dep, Group, Have, Member, Server, Service, Stop};
 
 const CLIENT: Dep = Dep::Apt {
@@ -65,12 +74,12 @@ pub const SINGLE: Service = Service {
     members: SINGLE_MEMBERS,
     servers: &[POSTGRES],
     deps: SINGLE_DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: start::single,
+    probe: check::probe,
+    setup: Some(check::setup),
     cluster: None,
     stop: Stop::Int,
-    compose: unported_compose,
+    compose: compose::single,
 };
 /// `postgres-tls`.
 pub const TLS: Service = Service {
@@ -80,10 +89,10 @@ pub const TLS: Service = Service {
     members: TLS_MEMBERS,
     servers: &[POSTGRES_TLS],
     deps: TLS_DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: start::tls,
+    probe: check::probe_tls,
+    setup: Some(check::setup_tls),
     cluster: None,
     stop: Stop::Int,
-    compose: unported_compose,
+    compose: compose::tls,
 };

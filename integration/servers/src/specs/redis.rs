@@ -1,7 +1,14 @@
 //! Redis: without persistence, append-only, a replicated pair, and TLS with
 //! an ACL user.
 
-use super::{unported_compose, unported_probe, unported_start};
+mod check;
+mod compose;
+#[cfg(test)]
+pub(crate) mod scratch;
+mod start;
+#[cfg(test)]
+mod tests;
+
 use crate::{Dep, Group, Have, Member, NpmTools, Server, Service, Stop};
 
 /// The Node.js lock clients of the foreign-lock tests: node-redlock,
@@ -135,12 +142,12 @@ pub const SINGLE: Service = Service {
     members: SINGLE_MEMBERS,
     servers: &[REDIS],
     deps: SINGLE_DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start: start::single,
+    probe: check::probe,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::single,
 };
 /// `redis-aof`.
 pub const AOF: Service = Service {
@@ -150,12 +157,12 @@ pub const AOF: Service = Service {
     members: AOF_MEMBERS,
     servers: &[REDIS_AOF],
     deps: AOF_DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start: start::aof,
+    probe: check::probe,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::aof,
 };
 /// `redis-replica`.
 pub const REPLICATED: Service = Service {
@@ -165,12 +172,12 @@ pub const REPLICATED: Service = Service {
     members: REPLICATED_MEMBERS,
     servers: &[REDIS_PRIMARY, REDIS_REPLICA],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: start::replicated,
+    probe: check::probe,
+    setup: Some(check::setup_replicated),
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::replicated,
 };
 /// `redis-tls`.
 pub const TLS: Service = Service {
@@ -180,10 +187,10 @@ pub const TLS: Service = Service {
     members: TLS_MEMBERS,
     servers: &[REDIS_TLS],
     deps: TLS_DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: start::tls,
+    probe: check::probe_tls,
+    setup: Some(check::setup_tls),
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::tls,
 };
