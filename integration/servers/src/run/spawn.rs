@@ -158,6 +158,49 @@ fn last_lines(text: &str, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Stop;
+
+    /// Field `n` (from 1) of `/proc/PID/stat`.
+    fn stat_field(pid: u32, n: usize) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        rest.split_whitespace().nth(n - 3).unwrap().to_owned()
+    }
+
+    #[test]
+    fn a_spawned_server_is_detached_recorded_and_stopped_even_when_sigstopped() {
+        let dir = std::env::temp_dir().join(format!("fencing-spawn-test-{}", std::process::id()));
+        let paths = Paths::new(&dir, None);
+        std::fs::create_dir_all(&paths.logs).unwrap();
+        let launch = Launch::new("sleep", ["30"], &dir);
+        let recorded = spawn(&paths, "sleeper", &launch).unwrap();
+        assert_eq!(pids::ours(&paths, "sleeper"), Some(recorded));
+        // Its own session (field 6), led by itself.
+        assert_eq!(stat_field(recorded.pid, 6), recorded.pid.to_string());
+        let log = std::fs::read_to_string(log_file(&paths, "sleeper")).unwrap();
+        assert!(log.contains(" started by services.sh: sleep 30"), "{log}");
+
+        // A test may have SIGSTOPped it: the stop continues it.
+        sys::signal(recorded.pid, sys::Signal::Stop);
+        let asked = Instant::now();
+        super::super::stop::stop_instances(&paths, &[("sleeper", Stop::Term)]);
+        assert!(asked.elapsed() < Duration::from_secs(5));
+        assert!(!recorded.alive());
+        assert!(!pids::pid_file(&paths, "sleeper").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_program_that_cannot_start_is_an_error_naming_its_log() {
+        let dir = std::env::temp_dir().join(format!("fencing-nostart-test-{}", std::process::id()));
+        let paths = Paths::new(&dir, None);
+        std::fs::create_dir_all(&paths.logs).unwrap();
+        let launch = Launch::new("/nonexistent/server", Vec::<String>::new(), &dir);
+        let error = spawn(&paths, "ghost", &launch).unwrap_err();
+        assert!(error.contains("ghost did not start"), "{error}");
+        assert!(error.contains("ghost.log"), "{error}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn tail_keeps_the_last_lines() {

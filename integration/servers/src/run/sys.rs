@@ -15,6 +15,9 @@ pub(crate) enum Signal {
     Int,
     Kill,
     Cont,
+    /// For the tests: what a fault test does to a server.
+    #[cfg(test)]
+    Stop,
 }
 
 impl Signal {
@@ -25,6 +28,8 @@ impl Signal {
             Self::Int => "SIGINT",
             Self::Kill => "SIGKILL",
             Self::Cont => "SIGCONT",
+            #[cfg(test)]
+            Self::Stop => "SIGSTOP",
         }
     }
 
@@ -34,6 +39,8 @@ impl Signal {
             Self::Int => libc::SIGINT,
             Self::Kill => libc::SIGKILL,
             Self::Cont => libc::SIGCONT,
+            #[cfg(test)]
+            Self::Stop => libc::SIGSTOP,
         }
     }
 }
