@@ -1,7 +1,17 @@
 //! etcd: a single member, a 3-member cluster, and mutual TLS with auth.
 
-use super::{unported_compose, unported_probe, unported_start};
-use crate::{Dep, Group, Have, Member, Server, Service, Stop};
+mod compose;
+mod status;
+#[cfg(test)]
+mod tests;
+mod tls;
+#[cfg(test)]
+pub(crate) mod trial;
+
+pub use status::{MemberStatus, formed, leader_of, parse_status, status};
+pub use tls::etcdctl_tls;
+
+use crate::{ClusterOps, Dep, Group, Have, Instance, Launch, Member, Server, Service, Stop};
 
 const DEPS: &[Dep] = &[
     Dep::Apt {
@@ -79,12 +89,12 @@ pub const SINGLE: Service = Service {
     members: SINGLE_MEMBERS,
     servers: &[ETCD],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start: start_single,
+    probe,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::single,
 };
 /// `etcd-cluster`.
 pub const CLUSTER: Service = Service {
@@ -94,12 +104,16 @@ pub const CLUSTER: Service = Service {
     members: CLUSTER_MEMBERS,
     servers: &[ETCD_CLUSTER],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start: start_cluster_member,
+    probe,
     setup: None,
-    cluster: None,
+    cluster: Some(ClusterOps {
+        leader: status::leader_port,
+        formed: status::cluster_formed,
+        describe: status::describe,
+    }),
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::cluster,
 };
 /// `etcd-tls`.
 pub const TLS: Service = Service {
@@ -109,10 +123,112 @@ pub const TLS: Service = Service {
     members: TLS_MEMBERS,
     servers: &[ETCD_TLS],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
-    setup: None,
+    start: tls::start,
+    probe: tls::probe,
+    setup: Some(tls::setup),
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::tls,
 };
+
+/// The token of the cluster's first start: members with different ones
+/// never form one cluster.
+const CLUSTER_TOKEN: &str = "fencing-etcd-cluster";
+
+/// The arguments every member gets: its name, data directory, client URL
+/// (`scheme`) and peer URL (always plain http), and the initial cluster.
+fn member_args(
+    i: &Instance,
+    name: &str,
+    scheme: &str,
+    initial_cluster: &str,
+) -> Result<Vec<String>, String> {
+    if !crate::util::have("etcd") {
+        return Err(format!(
+            "{}: etcd is not installed (run: integration/services.sh deps etcd)",
+            i.name
+        ));
+    }
+    let client = format!("{scheme}://{}:{}", i.ip, i.port);
+    let peer = peer_url(i.ip, &i.peer_ports, &i.name)?;
+    Ok([
+        "--name",
+        name,
+        "--data-dir",
+        &i.dir.join("member-data").display().to_string(),
+        "--listen-client-urls",
+        &client,
+        "--advertise-client-urls",
+        &client,
+        "--listen-peer-urls",
+        &peer,
+        "--initial-advertise-peer-urls",
+        &peer,
+        "--initial-cluster",
+        initial_cluster,
+    ]
+    .map(str::to_owned)
+    .to_vec())
+}
+
+/// `http://IP:PEER`: a member's peer URL (its first peer port).
+fn peer_url(ip: std::net::Ipv4Addr, peer_ports: &[u16], who: &str) -> Result<String, String> {
+    let port = peer_ports
+        .first()
+        .ok_or_else(|| format!("{who}: no peer port given (etcd needs one)"))?;
+    Ok(format!("http://{ip}:{port}"))
+}
+
+/// `m1=http://IP:PEER,m2=…`: the members as `--initial-cluster` lists
+/// them, named `m<number>`. An instance started alone (a private server)
+/// is a cluster of itself.
+fn initial_cluster(i: &Instance) -> Result<String, String> {
+    if i.cluster.is_empty() {
+        return Ok(format!(
+            "m{}={}",
+            i.number,
+            peer_url(i.ip, &i.peer_ports, &i.name)?
+        ));
+    }
+    let members: Result<Vec<String>, String> = i
+        .cluster
+        .iter()
+        .enumerate()
+        .map(|(n, p)| {
+            Ok(format!(
+                "m{}={}",
+                n + 1,
+                peer_url(p.ip, &p.peer_ports, &i.name)?
+            ))
+        })
+        .collect();
+    Ok(members?.join(","))
+}
+
+fn start_single(i: &Instance) -> Result<Launch, String> {
+    let initial = format!("default={}", peer_url(i.ip, &i.peer_ports, &i.name)?);
+    let args = member_args(i, "default", "http", &initial)?;
+    Ok(Launch::new("etcd", args, &i.dir))
+}
+
+fn start_cluster_member(i: &Instance) -> Result<Launch, String> {
+    // The --initial-* flags only matter on the first start; a restarted
+    // member uses its data dir.
+    let mut args = member_args(i, &format!("m{}", i.number), "http", &initial_cluster(i)?)?;
+    args.extend(
+        [
+            "--initial-cluster-token",
+            CLUSTER_TOKEN,
+            "--initial-cluster-state",
+            "new",
+        ]
+        .map(str::to_owned),
+    );
+    Ok(Launch::new("etcd", args, &i.dir))
+}
+
+/// Whether `/version` names etcdserver.
+fn probe(i: &Instance) -> bool {
+    crate::util::curl(&[&format!("http://{}:{}/version", i.ip, i.port)])
+        .is_some_and(|out| out.contains("etcdserver"))
+}

@@ -1,7 +1,15 @@
 //! ZooKeeper: standalone, a 3-server ensemble, and TLS with digest logins.
 
-use super::{unported_compose, unported_probe, unported_start};
-use crate::{Dep, Group, Have, Member, Server, Service, Stop};
+mod compose;
+mod config;
+mod mode;
+#[cfg(test)]
+mod tests;
+
+pub use config::{classpath, tls_classpath};
+pub use mode::{formed, mode, mode_in, tls_mode};
+
+use crate::{ClusterOps, Dep, Group, Have, Instance, Launch, Member, Server, Service, Stop};
 
 // (libzookeeper-java depends on libnetty-java: zk-tls's Netty.) Curator is a
 // foreign lock client of the tests, run from its source by the JDK's launcher.
@@ -92,12 +100,12 @@ pub const SINGLE: Service = Service {
     members: SINGLE_MEMBERS,
     servers: &[ZOOKEEPER],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start,
+    probe,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::single,
 };
 /// `zk-ensemble`.
 pub const ENSEMBLE: Service = Service {
@@ -107,12 +115,16 @@ pub const ENSEMBLE: Service = Service {
     members: ENSEMBLE_MEMBERS,
     servers: &[ZK_ENSEMBLE],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start,
+    probe,
     setup: None,
-    cluster: None,
+    cluster: Some(ClusterOps {
+        leader: mode::leader_port,
+        formed: mode::cluster_formed,
+        describe: mode::describe,
+    }),
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::ensemble,
 };
 /// `zk-tls`.
 pub const TLS: Service = Service {
@@ -122,10 +134,67 @@ pub const TLS: Service = Service {
     members: TLS_MEMBERS,
     servers: &[ZK_TLS],
     deps: TLS_DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start: start_tls,
+    probe: probe_tls,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose::tls,
 };
+
+/// The JVM's heap and collector: small, the servers hold little.
+const JVM: [&str; 3] = ["-Xms32m", "-Xmx256m", "-XX:+UseSerialGC"];
+/// The class run: QuorumPeerMain directly (no zkServer.sh, no systemd); a
+/// standalone server when the cfg has no `server.N` lines.
+const MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+
+/// `java … QuorumPeerMain DIR/zoo.cfg`, `classpath` plus `dir` (where
+/// log4j.properties is).
+fn java(i: &Instance, classpath: &str, extra: &[&str]) -> Result<Launch, String> {
+    if !std::path::Path::new(config::JAR).is_file() || !crate::util::have("java") {
+        return Err(format!(
+            "{}: ZooKeeper ({}) or java is not installed (run: integration/services.sh deps zookeeper)",
+            i.name,
+            config::JAR
+        ));
+    }
+    let mut args: Vec<String> = JVM.map(str::to_owned).to_vec();
+    args.push(format!(
+        "-Dlog4j.configuration=file:{}",
+        i.dir.join("log4j.properties").display()
+    ));
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    args.extend([
+        "-cp".to_owned(),
+        format!("{classpath}:{}", i.dir.display()),
+        MAIN.to_owned(),
+        i.dir.join("zoo.cfg").display().to_string(),
+    ]);
+    Ok(Launch::new("java", args, &i.dir))
+}
+
+/// Starts a standalone server, or an ensemble member when the instance
+/// has a cluster (its `myid` is its number).
+fn start(i: &Instance) -> Result<Launch, String> {
+    config::write_zoo_cfg(i)?;
+    // Empty containers are deleted within a second (default: a minute), so
+    // a test can watch one go.
+    java(i, &classpath(), &["-Dznode.container.checkIntervalMs=1000"])
+}
+
+fn start_tls(i: &Instance) -> Result<Launch, String> {
+    config::write_tls_cfg(i)?;
+    java(i, &tls_classpath(), &[])
+}
+
+/// Whether `srvr` shows a Mode: `ruok` answers imok before the server
+/// serves; `srvr` does not.
+fn probe(i: &Instance) -> bool {
+    mode(i.ip, i.port).is_some()
+}
+
+/// `srvr` asked over TLS (ZooKeeper's Netty server answers four-letter
+/// words there too), the server's certificate verified for the address.
+fn probe_tls(i: &Instance) -> bool {
+    tls_mode(&i.paths, i.ip, i.port).is_some()
+}
