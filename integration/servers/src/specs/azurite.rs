@@ -1,7 +1,9 @@
 //! Azurite, the Azure Blob emulator.
 
-use super::{unported_compose, unported_probe, unported_start};
-use crate::{Dep, Group, Have, Member, NpmTools, Server, Service, Stop};
+use crate::util::curl;
+use crate::{
+    Container, Dep, Group, Have, Instance, Launch, Member, NpmTools, Server, Service, Stop,
+};
 
 /// Azurite's npm prefix.
 pub const AZURITE_NPM: NpmTools = NpmTools {
@@ -42,10 +44,111 @@ pub const SINGLE: Service = Service {
         },
         Dep::Npm(&AZURITE_NPM),
     ],
-    start: unported_start,
-    probe: unported_probe,
+    start,
+    probe,
     setup: None,
     cluster: None,
     stop: Stop::TermTwice,
-    compose: unported_compose,
+    compose,
 };
+
+/// Starts Azurite's Blob service on `instance.ip:instance.port`. In memory:
+/// nothing to clean up between runs (Azurite refuses `--location` with
+/// `--inMemoryPersistence`).
+fn start(instance: &Instance) -> Result<Launch, String> {
+    let bin = instance
+        .paths
+        .tools
+        .join(AZURITE_NPM.prefix)
+        .join("node_modules/.bin/azurite-blob");
+    if !bin.exists() {
+        return Err(format!(
+            "{}: Azurite is not installed: no {} (run: integration/services.sh deps azurite)",
+            instance.name,
+            bin.display()
+        ));
+    }
+    Ok(Launch::new(
+        bin.display().to_string(),
+        [
+            "--blobHost".to_owned(),
+            instance.ip.to_string(),
+            "--blobPort".to_owned(),
+            instance.port.to_string(),
+            "--inMemoryPersistence".to_owned(),
+            "--loose".to_owned(),
+            "--skipApiVersionCheck".to_owned(),
+        ],
+        &instance.dir,
+    ))
+}
+
+/// Lists the development account's containers, unsigned: Azurite refuses
+/// it, but names itself in its `Server` header.
+fn probe(instance: &Instance) -> bool {
+    let url = format!(
+        "http://{}:{}/devstoreaccount1?comp=list",
+        instance.ip, instance.port
+    );
+    curl(&["-o", "/dev/null", "-D", "-", &url])
+        .is_some_and(|headers| headers.to_lowercase().contains("server: azurite"))
+}
+
+// Microsoft's image of the same Azurite release, in memory like the native
+// one; it listens on every address of the container, on the native port.
+fn compose(service: &Service) -> Vec<Container> {
+    service
+        .members
+        .iter()
+        .map(|m| Container {
+            name: m.instance.to_owned(),
+            image: "mcr.microsoft.com/azure-storage/azurite:3.37.0".to_owned(),
+            command: vec![
+                "azurite-blob".to_owned(),
+                "--blobHost=0.0.0.0".to_owned(),
+                format!("--blobPort={}", m.port),
+                "--inMemoryPersistence".to_owned(),
+                "--loose".to_owned(),
+                "--skipApiVersionCheck".to_owned(),
+            ],
+            ports: vec![(m.port, m.port)],
+            // (node is in the image, whatever else its base has)
+            healthcheck: Some(node_port_check(m.port)),
+            ..Container::default()
+        })
+        .collect()
+}
+
+/// A shell command that exits 0 when `port` of the container accepts a
+/// connection, for the Node.js images (node is sure to be there).
+pub(crate) fn node_port_check(port: u16) -> String {
+    format!(
+        "node -e \"require('net').connect({port}, '127.0.0.1').on('connect', () => process.exit(0)).on('error', () => process.exit(1))\""
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::specs::moto::emulator;
+    use crate::specs::redis::scratch::{Scratch, probe_standard};
+
+    #[test]
+    fn the_version_is_the_one_npm_installs() {
+        let image = &compose(&SINGLE)[0].image;
+        let version = AZURITE_NPM.packages.trim_start_matches("azurite@");
+        assert!(image.ends_with(&format!(":{version}")), "{image}");
+    }
+
+    #[test]
+    fn azurite_starts_on_a_free_port_and_answers() {
+        let scratch = Scratch::new("azurite");
+        let _server = scratch.start(&SINGLE, &emulator(&scratch, "azurite"));
+    }
+
+    #[test]
+    #[ignore = "probes the server `integration/services.sh up` runs on the standard port"]
+    fn the_standard_server_answers() {
+        probe_standard(&[&SINGLE]);
+    }
+}

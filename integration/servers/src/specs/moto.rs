@@ -1,8 +1,10 @@
 //! moto: S3 (plain and HTTPS) and DynamoDB, served one request at a time so
 //! that conditional writes are atomic.
 
-use super::{unported_compose, unported_probe, unported_start};
-use crate::{Dep, Group, Have, Member, Server, Service, Stop};
+use std::path::{Path, PathBuf};
+
+use crate::util::curl;
+use crate::{Container, Dep, Group, Have, Instance, Launch, Member, Server, Service, Stop};
 
 const DEPS: &[Dep] = &[
     Dep::Apt {
@@ -75,12 +77,12 @@ pub const S3_SERVICE: Service = Service {
     members: S3_MEMBERS,
     servers: &[S3],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start,
+    probe: probe_s3,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose_plain,
 };
 /// `dynamodb`.
 pub const DYNAMODB_SERVICE: Service = Service {
@@ -90,12 +92,14 @@ pub const DYNAMODB_SERVICE: Service = Service {
     members: DYNAMODB_MEMBERS,
     servers: &[DYNAMODB],
     deps: DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    // The same single-threaded launcher (it serves every AWS service):
+    // conditional writes stay atomic.
+    start,
+    probe: probe_dynamodb,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose_plain,
 };
 /// `s3-tls`.
 pub const S3_TLS_SERVICE: Service = Service {
@@ -105,10 +109,265 @@ pub const S3_TLS_SERVICE: Service = Service {
     members: S3_TLS_MEMBERS,
     servers: &[S3_TLS],
     deps: TLS_DEPS,
-    start: unported_start,
-    probe: unported_probe,
+    start: start_tls,
+    probe: probe_tls,
     setup: None,
     cluster: None,
     stop: Stop::Term,
-    compose: unported_compose,
+    compose: compose_tls,
 };
+
+/// The launcher's file name under the tools directory.
+pub const LAUNCHER_FILE: &str = "moto_s3_server.py";
+
+// moto's stock moto_server serves requests on threads, and its S3 conditional
+// writes (If-Match / If-None-Match) race there. One request at a time makes
+// them atomic. With a certificate and key (s3-tls) it serves HTTPS only.
+// (`python -c LAUNCHER HOST PORT` sees the same sys.argv[1:], which is how the
+// compose file runs it inside moto's image.)
+const LAUNCHER: &str = r#""""moto S3 emulator, single-threaded (written by fencing-servers: integration/servers/src/specs/moto.rs).
+
+Usage: moto_s3_server.py HOST PORT [CERT KEY]   (with CERT and KEY: HTTPS)
+"""
+import os
+import sys
+
+host, port = sys.argv[1], int(sys.argv[2])
+ssl_context = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else None
+os.environ.setdefault("MOTO_PORT", str(port))
+
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import run_simple
+
+app = DomainDispatcherApplication(create_backend_app)
+run_simple(host, port, app, threaded=False, processes=1, use_reloader=False, ssl_context=ssl_context)
+"#;
+
+/// Starts moto on `instance.ip:instance.port`, plain HTTP: the start of `s3`
+/// and `dynamodb` (moto answers every AWS service on one port), and what the
+/// nemesis runs in a namespace host (the instance's address is the host's).
+/// Writes the single-threaded launcher under the tools directory first.
+pub fn start(instance: &Instance) -> Result<Launch, String> {
+    moto_launch(instance, &[])
+}
+
+/// Starts moto serving HTTPS only, with the test PKI's server certificate.
+fn start_tls(instance: &Instance) -> Result<Launch, String> {
+    let cert = instance.paths.tls_file("server.pem");
+    let key = instance.paths.tls_file("server-key.pem");
+    for file in [&cert, &key] {
+        if !file.is_file() {
+            return Err(format!(
+                "{}: no test certificate at {} (run: integration/services.sh up pki)",
+                instance.name,
+                file.display()
+            ));
+        }
+    }
+    moto_launch(instance, &[cert, key])
+}
+
+fn moto_launch(instance: &Instance, tls: &[PathBuf]) -> Result<Launch, String> {
+    let python = instance.paths.python();
+    if !python.is_file() {
+        return Err(format!(
+            "{}: moto is not installed: no {} (run: integration/services.sh deps s3)",
+            instance.name,
+            python.display()
+        ));
+    }
+    let launcher = instance.paths.tools.join(LAUNCHER_FILE);
+    write_launcher(&launcher).map_err(|e| format!("{}: {e}", instance.name))?;
+    let mut args = vec![
+        launcher.display().to_string(),
+        instance.ip.to_string(),
+        instance.port.to_string(),
+    ];
+    args.extend(tls.iter().map(|p| p.display().to_string()));
+    Ok(Launch::new(
+        python.display().to_string(),
+        args,
+        &instance.dir,
+    ))
+}
+
+/// Writes the launcher unless it is there already. Through a temporary file
+/// and a rename: s3, dynamodb and s3-tls start together, and a Python
+/// reading the file must never see half of it.
+fn write_launcher(path: &Path) -> Result<(), String> {
+    if std::fs::read_to_string(path).is_ok_and(|t| t == LAUNCHER) {
+        return Ok(());
+    }
+    // One name per writer: per process, and per call within one (tests
+    // start several members at once).
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nth = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = path.with_extension(format!("py.{}-{nth}.tmp", std::process::id()));
+    crate::util::write(&partial, LAUNCHER)?;
+    std::fs::rename(&partial, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Anonymous ListBuckets.
+fn probe_s3(instance: &Instance) -> bool {
+    let url = format!("http://{}:{}/", instance.ip, instance.port);
+    curl(&[&url]).is_some_and(|out| out.contains("ListAllMyBucketsResult"))
+}
+
+/// ListTables; moto routes by the credential scope's service name (it
+/// checks no signature).
+fn probe_dynamodb(instance: &Instance) -> bool {
+    let url = format!("http://{}:{}/", instance.ip, instance.port);
+    curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/x-amz-json-1.0",
+        "-H",
+        "X-Amz-Target: DynamoDB_20120810.ListTables",
+        "-H",
+        "Authorization: AWS4-HMAC-SHA256 Credential=test/20250101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+        "-d",
+        "{}",
+        &url,
+    ])
+    .is_some_and(|out| out.contains("\"TableNames\""))
+}
+
+/// Anonymous ListBuckets over HTTPS, the certificate checked against the
+/// test CA.
+fn probe_tls(instance: &Instance) -> bool {
+    let url = format!("https://{}:{}/", instance.ip, instance.port);
+    let ca = instance.paths.tls_file("ca.pem").display().to_string();
+    curl(&["--cacert", &ca, &url]).is_some_and(|out| out.contains("ListAllMyBucketsResult"))
+}
+
+/// moto's image at the version the venv pins.
+const IMAGE: &str = "motoserver/moto:5.2.5";
+
+// In the container: the same launcher, run with `python -c` (the image has
+// moto, not our tools directory), listening on every address of the
+// container; the port inside is the native one.
+fn compose_plain(service: &Service) -> Vec<Container> {
+    service
+        .members
+        .iter()
+        .map(|m| moto_container(m, &[], false))
+        .collect()
+}
+
+// s3-tls: the test PKI mounted read-only at /tls (made by
+// `integration/services.sh up pki`); the image runs as root, which reads
+// the key.
+fn compose_tls(service: &Service) -> Vec<Container> {
+    service
+        .members
+        .iter()
+        .map(|m| moto_container(m, &["/tls/server.pem", "/tls/server-key.pem"], true))
+        .collect()
+}
+
+fn moto_container(member: &Member, tls: &[&str], https: bool) -> Container {
+    let mut entrypoint = vec![
+        "python".to_owned(),
+        "-c".to_owned(),
+        LAUNCHER.to_owned(),
+        "0.0.0.0".to_owned(),
+        member.port.to_string(),
+    ];
+    entrypoint.extend(tls.iter().map(|s| (*s).to_owned()));
+    let (imports, scheme, context) = if https {
+        (
+            "ssl, urllib.request",
+            "https",
+            ", context=ssl.create_default_context(cafile='/tls/ca.pem')",
+        )
+    } else {
+        ("urllib.request", "http", "")
+    };
+    Container {
+        name: member.instance.to_owned(),
+        image: IMAGE.to_owned(),
+        entrypoint,
+        ports: vec![(member.port, member.port)],
+        volumes: if https {
+            vec!["./integration/.state/tls:/tls:ro".to_owned()]
+        } else {
+            Vec::new()
+        },
+        // Any answer will do (a 4xx raises too, but moto answers `/` with
+        // 200 ListBuckets on S3 and DynamoDB alike).
+        healthcheck: Some(format!(
+            "python -c \"import {imports}; urllib.request.urlopen('{scheme}://127.0.0.1:{}/', timeout=3{context})\"",
+            member.port
+        )),
+        ..Container::default()
+    }
+}
+
+/// For the emulators' tests: a member on a free port of a scratch state
+/// directory, with the checkout's installed tools (the venv, the npm
+/// prefixes).
+#[cfg(test)]
+pub(crate) fn emulator(scratch: &crate::specs::redis::scratch::Scratch, name: &str) -> Instance {
+    let mut instance = scratch.instance(name, 1, crate::specs::redis::scratch::free_port(), &[]);
+    instance.paths.tools = crate::Paths::from_env().tools;
+    instance
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+    use crate::specs::redis::scratch::{Scratch, probe_standard};
+
+    #[test]
+    fn the_launcher_takes_host_port_and_optional_tls_from_argv() {
+        assert!(LAUNCHER.contains("threaded=False, processes=1"));
+        assert!(LAUNCHER.contains("host, port = sys.argv[1], int(sys.argv[2])"));
+        let c = compose_tls(&S3_TLS_SERVICE);
+        assert_eq!(c[0].ports, [(9443, 9443)]);
+        assert_eq!(
+            c[0].entrypoint[3..],
+            ["0.0.0.0", "9443", "/tls/server.pem", "/tls/server-key.pem"]
+        );
+    }
+
+    #[test]
+    fn s3_and_dynamodb_start_on_free_ports_and_answer() {
+        let scratch = Scratch::new("moto");
+        let s3 = emulator(&scratch, "s3");
+        let _s3 = scratch.start(&S3_SERVICE, &s3);
+        let dynamodb = emulator(&scratch, "dynamodb");
+        let _dynamodb = scratch.start(&DYNAMODB_SERVICE, &dynamodb);
+    }
+
+    #[test]
+    fn s3_listens_on_the_instance_address_only() {
+        // The nemesis starts it on a namespace host's address: another
+        // loopback address stands in for one.
+        let scratch = Scratch::new("motoip");
+        let mut instance = emulator(&scratch, "s3");
+        instance.ip = Ipv4Addr::new(127, 0, 0, 2);
+        let _s3 = scratch.start(&S3_SERVICE, &instance);
+        let elsewhere = Instance {
+            ip: Ipv4Addr::LOCALHOST,
+            ..instance.clone()
+        };
+        assert!(!probe_s3(&elsewhere), "moto answered on 127.0.0.1 too");
+    }
+
+    #[test]
+    fn s3_tls_starts_on_a_free_port_and_serves_https_only() {
+        let scratch = Scratch::with_pki("mototls");
+        let instance = emulator(&scratch, "s3-tls");
+        let _s3 = scratch.start(&S3_TLS_SERVICE, &instance);
+        assert!(!probe_s3(&instance), "plain HTTP answered on s3-tls");
+    }
+
+    #[test]
+    #[ignore = "probes the servers `integration/services.sh up` runs on the standard ports"]
+    fn the_standard_servers_answer() {
+        probe_standard(&[&S3_SERVICE, &DYNAMODB_SERVICE, &S3_TLS_SERVICE]);
+    }
+}
