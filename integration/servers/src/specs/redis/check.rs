@@ -41,14 +41,21 @@ pub(super) fn probe_tls(instance: &Instance) -> bool {
 
 /// `redis-cli` over TLS to `ip:port`: stdout and stderr together. With
 /// `login`, as the test user; its password goes through the environment
-/// (REDISCLI_AUTH), so it stays out of ps.
+/// (REDISCLI_AUTH), so it stays out of ps. It presents the test client
+/// certificate, which the shared server merely accepts and a private one
+/// started with `--tls-auth-clients yes` requires.
 fn tls_cli(tls: &Path, ip: Ipv4Addr, port: u16, login: bool, args: &[&str]) -> (bool, String) {
-    let ca = tls.join("ca.pem").display().to_string();
+    let file = |name: &str| tls.join(name).display().to_string();
+    let (ca, cert, key) = (file("ca.pem"), file("client.pem"), file("client-key.pem"));
     let (ip, port) = (ip.to_string(), port.to_string());
     let mut all = vec![
         "--tls",
         "--cacert",
         &ca,
+        "--cert",
+        &cert,
+        "--key",
+        &key,
         "-h",
         &ip,
         "-p",
