@@ -8,7 +8,7 @@ mod common;
 use std::process::{Command, Output};
 
 use common::{FENCE, emulator_bucket, text};
-use fencing_harness::env::{AZURE, S3, Server};
+use fencing_harness::env::{AZURE, REDIS, S3, Server};
 
 /// Variables through which a credential could reach the binary.
 const CREDENTIAL_VARS: &[&str] = &[
@@ -112,7 +112,12 @@ fn prints_no_password(args: &[&str]) -> Output {
         .args(args)
         .env(
             "FENCE_ISSUER",
-            format!("redis://:{PASSWORD}@127.0.0.1:6379/"),
+            format!(
+                "{}/",
+                REDIS
+                    .endpoint()
+                    .replace("redis://", &format!("redis://:{PASSWORD}@"))
+            ),
         )
         .env(
             "FENCE_STORE",

@@ -9,7 +9,7 @@ mod common;
 
 use common::{assert_exit, fence, text};
 use fencing_harness::env::{
-    POSTGRES_TLS, REDIS_TLS, TLS_PASSWORD, tls_file, with_option, with_test_tls,
+    MYSQL_TLS, POSTGRES_TLS, REDIS_TLS, TLS_PASSWORD, tls_file, with_option, with_test_tls,
 };
 
 fn lines_of(out: &std::process::Output, name: &str) -> Vec<String> {
@@ -80,12 +80,16 @@ fn no_password_shows_whatever_fails() {
             "rediss://fencing:{PW}@127.0.0.1:{redis_port}?sslrootcert={}",
             tls_file("ca.pem").display()
         ),
-        format!(
-            "postgres://fencing:{PW}@127.0.0.1:5433/fencing?sslmode=verify-full&sslrootcert={wrong_ca}"
+        with_option(
+            &POSTGRES_TLS.endpoint().replace(TLS_PASSWORD, PW),
+            &format!("sslmode=verify-full&sslrootcert={wrong_ca}"),
         ),
-        format!(
-            "mysql://fencing:{PW}@127.0.0.1:3307/fencing?sslmode=verify-full&sslrootcert={}",
-            tls_file("ca.pem").display()
+        with_option(
+            &MYSQL_TLS.endpoint().replace(TLS_PASSWORD, PW),
+            &format!(
+                "sslmode=verify-full&sslrootcert={}",
+                tls_file("ca.pem").display()
+            ),
         ),
     ];
     for url in &cases {
