@@ -20,6 +20,7 @@ pub mod private;
 pub mod run;
 pub mod spec;
 pub mod specs;
+pub mod table;
 pub mod util;
 
 pub use paths::Paths;

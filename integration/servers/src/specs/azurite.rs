@@ -29,7 +29,7 @@ pub const AZURE: Server = Server {
 /// `azurite`.
 pub const SINGLE: Service = Service {
     name: "azurite",
-    about: "Azurite (Azure Blob), in memory",
+    about: "Azurite blob, in memory; account `devstoreaccount1` with Azurite's well-known key",
     group: Group::Standard,
     members: MEMBERS,
     servers: &[AZURE],

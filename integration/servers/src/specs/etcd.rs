@@ -84,7 +84,7 @@ pub const ETCD_TLS: Server = Server {
 /// `etcd`.
 pub const SINGLE: Service = Service {
     name: "etcd",
-    about: "etcd, one member",
+    about: "etcd 3.4 (Debian `etcd-server`), one member",
     group: Group::Standard,
     members: SINGLE_MEMBERS,
     servers: &[ETCD],
@@ -99,7 +99,7 @@ pub const SINGLE: Service = Service {
 /// `etcd-cluster`.
 pub const CLUSTER: Service = Service {
     name: "etcd-cluster",
-    about: "etcd, three members, for the failover tests",
+    about: "3 etcd members, for the failover tests (ports below 32768, out of the ephemeral port range)",
     group: Group::OnDemand,
     members: CLUSTER_MEMBERS,
     servers: &[ETCD_CLUSTER],
@@ -118,7 +118,7 @@ pub const CLUSTER: Service = Service {
 /// `etcd-tls`.
 pub const TLS: Service = Service {
     name: "etcd-tls",
-    about: "etcd, mutual TLS, auth on, user fencing limited to fencing/",
+    about: "etcd 3.4, mutual TLS (`--client-cert-auth`: present `client.pem`), auth on: `root` (role root) and `fencing` (role `fencing`: readwrite on prefix `fencing/` only); plain-HTTP peer port on loopback, gRPC gateway off",
     group: Group::Tls,
     members: TLS_MEMBERS,
     servers: &[ETCD_TLS],

@@ -24,7 +24,7 @@ pub const GCS: Server = Server {
 /// `gcs`.
 pub const SINGLE: Service = Service {
     name: "gcs",
-    about: "fake-gcs-server (GCS), in memory",
+    about: "fake-gcs-server 1.54, in memory, plain HTTP",
     group: Group::Standard,
     members: MEMBERS,
     servers: &[GCS],

@@ -72,7 +72,7 @@ pub const MYSQL_TLS: Server = Server {
 /// `mariadb`.
 pub const SINGLE: Service = Service {
     name: "mariadb",
-    about: "MariaDB, database and user fencing",
+    about: "MariaDB 10.11 (the machine's, else Debian's started here); database `fencing`, users `fencing@%` and `fencing@localhost` / `fencing`",
     group: Group::Standard,
     members: SINGLE_MEMBERS,
     servers: &[MYSQL],
@@ -87,7 +87,7 @@ pub const SINGLE: Service = Service {
 /// `mariadb-tls`.
 pub const TLS: Service = Service {
     name: "mariadb-tls",
-    about: "MariaDB, TLS required, user fencing REQUIRE SSL",
+    about: "a second mariadbd (own datadir, socket, no option files), `require_secure_transport=ON`; `fencing@%` and `fencing@localhost` `REQUIRE SSL`",
     group: Group::Tls,
     members: TLS_MEMBERS,
     servers: &[MYSQL_TLS],

@@ -72,7 +72,7 @@ pub const S3_TLS: Server = Server {
 /// `s3`.
 pub const S3_SERVICE: Service = Service {
     name: "s3",
-    about: "moto (S3), one request at a time",
+    about: "moto S3, one request at a time (its threaded server races on conditional writes); path-style, any credentials, region `us-east-1`",
     group: Group::Standard,
     members: S3_MEMBERS,
     servers: &[S3],
@@ -87,7 +87,7 @@ pub const S3_SERVICE: Service = Service {
 /// `dynamodb`.
 pub const DYNAMODB_SERVICE: Service = Service {
     name: "dynamodb",
-    about: "moto (DynamoDB), one request at a time",
+    about: "moto's DynamoDB, one request at a time, so its conditional writes are atomic; any credentials, region `us-east-1`",
     group: Group::OnDemand,
     members: DYNAMODB_MEMBERS,
     servers: &[DYNAMODB],
@@ -104,7 +104,7 @@ pub const DYNAMODB_SERVICE: Service = Service {
 /// `s3-tls`.
 pub const S3_TLS_SERVICE: Service = Service {
     name: "s3-tls",
-    about: "moto (S3) over HTTPS only",
+    about: "moto S3 over HTTPS, one request at a time like `s3`",
     group: Group::Tls,
     members: S3_TLS_MEMBERS,
     servers: &[S3_TLS],

@@ -18,7 +18,7 @@ pub const TLS_DIR: Server = Server {
 /// `pki`.
 pub const PKI: Service = Service {
     name: "pki",
-    about: "the TLS variants' throwaway CA and certificates",
+    about: "the TLS variants' throwaway CA and certificates in `.state/tls/` (no process)",
     group: Group::Tls,
     members: &[],
     servers: &[TLS_DIR],

@@ -69,7 +69,7 @@ pub const POSTGRES_TLS: Server = Server {
 /// `postgres`.
 pub const SINGLE: Service = Service {
     name: "postgres",
-    about: "PostgreSQL, database and user fencing",
+    about: "PostgreSQL 15 (the machine's, else Debian's cluster started here); database `fencing`, user `fencing` / `fencing`",
     group: Group::Standard,
     members: SINGLE_MEMBERS,
     servers: &[POSTGRES],
@@ -84,7 +84,7 @@ pub const SINGLE: Service = Service {
 /// `postgres-tls`.
 pub const TLS: Service = Service {
     name: "postgres-tls",
-    about: "PostgreSQL, TLS only, scram-sha-256",
+    about: "a second PostgreSQL cluster (`.state/data/postgres-tls`), `ssl=on`, SCRAM; pg_hba: only `hostssl fencing fencing … scram-sha-256`, every non-TLS TCP connection rejected",
     group: Group::Tls,
     members: TLS_MEMBERS,
     servers: &[POSTGRES_TLS],

@@ -137,7 +137,7 @@ pub const REDIS_TLS: Server = Server {
 /// `redis`.
 pub const SINGLE: Service = Service {
     name: "redis",
-    about: "Redis, nothing on disk",
+    about: "Redis 7, nothing on disk",
     group: Group::Standard,
     members: SINGLE_MEMBERS,
     servers: &[REDIS],
@@ -152,7 +152,7 @@ pub const SINGLE: Service = Service {
 /// `redis-aof`.
 pub const AOF: Service = Service {
     name: "redis-aof",
-    about: "Redis, append-only, every write fsynced",
+    about: "Redis with `appendonly yes`, `appendfsync always`",
     group: Group::OnDemand,
     members: AOF_MEMBERS,
     servers: &[REDIS_AOF],
@@ -167,7 +167,7 @@ pub const AOF: Service = Service {
 /// `redis-replica`.
 pub const REPLICATED: Service = Service {
     name: "redis-replica",
-    about: "Redis, an append-only primary and a replica following it",
+    about: "an append-only Redis primary and a replica following it (asynchronous replication), for the replicated-issuer refusal",
     group: Group::OnDemand,
     members: REPLICATED_MEMBERS,
     servers: &[REDIS_PRIMARY, REDIS_REPLICA],
@@ -182,7 +182,7 @@ pub const REPLICATED: Service = Service {
 /// `redis-tls`.
 pub const TLS: Service = Service {
     name: "redis-tls",
-    about: "Redis, TLS only, an ACL user, the default user off",
+    about: "Redis, TLS port only (`--port 0`), `appendfsync always`, client certificates optional; ACL user `fencing` (all rights), `default` off",
     group: Group::Tls,
     members: TLS_MEMBERS,
     servers: &[REDIS_TLS],

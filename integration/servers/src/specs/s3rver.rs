@@ -35,7 +35,7 @@ pub const S3RVER: Server = Server {
 /// `s3rver`.
 pub const SINGLE: Service = Service {
     name: "s3rver",
-    about: "s3rver, an S3 emulator that ignores preconditions (for fence doctor)",
+    about: "s3rver 3.7.1 (npm), objects on disk, bucket `fencing` created at start; SigV4 with access key / secret `S3RVER` / `S3RVER`. It **ignores `If-Match` / `If-None-Match`**: the unsafe server `fence doctor` must flag (exit 7), never a store to fence on",
     group: Group::OnDemand,
     members: MEMBERS,
     servers: &[S3RVER],

@@ -95,7 +95,7 @@ pub const ZK_TLS: Server = Server {
 /// `zookeeper`.
 pub const SINGLE: Service = Service {
     name: "zookeeper",
-    about: "ZooKeeper, standalone",
+    about: "ZooKeeper 3.8 standalone, tickTime 1000 ms, all four-letter words on",
     group: Group::Standard,
     members: SINGLE_MEMBERS,
     servers: &[ZOOKEEPER],
@@ -110,7 +110,7 @@ pub const SINGLE: Service = Service {
 /// `zk-ensemble`.
 pub const ENSEMBLE: Service = Service {
     name: "zk-ensemble",
-    about: "ZooKeeper, three servers, for the failover tests",
+    about: "3 ZooKeeper servers (client, quorum and election ports), for the failover tests",
     group: Group::OnDemand,
     members: ENSEMBLE_MEMBERS,
     servers: &[ZK_ENSEMBLE],
@@ -129,7 +129,7 @@ pub const ENSEMBLE: Service = Service {
 /// `zk-tls`.
 pub const TLS: Service = Service {
     name: "zk-tls",
-    about: "ZooKeeper, TLS only (Netty), digest logins",
+    about: "ZooKeeper 3.8 standalone, `secureClientPort` only (Netty, PEM stores), no client certificates; clients log in with `addauth digest fencing:<password>`",
     group: Group::Tls,
     members: TLS_MEMBERS,
     servers: &[ZK_TLS],
