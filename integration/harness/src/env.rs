@@ -6,11 +6,8 @@
 //! from). A test whose server does not answer **fails**, naming the server
 //! and how to start it. The only way to skip is to ask: `FENCING_SKIP=etcd,s3`.
 
-pub use fencing_servers::{
-    AZURE, DYNAMODB, ETCD, ETCD_CLUSTER, ETCD_TLS, GCS, MYSQL, MYSQL_TLS, POSTGRES, POSTGRES_TLS,
-    REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, REDIS_TLS, S3, S3_TLS, S3RVER, Server,
-    TLS_PASSWORD, ZK_ENSEMBLE, ZK_TLS, ZOOKEEPER,
-};
+pub use fencing_servers::servers::*;
+pub use fencing_servers::{Server, TLS_PASSWORD};
 
 /// `url` with `option` (`name=value`) appended to its query.
 pub fn with_option(url: &str, option: &str) -> String {

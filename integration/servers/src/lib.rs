@@ -25,20 +25,26 @@ pub mod util;
 
 pub use paths::Paths;
 pub use private::Private;
+pub use servers::*;
 pub use spec::{
     ClusterOps, Container, Dep, Group, Have, Instance, Launch, Member, NpmTools, Peer, Server,
     Service, Setup, Stop,
 };
-pub use specs::azurite::AZURE;
-pub use specs::etcd::{ETCD, ETCD_CLUSTER, ETCD_TLS};
-pub use specs::gcs::GCS;
-pub use specs::mariadb::{MYSQL, MYSQL_TLS};
-pub use specs::moto::{DYNAMODB, S3, S3_TLS};
-pub use specs::pki::TLS_DIR;
-pub use specs::postgres::{POSTGRES, POSTGRES_TLS};
-pub use specs::redis::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, REDIS_TLS};
-pub use specs::s3rver::S3RVER;
-pub use specs::zookeeper::{ZK_ENSEMBLE, ZK_TLS, ZOOKEEPER};
+
+/// Every server a test can ask for, by the name the tests use (the
+/// harness re-exports this module as `fencing_harness::env`).
+pub mod servers {
+    pub use crate::specs::azurite::AZURE;
+    pub use crate::specs::etcd::{ETCD, ETCD_CLUSTER, ETCD_TLS};
+    pub use crate::specs::gcs::GCS;
+    pub use crate::specs::mariadb::{MYSQL, MYSQL_TLS};
+    pub use crate::specs::moto::{DYNAMODB, S3, S3_TLS};
+    pub use crate::specs::pki::TLS_DIR;
+    pub use crate::specs::postgres::{POSTGRES, POSTGRES_TLS};
+    pub use crate::specs::redis::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, REDIS_TLS};
+    pub use crate::specs::s3rver::S3RVER;
+    pub use crate::specs::zookeeper::{ZK_ENSEMBLE, ZK_TLS, ZOOKEEPER};
+}
 
 /// The account on every TLS variant.
 pub const TLS_USER: &str = "fencing";
