@@ -1,69 +1,94 @@
 //! The servers the nemesis runs inside its hosts: a 3-member etcd cluster, a
 //! 3-server ZooKeeper ensemble, PostgreSQL and moto (S3), each a process of
-//! its own in its host's namespace, with its data and log under a temporary
-//! directory. The binaries are the ones `integration/services.sh` installs.
+//! its own in its host's namespace, with its data and log under the run's
+//! temporary directory. Each is started from its spec in `fencing-servers`
+//! (the start functions `integration/services.sh` runs, with the binaries it
+//! installs), on the spec's ports at its host's address: every host has an
+//! address of its own, so every member listens on the same ports.
 
 use std::fs;
-use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fencing_harness::process::{Signal, send_signal};
+use fencing_servers::{Instance, Launch, Member, Paths, Peer};
 
-use super::net::{Host, Net, run};
+use super::net::{Host, Net};
 
 mod cluster;
+mod stores;
 pub use cluster::{Cluster, ClusterKind};
+pub use stores::{dynamodb_url, moto, postgres};
 
 /// One server process in a host, restartable with the same command.
 #[derive(Debug)]
 pub struct Proc {
     /// Where it runs.
     pub host: Host,
-    program: String,
-    args: Vec<String>,
+    /// Its instance's name (its log is `<name>.log`).
+    name: String,
+    /// Its client port.
+    port: u16,
+    launch: Launch,
     log: PathBuf,
     child: Option<Child>,
 }
 
 impl Proc {
-    fn new(host: &Host, program: &str, args: Vec<String>, log: PathBuf) -> Self {
+    /// `launch`, the start of `instance`, to run in `host`: not started
+    /// yet. Its output goes to `<logs>/<instance name>.log`, where the
+    /// spec's own preparatory steps (initdb) log too.
+    fn new(host: &Host, instance: &Instance, launch: Launch) -> Self {
         Self {
             host: host.clone(),
-            program: program.to_owned(),
-            args,
-            log,
+            name: instance.name.clone(),
+            port: instance.port,
+            log: instance.paths.logs.join(format!("{}.log", instance.name)),
+            launch,
             child: None,
         }
     }
 
-    /// Starts it (again).
+    /// Starts it (again), with the program, arguments, directory and
+    /// environment of its spec's start.
     pub fn start(&mut self) -> Result<(), String> {
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
-            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+            .map_err(|e| format!("{}: log {}: {e}", self.name, self.log.display()))?;
         let err = log.try_clone().map_err(|e| e.to_string())?;
         let child = self
             .host
-            .command(&self.program)
-            .args(&self.args)
+            .command(&self.launch.program)
+            .args(&self.launch.args)
+            .current_dir(&self.launch.dir)
+            .envs(self.launch.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err)
             .spawn()
-            .map_err(|e| format!("cannot start {} in {}: {e}", self.program, self.host.ns))?;
+            .map_err(|e| {
+                format!(
+                    "cannot start {} ({}) for {}:{} in {}: {e}; log {}",
+                    self.name,
+                    self.launch.program,
+                    self.host.ip,
+                    self.port,
+                    self.host.ns,
+                    self.log.display()
+                )
+            })?;
         self.child = Some(child);
         Ok(())
     }
 
-    /// Starts it and waits until it accepts connections on `port`.
-    fn serving(mut self, port: u16) -> Result<Self, String> {
+    /// Starts it and waits until it accepts connections on its port.
+    fn serving(mut self) -> Result<Self, String> {
         self.start()?;
-        let addr = SocketAddr::from((self.host.ip, port));
+        let addr = SocketAddr::from((self.host.ip, self.port));
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok() {
@@ -72,9 +97,10 @@ impl Proc {
             std::thread::sleep(Duration::from_millis(100));
         }
         Err(format!(
-            "{} in {} did not answer on {addr} within 30 s; its log ends:\n{}",
-            self.program,
+            "{} in {} did not answer on {addr} within 30 s; its log {} ends:\n{}",
+            self.name,
             self.host.ns,
+            self.log.display(),
             self.log_tail()
         ))
     }
@@ -129,111 +155,42 @@ pub fn signal(pid: u32, sig: Signal) {
     let _ = send_signal(pid, sig);
 }
 
-/// A PostgreSQL server of its own (initdb'd into `dir`, trust auth from the
-/// bridge) in `host`; returns it and its URL.
-pub fn postgres(host: &Host, dir: &Path) -> Result<(Proc, String), String> {
-    let bin = fs::read_dir("/usr/lib/postgresql")
-        .map_err(|e| format!("PostgreSQL is not installed (/usr/lib/postgresql: {e})"))?
-        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-        .filter(|p| p.join("postgres").exists())
-        .max()
-        .ok_or("no PostgreSQL server under /usr/lib/postgresql")?;
-    let data = dir.join("postgres");
-    fs::create_dir_all(&data).map_err(|e| e.to_string())?;
-    let data_s = data.display().to_string();
-    run("chown", &["-R", "postgres:postgres", &data_s])?;
-    // The parent of a data directory must be traversable by its owner.
-    run("chmod", &["755", &dir.display().to_string()])?;
-    let as_postgres = |program: &Path, args: &[&str]| {
-        let mut all = vec!["--reuid=postgres", "--regid=postgres", "--init-groups"];
-        let program = program.display().to_string();
-        all.push(&program);
-        all.extend_from_slice(args);
-        run("setpriv", &all)
-    };
-    as_postgres(
-        &bin.join("initdb"),
-        &["-D", &data_s, "-A", "trust", "-U", "postgres", "--no-sync"],
-    )?;
-    let mut hba = fs::OpenOptions::new()
-        .append(true)
-        .open(data.join("pg_hba.conf"))
-        .map_err(|e| e.to_string())?;
-    writeln!(hba, "host all all 0.0.0.0/0 trust").map_err(|e| e.to_string())?;
-    let args = [
-        "--reuid=postgres",
-        "--regid=postgres",
-        "--init-groups",
-        &bin.join("postgres").display().to_string(),
-        "-D",
-        &data_s,
-        "-c",
-        &format!("listen_addresses={}", host.ip),
-        "-c",
-        "port=5432",
-        "-c",
-        &format!("unix_socket_directories={data_s}"),
-        // The nemesis never crashes PostgreSQL (the restart tests cover
-        // durability): commits need not wait for the disk.
-        "-c",
-        "synchronous_commit=off",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let proc = Proc::new(host, "setpriv", args, dir.join("postgres.log")).serving(5432)?;
-    Ok((
-        proc,
-        format!("postgres://postgres@{}:5432/postgres", host.ip),
-    ))
-}
-
-/// moto (the S3 emulator `services.sh` installs) in `host`, with `bucket`
-/// created; returns it and the store URL. The same process serves
-/// DynamoDB ([`dynamodb_url`]): moto answers every AWS service on one port.
-pub fn moto(host: &Host, dir: &Path, bucket: &str) -> Result<(Proc, String), String> {
-    let state = std::env::var_os("FENCING_STATE_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".state"),
-        PathBuf::from,
-    );
-    let tools =
-        std::env::var_os("FENCING_TOOLS_DIR").map_or_else(|| state.join("tools"), PathBuf::from);
-    let python = tools.join("venv/bin/python");
-    let launcher = tools.join("moto_s3_server.py");
-    if !python.exists() || !launcher.exists() {
-        return Err(format!(
-            "moto is not installed under {}: run `integration/services.sh up s3` once",
-            tools.display()
-        ));
-    }
-    let args = vec![
-        launcher.display().to_string(),
-        host.ip.to_string(),
-        "9000".to_owned(),
-    ];
-    let proc = Proc::new(
-        host,
-        &python.display().to_string(),
-        args,
-        dir.join("moto.log"),
-    )
-    .serving(9000)?;
-    let endpoint = format!("http://{}:9000", host.ip);
-    run(
-        "curl",
-        &[
-            "-sS",
-            "-f",
-            "-m",
-            "5",
-            "-X",
-            "PUT",
-            &format!("{endpoint}/{bucket}"),
-        ],
-    )?;
-    Ok((
-        proc,
-        format!("s3://{bucket}?endpoint={endpoint}&path_style=true&emulator=true&region=us-east-1"),
-    ))
+/// The [`Instance`] of a spec's `member` in `host`, called `name`, member
+/// `number` of `cluster` (empty for a lone server): the member's ports at
+/// the host's address, its directory `dir/<name>` (made here). The
+/// checkout's tools and PKI, with logs under `dir`, so that nothing of the
+/// run lands among the standard servers' logs.
+fn instance(
+    name: &str,
+    number: usize,
+    host: &Host,
+    member: &Member,
+    cluster: Vec<Peer>,
+    dir: &Path,
+) -> Result<Instance, String> {
+    let data = dir.join(name);
+    fs::create_dir_all(&data).map_err(|e| {
+        format!(
+            "{name} ({}:{}): {}: {e}",
+            host.ip,
+            member.port,
+            data.display()
+        )
+    })?;
+    Ok(Instance {
+        name: name.to_owned(),
+        number,
+        ip: host.ip,
+        port: member.port,
+        peer_ports: member.peer_ports.to_vec(),
+        cluster,
+        dir: data,
+        paths: Paths {
+            logs: dir.to_path_buf(),
+            data: dir.to_path_buf(),
+            ..Paths::from_env()
+        },
+    })
 }
 
 /// The hosts of a run: the lock service's, the stores', and one per client.
@@ -294,15 +251,6 @@ impl Topology {
             .map(|i| net.add_host(&format!("c{i}")))
             .collect()
     }
-}
-
-/// The DynamoDB URL of `table` on the moto that [`moto`] started in
-/// `host` (issuer and store, the table made by the first open).
-pub fn dynamodb_url(host: &Host, table: &str) -> String {
-    format!(
-        "dynamodb://{table}?endpoint=http://{}:9000&emulator=true&create_table=true",
-        host.ip
-    )
 }
 
 /// A command running `program` in `host`, or in the root namespace.

@@ -1,14 +1,15 @@
 //! The lock service of a partition run: three etcd members or ZooKeeper
-//! servers, one per host, and which of them leads.
+//! servers, one per host, started from the cluster specs (`etcd-cluster`,
+//! `zk-ensemble`), and which of them leads, asked as `services` asks.
 
-use std::fs;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::Proc;
-use crate::nemesis::net::{Host, run};
+use fencing_servers::{Peer, Service, specs};
+
+use super::{Proc, instance};
+use crate::nemesis::net::Host;
 
 /// Which lock service a [`Cluster`] runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,18 +21,26 @@ pub enum ClusterKind {
 }
 
 impl ClusterKind {
-    /// Its name in reports.
+    /// Its name in reports: its spec's (`etcd-cluster`, `zk-ensemble`).
     pub fn name(self) -> &'static str {
+        self.service().name
+    }
+
+    /// The spec whose start runs each member.
+    fn service(self) -> &'static Service {
         match self {
-            Self::Etcd => "etcd-cluster",
-            Self::ZooKeeper => "zk-ensemble",
+            Self::Etcd => &specs::etcd::CLUSTER,
+            Self::ZooKeeper => &specs::zookeeper::ENSEMBLE,
         }
     }
 
-    fn client_port(self) -> u16 {
+    /// What the nemesis adds to the spec's command line.
+    fn extra_args(self) -> &'static [&'static str] {
         match self {
-            Self::Etcd => 2379,
-            Self::ZooKeeper => 2181,
+            // Faults make members log every lost heartbeat: warnings keep
+            // the log (whose tail a failure shows) to what matters.
+            Self::Etcd => &["--log-level", "warn"],
+            Self::ZooKeeper => &[],
         }
     }
 }
@@ -45,103 +54,32 @@ pub struct Cluster {
     pub members: Vec<Proc>,
 }
 
-/// Java's classpath for ZooKeeper, as `services.sh` builds it.
-fn zk_classpath() -> String {
-    let mut cp = String::from("/usr/share/java/zookeeper.jar");
-    for jar in ["slf4j-log4j12", "slf4j-reload4j", "log4j-1.2", "reload4j"] {
-        let path = format!("/usr/share/java/{jar}.jar");
-        if Path::new(&path).exists() {
-            cp.push(':');
-            cp.push_str(&path);
-        }
-    }
-    cp
-}
-
 impl Cluster {
     /// Starts the cluster on `hosts` (three), data under `dir`, and waits
-    /// until a leader is elected.
+    /// until a leader is elected. Every member takes the ports of the
+    /// spec's first member, at its own host's address.
     pub fn start(kind: ClusterKind, hosts: &[Host], dir: &Path) -> Result<Self, String> {
+        let service = kind.service();
+        let member = service
+            .members
+            .first()
+            .ok_or_else(|| format!("{}: the spec has no member", service.name))?;
+        let peers: Vec<Peer> = hosts
+            .iter()
+            .map(|h| Peer {
+                ip: h.ip,
+                port: member.port,
+                peer_ports: member.peer_ports.to_vec(),
+            })
+            .collect();
         let mut members = Vec::new();
-        for (i, host) in hosts.iter().enumerate() {
-            let data = dir.join(&host.name);
-            fs::create_dir_all(&data).map_err(|e| e.to_string())?;
-            let log = dir.join(format!("{}.log", host.name));
-            let proc = match kind {
-                ClusterKind::Etcd => {
-                    let peers: Vec<String> = hosts
-                        .iter()
-                        .map(|h| format!("{}=http://{}:2380", h.name, h.ip))
-                        .collect();
-                    let ip = host.ip;
-                    let args = [
-                        "--name",
-                        &host.name,
-                        "--data-dir",
-                        &data.join("member").display().to_string(),
-                        "--listen-client-urls",
-                        &format!("http://{ip}:2379"),
-                        "--advertise-client-urls",
-                        &format!("http://{ip}:2379"),
-                        "--listen-peer-urls",
-                        &format!("http://{ip}:2380"),
-                        "--initial-advertise-peer-urls",
-                        &format!("http://{ip}:2380"),
-                        "--initial-cluster",
-                        &peers.join(","),
-                        "--initial-cluster-token",
-                        // One token for the cluster: members with different ones never form it.
-                        &hosts[0].ns,
-                        "--initial-cluster-state",
-                        "new",
-                        "--log-level",
-                        "warn",
-                    ]
-                    .map(str::to_owned)
-                    .to_vec();
-                    Proc::new(host, "etcd", args, log)
-                }
-                ClusterKind::ZooKeeper => {
-                    let mut cfg = format!(
-                        "tickTime=1000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort=2181\n\
-                         clientPortAddress={}\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
-                        data.display(),
-                        host.ip
-                    );
-                    for (j, h) in hosts.iter().enumerate() {
-                        cfg.push_str(&format!("server.{}={}:2888:3888\n", j + 1, h.ip));
-                    }
-                    let write = |name: &str, text: &str| {
-                        fs::write(data.join(name), text).map_err(|e| e.to_string())
-                    };
-                    write("zoo.cfg", &cfg)?;
-                    write("myid", &format!("{}\n", i + 1))?;
-                    write(
-                        "log4j.properties",
-                        "log4j.rootLogger=WARN, CONSOLE\n\
-                         log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender\n\
-                         log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout\n\
-                         log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p %c{1}: %m%n\n",
-                    )?;
-                    let args = [
-                        "-Xms32m",
-                        "-Xmx192m",
-                        "-XX:+UseSerialGC",
-                        &format!(
-                            "-Dlog4j.configuration=file:{}",
-                            data.join("log4j.properties").display()
-                        ),
-                        "-cp",
-                        &zk_classpath(),
-                        "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                        &data.join("zoo.cfg").display().to_string(),
-                    ]
-                    .map(str::to_owned)
-                    .to_vec();
-                    Proc::new(host, "java", args, log)
-                }
-            };
-            members.push(proc);
+        for (n, host) in hosts.iter().enumerate() {
+            let instance = instance(&host.name, n + 1, host, member, peers.clone(), dir)?;
+            let mut launch = (service.start)(&instance)?;
+            launch
+                .args
+                .extend(kind.extra_args().iter().map(|a| (*a).to_owned()));
+            members.push(Proc::new(host, &instance, launch));
         }
         let mut cluster = Self { kind, members };
         for member in &mut cluster.members {
@@ -153,10 +91,9 @@ impl Cluster {
 
     /// The client endpoints, `IP:PORT` comma-separated.
     pub fn endpoints(&self) -> String {
-        let port = self.kind.client_port();
         self.members
             .iter()
-            .map(|m| format!("{}:{port}", m.host.ip))
+            .map(|m| format!("{}:{}", m.host.ip, m.port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -170,60 +107,22 @@ impl Cluster {
     }
 
     /// The index of the member that says it leads, if one answers so.
+    /// Killed members are not asked (a paused one is, and answers nothing).
     pub fn leader(&self) -> Option<usize> {
-        match self.kind {
-            ClusterKind::Etcd => self.etcd_leader(),
-            ClusterKind::ZooKeeper => self.members.iter().position(|m| {
-                m.running() && zk_four_letter(m.host.ip, "srvr").contains("Mode: leader")
-            }),
-        }
-    }
-
-    fn etcd_leader(&self) -> Option<usize> {
-        // etcdctl from the root namespace: it reaches every member through the bridge.
-        let mut leader_id = None;
-        let mut ids = Vec::new();
-        for m in &self.members {
-            let endpoint = format!("http://{}:2379", m.host.ip);
-            let out = m
-                .running()
-                .then(|| {
-                    run(
-                        "etcdctl",
-                        &[
-                            "--endpoints",
-                            &endpoint,
-                            "--command-timeout",
-                            "1s",
-                            "--dial-timeout",
-                            "1s",
-                            "endpoint",
-                            "status",
-                            "-w",
-                            "json",
-                        ],
-                    )
-                    .ok()
-                })
-                .flatten();
-            let status: Option<serde_json::Value> = out.and_then(|o| serde_json::from_str(&o).ok());
-            let status = status
-                .as_ref()
-                .and_then(|s| s.get(0))
-                .and_then(|s| s.get("Status"));
-            let id = status
-                .and_then(|s| s.pointer("/header/member_id"))
-                .and_then(serde_json::Value::as_u64);
-            let leader = status
-                .and_then(|s| s.get("leader"))
-                .and_then(serde_json::Value::as_u64);
-            if leader.is_some_and(|l| l != 0) {
-                leader_id = leader;
-            }
-            ids.push(id);
-        }
-        let leader_id = leader_id?;
-        ids.iter().position(|id| *id == Some(leader_id))
+        let running: Vec<usize> = (0..self.members.len())
+            .filter(|&i| self.members[i].running())
+            .collect();
+        let endpoints: Vec<(Ipv4Addr, u16)> = running
+            .iter()
+            .map(|&i| (self.members[i].host.ip, self.members[i].port))
+            .collect();
+        // Asked from the root namespace: it reaches every member through
+        // the bridge.
+        let leads = match self.kind {
+            ClusterKind::Etcd => specs::etcd::leader_of(&endpoints),
+            ClusterKind::ZooKeeper => zk_leader(&endpoints),
+        };
+        leads.map(|k| running[k])
     }
 
     /// Waits until a member leads.
@@ -237,11 +136,12 @@ impl Cluster {
                 let logs: Vec<String> = self
                     .members
                     .iter()
-                    .map(|m| format!("--- {}:\n{}", m.host.name, m.log_tail()))
+                    .map(|m| format!("--- {} ({}):\n{}", m.name, m.log.display(), m.log_tail()))
                     .collect();
                 return Err(format!(
-                    "{} elected no leader within {within:?}:\n{}",
+                    "{} on {} elected no leader within {within:?}:\n{}",
                     self.kind.name(),
+                    self.endpoints(),
                     logs.join("\n")
                 ));
             }
@@ -250,16 +150,17 @@ impl Cluster {
     }
 }
 
-/// A ZooKeeper four-letter command's answer ("" if none).
-fn zk_four_letter(ip: std::net::Ipv4Addr, cmd: &str) -> String {
-    let addr = SocketAddr::from((ip, 2181));
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return String::new();
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-    let mut answer = String::new();
-    if stream.write_all(cmd.as_bytes()).is_ok() {
-        let _ = stream.read_to_string(&mut answer);
-    }
-    answer
+/// The index of the ZooKeeper server whose `srvr` says `Mode: leader`. The
+/// servers are asked at once: a paused one takes its whole timeout.
+fn zk_leader(endpoints: &[(Ipv4Addr, u16)]) -> Option<usize> {
+    let modes: Vec<Option<String>> = std::thread::scope(|s| {
+        let asks: Vec<_> = endpoints
+            .iter()
+            .map(|&(ip, port)| s.spawn(move || specs::zookeeper::mode(ip, port)))
+            .collect();
+        asks.into_iter()
+            .map(|ask| ask.join().ok().flatten())
+            .collect()
+    });
+    modes.iter().position(|m| m.as_deref() == Some("leader"))
 }
