@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What does fencing cost? Runs the benchmark suite (integration/src/bin/bench)
+# What does fencing cost? Runs the benchmark suite (integration/bench)
 # on the servers of services.sh: for every backend, fenced against plain
 # operations, interleaved in one run, with round trips counted. See
 # BENCHMARKS.md for the last full run.
@@ -59,7 +59,7 @@ fi
 cargo build --release --locked -p fencing-cli --bin fence >&2
 cargo build --release --locked -p fencing-integration --bin failover-holder >&2
 export FENCING_FENCE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/fence"
-cmd=(cargo run --release --locked -p fencing-integration --bin bench -- "${args[@]}")
+cmd=(cargo run --release --locked -p fencing-bench --bin bench -- "${args[@]}")
 export FENCING_BENCH_COMMAND="integration/bench.sh${*:+ $*}"
 export FENCING_BENCH_INVOCATION="${cmd[*]}"
 exec "${cmd[@]}"

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use fencing_integration::backends::Backend;
 use fencing_integration::{for_each, store, stores};
+use fencing_tokens::registry::Role;
 use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest};
 
 fn t(n: u64) -> FencingToken {
@@ -181,6 +183,40 @@ async fn sql(url: &str) -> Result<fencing_sql::Db, Error> {
     fencing_sql::SqlConfig::from_url(url)?.connect_db().await
 }
 
+/// What opening each role of `backend` at `url`, where nothing listens,
+/// comes to: the error of opening, or (a client that connects lazily) of
+/// its first call.
+///
+/// # Panics
+/// If a call succeeds.
+async fn nothing_listening(backend: &Backend, url: &str) -> Vec<(String, Error)> {
+    let name = backend.name;
+    let mut errors = Vec::new();
+    if backend.opens(Role::Issuer) {
+        let error = match fencing_tokens::open_issuer(url).await {
+            Err(e) => e,
+            Ok(issuer) => issuer
+                .try_acquire(&LeaseRequest::new("r", Duration::from_secs(5)))
+                .await
+                .map(|_| ())
+                .expect_err("a lease with nothing listening"),
+        };
+        errors.push((format!("{name} issuer at {url}, nothing listening"), error));
+    }
+    if backend.opens(Role::Store) {
+        let error = match fencing_tokens::open_store(url).await {
+            Err(e) => e,
+            Ok(store) => store
+                .get("k")
+                .await
+                .map(|_| ())
+                .expect_err("a read with nothing listening"),
+        };
+        errors.push((format!("{name} store at {url}, nothing listening"), error));
+    }
+    errors
+}
+
 /// Endpoints and credentials that cannot work: typed errors, retryable
 /// exactly when trying again could help.
 #[tokio::test]
@@ -198,76 +234,49 @@ async fn unreachable_endpoints_and_wrong_credentials() {
     let denied = |e: &Error| matches!(e, Error::Unauthenticated { .. }) && !e.is_retryable();
     let invalid = |e: &Error| matches!(e, Error::InvalidInput { .. });
 
-    type Case<'a> = (&'a str, Error, &'a dyn Fn(&Error) -> bool);
-    let cases: Vec<Case<'_>> = vec![
+    type Case<'a> = (String, Error, &'a dyn Fn(&Error) -> bool);
+    let mut cases: Vec<Case<'_>> = vec![
         (
-            "postgres, nothing listening",
-            sql("postgres://fencing:fencing@127.0.0.1:1/fencing")
-                .await
-                .unwrap_err(),
-            &refused,
-        ),
-        (
-            "postgres, unknown role (the test server trusts passwords)",
+            "postgres, unknown role (the test server trusts passwords)".to_owned(),
             sql("postgres://no_such_role:wrong@127.0.0.1:5432/fencing")
                 .await
                 .unwrap_err(),
             &denied,
         ),
         (
-            "mariadb, wrong password",
+            "mariadb, wrong password".to_owned(),
             sql("mysql://fencing:wrong@127.0.0.1:3306/fencing")
                 .await
                 .unwrap_err(),
             &denied,
         ),
         (
-            "postgres, malformed URL",
+            "postgres, malformed URL".to_owned(),
             sql("postgres://fencing@[::1:5432/x").await.unwrap_err(),
             &invalid,
         ),
         (
-            "unknown scheme",
+            "unknown scheme".to_owned(),
             sql("oracle://x").await.unwrap_err(),
             &invalid,
         ),
         (
-            "redis, nothing listening",
-            fencing_redis::RedisConfig::new("redis://127.0.0.1:1")
-                .connect_issuer()
-                .await
-                .unwrap_err(),
-            &refused,
-        ),
-        (
-            "etcd, nothing listening",
-            fencing_etcd::EtcdConfig::new(["http://127.0.0.1:1"])
-                .connect_issuer()
-                .await
-                .unwrap_err(),
-            &refused,
-        ),
-        (
-            // Opening sends nothing; the first read finds nobody.
-            "dynamodb, nothing listening",
-            fencing_tokens::open_store(
-                "dynamodb://fenced?endpoint=http://127.0.0.1:1&emulator=true",
-            )
-            .await
-            .expect("opening sends nothing")
-            .get("k")
-            .await
-            .unwrap_err(),
-            &refused,
-        ),
-        (
-            "dynamodb, emulator=true without an endpoint",
+            "dynamodb, emulator=true without an endpoint".to_owned(),
             fencing_tokens::open_store("dynamodb://fenced?emulator=true")
                 .await
                 .unwrap_err(),
             &invalid,
         ),
     ];
+    // Nothing listening, on every backend with a server: each role it
+    // opens, at the URL its module gives.
+    for backend in fencing_integration::backends::ALL {
+        if let Some(url) = backend.unreachable {
+            for (what, error) in nothing_listening(backend, url).await {
+                cases.push((what, error, &refused));
+            }
+        }
+    }
     for (what, error, expected) in &cases {
         assert!(expected(error), "{what}: unexpected {error:?}");
         assert!(!error.to_string().is_empty());

@@ -5,80 +5,24 @@
 //! `BlobIssuer` against the two bare conditional writes a lease needs.
 
 use std::collections::HashMap;
-use std::fmt::Debug;
-use std::future::Future;
-use std::num::NonZero;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use azure_core::http::{NoFormat, RequestContent};
-use azure_storage_blob::models::BlockBlobClientUploadOptions;
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
     BlobBackend, BlobIssuer, BlobMeta, BlobStore, BlobVersion, BlobWrite, Precondition,
     WriteOutcome,
 };
+use fencing_integration::backends::plain::blob::PlainBlob;
 use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 
 use crate::BoxResult;
 use crate::contention::{Outcome, Writer};
 
-/// An object store's client, for the plain side: one unconditional
-/// single-request upload of the same shape as the fenced one (content
-/// type, one request, no metadata, no precondition).
-pub(crate) trait Plain: BlobBackend + Clone + Debug + 'static {
-    /// Uploads `body` to `key`, overwriting whatever is there.
-    fn plain_put(&self, key: &str, body: Bytes) -> impl Future<Output = BoxResult<()>> + Send;
-}
-
-impl Plain for fencing_s3::S3Backend {
-    async fn plain_put(&self, key: &str, body: Bytes) -> BoxResult<()> {
-        self.client()
-            .put_object()
-            .bucket(self.bucket())
-            .key(key)
-            .content_type("application/octet-stream")
-            .body(aws_sdk_s3::primitives::ByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| aws_sdk_s3::error::DisplayErrorContext(e).to_string())?;
-        Ok(())
-    }
-}
-
-impl Plain for fencing_gcs::GcsBackend {
-    async fn plain_put(&self, key: &str, body: Bytes) -> BoxResult<()> {
-        self.client()
-            .write_object(self.bucket(), key, body)
-            .set_content_type("application/octet-stream")
-            // The fenced side's upload: one multipart request, buffered.
-            .with_resumable_upload_threshold(fencing_gcs::MAX_VALUE_LEN + 1)
-            .send_buffered()
-            .await?;
-        Ok(())
-    }
-}
-
-impl Plain for fencing_azure::AzureBackend {
-    async fn plain_put(&self, key: &str, body: Bytes) -> BoxResult<()> {
-        let len = u64::try_from(body.len())?.max(1);
-        let options = BlockBlobClientUploadOptions {
-            blob_content_type: Some("application/octet-stream".to_owned()),
-            // One Put Blob, as on the fenced side.
-            partition_size: NonZero::new(len),
-            ..Default::default()
-        };
-        self.container()
-            .blob_client(key)
-            .upload(
-                <RequestContent<Bytes, NoFormat> as From<Bytes>>::from(body),
-                Some(options),
-            )
-            .await?;
-        Ok(())
-    }
-}
+/// An object store's backend with its plain put (its module's
+/// [`PlainBlob`]).
+type Plain = Arc<dyn PlainBlob>;
 
 /// A backend whose every request (read or write) is counted.
 #[derive(Debug)]
@@ -110,7 +54,7 @@ impl<B: BlobBackend> BlobBackend for Counted<B> {
 }
 
 /// One acquire and its release.
-async fn lease<B: Plain>(issuer: &BlobIssuer<B>, resource: &str) -> BoxResult<()> {
+async fn lease(issuer: &BlobIssuer<Plain>, resource: &str) -> BoxResult<()> {
     let lease = issuer
         .try_acquire(&LeaseRequest::new(resource, LEASE_TTL))
         .await?
@@ -120,12 +64,12 @@ async fn lease<B: Plain>(issuer: &BlobIssuer<B>, resource: &str) -> BoxResult<()
 
 /// The fenced and plain sides on one backend (one client).
 #[derive(Debug)]
-pub(crate) struct Sides<B: Plain> {
-    backend: B,
+pub(crate) struct Sides {
+    backend: Plain,
     /// The warm store: it keeps the version of its last write.
-    warm: BlobStore<B>,
+    warm: BlobStore<Plain>,
     /// The warm issuer: it keeps the version of the record it released.
-    issuer: BlobIssuer<B>,
+    issuer: BlobIssuer<Plain>,
     /// Names the raw side's lock objects, each created once: this side's
     /// own prefix (the direct and the counted sides share the bucket) and
     /// a number.
@@ -141,13 +85,14 @@ pub(crate) struct Sides<B: Plain> {
 /// The TTL of the bench's leases (long enough never to expire in a round).
 const LEASE_TTL: Duration = Duration::from_secs(30);
 
-impl<B: Plain> Sides<B> {
-    pub(crate) fn new(store: BlobStore<B>) -> Self {
-        let backend = store.backend().clone();
+impl Sides {
+    /// The sides on `backend`: the warm store and issuer, and the plain
+    /// and raw calls, all on its one client.
+    pub(crate) fn new(backend: Plain) -> Self {
         Self {
             issuer: BlobIssuer::new(backend.clone()),
+            warm: BlobStore::new(backend.clone()),
             backend,
-            warm: store,
             raw_locks: (fencing_testkit::unique_prefix(), AtomicU64::new(0)),
             raw_free: Mutex::new(HashMap::new()),
         }
@@ -272,7 +217,9 @@ impl<B: Plain> Sides<B> {
                 let writer: Writer = Arc::new(move |token| {
                     let (store, key, value) = (store.clone(), key.clone(), value.clone());
                     Box::pin(async move {
-                        crate::sql::outcome(store.put(&key, value, FencingToken::new(token)).await)
+                        crate::contention::outcome(
+                            store.put(&key, value, FencingToken::new(token)).await,
+                        )
                     })
                 });
                 writer

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fencing_harness::proxy::{CountingProxy, Exchanges};
+use fencing_integration::backends::plain::loopback;
 
 use crate::BoxResult;
 
@@ -267,26 +268,11 @@ pub(crate) async fn compare<S>(
 /// The timed calls of each side.
 pub(crate) type Timed = (Vec<Duration>, Vec<Duration>);
 
-/// `host:port` of a loopback endpoint (`localhost` taken as 127.0.0.1).
-pub(crate) fn loopback(hostport: &str) -> BoxResult<SocketAddr> {
-    let hostport = hostport.replace("localhost", "127.0.0.1");
-    let addr: SocketAddr = hostport
-        .parse()
-        .map_err(|e| format!("{hostport:?} is not an ip:port: {e}"))?;
-    if !addr.ip().is_loopback() {
-        return Err(
-            format!("{addr} is not on loopback; the counting proxy only runs there").into(),
-        );
-    }
-    Ok(addr)
-}
-
-/// Splits `scheme://[user@]host:port[/path]` into the loopback address and
-/// a function that rebuilds the URL with another `host:port`.
+/// Splits `scheme://[user@]host:port[/path]` (or a bare `host:port`, as
+/// ZooKeeper's clients take) into the loopback address and a function that
+/// rebuilds the URL with another `host:port`.
 pub(crate) fn split_url(url: &str) -> BoxResult<(SocketAddr, impl Fn(SocketAddr) -> String)> {
-    let (scheme, rest) = url
-        .split_once("://")
-        .ok_or_else(|| format!("{url:?} has no scheme://"))?;
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let (userinfo, hostpath) = rest.rsplit_once('@').map_or(("", rest), |(u, h)| (u, h));
     let (hostport, path) = hostpath
         .split_once('/')
@@ -298,14 +284,19 @@ pub(crate) fn split_url(url: &str) -> BoxResult<(SocketAddr, impl Fn(SocketAddr)
         path.map(str::to_owned),
     );
     Ok((target, move |via: SocketAddr| {
+        let scheme = if scheme.is_empty() {
+            String::new()
+        } else {
+            format!("{scheme}://")
+        };
         let at = if userinfo.is_empty() {
             String::new()
         } else {
             format!("{userinfo}@")
         };
         match &path {
-            Some(path) => format!("{scheme}://{at}{via}/{path}"),
-            None => format!("{scheme}://{at}{via}"),
+            Some(path) => format!("{scheme}{at}{via}/{path}"),
+            None => format!("{scheme}{at}{via}"),
         }
     }))
 }
@@ -339,6 +330,11 @@ mod tests {
         assert_eq!(via(proxy), "postgres://u:p@127.0.0.1:7/db");
         let (_, via) = split_url("http://localhost:9000").unwrap();
         assert_eq!(via(proxy), "http://127.0.0.1:7");
+        let (target, via) = split_url("127.0.0.1:2181").unwrap();
+        assert_eq!(
+            (target.port(), via(proxy)),
+            (2181, "127.0.0.1:7".to_owned())
+        );
         assert!(split_url("http://10.0.0.1:9000").is_err());
     }
 }

@@ -14,29 +14,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use fencing_core::adapter::blob::BlobStore;
-use fencing_harness::env;
-use fencing_tokens::{LeaseRequest, TokenIssuer};
+use fencing_integration::backends::Backend;
+use fencing_integration::backends::plain::Plain;
+use fencing_integration::backends::plain::sql::Sides as SqlSides;
+use fencing_tokens::{HolderId, LeaseRequest, TokenIssuer};
 use tokio::task::JoinSet;
 
 use crate::BoxResult;
-use crate::blob::{self, Plain};
-use crate::locks;
+use crate::blob;
 use crate::measure::{RatioKind, Row, Summary, percentile};
-use crate::suite::{Output, Plan};
+use crate::suite::{Kind, Output, Plan};
 
-/// The issuers measured: the lock services, PostgreSQL, DynamoDB and the
-/// bucket leases.
-const ISSUERS: [&str; 8] = [
-    "etcd",
-    "zookeeper",
-    "redis",
-    "postgres",
-    "dynamodb",
-    "s3",
-    "gcs",
-    "azure",
-];
+/// The issuers measured, those whose module puts them in the scale rows:
+/// the lock services, then the SQL issuer, DynamoDB and the bucket leases.
+fn issuers() -> impl Iterator<Item = &'static Backend> {
+    let order = [Kind::Lock, Kind::Sql, Kind::DynamoDb, Kind::Blob];
+    crate::suite::in_order(order).filter(|b| b.bench.scale)
+}
 /// The full run's levels of holders.
 pub(crate) const HOLDERS: [usize; 4] = [1, 4, 16, 64];
 const RESOURCES: u32 = 1000;
@@ -106,74 +100,49 @@ fn random_resource() -> String {
     format!("r-{}", rand::random_range(0..RESOURCES))
 }
 
-/// The first endpoint of a server's list.
-fn first(endpoint: &str) -> String {
-    endpoint.split(',').next().unwrap_or_default().to_owned()
-}
-
 /// The fewest raw calls of a lock on the same server, each safe to run
-/// concurrently: a key or node per lease (etcd, ZooKeeper), `SET NX PX` +
-/// `INCR` + `DEL` on a random resource (Redis), the issuer's two statements
-/// bare on random resources (PostgreSQL), and two conditional writes on a
-/// random resource's item or object (DynamoDB, the buckets: a bounded set,
-/// so a full run leaves an in-memory emulator no more than 1,000 of them).
-async fn raw(name: &str) -> BoxResult<Grant> {
+/// concurrently: a lock service's own (a key or node per lease for etcd
+/// and ZooKeeper, `SET NX PX` + `INCR` + `DEL` on a random resource for
+/// Redis), the SQL issuer's two statements bare on random resources, and
+/// two conditional writes on a random resource's item or object (DynamoDB,
+/// the buckets: a bounded set, so a full run leaves an in-memory emulator
+/// no more than 1,000 of them).
+async fn raw(backend: &'static Backend) -> BoxResult<Grant> {
     let prefix = format!("scale-raw-{}", fencing_testkit::unique_prefix());
     let bucket = crate::suite::bucket();
-    Ok(match name {
-        "etcd" => grant(
-            Arc::new(locks::Etcd::connect(&first(&env::ETCD.endpoint()), &prefix).await?),
-            async |etcd| etcd.raw().await.map(|()| true),
+    let endpoint = || {
+        backend
+            .server
+            .map(|s| s.endpoint())
+            .ok_or_else(|| format!("{}: the scale rows need a server", backend.name))
+    };
+    Ok(match backend.bench.plain {
+        Plain::Lock(plain) => grant(
+            Arc::new((plain.connect)((plain.endpoint)(), prefix).await?),
+            async |sides| (sides.raw_on)(random_resource()).await,
         ),
-        "zookeeper" => grant(
-            Arc::new(locks::ZooKeeper::connect(&first(&env::ZOOKEEPER.endpoint()), &prefix).await?),
-            async |zk| zk.raw().await.map(|()| true),
-        ),
-        "redis" => grant(
-            Arc::new(locks::Redis::connect(&env::REDIS_AOF.endpoint(), &prefix).await?),
-            async |redis| redis.raw_on(&random_resource()).await,
-        ),
-        "postgres" => {
+        Plain::Sql(plain) => {
             let tables = format!("{}_", prefix.replace('-', "_"));
-            let sides = crate::sql::Sides::connect(
-                crate::sql::Dialect::Postgres,
-                &env::POSTGRES.endpoint(),
-                &tables,
-                true,
-            )
-            .await?;
+            let sides = SqlSides::connect(plain, &(plain.url)(), &tables, true).await?;
             grant(Arc::new(sides), async |sides| {
-                match sides
-                    .raw_lock(&random_resource(), &fencing_tokens::HolderId::unique())
+                sides
+                    .raw_lock_on(&random_resource(), &HolderId::unique())
                     .await
-                {
-                    Ok(()) => Ok(true),
-                    Err(e) if e.to_string().contains("was held") => Ok(false),
-                    Err(e) => Err(e),
-                }
             })
         }
-        "dynamodb" => grant(
-            Arc::new(crate::dynamo::Sides::connect(&env::DYNAMODB.endpoint(), &bucket).await?),
+        Plain::DynamoDb(plain) => grant(
+            Arc::new((plain.connect)(endpoint()?, bucket).await?),
             async |sides| sides.raw_lock_on(&random_resource()).await,
         ),
-        "s3" => bucket_raw(fencing_s3::emulator::store(&env::S3.endpoint(), &bucket).await?),
-        "gcs" => bucket_raw(fencing_gcs::emulator::store(&env::GCS.endpoint(), &bucket).await?),
-        "azure" => {
-            bucket_raw(fencing_azure::emulator::store(&env::AZURE.endpoint(), &bucket).await?)
-        }
-        other => return Err(format!("no raw calls for {other}").into()),
-    })
-}
-
-fn bucket_raw<B: Plain>(store: BlobStore<B>) -> Grant {
-    grant(Arc::new(blob::Sides::new(store)), async |sides| {
-        sides.raw_lock_on(&random_resource()).await
+        Plain::Blob(plain) => grant(
+            Arc::new(blob::Sides::new((plain.open)(endpoint()?, bucket).await?)),
+            async |sides| sides.raw_lock_on(&random_resource()).await,
+        ),
     })
 }
 
 async fn level(
-    name: &'static str,
+    backend: &'static Backend,
     grant: &Grant,
     holders: usize,
     grants: usize,
@@ -183,7 +152,7 @@ async fn level(
     // second).
     let server = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        crate::server_cost::reading(name).await
+        reading(backend).await
     });
     let started = Instant::now();
     let retried = Arc::new(AtomicUsize::new(0));
@@ -236,20 +205,21 @@ fn p99_ms(samples: &[Duration]) -> f64 {
 /// The rows, and the chart when the plan names a file for it.
 pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let mut curves = Vec::new();
-    for name in ISSUERS {
-        fresh_emulator(name).await?;
+    for backend in issuers() {
+        let name = backend.name;
+        fresh_emulator(backend).await?;
         let Some((issuer, _)) = fencing_integration::issuer(name).await else {
             return Err(
                 format!("{name} was skipped (FENCING_SKIP): the scale rows need it").into(),
             );
         };
         let prefix = format!("scale-{}", fencing_testkit::unique_prefix());
-        let (fenced, raw) = (fenced(&issuer, &prefix), raw(name).await?);
+        let (fenced, raw) = (fenced(&issuer, &prefix), raw(backend).await?);
         let (mut levels, mut raw_rates) = (Vec::new(), Vec::new());
         for &holders in &plan.scale_holders {
-            levels.push(level(name, &fenced, holders, plan.scale_grants).await?);
+            levels.push(level(backend, &fenced, holders, plan.scale_grants).await?);
             raw_rates.push(
-                level(name, &raw, holders, plan.scale_grants)
+                level(backend, &raw, holders, plan.scale_grants)
                     .await?
                     .grants_per_second(),
             );
@@ -305,18 +275,17 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     Ok(())
 }
 
-/// Starts the in-memory emulator behind issuer `name` afresh, with the
+/// Starts the in-memory emulator behind `backend` afresh, with the
 /// command in `FENCING_BENCH_RESTART` (`integration/bench.sh` sets it to
 /// `services.sh restart` for a full run), so that what the rows before left
 /// in it cannot stall these: Azurite's garbage collection, every ten
 /// minutes, takes time quadratic in the writes since the last one, and
 /// after a full run's earlier rows it answered nothing for many minutes.
-async fn fresh_emulator(name: &str) -> BoxResult<()> {
-    let service = match name {
-        "dynamodb" | "s3" | "gcs" => name,
-        "azure" => "azurite",
-        _ => return Ok(()),
+async fn fresh_emulator(backend: &Backend) -> BoxResult<()> {
+    let Some(server) = backend.server.filter(|_| backend.bench.in_memory) else {
+        return Ok(());
     };
+    let service = server.service;
     let Ok(command) = std::env::var("FENCING_BENCH_RESTART") else {
         return Ok(());
     };
@@ -329,6 +298,23 @@ async fn fresh_emulator(name: &str) -> BoxResult<()> {
         return Err(format!("`{command} {service}` failed: {status}").into());
     }
     Ok(())
+}
+
+/// What `backend`'s server reports of its load, or why it could not be
+/// read.
+async fn reading(backend: &Backend) -> String {
+    let name = backend.name;
+    let read = async {
+        match backend.bench.load {
+            Some(load) => load().await,
+            None => Err("its emulator reports no figures of its load".into()),
+        }
+    };
+    match tokio::time::timeout(Duration::from_secs(5), read).await {
+        Ok(Ok(reading)) => reading,
+        Ok(Err(e)) => format!("{name}: no reading ({e})"),
+        Err(_) => format!("{name}: no reading (timed out)"),
+    }
 }
 
 /// What a level's retried errors add to its note (nothing for none).

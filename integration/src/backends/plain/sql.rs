@@ -1,24 +1,26 @@
-//! SQL (PostgreSQL, MariaDB, SQLite): the fenced upsert of [`SqlStore`]
-//! against a plain upsert of the same table shape, and the statements of
-//! [`SqlIssuer`] against the same statements (`fencing_sql::raw`) run bare
-//! through sqlx, all on one shared pool.
+//! SQL databases' plain side: the fenced upsert of [`SqlStore`] against a
+//! plain upsert of the same table shape, and the statements of
+//! [`SqlIssuer`] (`fencing_sql::raw`) run bare through sqlx, all on one
+//! shared pool.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_sql::{Db, SqlIssuer, SqlStore, Tables, raw};
-use fencing_tokens::{Error, FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
-use sqlx::{MySqlPool, PgPool, SqlitePool};
+use fencing_sql::sqlx::{self, MySqlPool, PgPool, SqlitePool};
+use fencing_sql::{Db, Dialect, SqlIssuer, SqlStore, Tables, raw};
+use fencing_tokens::{FencedStore, FencingToken, HolderId, LeaseRequest, TokenIssuer};
 
-use crate::BoxResult;
-use crate::contention::Outcome;
+use super::BoxResult;
 
-/// A SQL database under test.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Postgres,
-    MariaDb,
-    Sqlite,
+/// How the bench opens a SQL database.
+#[derive(Clone, Copy, Debug)]
+pub struct SqlPlain {
+    /// Its dialect.
+    pub dialect: Dialect,
+    /// Its URL for the bench (no options: the bench names its own tables).
+    pub url: fn() -> String,
+    /// The report's line for the version the server gives.
+    pub version: fn(&str) -> String,
 }
 
 /// A pool of the one dialect.
@@ -45,8 +47,8 @@ const TTL: Duration = Duration::from_secs(10);
 
 /// The fenced and plain sides on one pool.
 #[derive(Clone, Debug)]
-pub(crate) struct Sides {
-    dialect: Dialect,
+pub struct Sides {
+    plain: SqlPlain,
     pool: Pool,
     store: SqlStore,
     issuer: SqlIssuer,
@@ -62,18 +64,17 @@ impl Sides {
     /// each time it leaves the pool) unless `ping` is false, and puts the
     /// store, the issuer and the bare statements on it, on tables named
     /// `{prefix}…`.
-    pub(crate) async fn connect(
-        dialect: Dialect,
-        url: &str,
-        prefix: &str,
-        ping: bool,
-    ) -> BoxResult<Self> {
+    ///
+    /// # Errors
+    /// If the database does not answer, or the tables cannot be made.
+    pub async fn connect(plain: SqlPlain, url: &str, prefix: &str, ping: bool) -> BoxResult<Self> {
+        let dialect = plain.dialect;
         let pool = match dialect {
             Dialect::Postgres => {
                 let o: sqlx::postgres::PgConnectOptions = url.parse()?;
                 Pool::Pg(pool_options(ping).connect_with(o).await?)
             }
-            Dialect::MariaDb => {
+            Dialect::MySql => {
                 let o: sqlx::mysql::MySqlConnectOptions =
                     url.replacen("mariadb:", "mysql:", 1).parse()?;
                 Pool::My(pool_options(ping).connect_with(o).await?)
@@ -86,6 +87,7 @@ impl Sides {
                     .busy_timeout(Duration::from_secs(30));
                 Pool::Lite(pool_options(ping).connect_with(o).await?)
             }
+            other => return Err(format!("no plain side for the {other:?} dialect").into()),
         };
         let tables = Tables::from_prefix(prefix)?;
         let db = match &pool {
@@ -97,10 +99,10 @@ impl Sides {
         let store = SqlStore::new(db.clone()).await?;
         let issuer = SqlIssuer::new(db.clone()).await?;
         Ok(Self {
-            dialect,
+            plain,
             plain_put: plain_upsert(dialect, &tables.records),
-            acquire: raw::acquire(db.dialect(), &tables.leases),
-            release: raw::release(db.dialect(), &tables.leases),
+            acquire: raw::acquire(dialect, &tables.leases),
+            release: raw::release(dialect, &tables.leases),
             pool,
             store,
             issuer,
@@ -109,24 +111,33 @@ impl Sides {
     }
 
     /// The fenced store.
-    pub(crate) fn store(&self) -> &SqlStore {
+    pub fn store(&self) -> &SqlStore {
         &self.store
     }
 
     /// `SqlStore::put`.
-    pub(crate) async fn fenced_put(&self, key: &str, value: Bytes, token: u64) -> BoxResult<()> {
+    ///
+    /// # Errors
+    /// As the store's.
+    pub async fn fenced_put(&self, key: &str, value: Bytes, token: u64) -> BoxResult<()> {
         Ok(self.store.put(key, value, FencingToken::new(token)).await?)
     }
 
     /// The plain upsert: the same row shape, no condition.
-    pub(crate) async fn plain_put(&self, key: &str, value: &[u8], token: u64) -> BoxResult<()> {
+    ///
+    /// # Errors
+    /// As sqlx's.
+    pub async fn plain_put(&self, key: &str, value: &[u8], token: u64) -> BoxResult<()> {
         let token = i64::try_from(token)?;
         on_pool!(&self.pool, p => sqlx::query(&self.plain_put).bind(key).bind(value).bind(token).execute(p).await.map(drop))?;
         Ok(())
     }
 
     /// `SqlIssuer::try_acquire` then `release`.
-    pub(crate) async fn fenced_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
+    ///
+    /// # Errors
+    /// As the issuer's, or if the resource was held.
+    pub async fn fenced_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
         let request = LeaseRequest::new(resource, TTL).with_holder(holder.clone());
         let lease = self
             .issuer
@@ -137,7 +148,23 @@ impl Sides {
     }
 
     /// The issuer's two statements, bare.
-    pub(crate) async fn raw_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
+    ///
+    /// # Errors
+    /// As sqlx's, or if the resource was held.
+    pub async fn raw_lock(&self, resource: &str, holder: &HolderId) -> BoxResult<()> {
+        if self.raw_lock_on(resource, holder).await? {
+            Ok(())
+        } else {
+            Err("the raw side's resource was held".into())
+        }
+    }
+
+    /// The issuer's two statements, bare: `false` if another holder had
+    /// the resource.
+    ///
+    /// # Errors
+    /// As sqlx's, or if the release changed no row.
+    pub async fn raw_lock_on(&self, resource: &str, holder: &HolderId) -> BoxResult<bool> {
         let holder = holder.as_str().as_bytes();
         let ttl = raw::ttl_units(self.db.dialect(), TTL);
         // The acquire with its three binds, on any of the pools' query types.
@@ -156,16 +183,21 @@ impl Sides {
                     .transpose()?
             }
         };
-        let token = token.ok_or("the raw side's resource was held")?;
+        let Some(token) = token else {
+            return Ok(false);
+        };
         let released = on_pool!(&self.pool, p => sqlx::query(&self.release).bind(resource).bind(holder).bind(token).execute(p).await?.rows_affected());
         if released != 1 {
             return Err("the raw release changed no row".into());
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// The server's version.
-    pub(crate) async fn version(&self) -> BoxResult<String> {
+    /// The server's version, as the report lists it.
+    ///
+    /// # Errors
+    /// As sqlx's.
+    pub async fn version(&self) -> BoxResult<String> {
         let v: String = match &self.pool {
             Pool::Pg(p) => {
                 sqlx::query_scalar("SHOW server_version")
@@ -179,29 +211,18 @@ impl Sides {
                     .await?
             }
         };
-        Ok(match self.dialect {
-            Dialect::Postgres => format!("PostgreSQL {v}"),
-            Dialect::MariaDb => format!("MariaDB {v}"),
-            Dialect::Sqlite => format!("SQLite {v} (bundled by sqlx)"),
-        })
+        Ok((self.plain.version)(&v))
     }
 
     /// Drops the tables and closes the pool.
-    pub(crate) async fn clean_up(&self) {
+    pub async fn clean_up(&self) {
         if let Err(e) = self.db.drop_tables().await {
-            eprintln!("bench: could not drop the {:?} tables: {e}", self.dialect);
+            eprintln!(
+                "bench: could not drop the {:?} tables: {e}",
+                self.plain.dialect
+            );
         }
         on_pool!(&self.pool, p => p.close().await);
-    }
-}
-
-/// What a fenced write under contention came to.
-pub(crate) fn outcome(result: fencing_tokens::Result<()>) -> BoxResult<Outcome> {
-    match result {
-        Ok(()) => Ok(Outcome::Written),
-        Err(Error::StaleToken { .. }) => Ok(Outcome::Stale),
-        Err(Error::Contention { .. }) => Ok(Outcome::GaveUp),
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -216,7 +237,7 @@ fn pool_options<DB: sqlx::Database>(ping: bool) -> sqlx::pool::PoolOptions<DB> {
 fn placeholder(d: Dialect, n: usize) -> String {
     match d {
         Dialect::Postgres => format!("${n}"),
-        Dialect::MariaDb | Dialect::Sqlite => "?".to_owned(),
+        _ => "?".to_owned(),
     }
 }
 
@@ -226,16 +247,16 @@ fn placeholder(d: Dialect, n: usize) -> String {
 fn plain_upsert(d: Dialect, t: &str) -> String {
     let p = |n| placeholder(d, n);
     match d {
-        Dialect::Postgres | Dialect::Sqlite => format!(
+        Dialect::MySql => format!(
+            "INSERT INTO {t} (k, v, lock_token) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE v = VALUES(v), lock_token = VALUES(lock_token)"
+        ),
+        _ => format!(
             "INSERT INTO {t} (k, v, lock_token) VALUES ({}, {}, {}) \
              ON CONFLICT (k) DO UPDATE SET v = excluded.v, lock_token = excluded.lock_token",
             p(1),
             p(2),
             p(3)
-        ),
-        Dialect::MariaDb => format!(
-            "INSERT INTO {t} (k, v, lock_token) VALUES (?, ?, ?) \
-             ON DUPLICATE KEY UPDATE v = VALUES(v), lock_token = VALUES(lock_token)"
         ),
     }
 }

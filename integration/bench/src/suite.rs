@@ -1,26 +1,78 @@
-//! The cases, per backend.
+//! The cases, per kind of backend: each backend's module in
+//! `fencing_integration::backends` gives its plain side, of one of the
+//! kinds here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use fencing_harness::env::{self, Server};
+use fencing_harness::env::Server;
 use fencing_harness::proxy::CountingProxy;
+use fencing_integration::backends::dynamodb::{DynamoPlain, Sides as DynamoSides};
+use fencing_integration::backends::plain::Plain;
+use fencing_integration::backends::plain::sql::{Sides as SqlSides, SqlPlain};
+use fencing_integration::backends::{ALL, Backend};
 use fencing_integration::run_prefix;
 use fencing_tokens::HolderId;
 
 use crate::BoxResult;
 use crate::contention::{self, Load, Outcome, Writer};
-use crate::dynamo;
 use crate::measure::{Row, compare, split_url};
-use crate::sql::{self, Dialect};
 
 mod lock_services;
 mod object_stores;
 
-pub(crate) use lock_services::{etcd, redis, zookeeper};
 pub(crate) use object_stores::bucket;
-pub(crate) use object_stores::{azure, gcs, s3};
+
+/// The kinds of plain side, each with its suite here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Sql,
+    Blob,
+    DynamoDb,
+    Lock,
+}
+
+impl Kind {
+    fn of(plain: &Plain) -> Self {
+        match plain {
+            Plain::Sql(_) => Self::Sql,
+            Plain::Blob(_) => Self::Blob,
+            Plain::DynamoDb(_) => Self::DynamoDb,
+            Plain::Lock(_) => Self::Lock,
+        }
+    }
+}
+
+/// The order of the backends' own rows: the stores, then the lock
+/// services.
+pub(crate) const ROWS_ORDER: [Kind; 4] = [Kind::Sql, Kind::Blob, Kind::DynamoDb, Kind::Lock];
+
+/// Every backend, by kind in `order`, then in the registry's order.
+pub(crate) fn in_order(order: [Kind; 4]) -> impl Iterator<Item = &'static Backend> {
+    order.into_iter().flat_map(|kind| {
+        ALL.iter()
+            .copied()
+            .filter(move |b| Kind::of(&b.bench.plain) == kind)
+    })
+}
+
+/// `backend`'s rows, by the suite of its kind.
+pub(crate) async fn run(backend: &'static Backend, plan: &Plan, out: &mut Output) -> BoxResult<()> {
+    match backend.bench.plain {
+        Plain::Sql(plain) => sql(backend, plain, plan, out).await,
+        Plain::Blob(plain) => object_stores::run(backend, plain, plan, out).await,
+        Plain::DynamoDb(plain) => dynamodb(backend, plain, plan, out).await,
+        Plain::Lock(plain) => lock_services::run(backend, plain, plan, out).await,
+    }
+}
+
+/// The server of `backend`, for the kinds that need one.
+fn server_of(backend: &Backend) -> BoxResult<&'static Server> {
+    backend
+        .server
+        .ok_or_else(|| format!("{}: its kind of rows needs a server", backend.name).into())
+}
 
 /// The targets.
 pub(crate) mod target {
@@ -88,8 +140,6 @@ fn prefix() -> String {
     format!("{}_bench", run_prefix())
 }
 
-/// Wraps a connection failure in the message of `server` (what is missing,
-/// how to start it).
 /// What `open` opens, again through a counting proxy in front of `url`'s
 /// server, when the plan counts round trips.
 async fn counting<S>(
@@ -106,6 +156,8 @@ async fn counting<S>(
     Ok(Some((proxy, sides)))
 }
 
+/// Wraps a connection failure in the message of `server` (what is missing,
+/// how to start it).
 fn reach<T>(server: &Server, result: BoxResult<T>) -> BoxResult<T> {
     result.map_err(|e| {
         format!(
@@ -121,18 +173,16 @@ fn reach<T>(server: &Server, result: BoxResult<T>) -> BoxResult<T> {
 
 // --- SQL -------------------------------------------------------------------
 
-pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let (name, url, server) = match dialect {
-        Dialect::Postgres => ("postgres", env::POSTGRES.endpoint(), Some(&env::POSTGRES)),
-        Dialect::MariaDb => ("mariadb", env::MYSQL.endpoint(), Some(&env::MYSQL)),
-        Dialect::Sqlite => {
-            let path = std::env::temp_dir().join(format!("fencing-bench-{}.sqlite", run_prefix()));
-            ("sqlite", format!("sqlite://{}", path.display()), None)
-        }
-    };
+async fn sql(
+    backend: &'static Backend,
+    plain: SqlPlain,
+    plan: &Plan,
+    out: &mut Output,
+) -> BoxResult<()> {
+    let (name, url, server) = (backend.name, (plain.url)(), backend.server);
     let tables = format!("{}_", prefix());
     let connect = async |url: &str, ping: bool| {
-        let sides = sql::Sides::connect(dialect, url, &tables, ping).await;
+        let sides = SqlSides::connect(plain, url, &tables, ping).await;
         match server {
             Some(server) => reach(server, sides),
             None => sides,
@@ -153,7 +203,7 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
     let embedded = "embedded: no network, no round trips";
     // A fenced put against a plain upsert of `len` bytes on `direct`, and
     // through the proxy on `sides`.
-    let puts = async |direct: &sql::Sides, counted: Option<(&CountingProxy, &sql::Sides)>, len| {
+    let puts = async |direct: &SqlSides, counted: Option<(&CountingProxy, &SqlSides)>, len| {
         let value = payload(len);
         let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
         compare(
@@ -161,8 +211,8 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
             plan.count_ops,
             direct,
             counted,
-            async |s: &sql::Sides| s.fenced_put(&fk, value.clone(), 1).await,
-            async |s: &sql::Sides| s.plain_put(&pk, &value, 1).await,
+            async |s: &SqlSides| s.fenced_put(&fk, value.clone(), 1).await,
+            async |s: &SqlSides| s.plain_put(&pk, &value, 1).await,
         )
         .await
     };
@@ -212,8 +262,8 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
         plan.count_ops,
         direct.as_ref(),
         pinged,
-        async |s: &sql::Sides| s.fenced_lock("fenced", &fh).await,
-        async |s: &sql::Sides| s.raw_lock("raw", &rh).await,
+        async |s: &SqlSides| s.fenced_lock("fenced", &fh).await,
+        async |s: &SqlSides| s.raw_lock("raw", &rh).await,
     )
     .await?;
     let mut row = Row::latency(
@@ -240,7 +290,7 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
             let (store, value) = (store.clone(), value.clone());
             Box::pin(async move {
                 use fencing_tokens::FencedStore;
-                sql::outcome(
+                contention::outcome(
                     store
                         .put(
                             "contended-fenced",
@@ -266,8 +316,8 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
         .push(contention::run(name, len, plan.load, &[fenced], &[plain], None).await?);
 
     direct.clean_up().await;
-    if let Dialect::Sqlite = dialect {
-        let path = url.trim_start_matches("sqlite://");
+    // An embedded database's file, and its write-ahead log.
+    if let Some(path) = url.strip_prefix("sqlite://") {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{path}{suffix}"));
         }
@@ -277,18 +327,24 @@ pub(crate) async fn sql(dialect: Dialect, plan: &Plan, out: &mut Output) -> BoxR
 
 // --- DynamoDB --------------------------------------------------------------
 
-pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    let (endpoint, table) = (env::DYNAMODB.endpoint(), bucket());
+async fn dynamodb(
+    backend: &'static Backend,
+    plain: DynamoPlain,
+    plan: &Plan,
+    out: &mut Output,
+) -> BoxResult<()> {
+    let (name, server) = (backend.name, server_of(backend)?);
+    let (endpoint, table) = (server.endpoint(), bucket());
     let open = async |endpoint: &str| {
         reach(
-            &env::DYNAMODB,
-            dynamo::Sides::connect(endpoint, &table).await,
+            server,
+            (plain.connect)(endpoint.to_owned(), table.clone()).await,
         )
     };
     let direct = open(&endpoint).await?;
     let counted = counting(plan, &endpoint, async |via| open(&via).await).await?;
     let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
-    out.versions.push("moto (DynamoDB API)".to_owned());
+    out.versions.push(plain.version.to_owned());
     for &len in &plan.payloads {
         let value = payload(len);
         let (fk, pk) = (format!("fenced-{len}"), format!("plain-{len}"));
@@ -297,13 +353,13 @@ pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
             plan.count_ops,
             &direct,
             through_proxy,
-            async |s: &dynamo::Sides| s.fenced_put(&fk, value.clone()).await,
-            async |s: &dynamo::Sides| s.plain_update(&pk, value.clone()).await,
+            async |s: &DynamoSides| s.fenced_put(&fk, value.clone()).await,
+            async |s: &DynamoSides| s.plain_update(&pk, value.clone()).await,
         )
         .await?;
         out.rows.push(
             Row::latency(
-                "dynamodb",
+                name,
                 "put: fenced vs the same UpdateItem unconditioned",
                 Some(len),
                 timed,
@@ -317,12 +373,12 @@ pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
             plan.count_ops,
             &direct,
             through_proxy,
-            async |s: &dynamo::Sides| s.fenced_put(&fk, value.clone()).await,
-            async |s: &dynamo::Sides| s.plain_put(&pk, value.clone()).await,
+            async |s: &DynamoSides| s.fenced_put(&fk, value.clone()).await,
+            async |s: &DynamoSides| s.plain_put(&pk, value.clone()).await,
         )
         .await?;
         out.rows.push(
-            Row::latency("dynamodb", "put: fenced vs plain PutItem", Some(len), timed, None)
+            Row::latency(name, "put: fenced vs plain PutItem", Some(len), timed, None)
                 .with_trips(trips)
                 .note("one conditional `UpdateItem` (`attribute_not_exists(pk) OR lock_token <= :t`) vs an unconditional `PutItem`, same client"),
         );
@@ -332,12 +388,12 @@ pub(crate) async fn dynamodb(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         plan.count_ops,
         &direct,
         through_proxy,
-        async |s: &dynamo::Sides| s.lease("lease").await,
-        async |s: &dynamo::Sides| s.raw_lease().await,
+        async |s: &DynamoSides| s.lease("lease").await,
+        async |s: &DynamoSides| s.raw_lease().await,
     )
     .await?;
     out.rows.push(
-        Row::latency("dynamodb", "acquire + release vs 2 conditional UpdateItems", None, timed, Some(target::LOCK))
+        Row::latency(name, "acquire + release vs 2 conditional UpdateItems", None, timed, Some(target::LOCK))
             .with_trips(trips)
             .note("a free resource is granted by one conditional `UpdateItem` (a held one answers with its old item, no read); raw: a conditional grant with `ADD counter` and a conditional release"),
     );

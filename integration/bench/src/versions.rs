@@ -1,5 +1,5 @@
-//! Asking the servers which versions they run, for the report's list
-//! (apart from the report, since the cases ask too).
+//! Asking the emulators which versions they run, for the report's list
+//! (the other servers are asked by their plain sides).
 
 use std::time::Duration;
 
@@ -29,28 +29,6 @@ pub(crate) async fn http_server_header(addr: std::net::SocketAddr, path: &str) -
         })
     };
     tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .ok()
-        .flatten()
-}
-
-/// ZooKeeper's answer to the `srvr` four-letter word: its version line.
-pub(crate) async fn zookeeper_version(addr: std::net::SocketAddr) -> Option<String> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        stream.write_all(b"srvr").await.ok()?;
-        let mut out = String::new();
-        stream.read_to_string(&mut out).await.ok()?;
-        out.lines()
-            .find_map(|l| l.strip_prefix("Zookeeper version:"))
-            .map(|v| {
-                let v = v.trim();
-                // "3.8.4-9316c2a7…, built on …": the version is enough.
-                let v = v.split([',', '-']).next().unwrap_or(v);
-                format!("ZooKeeper {v}")
-            })
-    };
-    tokio::time::timeout(Duration::from_secs(3), exchange)
         .await
         .ok()
         .flatten()

@@ -23,6 +23,16 @@ pub(crate) enum Outcome {
     GaveUp,
 }
 
+/// What a fenced write under contention came to.
+pub(crate) fn outcome(result: fencing_tokens::Result<()>) -> BoxResult<Outcome> {
+    match result {
+        Ok(()) => Ok(Outcome::Written),
+        Err(fencing_tokens::Error::StaleToken { .. }) => Ok(Outcome::Stale),
+        Err(fencing_tokens::Error::Contention { .. }) => Ok(Outcome::GaveUp),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A boxed write.
 pub(crate) type WriteFuture = Pin<Box<dyn Future<Output = BoxResult<Outcome>> + Send>>;
 

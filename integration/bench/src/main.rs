@@ -10,15 +10,11 @@
 
 mod blob;
 mod contention;
-mod dynamo;
 mod failover;
 mod handover;
-mod locks;
 mod measure;
 mod report;
 mod scale;
-mod server_cost;
-mod sql;
 mod suite;
 mod svg;
 mod tools;
@@ -26,15 +22,18 @@ mod versions;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime};
 
+use clap::builder::PossibleValue;
 use clap::{Parser, ValueEnum};
 
 use crate::contention::Load;
 use crate::suite::{Output, Plan};
 
-/// Errors of the benchmark code: anything, with its message.
-pub(crate) type BoxResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+/// Errors of the benchmark code: anything, with its message (as the
+/// plain sides').
+pub(crate) use fencing_integration::backends::plain::BoxResult;
 
 /// The explanations that go under the table (kept beside the code, so a
 /// rerun regenerates the whole report).
@@ -61,7 +60,7 @@ struct Args {
 
     /// Only these backends.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "BACKEND,...")]
-    only: Vec<Backend>,
+    only: Vec<Section>,
 
     /// Write the markdown report to FILE instead of stdout.
     #[arg(long, value_name = "FILE")]
@@ -82,19 +81,12 @@ struct Args {
     no_count: bool,
 }
 
-/// A backend of the suite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Backend {
-    Sqlite,
-    Postgres,
-    Mariadb,
-    S3,
-    Gcs,
-    Azure,
-    Dynamodb,
-    Etcd,
-    Zookeeper,
-    Redis,
+/// A section of the report: a backend's rows (its module in
+/// `fencing_integration::backends`), or rows across backends.
+#[derive(Clone, Copy, Debug)]
+enum Section {
+    /// A backend's rows, by the suite of its kind.
+    Backend(&'static fencing_integration::backends::Backend),
     /// The handover gap of every issuer of the registry.
     Handover,
     /// `fence run` side by side with `etcdctl lock`.
@@ -105,38 +97,62 @@ enum Backend {
     Failover,
 }
 
-impl Backend {
-    const ALL: [Self; 14] = [
-        Self::Sqlite,
-        Self::Postgres,
-        Self::Mariadb,
-        Self::S3,
-        Self::Gcs,
-        Self::Azure,
-        Self::Dynamodb,
-        Self::Etcd,
-        Self::Zookeeper,
-        Self::Redis,
-        Self::Handover,
-        Self::Etcdctl,
-        // Before scale, whose many grants leave the in-memory emulators
-        // slower (Azurite once stopped answering in a failover after them).
-        Self::Failover,
-        Self::Scale,
-    ];
+impl PartialEq for Section {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+/// Every section in `--help`'s order: the backends, then the rows across
+/// them.
+static SECTIONS: LazyLock<Vec<Section>> = LazyLock::new(|| {
+    suite::in_order(suite::ROWS_ORDER)
+        .map(Section::Backend)
+        .chain([
+            Section::Handover,
+            Section::Etcdctl,
+            Section::Scale,
+            Section::Failover,
+        ])
+        .collect()
+});
+
+impl ValueEnum for Section {
+    fn value_variants<'a>() -> &'a [Self] {
+        &SECTIONS
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            Self::Backend(_) => None,
+            Self::Handover => Some("The handover gap of every issuer of the registry"),
+            Self::Etcdctl => Some("`fence run` side by side with `etcdctl lock`"),
+            Self::Scale => Some("1 to 64 holders over 1,000 resources, per lock-service issuer"),
+            Self::Failover => {
+                Some("From a holder's death to the next holder's first write, per issuer")
+            }
+        };
+        let value = PossibleValue::new(self.name());
+        Some(match help {
+            Some(help) => value.help(help),
+            None => value,
+        })
+    }
+}
+
+impl Section {
+    /// The order they run in: as listed, but the failover rows before the
+    /// scale rows, whose many grants leave the in-memory emulators slower
+    /// (Azurite once stopped answering in a failover after them).
+    fn in_run_order() -> impl Iterator<Item = Self> {
+        let (scale, rest): (Vec<Self>, Vec<Self>) =
+            SECTIONS.iter().partition(|s| **s == Self::Scale);
+        rest.into_iter().chain(scale)
+    }
 
     fn name(self) -> &'static str {
         match self {
-            Self::Sqlite => "sqlite",
-            Self::Postgres => "postgres",
-            Self::Mariadb => "mariadb",
-            Self::S3 => "s3",
-            Self::Gcs => "gcs",
-            Self::Azure => "azure",
-            Self::Dynamodb => "dynamodb",
-            Self::Etcd => "etcd",
-            Self::Zookeeper => "zookeeper",
-            Self::Redis => "redis",
+            Self::Backend(backend) => backend.name,
             Self::Handover => "handover",
             Self::Etcdctl => "etcdctl",
             Self::Scale => "scale",
@@ -146,16 +162,7 @@ impl Backend {
 
     async fn run(self, plan: &Plan, out: &mut Output) -> BoxResult<()> {
         match self {
-            Self::Sqlite => suite::sql(sql::Dialect::Sqlite, plan, out).await,
-            Self::Postgres => suite::sql(sql::Dialect::Postgres, plan, out).await,
-            Self::Mariadb => suite::sql(sql::Dialect::MariaDb, plan, out).await,
-            Self::S3 => suite::s3(plan, out).await,
-            Self::Gcs => suite::gcs(plan, out).await,
-            Self::Azure => suite::azure(plan, out).await,
-            Self::Dynamodb => suite::dynamodb(plan, out).await,
-            Self::Etcd => suite::etcd(plan, out).await,
-            Self::Zookeeper => suite::zookeeper(plan, out).await,
-            Self::Redis => suite::redis(plan, out).await,
+            Self::Backend(backend) => suite::run(backend, plan, out).await,
             Self::Handover => suite::handover(plan, out).await,
             Self::Etcdctl => tools::etcdctl(plan, out).await,
             Self::Scale => scale::run(plan, out).await,
@@ -230,8 +237,7 @@ fn utc_now() -> String {
 /// Versions of the emulators: what `bench.sh` found installed
 /// (`FENCING_BENCH_VERSIONS="s3=moto 5.2.5;…"`), else the HTTP `Server`
 /// header.
-async fn emulator_versions(selected: &[Backend]) -> Vec<String> {
-    use fencing_harness::env;
+async fn emulator_versions(selected: &[Section]) -> Vec<String> {
     let given = std::env::var("FENCING_BENCH_VERSIONS").unwrap_or_default();
     let given = |name: &str| {
         given
@@ -241,15 +247,14 @@ async fn emulator_versions(selected: &[Backend]) -> Vec<String> {
             .map(|(_, v)| v.trim().to_owned())
     };
     let mut out = Vec::new();
-    for (backend, server, path) in [
-        (Backend::S3, env::S3, "/"),
-        (Backend::Gcs, env::GCS, "/storage/v1/b"),
-        (Backend::Azure, env::AZURE, "/devstoreaccount1?comp=list"),
-    ] {
-        if !selected.contains(&backend) {
+    for backend in suite::in_order(suite::ROWS_ORDER) {
+        let (Some(server), Some(path)) = (backend.server, backend.bench.server_header) else {
+            continue;
+        };
+        if !selected.contains(&Section::Backend(backend)) {
             continue;
         }
-        let found = match given(backend.name()) {
+        let found = match given(backend.name) {
             Some(v) => Some(v),
             None => match measure::split_url(&server.endpoint()) {
                 Ok((addr, _)) => versions::http_server_header(addr, path).await,
@@ -258,7 +263,7 @@ async fn emulator_versions(selected: &[Backend]) -> Vec<String> {
         };
         out.push(format!(
             "{} emulator: {}",
-            backend.name(),
+            backend.name,
             found.unwrap_or_else(|| "version not reported".to_owned())
         ));
     }
@@ -279,42 +284,40 @@ fn chart_link(out: Option<&Path>, svg: &Path) -> String {
 async fn main() -> ExitCode {
     let args = Args::parse();
     let plan = args.plan();
-    let selected: Vec<Backend> = if args.only.is_empty() {
+    let selected: Vec<Section> = if args.only.is_empty() {
         // The smoke test leaves out the rows that start processes of a
         // release build (`fence`); `--only etcdctl` runs them.
-        Backend::ALL
-            .into_iter()
-            .filter(|b| !(args.quick && *b == Backend::Etcdctl))
+        Section::in_run_order()
+            .filter(|s| !(args.quick && *s == Section::Etcdctl))
             .collect()
     } else {
-        Backend::ALL
-            .into_iter()
-            .filter(|b| args.only.contains(b))
+        Section::in_run_order()
+            .filter(|s| args.only.contains(s))
             .collect()
     };
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut servers = Vec::new();
     let mut failures = Vec::new();
-    for backend in &selected {
-        eprintln!("bench: {} …", backend.name());
+    for section in &selected {
+        eprintln!("bench: {} …", section.name());
         let t = Instant::now();
         let mut out = Output::default();
-        let result = backend.run(&plan, &mut out).await;
+        let result = section.run(&plan, &mut out).await;
         rows.append(&mut out.rows);
         servers.append(&mut out.versions);
         match result {
             Ok(()) => eprintln!(
                 "bench: {} done in {:.1} s",
-                backend.name(),
+                section.name(),
                 t.elapsed().as_secs_f64()
             ),
             Err(e) => {
                 // The whole chain: "azure error (retryable)" alone says
                 // nothing of what failed.
                 let e = fencing_core::error_chain(e.as_ref());
-                eprintln!("bench: {} FAILED: {e}", backend.name());
-                failures.push(format!("{}: {e}", backend.name()));
+                eprintln!("bench: {} FAILED: {e}", section.name());
+                failures.push(format!("{}: {e}", section.name()));
             }
         }
     }

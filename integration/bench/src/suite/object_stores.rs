@@ -1,35 +1,36 @@
-//! The object-store cases: S3, GCS and Azure Blob, fenced puts against
+//! The object-store cases (S3, GCS, Azure Blob, …): fenced puts against
 //! plain ones.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use fencing_core::adapter::blob::BlobStore;
-use fencing_harness::env::{self, Server};
+use fencing_integration::backends::Backend;
+use fencing_integration::backends::plain::blob::BlobPlain;
 
-use super::{Output, Plan, counting, payload, prefix, reach, target};
+use super::{Output, Plan, counting, payload, prefix, reach, server_of, target};
 use crate::BoxResult;
-use crate::blob::{self, Plain};
+use crate::blob;
 use crate::contention;
 use crate::measure::{Row, compare};
 
-/// The object-store cases on `B`, whose store on this run's bucket at an
-/// endpoint `make(endpoint, bucket)` opens (the adapter's
-/// `emulator::store`).
-async fn objects<B, F>(
-    name: &'static str,
-    server: &Server,
+/// The object-store cases on `backend`, whose backend on this run's bucket
+/// at an endpoint `plain.open` opens (the adapter's `emulator::store`).
+pub(super) async fn run(
+    backend: &'static Backend,
+    plain: BlobPlain,
     plan: &Plan,
     out: &mut Output,
-    make: F,
-) -> BoxResult<()>
-where
-    B: Plain,
-    F: AsyncFn(&str, &str) -> fencing_tokens::Result<BlobStore<B>>,
-{
+) -> BoxResult<()> {
+    let (name, server) = (backend.name, server_of(backend)?);
     let (endpoint, bucket) = (server.endpoint(), bucket());
-    let open =
-        async |endpoint: &str| reach(server, make(endpoint, &bucket).await.map_err(Into::into));
+    let open = async |endpoint: &str| {
+        reach(
+            server,
+            (plain.open)(endpoint.to_owned(), bucket.clone())
+                .await
+                .map_err(Into::into),
+        )
+    };
     let direct = blob::Sides::new(open(&endpoint).await?);
     let counted = counting(plan, &endpoint, async |via| {
         Ok(blob::Sides::new(open(&via).await?))
@@ -45,7 +46,7 @@ where
                 format!("fenced-{kind}-{len}"),
                 format!("plain-{kind}-{len}"),
             );
-            let fenced = async |sides: &blob::Sides<B>| {
+            let fenced = async |sides: &blob::Sides| {
                 if cold {
                     sides.cold_put(&fk, value.clone(), 1).await
                 } else {
@@ -58,7 +59,7 @@ where
                 &direct,
                 through_proxy,
                 fenced,
-                async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
+                async |s: &blob::Sides| s.plain_put(&pk, value.clone()).await,
             )
             .await?;
             let (operation, target) = if cold {
@@ -88,8 +89,8 @@ where
         plan.count_ops,
         &direct,
         through_proxy,
-        async |s: &blob::Sides<B>| s.read_version(&rk).await,
-        async |s: &blob::Sides<B>| s.plain_put(&pk, value.clone()).await,
+        async |s: &blob::Sides| s.read_version(&rk).await,
+        async |s: &blob::Sides| s.plain_put(&pk, value.clone()).await,
     )
     .await?;
     out.rows.push(
@@ -106,14 +107,14 @@ where
             plan.count_ops,
             &direct,
             through_proxy,
-            async |s: &blob::Sides<B>| {
+            async |s: &blob::Sides| {
                 if cold {
                     s.cold_lease("lease-cold").await
                 } else {
                     s.warm_lease("lease-warm").await
                 }
             },
-            async |s: &blob::Sides<B>| s.raw_lease("raw-lease").await,
+            async |s: &blob::Sides| s.raw_lease("raw-lease").await,
         )
         .await?;
         let row = if cold {
@@ -147,23 +148,4 @@ where
 /// Bucket or container of this run.
 pub(crate) fn bucket() -> String {
     prefix().replace('_', "-")
-}
-
-pub(crate) async fn s3(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    objects("s3", &env::S3, plan, out, fencing_s3::emulator::store).await
-}
-
-pub(crate) async fn gcs(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    objects("gcs", &env::GCS, plan, out, fencing_gcs::emulator::store).await
-}
-
-pub(crate) async fn azure(plan: &Plan, out: &mut Output) -> BoxResult<()> {
-    objects(
-        "azure",
-        &env::AZURE,
-        plan,
-        out,
-        fencing_azure::emulator::store,
-    )
-    .await
 }
