@@ -130,8 +130,8 @@ pub(crate) fn node_port_check(port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::specs::moto::emulator;
-    use crate::specs::redis::scratch::{Scratch, probe_standard};
+    use crate::Private;
+    use crate::private::standard::probe_standard;
 
     #[test]
     fn the_version_is_the_one_npm_installs() {
@@ -142,8 +142,7 @@ mod tests {
 
     #[test]
     fn azurite_starts_on_a_free_port_and_answers() {
-        let scratch = Scratch::new("azurite");
-        let _server = scratch.start(&SINGLE, &emulator(&scratch, "azurite"));
+        let _server = Private::start(&SINGLE, &[]).unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

@@ -5,8 +5,6 @@ mod status;
 #[cfg(test)]
 mod tests;
 mod tls;
-#[cfg(test)]
-pub(crate) mod trial;
 
 pub use status::{MemberStatus, formed, leader_of, parse_status, status};
 pub use tls::etcdctl_tls;

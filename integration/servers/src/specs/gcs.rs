@@ -169,8 +169,8 @@ fn compose(service: &Service) -> Vec<Container> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::specs::moto::emulator;
-    use crate::specs::redis::scratch::{Scratch, probe_standard};
+    use crate::Private;
+    use crate::private::standard::probe_standard;
 
     #[test]
     fn go_names_the_architectures() {
@@ -181,8 +181,7 @@ mod tests {
 
     #[test]
     fn gcs_starts_on_a_free_port_and_answers() {
-        let scratch = Scratch::new("gcs");
-        let _server = scratch.start(&SINGLE, &emulator(&scratch, "gcs"));
+        let _server = Private::start(&SINGLE, &[]).unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

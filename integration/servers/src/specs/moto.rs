@@ -304,22 +304,17 @@ fn moto_container(member: &Member, tls: &[&str], https: bool) -> Container {
     }
 }
 
-/// For the emulators' tests: a member on a free port of a scratch state
-/// directory, with the checkout's installed tools (the venv, the npm
-/// prefixes).
-#[cfg(test)]
-pub(crate) fn emulator(scratch: &crate::specs::redis::scratch::Scratch, name: &str) -> Instance {
-    let mut instance = scratch.instance(name, 1, crate::specs::redis::scratch::free_port(), &[]);
-    instance.paths.tools = crate::Paths::from_env().tools;
-    instance
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
 
     use super::*;
-    use crate::specs::redis::scratch::{Scratch, probe_standard};
+    use crate::Private;
+    use crate::private::standard::probe_standard;
+
+    fn started(service: &Service) -> Private {
+        Private::start(service, &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
 
     #[test]
     fn the_launcher_takes_host_port_and_optional_tls_from_argv() {
@@ -335,34 +330,32 @@ mod tests {
 
     #[test]
     fn s3_and_dynamodb_start_on_free_ports_and_answer() {
-        let scratch = Scratch::new("moto");
-        let s3 = emulator(&scratch, "s3");
-        let _s3 = scratch.start(&S3_SERVICE, &s3);
-        let dynamodb = emulator(&scratch, "dynamodb");
-        let _dynamodb = scratch.start(&DYNAMODB_SERVICE, &dynamodb);
+        let _s3 = started(&S3_SERVICE);
+        let _dynamodb = started(&DYNAMODB_SERVICE);
     }
 
     #[test]
     fn s3_listens_on_the_instance_address_only() {
         // The nemesis starts it on a namespace host's address: another
         // loopback address stands in for one.
-        let scratch = Scratch::new("motoip");
-        let mut instance = emulator(&scratch, "s3");
-        instance.ip = Ipv4Addr::new(127, 0, 0, 2);
-        let _s3 = scratch.start(&S3_SERVICE, &instance);
+        let s3 = Private::build(&S3_SERVICE)
+            .on(Ipv4Addr::new(127, 0, 0, 2))
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"));
         let elsewhere = Instance {
             ip: Ipv4Addr::LOCALHOST,
-            ..instance.clone()
+            ..s3.instance().clone()
         };
         assert!(!probe_s3(&elsewhere), "moto answered on 127.0.0.1 too");
     }
 
     #[test]
     fn s3_tls_starts_on_a_free_port_and_serves_https_only() {
-        let scratch = Scratch::with_pki("mototls");
-        let instance = emulator(&scratch, "s3-tls");
-        let _s3 = scratch.start(&S3_TLS_SERVICE, &instance);
-        assert!(!probe_s3(&instance), "plain HTTP answered on s3-tls");
+        let s3 = Private::build(&S3_TLS_SERVICE)
+            .own_pki()
+            .start()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!probe_s3(s3.instance()), "plain HTTP answered on s3-tls");
     }
 
     #[test]

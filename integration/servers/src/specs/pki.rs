@@ -71,12 +71,12 @@ pub fn ensure(paths: &crate::Paths) -> Result<bool, String> {
 mod tests {
     use std::os::unix::fs::PermissionsExt;
 
-    use crate::specs::etcd::trial::TempState;
+    use crate::private::PrivateState;
 
     #[test]
     fn ensure_makes_a_pki_once_and_again_when_a_file_is_missing() {
-        let state = TempState::new("pki");
-        let paths = state.paths.clone();
+        let state = PrivateState::new("pki").unwrap();
+        let paths = state.paths().clone();
         assert!(super::ensure(&paths).unwrap(), "none there: made");
         assert!(!super::ensure(&paths).unwrap(), "a valid one is kept");
         for f in [

@@ -3,8 +3,6 @@
 
 mod check;
 mod compose;
-#[cfg(test)]
-pub(crate) mod scratch;
 mod start;
 #[cfg(test)]
 mod tests;

@@ -138,8 +138,8 @@ fn compose(service: &Service) -> Vec<Container> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::specs::moto::emulator;
-    use crate::specs::redis::scratch::{Scratch, probe_standard};
+    use crate::Private;
+    use crate::private::standard::probe_standard;
 
     #[test]
     fn only_s3rvers_own_listing_is_taken_for_it() {
@@ -152,11 +152,9 @@ mod tests {
 
     #[test]
     fn s3rver_starts_on_a_free_port_and_answers() {
-        let scratch = Scratch::new("s3rver");
-        let instance = emulator(&scratch, "s3rver");
-        let _server = scratch.start(&SINGLE, &instance);
+        let server = Private::start(&SINGLE, &[]).unwrap_or_else(|e| panic!("{e}"));
         // the bucket made at start is there
-        let url = format!("http://127.0.0.1:{}/", instance.port);
+        let url = format!("http://127.0.0.1:{}/", server.port());
         let listing = curl(&[&url]).unwrap_or_default();
         assert!(
             listing.contains(&format!("<Name>{BUCKET}</Name>")),

@@ -1,9 +1,9 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
-use super::trial::{TempState, Trial, standard};
 use super::*;
-use crate::{Member, Paths, Peer, specs};
+use crate::private::PrivateState;
+use crate::{Paths, Peer, Private, specs};
 
 const FIELDS: &str = r#""ClusterID" : 6730566277095012391
 "MemberID" : 11620113426298787385
@@ -132,60 +132,58 @@ fn the_compose_cluster_finds_its_members_by_name() {
 
 // ---- real servers, on free ports (never the standard ones)
 
+fn started(service: &Service) -> Private {
+    Private::start(service, &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[test]
 fn a_single_member_starts_and_answers() {
-    let trial = Trial::start(&specs::etcd::SINGLE, 1, Paths::from_env());
-    let leader = leader_of(&trial.endpoints());
+    let etcd = started(&specs::etcd::SINGLE);
+    let leader = leader_of(&etcd.endpoints());
     assert_eq!(leader, Some(0), "a single member leads");
 }
 
 #[test]
 fn three_members_form_a_cluster_and_elect_a_new_leader_when_it_dies() {
-    let mut trial = Trial::start(&specs::etcd::CLUSTER, 3, Paths::from_env());
-    trial.wait_until("the cluster did not form", |t| {
-        formed(&status(&t.endpoints()), 3)
+    let mut cluster = started(&specs::etcd::CLUSTER);
+    assert_eq!(cluster.endpoints().len(), 3);
+    let wait = |c: &Private, what: &str, holds: &dyn Fn(&Private) -> bool| {
+        c.wait_until(what, holds).unwrap_or_else(|e| panic!("{e}"));
+    };
+    wait(&cluster, "the cluster did not form", &|c| {
+        formed(&status(&c.endpoints()), 3)
     });
-    let first = leader_of(&trial.endpoints()).expect("a leader");
-    trial.kill(first);
-    trial.wait_until("the two left did not elect a leader", |t| {
-        formed(&status(&t.endpoints()), 2) && leader_of(&t.endpoints()).is_some_and(|l| l != first)
+    let first = leader_of(&cluster.endpoints()).expect("a leader");
+    cluster.kill(first);
+    wait(&cluster, "the two left did not elect a leader", &|c| {
+        formed(&status(&c.endpoints()), 2) && leader_of(&c.endpoints()).is_some_and(|l| l != first)
     });
-    assert!(!formed(&status(&trial.endpoints()), 3));
+    assert!(!formed(&status(&cluster.endpoints()), 3));
     // a restarted member rejoins from its data dir
-    trial.spawn(first);
-    trial.wait_until("the restarted member did not rejoin", |t| {
-        formed(&status(&t.endpoints()), 3)
+    cluster.restart(first).unwrap_or_else(|e| panic!("{e}"));
+    wait(&cluster, "the restarted member did not rejoin", &|c| {
+        formed(&status(&c.endpoints()), 3)
     });
 }
 
 #[test]
 fn tls_member_starts_with_a_fresh_pki_and_its_setup_is_repeatable() {
-    let state = TempState::new("etcd-tls");
-    let paths = state.paths.clone();
-    assert!(specs::pki::ensure(&paths).unwrap(), "a new PKI");
-    let trial = Trial::start(&specs::etcd::TLS, 1, paths.clone());
-    let port = trial.members[0].instance.port;
-    let members: &'static [Member] = Box::leak(Box::new([Member {
-        instance: "etcd-tls",
-        port,
-        peer_ports: &[],
-    }]));
-    let service = Service {
-        members,
-        ..specs::etcd::TLS
-    };
+    let state = PrivateState::new("etcd-tls").unwrap();
+    assert!(state.make_pki().unwrap(), "a new PKI");
+    let etcd = Private::build(&specs::etcd::TLS)
+        .in_state(state)
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let paths = etcd.paths().clone();
+    let port = etcd.port();
     // an `up` cut short: a user and a role there already, auth still off
     let root = format!("root:{}", crate::TLS_PASSWORD);
     let local = |args: &[&str]| etcdctl_tls(&paths, Ipv4Addr::LOCALHOST, port, args);
     assert!(local(&["--interactive=false", "user", "add", &root]).0);
     assert!(local(&["role", "add", crate::TLS_USER]).0);
-    let setup = service.setup.unwrap();
-    setup(&paths, &service).unwrap();
-    setup(&paths, &service).expect("a second set-up only checks");
-    assert!(
-        (service.probe)(&trial.members[0].instance),
-        "logs in with auth on"
-    );
+    etcd.setup().unwrap();
+    etcd.setup().expect("a second set-up only checks");
+    assert!(etcd.answers(0), "logs in with auth on");
     // Without a login the certificate's CN (fencing) is the user: its role.
     let (ok, out) = etcdctl_tls(&paths, Ipv4Addr::LOCALHOST, port, &["put", "other/x", "1"]);
     assert!(!ok && out.contains("permission denied"), "{out}");
@@ -210,7 +208,7 @@ fn the_running_standard_servers_answer() {
         &specs::etcd::TLS,
     ] {
         for n in 0..service.members.len() {
-            let instance = standard(service, n);
+            let instance = crate::run::instance(&Paths::from_env(), service, n);
             if !(service.probe)(&instance) {
                 silent.push(format!("{} on 127.0.0.1:{}", instance.name, instance.port));
             }

@@ -4,21 +4,22 @@
 //! directory, which already serves: it is not started twice.)
 
 use super::{SINGLE, TLS};
-use crate::specs::redis::scratch::{Scratch, free_port, probe_standard, service_on};
+use crate::Private;
+use crate::private::standard::probe_standard;
 
 #[test]
 fn mariadb_tls_starts_on_a_free_port_and_takes_only_tls() {
-    let scratch = Scratch::with_pki("mtls");
-    let port = free_port();
-    let instance = scratch.instance("mariadb-tls", 1, port, &[]);
-    let mut server = scratch.start(&TLS, &instance);
-    let setup = TLS.setup.expect("mariadb-tls has a set-up");
-    setup(&scratch.paths, service_on(&TLS, &[port])).unwrap();
+    let mut server = Private::build(&TLS)
+        .own_pki()
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(TLS.setup.is_some(), "mariadb-tls has a set-up");
+    server.setup().unwrap();
     // (`mariadb`'s probe would say yes here too: `mariadb-admin ping`
     // exits 0 for a live server that denies the login, as in the bash.)
     // A second start reuses the data directory made at the first.
-    server.stop();
-    let _again = scratch.start(&TLS, &instance);
+    server.stop(0);
+    server.restart(0).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -6,33 +6,32 @@
 use std::net::Ipv4Addr;
 
 use super::{SINGLE, TLS, private_cluster, private_url};
-use crate::Service;
-use crate::specs::redis::scratch::{Scratch, free_port, probe_standard, service_on};
+use crate::private::standard::probe_standard;
 use crate::util::output;
+use crate::{Private, Service};
 
 #[test]
 fn postgres_tls_starts_on_a_free_port_and_takes_only_tls_with_the_password() {
-    let scratch = Scratch::with_pki("pgtls");
-    let port = free_port();
-    let instance = scratch.instance("postgres-tls", 1, port, &[]);
-    let mut server = scratch.start(&TLS, &instance);
-    let setup = TLS.setup.expect("postgres-tls has a set-up");
-    setup(&scratch.paths, service_on(&TLS, &[port])).unwrap();
+    let mut server = Private::build(&TLS)
+        .own_pki()
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(TLS.setup.is_some(), "postgres-tls has a set-up");
+    server.setup().unwrap();
     // A second start reuses the cluster (and its account) made at the first.
-    server.stop();
-    let _again = scratch.start(&TLS, &instance);
+    server.stop(0);
+    server.restart(0).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
 fn a_private_cluster_trusts_its_network_and_takes_the_standard_set_up() {
-    let scratch = Scratch::new("pgpriv");
-    let port = free_port();
-    let instance = scratch.instance("postgres-private", 1, port, &[]);
     let private = Service {
         start: |i| private_cluster(i, "127.0.0.1/32"),
         ..SINGLE
     };
-    let _server = scratch.start(&private, &instance);
+    let server = Private::start(&private, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let instance = server.instance().clone();
+    let port = server.port();
     assert_eq!(
         private_url(&instance),
         format!("postgres://postgres@127.0.0.1:{port}/postgres")
@@ -51,8 +50,8 @@ fn a_private_cluster_trusts_its_network_and_takes_the_standard_set_up() {
     assert_eq!(sync.as_deref().map(str::trim), Some("off"));
     // Through TCP as the trusted superuser, as on a cluster without a
     // Debian socket.
-    let setup = SINGLE.setup.expect("postgres has a set-up");
-    setup(&scratch.paths, service_on(&SINGLE, &[port])).unwrap();
+    assert!(SINGLE.setup.is_some(), "postgres has a set-up");
+    server.setup().unwrap();
     assert!(!(SINGLE.probe)(&crate::Instance {
         ip: Ipv4Addr::new(127, 0, 0, 2),
         ..instance.clone()

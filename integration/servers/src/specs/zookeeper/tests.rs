@@ -4,8 +4,9 @@ use std::path::Path;
 use super::config::{QuorumMember, tls_cfg, zoo_cfg};
 use super::*;
 use crate::Paths;
+use crate::Private;
+use crate::private::PrivateState;
 use crate::specs;
-use crate::specs::etcd::trial::{TempState, Trial, standard};
 
 const SRVR: &str = "Zookeeper version: 3.8.0-debian--1, built on 2023-09-28 15:18 UTC
 Latency min/avg/max: 0/0.0/0
@@ -98,44 +99,57 @@ fn the_compose_ensemble_finds_its_members_by_name() {
 
 // ---- real servers, on free ports (never the standard ones)
 
+fn started(service: &Service) -> Private {
+    Private::start(service, &[]).unwrap_or_else(|e| panic!("{e}"))
+}
+
 #[test]
 fn a_standalone_server_starts_and_answers() {
-    let trial = Trial::start(&specs::zookeeper::SINGLE, 1, Paths::from_env());
-    let (ip, port) = trial.endpoints()[0];
+    let zookeeper = started(&specs::zookeeper::SINGLE);
+    let (ip, port) = zookeeper.endpoints()[0];
     assert_eq!(mode(ip, port).as_deref(), Some("standalone"));
 }
 
 #[test]
 fn three_servers_form_an_ensemble_and_elect_a_new_leader_when_it_dies() {
-    let mut trial = Trial::start(&specs::zookeeper::ENSEMBLE, 3, Paths::from_env());
-    let modes = |t: &Trial| -> Vec<Option<String>> {
-        t.endpoints()
+    let mut ensemble = started(&specs::zookeeper::ENSEMBLE);
+    assert_eq!(ensemble.endpoints().len(), 3);
+    let modes = |e: &Private| -> Vec<Option<String>> {
+        e.endpoints()
             .iter()
             .map(|(ip, port)| mode(*ip, *port))
             .collect()
     };
-    trial.wait_until("the ensemble did not form", |t| formed(&modes(t), 3));
-    let first = modes(&trial)
+    let wait = |e: &Private, what: &str, holds: &dyn Fn(&Private) -> bool| {
+        e.wait_until(what, holds).unwrap_or_else(|e| panic!("{e}"));
+    };
+    wait(&ensemble, "the ensemble did not form", &|e| {
+        formed(&modes(e), 3)
+    });
+    let first = modes(&ensemble)
         .iter()
         .position(|m| m.as_deref() == Some("leader"))
         .expect("a leader");
-    trial.kill(first);
-    trial.wait_until("the two left did not elect a leader", |t| {
-        formed(&modes(t), 2)
+    ensemble.kill(first);
+    wait(&ensemble, "the two left did not elect a leader", &|e| {
+        formed(&modes(e), 2)
     });
-    trial.spawn(first);
-    trial.wait_until("the restarted server did not rejoin", |t| {
-        formed(&modes(t), 3)
+    ensemble.restart(first).unwrap_or_else(|e| panic!("{e}"));
+    wait(&ensemble, "the restarted server did not rejoin", &|e| {
+        formed(&modes(e), 3)
     });
 }
 
 #[test]
 fn tls_server_starts_with_a_fresh_pki_and_answers_over_tls_only() {
-    let state = TempState::new("zk-tls");
-    let paths = state.paths.clone();
-    specs::pki::ensure(&paths).unwrap();
-    let trial = Trial::start(&specs::zookeeper::TLS, 1, paths.clone());
-    let (ip, port) = trial.endpoints()[0];
+    let state = PrivateState::new("zk-tls").unwrap();
+    state.make_pki().unwrap();
+    let zookeeper = Private::build(&specs::zookeeper::TLS)
+        .in_state(state)
+        .start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let paths = zookeeper.paths().clone();
+    let (ip, port) = zookeeper.endpoints()[0];
     assert_eq!(tls_mode(&paths, ip, port).as_deref(), Some("standalone"));
     assert_eq!(mode(ip, port), None, "plaintext srvr is not answered");
 }
@@ -150,7 +164,7 @@ fn the_running_standard_servers_answer() {
         &specs::zookeeper::TLS,
     ] {
         for n in 0..service.members.len() {
-            let instance = standard(service, n);
+            let instance = crate::run::instance(&Paths::from_env(), service, n);
             if !(service.probe)(&instance) {
                 silent.push(format!("{} on 127.0.0.1:{}", instance.name, instance.port));
             }
