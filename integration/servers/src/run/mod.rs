@@ -4,7 +4,9 @@
 //!
 //! State lives under [`Paths`]: `pids/<instance>.pid` (`PID STARTTIME`:
 //! only a process recorded there is ours, and only ours is ever stopped),
-//! `logs/<instance>.log`, `data/<instance>/`. A port that answers already
+//! `logs/<instance>.log`, `data/<instance>/`; `pids/<instance>.adopted`
+//! marks a server `restart` took over from whoever ran it (the machine's
+//! PostgreSQL), which `down` leaves running. A port that answers already
 //! is reused, never restarted. The commands that change anything hold
 //! `<state>/.lock`, so concurrent callers take turns.
 //!
@@ -108,6 +110,7 @@ fn usage() -> String {
   services.sh leader CLUSTER       print "PID PORT" of the leader of {clusters}
   services.sh restart-member CLUSTER PORT   start a killed member again; prints "PID PORT"
   services.sh restart NAME         stop a single server (ours or not: for fault tests) and start it as ours
+                                   (one we had not started is adopted: down leaves it running)
   services.sh clean                down all, then delete data, logs and the test PKI (keeps installed tools)
   services.sh compose              print docker-compose.yml, generated from the same specs
 

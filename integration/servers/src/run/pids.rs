@@ -78,6 +78,31 @@ pub(crate) fn record(paths: &Paths, instance: &str, pid: u32) -> Result<Recorded
     Ok(Recorded { pid, start })
 }
 
+/// The marker of an instance `restart` took over from whoever ran it (the
+/// machine's PostgreSQL, say): `<pids>/<instance>.adopted`.
+fn adopted_file(paths: &Paths, instance: &str) -> PathBuf {
+    paths.pids.join(format!("{instance}.adopted"))
+}
+
+/// Records that `instance` was adopted: `restart` stopped someone else's
+/// server and started it again as ours. `down` then leaves it running,
+/// as it was found: stopping it would take the machine's server down for
+/// good (nothing else starts it again). The marker outlives the process
+/// and its pid file (a fault test may kill it, `up` start it again); only
+/// `clean` removes it, with the pid files.
+pub(crate) fn mark_adopted(paths: &Paths, instance: &str) -> Result<(), String> {
+    crate::util::write(
+        &adopted_file(paths, instance),
+        "started as ours by `services restart` in place of a server we had not started; \
+         `down` leaves it running\n",
+    )
+}
+
+/// Whether `instance` was adopted (see [`mark_adopted`]).
+pub(crate) fn adopted(paths: &Paths, instance: &str) -> bool {
+    adopted_file(paths, instance).exists()
+}
+
 /// Forgets `instance`'s process (it is gone, or not ours).
 pub(crate) fn forget(paths: &Paths, instance: &str) {
     let _ = fs::remove_file(pid_file(paths, instance));

@@ -17,11 +17,11 @@ pub fn status() -> impl Iterator<Item = String> {
     header.chain(members.map(move |(service, index)| {
         let member = instance(&paths, service, index);
         let answering = (service.probe)(&member);
-        let owner = match pids::our_pid(&paths, &member.name) {
-            Some(pid) => format!("ours (pid {pid})"),
-            None if answering || super::port_open(member.port) => "external".to_owned(),
-            None => "-".to_owned(),
-        };
+        let owner = owner(
+            pids::our_pid(&paths, &member.name),
+            pids::adopted(&paths, &member.name),
+            answering || super::port_open(member.port),
+        );
         status_line(
             &member.name,
             &member.port.to_string(),
@@ -29,6 +29,18 @@ pub fn status() -> impl Iterator<Item = String> {
             &owner,
         )
     }))
+}
+
+/// Whose a member is: ours (with its pid; "adopted" when `restart` took
+/// it over from whoever ran it, so `down` leaves it running), external
+/// (something else listens on its port), or `-` (nothing runs).
+fn owner(ours: Option<u32>, adopted: bool, listening: bool) -> String {
+    match ours {
+        Some(pid) if adopted => format!("ours (adopted, pid {pid}; down leaves it running)"),
+        Some(pid) => format!("ours (pid {pid})"),
+        None if listening => "external".to_owned(),
+        None => "-".to_owned(),
+    }
 }
 
 fn status_line(instance: &str, port: &str, answering: &str, owner: &str) -> String {
@@ -86,6 +98,17 @@ mod tests {
                 .iter()
                 .any(|l| l.starts_with("export FENCING_ETCD_ENDPOINTS='"))
         );
+    }
+
+    #[test]
+    fn an_adopted_member_is_ours_and_says_down_leaves_it() {
+        assert_eq!(owner(Some(7), false, true), "ours (pid 7)");
+        let adopted = owner(Some(7), true, true);
+        assert!(adopted.starts_with("ours (adopted, pid 7"), "{adopted}");
+        assert!(adopted.contains("down leaves it running"), "{adopted}");
+        // Adopted once, gone now: whoever listens is not ours.
+        assert_eq!(owner(None, true, true), "external");
+        assert_eq!(owner(None, false, false), "-");
     }
 
     #[test]

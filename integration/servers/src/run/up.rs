@@ -1,5 +1,8 @@
 //! `up`, `down`, `deps`, `restart` and `clean`.
 
+#[cfg(test)]
+mod tests;
+
 use std::fs;
 
 use super::lock::Lock;
@@ -121,7 +124,9 @@ pub(crate) fn start_instance(
 
 /// `down`: stops what this checkout started among the named services'
 /// members (no names: every service, the on-demand ones included, so a
-/// second checkout finds its ports free). Never stops anything else.
+/// second checkout finds its ports free). Never stops anything else, nor
+/// a member `restart` adopted from whoever ran it (the machine's
+/// PostgreSQL): that one is left running, as it was found.
 ///
 /// # Errors
 /// An unknown name, or the lock not taken.
@@ -131,13 +136,28 @@ pub fn down<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
     } else {
         selected(names)?
     };
-    let paths = Paths::from_env();
-    let _lock = Lock::take(&paths)?;
+    down_in(&Paths::from_env(), &services)
+}
+
+/// [`down`] of `services` under `paths`.
+pub(crate) fn down_in(paths: &Paths, services: &[&Service]) -> Result<(), String> {
+    let _lock = Lock::take(paths)?;
     let mut targets = Vec::new();
-    for service in &services {
+    for service in services {
         for member in service.members {
+            let ours = pids::ours(paths, member.instance);
+            if ours.is_some() && pids::adopted(paths, member.instance) {
+                // Stopping it would leave the machine without the server
+                // it ran before `restart` took it over (nothing of ours
+                // starts it at boot): the next session would find it down.
+                log(format!(
+                    "{}: adopted by `restart` from whoever ran it before; leaving it running, as it was found",
+                    member.instance
+                ));
+                continue;
+            }
             targets.push((member.instance, service.stop));
-            if pids::ours(&paths, member.instance).is_none() && port_open(member.port) {
+            if ours.is_none() && port_open(member.port) {
                 log(format!(
                     "{}: not started by services.sh, leaving it running",
                     member.instance
@@ -145,7 +165,7 @@ pub fn down<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
             }
         }
     }
-    stop_instances(&paths, &targets);
+    stop_instances(paths, &targets);
     Ok(())
 }
 
@@ -163,7 +183,8 @@ pub fn deps<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
 
 /// `restart NAME`: stops a single-server service, whoever started it
 /// (for fault tests), then starts it as ours, waits until it answers and
-/// runs its set-up.
+/// runs its set-up. A server we had not started (the machine's
+/// PostgreSQL) is recorded as adopted, so that `down` leaves it running.
 ///
 /// # Errors
 /// An unknown name, a service of several members (see
@@ -171,28 +192,50 @@ pub fn deps<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
 /// stop, start or answer.
 pub fn restart(name: &str) -> Result<(), String> {
     let service = crate::service(name).ok_or_else(|| format!("unknown service '{name}'"))?;
+    restart_in(&Paths::from_env(), service)
+}
+
+/// [`restart`] of `service` under `paths`.
+pub(crate) fn restart_in(paths: &Paths, service: &Service) -> Result<(), String> {
+    let name = service.name;
     if service.members.len() != 1 {
         return Err(format!(
             "restart takes a single-server service, not '{name}' (use restart-member)"
         ));
     }
-    let paths = Paths::from_env();
-    let member = instance(&paths, service, 0);
-    let _lock = Lock::take(&paths)?;
-    let pid = pids::our_pid(&paths, &member.name).or_else(|| pids::listener_pid(member.port));
+    let member = instance(paths, service, 0);
+    let _lock = Lock::take(paths)?;
+    let ours = pids::our_pid(paths, &member.name);
+    let pid = ours.or_else(|| pids::listener_pid(member.port));
     if let Some(pid) = pid {
         stop_listener(&member.name, pid, member.port, service.stop)?;
     }
-    pids::forget(&paths, &member.name);
-    install::install(&paths, &[service])?;
-    if service.group == Group::Tls {
-        pki::ensure(&paths)?;
+    if takes_over(ours, pid) {
+        // Recorded before it starts as ours: whatever happens next, `down`
+        // must not be the one to stop the machine's server for good.
+        pids::mark_adopted(paths, &member.name)?;
+        log(format!(
+            "{}: pid {} was not ours; adopted (down will leave it running)",
+            member.name,
+            pid.unwrap_or_default()
+        ));
     }
-    start_instance(&paths, service, &member)?;
-    wait_answering(&paths, service, &member)?;
-    settle(&paths, service)?;
+    pids::forget(paths, &member.name);
+    install::install(paths, &[service])?;
+    if service.group == Group::Tls {
+        pki::ensure(paths)?;
+    }
+    start_instance(paths, service, &member)?;
+    wait_answering(paths, service, &member)?;
+    settle(paths, service)?;
     log(format!("{}: restarted", member.name));
     Ok(())
+}
+
+/// Whether `restart` takes over someone else's server: it stopped a
+/// listener (`stopped`) that was not our recorded process (`ours`).
+fn takes_over(ours: Option<u32>, stopped: Option<u32>) -> bool {
+    ours.is_none() && stopped.is_some()
 }
 
 /// `clean`: `down` for every service, then deletes the data, logs, pid
