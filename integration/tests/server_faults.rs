@@ -1,6 +1,9 @@
 //! Server faults while clients acquire and write in a loop: PostgreSQL and
-//! the append-only Redis are restarted (`integration/services.sh restart`)
-//! mid-run. The history checker finds no stale accept, tokens keep rising,
+//! the append-only Redis are restarted mid-run (`services restart`,
+//! in-process: `fencing_harness::failover::restart_server`; never
+//! services.sh, whose shim runs cargo inside cargo test). A restarted
+//! server the machine ran (its PostgreSQL) is adopted, so `services down`
+//! leaves it running. The history checker finds no stale accept, tokens keep rising,
 //! every acknowledged write is read back, and every failure is a typed error
 //! from the backend that failed.
 //!
@@ -10,26 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use fencing_harness::failover::restart_server;
 use fencing_integration::{issuer, store};
 use fencing_testkit::history::{HistoryConfig, run_history};
 use fencing_tokens::{Error, FencedStore, FencingToken, LeaseRequest, TokenIssuer};
 use tokio::sync::Mutex;
 
 static FAULTS: Mutex<()> = Mutex::const_new(());
-
-const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/services.sh");
-
-async fn restart(service: &str) {
-    let status = tokio::process::Command::new("bash")
-        .args([SERVICES, "restart", service])
-        .status()
-        .await
-        .expect("run services.sh");
-    assert!(
-        status.success(),
-        "integration/services.sh restart {service} failed"
-    );
-}
 
 /// Puts distinct keys in a loop until `stop`; returns the acknowledged ones
 /// and every error seen.
@@ -57,7 +47,7 @@ async fn acknowledged_writes(
 
 /// Runs the history checker (and a writer of distinct keys) on
 /// `issuer_name` × `store_name` while `service` restarts.
-async fn fault_during_history(issuer_name: &str, store_name: &str, service: &str) {
+async fn fault_during_history(issuer_name: &str, store_name: &str, service: &'static str) {
     let _one_at_a_time = FAULTS.lock().await;
     let (Some((issuer, ttl)), Some(store)) = (issuer(issuer_name).await, store(store_name).await)
     else {
@@ -75,7 +65,7 @@ async fn fault_during_history(issuer_name: &str, store_name: &str, service: &str
         async move { run_history(issuer, store, &config).await }
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
-    restart(service).await;
+    restart_server(service).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let report = history.await.expect("history");
     stop_tx.send_replace(true);

@@ -5,101 +5,46 @@
 //! token" (`ConnectOptions::with_auto_token_refresh`, which the issuer
 //! turns on).
 //!
-//! On an etcd of its own (the `etcd` binary that `integration/services.sh
-//! up etcd` installs, on free loopback ports, `--auth-token-ttl=1`, `auth
+//! On an etcd of its own (the `etcd` spec's, started on free loopback
+//! ports by `fencing_servers::Private`, plus `--auth-token-ttl 1`; `auth
 //! enable`, a user whose role may use `fencing/` only), so a second of
 //! idleness expires the token. `FENCING_SKIP=etcd` skips it.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use fencing_core::{FencingToken, IssuerExt, LeaseRequest, TokenIssuer};
-use fencing_etcd::etcd_client::{Client, ConnectOptions, Permission};
+use fencing_etcd::etcd_client::{Client, Permission};
 use fencing_etcd::{EtcdConfig, EtcdIssuer};
 use fencing_harness::env::ETCD;
+use fencing_servers::Private;
 use fencing_testkit::issuer::grant;
 
 const PASSWORD: &str = "token-ttl-secret";
 /// Longer than the token's TTL (1 s) and etcd's token sweep.
 const IDLE: Duration = Duration::from_millis(2500);
 
-/// An etcd of this test's own, killed and removed when dropped.
+/// An etcd of this test's own: the `etcd` spec's (its binary, on free
+/// loopback ports) plus `--auth-token-ttl`, stopped and removed when
+/// dropped.
 struct OwnEtcd {
-    _child: tokio::process::Child,
-    dir: PathBuf,
-    client_port: u16,
-}
-
-impl Drop for OwnEtcd {
-    fn drop(&mut self) {
-        // `kill_on_drop` ends the process.
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("a free loopback port");
-    listener.local_addr().expect("its address").port()
+    etcd: Private,
 }
 
 impl OwnEtcd {
+    /// Started on a blocking thread: starting one probes it.
     async fn start(token_ttl_secs: u32) -> Self {
-        let (client_port, peer_port) = (free_port(), free_port());
-        let dir = std::env::temp_dir().join(format!(
-            "fencing-etcd-token-{}-{client_port}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a data directory");
-        let log = std::fs::File::create(dir.join("etcd.log")).expect("a log file");
-        let client = format!("http://127.0.0.1:{client_port}");
-        let peer = format!("http://127.0.0.1:{peer_port}");
-        let child = tokio::process::Command::new("etcd")
-            .args(["--name", "token-ttl", "--data-dir"])
-            .arg(dir.join("data"))
-            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("token-ttl={peer}")])
-            .args(["--auth-token-ttl", &token_ttl_secs.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start `etcd` ({e}): install it with `integration/services.sh up etcd`, or skip \
-                     these tests with FENCING_SKIP=etcd"
-                )
-            });
-        let etcd = Self {
-            _child: child,
-            dir,
-            client_port,
-        };
-        etcd.wait_until_it_answers().await;
-        etcd
+        let etcd = tokio::task::spawn_blocking(move || {
+            let spec = fencing_servers::service("etcd").expect("etcd's spec");
+            Private::start(spec, &["--auth-token-ttl", &token_ttl_secs.to_string()])
+        })
+        .await
+        .expect("the thread starting the test's own etcd")
+        .unwrap_or_else(|e| panic!("{e}\n(or skip these tests with FENCING_SKIP=etcd)"));
+        Self { etcd }
     }
 
     fn endpoint(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port)
-    }
-
-    async fn wait_until_it_answers(&self) {
-        let endpoint = format!("http://{}", self.endpoint());
-        for _ in 0..100 {
-            let options = ConnectOptions::new().with_connect_timeout(Duration::from_millis(500));
-            if let Ok(mut client) = Client::connect([&endpoint], Some(options)).await
-                && client.status().await.is_ok()
-            {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
-        panic!("the test's own etcd at {endpoint} did not answer within 10 s; its log:\n{log}");
+        format!("127.0.0.1:{}", self.etcd.port())
     }
 
     /// Users root and `fencing` (role: readwrite on `fencing/` only),

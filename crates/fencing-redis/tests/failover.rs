@@ -1,10 +1,11 @@
-//! A failover of the replicated pair (`integration/services.sh up
-//! redis-replica`): the primary is killed and its replica promoted with
-//! `REPLICAOF NO ONE`, as Sentinel or an operator would. With
-//! `Durability::Replicated`, every token handed out had reached the replica,
-//! so tokens keep rising on the promoted node. Its own test binary: nothing
-//! else of this crate runs while the pair is torn apart, and the pair is
-//! restored (`services.sh up redis-replica`) however the test ends.
+//! A failover of a replicated pair (redis-replica's spec): the primary is
+//! killed and its replica promoted with `REPLICAOF NO ONE`, as Sentinel or
+//! an operator would. With `Durability::Replicated`, every token handed out
+//! had reached the replica, so tokens keep rising on the promoted node.
+//! The pair is the test's own, on free ports (`fencing_servers::Private`),
+//! not the shared one: test binaries run side by side (nextest), and
+//! tearing the shared pair apart would fail the other binaries' tests of
+//! it.
 
 mod common;
 
@@ -15,8 +16,8 @@ use common::raw;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
 use fencing_harness::env::{REDIS_PRIMARY, REDIS_REPLICA};
 use fencing_redis::{Durability, RedisConfig};
+use fencing_servers::Private;
 
-const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
 const TTL: Duration = Duration::from_secs(30);
 
 async fn info(url: &str, section: &str) -> String {
@@ -48,25 +49,21 @@ fn signal(signal: &str, pid: &str) {
     );
 }
 
-/// Continues the replica and restores the pair, even if the test failed.
-struct Restore {
-    replica_pid: String,
-}
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.replica_pid])
-            .status();
-        let up = Command::new("bash")
-            .args([SERVICES, "up", "redis-replica"])
-            .status()
-            .expect("run services.sh");
-        assert!(
-            up.success(),
-            "integration/services.sh up redis-replica failed"
-        );
-    }
+/// A replicated pair of the test's own (redis-replica's spec: an
+/// append-only primary, its replica following it), linked up. Stopped
+/// when dropped, the replica continued first if the test left it
+/// SIGSTOPped. Blocking calls (they probe with redis-cli): on their own
+/// thread.
+async fn private_pair() -> Private {
+    tokio::task::spawn_blocking(|| {
+        let pair = fencing_servers::service("redis-replica").expect("redis-replica's spec");
+        let pair = Private::start(pair, &[])?;
+        pair.setup()?;
+        Ok::<_, String>(pair)
+    })
+    .await
+    .expect("the thread starting a private replicated pair")
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[tokio::test]
@@ -74,7 +71,9 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     if REDIS_PRIMARY.skipped() || REDIS_REPLICA.skipped() {
         return;
     }
-    let (primary, replica) = (REDIS_PRIMARY.endpoint(), REDIS_REPLICA.endpoint());
+    let pair = private_pair().await;
+    let primary = pair.endpoint(&REDIS_PRIMARY);
+    let replica = REDIS_REPLICA.endpoint_at(pair.member(1).port);
     let prefix = format!("{}:", fencing_testkit::unique_prefix());
     let durability = Durability::Replicated {
         replicas: 1,
@@ -87,13 +86,9 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
         .await
     {
         Ok(i) => i,
-        Err(e @ Error::Backend { .. }) => REDIS_PRIMARY.unavailable(&e),
-        Err(e) => panic!("{e}"),
+        Err(e) => panic!("the private primary at {primary}: {e}"),
     };
     let replica_pid = pid_of(&replica).await;
-    let _restore = Restore {
-        replica_pid: replica_pid.clone(),
-    };
     let mut last = FencingToken::ZERO;
     for _ in 0..5 {
         let lease = issuer

@@ -1,30 +1,35 @@
-//! Kills the append-only Redis (as a crash would) and restarts it with
-//! `integration/services.sh`: tokens keep rising. Its own test binary, so
-//! no other test of this crate runs while the server is down.
+//! Kills an append-only Redis (as a crash would) and starts it again on
+//! its data: tokens keep rising. The Redis is the test's own (redis-aof's
+//! spec, on a free port: `fencing_servers::Private`), not the shared one:
+//! test binaries run side by side (nextest), and a crash of the shared
+//! server broke the connections of the others' tests.
 
-use std::process::Command;
 use std::time::Duration;
 
 use fencing_core::{LeaseRequest, TokenIssuer};
 use fencing_harness::env::REDIS_AOF;
 use fencing_redis::RedisConfig;
-
-const SERVICES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../integration/services.sh");
+use fencing_servers::Private;
 
 #[tokio::test]
 async fn tokens_keep_rising_across_a_crash_and_restart() {
     if REDIS_AOF.skipped() {
         return;
     }
-    let url = REDIS_AOF.endpoint();
-    let issuer = match RedisConfig::new(&url)
+    // Blocking calls (they probe with redis-cli): on their own thread.
+    let mut redis = tokio::task::spawn_blocking(|| {
+        let aof = fencing_servers::service("redis-aof").expect("redis-aof's spec");
+        Private::start(aof, &[])
+    })
+    .await
+    .expect("the thread starting a private redis-server")
+    .unwrap_or_else(|e| panic!("{e}"));
+    let url = redis.endpoint(&REDIS_AOF);
+    let issuer = RedisConfig::new(&url)
         .with_prefix(format!("{}:", fencing_testkit::unique_prefix()))
         .connect_issuer()
         .await
-    {
-        Ok(i) => i,
-        Err(e) => REDIS_AOF.unavailable(&e),
-    };
+        .unwrap_or_else(|e| panic!("the private redis-aof at {url}: {e}"));
     let ttl = Duration::from_secs(30);
     let mut last = None;
     for _ in 0..20 {
@@ -38,25 +43,13 @@ async fn tokens_keep_rising_across_a_crash_and_restart() {
     let before = last.unwrap();
 
     // Crash: SIGKILL, no chance to save anything beyond what AOF fsynced.
-    let client = redis::Client::open(url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let info: String = redis::cmd("INFO")
-        .arg("server")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let pid = info
-        .lines()
-        .find_map(|l| l.strip_prefix("process_id:"))
-        .and_then(|pid| pid.trim().parse().ok())
-        .expect("process_id in INFO");
-    fencing_harness::process::signal(pid, fencing_harness::process::Signal::SIGKILL);
+    redis.kill(0);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let up = Command::new("bash")
-        .args([SERVICES, "up", "redis-aof"])
-        .status()
-        .expect("run services.sh");
-    assert!(up.success(), "integration/services.sh up redis-aof failed");
+    // Started again on the same port and data directory.
+    let _redis = tokio::task::spawn_blocking(move || redis.restart(0).map(|()| redis))
+        .await
+        .expect("the thread restarting the private redis-server")
+        .unwrap_or_else(|e| panic!("{e}"));
 
     // The same issuer reconnects by itself; calls fail with typed errors
     // until it has.

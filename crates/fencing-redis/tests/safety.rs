@@ -13,8 +13,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,9 +20,11 @@ use common::{grant_once, raw};
 use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
+use fencing_harness::proxy::SwitchProxy;
 use fencing_redis::{Durability, RedisConfig, RedisIssuer};
+use fencing_servers::Private;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -71,10 +71,10 @@ async fn refused_grant(issuer: &RedisIssuer, url: &str, what: &str) -> String {
 }
 
 /// A private replica of `primary`, once `primary` sees it.
-async fn replica_of(primary: &PrivateRedis) -> PrivateRedis {
-    let port = primary.port.to_string();
-    let replica = PrivateRedis::start(&["--replicaof", "127.0.0.1", &port]).await;
-    wait_for_replicas(&primary.url(), 1).await;
+async fn replica_of(primary: &Private) -> Private {
+    let port = primary.port().to_string();
+    let replica = private_redis(&["--replicaof", "127.0.0.1", &port]).await;
+    wait_for_replicas(&url_of(primary), 1).await;
     replica
 }
 
@@ -102,135 +102,24 @@ fn addr_of(url: &str) -> SocketAddr {
 // ---------------------------------------------------------------------------
 // Private servers.
 
-/// A `redis-server` of this test's own (append-only, every write fsynced,
-/// plus `extra`), killed when dropped.
-struct PrivateRedis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
+/// A `redis-server` of this test's own: redis-aof's spec (append-only,
+/// every write fsynced) with `extra` after its own arguments, on a free
+/// port, stopped when dropped. Started on a blocking thread: starting one
+/// probes it with `redis-cli`.
+async fn private_redis(extra: &[&str]) -> Private {
+    let extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let aof = fencing_servers::service("redis-aof").expect("redis-aof's spec");
+        Private::build(aof).args(extra).start()
+    })
+    .await
+    .expect("the thread starting a private redis-server")
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl PrivateRedis {
-    async fn start(extra: &[&str]) -> Self {
-        for _ in 0..5 {
-            // A port the kernel just handed out and took back; redis-server
-            // binding it can still lose a race, hence the retries.
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("redis-{}", fencing_testkit::unique_prefix()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-                .arg("--dir")
-                .arg(&dir)
-                .args([
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "yes",
-                    "--appendfsync",
-                    "always",
-                ])
-                .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server on PATH (integration/services.sh deps redis)");
-            let mut server = Self { child, port, dir };
-            let started = Instant::now();
-            while started.elapsed() < Duration::from_secs(10) {
-                if server.child.try_wait().unwrap().is_some() {
-                    break; // lost the port: try another
-                }
-                if let Ok(client) = redis::Client::open(server.url())
-                    && let Ok(mut conn) = client.get_multiplexed_async_connection().await
-                    && redis::cmd("PING")
-                        .query_async::<String>(&mut conn)
-                        .await
-                        .is_ok()
-                {
-                    return server;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        panic!("could not start a private redis-server");
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-// ---------------------------------------------------------------------------
-// A proxy whose target can be switched: what a virtual IP or a DNS name does
-// when a failover moves it to another node.
-
-struct SwitchProxy {
-    addr: SocketAddr,
-    target: Arc<Mutex<SocketAddr>>,
-    pumps: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    accept: JoinHandle<()>,
-}
-
-impl SwitchProxy {
-    async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let target = Arc::new(Mutex::new(target));
-        let pumps = Arc::new(Mutex::new(Vec::new()));
-        let (t, p) = (target.clone(), pumps.clone());
-        let accept = tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let to = *t.lock().unwrap();
-                p.lock().unwrap().push(tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(to).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                }));
-            }
-        });
-        Self {
-            addr,
-            target,
-            pumps,
-            accept,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://{}", self.addr)
-    }
-
-    /// New connections go to `target`; open ones are cut, so the client
-    /// reconnects (to `target`).
-    fn switch(&self, target: SocketAddr) {
-        *self.target.lock().unwrap() = target;
-        for pump in self.pumps.lock().unwrap().drain(..) {
-            pump.abort();
-        }
-    }
-}
-
-impl Drop for SwitchProxy {
-    fn drop(&mut self) {
-        self.accept.abort();
-        for pump in self.pumps.lock().unwrap().drain(..) {
-            pump.abort();
-        }
-    }
+/// The URL of a private server.
+fn url_of(server: &Private) -> String {
+    server.endpoint(&REDIS_AOF)
 }
 
 /// Acquires through a connection that was just cut: transient errors until
@@ -285,8 +174,8 @@ async fn a_primary_with_a_connected_replica_is_refused() {
 
 #[tokio::test]
 async fn no_appendfsync_on_rewrite_is_refused() {
-    let server = PrivateRedis::start(&["--no-appendfsync-on-rewrite", "yes"]).await;
-    let reason = refused(&server.url(), "no-appendfsync-on-rewrite yes").await;
+    let server = private_redis(&["--no-appendfsync-on-rewrite", "yes"]).await;
+    let reason = refused(&url_of(&server), "no-appendfsync-on-rewrite yes").await;
     assert!(reason.contains("no-appendfsync-on-rewrite"), "{reason}");
     assert!(
         reason.contains("Durability::AcceptVolatileCounter"),
@@ -298,8 +187,8 @@ async fn no_appendfsync_on_rewrite_is_refused() {
 /// grant, which writes nothing.
 #[tokio::test]
 async fn a_replica_attached_after_connect_stops_the_next_grant() {
-    let primary = PrivateRedis::start(&[]).await;
-    let issuer = connect_to(&primary.url(), Durability::Required)
+    let primary = private_redis(&[]).await;
+    let issuer = connect_to(&url_of(&primary), Durability::Required)
         .await
         .expect("a lone append-only primary is safe");
     grant_once(&issuer, "before", TTL).await;
@@ -307,7 +196,7 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
     let replica = replica_of(&primary).await;
     let reason = refused_grant(
         &issuer,
-        &primary.url(),
+        &url_of(&primary),
         "a grant on a primary that gained a replica",
     )
     .await;
@@ -321,8 +210,8 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
 /// writing.
 #[tokio::test]
 async fn an_evicting_policy_set_after_connect_stops_the_next_grant() {
-    let server = PrivateRedis::start(&[]).await;
-    let issuer = connect_to(&server.url(), Durability::Required)
+    let server = private_redis(&[]).await;
+    let issuer = connect_to(&url_of(&server), Durability::Required)
         .await
         .expect("an append-only primary with noeviction is safe");
     grant_once(&issuer, "before", TTL).await;
@@ -331,12 +220,12 @@ async fn an_evicting_policy_set_after_connect_stops_the_next_grant() {
         .arg("SET")
         .arg("maxmemory-policy")
         .arg("allkeys-lru")
-        .query_async(&mut raw(&server.url()).await)
+        .query_async(&mut raw(&url_of(&server)).await)
         .await
         .expect("CONFIG SET");
     let reason = refused_grant(
         &issuer,
-        &server.url(),
+        &url_of(&server),
         "a grant after maxmemory-policy became allkeys-lru",
     )
     .await;
@@ -396,19 +285,19 @@ async fn a_fence_counter_with_a_ttl_stops_the_next_grant() {
 /// grant before anything is written (no WAIT could succeed).
 #[tokio::test]
 async fn a_replica_lost_after_connect_stops_the_next_replicated_grant() {
-    let primary = PrivateRedis::start(&[]).await;
+    let primary = private_redis(&[]).await;
     let replica = replica_of(&primary).await;
-    let issuer = connect_to(&primary.url(), replicated(1, Duration::from_secs(2)))
+    let issuer = connect_to(&url_of(&primary), replicated(1, Duration::from_secs(2)))
         .await
         .expect("a primary with its one replica");
     grant_once(&issuer, "before", TTL).await;
 
     drop(replica);
-    wait_for_replicas(&primary.url(), 0).await;
+    wait_for_replicas(&url_of(&primary), 0).await;
     let started = Instant::now();
     let reason = refused_grant(
         &issuer,
-        &primary.url(),
+        &url_of(&primary),
         "a replicated grant with no replica connected",
     )
     .await;
@@ -451,7 +340,7 @@ async fn a_reconnect_to_another_node_is_checked_before_granting() {
         return;
     }
     let proxy = SwitchProxy::start(addr_of(&REDIS_AOF.endpoint())).await;
-    let issuer = connect_to(&proxy.url(), Durability::Required)
+    let issuer = connect_to(&format!("redis://{}", proxy.addr()), Durability::Required)
         .await
         .unwrap_or_else(|e| REDIS_AOF.unavailable(&e));
     acquire_after_reconnect(&issuer, "on-aof").await.unwrap();
@@ -647,8 +536,8 @@ async fn verify_reports_what_makes_a_redis_unsafe() {
     );
     assert_eq!(verdict_of(&checks, "role"), Verdict::Pass, "{checks:#?}");
 
-    let server = PrivateRedis::start(&["--no-appendfsync-on-rewrite", "yes"]).await;
-    let lossy = connect_to(&server.url(), Durability::AcceptVolatileCounter)
+    let server = private_redis(&["--no-appendfsync-on-rewrite", "yes"]).await;
+    let lossy = connect_to(&url_of(&server), Durability::AcceptVolatileCounter)
         .await
         .unwrap();
     let checks = lossy.verify().await.unwrap();

@@ -10,10 +10,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::grant_once;
 use fencing_core::auth::Credentials;
@@ -24,6 +22,7 @@ use fencing_harness::env::{
     REDIS_AOF, REDIS_TLS, TLS_PASSWORD, assert_no_secret, tls_file, with_option, with_test_tls,
 };
 use fencing_redis::{Durability, RedisConfig, RedisIssuer};
+use fencing_servers::Private;
 use fencing_testkit::issuer::IssuerProfile;
 
 const TTL: Duration = Duration::from_secs(5);
@@ -354,83 +353,19 @@ async fn verify_reads_the_transport_of_a_callers_connection_manager() {
 // ---------------------------------------------------------------------------
 // A private server that requires client certificates.
 
-/// A `redis-server` of this test's own on a TLS port only, requiring a
-/// client certificate of the test CA, killed when dropped.
-struct MutualTlsRedis {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-}
-
-impl MutualTlsRedis {
-    async fn start() -> Self {
-        let file = |n: &str| tls_file(n).display().to_string();
-        for _ in 0..5 {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-                .join(format!("redis-mtls-{}", fencing_testkit::unique_prefix()));
-            std::fs::create_dir_all(&dir).unwrap();
-            let child = Command::new("redis-server")
-                .args(["--bind", "127.0.0.1", "--port", "0"])
-                .args(["--tls-port", &port.to_string()])
-                .args(["--tls-cert-file", &file("server.pem")])
-                .args(["--tls-key-file", &file("server-key.pem")])
-                .args(["--tls-ca-cert-file", &file("ca.pem")])
-                .args(["--tls-auth-clients", "yes"])
-                .arg("--dir")
-                .arg(&dir)
-                .args([
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "yes",
-                    "--appendfsync",
-                    "always",
-                ])
-                .args(["--user", "default", "off"])
-                .args([
-                    "--user",
-                    "fencing",
-                    "on",
-                    &format!(">{TLS_PASSWORD}"),
-                    "~*",
-                    "&*",
-                    "+@all",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("redis-server on PATH (integration/services.sh deps redis)");
-            let mut server = Self { child, port, dir };
-            let started = Instant::now();
-            while started.elapsed() < Duration::from_secs(10) {
-                if server.child.try_wait().unwrap().is_some() {
-                    break; // lost the port: try another
-                }
-                if connect(&with_test_tls(&server.url())).await.is_ok() {
-                    return server;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-        panic!("could not start a private redis-server with --tls-auth-clients yes");
-    }
-
-    fn url(&self) -> String {
-        format!("rediss://fencing:{TLS_PASSWORD}@127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for MutualTlsRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// A `redis-server` of this test's own: redis-tls's spec (the TLS port
+/// only, the checkout's test PKI, user `fencing`, append-only) plus
+/// `--tls-auth-clients yes`, so a client certificate of the test CA is
+/// required; stopped when dropped. Started on a blocking thread: starting
+/// one probes it with `redis-cli` (which presents the client certificate).
+async fn mutual_tls_redis() -> Private {
+    tokio::task::spawn_blocking(|| {
+        let tls = fencing_servers::service("redis-tls").expect("redis-tls's spec");
+        Private::start(tls, &["--tls-auth-clients", "yes"])
+    })
+    .await
+    .expect("the thread starting a private redis-server")
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[tokio::test]
@@ -438,10 +373,11 @@ async fn a_missing_client_certificate_is_a_tls_error_where_one_is_required() {
     if REDIS_TLS.skipped() {
         return;
     }
-    let server = MutualTlsRedis::start().await;
-    let issuer = connect(&with_test_tls(&server.url())).await.unwrap();
+    let server = mutual_tls_redis().await;
+    let url = server.endpoint(&REDIS_TLS);
+    let issuer = connect(&with_test_tls(&url)).await.unwrap();
     grant_once(&issuer, "mtls", TTL).await;
-    let url = with_ca(&server.url());
+    let url = with_ca(&url);
     let e = connect(&url)
         .await
         .expect_err("connected without a client certificate");

@@ -2,8 +2,8 @@
 //!
 //! Clients acquire, fence, write, renew, write and release in a loop, with
 //! every write recorded by the [`History`] checker, while the harness kills
-//! the leader (SIGKILL) and later restarts it, both through
-//! `integration/services.sh` (`leader …`, `restart-member …`). Tokens must
+//! the leader (SIGKILL) and later restarts it, both through this
+//! checkout's `services`, in-process (`leader`, `restart-member`). Tokens must
 //! stay strictly increasing in grant order and no stale write may be
 //! accepted. The [`FailoverReport`] says how long acquires stalled, and
 //! carries the grants for checks of the adapter's own (ZooKeeper's epoch).
@@ -34,71 +34,57 @@
 //! ```
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fencing_core::memory::MemoryStore;
 use fencing_core::{FencedStore, FencingToken, LeaseRequest, TokenIssuer};
+use fencing_servers::run;
 use fencing_testkit::history::{History, Tally};
 
 use crate::env::Server;
 use crate::error_chain;
 use crate::process::Signal;
 
-/// A cluster `integration/services.sh` runs and can kill a member of.
-#[derive(Clone, Debug)]
+/// How long a failing `services` call is tried again: a busy machine can
+/// make a status probe miss.
+const RETRY_FOR: Duration = Duration::from_secs(15);
+
+/// A cluster this checkout's `services` runs and can kill a member of.
+///
+/// Driven in-process (`fencing_servers::run`, on this checkout's state:
+/// `FENCING_STATE_DIR`, else `integration/.state`), never by running
+/// `integration/services.sh`: that shim runs `cargo run`, which must not
+/// run inside `cargo test`. Its methods block (they probe the members):
+/// from async code, call them on a blocking thread
+/// (`tokio::task::spawn_blocking`).
+#[derive(Clone, Copy, Debug)]
 pub struct Cluster {
-    /// The cluster's endpoints, skip flag and name in `services.sh`.
+    /// The cluster's endpoints, skip flag and service name.
     pub server: Server,
-    /// The `services.sh` to drive it with.
-    pub services_sh: PathBuf,
 }
 
 impl Cluster {
-    /// `server`, driven by the `services.sh` named in `FENCING_SERVICES_SH`,
-    /// or else by this workspace's `integration/services.sh`. The script
-    /// must own the cluster: a member it restarts into another checkout's
-    /// cluster on the same ports joins it with other data.
+    /// `server`'s cluster. This checkout's `services` must own it: a member
+    /// it restarts into another checkout's cluster on the same ports joins
+    /// it with other data.
     pub fn new(server: Server) -> Self {
-        let services_sh = std::env::var_os("FENCING_SERVICES_SH").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../services.sh"),
-            PathBuf::from,
-        );
-        Self {
-            server,
-            services_sh,
-        }
+        Self { server }
     }
 
-    /// Drives the cluster with another `services.sh`.
-    #[must_use]
-    pub fn with_services_sh(mut self, path: impl Into<PathBuf>) -> Self {
-        self.services_sh = path.into();
-        self
-    }
-
-    /// Runs `services.sh ARGS`, returning its stdout; fails the test naming
-    /// how to bring the cluster up. A busy machine can make a status probe
-    /// miss, so a failure is tried again for up to 15 s.
-    pub fn services(&self, args: &[&str]) -> String {
-        let give_up = Instant::now() + Duration::from_secs(15);
+    /// `f`'s answer, tried again for up to 15 s; fails the test naming how
+    /// to bring the cluster up.
+    fn retrying<T>(&self, what: &str, f: impl Fn() -> Result<T, String>) -> T {
+        let give_up = Instant::now() + RETRY_FOR;
         loop {
-            let out = Command::new(&self.services_sh)
-                .args(args)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.services_sh.display()));
-            if out.status.success() {
-                return String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            match f() {
+                Ok(answer) => return answer,
+                Err(e) => assert!(
+                    Instant::now() < give_up,
+                    "`services {what}` failed: {e}\nIs the cluster up? Start it with `integration/services.sh up {}`.",
+                    self.server.service
+                ),
             }
-            assert!(
-                Instant::now() < give_up,
-                "`integration/services.sh {}` failed: {}\nIs the cluster up? Start it with `integration/services.sh up {}`.",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim(),
-                self.server.service
-            );
             std::thread::sleep(Duration::from_millis(500));
         }
     }
@@ -106,35 +92,21 @@ impl Cluster {
     /// `(pid, port)` of the leader.
     pub fn leader(&self) -> (u32, u16) {
         let service = self.server.service;
-        let line = self.services(&["leader", service]);
-        let mut parts = line.split_whitespace();
-        let pid = parts.next().and_then(|p| p.parse().ok());
-        let port = parts.next().and_then(|p| p.parse().ok());
-        match (pid, port) {
-            (Some(pid), Some(port)) => (pid, port),
-            _ => panic!("unexpected output from `services.sh leader {service}`: {line:?}"),
-        }
+        self.retrying(&format!("leader {service}"), || run::leader(service))
     }
 
     /// `(pid, port)` of a member of ours that does not lead.
     pub fn a_follower(&self) -> (u32, u16) {
         let (_, leader_port) = self.leader();
-        let status = self.services(&["status"]);
         let prefix = format!("{}-", self.server.service);
+        let status: Vec<String> = run::status().filter(|l| l.starts_with(&prefix)).collect();
         status
-            .lines()
-            .filter(|l| l.starts_with(&prefix))
+            .iter()
             .find_map(|line| {
-                let port: u16 = line.split_whitespace().nth(1)?.parse().ok()?;
-                let pid = line
-                    .split("pid ")
-                    .nth(1)?
-                    .trim_end_matches(')')
-                    .parse()
-                    .ok()?;
+                let (port, pid) = ours_in_status(line)?;
                 (port != leader_port).then_some((pid, port))
             })
-            .unwrap_or_else(|| panic!("no follower of ours in:\n{status}"))
+            .unwrap_or_else(|| panic!("no follower of ours in:\n{}", status.join("\n")))
     }
 
     /// Kills the member `(pid, port)` with `signal` (`SIGKILL`,
@@ -147,10 +119,19 @@ impl Cluster {
     pub fn kill(&self, (pid, port): (u32, u16), signal: Signal) -> MemberDown {
         crate::process::signal(pid, signal);
         MemberDown {
-            cluster: self.clone(),
+            cluster: *self,
             port: Some(port),
         }
     }
+}
+
+/// The port and pid of a `status` line of a member of ours:
+/// `NAME PORT ANSWERING ours (pid PID)` (or `ours (adopted, pid PID; …)`).
+fn ours_in_status(line: &str) -> Option<(u16, u32)> {
+    let port = line.split_whitespace().nth(1)?.parse().ok()?;
+    let after = line.split_once("ours (")?.1.split_once("pid ")?.1;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    Some((port, digits.parse().ok()?))
 }
 
 /// A member [`Cluster::kill`] stopped; restarted when dropped.
@@ -161,15 +142,16 @@ pub struct MemberDown {
 }
 
 impl MemberDown {
-    /// Starts the member again now; returns how long that took.
+    /// Starts the member again now (blocking, see [`Cluster`]); returns how
+    /// long that took.
     pub fn restart(mut self) -> Duration {
         let started = Instant::now();
         if let Some(port) = self.port.take() {
-            self.cluster.services(&[
-                "restart-member",
-                self.cluster.server.service,
-                &port.to_string(),
-            ]);
+            let service = self.cluster.server.service;
+            self.cluster
+                .retrying(&format!("restart-member {service} {port}"), || {
+                    run::restart_member(service, port)
+                });
         }
         started.elapsed()
     }
@@ -178,14 +160,29 @@ impl MemberDown {
 impl Drop for MemberDown {
     fn drop(&mut self) {
         if let Some(port) = self.port.take() {
-            let _ = Command::new(&self.cluster.services_sh)
-                .args([
-                    "restart-member",
-                    self.cluster.server.service,
-                    &port.to_string(),
-                ])
-                .status();
+            // Best effort on the way out of a failing test; the error says
+            // what happened.
+            if let Err(e) = run::restart_member(self.cluster.server.service, port) {
+                eprintln!("restarting the killed member on port {port}: {e}");
+            }
         }
+    }
+}
+
+/// Stops the single server `service` runs (`postgres`, `redis-aof`),
+/// whoever started it, and starts it again as this checkout's, waiting
+/// until it answers: `services restart`, in-process, on a blocking thread.
+/// One we had not started (the machine's PostgreSQL) is adopted, so that
+/// `services down` leaves it running.
+///
+/// # Panics
+/// When it does not come back, naming the service.
+pub async fn restart_server(service: &'static str) {
+    let restarted = tokio::task::spawn_blocking(move || run::restart(service))
+        .await
+        .unwrap_or_else(|e| panic!("restarting {service}: {e}"));
+    if let Err(e) = restarted {
+        panic!("`services restart {service}` failed: {e}");
     }
 }
 
@@ -306,7 +303,7 @@ where
         Ok(issuer) => Arc::new(issuer),
         Err(e) => server.unavailable(&e),
     };
-    let (first_leader, _) = cluster.leader();
+    let (first_leader, _) = leader_of(*cluster).await;
     assert!(first_leader > 0);
 
     let resource = format!("{}/failover", fencing_testkit::unique_prefix());
@@ -391,7 +388,7 @@ where
 
     // Kill the leader after the clients warm up; restart it later.
     tokio::time::sleep(config.kill_after).await;
-    let (pid, port) = cluster.leader();
+    let (pid, port) = leader_of(*cluster).await;
     let killed_at = t0.elapsed();
     let restart = cluster.kill((pid, port), Signal::SIGKILL);
     eprintln!(
@@ -404,7 +401,7 @@ where
     let restart_took = tokio::task::spawn_blocking(move || restart.restart())
         .await
         .expect("restart");
-    let (new_pid, new_port) = cluster.leader();
+    let (new_pid, new_port) = leader_of(*cluster).await;
     eprintln!(
         "{:.1}s: restarted port {port} (took {restart_took:?}); leader now pid {new_pid} port {new_port}",
         restart_started.as_secs_f64()
@@ -464,4 +461,33 @@ where
     }
     assert!(report.tally.accepted > 0);
     Some(report)
+}
+
+/// [`Cluster::leader`] on a blocking thread.
+async fn leader_of(cluster: Cluster) -> (u32, u16) {
+    tokio::task::spawn_blocking(move || cluster.leader())
+        .await
+        .unwrap_or_else(|e| panic!("asking {} for its leader: {e}", cluster.server.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pid_of_a_member_of_ours_is_read_from_its_status_line() {
+        let ours = "etcd-cluster-2      12379  yes        ours (pid 3811)";
+        assert_eq!(ours_in_status(ours), Some((12379, 3811)));
+        let adopted =
+            "postgres            5432   yes        ours (adopted, pid 77; down leaves it running)";
+        assert_eq!(ours_in_status(adopted), Some((5432, 77)));
+        assert_eq!(
+            ours_in_status("etcd-cluster-3      13379  yes        external"),
+            None
+        );
+        assert_eq!(
+            ours_in_status("etcd-cluster-3      13379  no         -"),
+            None
+        );
+    }
 }

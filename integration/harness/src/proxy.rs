@@ -11,6 +11,8 @@
 //!   that an SDK's own retry turns into a failed precondition.
 //! - [`DateShiftingProxy`] moves the `Date` of answers forward: a gateway
 //!   with a fast clock, an error page a proxy stamped.
+//! - [`SwitchProxy`] forwards to a target that can be switched, cutting
+//!   open connections: a virtual IP that a failover moves to another node.
 //!
 //! Bounded: all listen on 127.0.0.1 only, forward only to a loopback
 //! target, keep at most [`MAX_CONNECTIONS`] connections open, hold at most one
@@ -30,10 +32,12 @@ use tokio::task::JoinHandle;
 mod answers;
 mod counting;
 mod dates;
+mod switch;
 
 pub use answers::AnswerDroppingProxy;
 pub use counting::{CountingProxy, Exchanges};
 pub use dates::DateShiftingProxy;
+pub use switch::SwitchProxy;
 
 /// The most connections one proxy keeps open at once (the next accept
 /// waits for one to close).
