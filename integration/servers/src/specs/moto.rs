@@ -359,7 +359,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "probes the servers `integration/services.sh up` runs on the standard ports"]
     fn the_standard_servers_answer() {
         probe_standard(&[&S3_SERVICE, &DYNAMODB_SERVICE, &S3_TLS_SERVICE]);
     }

@@ -163,7 +163,6 @@ mod tests {
     }
 
     #[test]
-    #[ignore = "probes the server `integration/services.sh up` runs on the standard port"]
     fn the_standard_server_answers() {
         probe_standard(&[&SINGLE]);
     }

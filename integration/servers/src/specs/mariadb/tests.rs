@@ -23,7 +23,6 @@ fn mariadb_tls_starts_on_a_free_port_and_takes_only_tls() {
 }
 
 #[test]
-#[ignore = "probes (and sets up again) the servers `integration/services.sh up` runs on the standard ports"]
 fn the_standard_servers_answer() {
     probe_standard(&[&SINGLE, &TLS]);
 }

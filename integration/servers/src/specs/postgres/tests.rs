@@ -59,7 +59,6 @@ fn a_private_cluster_trusts_its_network_and_takes_the_standard_set_up() {
 }
 
 #[test]
-#[ignore = "probes (and sets up again) the servers `integration/services.sh up` runs on the standard ports"]
 fn the_standard_servers_answer() {
     probe_standard(&[&SINGLE, &TLS]);
 }

@@ -68,7 +68,6 @@ fn a_private_redis_takes_extra_arguments_after_its_own() {
 }
 
 #[test]
-#[ignore = "probes (and sets up again) the servers `integration/services.sh up` runs on the standard ports"]
 fn the_standard_servers_answer() {
     probe_standard(&[&SINGLE, &AOF, &REPLICATED, &TLS]);
 }
