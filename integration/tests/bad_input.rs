@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use fencing_harness::env::{MYSQL, POSTGRES};
 use fencing_integration::backends::Backend;
 use fencing_integration::{for_each, store, stores};
 use fencing_tokens::registry::Role;
@@ -238,16 +239,20 @@ async fn unreachable_endpoints_and_wrong_credentials() {
     let mut cases: Vec<Case<'_>> = vec![
         (
             "postgres, unknown role (the test server trusts passwords)".to_owned(),
-            sql("postgres://no_such_role:wrong@127.0.0.1:5432/fencing")
-                .await
-                .unwrap_err(),
+            sql(&POSTGRES
+                .endpoint()
+                .replacen("fencing:fencing@", "no_such_role:wrong@", 1))
+            .await
+            .unwrap_err(),
             &denied,
         ),
         (
             "mariadb, wrong password".to_owned(),
-            sql("mysql://fencing:wrong@127.0.0.1:3306/fencing")
-                .await
-                .unwrap_err(),
+            sql(&MYSQL
+                .endpoint()
+                .replacen("fencing:fencing@", "fencing:wrong@", 1))
+            .await
+            .unwrap_err(),
             &denied,
         ),
         (

@@ -35,7 +35,7 @@ impl Client {
     /// `requirement`) is missing.
     pub fn python(module: &str, requirement: &str, script: &str, args: &[&str]) -> Self {
         let python = std::env::var_os("FENCING_PYTHON").map_or_else(
-            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.state/tools/venv/bin/python"),
+            || fencing_servers::Paths::from_env().python(),
             PathBuf::from,
         );
         let how = format!(
@@ -154,8 +154,10 @@ impl Client {
     async fn node(what: &'static str, script: &str, args: &[&str]) -> Self {
         let modules = std::env::var_os("FENCING_NODE_PATH").map_or_else(
             || {
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../.state/tools/node-locks/node_modules")
+                fencing_servers::Paths::from_env()
+                    .tools
+                    .join(fencing_servers::specs::redis::NODE_LOCKS.prefix)
+                    .join("node_modules")
             },
             PathBuf::from,
         );

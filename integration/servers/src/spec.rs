@@ -73,6 +73,9 @@ pub enum Have {
     Listening(u16),
     /// A PostgreSQL server under `/usr/lib/postgresql`.
     PostgresServer,
+    /// `python3` can make a venv (`import venv, ensurepip`): Debian ships
+    /// python3 without python3-venv.
+    PythonVenv,
     /// Either of two.
     Either(&'static Have, &'static Have),
 }

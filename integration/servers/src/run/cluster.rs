@@ -90,7 +90,7 @@ pub(crate) fn restart_member_on(cluster_name: &str, port: &str) -> Result<(u32, 
             member.name, member.port
         ));
     }
-    install::install(&paths, &[service])?;
+    install::install(&paths, &[service], false)?;
     // Running, serving or not.
     let others = service
         .members

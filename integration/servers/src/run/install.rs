@@ -46,6 +46,9 @@ pub(crate) fn holds(condition: &Have) -> bool {
         Have::File(path) => Path::new(path).exists(),
         Have::Listening(port) => port_open(*port),
         Have::PostgresServer => postgres_server_installed(),
+        Have::PythonVenv => {
+            crate::util::output(10, "python3", &["-c", "import venv, ensurepip"], &[]).is_some()
+        }
         Have::Either(..) => false, // handled by holds_with
     })
 }
@@ -83,11 +86,13 @@ struct Plan {
 
 fn plan(
     services: &[&Service],
+    common: bool,
     check: &dyn Fn(&Have) -> bool,
     installed: &dyn Fn(&Dep) -> bool,
 ) -> Plan {
     let mut plan = Plan::default();
-    let deps = COMMON
+    let common = if common { COMMON } else { &[] };
+    let deps = common
         .iter()
         .chain(services.iter().flat_map(|s| s.deps.iter()));
     for dep in deps {
@@ -143,16 +148,18 @@ struct Job {
     thread: JoinHandle<Result<(), String>>,
 }
 
-/// Installs what `services` (and every run) need and is missing.
-pub(crate) fn install(paths: &Paths, services: &[&Service]) -> Result<(), String> {
-    let mut plan = plan(services, &holds, &|dep| tools_installed(paths, dep));
+/// Installs what `services` need and is missing, and with `common` what
+/// every run needs ([`COMMON`]: `up` and `deps` ask for it, a restart in
+/// the middle of a test run does not).
+pub(crate) fn install(paths: &Paths, services: &[&Service], common: bool) -> Result<(), String> {
+    let mut plan = plan(services, common, &holds, &|dep| tools_installed(paths, dep));
     for dir in [&paths.tools, &paths.logs] {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     // pip and npm only need the network: run them alongside apt when their
     // interpreter is already there.
     let mut jobs = Vec::new();
-    if plan.python && have("python3") {
+    if plan.python && have("python3") && !plan.apt.contains(&"python3-venv") {
         jobs.push(start_python(paths)?);
         plan.python = false;
     }
@@ -227,8 +234,9 @@ fn start_python(paths: &Paths) -> Result<Job, String> {
     ));
     let log_file = create_log(&log_path)?;
     let thread = std::thread::spawn(move || {
-        let python = venv.join("bin/python");
-        if !is_executable(&python) {
+        // A venv made while python3-venv was missing has a python but no
+        // pip: make it again.
+        if !is_executable(&venv.join("bin/pip")) {
             run_logged(&log_file, "python3", &["-m", "venv", &path_str(&venv)], &[])?;
         }
         let pip = path_str(&venv.join("bin/pip"));

@@ -48,26 +48,13 @@ pub fn main(args: &[String]) -> i32 {
         "deps" => deps(rest),
         "restart" => restart(arg(0)),
         "clean" => clean(),
-        "status" => {
-            for line in status() {
-                println!("{line}");
-            }
-            Ok(())
-        }
-        "env" => {
-            for line in env() {
-                println!("{line}");
-            }
-            Ok(())
-        }
+        "status" => print_lines(status()),
+        "env" => print_lines(env()),
         "leader" => leader(arg(0)).map(|(pid, port)| println!("{pid} {port}")),
         "restart-member" => {
             cluster::restart_member_on(arg(0), arg(1)).map(|(pid, port)| println!("{pid} {port}"))
         }
-        "compose" => {
-            print!("{}", crate::compose::render());
-            Ok(())
-        }
+        "compose" => print_lines([crate::compose::render()]),
         "help" | "-h" | "--help" => {
             print!("{}", usage());
             return 0;
@@ -194,6 +181,30 @@ pub(crate) fn instance(paths: &Paths, service: &Service, index: usize) -> Instan
         dir: paths.data.join(member.instance),
         paths: paths.clone(),
     }
+}
+
+/// Writes `lines` to stdout. A reader that stopped early (`status | head`)
+/// ends the output quietly, where `println!` would panic on the closed pipe.
+fn print_lines(lines: impl IntoIterator<Item = String>) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        let line = if line.ends_with('\n') {
+            line
+        } else {
+            line + "\n"
+        };
+        if let Err(e) = out.write_all(line.as_bytes()) {
+            return match e.kind() {
+                std::io::ErrorKind::BrokenPipe => Ok(()),
+                _ => Err(format!("writing to stdout: {e}")),
+            };
+        }
+    }
+    out.flush().or_else(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe => Ok(()),
+        _ => Err(format!("writing to stdout: {e}")),
+    })
 }
 
 #[cfg(test)]

@@ -103,6 +103,11 @@ pub(crate) fn adopted(paths: &Paths, instance: &str) -> bool {
     adopted_file(paths, instance).exists()
 }
 
+/// Drops `instance`'s adoption marker (someone else runs it now).
+pub(crate) fn unadopt(paths: &Paths, instance: &str) {
+    let _ = fs::remove_file(adopted_file(paths, instance));
+}
+
 /// Forgets `instance`'s process (it is gone, or not ours).
 pub(crate) fn forget(paths: &Paths, instance: &str) {
     let _ = fs::remove_file(pid_file(paths, instance));

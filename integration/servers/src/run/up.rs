@@ -27,7 +27,7 @@ pub fn up<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
     let services = selected(names)?;
     let paths = Paths::from_env();
     let _lock = Lock::take(&paths)?;
-    install::install(&paths, &services)?;
+    install::install(&paths, &services, true)?;
     let tls = services.iter().any(|s| s.group == Group::Tls);
     let new_pki = tls && pki::ensure(&paths)?;
     // Start everything first, then wait: the JVMs, etcd and the emulators
@@ -61,6 +61,8 @@ pub fn up<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
                     )),
                     None => {
                         pids::forget(&paths, &member.name);
+                        // Someone else runs it now: it is no longer one we adopted.
+                        pids::unadopt(&paths, &member.name);
                         log(format!(
                             "{}: something already listens on 127.0.0.1:{}; reusing it (external: down will not stop it)",
                             member.name, member.port
@@ -142,6 +144,11 @@ pub fn down<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
 /// [`down`] of `services` under `paths`.
 pub(crate) fn down_in(paths: &Paths, services: &[&Service]) -> Result<(), String> {
     let _lock = Lock::take(paths)?;
+    down_locked(paths, services)
+}
+
+/// `down_in` for a caller holding the lock.
+fn down_locked(paths: &Paths, services: &[&Service]) -> Result<(), String> {
     let mut targets = Vec::new();
     for service in services {
         for member in service.members {
@@ -178,7 +185,7 @@ pub fn deps<S: AsRef<str>>(names: &[S]) -> Result<(), String> {
     let services = selected(names)?;
     let paths = Paths::from_env();
     let _lock = Lock::take(&paths)?;
-    install::install(&paths, &services)
+    install::install(&paths, &services, true)
 }
 
 /// `restart NAME`: stops a single-server service, whoever started it
@@ -221,7 +228,7 @@ pub(crate) fn restart_in(paths: &Paths, service: &Service) -> Result<(), String>
         ));
     }
     pids::forget(paths, &member.name);
-    install::install(paths, &[service])?;
+    install::install(paths, &[service], false)?;
     if service.group == Group::Tls {
         pki::ensure(paths)?;
     }
@@ -244,8 +251,11 @@ fn takes_over(ours: Option<u32>, stopped: Option<u32>) -> bool {
 /// # Errors
 /// What `down` returns, or a directory that cannot be removed.
 pub fn clean() -> Result<(), String> {
-    down(&["all"])?;
     let paths = Paths::from_env();
+    // One lock for the stop and the deletes: an `up` in between would
+    // start servers on data about to be deleted.
+    let _lock = Lock::take(&paths)?;
+    down_locked(&paths, &selected(&["all"])?)?;
     for dir in [&paths.data, &paths.logs, &paths.pids, &paths.tls] {
         match fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

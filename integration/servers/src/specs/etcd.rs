@@ -21,6 +21,15 @@ const DEPS: &[Dep] = &[
         unless: &[Have::Command("etcdctl")],
     },
 ];
+// The TLS variant also needs openssl: the test PKI.
+const TLS_DEPS: &[Dep] = &[
+    DEPS[0],
+    DEPS[1],
+    Dep::Apt {
+        package: "openssl",
+        unless: &[Have::Command("openssl")],
+    },
+];
 
 const SINGLE_MEMBERS: &[Member] = &[Member {
     instance: "etcd",
@@ -120,7 +129,7 @@ pub const TLS: Service = Service {
     group: Group::Tls,
     members: TLS_MEMBERS,
     servers: &[ETCD_TLS],
-    deps: DEPS,
+    deps: TLS_DEPS,
     start: tls::start,
     probe: tls::probe,
     setup: Some(tls::setup),

@@ -35,7 +35,7 @@ pub const SINGLE: Service = Service {
         },
         Dep::Apt {
             package: "python3-venv",
-            unless: &[Have::Command("python3")],
+            unless: &[Have::PythonVenv],
         },
         Dep::Python,
     ],

@@ -13,7 +13,7 @@ const DEPS: &[Dep] = &[
     },
     Dep::Apt {
         package: "python3-venv",
-        unless: &[Have::Command("python3")],
+        unless: &[Have::PythonVenv],
     },
     Dep::Python,
 ];

@@ -46,7 +46,7 @@ fn the_plan_lists_each_package_and_prefix_once() {
     ];
     let mut service = *crate::service("etcd").unwrap();
     service.deps = &DEPS;
-    let missing = plan(&[&service, &service], &machine, &|_| false);
+    let missing = plan(&[&service, &service], true, &machine, &|_| false);
     assert_eq!(missing.apt.iter().filter(|p| **p == "nodejs").count(), 1);
     // None of the common tools are on this imaginary machine.
     for common in [
@@ -61,7 +61,12 @@ fn the_plan_lists_each_package_and_prefix_once() {
     assert!(missing.python);
     assert_eq!(missing.npm.len(), 1);
 
-    let installed = plan(&[&service], &|_| true, &|_| true);
+    // A restart in a test run installs the service's own, not the common ones.
+    let restart = plan(&[&service], false, &machine, &|_| false);
+    assert!(!restart.apt.contains(&"curl"), "{:?}", restart.apt);
+    assert!(restart.apt.contains(&"nodejs"));
+
+    let installed = plan(&[&service], true, &|_| true, &|_| true);
     assert!(installed.apt.is_empty() && !installed.python && installed.npm.is_empty());
 }
 
