@@ -137,10 +137,20 @@ ssl_context = (sys.argv[3], sys.argv[4]) if len(sys.argv) > 4 else None
 os.environ.setdefault("MOTO_PORT", str(port))
 
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from werkzeug.serving import run_simple
+from werkzeug.serving import WSGIRequestHandler, run_simple
+
+
+class OneAtATime(WSGIRequestHandler):
+    # One request at a time means one stalled client (a paused process that
+    # connected and stopped before its request was sent) would stall every
+    # other client for as long as it stays paused. A real server serves the
+    # others: give up on a connection that sends nothing for this long.
+    timeout = 3
+
 
 app = DomainDispatcherApplication(create_backend_app)
-run_simple(host, port, app, threaded=False, processes=1, use_reloader=False, ssl_context=ssl_context)
+run_simple(host, port, app, threaded=False, processes=1, use_reloader=False,
+           ssl_context=ssl_context, request_handler=OneAtATime)
 "#;
 
 /// Starts moto on `instance.ip:instance.port`, plain HTTP: the start of `s3`
@@ -319,6 +329,7 @@ mod tests {
     #[test]
     fn the_launcher_takes_host_port_and_optional_tls_from_argv() {
         assert!(LAUNCHER.contains("threaded=False, processes=1"));
+        assert!(LAUNCHER.contains("request_handler=OneAtATime"));
         assert!(LAUNCHER.contains("host, port = sys.argv[1], int(sys.argv[2])"));
         let c = compose_tls(&S3_TLS_SERVICE);
         assert_eq!(c[0].ports, [(9443, 9443)]);
@@ -326,6 +337,32 @@ mod tests {
             c[0].entrypoint[3..],
             ["0.0.0.0", "9443", "/tls/server.pem", "/tls/server-key.pem"]
         );
+    }
+
+    /// A client that connects and sends nothing (a process paused between
+    /// its connect and its request) must not stall the one-at-a-time
+    /// server for the others: they are answered once its connection times
+    /// out, not never.
+    #[test]
+    fn a_stalled_client_does_not_stall_the_others() {
+        use std::io::Write;
+        let dynamodb = started(&DYNAMODB_SERVICE);
+        let mut stalled =
+            std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, dynamodb.port())).unwrap();
+        stalled
+            .write_all(b"POST / HTTP/1.1\r\nHost: x\r\n")
+            .unwrap(); // and nothing more
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let started = std::time::Instant::now();
+        // curl gives up after 3 s a try: three tries cover the server's
+        // 3 s timeout on the stalled connection.
+        let answered = (0..3).any(|_| (DYNAMODB_SERVICE.probe)(dynamodb.instance()));
+        assert!(
+            answered,
+            "moto answered nobody for {:?} while one client stalled",
+            started.elapsed()
+        );
+        drop(stalled);
     }
 
     #[test]
