@@ -1,9 +1,8 @@
 //! Azurite, the Azure Blob emulator.
 
+use super::{NODEJS, NPM};
 use crate::util::curl;
-use crate::{
-    Container, Dep, Group, Have, Instance, Launch, Member, NpmTools, Server, Service, Stop,
-};
+use crate::{Container, Dep, Group, Instance, Launch, Member, NpmTools, Server, Service, Stop};
 
 /// Azurite's npm prefix.
 pub const AZURITE_NPM: NpmTools = NpmTools {
@@ -33,17 +32,7 @@ pub const SINGLE: Service = Service {
     group: Group::Standard,
     members: MEMBERS,
     servers: &[AZURE],
-    deps: &[
-        Dep::Apt {
-            package: "nodejs",
-            unless: &[Have::Command("node")],
-        },
-        Dep::Apt {
-            package: "npm",
-            unless: &[Have::Command("npm")],
-        },
-        Dep::Npm(&AZURITE_NPM),
-    ],
+    deps: &[NODEJS, NPM, Dep::Npm(&AZURITE_NPM)],
     start,
     probe,
     setup: None,
@@ -56,20 +45,9 @@ pub const SINGLE: Service = Service {
 /// nothing to clean up between runs (Azurite refuses `--location` with
 /// `--inMemoryPersistence`).
 fn start(instance: &Instance) -> Result<Launch, String> {
-    let bin = instance
-        .paths
-        .tools
-        .join(AZURITE_NPM.prefix)
-        .join("node_modules/.bin/azurite-blob");
-    if !bin.exists() {
-        return Err(format!(
-            "{}: Azurite is not installed: no {} (run: integration/services.sh deps azurite)",
-            instance.name,
-            bin.display()
-        ));
-    }
+    let bin = super::npm_bin(instance, &AZURITE_NPM, "azurite-blob", "azurite")?;
     Ok(Launch::new(
-        bin.display().to_string(),
+        bin,
         [
             "--blobHost".to_owned(),
             instance.ip.to_string(),

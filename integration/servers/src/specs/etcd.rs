@@ -9,6 +9,7 @@ mod tls;
 pub use status::{MemberStatus, formed, leader_of, parse_status, status};
 pub use tls::etcdctl_tls;
 
+use super::OPENSSL;
 use crate::{ClusterOps, Dep, Group, Have, Instance, Launch, Member, Server, Service, Stop};
 
 const DEPS: &[Dep] = &[
@@ -22,14 +23,7 @@ const DEPS: &[Dep] = &[
     },
 ];
 // The TLS variant also needs openssl: the test PKI.
-const TLS_DEPS: &[Dep] = &[
-    DEPS[0],
-    DEPS[1],
-    Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    },
-];
+const TLS_DEPS: &[Dep] = &[DEPS[0], DEPS[1], OPENSSL];
 
 const SINGLE_MEMBERS: &[Member] = &[Member {
     instance: "etcd",

@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
+use super::{PYTHON3, PYTHON3_VENV};
 use crate::util::{curl, output};
-use crate::{Container, Dep, Group, Have, Instance, Launch, Member, Paths, Server, Service, Stop};
+use crate::{Container, Dep, Group, Instance, Launch, Member, Paths, Server, Service, Stop};
 
 const MEMBERS: &[Member] = &[Member {
     instance: "gcs",
@@ -28,17 +29,7 @@ pub const SINGLE: Service = Service {
     group: Group::Standard,
     members: MEMBERS,
     servers: &[GCS],
-    deps: &[
-        Dep::Apt {
-            package: "python3",
-            unless: &[Have::Command("python3")],
-        },
-        Dep::Apt {
-            package: "python3-venv",
-            unless: &[Have::PythonVenv],
-        },
-        Dep::Python,
-    ],
+    deps: &[PYTHON3, PYTHON3_VENV, Dep::Python],
     start,
     probe,
     setup: None,

@@ -7,6 +7,7 @@ mod start;
 #[cfg(test)]
 mod tests;
 
+use super::OPENSSL;
 use crate::{Dep, Group, Have, Member, Server, Service, Stop};
 
 const SINGLE_DEPS: &[Dep] = &[
@@ -35,10 +36,7 @@ const TLS_DEPS: &[Dep] = &[
         package: "mariadb-client",
         unless: &[Have::Command("mariadb")],
     },
-    Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    },
+    OPENSSL,
 ];
 
 const SINGLE_MEMBERS: &[Member] = &[Member {

@@ -3,29 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::{OPENSSL, PYTHON3, PYTHON3_VENV};
 use crate::util::curl;
-use crate::{Container, Dep, Group, Have, Instance, Launch, Member, Server, Service, Stop};
+use crate::{Container, Dep, Group, Instance, Launch, Member, Server, Service, Stop};
 
-const DEPS: &[Dep] = &[
-    Dep::Apt {
-        package: "python3",
-        unless: &[Have::Command("python3")],
-    },
-    Dep::Apt {
-        package: "python3-venv",
-        unless: &[Have::PythonVenv],
-    },
-    Dep::Python,
-];
-const TLS_DEPS: &[Dep] = &[
-    DEPS[0],
-    DEPS[1],
-    DEPS[2],
-    Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    },
-];
+const DEPS: &[Dep] = &[PYTHON3, PYTHON3_VENV, Dep::Python];
+const TLS_DEPS: &[Dep] = &[DEPS[0], DEPS[1], DEPS[2], OPENSSL];
 
 const S3_MEMBERS: &[Member] = &[Member {
     instance: "s3",

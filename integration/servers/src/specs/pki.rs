@@ -4,7 +4,8 @@
 
 mod make;
 
-use crate::{Container, Dep, Group, Have, Instance, Launch, Server, Service, Stop};
+use super::OPENSSL;
+use crate::{Container, Group, Instance, Launch, Server, Service, Stop};
 
 /// The directory of the test PKI.
 pub const TLS_DIR: Server = Server {
@@ -22,10 +23,7 @@ pub const PKI: Service = Service {
     group: Group::Tls,
     members: &[],
     servers: &[TLS_DIR],
-    deps: &[Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    }],
+    deps: &[OPENSSL],
     start: no_process,
     probe: never,
     setup: None,

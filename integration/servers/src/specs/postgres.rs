@@ -11,6 +11,7 @@ mod tests;
 pub use private::{private_cluster, private_url};
 pub use start::server_bin;
 
+use super::OPENSSL;
 use crate::{Dep, Group, Have, Member, Server, Service, Stop};
 
 const CLIENT: Dep = Dep::Apt {
@@ -32,10 +33,7 @@ const TLS_DEPS: &[Dep] = &[
         unless: &[Have::PostgresServer],
     },
     CLIENT,
-    Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    },
+    OPENSSL,
 ];
 
 const SINGLE_MEMBERS: &[Member] = &[Member {

@@ -7,6 +7,7 @@ mod start;
 #[cfg(test)]
 mod tests;
 
+use super::{NODEJS, NPM, OPENSSL};
 use crate::{Dep, Group, Have, Member, NpmTools, Server, Service, Stop};
 
 /// The Node.js lock clients of the foreign-lock tests: node-redlock,
@@ -37,29 +38,10 @@ const SINGLE_DEPS: &[Dep] = &[
     CLI,
 ];
 // Where the foreign-lock tests run node-redlock and node-redisson.
-const AOF_DEPS: &[Dep] = &[
-    SERVER,
-    CLI,
-    Dep::Apt {
-        package: "nodejs",
-        unless: &[Have::Command("node")],
-    },
-    Dep::Apt {
-        package: "npm",
-        unless: &[Have::Command("npm")],
-    },
-    Dep::Npm(&NODE_LOCKS),
-];
+const AOF_DEPS: &[Dep] = &[SERVER, CLI, NODEJS, NPM, Dep::Npm(&NODE_LOCKS)];
 const DEPS: &[Dep] = &[SERVER, CLI];
 // (Debian's Redis 7 is built with TLS.)
-const TLS_DEPS: &[Dep] = &[
-    SERVER,
-    CLI,
-    Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    },
-];
+const TLS_DEPS: &[Dep] = &[SERVER, CLI, OPENSSL];
 
 const SINGLE_MEMBERS: &[Member] = &[Member {
     instance: "redis",

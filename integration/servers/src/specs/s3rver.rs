@@ -2,10 +2,9 @@
 //! unsafe server `fence doctor` must flag.
 
 use super::azurite::node_port_check;
+use super::{NODEJS, NPM};
 use crate::util::curl;
-use crate::{
-    Container, Dep, Group, Have, Instance, Launch, Member, NpmTools, Server, Service, Stop,
-};
+use crate::{Container, Dep, Group, Instance, Launch, Member, NpmTools, Server, Service, Stop};
 
 /// s3rver's npm prefix.
 pub const S3RVER_NPM: NpmTools = NpmTools {
@@ -39,17 +38,7 @@ pub const SINGLE: Service = Service {
     group: Group::OnDemand,
     members: MEMBERS,
     servers: &[S3RVER],
-    deps: &[
-        Dep::Apt {
-            package: "nodejs",
-            unless: &[Have::Command("node")],
-        },
-        Dep::Apt {
-            package: "npm",
-            unless: &[Have::Command("npm")],
-        },
-        Dep::Npm(&S3RVER_NPM),
-    ],
+    deps: &[NODEJS, NPM, Dep::Npm(&S3RVER_NPM)],
     start,
     probe,
     setup: None,
@@ -62,18 +51,7 @@ pub const SINGLE: Service = Service {
 /// instance's directory; the bucket is created at start (others through
 /// CreateBucket).
 fn start(instance: &Instance) -> Result<Launch, String> {
-    let bin = instance
-        .paths
-        .tools
-        .join(S3RVER_NPM.prefix)
-        .join("node_modules/.bin/s3rver");
-    if !bin.exists() {
-        return Err(format!(
-            "{}: s3rver is not installed: no {} (run: integration/services.sh deps s3rver)",
-            instance.name,
-            bin.display()
-        ));
-    }
+    let bin = super::npm_bin(instance, &S3RVER_NPM, "s3rver", "s3rver")?;
     let objects = instance.dir.join("objects");
     std::fs::create_dir_all(&objects).map_err(|e| {
         format!(
@@ -84,7 +62,7 @@ fn start(instance: &Instance) -> Result<Launch, String> {
         )
     })?;
     Ok(Launch::new(
-        bin.display().to_string(),
+        bin,
         [
             "-d".to_owned(),
             objects.display().to_string(),

@@ -9,6 +9,7 @@ mod tests;
 pub use config::{classpath, tls_classpath};
 pub use mode::{formed, mode, mode_in, tls_mode};
 
+use super::OPENSSL;
 use crate::{ClusterOps, Dep, Group, Have, Instance, Launch, Member, Server, Service, Stop};
 
 // (libzookeeper-java depends on libnetty-java: zk-tls's Netty.) Curator is a
@@ -27,15 +28,7 @@ const DEPS: &[Dep] = &[
         unless: &[Have::Command("javac")],
     },
 ];
-const TLS_DEPS: &[Dep] = &[
-    DEPS[0],
-    DEPS[1],
-    DEPS[2],
-    Dep::Apt {
-        package: "openssl",
-        unless: &[Have::Command("openssl")],
-    },
-];
+const TLS_DEPS: &[Dep] = &[DEPS[0], DEPS[1], DEPS[2], OPENSSL];
 
 const SINGLE_MEMBERS: &[Member] = &[Member {
     instance: "zookeeper",
