@@ -198,27 +198,15 @@ fn tls_member_starts_with_a_fresh_pki_and_its_setup_is_repeatable() {
     assert!(log.contains("auth enable") && !log.contains(crate::TLS_PASSWORD));
 }
 
-/// The servers `integration/services.sh up` runs answer the probes.
+/// The servers `integration/services.sh up` runs answer the probes (and
+/// their set-ups run again), and the cluster has formed.
 #[test]
 fn the_running_standard_servers_answer() {
-    let mut silent = Vec::new();
-    for service in [
+    crate::private::standard::probe_standard(&[
         &specs::etcd::SINGLE,
         &specs::etcd::CLUSTER,
         &specs::etcd::TLS,
-    ] {
-        for n in 0..service.members.len() {
-            let instance = crate::run::instance(&Paths::from_env(), service, n);
-            if !(service.probe)(&instance) {
-                silent.push(format!("{} on 127.0.0.1:{}", instance.name, instance.port));
-            }
-        }
-    }
-    assert!(
-        silent.is_empty(),
-        "not answering: {} (start them: integration/services.sh up etcd etcd-cluster etcd-tls)",
-        silent.join(", ")
-    );
+    ]);
     let cluster = specs::etcd::CLUSTER.cluster.unwrap();
     assert!(
         (cluster.formed)(&specs::etcd::CLUSTER, 3),

@@ -3,7 +3,6 @@ use std::path::Path;
 
 use super::config::{QuorumMember, tls_cfg, zoo_cfg};
 use super::*;
-use crate::Paths;
 use crate::Private;
 use crate::private::PrivateState;
 use crate::specs;
@@ -154,27 +153,15 @@ fn tls_server_starts_with_a_fresh_pki_and_answers_over_tls_only() {
     assert_eq!(mode(ip, port), None, "plaintext srvr is not answered");
 }
 
-/// The servers `integration/services.sh up` runs answer the probes.
+/// The servers `integration/services.sh up` runs answer the probes (and
+/// their set-ups run again), and the cluster has formed.
 #[test]
 fn the_running_standard_servers_answer() {
-    let mut silent = Vec::new();
-    for service in [
+    crate::private::standard::probe_standard(&[
         &specs::zookeeper::SINGLE,
         &specs::zookeeper::ENSEMBLE,
         &specs::zookeeper::TLS,
-    ] {
-        for n in 0..service.members.len() {
-            let instance = crate::run::instance(&Paths::from_env(), service, n);
-            if !(service.probe)(&instance) {
-                silent.push(format!("{} on 127.0.0.1:{}", instance.name, instance.port));
-            }
-        }
-    }
-    assert!(
-        silent.is_empty(),
-        "not answering: {} (start them: integration/services.sh up zookeeper zk-ensemble zk-tls)",
-        silent.join(", ")
-    );
+    ]);
     let ensemble = specs::zookeeper::ENSEMBLE.cluster.unwrap();
     assert!(
         (ensemble.formed)(&specs::zookeeper::ENSEMBLE, 3),
