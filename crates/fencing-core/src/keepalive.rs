@@ -168,6 +168,53 @@ pub struct KeepAlive {
     stopped: Arc<AtomicBool>,
 }
 
+/// A view of one [`KeepAlive`]'s lease ([`KeepAlive::watch`],
+/// [`LeaseGuard::watch`](crate::LeaseGuard::watch)): cloneable and cheap,
+/// for the code that writes under the lease without owning it.
+#[derive(Clone, Debug)]
+pub struct LeaseWatch {
+    state: watch::Receiver<State>,
+    stopped: Arc<AtomicBool>,
+}
+
+impl LeaseWatch {
+    /// The lease's fencing token.
+    pub fn token(&self) -> FencingToken {
+        self.state.borrow().lease().token()
+    }
+
+    /// Whether the lease has been lost (also: the task renewing it died,
+    /// and its deadline has passed).
+    pub fn is_lost(&self) -> bool {
+        match &*self.state.borrow() {
+            State::Lost(_) => true,
+            State::Held(lease) => self.died() && lease.is_expired(),
+        }
+    }
+
+    /// The token to write with, while the lease is held.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] once the lease is lost: the work should stop
+    /// (the store would refuse the token once a newer holder wrote, but
+    /// need not have yet).
+    pub fn current(&self) -> crate::Result<FencingToken> {
+        let state = self.state.borrow();
+        match &*state {
+            State::Lost(lost) => Err(lost.clone().into()),
+            State::Held(lease) if self.died() && lease.is_expired() => {
+                Err(Error::lease_lost(lease))
+            }
+            State::Held(lease) => Ok(lease.token()),
+        }
+    }
+
+    /// Whether the task ended without being stopped by its handle.
+    fn died(&self) -> bool {
+        self.state.has_changed().is_err() && !self.stopped.load(Ordering::SeqCst)
+    }
+}
+
 /// How the task ended: its last state, and the release it was asked for.
 type Ended = (State, Option<crate::Result<()>>);
 
@@ -218,15 +265,17 @@ impl KeepAlive {
     /// Whether the lease has been lost (also: the task renewing it died,
     /// and its deadline has passed).
     pub fn is_lost(&self) -> bool {
-        match &*self.state.borrow() {
-            State::Lost(_) => true,
-            State::Held(lease) => self.died() && lease.is_expired(),
-        }
+        self.watch().is_lost()
     }
 
-    /// Whether the task ended without being stopped by this handle.
-    fn died(&self) -> bool {
-        self.state.has_changed().is_err() && !self.stopped.load(Ordering::SeqCst)
+    /// A cheap, cloneable view of this lease for whatever writes under it
+    /// (a store bound to the lease, another task): its token, and whether
+    /// it is lost. It does not keep the lease alive.
+    pub fn watch(&self) -> LeaseWatch {
+        LeaseWatch {
+            state: self.state.clone(),
+            stopped: self.stopped.clone(),
+        }
     }
 
     /// How the lease was lost, once it is.

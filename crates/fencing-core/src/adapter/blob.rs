@@ -357,7 +357,7 @@ impl<B: BlobBackend> BlobStore<B> {
 /// writers that lost one race spread out instead of re-reading and
 /// colliding again in lockstep; the one that won is done, and one that
 /// re-reads a higher mark stops at once (stale).
-fn retry_pause(attempt: u32) -> Duration {
+pub fn retry_pause(attempt: u32) -> Duration {
     let ceiling_micros = 1000u64 << attempt.saturating_sub(1).min(5);
     Duration::from_micros(rand::random_range(0..=ceiling_micros))
 }

@@ -45,6 +45,13 @@ impl LeaseGuard {
         self.keep_alive.is_lost()
     }
 
+    /// A cloneable view of the lease (its token, whether it is lost) for
+    /// what writes under it without owning the guard: a store bound to the
+    /// lease, another task.
+    pub fn watch(&self) -> crate::keepalive::LeaseWatch {
+        self.keep_alive.watch()
+    }
+
     /// Runs `work` while the lease is held: its output, or
     /// [`Error::LeaseLost`] as soon as the lease is lost first (the work is
     /// dropped then, so it stops at its next `.await`; a write already sent
