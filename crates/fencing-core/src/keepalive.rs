@@ -215,6 +215,36 @@ impl LeaseWatch {
     }
 }
 
+/// Where a write's token comes from when the write does not carry one:
+/// the lease the writer is bound to, or a fixed token.
+///
+/// A [`LeaseWatch`] (from [`LeaseGuard::watch`](crate::LeaseGuard::watch))
+/// answers with the lease's token while it is held and with
+/// [`Error::LeaseLost`] once it is lost, so a store bound to a lease stops
+/// writing as soon as the holder knows it lost it (the store's mark refuses
+/// it anyway once a newer holder wrote). A bare [`FencingToken`] always
+/// answers with itself, for a token obtained elsewhere (`FENCING_TOKEN` of
+/// `fence run`).
+pub trait TokenSource: Send + Sync + fmt::Debug + 'static {
+    /// The token to write with now.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] when the lease behind it is lost.
+    fn current(&self) -> crate::Result<FencingToken>;
+}
+
+impl TokenSource for FencingToken {
+    fn current(&self) -> crate::Result<FencingToken> {
+        Ok(*self)
+    }
+}
+
+impl TokenSource for LeaseWatch {
+    fn current(&self) -> crate::Result<FencingToken> {
+        LeaseWatch::current(self)
+    }
+}
+
 /// How the task ended: its last state, and the release it was asked for.
 type Ended = (State, Option<crate::Result<()>>);
 

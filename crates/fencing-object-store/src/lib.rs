@@ -42,4 +42,4 @@ mod version;
 pub use backend::{DEFAULT_LIMITS, ObjectStoreBackend};
 pub use error::fencing_error;
 pub use store::FencedObjectStore;
-pub use token::TokenSource;
+pub use fencing_core::keepalive::TokenSource;

@@ -26,7 +26,8 @@ use object_store::{
 
 use crate::backend::{DEFAULT_LIMITS, ObjectStoreBackend};
 use crate::error::into_store;
-use crate::token::{self, TokenSource};
+use crate::token;
+use fencing_core::keepalive::TokenSource;
 
 /// The frame's length as object sizes count.
 const HEADER: u64 = FRAME_HEADER_LEN as u64;

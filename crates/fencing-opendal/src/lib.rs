@@ -1,0 +1,1 @@
+//! Fencing tokens for storage on Apache OpenDAL (work in progress).
