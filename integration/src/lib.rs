@@ -22,6 +22,7 @@ use crate::backends::{ALL, Backend, on};
 pub mod backends;
 pub mod candidate;
 pub mod nemesis;
+pub mod object_stores;
 
 pub use backends::azure::store as azure;
 pub use backends::dynamodb::store as dynamodb;
