@@ -55,8 +55,11 @@ impl Cloud {
     pub async fn open(self, endpoint: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
         match self {
             Cloud::S3 => {
-                fencing_s3::emulator::create_bucket(&fencing_s3::emulator::client(endpoint), bucket)
-                    .await?;
+                fencing_s3::emulator::create_bucket(
+                    &fencing_s3::emulator::client(endpoint),
+                    bucket,
+                )
+                .await?;
             }
             Cloud::Gcs => fencing_gcs::emulator::create_bucket(endpoint, bucket).await?,
             Cloud::Azure => {
@@ -73,7 +76,10 @@ impl Cloud {
     /// [`Error::InvalidInput`] when object_store refuses the settings.
     pub fn client(self, endpoint: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
         let refused = |e: object_store::Error| {
-            Error::invalid_input(format!("object_store refused the {} settings: {e}", self.name()))
+            Error::invalid_input(format!(
+                "object_store refused the {} settings: {e}",
+                self.name()
+            ))
         };
         Ok(match self {
             Cloud::S3 => Arc::new(

@@ -95,8 +95,15 @@ async fn moto_drops_user_metadata_for_object_stores_own_client() {
         .await
         .unwrap();
     let kept = raw.get(&path).await.unwrap().attributes;
-    assert_eq!(kept.get(&Attribute::ContentType).map(|v| v.as_ref()), Some("text/plain"));
-    assert_eq!(kept.get(&Attribute::Metadata("test_key".into())), None, "{kept:?}");
+    assert_eq!(
+        kept.get(&Attribute::ContentType).map(|v| v.as_ref()),
+        Some("text/plain")
+    );
+    assert_eq!(
+        kept.get(&Attribute::Metadata("test_key".into())),
+        None,
+        "{kept:?}"
+    );
 }
 
 /// Why no suite runs on GCS: object_store writes through GCS's XML API
@@ -270,4 +277,3 @@ async fn verify_flags_a_store_that_ignores_preconditions() {
         );
     }
 }
-

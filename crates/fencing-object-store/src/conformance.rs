@@ -7,6 +7,25 @@
 //! README's table is checked against both, and both against
 //! object_store's source, by this crate's tests.
 
+/// The functions of `object_store::integration` that
+/// [`object_store_suite!`](crate::object_store_suite) runs, one test each.
+pub const RUN: &[&str] = &[
+    "put_get_delete_list",
+    "put_get_attributes",
+    "get_opts",
+    "put_opts",
+    "stream_get",
+    "list_uses_directories_correctly",
+    "list_with_delimiter",
+    "get_nonexistent_object",
+    "rename_and_copy",
+    "copy_if_not_exists",
+    "copy_rename_nonexistent_object",
+    "multipart_race_condition",
+    "multipart_out_of_order",
+    "list_with_offset_exclusivity",
+];
+
 /// The functions of `object_store::integration` that are not run, and why.
 pub const NOT_RUN: &[(&str, &str)] = &[
     (
@@ -34,22 +53,13 @@ pub const NOT_RUN: &[(&str, &str)] = &[
 /// that is `None` when the run asked to skip it; each test gets its own,
 /// so give each a fresh bucket or prefix).
 ///
-/// `object_store_suite!(store)` runs them all and defines `RUN`, their
-/// names; `object_store_suite!(store, except_attributes)` leaves out
+/// `object_store_suite!(store)` runs them all ([`RUN`]); `object_store_suite!(store, except_attributes)` leaves out
 /// `put_get_attributes`, for a server that does not keep them (moto drops
 /// user metadata: object_store's own client fails the case there too).
 #[macro_export]
 macro_rules! object_store_suite {
     ($store:path) => {
         $crate::object_store_suite!(@list all, $store);
-        /// The conformance functions this suite runs.
-        #[allow(dead_code)]
-        pub const RUN: &[&str] = &[
-            "put_get_delete_list", "put_get_attributes", "get_opts", "put_opts", "stream_get",
-            "list_uses_directories_correctly", "list_with_delimiter", "get_nonexistent_object",
-            "rename_and_copy", "copy_if_not_exists", "copy_rename_nonexistent_object",
-            "multipart_race_condition", "multipart_out_of_order", "list_with_offset_exclusivity",
-        ];
     };
     ($store:path, except_attributes) => {
         $crate::object_store_suite!(@list except_attributes, $store);

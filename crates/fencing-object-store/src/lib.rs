@@ -41,5 +41,5 @@ mod version;
 
 pub use backend::{DEFAULT_LIMITS, ObjectStoreBackend};
 pub use error::fencing_error;
-pub use store::FencedObjectStore;
 pub use fencing_core::keepalive::TokenSource;
+pub use store::FencedObjectStore;
