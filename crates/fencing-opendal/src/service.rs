@@ -1,0 +1,337 @@
+//! The service a [`FencingLayer`](crate::FencingLayer) puts over the
+//! operator's stack: every operation, and what it does to the frame.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use fencing_core::adapter::blob::FRAME_HEADER_LEN;
+use fencing_core::keepalive::TokenSource;
+use fencing_core::{Error, FencingToken, Limits};
+use opendal::OperationContext;
+use opendal::options::ReadOptions;
+use opendal::raw::{
+    OpCopy, OpCreateDir, OpList, OpPresign, OpRead, OpRename, OpStat, OpWrite, RpCreateDir,
+    RpPresign, RpRename, RpStat, Service, ServiceInfo, Servicer, build_abs_path, oio,
+};
+use opendal::{Capability, Result};
+
+use crate::delete::FencedDeleter;
+use crate::error::{into_dal, refused};
+use crate::head::not_found;
+use crate::list::FencedLister;
+use crate::read::FencedReader;
+use crate::write::{Cond, FencedWriter};
+
+/// The frame's length as object sizes count.
+pub(crate) const HEADER: u64 = FRAME_HEADER_LEN as u64;
+
+/// How many paths a layer remembers the ETag of its last write for.
+const KNOWN_CAP: usize = 4096;
+
+/// What the layer's operations share: the stack underneath, the token
+/// source, the options, and the ETags of its own last writes.
+pub(crate) struct Core {
+    pub(crate) inner: Servicer,
+    pub(crate) source: Arc<dyn TokenSource>,
+    pub(crate) adopt_unfenced: bool,
+    pub(crate) limits: Limits,
+    pub(crate) max_attempts: u32,
+    pub(crate) known: Mutex<HashMap<String, Known>>,
+}
+
+/// An object as this layer's last write left it.
+#[derive(Clone, Debug)]
+pub(crate) struct Known {
+    pub(crate) etag: String,
+    pub(crate) mark: FencingToken,
+}
+
+impl Core {
+    /// The token to write with now.
+    pub(crate) fn token(&self) -> Result<FencingToken> {
+        self.source.current().map_err(into_dal)
+    }
+
+    /// The object's key in the bucket (the service's root and `path`), as
+    /// the key limit counts it.
+    fn key(&self, path: &str) -> String {
+        let root = self.inner.info().root();
+        if root.starts_with('/') && root.ends_with('/') && !path.starts_with('/') {
+            build_abs_path(&root, path)
+        } else {
+            path.to_owned()
+        }
+    }
+
+    /// Checks a write of `len` value bytes at `path` with `token` against
+    /// the limits, before anything is sent.
+    pub(crate) fn check_write(&self, path: &str, token: FencingToken, len: usize) -> Result<()> {
+        self.limits
+            .check_write(&self.key(path), token, len)
+            .map_err(into_dal)
+    }
+
+    /// Refuses a service that cannot condition a write on an object's ETag
+    /// and on its absence: on it, nothing could stop a stale writer.
+    pub(crate) fn can_fence(&self) -> Result<()> {
+        let cap = self.inner.capability();
+        if cap.write_with_if_match && (cap.write_with_if_not_exists || cap.write_with_if_none_match)
+        {
+            return Ok(());
+        }
+        Err(into_dal(Error::Unsupported {
+            backend: self.inner.info().scheme(),
+            operation: "conditional writes on an object's ETag and on its absence \
+                        (write_with_if_match, and write_with_if_not_exists or \
+                        write_with_if_none_match), which fencing needs: nothing was written",
+        }))
+    }
+
+    pub(crate) fn known(&self, path: &str) -> Option<Known> {
+        self.known.lock().expect("poisoned").get(path).cloned()
+    }
+
+    pub(crate) fn remember(&self, path: &str, entry: Option<Known>) {
+        let mut known = self.known.lock().expect("poisoned");
+        match entry {
+            Some(entry) => {
+                if known.len() >= KNOWN_CAP && !known.contains_key(path) {
+                    known.clear();
+                }
+                known.insert(path.to_owned(), entry);
+            }
+            None => {
+                known.remove(path);
+            }
+        }
+    }
+}
+
+/// The fenced service over the operator's stack.
+pub(crate) struct FencedService {
+    core: Arc<Core>,
+}
+
+impl FencedService {
+    pub(crate) fn new(core: Core) -> Self {
+        Self {
+            core: Arc::new(core),
+        }
+    }
+}
+
+impl fmt::Debug for FencedService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FencedService")
+            .field("inner", &self.core.inner)
+            .field("source", &self.core.source)
+            .field("adopt_unfenced", &self.core.adopt_unfenced)
+            .field("limits", &self.core.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The read conditions of a `stat`: it is served by a ranged read of the
+/// frame, which answers with the same metadata.
+fn stat_as_read(args: &OpStat) -> OpRead {
+    let (_, read, _) = ReadOptions {
+        version: args.version().map(str::to_owned),
+        if_match: args.if_match().map(str::to_owned),
+        if_none_match: args.if_none_match().map(str::to_owned),
+        if_version_match: args.if_version_match().map(str::to_owned),
+        if_version_not_match: args.if_version_not_match().map(str::to_owned),
+        if_modified_since: args.if_modified_since(),
+        if_unmodified_since: args.if_unmodified_since(),
+        override_content_type: args.override_content_type().map(str::to_owned),
+        override_cache_control: args.override_cache_control().map(str::to_owned),
+        override_content_disposition: args.override_content_disposition().map(str::to_owned),
+        ..ReadOptions::default()
+    }
+    .into();
+    read
+}
+
+impl Service for FencedService {
+    type Reader = FencedReader;
+    type Writer = FencedWriter;
+    type Lister = FencedLister;
+    type Deleter = FencedDeleter;
+    type Copier = oio::OneShotCopier;
+    type Composer = ();
+
+    fn info(&self) -> ServiceInfo {
+        self.core.inner.info()
+    }
+
+    fn capability(&self) -> Capability {
+        let inner = self.core.inner.capability();
+        let mut cap = inner;
+        // Writes: one fenced put at close, conditions of ours on top.
+        cap.write_can_append = false;
+        cap.write_can_copy_from = false;
+        cap.write_can_multi = false;
+        cap.write_multi_min_size = None;
+        cap.write_multi_max_size = None;
+        cap.write_with_if_match = inner.write;
+        cap.write_with_if_none_match = inner.write;
+        cap.write_with_if_not_exists = inner.write;
+        cap.write_with_if_version_match = false;
+        cap.write_with_if_version_not_match = false;
+        // Stat is a ranged read of the frame.
+        cap.stat_with_if_match = inner.read_with_if_match;
+        cap.stat_with_if_none_match = inner.read_with_if_none_match;
+        cap.stat_with_if_version_match = inner.read_with_if_version_match;
+        cap.stat_with_if_version_not_match = inner.read_with_if_version_not_match;
+        cap.stat_with_if_modified_since = inner.read_with_if_modified_since;
+        cap.stat_with_if_unmodified_since = inner.read_with_if_unmodified_since;
+        cap.stat_with_override_cache_control = inner.read_with_override_cache_control;
+        cap.stat_with_override_content_disposition = inner.read_with_override_content_disposition;
+        cap.stat_with_override_content_type = inner.read_with_override_content_type;
+        cap.stat_with_version = inner.read_with_version;
+        cap.read_with_suffix = inner.read;
+        // Deletes write tombstones.
+        cap.delete = inner.write;
+        cap.delete_with_version = false;
+        cap.delete_with_recursive = inner.write && inner.list;
+        cap.delete_with_if_match = inner.write;
+        cap.delete_with_if_none_match = false;
+        cap.delete_with_if_version_match = false;
+        cap.delete_with_if_version_not_match = false;
+        // Copy and rename: a read and a fenced write.
+        cap.copy = inner.read && inner.write;
+        cap.copy_can_multi = false;
+        cap.copy_multi_min_size = None;
+        cap.copy_multi_max_size = None;
+        cap.copy_with_if_not_exists = cap.copy;
+        cap.copy_with_if_match = cap.copy;
+        cap.copy_with_if_none_match = cap.copy;
+        cap.copy_with_if_version_match = false;
+        cap.copy_with_if_version_not_match = false;
+        cap.copy_with_source_version = cap.copy && inner.read_with_version;
+        cap.rename = cap.copy;
+        cap.rename_with_if_not_exists = cap.copy;
+        // Listings hide tombstones; versions would show them.
+        cap.list_with_versions = false;
+        cap.list_with_deleted = false;
+        // Refused: see the crate documentation.
+        cap.compose = false;
+        cap.restore = false;
+        cap.restore_with_version = false;
+        cap.restore_with_if_not_exists = false;
+        cap.presign = false;
+        cap.presign_read = false;
+        cap.presign_stat = false;
+        cap.presign_write = false;
+        cap.presign_delete = false;
+        cap
+    }
+
+    async fn create_dir(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpCreateDir,
+    ) -> Result<RpCreateDir> {
+        // A directory holds no value: nothing to fence.
+        self.core.inner.create_dir(ctx, path, args).await
+    }
+
+    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+        if path.ends_with('/') {
+            return self.core.inner.stat(ctx, path, args).await;
+        }
+        match self
+            .core
+            .read_head(ctx, path, stat_as_read(&args), HEADER)
+            .await?
+        {
+            Some(head) if head.has_value => Ok(RpStat::new(head.caller_meta())),
+            _ => Err(not_found(path)),
+        }
+    }
+
+    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
+        FencedReader::new(self.core.clone(), ctx, path, args)
+    }
+
+    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+        if args.append() {
+            return Err(refused(
+                "append writes (an appended part is not conditioned on the object's version, \
+                 so it would bypass the token check): write the whole object; nothing was written",
+            ));
+        }
+        self.core.can_fence()?;
+        let cond = Cond::of_write(&args)?;
+        let token = self.core.token()?;
+        self.core.check_write(path, token, 0)?;
+        Ok(FencedWriter::new(self.core.clone(), ctx, path, args, cond))
+    }
+
+    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
+        Ok(FencedDeleter::new(self.core.clone(), ctx))
+    }
+
+    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
+        if args.versions() || args.deleted() {
+            return Err(refused(
+                "listing versions or deleted objects (old versions and tombstones are not what \
+                 the fenced store holds now)",
+            ));
+        }
+        FencedLister::new(self.core.clone(), ctx, path, args)
+    }
+
+    fn copy(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpCopy,
+    ) -> Result<Self::Copier> {
+        self.core.can_fence()?;
+        let cond = Cond::of_copy(&args)?;
+        let source_version = args.source_version().map(str::to_owned);
+        let core = self.core.clone();
+        let (ctx, from, to) = (ctx.clone(), from.to_owned(), to.to_owned());
+        Ok(oio::OneShotCopier::new(async move {
+            let token = core.token()?;
+            core.copy_fenced(&ctx, &from, &to, source_version, cond, token)
+                .await
+        }))
+    }
+
+    async fn rename(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpRename,
+    ) -> Result<RpRename> {
+        self.core.can_fence()?;
+        let cond = if args.if_not_exists() {
+            Cond::Create
+        } else {
+            Cond::Overwrite
+        };
+        let token = self.core.token()?;
+        self.core
+            .copy_fenced(ctx, from, to, None, cond, token)
+            .await?;
+        self.core.delete_fenced(ctx, from, token, None).await?;
+        Ok(RpRename::new())
+    }
+
+    async fn presign(
+        &self,
+        _ctx: &OperationContext,
+        _path: &str,
+        _args: OpPresign,
+    ) -> Result<RpPresign> {
+        Err(refused(
+            "presigned requests (a presigned write is not fenced, a presigned read returns the \
+             fencing frame)",
+        ))
+    }
+}

@@ -1,0 +1,506 @@
+//! Writes: read the frame, refuse a stale token, write conditionally on
+//! the ETag read (or on absence), and read again when another writer got
+//! in between. Deletes are writes of a tombstone; copies, a read and a
+//! write.
+
+use std::collections::HashMap;
+
+use fencing_core::adapter::blob::{BlobMeta, frame, retry_pause};
+use fencing_core::{Error, FencingToken};
+use opendal::OperationContext;
+use opendal::options::{ReadOptions, WriteOptions};
+use opendal::raw::oio::ReadStream as _;
+use opendal::raw::{OpCopy, OpRead, OpWrite, Service as _, oio};
+use opendal::{Buffer, BytesRange, Capability, ErrorKind, Metadata, Result};
+
+use crate::error::{LAYER, into_dal, refused};
+use crate::head::value_meta;
+use crate::service::{Core, HEADER, Known};
+
+/// What a write requires of the object it replaces, beyond the mark rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Cond {
+    /// Any object, or none.
+    Overwrite,
+    /// `if_not_exists` / `if_none_match("*")`: none, or a tombstone (absent
+    /// to the caller).
+    Create,
+    /// `if_match(etag)`: the caller's compare-and-swap on a live object.
+    Match(String),
+    /// `if_none_match(etag)`: anything but a live object at that ETag.
+    NoneMatch(String),
+    /// A delete: a tombstone, unless one at this token is there already.
+    Delete,
+    /// A delete with `if_match(etag)`: only of the live object at that ETag.
+    DeleteMatch(String),
+}
+
+impl Cond {
+    /// The conditions of a caller's write.
+    pub(crate) fn of_write(args: &OpWrite) -> Result<Self> {
+        if args.if_version_match().is_some() || args.if_version_not_match().is_some() {
+            return Err(refused(
+                "version conditions on writes (use if_match with the ETag stat returns)",
+            ));
+        }
+        Self::of(args.if_match(), args.if_none_match(), args.if_not_exists())
+    }
+
+    /// The conditions of a caller's copy, on its destination.
+    pub(crate) fn of_copy(args: &OpCopy) -> Result<Self> {
+        if args.if_version_match().is_some() || args.if_version_not_match().is_some() {
+            return Err(refused(
+                "version conditions on copies (use if_match with the ETag stat returns)",
+            ));
+        }
+        Self::of(args.if_match(), args.if_none_match(), args.if_not_exists())
+    }
+
+    fn of(
+        if_match: Option<&str>,
+        if_none_match: Option<&str>,
+        if_not_exists: bool,
+    ) -> Result<Self> {
+        let create = if_not_exists || if_none_match == Some("*");
+        match (if_match, if_none_match) {
+            (Some(_), _) if create => Err(contradiction("if_match and if_not_exists")),
+            (Some(_), Some(_)) => Err(contradiction("if_match and if_none_match")),
+            (Some(etag), None) => Ok(Self::Match(etag.to_owned())),
+            (None, _) if create => Ok(Self::Create),
+            (None, Some(etag)) => Ok(Self::NoneMatch(etag.to_owned())),
+            (None, None) => Ok(Self::Overwrite),
+        }
+    }
+
+    fn has_value(&self) -> bool {
+        !matches!(self, Self::Delete | Self::DeleteMatch(_))
+    }
+}
+
+fn contradiction(what: &str) -> opendal::Error {
+    opendal::Error::new(
+        ErrorKind::ConfigInvalid,
+        format!("{what} together are not supported by the fencing layer; nothing was written"),
+    )
+}
+
+/// The caller's failed condition: `ConditionNotMatch`, which is what it
+/// means here (never a stale token).
+fn condition_not_match(path: &str, why: &str) -> opendal::Error {
+    opendal::Error::new(ErrorKind::ConditionNotMatch, why).with_context("path", path)
+}
+
+/// Whether two ETags name the same version (quotes and a weak marker
+/// aside).
+pub(crate) fn etag_eq(a: &str, b: &str) -> bool {
+    fn bare(e: &str) -> &str {
+        e.trim_start_matches("W/").trim_matches('"')
+    }
+    bare(a) == bare(b)
+}
+
+/// The attributes a write stores beside the value.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Attrs {
+    content_type: Option<String>,
+    content_disposition: Option<String>,
+    content_encoding: Option<String>,
+    cache_control: Option<String>,
+    user_metadata: Option<HashMap<String, String>>,
+    concurrent: usize,
+}
+
+impl Attrs {
+    /// The attributes the caller gave its write.
+    fn of_write(args: &OpWrite) -> Self {
+        Self {
+            content_type: args.content_type().map(str::to_owned),
+            content_disposition: args.content_disposition().map(str::to_owned),
+            content_encoding: args.content_encoding().map(str::to_owned),
+            cache_control: args.cache_control().map(str::to_owned),
+            user_metadata: args.user_metadata().map(|m| {
+                m.into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect()
+            }),
+            concurrent: args.concurrent(),
+        }
+    }
+
+    /// A copy's: the source's, those the service can write.
+    fn of_source(meta: &Metadata, cap: &Capability) -> Self {
+        let keep = |ok: bool, v: Option<&str>| v.filter(|_| ok).map(str::to_owned);
+        Self {
+            content_type: keep(cap.write_with_content_type, meta.content_type()),
+            content_disposition: keep(
+                cap.write_with_content_disposition,
+                meta.content_disposition(),
+            ),
+            content_encoding: keep(cap.write_with_content_encoding, meta.content_encoding()),
+            cache_control: keep(cap.write_with_cache_control, meta.cache_control()),
+            user_metadata: meta
+                .user_metadata()
+                .filter(|m| cap.write_with_user_metadata && !m.is_empty())
+                .map(|m| {
+                    m.into_iter()
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect()
+                }),
+            concurrent: 1,
+        }
+    }
+}
+
+/// What one conditional write came to.
+enum Attempt {
+    Written(Metadata),
+    /// The precondition failed: another writer got in between.
+    Lost,
+}
+
+/// The object a write found.
+struct Current {
+    etag: Option<String>,
+    mark: FencingToken,
+    has_value: bool,
+}
+
+impl Core {
+    /// `value` framed with `token` (a tombstone for the delete conditions),
+    /// written at `path` under `cond` and the mark rule. Returns the stored
+    /// object's metadata (its size counts the frame).
+    pub(crate) async fn put(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        value: Buffer,
+        token: FencingToken,
+        cond: &Cond,
+        attrs: &Attrs,
+    ) -> Result<Metadata> {
+        self.can_fence()?;
+        self.check_write(path, token, value.len())?;
+        let meta = BlobMeta {
+            token,
+            has_value: cond.has_value(),
+        };
+        let body: Buffer = std::iter::once(frame::encode(meta, &[]))
+            .chain(value)
+            .collect();
+        match cond {
+            Cond::Match(expected) | Cond::DeleteMatch(expected) => {
+                self.update(ctx, path, token, &body, attrs, expected).await
+            }
+            _ => self.replace(ctx, path, token, &body, attrs, cond).await,
+        }
+    }
+
+    /// The loop of every condition but the caller's `if_match`.
+    async fn replace(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        token: FencingToken,
+        body: &Buffer,
+        attrs: &Attrs,
+        cond: &Cond,
+    ) -> Result<Metadata> {
+        // Only a plain write may skip the read: a delete must see the
+        // object, and the other conditions must know what is there.
+        let mut cached = self
+            .known(path)
+            .filter(|k| *cond == Cond::Overwrite && token >= k.mark);
+        for attempt in 1..=self.max_attempts {
+            let current = match cached.take() {
+                Some(known) => Some(Current {
+                    etag: Some(known.etag),
+                    mark: known.mark,
+                    has_value: true,
+                }),
+                None => self
+                    .read_head(ctx, path, OpRead::new(), HEADER)
+                    .await?
+                    .map(|head| Current {
+                        etag: head.etag().map(str::to_owned),
+                        mark: head.mark,
+                        has_value: head.has_value,
+                    }),
+            };
+            if let Some(current) = &current {
+                if token < current.mark {
+                    self.remember(path, None);
+                    return Err(into_dal(Error::StaleToken {
+                        key: path.to_owned(),
+                        presented: token,
+                        current: current.mark,
+                    }));
+                }
+                match cond {
+                    Cond::Create if current.has_value => {
+                        return Err(condition_not_match(
+                            path,
+                            "an object is there (if_not_exists); nothing was written",
+                        ));
+                    }
+                    Cond::NoneMatch(etag)
+                        if current.has_value
+                            && current.etag.as_deref().is_some_and(|e| etag_eq(e, etag)) =>
+                    {
+                        return Err(condition_not_match(
+                            path,
+                            "the object is at the ETag of if_none_match; nothing was written",
+                        ));
+                    }
+                    Cond::Delete if !current.has_value && current.mark == token => {
+                        // Deleted at this token already.
+                        return Ok(opendal::MetadataBuilder::file(HEADER).build());
+                    }
+                    _ => {}
+                }
+            }
+            let at = match current {
+                Some(current) => Some(current.etag.ok_or_else(no_etag)?),
+                None => None,
+            };
+            match self.put_at(ctx, path, body, attrs, at.as_deref()).await? {
+                Attempt::Written(meta) => {
+                    let known = meta.etag().map(|etag| Known {
+                        etag: etag.to_owned(),
+                        mark: token,
+                    });
+                    self.remember(path, known);
+                    return Ok(meta);
+                }
+                Attempt::Lost => self.remember(path, None),
+            }
+            tokio::time::sleep(retry_pause(attempt)).await;
+        }
+        Err(into_dal(Error::Contention {
+            key: path.to_owned(),
+            attempts: self.max_attempts,
+        }))
+    }
+
+    /// The caller's `if_match(expected)`: its compare-and-swap, with the
+    /// mark rule on top. One request when `expected` is this layer's own
+    /// last write.
+    async fn update(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        token: FencingToken,
+        body: &Buffer,
+        attrs: &Attrs,
+        expected: &str,
+    ) -> Result<Metadata> {
+        let lost = || condition_not_match(path, "the object is not at the ETag of if_match");
+        let known = self
+            .known(path)
+            .filter(|k| etag_eq(&k.etag, expected))
+            .map(|k| k.mark);
+        let mark = match known {
+            Some(mark) => mark,
+            None => match self.read_head(ctx, path, OpRead::new(), HEADER).await? {
+                Some(head)
+                    if head.has_value && head.etag().is_some_and(|e| etag_eq(e, expected)) =>
+                {
+                    head.mark
+                }
+                _ => return Err(lost()),
+            },
+        };
+        if token < mark {
+            self.remember(path, None);
+            return Err(into_dal(Error::StaleToken {
+                key: path.to_owned(),
+                presented: token,
+                current: mark,
+            }));
+        }
+        match self.put_at(ctx, path, body, attrs, Some(expected)).await? {
+            Attempt::Written(meta) => {
+                let known = meta.etag().map(|etag| Known {
+                    etag: etag.to_owned(),
+                    mark: token,
+                });
+                self.remember(path, known);
+                Ok(meta)
+            }
+            Attempt::Lost => {
+                self.remember(path, None);
+                Err(lost())
+            }
+        }
+    }
+
+    /// One conditional write: on the object's ETag `at`, or on its absence.
+    async fn put_at(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        body: &Buffer,
+        attrs: &Attrs,
+        at: Option<&str>,
+    ) -> Result<Attempt> {
+        let cap = self.inner.capability();
+        let absent = at.is_none();
+        let options = WriteOptions {
+            content_type: attrs.content_type.clone(),
+            content_disposition: attrs.content_disposition.clone(),
+            content_encoding: attrs.content_encoding.clone(),
+            cache_control: attrs.cache_control.clone(),
+            user_metadata: attrs.user_metadata.clone(),
+            concurrent: attrs.concurrent,
+            if_match: at.map(str::to_owned),
+            if_not_exists: absent && cap.write_with_if_not_exists,
+            if_none_match: (absent && !cap.write_with_if_not_exists).then(|| "*".to_owned()),
+            ..WriteOptions::default()
+        };
+        let (args, _) = OpWrite::from_options(&cap, options)?;
+        let mut w = self.inner.write(ctx, path, args)?;
+        if let Err(e) = oio::Write::write(&mut w, body.clone()).await {
+            let _ = oio::Write::abort(&mut w).await;
+            return lost_or(e, path, false);
+        }
+        match oio::Write::close(&mut w).await {
+            Ok(meta) => Ok(Attempt::Written(meta)),
+            Err(e) => {
+                let _ = oio::Write::abort(&mut w).await;
+                lost_or(e, path, true)
+            }
+        }
+    }
+
+    /// `from`'s value and attributes written at `to` under `token`
+    /// and `cond`: copy and rename.
+    pub(crate) async fn copy_fenced(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        source_version: Option<String>,
+        cond: Cond,
+        token: FencingToken,
+    ) -> Result<Metadata> {
+        let (_, args, _) = ReadOptions {
+            version: source_version,
+            ..ReadOptions::default()
+        }
+        .into();
+        let reader = self.inner.read(ctx, from, args.clone())?;
+        let (rp, mut stream) = self
+            .open_value(ctx, from, &args, &reader, BytesRange::new(0, None))
+            .await?;
+        let value = stream.read_all().await?;
+        let source = rp
+            .into_metadata()
+            .unwrap_or_else(|| opendal::MetadataBuilder::file(value.len() as u64).build());
+        let attrs = Attrs::of_source(&source, &self.inner.capability());
+        let stored = self.put(ctx, to, value, token, &cond, &attrs).await?;
+        Ok(value_meta(stored, HEADER))
+    }
+
+    /// A tombstone at `token` (on the live object at `if_match`, if given).
+    pub(crate) async fn delete_fenced(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        token: FencingToken,
+        if_match: Option<&str>,
+    ) -> Result<()> {
+        let cond = match if_match {
+            Some(etag) => Cond::DeleteMatch(etag.to_owned()),
+            None => Cond::Delete,
+        };
+        self.put(ctx, path, Buffer::new(), token, &cond, &Attrs::default())
+            .await
+            .map(|_| ())
+    }
+}
+
+/// A lost race, or the write's error: a transport failure after the write
+/// was sent may have been applied, and is reported as such.
+fn lost_or(err: opendal::Error, path: &str, sent: bool) -> Result<Attempt> {
+    match err.kind() {
+        ErrorKind::ConditionNotMatch | ErrorKind::AlreadyExists | ErrorKind::Conflict => {
+            Ok(Attempt::Lost)
+        }
+        _ if sent && err.is_temporary() => Err(into_dal(Error::outcome_unknown(
+            LAYER,
+            format!("conditional write of {path}"),
+            err,
+        ))),
+        _ => Err(err),
+    }
+}
+
+fn no_etag() -> opendal::Error {
+    into_dal(Error::backend(
+        LAYER,
+        false,
+        "the service answered a read without the object's ETag, which a fenced write is \
+         conditioned on; nothing was written",
+    ))
+}
+
+/// A caller's write: its chunks kept in memory, written at `close` as one
+/// fenced put (no byte reaches the store before the token check).
+pub(crate) struct FencedWriter {
+    core: std::sync::Arc<Core>,
+    ctx: OperationContext,
+    path: String,
+    attrs: Attrs,
+    cond: Cond,
+    chunks: Vec<Buffer>,
+    len: usize,
+}
+
+impl FencedWriter {
+    pub(crate) fn new(
+        core: std::sync::Arc<Core>,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpWrite,
+        cond: Cond,
+    ) -> Self {
+        Self {
+            core,
+            ctx: ctx.clone(),
+            path: path.to_owned(),
+            attrs: Attrs::of_write(&args),
+            cond,
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl oio::Write for FencedWriter {
+    async fn write(&mut self, bs: Buffer) -> Result<()> {
+        let len = self.len.saturating_add(bs.len());
+        // Over the limit: refused now, nothing was or will be written.
+        self.core.check_write(&self.path, FencingToken::ZERO, len)?;
+        self.len = len;
+        self.chunks.push(bs);
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<Metadata> {
+        let token = self.core.token()?;
+        // Kept until written, so that a failed close can be tried again.
+        let value: Buffer = self.chunks.iter().cloned().flatten().collect();
+        let stored = self
+            .core
+            .put(&self.ctx, &self.path, value, token, &self.cond, &self.attrs)
+            .await?;
+        self.chunks.clear();
+        self.len = 0;
+        Ok(value_meta(stored, HEADER))
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.chunks.clear();
+        self.len = 0;
+        Ok(())
+    }
+}
