@@ -316,6 +316,20 @@ impl Service for FencedService {
             Cond::Overwrite
         };
         let token = self.core.token()?;
+        // The source's tombstone would be refused below its mark: refuse
+        // before the destination is written, not after.
+        if let Some(source) = self
+            .core
+            .read_head(ctx, from, OpRead::new(), HEADER)
+            .await?
+            && token < source.mark
+        {
+            return Err(into_dal(Error::StaleToken {
+                key: from.to_owned(),
+                presented: token,
+                current: source.mark,
+            }));
+        }
         self.core
             .copy_fenced(ctx, from, to, None, cond, token)
             .await?;
