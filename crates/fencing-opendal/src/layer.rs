@@ -19,7 +19,7 @@ pub const DEFAULT_LIMITS: Limits = Limits {
     max_token: FencingToken::new(u64::MAX),
 };
 
-/// An OpenDAL [`Layer`](opendal::Layer) that fences every write: add it to
+/// An OpenDAL [`Layer`](opendal::raw::Layer) that fences every write: add it to
 /// an operator on a bucket, and a writer whose lease was taken over cannot
 /// overwrite what the new holder wrote, however long it was paused.
 ///

@@ -88,7 +88,8 @@
 //!   caller's; a directory is listed only if something under it is live.
 //! - **copy**, **rename**: a read through the layer and a fenced write at
 //!   the destination (its conditions: `if_not_exists`, `if_match`); rename
-//!   then leaves a tombstone at the source.
+//!   refuses a token below the source's mark before writing anything, then
+//!   leaves a tombstone at the source (a copy and a delete: not atomic).
 //! - **create_dir**: passed through (a directory holds no value).
 //!
 //! # What is refused, and why

@@ -173,6 +173,7 @@ impl Service for FencedService {
         cap.write_can_multi = false;
         cap.write_multi_min_size = None;
         cap.write_multi_max_size = None;
+        cap.write_total_max_size = Some(self.core.limits.max_value_len);
         cap.write_with_if_match = inner.write;
         cap.write_with_if_none_match = inner.write;
         cap.write_with_if_not_exists = inner.write;

@@ -122,6 +122,10 @@ async fn presign_is_refused() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(
+        matches!(fencing_error(&err), Some(Error::Unsupported { operation, .. }) if operation.contains("presign")),
+        "refused by the layer, not the service: {err}"
+    );
 }
 
 #[tokio::test]
