@@ -9,7 +9,7 @@
 //! in this run's bucket.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,8 +20,13 @@ use fencing_harness::env::S3;
 use fencing_harness::object_store::{set_up, t};
 use fencing_opendal::{DEFAULT_LIMITS, FencingLayer, fencing_error};
 use fencing_s3::emulator;
+use opendal::raw::oio;
+use opendal::raw::{
+    Layer, OpCopy, OpCreateDir, OpList, OpPresign, OpRead, OpRename, OpStat, OpWrite, RpCreateDir,
+    RpPresign, RpRead, RpRename, RpStat, Service, ServiceInfo, Servicer,
+};
 use opendal::services::S3 as S3Service;
-use opendal::{BytesRange, ErrorKind, Operator};
+use opendal::{Buffer, BytesRange, Capability, ErrorKind, OperationContext, Operator};
 
 /// A root of its own in this run's bucket on the S3 emulator.
 struct Bucket {
@@ -712,4 +717,227 @@ async fn sixteen_rising_writers_end_with_the_highest_and_no_stale_write_lands() 
         }
     }
     assert_eq!(b.stored("race").await, framed(16, b"w16-2"));
+}
+
+/// The requests the S3 service underneath the layer was asked for: reads
+/// (each a `GET`, ranged or not), writes (each a `PUT`), stats (`HEAD`).
+#[derive(Debug, Default)]
+struct Requests {
+    reads: AtomicUsize,
+    writes: AtomicUsize,
+    stats: AtomicUsize,
+}
+
+impl Requests {
+    /// `(reads, writes, stats)` since the last call.
+    fn take(&self) -> (usize, usize, usize) {
+        (
+            self.reads.swap(0, Ordering::SeqCst),
+            self.writes.swap(0, Ordering::SeqCst),
+            self.stats.swap(0, Ordering::SeqCst),
+        )
+    }
+}
+
+/// A layer under the fencing layer that counts its requests.
+#[derive(Debug, Clone)]
+struct Counting(Arc<Requests>);
+
+impl Layer for Counting {
+    fn apply_service(&self, inner: Servicer) -> Servicer {
+        Arc::new(CountingService {
+            inner,
+            requests: self.0.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct CountingService {
+    inner: Servicer,
+    requests: Arc<Requests>,
+}
+
+struct CountingReader {
+    inner: oio::Reader,
+    requests: Arc<Requests>,
+}
+
+impl oio::Read for CountingReader {
+    async fn open(
+        &self,
+        range: BytesRange,
+    ) -> opendal::Result<(RpRead, Box<dyn oio::ReadStreamDyn>)> {
+        self.requests.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.open(range).await
+    }
+
+    async fn read(&self, range: BytesRange) -> opendal::Result<(RpRead, Buffer)> {
+        self.requests.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read(range).await
+    }
+}
+
+impl Service for CountingService {
+    type Reader = CountingReader;
+    type Writer = oio::Writer;
+    type Lister = oio::Lister;
+    type Deleter = oio::Deleter;
+    type Copier = oio::Copier;
+    type Composer = oio::Composer;
+
+    fn info(&self) -> ServiceInfo {
+        self.inner.info()
+    }
+
+    fn capability(&self) -> Capability {
+        self.inner.capability()
+    }
+
+    async fn create_dir(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpCreateDir,
+    ) -> opendal::Result<RpCreateDir> {
+        self.inner.create_dir(ctx, path, args).await
+    }
+
+    async fn stat(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpStat,
+    ) -> opendal::Result<RpStat> {
+        self.requests.stats.fetch_add(1, Ordering::SeqCst);
+        self.inner.stat(ctx, path, args).await
+    }
+
+    fn read(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpRead,
+    ) -> opendal::Result<CountingReader> {
+        Ok(CountingReader {
+            inner: self.inner.read(ctx, path, args)?,
+            requests: self.requests.clone(),
+        })
+    }
+
+    fn write(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpWrite,
+    ) -> opendal::Result<oio::Writer> {
+        self.requests.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.write(ctx, path, args)
+    }
+
+    fn delete(&self, ctx: &OperationContext) -> opendal::Result<oio::Deleter> {
+        self.inner.delete(ctx)
+    }
+
+    fn list(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpList,
+    ) -> opendal::Result<oio::Lister> {
+        self.inner.list(ctx, path, args)
+    }
+
+    fn copy(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpCopy,
+    ) -> opendal::Result<oio::Copier> {
+        self.inner.copy(ctx, from, to, args)
+    }
+
+    async fn rename(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpRename,
+    ) -> opendal::Result<RpRename> {
+        self.inner.rename(ctx, from, to, args).await
+    }
+
+    async fn presign(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpPresign,
+    ) -> opendal::Result<RpPresign> {
+        self.inner.presign(ctx, path, args).await
+    }
+}
+
+#[tokio::test]
+async fn the_same_holders_next_write_is_one_conditional_request() {
+    let Some(b) = bucket().await else { return };
+    let requests = Arc::new(Requests::default());
+    let holder = b
+        .raw
+        .clone()
+        .layer(Counting(requests.clone()))
+        .layer(FencingLayer::new(t(9)));
+    let next = b.fenced(FencingLayer::new(t(10)));
+
+    // (reads, writes, stats)
+    holder.write("k", "1").await.unwrap();
+    assert_eq!(
+        requests.take(),
+        (1, 1, 0),
+        "first write: the frame, the put"
+    );
+    holder.write("k", "2").await.unwrap();
+    assert_eq!(requests.take(), (0, 1, 0), "its own last write: one put");
+    let etag = holder.stat("k").await.unwrap().etag().unwrap().to_owned();
+    holder.write_with("k", "3").if_match(&etag).await.unwrap();
+    assert_eq!(
+        requests.take(),
+        (1, 1, 0),
+        "stat is one read; the CAS on its own ETag one put"
+    );
+    assert_eq!(b.stored("k").await, framed(9, b"3"));
+
+    // Another writer got in: the remembered ETag fails, the frame is read.
+    next.write("k", "4").await.unwrap();
+    let err = holder.write("k", "5").await.unwrap_err();
+    assert_eq!(stale(&err), (t(9), t(10)));
+    assert_eq!(requests.take(), (1, 1, 0), "the failed put, then the frame");
+    let err = holder.write("k", "6").await.unwrap_err();
+    assert_eq!(stale(&err), (t(9), t(10)));
+    assert_eq!(
+        requests.take(),
+        (1, 0, 0),
+        "refused on the frame: nothing sent"
+    );
+
+    // Reads: one request, two for a range far in.
+    let big: Vec<u8> = vec![7; 100_000];
+    next.write("big", big).await.unwrap();
+    assert_eq!(holder.read("k").await.unwrap().to_vec(), b"4");
+    assert_eq!(requests.take(), (1, 0, 0));
+    assert_eq!(
+        holder.read_with("big").range(0..10).await.unwrap().len(),
+        10
+    );
+    assert_eq!(requests.take(), (1, 0, 0));
+    assert_eq!(
+        holder
+            .read_with("big")
+            .range(90_000..90_010)
+            .await
+            .unwrap()
+            .len(),
+        10
+    );
+    assert_eq!(requests.take(), (2, 0, 0));
 }
