@@ -53,7 +53,9 @@ pub(crate) fn into_store(err: Error) -> StoreError {
 /// The fencing error behind an object_store error that
 /// [`FencedObjectStore`](crate::FencedObjectStore) returned, if it was one
 /// of ours: match on it to tell a stale token (a newer holder wrote; stop)
-/// from the store's own errors.
+/// from the store's own errors. Ours travel as the source of
+/// `Generic` (store `"FencedObjectStore"`), or of `AlreadyExists` when a
+/// `PutMode::Create` met an object a newer holder wrote.
 ///
 /// ```
 /// use fencing_object_store::fencing_error;
@@ -66,6 +68,7 @@ pub(crate) fn into_store(err: Error) -> StoreError {
 pub fn fencing_error(err: &StoreError) -> Option<&Error> {
     match err {
         StoreError::Generic { store, source } if *store == FENCED => source.downcast_ref::<Error>(),
+        StoreError::AlreadyExists { source, .. } => source.downcast_ref::<Error>(),
         _ => None,
     }
 }

@@ -138,6 +138,26 @@ async fn a_delete_keeps_the_mark_and_hides_the_object() {
 }
 
 #[tokio::test]
+async fn create_over_a_newer_holders_object_is_already_exists_carrying_the_stale_token() {
+    let (_, old, new) = writers();
+    let path = Path::from("wal/000007.sst");
+    new.put_opts(&path, "new".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let err = old
+        .put_opts(&path, "old".into(), PutMode::Create.into())
+        .await
+        .unwrap_err();
+    // What an engine's protocol expects, so it stops as it would.
+    assert!(
+        matches!(err, object_store::Error::AlreadyExists { .. }),
+        "{err}"
+    );
+    assert_eq!(fencing(&err).stale_tokens(), Some((t(7), t(9))));
+    assert_eq!(read(&new, &path).await, "new");
+}
+
+#[tokio::test]
 async fn create_refuses_a_stale_token_over_a_tombstone() {
     let (_, old, new) = writers();
     let path = Path::from("leader");

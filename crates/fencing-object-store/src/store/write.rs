@@ -138,6 +138,25 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                 },
             };
             if let Some((version, mark, has_value)) = &current {
+                if intent == Intent::Create && *has_value {
+                    // What the caller's protocol expects (an engine reads it
+                    // as "another writer got there first" and stops); a
+                    // stale token rides along as its source.
+                    let source: Box<dyn std::error::Error + Send + Sync> = if token < *mark {
+                        Box::new(Error::StaleToken {
+                            key: path.to_string(),
+                            presented: token,
+                            current: *mark,
+                        })
+                    } else {
+                        "an object is there (PutMode::Create)".into()
+                    };
+                    let exists = object_store::Error::AlreadyExists {
+                        path: path.to_string(),
+                        source,
+                    };
+                    return Err(outcome(unknown, exists));
+                }
                 if token < *mark {
                     self.remember(path, None);
                     let stale = Error::StaleToken {
@@ -147,24 +166,12 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                     };
                     return Err(outcome(unknown, into_store(stale)));
                 }
-                match intent {
-                    Intent::Create if *has_value => {
-                        return Err(outcome(
-                            unknown,
-                            object_store::Error::AlreadyExists {
-                                path: path.to_string(),
-                                source: "an object is there (PutMode::Create)".into(),
-                            },
-                        ));
-                    }
-                    Intent::Delete if !*has_value && *mark == token => {
-                        return Ok(PutResult {
-                            e_tag: version.e_tag.clone(),
-                            version: version.version.clone(),
-                            extensions: Default::default(),
-                        });
-                    }
-                    _ => {}
+                if intent == Intent::Delete && !*has_value && *mark == token {
+                    return Ok(PutResult {
+                        e_tag: version.e_tag.clone(),
+                        version: version.version.clone(),
+                        extensions: Default::default(),
+                    });
                 }
             }
             let at = current.as_ref().map(|(version, ..)| version.clone());
