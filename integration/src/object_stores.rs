@@ -21,7 +21,7 @@ pub enum Cloud {
     S3,
     /// fake-gcs-server, through `GoogleCloudStorage` without OAuth.
     Gcs,
-    /// Azurite, through `MicrosoftAzure` in emulator mode.
+    /// Azurite, through `MicrosoftAzure` with its account and key.
     Azure,
 }
 
@@ -111,22 +111,16 @@ impl Cloud {
                 )
             }
             Cloud::Azure => {
-                // Emulator mode reaches Azurite at AZURITE_BLOB_STORAGE_URL
-                // (default http://127.0.0.1:10000) with its well-known key.
-                let azurite = std::env::var("AZURITE_BLOB_STORAGE_URL")
-                    .unwrap_or_else(|_| "http://127.0.0.1:10000".to_owned());
-                let expected = format!("{}/devstoreaccount1", azurite.trim_end_matches('/'));
-                if endpoint.trim_end_matches('/') != expected {
-                    return Err(Error::invalid_input(format!(
-                        "object_store's Azure client reaches Azurite at AZURITE_BLOB_STORAGE_URL \
-                         ({azurite}), not at {endpoint}: set AZURITE_BLOB_STORAGE_URL to the \
-                         same server"
-                    )));
-                }
+                // Azurite's account and well-known key, at the endpoint
+                // given (path-style: the account is the URL's first
+                // segment), so a proxy can stand in front of it.
                 Arc::new(
                     MicrosoftAzureBuilder::new()
-                        .with_use_emulator(true)
+                        .with_endpoint(endpoint.trim_end_matches('/').to_owned())
+                        .with_account(fencing_azure::emulator::DEV_ACCOUNT)
+                        .with_access_key(fencing_azure::emulator::DEV_ACCOUNT_KEY)
                         .with_container_name(bucket)
+                        .with_allow_http(true)
                         .build()
                         .map_err(refused)?,
                 )

@@ -6,6 +6,11 @@ use std::sync::atomic::AtomicU64;
 
 use fencing_integration::backends::Backend;
 use fencing_integration::backends::plain::blob::BlobPlain;
+use fencing_integration::object_stores::Cloud;
+use fencing_object_store::FencedObjectStore;
+use fencing_tokens::FencingToken;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::{Output, Plan, counting, payload, prefix, reach, server_of, target};
 use crate::BoxResult;
@@ -127,6 +132,13 @@ pub(super) async fn run(
         out.rows.push(row.with_trips(trips));
     }
 
+    if let Some(cloud) = Cloud::ALL
+        .into_iter()
+        .find(|c| c.name() == name && *c != Cloud::Gcs)
+    {
+        object_store_rows(name, cloud, plan, out).await?;
+    }
+
     let writers = plan.object_load.writers;
     let requests = Arc::new(AtomicU64::new(0));
     let fenced = direct.fenced_writers(writers, "contended-fenced", &value, &requests);
@@ -143,6 +155,71 @@ pub(super) async fn run(
         .await?,
     );
     Ok(())
+}
+
+/// `fencing-object-store`'s `FencedObjectStore` over object_store's own
+/// client for `cloud` (an engine's store) against that client's plain put,
+/// on this run's bucket: warm, the store that wrote last has the version.
+/// Not on GCS: fake-gcs-server serves no XML API put, which object_store's
+/// GCS client writes with.
+async fn object_store_rows(
+    name: &'static str,
+    cloud: Cloud,
+    plan: &Plan,
+    out: &mut Output,
+) -> BoxResult<()> {
+    let (endpoint, bucket) = (cloud.server().endpoint(), bucket());
+    let direct = EngineSides::open(cloud, &endpoint, &bucket)?;
+    let counted = counting(plan, &endpoint, async |via| {
+        EngineSides::open(cloud, &via, &bucket)
+    })
+    .await?;
+    let through_proxy = counted.as_ref().map(|(proxy, sides)| (proxy, sides));
+    for &len in &plan.payloads {
+        let value = payload(len);
+        let (fk, pk) = (
+            Path::from(format!("engine-fenced-{len}")),
+            Path::from(format!("engine-plain-{len}")),
+        );
+        let (timed, trips) = compare(
+            (plan.object_iterations, plan.warmup.max(1)),
+            plan.count_ops,
+            &direct,
+            through_proxy,
+            async |s: &EngineSides| {
+                Ok(s.fenced.put(&fk, value.clone().into()).await.map(|_| ())?)
+            },
+            async |s: &EngineSides| Ok(s.plain.put(&pk, value.clone().into()).await.map(|_| ())?),
+        )
+        .await?;
+        out.rows.push(
+            Row::latency(
+                name,
+                "object_store: FencedObjectStore put, warm",
+                Some(len),
+                timed,
+                Some(target::BLOB_WARM),
+            )
+            .with_trips(trips)
+            .note("object_store's own client, wrapped; plain: the same client's put"),
+        );
+    }
+    Ok(())
+}
+
+/// object_store's client on the bucket, plain and fenced.
+#[derive(Debug)]
+struct EngineSides {
+    plain: Arc<dyn ObjectStore>,
+    fenced: FencedObjectStore<Arc<dyn ObjectStore>>,
+}
+
+impl EngineSides {
+    fn open(cloud: Cloud, endpoint: &str, bucket: &str) -> BoxResult<Self> {
+        let plain = cloud.client(endpoint, bucket)?;
+        let fenced = FencedObjectStore::new(plain.clone(), FencingToken::new(1));
+        Ok(Self { plain, fenced })
+    }
 }
 
 /// Bucket or container of this run.
