@@ -14,7 +14,9 @@ use fencing_core::adapter::blob::{
 };
 use fencing_core::{Error, FencingToken, Limits, Result};
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+};
 
 use crate::error::{NAME, into_fencing, may_be_range, was_retried};
 use crate::version;
@@ -133,8 +135,17 @@ impl BlobBackend for ObjectStoreBackend {
             .store
             .get_opts(&path, GetOptions::new().with_range(ranged.clone()))
             .await;
-        if ranged.is_some() && answer.as_ref().is_err_and(may_be_range) {
-            answer = self.store.get_opts(&path, GetOptions::new()).await;
+        if let Some(len) = len
+            && answer.as_ref().is_err_and(may_be_range)
+        {
+            // An object shorter than the range's first byte (an empty one)
+            // refuses a ranged read: read it whole if it is that short;
+            // report any other failure.
+            if let Ok(meta) = self.store.head(&path).await
+                && meta.size < len as u64
+            {
+                answer = self.store.get_opts(&path, GetOptions::new()).await;
+            }
         }
         let result = match answer {
             Ok(result) => result,

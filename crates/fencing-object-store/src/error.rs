@@ -99,3 +99,103 @@ pub(crate) fn may_be_range(err: &StoreError) -> bool {
             | StoreError::InvalidPath { .. }
     )
 }
+
+/// Whether a failed request's answer says it was refused without being
+/// applied: a 4xx status other than 408 (timeout), 409 (conflict), 412
+/// (precondition) and 429 (throttled). object_store says so only in its
+/// text ("Server returned non-2xx status code: 400 Bad Request").
+pub(crate) fn refused_before_applying(err: &StoreError) -> bool {
+    let chain = error_chain(err);
+    let Some((_, rest)) = chain.split_once("status code: ") else {
+        return false;
+    };
+    let code: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    matches!(code.parse::<u16>(), Ok(400..=499))
+        && !matches!(code.as_str(), "408" | "409" | "412" | "429")
+}
+
+/// An error of the store underneath, as this crate hands it on: the same
+/// variant (an engine matches on `NotFound`, `AlreadyExists`,
+/// `Precondition`), its source replaced by the redacted text of its chain,
+/// since object_store quotes request URLs, which can carry an Azure SAS or
+/// a presigned signature. Errors of ours pass unchanged.
+pub(crate) fn redacted(err: StoreError) -> StoreError {
+    if fencing_error(&err).is_some() {
+        return err;
+    }
+    fn text(
+        source: &(dyn std::error::Error + Send + Sync + 'static),
+    ) -> Box<dyn std::error::Error + Send + Sync> {
+        redact_text(&error_chain(source)).into()
+    }
+    match err {
+        StoreError::Generic { store, source } => StoreError::Generic {
+            store,
+            source: text(&*source),
+        },
+        StoreError::NotFound { path, source } => StoreError::NotFound {
+            path: redact_text(&path),
+            source: text(&*source),
+        },
+        StoreError::AlreadyExists { path, source } => StoreError::AlreadyExists {
+            path: redact_text(&path),
+            source: text(&*source),
+        },
+        StoreError::Precondition { path, source } => StoreError::Precondition {
+            path: redact_text(&path),
+            source: text(&*source),
+        },
+        StoreError::NotModified { path, source } => StoreError::NotModified {
+            path: redact_text(&path),
+            source: text(&*source),
+        },
+        StoreError::PermissionDenied { path, source } => StoreError::PermissionDenied {
+            path: redact_text(&path),
+            source: text(&*source),
+        },
+        StoreError::Unauthenticated { path, source } => StoreError::Unauthenticated {
+            path: redact_text(&path),
+            source: text(&*source),
+        },
+        StoreError::NotSupported { source } => StoreError::NotSupported {
+            source: text(&*source),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_in_an_underlying_error_does_not_pass_through() {
+        let err = StoreError::NotFound {
+            path: "c/k".into(),
+            source: "GET https://a.blob.core.windows.net/c/k?sv=2024&sig=SECRETSIG failed".into(),
+        };
+        let out = redacted(err);
+        assert!(matches!(out, StoreError::NotFound { .. }));
+        let shown = format!("{out} {out:?} {}", error_chain(&out));
+        assert!(!shown.contains("SECRETSIG"), "{shown}");
+    }
+
+    #[test]
+    fn a_4xx_answer_was_refused_and_a_5xx_or_a_conflict_may_have_landed() {
+        let with = |text: &str| StoreError::Generic {
+            store: "S3",
+            source: text.to_owned().into(),
+        };
+        assert!(refused_before_applying(&with(
+            "Error performing PUT http://x in 1ms - Server returned non-2xx status code: 400 Bad Request: KeyTooLong"
+        )));
+        for text in [
+            "Server returned non-2xx status code: 503 Service Unavailable",
+            "Server returned non-2xx status code: 409 Conflict",
+            "Server returned non-2xx status code: 429 Too Many Requests",
+            "HTTP error: connection reset",
+        ] {
+            assert!(!refused_before_applying(&with(text)), "{text}");
+        }
+    }
+}

@@ -15,17 +15,17 @@ use async_trait::async_trait;
 use fencing_core::adapter::blob::FRAME_HEADER_LEN;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{FencedStore, FencingToken, Limits};
-use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyMode, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
-    RenameTargetMode, Result, UpdateVersion,
+    CopyMode, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    RenameOptions, RenameTargetMode, Result, UpdateVersion,
 };
 
 use crate::backend::{DEFAULT_LIMITS, ObjectStoreBackend};
-use crate::error::into_store;
+use crate::error::{into_store, redacted};
 use crate::token;
 use fencing_core::keepalive::TokenSource;
 
@@ -240,8 +240,13 @@ impl<S: ObjectStore> FencedObjectStore<S> {
 
 impl<S: ObjectStore> fmt::Debug for FencedObjectStore<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The store's Display names it without credentials; its Debug may
+        // hold a key, a SAS or a bearer token.
         f.debug_struct("FencedObjectStore")
-            .field("store", &self.store)
+            .field(
+                "store",
+                &fencing_core::redact::redact_text(&self.store.to_string()),
+            )
             .field("source", &self.source)
             .field("adopt_unfenced", &self.adopt_unfenced)
             .field("limits", &self.limits)
@@ -283,7 +288,9 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
         opts: PutOptions,
     ) -> Result<PutResult> {
         let token = self.token(&opts.extensions)?;
-        self.write(location, payload, token, opts).await
+        self.write(location, payload, token, opts)
+            .await
+            .map_err(redacted)
     }
 
     async fn put_multipart_opts(
@@ -299,7 +306,18 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.read(location, options).await
+        let mut result = self.read(location, options).await.map_err(redacted)?;
+        let (meta, range) = (result.meta.clone(), result.range.clone());
+        let attributes = std::mem::take(&mut result.attributes);
+        let extensions = std::mem::take(&mut result.extensions);
+        let body = result.into_stream().map_err(redacted).boxed();
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(body),
+            meta,
+            range,
+            attributes,
+            extensions,
+        })
     }
 
     fn delete_stream(
@@ -313,7 +331,9 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
                 async move {
                     let location = location?;
                     let token = this.token(&object_store::Extensions::new())?;
-                    this.delete_fenced(&location, token).await?;
+                    this.delete_fenced(&location, token)
+                        .await
+                        .map_err(redacted)?;
                     Ok(location)
                 }
             })
@@ -323,6 +343,8 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
         self.visible(self.store.list(prefix))
+            .map_err(redacted)
+            .boxed()
     }
 
     fn list_with_offset(
@@ -331,15 +353,19 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
         self.visible(self.store.list_with_offset(prefix, offset))
+            .map_err(redacted)
+            .boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.list_dir(prefix).await
+        self.list_dir(prefix).await.map_err(redacted)
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         let token = self.token(&options.extensions)?;
-        self.copy_fenced(from, to, options.mode, token).await
+        self.copy_fenced(from, to, options.mode, token)
+            .await
+            .map_err(redacted)
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
@@ -348,8 +374,38 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
             RenameTargetMode::Overwrite => CopyMode::Overwrite,
             RenameTargetMode::Create => CopyMode::Create,
         };
-        self.copy_fenced(from, to, mode, token).await?;
-        self.delete_fenced(from, token).await
+        // A source a newer holder wrote is refused before anything is
+        // written (the copy would land and its tombstone be refused).
+        match self
+            .read_head(from, &GetOptions::new(), HEADER)
+            .await
+            .map_err(redacted)?
+        {
+            Some(source) if source.has_value && token < source.mark => {
+                return Err(into_store(fencing_core::Error::StaleToken {
+                    key: from.to_string(),
+                    presented: token,
+                    current: source.mark,
+                }));
+            }
+            Some(source) if source.has_value => {}
+            _ => return Err(not_found(from)),
+        }
+        self.copy_fenced(from, to, mode, token)
+            .await
+            .map_err(redacted)?;
+        self.delete_fenced(from, token).await.map_err(|e| {
+            // The copy landed: say so, never "nothing was written".
+            object_store::Error::Generic {
+                store: crate::error::FENCED,
+                source: format!(
+                    "renaming {from} to {to}: {to} was written, but the tombstone at {from} was \
+                     not: {}",
+                    fencing_core::redact::redact_text(&fencing_core::error_chain(&e))
+                )
+                .into(),
+            }
+        })
     }
 }
 

@@ -35,8 +35,20 @@ mod suite {
 mod blob {
     use super::*;
 
+    /// `InMemory` answers within one poll, so racing writers would never
+    /// interleave: a millisecond per call, as a server's round trip, lets
+    /// them race.
     async fn backend() -> Option<ObjectStoreBackend> {
-        Some(ObjectStoreBackend::new(Arc::new(InMemory::new())))
+        use object_store::throttle::{ThrottleConfig, ThrottledStore};
+        let config = ThrottleConfig {
+            wait_get_per_call: std::time::Duration::from_millis(1),
+            wait_put_per_call: std::time::Duration::from_millis(1),
+            ..ThrottleConfig::default()
+        };
+        Some(ObjectStoreBackend::new(Arc::new(ThrottledStore::new(
+            InMemory::new(),
+            config,
+        ))))
     }
 
     fencing_testkit::blob_store_conformance!(backend);
@@ -454,4 +466,67 @@ async fn verify_refuses_a_local_file_system_which_cannot_condition_an_update() {
         err.chain()
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_rename_of_a_newer_holders_object_writes_nothing() {
+    let (bucket, old, new) = writers();
+    let (from, to) = (Path::from("seg/a"), Path::from("seg/b"));
+    new.put(&from, "new".into()).await.unwrap();
+    let err = old.rename(&from, &to).await.unwrap_err();
+    assert_stale(&err, 7, 9);
+    assert!(
+        bucket.head(&to).await.is_err(),
+        "the destination was written"
+    );
+    assert_eq!(read(&new, &from).await, "new");
+}
+
+#[tokio::test]
+async fn a_tombstones_version_updates_nothing() {
+    let (bucket, _, store) = writers();
+    let path = Path::from("gone");
+    store.put(&path, "v".into()).await.unwrap();
+    store.delete(&path).await.unwrap();
+    let tombstone = bucket.head(&path).await.unwrap();
+    let at = UpdateVersion {
+        e_tag: tombstone.e_tag,
+        version: tombstone.version,
+    };
+    let err = store
+        .put_opts(&path, "back".into(), PutMode::Update(at).into())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, object_store::Error::Precondition { .. }),
+        "{err}"
+    );
+    assert!(store.get(&path).await.is_err());
+}
+
+#[tokio::test]
+async fn a_short_unfenced_object_is_listed_as_it_is() {
+    let (bucket, _, store) = writers();
+    bucket
+        .put(&Path::from("legacy/short"), "x".repeat(17).into())
+        .await
+        .unwrap();
+    store
+        .put(&Path::from("legacy/fenced"), "v".into())
+        .await
+        .unwrap();
+    let mut listed: Vec<_> = store
+        .list(Some(&Path::from("legacy")))
+        .map_ok(|m| (m.location.to_string(), m.size))
+        .try_collect()
+        .await
+        .unwrap();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("legacy/fenced".to_owned(), 1),
+            ("legacy/short".to_owned(), 17)
+        ]
+    );
 }

@@ -5,7 +5,10 @@ use futures_util::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{GetOptions, ListResult, ObjectMeta, ObjectStore, Result};
 
+use fencing_core::Error;
+
 use super::{FencedObjectStore, HEADER, value_meta};
+use crate::error::fencing_error;
 
 /// How many objects' frames a listing reads at once.
 const FRAME_READS: usize = 8;
@@ -41,14 +44,22 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                 return Ok(Some(meta));
             }
         }
-        Ok(self
+        match self
             .read_head(&meta.location, &GetOptions::new(), HEADER)
-            .await?
-            .filter(|current| current.has_value)
-            .map(|current| ObjectMeta {
-                size: current.value_size(),
-                ..meta
-            }))
+            .await
+        {
+            Ok(current) => {
+                Ok(current
+                    .filter(|current| current.has_value)
+                    .map(|current| ObjectMeta {
+                        size: current.value_size(),
+                        ..meta
+                    }))
+            }
+            // Written without fencing: listed as it is (reads refuse it).
+            Err(e) if matches!(fencing_error(&e), Some(Error::Unfenced { .. })) => Ok(Some(meta)),
+            Err(e) => Err(e),
+        }
     }
 
     /// `list_with_delimiter`: the objects as [`visible`](Self::visible)

@@ -81,7 +81,10 @@ impl<S: ObjectStore> MultipartUpload for Staged<S> {
             extensions: self.options.extensions.clone(),
             ..PutOptions::default()
         };
-        self.store.write(&self.path, value, token, options).await
+        self.store
+            .write(&self.path, value, token, options)
+            .await
+            .map_err(crate::error::redacted)
     }
 
     async fn abort(&mut self) -> Result<()> {

@@ -61,8 +61,19 @@ impl<S: ObjectStore> FencedObjectStore<S> {
         };
         let mut answer = self.store.get_opts(path, ranged).await;
         if answer.as_ref().is_err_and(may_be_range) {
-            // An empty object has no first byte to range on.
-            answer = self.store.get_opts(path, whole).await;
+            // An object shorter than the range's first byte (an empty one)
+            // refuses a ranged read: read it whole, if it is that short
+            // (any other failure is reported, never answered by reading a
+            // large object into memory).
+            let head = GetOptions {
+                head: true,
+                ..whole.clone()
+            };
+            if let Ok(meta) = self.store.get_opts(path, head).await
+                && meta.meta.size < len
+            {
+                answer = self.store.get_opts(path, whole).await;
+            }
         }
         let result = match answer {
             Ok(result) => result,

@@ -10,7 +10,7 @@ use object_store::{
 
 use super::read::Current;
 use super::{FencedObjectStore, HEADER, Known};
-use crate::error::{FENCED, into_store, was_retried};
+use crate::error::{FENCED, into_store, refused_before_applying, was_retried};
 use crate::version;
 
 /// What one conditional write came to.
@@ -104,10 +104,14 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                 }
                 Ok(Attempt::Lost)
             }
-            // A transport failure after sending (object_store says no
-            // more): the write may have landed. Reported, not retried:
-            // object_store has retried what it could.
-            Err(e @ object_store::Error::Generic { .. }) => Err(outcome(Some(e), not_applied())),
+            // A transport failure after sending, or an answer that does
+            // not say (object_store tells no more): the write may have
+            // landed. Reported, not retried: object_store has retried what
+            // it could. A 4xx refusal was not applied.
+            Err(e @ object_store::Error::Generic { .. }) if !refused_before_applying(&e) => {
+                self.remember(path, None);
+                Err(outcome(Some(e), not_applied()))
+            }
             Err(e) => Err(e),
         }
     }
@@ -127,11 +131,16 @@ impl<S: ObjectStore> FencedObjectStore<S> {
         let mut cached = previous
             .clone()
             .filter(|k| intent == Intent::Overwrite && k.trusted && token >= k.mark);
+        // Create tries first without reading: absent is the common case,
+        // and the store refuses it if not.
+        let mut presume_absent = intent == Intent::Create;
         let mut unknown = None;
         for attempt in 1..=self.max_attempts {
             let from_cache = cached.is_some();
+            let presumed = std::mem::take(&mut presume_absent);
             let current = match cached.take() {
                 Some(known) => Some((known.version, known.mark, true)),
+                None if presumed => None,
                 None => match self.read_head(path, &GetOptions::new(), HEADER).await {
                     Ok(current) => current.map(|c| (c.version, c.mark, c.has_value)),
                     Err(e) => return Err(outcome(unknown, e)),
@@ -183,14 +192,14 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                             (Some(p), Some((version, ..))) => p.version == *version,
                             (Some(_), None) => false,
                         };
-                    self.remember(
-                        path,
-                        Some(Known {
-                            version: version::of_put(&result),
-                            mark: token,
-                            trusted,
-                        }),
-                    );
+                    // A tombstone's version is no one's to update or to
+                    // write on without reading.
+                    let known = (intent != Intent::Delete).then(|| Known {
+                        version: version::of_put(&result),
+                        mark: token,
+                        trusted,
+                    });
+                    self.remember(path, known);
                     return Ok(result);
                 }
                 Attempt::Lost => {
@@ -198,7 +207,9 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                     tracing::debug!(%path, attempt, "lost a race; reading again");
                 }
             }
-            tokio::time::sleep(retry_pause(attempt)).await;
+            if !presumed {
+                tokio::time::sleep(retry_pause(attempt)).await;
+            }
         }
         let contention = Error::Contention {
             key: path.to_string(),
