@@ -911,7 +911,11 @@ async fn the_same_holders_next_write_is_one_conditional_request() {
     next.write("k", "4").await.unwrap();
     let err = holder.write("k", "5").await.unwrap_err();
     assert_eq!(stale(&err), (t(9), t(10)));
-    assert_eq!(requests.take(), (1, 1, 0), "the failed put, then the frame");
+    assert_eq!(
+        requests.take(),
+        (1, 1, 1),
+        "the failed put, a stat (was it our own write, landed by a retry below?), then the frame"
+    );
     let err = holder.write("k", "6").await.unwrap_err();
     assert_eq!(stale(&err), (t(9), t(10)));
     assert_eq!(
@@ -940,4 +944,205 @@ async fn the_same_holders_next_write_is_one_conditional_request() {
         10
     );
     assert_eq!(requests.take(), (2, 0, 0));
+}
+
+/// The S3 SDK on this run's bucket (for keys OpenDAL will not write: `jobs/`).
+fn sdk(b: &Bucket) -> fencing_s3::aws_sdk_s3::Client {
+    emulator::client(&b.endpoint)
+}
+
+/// The bytes the bucket holds under the key `path` (below the root).
+async fn stored_key(b: &Bucket, path: &str) -> Vec<u8> {
+    let got = sdk(b)
+        .get_object()
+        .bucket(&b.bucket)
+        .key(format!("{}{path}", b.prefix))
+        .send()
+        .await
+        .expect("sdk read");
+    got.body.collect().await.expect("body").to_vec()
+}
+
+#[tokio::test]
+async fn verify_passes_on_the_emulator_even_through_the_layer() {
+    let Some(b) = bucket().await else { return };
+    // The layer (which checks conditions itself) is not in the probe's way.
+    for op in [b.raw.clone(), b.fenced(FencingLayer::new(t(1)))] {
+        let checks = fencing_opendal::verify(&op).await.expect("verify");
+        assert_eq!(checks.len(), 2, "{checks:?}");
+        assert!(checks.iter().all(|c| c.is_safe()), "{checks:?}");
+    }
+}
+
+#[tokio::test]
+async fn verify_flags_s3rver_which_ignores_conditions() {
+    use fencing_harness::env::S3RVER;
+    if S3RVER.skipped() {
+        return;
+    }
+    opendal::install_default();
+    let endpoint = S3RVER.endpoint();
+    let bucket = fencing_testkit::unique_prefix();
+    let create = {
+        use fencing_s3::aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+        let config = fencing_s3::aws_sdk_s3::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("S3RVER", "S3RVER", None, None, "test"))
+            .endpoint_url(&endpoint)
+            .force_path_style(true)
+            .build();
+        fencing_s3::aws_sdk_s3::Client::from_conf(config)
+    };
+    if let Err(e) = emulator::create_bucket(&create, &bucket).await {
+        S3RVER.unavailable(&e);
+    }
+    let service = S3Service::default()
+        .endpoint(&endpoint)
+        .bucket(&bucket)
+        .region("us-east-1")
+        .access_key_id("S3RVER")
+        .secret_access_key("S3RVER")
+        .disable_config_load()
+        .disable_ec2_metadata();
+    let op = Operator::new(service)
+        .expect("an S3 operator")
+        .layer(FencingLayer::new(t(1)));
+    let checks = fencing_opendal::verify(&op).await.expect("verify");
+    let unsafe_: Vec<_> = checks.iter().filter(|c| !c.is_safe()).collect();
+    assert_eq!(unsafe_.len(), 2, "{checks:?}");
+    assert!(
+        unsafe_.iter().all(|c| c.detail.contains("APPLIED")),
+        "{checks:?}"
+    );
+}
+
+#[tokio::test]
+async fn errors_carry_no_signature_of_the_url() {
+    opendal::install_default();
+    // A closed port, and a signature in the endpoint's query: it is in the
+    // request's URL, which the service's errors quote.
+    let secret = "TOPSECRETSIGNATURE";
+    let service = S3Service::default()
+        .endpoint(&format!(
+            "http://127.0.0.1:9/?sig={secret}&X-Amz-Signature={secret}"
+        ))
+        .bucket("b")
+        .region("us-east-1")
+        .access_key_id("fencing")
+        .secret_access_key("fencing")
+        .disable_config_load()
+        .disable_ec2_metadata();
+    let raw = Operator::new(service).expect("an S3 operator");
+    let err = raw.read("k").await.unwrap_err();
+    assert!(
+        format!("{err:?}").contains(secret),
+        "the test's premise: {err:?}"
+    );
+    let op = raw.layer(FencingLayer::new(t(1)));
+    let errors = [
+        op.write("k", "v").await.unwrap_err(),
+        op.read("k").await.unwrap_err(),
+        op.stat("k").await.unwrap_err(),
+        op.delete("k").await.unwrap_err(),
+        op.list("d/").await.unwrap_err(),
+        op.copy("k", "l").await.unwrap_err(),
+    ];
+    for err in errors {
+        let mut shown = vec![err.to_string(), format!("{err:?}"), format!("{err:#?}")];
+        let mut cause = std::error::Error::source(&err);
+        while let Some(e) = cause {
+            shown.extend([e.to_string(), format!("{e:?}")]);
+            cause = e.source();
+        }
+        for text in shown {
+            assert!(!text.contains(secret), "{text}");
+        }
+        // The kind is the service's (here: a transport failure).
+        assert_ne!(err.kind(), ErrorKind::NotFound, "{err}");
+    }
+}
+
+#[tokio::test]
+async fn a_framed_object_at_a_directory_path_keeps_its_value_and_mark() {
+    let Some(b) = bucket().await else { return };
+    let body = framed(5, b"the job list");
+    sdk(&b)
+        .put_object()
+        .bucket(&b.bucket)
+        .key(format!("{}jobs/", b.prefix))
+        .body(fencing_s3::aws_sdk_s3::primitives::ByteStream::from(
+            body.clone(),
+        ))
+        .send()
+        .await
+        .expect("sdk write");
+    let op = b.fenced(FencingLayer::new(t(9)));
+    let err = op.delete("jobs/").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(
+        ours(&err, |e| matches!(e, Error::Unsupported { .. })),
+        "{err}"
+    );
+    let err = op.create_dir("jobs/").await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert_eq!(stored_key(&b, "jobs/").await, body);
+    // A directory object without a frame is still a directory.
+    op.create_dir("empty/").await.unwrap();
+    op.delete("empty/").await.unwrap();
+    // A recursive delete leaves a tombstone there (at the mark rule), never
+    // a raw delete.
+    let zombie = b.fenced(FencingLayer::new(t(3)));
+    let err = zombie
+        .delete_with("jobs/")
+        .recursive(true)
+        .await
+        .unwrap_err();
+    assert_eq!(stale(&err), (t(3), t(5)));
+    assert_eq!(stored_key(&b, "jobs/").await, body);
+    op.delete_with("jobs/").recursive(true).await.unwrap();
+    assert_eq!(stored_key(&b, "jobs/").await, tombstone(9));
+}
+
+#[tokio::test]
+async fn if_match_on_our_own_tombstone_is_a_lost_condition() {
+    let Some(b) = bucket().await else { return };
+    let op = b.fenced(FencingLayer::new(t(9)));
+    op.write("d", "1").await.unwrap();
+    op.delete("d").await.unwrap();
+    let tomb = b.raw.stat("d").await.unwrap().etag().unwrap().to_owned();
+    let err = op.write_with("d", "x").if_match(&tomb).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ConditionNotMatch, "{err}");
+    let err = op.delete_with("d").if_match(&tomb).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ConditionNotMatch, "{err}");
+    assert_eq!(b.stored("d").await, tombstone(9));
+    assert!(!op.exists("d").await.unwrap());
+}
+
+#[tokio::test]
+async fn a_create_over_a_newer_holders_object_is_a_lost_condition_naming_the_tokens() {
+    let Some(b) = bucket().await else { return };
+    let next = b.fenced(FencingLayer::new(t(10)));
+    let zombie = b.fenced(FencingLayer::new(t(9)));
+    next.write("e", "new").await.unwrap();
+    for err in [
+        zombie
+            .write_with("e", "x")
+            .if_not_exists(true)
+            .await
+            .unwrap_err(),
+        zombie
+            .write_with("e", "x")
+            .if_none_match("*")
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(err.kind(), ErrorKind::ConditionNotMatch, "{err}");
+        assert_eq!(
+            fencing_error(&err).and_then(Error::stale_tokens),
+            Some((t(9), t(10))),
+            "{err}"
+        );
+    }
+    assert_eq!(b.stored("e").await, framed(10, b"new"));
 }

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use opendal::OperationContext;
 use opendal::options::ListOptions;
 use opendal::raw::oio::{Delete as _, List as _};
-use opendal::raw::{OpDelete, OpList, Service as _, oio};
+use opendal::raw::{OpDelete, OpList, OpRead, Service as _, oio};
 use opendal::{EntryMode, Result};
 
-use crate::error::refused;
-use crate::service::Core;
+use crate::error::{refused, scrub};
+use crate::service::{Core, HEADER};
 
 /// A caller's deleter: each delete is a fenced write of a tombstone, sent
 /// when it is asked for; directory objects (which hold no value) go to the
@@ -41,6 +41,19 @@ impl FencedDeleter {
 
 impl oio::Delete for FencedDeleter {
     async fn delete(&mut self, path: &str, args: OpDelete) -> Result<()> {
+        self.delete_inner(path, args).await.map_err(scrub)
+    }
+
+    async fn close(&mut self) -> Result<()> {
+        match &mut self.dirs {
+            Some(dirs) => dirs.close().await.map_err(scrub),
+            None => Ok(()),
+        }
+    }
+}
+
+impl FencedDeleter {
+    async fn delete_inner(&mut self, path: &str, args: OpDelete) -> Result<()> {
         if args.version().is_some() {
             return Err(refused(
                 "deleting a version (removing the current version would bring back an older one, \
@@ -65,6 +78,9 @@ impl oio::Delete for FencedDeleter {
             return self.delete_all(path).await;
         }
         if path.ends_with('/') {
+            self.core
+                .refuse_framed_dir(&self.ctx, path, "delete")
+                .await?;
             return self.delete_dir(path).await;
         }
         let token = self.core.token()?;
@@ -73,15 +89,6 @@ impl oio::Delete for FencedDeleter {
             .await
     }
 
-    async fn close(&mut self) -> Result<()> {
-        match &mut self.dirs {
-            Some(dirs) => dirs.close().await,
-            None => Ok(()),
-        }
-    }
-}
-
-impl FencedDeleter {
     /// A recursive delete: every live object the service lists under
     /// `path` gets a tombstone; directory objects are deleted.
     async fn delete_all(&mut self, path: &str) -> Result<()> {
@@ -104,6 +111,21 @@ impl FencedDeleter {
             }
         }
         for dir in dirs {
+            // A fenced value under a directory path (written by fencing-s3
+            // or BlobStore): a tombstone like any other, never a raw delete.
+            if self.core.is_framed_dir(&self.ctx, &dir).await? {
+                if let Some(head) = self
+                    .core
+                    .read_head(&self.ctx, &dir, OpRead::new(), HEADER)
+                    .await?
+                    && head.has_value
+                {
+                    self.core
+                        .delete_fenced(&self.ctx, &dir, token, None)
+                        .await?;
+                }
+                continue;
+            }
             self.delete_dir(&dir).await?;
         }
         Ok(())

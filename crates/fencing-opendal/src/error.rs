@@ -1,6 +1,7 @@
 //! Our errors inside OpenDAL's, and [`fencing_error`] to find them again.
 
-use fencing_core::Error;
+use fencing_core::redact::redact_text;
+use fencing_core::{BoxError, Error};
 use opendal::ErrorKind;
 
 /// The name of this layer in the errors it makes itself.
@@ -26,11 +27,89 @@ pub(crate) fn into_dal(err: Error) -> opendal::Error {
         _ => (ErrorKind::Unexpected, false),
     };
     // The whole chain (a backend error's reason is its source), with any
-    // URL's credentials taken out.
-    let message = fencing_core::redact::redact_text(&fencing_core::error_chain(&err));
+    // URL's credentials taken out; the source kept is ours with every inner
+    // error replaced by its redacted text.
+    let err = scrub_core(err);
+    let message = redact_text(&fencing_core::error_chain(&err));
     opendal::Error::new(kind, message)
         .with_temporary(temporary)
         .set_source(err)
+}
+
+/// An inner error as its redacted text only: nothing of it but that text
+/// (no URL's signature, no source) is reachable any more.
+fn redacted(source: &BoxError) -> BoxError {
+    redact_text(&fencing_core::error_chain(source.as_ref())).into()
+}
+
+/// `err` with the errors it carries (an SDK's, a service's: their text may
+/// quote a signed URL) replaced by their redacted text.
+fn scrub_core(err: Error) -> Error {
+    match err {
+        Error::Backend {
+            backend,
+            retryable,
+            source,
+        } => Error::Backend {
+            backend,
+            retryable,
+            source: redacted(&source),
+        },
+        Error::OutcomeUnknown {
+            backend,
+            operation,
+            source,
+        } => Error::OutcomeUnknown {
+            backend,
+            operation: redact_text(&operation),
+            source: redacted(&source),
+        },
+        Error::Tls { backend, source } => Error::Tls {
+            backend,
+            source: redacted(&source),
+        },
+        Error::Unauthenticated { backend, source } => Error::Unauthenticated {
+            backend,
+            source: redacted(&source),
+        },
+        other => other,
+    }
+}
+
+/// An error of the service below, as the layer returns it: its kind and
+/// status kept, its text (the service's context: the URL, maybe a SAS or a
+/// presigned signature) redacted, and no source. Our own errors, made by
+/// [`into_dal`], are redacted already and kept (so [`fencing_error`] finds
+/// them).
+pub(crate) fn scrub(err: opendal::Error) -> opendal::Error {
+    if fencing_error(&err).is_some() {
+        return err;
+    }
+    let shown = err.to_string();
+    let debug = format!("{err:?}");
+    if std::error::Error::source(&err).is_none()
+        && redact_text(&shown) == shown
+        && redact_text(&debug) == debug
+    {
+        return err;
+    }
+    let clean = opendal::Error::new(err.kind(), redact_text(&shown));
+    if err.is_temporary() {
+        clean.set_temporary()
+    } else if err.is_persistent() {
+        clean.set_persistent()
+    } else {
+        clean
+    }
+}
+
+/// A failed condition of the caller's (`ConditionNotMatch`, what its
+/// protocol stops on) that our fencing error explains: a stale token, kept
+/// as the source for [`fencing_error`].
+pub(crate) fn condition_with(why: &str, path: &str, ours: Error) -> opendal::Error {
+    opendal::Error::new(ErrorKind::ConditionNotMatch, why)
+        .with_context("path", path)
+        .set_source(scrub_core(ours))
 }
 
 /// A refusal of ours: `operation` (with why, in a few words) is not done

@@ -23,9 +23,12 @@
 //!
 //! The service underneath must condition a write on an object's ETag and
 //! on its absence (`write_with_if_match`, and `write_with_if_not_exists` or
-//! `write_with_if_none_match`): S3 and S3-compatible stores do. On one that
-//! cannot (OpenDAL's `Memory`, say) the first write is refused with
+//! `write_with_if_none_match`). On one that says it cannot (OpenDAL's
+//! `Memory`, say) the first write is refused with
 //! [`fencing_core::Error::Unsupported`] and nothing is written; reads work.
+//! Those are capability flags, set for every endpoint of a service: whether
+//! the server honours the conditions (s3rver does not), only [`verify`]
+//! proves. Run it once per deployment.
 //!
 //! ```
 //! use fencing_core::FencingToken;
@@ -90,7 +93,9 @@
 //!   the destination (its conditions: `if_not_exists`, `if_match`); rename
 //!   refuses a token below the source's mark before writing anything, then
 //!   leaves a tombstone at the source (a copy and a delete: not atomic).
-//! - **create_dir**: passed through (a directory holds no value).
+//! - **create_dir**: passed through (a directory holds no value), and a
+//!   delete of a path ending in `/` deletes the directory object; both are
+//!   refused where an object carrying a frame is at that path.
 //!
 //! # What is refused, and why
 //!
@@ -120,18 +125,28 @@
 //! retry); bad input is `ConfigInvalid`; contention is a temporary
 //! `Unexpected`. A write whose request failed after it was sent, in a way
 //! that may have been applied, is [`OutcomeUnknown`](fencing_core::Error::OutcomeUnknown).
-//! Put a `RetryLayer` after this layer (`.layer(FencingLayer::new(..)).layer(RetryLayer::new())`)
-//! so that a retry reads the frame again.
+//! A create over a newer holder's live object is `ConditionNotMatch` (what
+//! the caller's protocol stops on), its stale token the source
+//! [`fencing_error`] finds. Every error the layer returns carries only the
+//! redacted text of the service's error (no signed URL through `Display`,
+//! `Debug` or `source()`), its kind kept.
+//!
+//! A `RetryLayer` must sit above (outside) this layer
+//! (`.layer(FencingLayer::new(..)).layer(RetryLayer::new())`) so that a
+//! retry reads the frame again.
 
 mod delete;
 mod error;
 mod head;
 mod layer;
 mod list;
+mod md5;
 mod read;
 mod service;
+mod verify;
 mod write;
 
 pub use error::fencing_error;
 pub use fencing_core::keepalive::TokenSource;
 pub use layer::{DEFAULT_LIMITS, FencingLayer};
+pub use verify::{PROBE_KEY, verify};

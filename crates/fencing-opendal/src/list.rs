@@ -9,6 +9,7 @@ use opendal::raw::oio::List as _;
 use opendal::raw::{OpList, OpRead, Service as _, oio};
 use opendal::{EntryMode, Result};
 
+use crate::error::scrub;
 use crate::head::{open_prefix, value_meta};
 use crate::service::{Core, HEADER};
 
@@ -43,6 +44,12 @@ impl FencedLister {
 
 impl oio::List for FencedLister {
     async fn next(&mut self) -> Result<Option<oio::Entry>> {
+        self.next_inner().await.map_err(scrub)
+    }
+}
+
+impl FencedLister {
+    async fn next_inner(&mut self) -> Result<Option<oio::Entry>> {
         while let Some(entry) = self.inner.next().await? {
             if entry.mode() == EntryMode::DIR {
                 // The listed directory itself, and directory objects of a

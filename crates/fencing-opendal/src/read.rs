@@ -9,7 +9,7 @@ use opendal::raw::oio::{Read as _, ReadStream as _};
 use opendal::raw::{OpRead, RpRead, Service as _, oio};
 use opendal::{Buffer, BytesRange, ErrorKind, Result};
 
-use crate::error::{LAYER, into_dal};
+use crate::error::{LAYER, into_dal, scrub};
 use crate::head::{not_found, open_prefix};
 use crate::service::{Core, HEADER};
 
@@ -54,11 +54,12 @@ impl oio::Read for FencedReader {
         self.core
             .open_value(&self.ctx, &self.path, &self.args, &self.inner, range)
             .await
+            .map_err(scrub)
     }
 
     async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
         let (rp, mut stream) = self.open(range).await?;
-        let buffer = stream.read_all().await?;
+        let buffer = stream.read_all().await.map_err(scrub)?;
         Ok((rp, buffer))
     }
 }
@@ -242,7 +243,17 @@ impl Core {
                 .map_or_else(|| args.clone(), |e| pinned(args, e));
             let answer = self.inner.read(ctx, path, args)?.open(at).await;
             match answer {
-                Ok((_, stream)) => return Ok((rp, stream)),
+                // Through `Cut` (nothing cut), whose reads scrub the
+                // service's errors.
+                Ok((_, stream)) => {
+                    let stream = Cut {
+                        pending: None,
+                        inner: Some(stream),
+                        skip: 0,
+                        remaining: None,
+                    };
+                    return Ok((rp, Box::new(stream)));
+                }
                 Err(e)
                     if matches!(e.kind(), ErrorKind::ConditionNotMatch | ErrorKind::NotFound)
                         && attempt < READ_ATTEMPTS => {}
@@ -271,7 +282,7 @@ impl oio::ReadStream for Cut {
                 Some(buf) => buf,
                 None => match self.inner.as_mut() {
                     Some(inner) => {
-                        let buf = inner.read().await?;
+                        let buf = inner.read().await.map_err(scrub)?;
                         if buf.is_empty() {
                             self.inner = None;
                             return Ok(buf);

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use fencing_core::adapter::blob::FRAME_HEADER_LEN;
+use fencing_core::adapter::blob::frame::{self, Header};
 use fencing_core::keepalive::TokenSource;
 use fencing_core::{Error, FencingToken, Limits};
 use opendal::OperationContext;
@@ -14,11 +15,11 @@ use opendal::raw::{
     OpCopy, OpCreateDir, OpList, OpPresign, OpRead, OpRename, OpStat, OpWrite, RpCreateDir,
     RpPresign, RpRename, RpStat, Service, ServiceInfo, Servicer, build_abs_path, oio,
 };
-use opendal::{Capability, Result};
+use opendal::{Capability, ErrorKind, Result};
 
 use crate::delete::FencedDeleter;
-use crate::error::{into_dal, refused};
-use crate::head::not_found;
+use crate::error::{LAYER, into_dal, refused, scrub};
+use crate::head::{not_found, open_prefix};
 use crate::list::FencedLister;
 use crate::read::FencedReader;
 use crate::write::{Cond, FencedWriter};
@@ -45,6 +46,9 @@ pub(crate) struct Core {
 pub(crate) struct Known {
     pub(crate) etag: String,
     pub(crate) mark: FencingToken,
+    /// Whether that write was of a value (else: our tombstone, absent to
+    /// the caller).
+    pub(crate) live: bool,
 }
 
 impl Core {
@@ -86,6 +90,59 @@ impl Core {
                         (write_with_if_match, and write_with_if_not_exists or \
                         write_with_if_none_match), which fencing needs: nothing was written",
         }))
+    }
+
+    /// Whether `path` (a directory path, ending in `/`) is an object that
+    /// carries a fencing frame: a value or tombstone that fencing-s3,
+    /// `BlobStore` or `FencedObjectStore` wrote under that key.
+    pub(crate) async fn is_framed_dir(&self, ctx: &OperationContext, path: &str) -> Result<bool> {
+        if !path.ends_with('/') {
+            return Ok(false);
+        }
+        let reader = self.inner.read(ctx, path, OpRead::new())?;
+        match open_prefix(&reader, HEADER).await {
+            Ok(Some((_, bytes))) => Ok(matches!(
+                frame::decode_header(&bytes.to_bytes()),
+                Ok(Header::Framed(_)) | Err(_)
+            )),
+            Ok(None) => Ok(false),
+            // A service whose directories are not objects.
+            Err(e) if matches!(e.kind(), ErrorKind::IsADirectory | ErrorKind::NotADirectory) => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Refuses `operation` (a raw delete, `create_dir`) on a directory path
+    /// whose object carries a fencing frame: it would remove or replace a
+    /// fenced value, mark and all.
+    pub(crate) async fn refuse_framed_dir(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        operation: &'static str,
+    ) -> Result<()> {
+        if self.is_framed_dir(ctx, path).await? {
+            let why = match operation {
+                "create_dir" => {
+                    "create_dir of a path ending in '/' whose object carries a fencing frame \
+                     (a fenced value written under that key: the directory object would \
+                     replace it and its mark); nothing was written"
+                }
+                _ => {
+                    "deleting a path ending in '/' whose object carries a fencing frame (a \
+                     fenced value written under that key: deleting it would lower its mark); \
+                     delete it recursively (a tombstone) or through fencing-s3; nothing was \
+                     deleted"
+                }
+            };
+            return Err(into_dal(Error::Unsupported {
+                backend: LAYER,
+                operation: why,
+            }));
+        }
+        Ok(())
     }
 
     pub(crate) fn known(&self, path: &str) -> Option<Known> {
@@ -234,40 +291,27 @@ impl Service for FencedService {
         path: &str,
         args: OpCreateDir,
     ) -> Result<RpCreateDir> {
-        // A directory holds no value: nothing to fence.
-        self.core.inner.create_dir(ctx, path, args).await
+        // A directory holds no value: nothing to fence, unless the path is
+        // an object another fenced writer (fencing-s3, BlobStore) wrote,
+        // which the directory object would replace.
+        async {
+            self.core.refuse_framed_dir(ctx, path, "create_dir").await?;
+            self.core.inner.create_dir(ctx, path, args).await
+        }
+        .await
+        .map_err(scrub)
     }
 
     async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
-        if path.ends_with('/') {
-            return self.core.inner.stat(ctx, path, args).await;
-        }
-        match self
-            .core
-            .read_head(ctx, path, stat_as_read(&args), HEADER)
-            .await?
-        {
-            Some(head) if head.has_value => Ok(RpStat::new(head.caller_meta())),
-            _ => Err(not_found(path)),
-        }
+        self.stat_inner(ctx, path, args).await.map_err(scrub)
     }
 
     fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
-        FencedReader::new(self.core.clone(), ctx, path, args)
+        FencedReader::new(self.core.clone(), ctx, path, args).map_err(scrub)
     }
 
     fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
-        if args.append() {
-            return Err(refused(
-                "append writes (an appended part is not conditioned on the object's version, \
-                 so it would bypass the token check): write the whole object; nothing was written",
-            ));
-        }
-        self.core.can_fence()?;
-        let cond = Cond::of_write(&args)?;
-        let token = self.core.token()?;
-        self.core.check_write(path, token, 0)?;
-        Ok(FencedWriter::new(self.core.clone(), ctx, path, args, cond))
+        self.write_inner(ctx, path, args).map_err(scrub)
     }
 
     fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
@@ -275,13 +319,7 @@ impl Service for FencedService {
     }
 
     fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
-        if args.versions() || args.deleted() {
-            return Err(refused(
-                "listing versions or deleted objects (old versions and tombstones are not what \
-                 the fenced store holds now)",
-            ));
-        }
-        FencedLister::new(self.core.clone(), ctx, path, args)
+        self.list_inner(ctx, path, args).map_err(scrub)
     }
 
     fn copy(
@@ -300,10 +338,79 @@ impl Service for FencedService {
             let token = core.token()?;
             core.copy_fenced(&ctx, &from, &to, source_version, cond, token)
                 .await
+                .map_err(scrub)
         }))
     }
 
     async fn rename(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpRename,
+    ) -> Result<RpRename> {
+        self.rename_inner(ctx, from, to, args).await.map_err(scrub)
+    }
+
+    async fn presign(
+        &self,
+        _ctx: &OperationContext,
+        _path: &str,
+        _args: OpPresign,
+    ) -> Result<RpPresign> {
+        Err(refused(
+            "presigned requests (a presigned write is not fenced, a presigned read returns the \
+             fencing frame)",
+        ))
+    }
+}
+
+/// The operations' bodies; the trait's methods scrub what they return.
+impl FencedService {
+    async fn stat_inner(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+        if path.ends_with('/') {
+            return self.core.inner.stat(ctx, path, args).await;
+        }
+        match self
+            .core
+            .read_head(ctx, path, stat_as_read(&args), HEADER)
+            .await?
+        {
+            Some(head) if head.has_value => Ok(RpStat::new(head.caller_meta())),
+            _ => Err(not_found(path)),
+        }
+    }
+
+    fn write_inner(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpWrite,
+    ) -> Result<FencedWriter> {
+        if args.append() {
+            return Err(refused(
+                "append writes (an appended part is not conditioned on the object's version, \
+                 so it would bypass the token check): write the whole object; nothing was written",
+            ));
+        }
+        self.core.can_fence()?;
+        let cond = Cond::of_write(&args)?;
+        let token = self.core.token()?;
+        self.core.check_write(path, token, 0)?;
+        Ok(FencedWriter::new(self.core.clone(), ctx, path, args, cond))
+    }
+
+    fn list_inner(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<FencedLister> {
+        if args.versions() || args.deleted() {
+            return Err(refused(
+                "listing versions or deleted objects (old versions and tombstones are not what \
+                 the fenced store holds now)",
+            ));
+        }
+        FencedLister::new(self.core.clone(), ctx, path, args)
+    }
+
+    async fn rename_inner(
         &self,
         ctx: &OperationContext,
         from: &str,
@@ -336,17 +443,5 @@ impl Service for FencedService {
             .await?;
         self.core.delete_fenced(ctx, from, token, None).await?;
         Ok(RpRename::new())
-    }
-
-    async fn presign(
-        &self,
-        _ctx: &OperationContext,
-        _path: &str,
-        _args: OpPresign,
-    ) -> Result<RpPresign> {
-        Err(refused(
-            "presigned requests (a presigned write is not fenced, a presigned read returns the \
-             fencing frame)",
-        ))
     }
 }

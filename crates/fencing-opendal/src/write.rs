@@ -10,10 +10,10 @@ use fencing_core::{Error, FencingToken};
 use opendal::OperationContext;
 use opendal::options::{ReadOptions, WriteOptions};
 use opendal::raw::oio::ReadStream as _;
-use opendal::raw::{OpCopy, OpRead, OpWrite, Service as _, oio};
+use opendal::raw::{OpCopy, OpRead, OpStat, OpWrite, Service as _, oio};
 use opendal::{Buffer, BytesRange, Capability, ErrorKind, Metadata, Result};
 
-use crate::error::{LAYER, into_dal, refused};
+use crate::error::{LAYER, condition_with, into_dal, refused, scrub};
 use crate::head::value_meta;
 use crate::service::{Core, HEADER, Known};
 
@@ -189,7 +189,8 @@ impl Core {
             .collect();
         match cond {
             Cond::Match(expected) | Cond::DeleteMatch(expected) => {
-                self.update(ctx, path, token, &body, attrs, expected).await
+                self.update(ctx, path, token, &body, attrs, (expected, cond.has_value()))
+                    .await
             }
             _ => self.replace(ctx, path, token, &body, attrs, cond).await,
         }
@@ -215,7 +216,7 @@ impl Core {
                 Some(known) => Some(Current {
                     etag: Some(known.etag),
                     mark: known.mark,
-                    has_value: true,
+                    has_value: known.live,
                 }),
                 None => self
                     .read_head(ctx, path, OpRead::new(), HEADER)
@@ -227,6 +228,21 @@ impl Core {
                     }),
             };
             if let Some(current) = &current {
+                if token < current.mark && *cond == Cond::Create && current.has_value {
+                    // What the caller's protocol stops on (an object is
+                    // there); our stale token stays reachable as its source.
+                    self.remember(path, None);
+                    return Err(condition_with(
+                        "an object is there (if_not_exists), written by a newer holder; nothing \
+                         was written",
+                        path,
+                        Error::StaleToken {
+                            key: path.to_owned(),
+                            presented: token,
+                            current: current.mark,
+                        },
+                    ));
+                }
                 if token < current.mark {
                     self.remember(path, None);
                     return Err(into_dal(Error::StaleToken {
@@ -267,6 +283,7 @@ impl Core {
                     let known = meta.etag().map(|etag| Known {
                         etag: etag.to_owned(),
                         mark: token,
+                        live: cond.has_value(),
                     });
                     self.remember(path, known);
                     return Ok(meta);
@@ -291,15 +308,14 @@ impl Core {
         token: FencingToken,
         body: &Buffer,
         attrs: &Attrs,
-        expected: &str,
+        (expected, live): (&str, bool),
     ) -> Result<Metadata> {
         let lost = || condition_not_match(path, "the object is not at the ETag of if_match");
-        let known = self
-            .known(path)
-            .filter(|k| etag_eq(&k.etag, expected))
-            .map(|k| k.mark);
+        let known = self.known(path).filter(|k| etag_eq(&k.etag, expected));
         let mark = match known {
-            Some(mark) => mark,
+            Some(known) if known.live => known.mark,
+            // Our own tombstone: absent to the caller, no version to match.
+            Some(_) => return Err(lost()),
             None => match self.read_head(ctx, path, OpRead::new(), HEADER).await? {
                 Some(head)
                     if head.has_value && head.etag().is_some_and(|e| etag_eq(e, expected)) =>
@@ -322,6 +338,7 @@ impl Core {
                 let known = meta.etag().map(|etag| Known {
                     etag: etag.to_owned(),
                     mark: token,
+                    live,
                 });
                 self.remember(path, known);
                 Ok(meta)
@@ -362,12 +379,28 @@ impl Core {
             let _ = oio::Write::abort(&mut w).await;
             return lost_or(e, path, false);
         }
-        match oio::Write::close(&mut w).await {
-            Ok(meta) => Ok(Attempt::Written(meta)),
+        let sent = match oio::Write::close(&mut w).await {
+            Ok(meta) => return Ok(Attempt::Written(meta)),
             Err(e) => {
                 let _ = oio::Write::abort(&mut w).await;
-                lost_or(e, path, true)
+                lost_or(e, path, true)?
             }
+        };
+        // A retry below the layer (a RetryLayer under it, a retrying
+        // transport) can send the write again after its first try landed:
+        // the repeat then fails its condition against our own write. The
+        // object at the ETag of this very body (S3's single-PUT ETag is the
+        // MD5 of the body) is ours: written.
+        match self.inner.stat(ctx, path, OpStat::new()).await {
+            Ok(rp) => {
+                let meta = rp.into_metadata();
+                Ok(if landed(meta.etag(), body) {
+                    Attempt::Written(meta)
+                } else {
+                    sent
+                })
+            }
+            Err(_) => Ok(sent),
         }
     }
 
@@ -416,6 +449,14 @@ impl Core {
             .await
             .map(|_| ())
     }
+}
+
+/// Whether the object's ETag `etag` is S3's ETag of a single `PUT` of
+/// `body` (its MD5, hex, quoted): the write of `body` landed.
+fn landed(etag: Option<&str>, body: &Buffer) -> bool {
+    let chunks: Vec<_> = body.clone().collect();
+    let ours = crate::md5::etag_of(chunks.iter().map(|c| c.as_ref()));
+    etag.is_some_and(|etag| etag_eq(etag, &ours))
 }
 
 /// A lost race, or the write's error: a transport failure after the write
@@ -479,7 +520,9 @@ impl oio::Write for FencedWriter {
     async fn write(&mut self, bs: Buffer) -> Result<()> {
         let len = self.len.saturating_add(bs.len());
         // Over the limit: refused now, nothing was or will be written.
-        self.core.check_write(&self.path, FencingToken::ZERO, len)?;
+        self.core
+            .check_write(&self.path, FencingToken::ZERO, len)
+            .map_err(scrub)?;
         self.len = len;
         self.chunks.push(bs);
         Ok(())
@@ -492,7 +535,8 @@ impl oio::Write for FencedWriter {
         let stored = self
             .core
             .put(&self.ctx, &self.path, value, token, &self.cond, &self.attrs)
-            .await?;
+            .await
+            .map_err(scrub)?;
         self.chunks.clear();
         self.len = 0;
         Ok(value_meta(stored, HEADER))
@@ -502,5 +546,47 @@ impl oio::Write for FencedWriter {
         self.chunks.clear();
         self.len = 0;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencing_core::FencingToken;
+    use fencing_core::adapter::blob::{BlobMeta, frame};
+    use opendal::Buffer;
+
+    use super::landed;
+
+    #[test]
+    fn a_write_landed_when_the_object_is_at_the_md5_of_its_framed_body() {
+        let meta = BlobMeta {
+            token: FencingToken::new(9),
+            has_value: true,
+        };
+        // The framed body as put sends it: the frame, then the value's chunks.
+        let body: Buffer = [
+            frame::encode(meta, &[]),
+            "v2 of the ".into(),
+            "manifest".into(),
+        ]
+        .into_iter()
+        .collect();
+        let whole = frame::encode(meta, b"v2 of the manifest");
+        let etag = crate::md5::etag_of([whole.as_ref()]);
+        assert!(landed(Some(&etag), &body));
+        assert!(landed(Some(etag.trim_matches('"')), &body));
+        // Another body (another token, another value): a lost race.
+        let theirs = frame::encode(
+            BlobMeta {
+                token: FencingToken::new(10),
+                ..meta
+            },
+            b"v2 of the manifest",
+        );
+        assert!(!landed(
+            Some(&crate::md5::etag_of([theirs.as_ref()])),
+            &body
+        ));
+        assert!(!landed(None, &body));
     }
 }
