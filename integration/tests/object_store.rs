@@ -70,6 +70,11 @@ macro_rules! on_cloud {
             async fn a_racing_history_through_the_object_store_interface_is_clean() {
                 racing_history($cloud).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_lost_answer_is_an_unknown_outcome_on_either_way_in() {
+                lost_answers($cloud).await;
+            }
         }
     };
 }
@@ -178,6 +183,69 @@ async fn racing_history(cloud: Cloud) {
     assert!(tally.violations.is_empty(), "{tally:?}");
     assert_eq!(tally.failed, 0, "{tally:?}");
     assert!(tally.accepted > 0 && tally.refused > 0, "{tally:?}");
+}
+
+/// A conditional put the server applied but whose answer never arrived
+/// (the connection broke): reported as `OutcomeUnknown`, never as "nothing
+/// was written", through `ObjectStoreBackend` (the shared lost-answer case,
+/// a newer holder writing meanwhile) and through `FencedObjectStore`.
+async fn lost_answers(cloud: Cloud) {
+    use fencing_harness::proxy::AnswerDroppingProxy;
+    let Some(direct) = bucket(cloud).await else {
+        return;
+    };
+    let endpoint = cloud.server().endpoint();
+    let bucket_name = run_bucket(&format!("os-{}", cloud.name()));
+    let (proxy, proxied) = AnswerDroppingProxy::in_front_of(&endpoint).await;
+    let through = cloud.client(&proxied, &bucket_name).expect("client");
+
+    fencing_harness::object_store::a_lost_answer_is_an_unknown_outcome(
+        BlobStore::new(ObjectStoreBackend::new(through.clone())),
+        &BlobStore::new(ObjectStoreBackend::new(direct.clone())),
+        &proxy,
+        b"PUT ",
+    )
+    .await;
+
+    let path = Path::from(fencing_testkit::unique_name("lost-answer-engine"));
+    let newer = FencedObjectStore::new(direct.clone(), FencingToken::new(8));
+    FencedObjectStore::new(direct.clone(), FencingToken::new(6))
+        .put(&path, "first".into())
+        .await
+        .expect("the first write");
+    proxy.drop_answers(b"PUT ", 1);
+    let ours = {
+        let (through, path) = (through.clone(), path.clone());
+        tokio::spawn(async move {
+            FencedObjectStore::new(through, FencingToken::new(7))
+                .put(&path, "ours".into())
+                .await
+        })
+    };
+    let lost = proxy.wait_dropped(1, Duration::from_secs(30)).await;
+    assert!(
+        lost[0].contains(" 200") || lost[0].contains(" 201"),
+        "{lost:?}"
+    );
+    newer
+        .put(&path, "newer".into())
+        .await
+        .expect("the newer holder writes");
+    proxy.release();
+    let err = tokio::time::timeout(Duration::from_secs(60), ours)
+        .await
+        .expect("the put returns")
+        .expect("no panic")
+        .expect_err("its answer was lost");
+    assert!(
+        matches!(
+            fencing_error(&err),
+            Some(fencing_core::Error::OutcomeUnknown { .. })
+        ),
+        "applied but unanswered: must be OutcomeUnknown, got {err:?}"
+    );
+    let stored = newer.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(stored, "newer");
 }
 
 /// A writer process takes the bucket lease and writes through a
