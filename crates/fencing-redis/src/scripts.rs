@@ -59,18 +59,6 @@ impl Record {
     }
 }
 
-/// How long a server's passed guard is trusted, in milliseconds: the
-/// window in which a reconfiguration at run time goes unseen (the Lua
-/// `VERDICT_MS` of every guarded script).
-pub(crate) const VERDICT_MS: u64 = 1000;
-
-/// The key a server's passed guard is remembered in: under the issuer's
-/// prefix (so an ACL limited to it allows it), named after the server
-/// process and the replica bounds it was judged for.
-pub(crate) fn verdict_key(prefix: &str, run_id: &str, fewest: &str, most: &str) -> String {
-    format!("{prefix}guard-verdict:{run_id}:{fewest}:{most}")
-}
-
 /// The check every script that can mint or raise a token runs first, on
 /// the node that will execute the write: a connection manager reconnects
 /// on its own and may land on another node (a promoted replica behind a
@@ -78,18 +66,7 @@ pub(crate) fn verdict_key(prefix: &str, run_id: &str, fewest: &str, most: &str) 
 ///
 /// ARGV (from `first`): the `run_id` of the server the issuer checked
 /// (empty: no checks, the caller accepted a volatile counter), the fewest
-/// and the most connected replicas allowed (empty: no upper bound), and
-/// the name of the verdict key ([`verdict_key`]).
-///
-/// A pass is remembered for [`VERDICT_MS`] in the verdict key, on this
-/// server process only: written with `redis.set_repl(redis.REPL_NONE)`, so
-/// it reaches neither replicas nor the append-only file, and named after
-/// the `run_id` (and the replica bounds) it was reached for, so that no
-/// other node, no restarted process and no other setting can read it.
-/// Within that window a grant skips the four `INFO` calls (most of a
-/// grant's time on Redis's one thread); a server reconfigured unsafe at
-/// run time (`CONFIG SET appendonly no`, an evicting policy, a replica
-/// attached) is refused from the next check, at most [`VERDICT_MS`] later.
+/// and the most connected replicas allowed (empty: no upper bound).
 /// Returns nil if this node may grant; `{-1, run_id}` if it is not the
 /// checked server (the issuer checks it, then retries); `{-2, setting,
 /// value[, online replicas]}` if it must not grant (role, replicas, the
@@ -101,8 +78,6 @@ const GUARD: &str = r"
 local function guard(first)
   local run_id, fewest, most = ARGV[first], ARGV[first + 1], ARGV[first + 2]
   if run_id == '' then return nil end
-  local verdict = ARGV[first + 3]
-  if redis.call('EXISTS', verdict) == 1 then return nil end
   local actual = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
   if actual ~= run_id then return {-1, actual or ''} end
   local replication = redis.call('INFO', 'replication')
@@ -125,9 +100,6 @@ local function guard(first)
   if policy and string.sub(policy, 1, 7) == 'allkeys' then
     return {-2, 'maxmemory-policy', policy}
   end
-  redis.set_repl(redis.REPL_NONE)
-  redis.call('SET', verdict, '1', 'PX', VERDICT_MS)
-  redis.set_repl(redis.REPL_ALL)
   return nil
 end
 
@@ -317,6 +289,6 @@ return {1, current}
 /// as a no-op, and a server that dropped it is skipped.
 fn guarded(first: usize, body: &str) -> String {
     format!(
-        "if redis.replicate_commands then redis.replicate_commands() end\nlocal VERDICT_MS = {VERDICT_MS}\n{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
+        "if redis.replicate_commands then redis.replicate_commands() end\n{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
     )
 }

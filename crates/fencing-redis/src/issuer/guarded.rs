@@ -30,13 +30,10 @@ impl RedisIssuer {
     /// Appends the guard's arguments (see `scripts::GUARD`).
     fn guard_args(&self, invocation: &mut ScriptInvocation<'_>) {
         let (fewest, most) = self.durability.replica_bounds();
-        let run_id = self.checked.lock().expect("run_id lock").clone();
-        let (fewest, most) = (
-            fewest.to_string(),
-            most.map_or_else(String::new, |m| m.to_string()),
-        );
-        let verdict = crate::scripts::verdict_key(&self.prefix, &run_id, &fewest, &most);
-        invocation.arg(run_id).arg(fewest).arg(most).arg(verdict);
+        invocation
+            .arg(self.checked.lock().expect("run_id lock").clone())
+            .arg(fewest)
+            .arg(most.map_or_else(String::new, |m| m.to_string()));
     }
 
     /// Runs a script that mints or raises a token, then, with
