@@ -122,6 +122,19 @@ impl Layout {
         }
     }
 
+    /// Where the grant script remembers that the server process `run_id`
+    /// passed its slower checks (see `scripts::GUARD`): under the prefix,
+    /// so an ACL that allows the issuer's keys allows it, and named after
+    /// the layout as the release channels are, so no lock or counter of
+    /// any layout is ever at that name.
+    pub(crate) fn verdict_key(self, prefix: &str, run_id: &str) -> String {
+        match self {
+            Self::Fencing => format!("{prefix}guard-verdict:{run_id}"),
+            Self::SetNx => format!("fencing:set-nx:{prefix}guard-verdict:{run_id}"),
+            Self::Redisson => format!("fencing:redisson:{prefix}guard-verdict:{run_id}"),
+        }
+    }
+
     /// The channel other clients' waiters listen on for this lock's
     /// release (ours listen on the issuer's own, see `wake`).
     pub(crate) fn foreign_channel(self, prefix: &str, resource: &str) -> Option<String> {

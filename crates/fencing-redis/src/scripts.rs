@@ -66,7 +66,8 @@ impl Record {
 ///
 /// ARGV (from `first`): the `run_id` of the server the issuer checked
 /// (empty: no checks, the caller accepted a volatile counter), the fewest
-/// and the most connected replicas allowed (empty: no upper bound).
+/// and the most connected replicas allowed (empty: no upper bound). The
+/// last of KEYS is the verdict key ([`Layout::verdict_key`](crate::Layout)).
 /// Returns nil if this node may grant; `{-1, run_id}` if it is not the
 /// checked server (the issuer checks it, then retries); `{-2, setting,
 /// value[, online replicas]}` if it must not grant (role, replicas, the
@@ -74,7 +75,41 @@ impl Record {
 /// refuses a counter with a TTL the same way). `INFO` is allowed in scripts (`ROLE` and
 /// `CONFIG` are not); `run_id` changes with every server process, so a
 /// restart or another node is always checked again.
+///
+/// The process and its role and replicas are checked in every grant. The
+/// append-only file and the memory policy (`INFO persistence` and `INFO
+/// memory`, the two costly sections: about 20 µs of Redis's one thread)
+/// are remembered for [`RECHECK_WINDOW`](crate::RECHECK_WINDOW) in the
+/// verdict key, written with `REPL_NONE` (no replica and no AOF stream
+/// sees it). A verdict is trusted only as a string holding this very
+/// process's `run_id`, so a copy of it (an RDB, an AOF rewrite, a full
+/// sync: they copy every key in memory) on another process, which has
+/// another `run_id`, spares that process nothing; and only with a TTL no
+/// longer than it was set with, so neither `PERSIST` nor a clock stepped
+/// back stretches the window. A key at that name that is not our verdict
+/// is never written over: the checks then run in full every time.
 const GUARD: &str = r"
+local function remembered(verdict, run_id)
+  if redis.call('TYPE', verdict).ok ~= 'string' then return false end
+  if redis.call('GET', verdict) ~= run_id then return false end
+  local ttl = redis.call('PTTL', verdict)
+  return ttl > 0 and ttl <= VERDICT_MS
+end
+
+local function remember(verdict, run_id)
+  -- Without set_repl (Redis below 3.2) it would reach replicas: not kept.
+  if not redis.set_repl then return end
+  local kind = redis.call('TYPE', verdict).ok
+  if kind ~= 'none' and not (kind == 'string' and redis.call('GET', verdict) == run_id) then
+    return
+  end
+  redis.set_repl(redis.REPL_NONE)
+  -- pcall: a server out of memory refuses the SET; the next grant checks
+  -- in full again, and this one goes on to its own write or answer.
+  redis.pcall('SET', verdict, run_id, 'PX', VERDICT_MS)
+  redis.set_repl(redis.REPL_ALL)
+end
+
 local function guard(first)
   local run_id, fewest, most = ARGV[first], ARGV[first + 1], ARGV[first + 2]
   if run_id == '' then return nil end
@@ -91,6 +126,8 @@ local function guard(first)
   if online < tonumber(fewest) or (most ~= '' and replicas > tonumber(most)) then
     return {-2, 'connected_slaves', tostring(replicas), tostring(online)}
   end
+  local verdict = KEYS[#KEYS]
+  if remembered(verdict, run_id) then return nil end
   if string.match(redis.call('INFO', 'persistence'), 'aof_enabled:(%d)') ~= '1' then
     return {-2, 'appendonly', 'no'}
   end
@@ -100,6 +137,7 @@ local function guard(first)
   if policy and string.sub(policy, 1, 7) == 'allkeys' then
     return {-2, 'maxmemory-policy', policy}
   end
+  remember(verdict, run_id)
   return nil
 end
 
@@ -114,7 +152,8 @@ local function counter_expires(run_id, counter)
 end
 ";
 
-/// KEYS: lock, fence. ARGV: holder, ttl ms, then the guard's three.
+/// KEYS: lock, fence, the guard's verdict. ARGV: holder, ttl ms, then the
+/// guard's three.
 /// A missing counter (the first grant, or one deleted by hand) is set to
 /// Redis's `TIME` in microseconds first, so the grant is one above it.
 /// Returns `{1, token, 1}` if granted with a new token, `{1, token, 0}` if
@@ -253,7 +292,7 @@ local function redisson_record(lock, fence)
 end
 ";
 
-/// KEYS: fence. ARGV: floor, then the guard's three. Raises the counter to
+/// KEYS: fence, the guard's verdict. ARGV: floor, then the guard's three. Raises the counter to
 /// at least the floor (a missing counter to at least Redis's clock, as a
 /// grant would start it: a floor after a `DEL` must not bring tokens back
 /// down); returns `{1, counter}`, or a guard refusal.
@@ -288,7 +327,8 @@ return {1, current}
 /// replicated verbatim; Redis 7 replicates effects only and keeps the call
 /// as a no-op, and a server that dropped it is skipped.
 fn guarded(first: usize, body: &str) -> String {
+    let verdict_ms = crate::RECHECK_WINDOW.as_millis();
     format!(
-        "if redis.replicate_commands then redis.replicate_commands() end\n{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
+        "if redis.replicate_commands then redis.replicate_commands() end\nlocal VERDICT_MS = {verdict_ms}\n{GUARD}{RECORDS}\nlocal refused = guard({first})\nif refused then return refused end{body}"
     )
 }

@@ -21,7 +21,7 @@ use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
 use fencing_harness::proxy::SwitchProxy;
-use fencing_redis::{Durability, RedisConfig, RedisIssuer};
+use fencing_redis::{Durability, RECHECK_WINDOW, RedisConfig, RedisIssuer};
 use fencing_servers::Private;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -68,6 +68,75 @@ async fn refused_grant(issuer: &RedisIssuer, url: &str, what: &str) -> String {
         "a refused grant wrote the counter"
     );
     reason
+}
+
+/// Grants of fresh resources, one after another, until one is refused:
+/// the first must come within [`RECHECK_WINDOW`] of `changed` (a grant
+/// that starts later is refused, whatever the last full check found), and
+/// writes nothing. Returns the reason.
+async fn refused_within_the_window(
+    issuer: &RedisIssuer,
+    url: &str,
+    changed: Instant,
+    what: &str,
+) -> String {
+    for attempt in 0.. {
+        let resource = format!("after-{attempt}");
+        let started = Instant::now();
+        match issuer.try_acquire(&LeaseRequest::new(&resource, TTL)).await {
+            Ok(Some(lease)) => {
+                let late = started.duration_since(changed);
+                assert!(
+                    late < RECHECK_WINDOW,
+                    "{what}: a grant that started {late:?} after the change, beyond \
+                     RECHECK_WINDOW ({RECHECK_WINDOW:?})"
+                );
+                issuer.release(&lease).await.expect("release");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => {
+                let reason = refusal(other, what);
+                let fence = format!("{}{resource}:fence", issuer.prefix());
+                assert_eq!(
+                    get(url, &fence).await,
+                    None,
+                    "a refused grant wrote the counter"
+                );
+                return reason;
+            }
+        }
+    }
+    unreachable!()
+}
+
+/// The server process's `run_id`, as the grant script compares it.
+async fn run_id(url: &str) -> String {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut raw(url).await)
+        .await
+        .expect("INFO server");
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .expect("run_id in INFO server")
+        .trim()
+        .to_owned()
+}
+
+/// Where the grant script of `issuer` (the Fencing layout) remembers the
+/// slower checks of the process `run_id`.
+fn verdict_key(issuer: &RedisIssuer, run_id: &str) -> String {
+    format!("{}guard-verdict:{run_id}", issuer.prefix())
+}
+
+async fn config_set(url: &str, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query_async(&mut raw(url).await)
+        .await
+        .expect("CONFIG SET");
 }
 
 /// A private replica of `primary`, once `primary` sees it.
@@ -206,32 +275,152 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
 
 /// An evicting policy switched on at run time (`CONFIG SET
 /// maxmemory-policy allkeys-lru`, after the issuer connected and judged the
-/// server) may evict the fence counter: the next grant is refused, without
-/// writing.
+/// server) may evict the fence counter: grants are refused within
+/// [`RECHECK_WINDOW`], without writing.
 #[tokio::test]
-async fn an_evicting_policy_set_after_connect_stops_the_next_grant() {
+async fn an_evicting_policy_set_after_connect_stops_grants_within_the_window() {
     let server = private_redis(&[]).await;
-    let issuer = connect_to(&url_of(&server), Durability::Required)
+    let url = url_of(&server);
+    let issuer = connect_to(&url, Durability::Required)
         .await
         .expect("an append-only primary with noeviction is safe");
     grant_once(&issuer, "before", TTL).await;
 
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("allkeys-lru")
-        .query_async(&mut raw(&url_of(&server)).await)
-        .await
-        .expect("CONFIG SET");
-    let reason = refused_grant(
+    config_set(&url, "maxmemory-policy", "allkeys-lru").await;
+    let reason = refused_within_the_window(
         &issuer,
-        &url_of(&server),
+        &url,
+        Instant::now(),
         "a grant after maxmemory-policy became allkeys-lru",
     )
     .await;
     assert!(
         reason.contains("maxmemory-policy is \"allkeys-lru\""),
         "{reason}"
+    );
+}
+
+/// The append-only file switched off at run time (`CONFIG SET appendonly
+/// no`): a crash would lose the counter, so grants are refused within
+/// [`RECHECK_WINDOW`], without writing.
+#[tokio::test]
+async fn appendonly_switched_off_after_connect_stops_grants_within_the_window() {
+    let server = private_redis(&[]).await;
+    let url = url_of(&server);
+    let issuer = connect_to(&url, Durability::Required)
+        .await
+        .expect("an append-only primary is safe");
+    grant_once(&issuer, "before", TTL).await;
+
+    config_set(&url, "appendonly", "no").await;
+    let reason = refused_within_the_window(
+        &issuer,
+        &url,
+        Instant::now(),
+        "a grant after appendonly was switched off",
+    )
+    .await;
+    assert!(reason.contains("appendonly"), "{reason}");
+}
+
+/// The remembered verdict is trusted only as this process's own: a string
+/// holding its `run_id`, with a TTL no longer than the window. On a server
+/// made unsafe (`appendonly no`), a verdict planted by hand that holds
+/// another `run_id`, has no TTL (`PERSIST`) or a longer one (a clock
+/// stepped back, a hand-made key) is not trusted, and not overwritten
+/// either; one that is the script's own, within the window, is: the window
+/// the contract states, and what makes the refusals above mean something.
+#[tokio::test]
+async fn only_this_process_s_own_verdict_within_the_window_is_trusted() {
+    let server = private_redis(&[]).await;
+    let url = url_of(&server);
+    let issuer = connect_to(&url, Durability::Required)
+        .await
+        .expect("an append-only primary is safe");
+    let id = run_id(&url).await;
+    let key = verdict_key(&issuer, &id);
+    config_set(&url, "appendonly", "no").await;
+    let mut conn = raw(&url).await;
+    let window = RECHECK_WINDOW.as_millis() as u64;
+    let other = "0".repeat(id.len());
+    for (what, value, ttl_ms) in [
+        ("another process's run_id", other.as_str(), Some(window)),
+        ("no TTL", id.as_str(), None),
+        (
+            "a TTL longer than the window",
+            id.as_str(),
+            Some(window * 600),
+        ),
+    ] {
+        let mut set = redis::cmd("SET");
+        set.arg(&key).arg(value);
+        if let Some(ms) = ttl_ms {
+            set.arg("PX").arg(ms);
+        }
+        let _: () = set.query_async(&mut conn).await.expect("SET");
+        let reason = refused_grant(&issuer, &url, &format!("a verdict with {what}")).await;
+        assert!(reason.contains("appendonly"), "{what}: {reason}");
+        let (kept, ttl): (Option<String>, i64) = redis::pipe()
+            .get(&key)
+            .pttl(&key)
+            .query_async(&mut conn)
+            .await
+            .expect("GET, PTTL");
+        assert_eq!(
+            kept.as_deref(),
+            Some(value),
+            "{what}: the planted key was written over"
+        );
+        match ttl_ms {
+            None => assert_eq!(ttl, -1, "{what}: a TTL was set on it"),
+            Some(ms) => assert!(ttl > ms as i64 / 2, "{what}: its TTL was changed: {ttl}"),
+        }
+    }
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg(&id)
+        .arg("PX")
+        .arg(window)
+        .query_async(&mut conn)
+        .await
+        .expect("SET");
+    let lease = issuer
+        .try_acquire(&LeaseRequest::new("trusted", TTL))
+        .await
+        .expect("a grant within the window of this process's own verdict")
+        .expect("free");
+    issuer.release(&lease).await.expect("release");
+}
+
+/// The verdict is written with `REPL_NONE`: a replica (and the AOF, which
+/// sees what replicas see) never has it, while the grant's own writes
+/// reach it. A replica promoted later, with its own `run_id`, has nothing
+/// to trust.
+#[tokio::test]
+async fn the_remembered_verdict_is_not_replicated() {
+    let primary = private_redis(&[]).await;
+    let replica = replica_of(&primary).await;
+    let (primary_url, replica_url) = (url_of(&primary), url_of(&replica));
+    let issuer = connect_to(&primary_url, replicated(1, Duration::from_secs(2)))
+        .await
+        .expect("a primary with its one replica");
+    let lease = grant_once(&issuer, "replicated", TTL).await;
+    let key = verdict_key(&issuer, &run_id(&primary_url).await);
+    assert_eq!(
+        get(&primary_url, &key).await,
+        Some(run_id(&primary_url).await),
+        "the grant remembered no verdict"
+    );
+    let fence = format!("{}replicated:fence", issuer.prefix());
+    assert_eq!(
+        get(&replica_url, &fence).await,
+        Some(lease.token().get().to_string()),
+        "the WAIT acknowledged the counter on the replica"
+    );
+    assert_eq!(
+        get(&replica_url, &key).await,
+        None,
+        "the verdict reached the replica"
     );
 }
 

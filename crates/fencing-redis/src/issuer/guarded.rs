@@ -23,15 +23,29 @@ impl RedisIssuer {
         if let Some(unsafe_) = server.findings.iter().find(|f| !f.is_safe()) {
             return Err(unsafe_config(unsafe_.detail.clone()));
         }
+        // An empty run_id is what the scripts read as "nothing to check":
+        // a server that reports none (a proxy, a Redis-compatible server)
+        // would switch every check off, the counter's TTL included.
+        if server.run_id.is_empty() {
+            return Err(unsafe_config(
+                "the server's `INFO server` has no `run_id`: the grant script could not tell \
+                 this server process from another, so what was checked here could not be relied on \
+                 in a grant"
+                    .to_owned(),
+            ));
+        }
         *self.checked.lock().expect("run_id lock") = server.run_id;
         Ok(())
     }
 
-    /// Appends the guard's arguments (see `scripts::GUARD`).
+    /// Appends the guard's arguments and its verdict key, the last key
+    /// (see `scripts::GUARD`).
     fn guard_args(&self, invocation: &mut ScriptInvocation<'_>) {
         let (fewest, most) = self.durability.replica_bounds();
+        let run_id = self.checked.lock().expect("run_id lock").clone();
         invocation
-            .arg(self.checked.lock().expect("run_id lock").clone())
+            .key(self.layout.verdict_key(&self.prefix, &run_id))
+            .arg(run_id)
             .arg(fewest)
             .arg(most.map_or_else(String::new, |m| m.to_string()));
     }
