@@ -341,7 +341,7 @@ async fn only_this_process_s_own_verdict_within_the_window_is_trusted() {
     let key = verdict_key(&issuer, &id);
     config_set(&url, "appendonly", "no").await;
     let mut conn = raw(&url).await;
-    let window = RECHECK_WINDOW.as_millis() as u64;
+    let window = i64::try_from(RECHECK_WINDOW.as_millis()).expect("a window in milliseconds");
     let other = "0".repeat(id.len());
     for (what, value, ttl_ms) in [
         ("another process's run_id", other.as_str(), Some(window)),
@@ -373,7 +373,7 @@ async fn only_this_process_s_own_verdict_within_the_window_is_trusted() {
         );
         match ttl_ms {
             None => assert_eq!(ttl, -1, "{what}: a TTL was set on it"),
-            Some(ms) => assert!(ttl > ms as i64 / 2, "{what}: its TTL was changed: {ttl}"),
+            Some(ms) => assert!(ttl > ms / 2, "{what}: its TTL was changed: {ttl}"),
         }
     }
     let _: () = redis::cmd("SET")
