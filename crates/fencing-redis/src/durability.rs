@@ -256,10 +256,18 @@ pub(crate) async fn inspect(
         &online,
         durability,
     ));
-    Ok(Server {
-        run_id: field(&server, "run_id"),
-        findings,
-    })
+    // The connection manager may reconnect between these calls, onto
+    // another process: the findings are that of one process only if the
+    // run_id is the same after them as before.
+    let run_id = field(&server, "run_id");
+    if field(&info("server").await?, "run_id") != run_id {
+        return Err(Error::backend(
+            NAME,
+            true,
+            "the Redis server process changed while its settings were being read",
+        ));
+    }
+    Ok(Server { run_id, findings })
 }
 
 /// What the server says of a connection whose TLS settings the issuer did

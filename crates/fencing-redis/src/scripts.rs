@@ -67,7 +67,7 @@ impl Record {
 /// ARGV (from `first`): the `run_id` of the server the issuer checked
 /// (empty: no checks, the caller accepted a volatile counter), the fewest
 /// and the most connected replicas allowed (empty: no upper bound). The
-/// last of KEYS is the verdict key ([`Layout::verdict_key`](crate::Layout)).
+/// last of KEYS is the verdict key (`Layout::verdict_key`).
 /// Returns nil if this node may grant; `{-1, run_id}` if it is not the
 /// checked server (the issuer checks it, then retries); `{-2, setting,
 /// value[, online replicas]}` if it must not grant (role, replicas, the
@@ -80,14 +80,18 @@ impl Record {
 /// append-only file and the memory policy (`INFO persistence` and `INFO
 /// memory`, the two costly sections: about 20 µs of Redis's one thread)
 /// are remembered for [`RECHECK_WINDOW`](crate::RECHECK_WINDOW) in the
-/// verdict key, written with `REPL_NONE` (no replica and no AOF stream
-/// sees it). A verdict is trusted only as a string holding this very
-/// process's `run_id`, so a copy of it (an RDB, an AOF rewrite, a full
-/// sync: they copy every key in memory) on another process, which has
-/// another `run_id`, spares that process nothing; and only with a TTL no
-/// longer than it was set with, so neither `PERSIST` nor a clock stepped
-/// back stretches the window. A key at that name that is not our verdict
-/// is never written over: the checks then run in full every time.
+/// verdict key, written with `REPL_NONE` (the write reaches no replica and
+/// no AOF; its expiry does, as a `DEL`). A verdict is trusted only as a
+/// string holding this very process's `run_id`, so a copy of it (an RDB,
+/// an AOF rewrite, a full sync: they copy every key in memory) on another
+/// process, which has another `run_id`, spares that process nothing; and
+/// only with a TTL no longer than it was set with, so `PERSIST` or a
+/// longer `EXPIRE` does not stretch the window. Redis counts TTLs on its
+/// wall clock: a backward step of the server's clock lengthens the window
+/// by the step (a step longer than the time since the check makes the TTL
+/// too long, and the checks run again). A key at that name that is not
+/// our verdict is never written over: the checks then run in full every
+/// time.
 const GUARD: &str = r"
 local function remembered(verdict, run_id)
   if redis.call('TYPE', verdict).ok ~= 'string' then return false end

@@ -21,7 +21,7 @@ use fencing_core::safety::Verdict;
 use fencing_core::{Error, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_harness::env::{REDIS, REDIS_AOF, REDIS_PRIMARY, REDIS_REPLICA, Server};
 use fencing_harness::proxy::SwitchProxy;
-use fencing_redis::{Durability, RECHECK_WINDOW, RedisConfig, RedisIssuer};
+use fencing_redis::{Durability, Layout, RECHECK_WINDOW, RedisConfig, RedisIssuer};
 use fencing_servers::Private;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -127,6 +127,26 @@ async fn run_id(url: &str) -> String {
 /// slower checks of the process `run_id`.
 fn verdict_key(issuer: &RedisIssuer, run_id: &str) -> String {
     format!("{}guard-verdict:{run_id}", issuer.prefix())
+}
+
+/// Writes the verdict the grant script of `issuer` would write on the
+/// server at `url` (this process's own `run_id`, for the whole window), as
+/// a copy of it would arrive.
+async fn plant_verdict(issuer: &RedisIssuer, url: &str) {
+    let id = run_id(url).await;
+    plant_verdict_of(issuer, url, &id).await;
+}
+
+/// [`plant_verdict`] for the process `id`, on whatever server is at `url`.
+async fn plant_verdict_of(issuer: &RedisIssuer, url: &str, id: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(verdict_key(issuer, id))
+        .arg(id)
+        .arg("PX")
+        .arg(u64::try_from(RECHECK_WINDOW.as_millis()).expect("a window in milliseconds"))
+        .query_async(&mut raw(url).await)
+        .await
+        .expect("SET");
 }
 
 async fn config_set(url: &str, name: &str, value: &str) {
@@ -263,6 +283,9 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
     grant_once(&issuer, "before", TTL).await;
 
     let replica = replica_of(&primary).await;
+    // The process's own verdict, fresh: replicas are checked before it is
+    // looked at, so it spares the grant nothing.
+    plant_verdict(&issuer, &url_of(&primary)).await;
     let reason = refused_grant(
         &issuer,
         &url_of(&primary),
@@ -326,10 +349,13 @@ async fn appendonly_switched_off_after_connect_stops_grants_within_the_window() 
 /// The remembered verdict is trusted only as this process's own: a string
 /// holding its `run_id`, with a TTL no longer than the window. On a server
 /// made unsafe (`appendonly no`), a verdict planted by hand that holds
-/// another `run_id`, has no TTL (`PERSIST`) or a longer one (a clock
-/// stepped back, a hand-made key) is not trusted, and not overwritten
-/// either; one that is the script's own, within the window, is: the window
-/// the contract states, and what makes the refusals above mean something.
+/// another `run_id`, has no TTL (`PERSIST`) or a longer one (a hand-made
+/// key) is not trusted, and a key at its name that the grant refuses to
+/// trust is left as it was (a safe server writes its own verdict over a
+/// string holding its `run_id`, by design; never over another value or
+/// type); one that is the script's own, within the window, is trusted:
+/// the window the contract states, and what makes the refusals above mean
+/// something.
 #[tokio::test]
 async fn only_this_process_s_own_verdict_within_the_window_is_trusted() {
     let server = private_redis(&[]).await;
@@ -376,6 +402,34 @@ async fn only_this_process_s_own_verdict_within_the_window_is_trusted() {
             Some(ms) => assert!(ttl > ms / 2, "{what}: its TTL was changed: {ttl}"),
         }
     }
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("run_id")
+        .arg(&id)
+        .query_async(&mut conn)
+        .await
+        .expect("HSET");
+    let reason = refused_grant(&issuer, &url, "a hash at the verdict's name").await;
+    assert!(reason.contains("appendonly"), "{reason}");
+    let kind: String = redis::cmd("TYPE")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("TYPE");
+    assert_eq!(
+        kind, "hash",
+        "the hash at the verdict's name was written over"
+    );
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
     let _: () = redis::cmd("SET")
         .arg(&key)
         .arg(&id)
@@ -422,6 +476,87 @@ async fn the_remembered_verdict_is_not_replicated() {
         None,
         "the verdict reached the replica"
     );
+}
+
+/// A verdict copied onto another process (a snapshot, an AOF rewrite or a
+/// full sync copies every key in memory, and a replica promoted, or a
+/// moved address, puts the issuer's connection on it) spares that process
+/// nothing: the grant compares the process before it looks at the
+/// verdict, and checks the new one in full.
+#[tokio::test]
+async fn a_copied_verdict_does_not_spare_another_process_its_checks() {
+    let safe = private_redis(&[]).await;
+    let volatile = private_redis(&["--appendonly", "no"]).await;
+    let proxy = SwitchProxy::start(addr_of(&url_of(&safe))).await;
+    let issuer = connect_to(&format!("redis://{}", proxy.addr()), Durability::Required)
+        .await
+        .expect("an append-only primary is safe");
+    grant_once(&issuer, "before", TTL).await;
+    let checked = run_id(&url_of(&safe)).await;
+
+    proxy.switch(addr_of(&url_of(&volatile)));
+    let started = Instant::now();
+    let reason = loop {
+        // Fresh for each attempt: the copy is within its window whenever
+        // the grant runs.
+        plant_verdict_of(&issuer, &url_of(&volatile), &checked).await;
+        match issuer.try_acquire(&LeaseRequest::new("copied", TTL)).await {
+            Err(e @ (Error::Backend { .. } | Error::OutcomeUnknown { .. })) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "no reconnect: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => break refusal(other, "a grant on another process holding a copied verdict"),
+        }
+    };
+    assert!(reason.contains("appendonly"), "{reason}");
+    let fence = format!("{}copied:fence", issuer.prefix());
+    assert_eq!(
+        get(&url_of(&volatile), &fence).await,
+        None,
+        "the refused grant wrote the counter"
+    );
+}
+
+/// A login whose ACL allows only the prefix's keys (`~app:*`) can grant
+/// and raise a floor in each layout whose keys are all under the prefix:
+/// the guard's verdict key is under it too.
+#[tokio::test]
+async fn a_login_limited_to_the_prefix_grants_in_each_layout() {
+    let server = private_redis(&[]).await;
+    let url = url_of(&server);
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("app")
+        .arg("on")
+        .arg(">app-secret")
+        .arg("~app:*")
+        .arg("&*")
+        .arg("+@all")
+        .query_async(&mut raw(&url).await)
+        .await
+        .expect("ACL SETUSER");
+    let login = url.replacen("redis://", "redis://app:app-secret@", 1);
+    for layout in [Layout::Fencing, Layout::SetNx] {
+        let issuer = RedisConfig::new(&login)
+            .with_layout(layout)
+            .with_prefix("app:")
+            .connect_issuer()
+            .await
+            .unwrap_or_else(|e| panic!("{layout:?}: {e}"));
+        let lease = grant_once(&issuer, "limited", TTL).await;
+        let floor = FencingToken::new(lease.token().get() + 10);
+        issuer
+            .raise_floor("limited", floor)
+            .await
+            .unwrap_or_else(|e| panic!("{layout:?}: {e}"));
+        assert!(
+            grant_once(&issuer, "limited", TTL).await.token() > floor,
+            "{layout:?}"
+        );
+    }
 }
 
 /// A TTL on the fence counter (a sweep that expires every key under a

@@ -7,9 +7,9 @@ use fencing_core::{Error, Result};
 use redis::{Script, ScriptInvocation};
 
 use super::RedisIssuer;
-use crate::NAME;
 use crate::durability::{Durability, Finding, inspect, unsafe_config};
 use crate::error::map_error;
+use crate::{Layout, NAME};
 
 impl RedisIssuer {
     /// Checks the server the connection is on now and remembers its
@@ -26,11 +26,13 @@ impl RedisIssuer {
         // An empty run_id is what the scripts read as "nothing to check":
         // a server that reports none (a proxy, a Redis-compatible server)
         // would switch every check off, the counter's TTL included.
-        if server.run_id.is_empty() {
+        // The script reads it as `%x+`: anything else would read as
+        // another process on every grant.
+        if server.run_id.is_empty() || !server.run_id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(unsafe_config(
-                "the server's `INFO server` has no `run_id`: the grant script could not tell \
-                 this server process from another, so what was checked here could not be relied on \
-                 in a grant"
+                "the server's `INFO server` has no hexadecimal `run_id`: the grant script could not \
+                 tell this server process from another, so what was checked here could not be relied \
+                 on in a grant"
                     .to_owned(),
             ));
         }
@@ -44,7 +46,7 @@ impl RedisIssuer {
         let (fewest, most) = self.durability.replica_bounds();
         let run_id = self.checked.lock().expect("run_id lock").clone();
         invocation
-            .key(self.layout.verdict_key(&self.prefix, &run_id))
+            .key(Layout::verdict_key(&self.prefix, &run_id))
             .arg(run_id)
             .arg(fewest)
             .arg(most.map_or_else(String::new, |m| m.to_string()));
