@@ -41,8 +41,13 @@ pub const TTL_MS: &str = "ttl_ms";
 /// counter is none is refused by DynamoDB, its refusal hands the item
 /// back, and parsing it names the item as foreign with nothing written.
 /// The free grant's `:expected` is a guess (the counter this issuer last
-/// knew, or the one a refusal handed back): a stale one costs a request.
-const FREE_AT: &str = "attribute_not_exists(#h) AND (attribute_not_exists(#c) OR #c = :expected)";
+/// knew, or the one a refusal handed back): a stale one costs a request,
+/// and so does an item deleted since (its refusal hands back no item, and
+/// the next try is [`FREE_NEW`]). Every grant writes the counter as a
+/// value, never by arithmetic on the server (`#c = :next`): the condition
+/// fixes the counter it replaces, so the token is `:expected + 1` (or
+/// `:seed + 1` on [`FREE_NEW`]), known before the request is sent.
+const FREE_AT: &str = "attribute_not_exists(#h) AND #c = :expected";
 /// The free grant with no guess: only an item without a counter passes;
 /// one with a counter is refused and hands it back.
 const FREE_NEW: &str = "attribute_not_exists(#h) AND attribute_not_exists(#c)";
@@ -56,8 +61,8 @@ const TAKEOVER: &str = "#r = :seen AND #c = :expected";
 ///
 /// A free resource is granted by **one** conditional `UpdateItem`
 /// (`attribute_not_exists(holder)`, the counter equal to the one last
-/// known, `counter = if_not_exists(counter, :clock) + 1`), with no read
-/// first: a held one, or a counter that moved on, refuses it and hands
+/// known, `counter = :next`, that counter plus one; on an item with no
+/// counter, `:clock` plus one), with no read first: a held one, or a counter that moved on, refuses it and hands
 /// back the item as it was. Equality, not a bound: a counter edited by
 /// hand to `5.5` or `-3` passes every bound, but equals no `u64`, so
 /// DynamoDB refuses the write. An item that does not exist (the first
@@ -190,6 +195,13 @@ impl TokenIssuer for DynamoIssuer {
                 .await?
             {
                 Ok(lease) => return Ok(Some(lease)),
+                // No item to refuse on `#c = :expected`: deleted since
+                // (by hand), so the next try starts it afresh.
+                Err(None) if expected.is_some() => {
+                    self.know(&key, None);
+                    expected = None;
+                    continue;
+                }
                 Err(old) => {
                     old.ok_or_else(|| self.foreign(&key, "a refused grant returned no item"))?
                 }

@@ -41,9 +41,14 @@ impl DynamoIssuer {
         known.filter(|c| *c < u64::MAX)
     }
 
-    /// Grants `request` if `condition` holds: the new counter is the token.
-    /// When it does not, the item as it was (with `ALL_OLD`), so that a
-    /// held resource costs no second request to judge.
+    /// Grants `request` if `condition` holds. `condition` fixes the counter
+    /// it replaces (`#c = :expected`, or `attribute_not_exists(#c)` when
+    /// `expected` is `None`), so the token, one above it (or above `seed`),
+    /// is written as a value (`#c = :next`), not by arithmetic on the
+    /// server. The answer hands back the counter it replaced
+    /// (`UPDATED_OLD`), which must be the one the condition named. When the
+    /// condition does not hold, the item as it was (with `ALL_OLD`), so
+    /// that a held resource costs no second request to judge.
     pub(super) async fn grant(
         &self,
         request: &LeaseRequest,
@@ -51,14 +56,21 @@ impl DynamoIssuer {
         (condition, expected, seen): (&str, Option<u64>, Option<&str>),
         seed: u64,
     ) -> Result<std::result::Result<Lease, Option<Item>>> {
+        // The callers keep `expected` below u64::MAX; the seed is far below.
+        let token = match expected {
+            Some(counter) => counter.checked_add(1),
+            None => seed.checked_add(1),
+        }
+        .ok_or(Error::TokenOutOfRange {
+            token: FencingToken::new(u64::MAX),
+            max: Self::MAX_FLOOR,
+        })?;
         let rvn = fresh_rvn();
         let sent_at = Instant::now();
         let answer = self
             .update("acquire", key, |r| {
                 let r = r
-                    .update_expression(
-                        "SET #h = :h, #r = :rvn, #t = :ttl, #c = if_not_exists(#c, :seed) + :one",
-                    )
+                    .update_expression("SET #h = :h, #r = :rvn, #t = :ttl, #c = :next")
                     .condition_expression(condition)
                     .expression_attribute_values(
                         ":h",
@@ -67,9 +79,8 @@ impl DynamoIssuer {
                     .expression_attribute_values(":rvn", AttributeValue::S(rvn.clone()))
                     // Rounded up: never shorter than the holder's deadline.
                     .expression_attribute_values(":ttl", n(request.ttl_millis_ceil()))
-                    .expression_attribute_values(":one", n(1))
-                    .expression_attribute_values(":seed", n(seed))
-                    .return_values(ReturnValue::UpdatedNew)
+                    .expression_attribute_values(":next", n(token))
+                    .return_values(ReturnValue::UpdatedOld)
                     .return_values_on_condition_check_failure(
                         ReturnValuesOnConditionCheckFailure::AllOld,
                     );
@@ -90,14 +101,17 @@ impl DynamoIssuer {
             Ok(attributes) => attributes,
             Err(old) => return Ok(Err(old)),
         };
-        let token = match attributes.as_ref().map(|a| self.parse(key, a)) {
-            Some(Ok(Item {
-                counter: Some(token),
-                ..
-            })) => token,
-            Some(Err(e)) => return Err(self.unreadable_grant(key, &rvn, e.chain()).await),
-            _ => return Err(self.unreadable_grant(key, &rvn, "no counter".into()).await),
+        // Nothing old on an item made by this grant: no attributes at all.
+        let replaced = match attributes.map(|a| self.parse(key, &a)).transpose() {
+            Ok(old) => old.and_then(|old| old.counter),
+            Err(e) => return Err(self.unreadable_grant(key, &rvn, e.chain()).await),
         };
+        if replaced != expected {
+            let why = format!(
+                "it replaced counter {replaced:?}, not the {expected:?} it was conditioned on"
+            );
+            return Err(self.unreadable_grant(key, &rvn, why).await);
+        }
         self.know(key, Some(token));
         // Measured after the answer: a waiter here may take over only once
         // this holder's own deadline (from sent_at) has passed.
@@ -111,11 +125,11 @@ impl DynamoIssuer {
         Ok(Ok(Lease::new(request, FencingToken::new(token), sent_at)))
     }
 
-    /// A grant DynamoDB applied (this holder and a counter one up are in
-    /// the item) whose answer does not say the token: the conditions make
-    /// that a broken answer, not a counter of ours, but the lease cannot
-    /// be handed out without its token, and left alone it would keep the
-    /// resource for its TTL. So it is given back, by its own `rvn`, and the
+    /// A grant DynamoDB applied (this holder and the new counter are in
+    /// the item) whose answer does not confirm the counter it replaced:
+    /// the conditions make that a broken answer, not a counter of ours, but
+    /// the lease cannot be handed out on a token the server contradicts,
+    /// and left alone it would keep the resource for its TTL. So it is given back, by its own `rvn`, and the
     /// error says what was written.
     pub(super) async fn unreadable_grant(&self, key: &str, rvn: &str, why: String) -> Error {
         let what = format!(
