@@ -196,7 +196,9 @@ macro_rules! store_conformance {
 /// Expands to the [`store_conformance!`] tests on `BlobStore::new(backend)`,
 /// plus `racing_16_writers_x_50_writes_take_the_precondition_path`
 /// ([`blob::racing_writers_take_the_precondition_path`]): a race that must
-/// make some writes lose their precondition.
+/// make some writes lose their precondition; and the request counts of the
+/// loop under contention ([`blob::contended_puts_skip_the_read`]) and of
+/// writers taking turns ([`blob::writers_taking_turns_read_once`]).
 ///
 /// `$backend` is an async fn returning `Option<B>` for a
 /// `B: fencing_core::adapter::blob::BlobBackend + 'static`; an optional second argument is
@@ -220,6 +222,20 @@ macro_rules! blob_store_conformance {
                 return;
             };
             $crate::blob::racing_writers_take_the_precondition_path(backend, 16, 50).await;
+        }
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn contended_puts_skip_the_read() {
+            let Some(backend) = $backend().await else {
+                return;
+            };
+            $crate::blob::contended_puts_skip_the_read(backend).await;
+        }
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn writers_taking_turns_read_once() {
+            let Some(backend) = $backend().await else {
+                return;
+            };
+            $crate::blob::writers_taking_turns_read_once(backend).await;
         }
     };
 }

@@ -35,7 +35,7 @@ mod probe;
 use std::collections::HashMap;
 use std::fmt::{self, Debug};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -79,6 +79,17 @@ struct Current {
 /// to the conditional write (one request). If someone else wrote meanwhile,
 /// the precondition fails and the loop falls back to reading.
 ///
+/// **Under contention** (the last time this store read the key and then
+/// wrote, another write landed in between), a put of a small value or a
+/// delete also goes straight to the conditional write, on the last version
+/// it saw, if that version's mark is not above the token: there, a version
+/// read first is usually overtaken before the write lands, so the read buys
+/// nothing (read, lost write, read again: three requests), while the write
+/// alone either wins (one request) or fails and is followed by the read
+/// that decides (two). After a lost race the loop pauses for a random time
+/// up to about the lost write's round trip, so that the writes racing it
+/// have landed when it reads again.
+///
 /// `fence` and `delete` rewrite the object (a marker with an empty value
 /// when there is no value), so the mark stays with the key.
 pub struct BlobStore<B> {
@@ -99,10 +110,23 @@ struct Known {
     /// not while other writers' writes came between ours (a conditional
     /// write that is likely to fail costs a request on top of the read).
     trusted: bool,
+    /// Whether, the last time this store read the key and then wrote, the
+    /// version it had just read was overtaken before its write landed. Then
+    /// the next put of a small value writes at this version without reading
+    /// first even if not `trusted`: a read would be overtaken too, so it
+    /// costs a request without making the write likelier to win. A read
+    /// whose write then wins clears it (writers taking turns, not racing:
+    /// there the read pays for itself).
+    contended: bool,
 }
 
 /// How many versions a store remembers for the fast path.
 const KNOWN_VERSIONS_CAP: usize = 4096;
+
+/// The largest value a put under contention sends without reading first: a
+/// lost conditional write uploads the whole body for nothing, which above
+/// this costs more than the header read it saves.
+pub const CONTENDED_WRITE_MAX: usize = 64 * 1024;
 
 impl<B: BlobBackend> BlobStore<B> {
     /// A fenced store on `backend`, retrying a lost race up to 32 times and
@@ -223,30 +247,43 @@ impl<B: BlobBackend> BlobStore<B> {
 
     /// The loop shared by `put`, `fence` and `delete`. `next` sees the
     /// current object (or `None`) and returns the value and frame to write,
-    /// or `None` when nothing needs writing.
+    /// or `None` when nothing needs writing. `value_len` is the length of
+    /// the value a put or delete writes whatever it finds (unused with
+    /// `need_body`).
     async fn update<F>(
         &self,
         key: &str,
         token: FencingToken,
         need_body: bool,
+        value_len: usize,
         next: F,
     ) -> Result<()>
     where
         F: Fn(Option<&Current>) -> Option<(Bytes, BlobMeta)> + Send + Sync,
     {
         let previous = self.known(key);
-        // The fast path needs no body, so it only serves puts.
+        // The fast path needs no body, so it only serves puts and deletes.
+        // Writing at a remembered version is safe whatever has happened
+        // since: if the object is still at it, its mark is the one
+        // remembered, which `token` is not below; if not, the precondition
+        // fails and nothing is written.
         let mut cached = if need_body {
             None
         } else {
             previous
                 .clone()
-                .filter(|k| k.trusted && token >= k.mark)
+                .filter(|k| {
+                    token >= k.mark
+                        && (k.trusted || (k.contended && value_len <= CONTENDED_WRITE_MAX))
+                })
                 .map(|k| (k.version, k.mark))
         };
         // Set once a write may have been applied without our seeing the
         // answer: from then on, any way out but success is OutcomeUnknown.
         let mut unknown: Option<Error> = None;
+        // Kept with the version for the next call's choice of fast path;
+        // only a write on a version read in this call says anything new.
+        let mut contended = previous.as_ref().is_some_and(|k| k.contended);
         for attempt in 1..=self.max_attempts {
             let from_cache = cached.is_some();
             let current = match cached.take() {
@@ -273,6 +310,7 @@ impl<B: BlobBackend> BlobStore<B> {
                         version: current.version.clone(),
                         mark,
                         trusted: false,
+                        contended,
                     };
                     self.remember(key, Some(known));
                     // Ours may have been applied and then overwritten.
@@ -288,8 +326,10 @@ impl<B: BlobBackend> BlobStore<B> {
             };
             let body = frame::encode(meta, &value);
             let write = BlobWrite::new(body, meta, precondition);
-            match self.backend.write(key, write).await {
+            let sent = Instant::now();
+            let pause = match self.backend.write(key, write).await {
                 Ok(WriteOutcome::Written(version)) => {
+                    contended &= from_cache;
                     // Trusted next time unless another write came between
                     // our last one and this one (then the next put reads
                     // first, until ours follow each other again).
@@ -303,11 +343,13 @@ impl<B: BlobBackend> BlobStore<B> {
                         version,
                         mark: meta.token,
                         trusted,
+                        contended,
                     };
                     self.remember(key, Some(known));
                     return Ok(());
                 }
                 Ok(WriteOutcome::PreconditionFailed) => {
+                    contended |= !from_cache;
                     self.retrying(key, "precondition_failed");
                     tracing::debug!(
                         key,
@@ -315,6 +357,7 @@ impl<B: BlobBackend> BlobStore<B> {
                         backend = self.backend.name(),
                         "lost a race; reading again"
                     );
+                    retry_pause_after(attempt, sent.elapsed())
                 }
                 Err(e @ Error::OutcomeUnknown { .. }) => {
                     self.retrying(key, "outcome_unknown");
@@ -326,10 +369,11 @@ impl<B: BlobBackend> BlobStore<B> {
                         "a conditional write may have been applied; reading again"
                     );
                     unknown = Some(e);
+                    retry_pause(attempt)
                 }
                 Err(e) => return Err(unknown.unwrap_or(e)),
-            }
-            tokio::time::sleep(retry_pause(attempt)).await;
+            };
+            tokio::time::sleep(pause).await;
         }
         Err(unknown.unwrap_or(Error::Contention {
             key: key.to_owned(),
@@ -358,9 +402,28 @@ impl<B: BlobBackend> BlobStore<B> {
 /// colliding again in lockstep; the one that won is done, and one that
 /// re-reads a higher mark stops at once (stale).
 pub fn retry_pause(attempt: u32) -> Duration {
-    let ceiling_micros = 1000u64 << attempt.saturating_sub(1).min(5);
+    retry_pause_after(attempt, Duration::ZERO)
+}
+
+/// The pause after the `attempt`-th lost race whose losing write took
+/// `lost_write` to be answered: as [`retry_pause`], but with a ceiling of
+/// at least that round trip (up to [`MAX_ROUND_TRIP_PAUSE`]). The writes
+/// that raced ours were sent at about the same time; re-reading sooner than
+/// a round trip later finds a version they are about to overtake (another
+/// lost race, two more requests), or a lower mark than the one that will
+/// refuse us. A slow server (one that answers requests one at a time, or a
+/// distant region) makes the round trip, and so the pause, longer.
+pub fn retry_pause_after(attempt: u32, lost_write: Duration) -> Duration {
+    let doubling = Duration::from_micros(1000u64 << attempt.saturating_sub(1).min(5));
+    let ceiling = doubling.max(lost_write.min(MAX_ROUND_TRIP_PAUSE));
+    let ceiling_micros = u64::try_from(ceiling.as_micros()).unwrap_or(u64::MAX);
     Duration::from_micros(rand::random_range(0..=ceiling_micros))
 }
+
+/// The most a round trip adds to a pause after a lost race: a write that
+/// took long for its size (a large upload) says little of when the racing
+/// writes land.
+pub const MAX_ROUND_TRIP_PAUSE: Duration = Duration::from_millis(250);
 
 impl<B: BlobBackend> Debug for BlobStore<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -389,8 +452,10 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
             token,
             has_value: true,
         };
-        self.update(key, token, false, |_| Some((value.clone(), meta)))
-            .await
+        self.update(key, token, false, value.len(), |_| {
+            Some((value.clone(), meta))
+        })
+        .await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
@@ -405,7 +470,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
         self.check_write(key, token, 0)?;
-        self.update(key, token, true, |current| match current {
+        self.update(key, token, true, 0, |current| match current {
             Some(c) if c.meta.token == token => None,
             Some(c) => Some((
                 c.value.clone(),
@@ -433,7 +498,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
         self.check_write(key, token, 0)?;
-        self.update(key, token, false, |current| match current {
+        self.update(key, token, false, 0, |current| match current {
             Some(c) if !c.meta.has_value && c.meta.token == token => None,
             _ => Some((
                 Bytes::new(),
@@ -460,8 +525,24 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
 #[cfg(test)]
 mod tests {
-    use super::retry_pause;
+    use super::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
     use std::time::Duration;
+
+    #[test]
+    fn a_pause_after_a_lost_race_reaches_about_the_lost_writes_round_trip() {
+        let round_trip = Duration::from_millis(80);
+        let pauses: Vec<Duration> = (0..400).map(|_| retry_pause_after(1, round_trip)).collect();
+        assert!(pauses.iter().all(|p| *p <= round_trip));
+        // Not held to the 1 ms of a first retry: the racing writes land
+        // about a round trip after ours.
+        assert!(pauses.iter().any(|p| *p > round_trip / 2));
+        // A slow upload does not stall the retry for its whole duration.
+        let slow = Duration::from_secs(10);
+        assert!((0..200).all(|_| retry_pause_after(1, slow) <= MAX_ROUND_TRIP_PAUSE));
+        // A quick round trip leaves the doubling ceiling as it was.
+        let quick = Duration::from_micros(10);
+        assert!((0..200).all(|_| retry_pause_after(6, quick) <= Duration::from_millis(32)));
+    }
 
     #[test]
     fn retry_pauses_are_jittered_under_a_doubling_ceiling() {
