@@ -116,6 +116,11 @@ struct Known {
     /// Whether the next put may write at this version without reading:
     /// not while another writer's writes came between ours.
     trusted: bool,
+    /// Whether a version this store read and then wrote on was overtaken
+    /// before its write landed, the last time it did: then a small put
+    /// writes at this version without reading first even if not `trusted`
+    /// (as `BlobStore` does, and why: a read would be overtaken too).
+    contended: bool,
 }
 
 impl<S> Clone for FencedObjectStore<S> {

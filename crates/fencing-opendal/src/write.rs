@@ -4,8 +4,9 @@
 //! write.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
-use fencing_core::adapter::blob::{BlobMeta, frame, retry_pause};
+use fencing_core::adapter::blob::{BlobMeta, frame, retry_pause_after};
 use fencing_core::{Error, FencingToken};
 use opendal::OperationContext;
 use opendal::options::{ReadOptions, WriteOptions};
@@ -278,6 +279,7 @@ impl Core {
                 Some(current) => Some(current.etag.ok_or_else(no_etag)?),
                 None => None,
             };
+            let sent = Instant::now();
             match self.put_at(ctx, path, body, attrs, at.as_deref()).await? {
                 Attempt::Written(meta) => {
                     let known = meta.etag().map(|etag| Known {
@@ -290,7 +292,9 @@ impl Core {
                 }
                 Attempt::Lost => self.remember(path, None),
             }
-            tokio::time::sleep(retry_pause(attempt)).await;
+            // At least about a round trip: the writes that raced ours land
+            // before we read again (see `retry_pause_after`).
+            tokio::time::sleep(retry_pause_after(attempt, sent.elapsed())).await;
         }
         Err(into_dal(Error::Contention {
             key: path.to_owned(),

@@ -1,7 +1,9 @@
 //! Writes: read the frame, refuse a stale token, write conditionally on
 //! the version read, and read again when another writer got in between.
 
-use fencing_core::adapter::blob::{BlobMeta, frame, retry_pause};
+use std::time::Instant;
+
+use fencing_core::adapter::blob::{BlobMeta, CONTENDED_WRITE_MAX, frame, retry_pause_after};
 use fencing_core::{Error, FencingToken};
 use object_store::path::Path;
 use object_store::{
@@ -128,9 +130,13 @@ impl<S: ObjectStore> FencedObjectStore<S> {
         let previous = self.known(path);
         // Only a put of a value may skip the read: a delete must see the
         // object, and Create must know there is none.
-        let mut cached = previous
-            .clone()
-            .filter(|k| intent == Intent::Overwrite && k.trusted && token >= k.mark);
+        let small = body.content_length() <= CONTENDED_WRITE_MAX + frame::FRAME_HEADER_LEN;
+        let mut cached = previous.clone().filter(|k| {
+            intent == Intent::Overwrite && token >= k.mark && (k.trusted || (k.contended && small))
+        });
+        // Kept with the version for the next call's choice of fast path;
+        // only a write on a version read in this call says anything new.
+        let mut contended = previous.as_ref().is_some_and(|k| k.contended);
         // Create tries first without reading: absent is the common case,
         // and the store refuses it if not.
         let mut presume_absent = intent == Intent::Create;
@@ -167,7 +173,16 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                     return Err(outcome(unknown, exists));
                 }
                 if token < *mark {
-                    self.remember(path, None);
+                    // The version read and its mark, for the next put
+                    // under contention (a tombstone's is no one's to write
+                    // on without reading).
+                    let known = has_value.then(|| Known {
+                        version: version.clone(),
+                        mark: *mark,
+                        trusted: false,
+                        contended,
+                    });
+                    self.remember(path, known);
                     let stale = Error::StaleToken {
                         key: path.to_string(),
                         presented: token,
@@ -184,8 +199,10 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                 }
             }
             let at = current.as_ref().map(|(version, ..)| version.clone());
+            let sent = Instant::now();
             match self.put_at(path, &body, &options, at, &mut unknown).await? {
                 Attempt::Written(result) => {
+                    contended &= from_cache;
                     let trusted = from_cache
                         || match (&previous, &current) {
                             (None, _) => true,
@@ -198,17 +215,21 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                         version: version::of_put(&result),
                         mark: token,
                         trusted,
+                        contended,
                     });
                     self.remember(path, known);
                     return Ok(result);
                 }
                 Attempt::Lost => {
+                    contended |= !from_cache && !presumed;
                     self.remember(path, None);
                     tracing::debug!(%path, attempt, "lost a race; reading again");
                 }
             }
             if !presumed {
-                tokio::time::sleep(retry_pause(attempt)).await;
+                // At least about a round trip: the writes that raced ours
+                // land before we read again (see `retry_pause_after`).
+                tokio::time::sleep(retry_pause_after(attempt, sent.elapsed())).await;
             }
         }
         let contention = Error::Contention {
@@ -268,6 +289,7 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                         version: version::of_put(&result),
                         mark: token,
                         trusted: true,
+                        contended: false,
                     }),
                 );
                 Ok(result)
