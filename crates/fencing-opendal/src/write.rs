@@ -3,7 +3,6 @@
 //! in between. Deletes are writes of a tombstone; copies, a read and a
 //! write.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use fencing_core::adapter::blob::{BlobMeta, frame, retry_pause_after};
@@ -11,146 +10,19 @@ use fencing_core::{Error, FencingToken};
 use opendal::OperationContext;
 use opendal::options::{ReadOptions, WriteOptions};
 use opendal::raw::oio::ReadStream as _;
-use opendal::raw::{OpCopy, OpRead, OpStat, OpWrite, Service as _, oio};
-use opendal::{Buffer, BytesRange, Capability, ErrorKind, Metadata, Result};
+use opendal::raw::{OpRead, OpStat, OpWrite, Service as _, oio};
+use opendal::{Buffer, BytesRange, ErrorKind, Metadata, Result};
 
-use crate::error::{LAYER, condition_with, into_dal, refused, scrub};
+use crate::error::{LAYER, condition_with, into_dal};
 use crate::head::value_meta;
 use crate::service::{Core, HEADER, Known};
 
-/// What a write requires of the object it replaces, beyond the mark rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Cond {
-    /// Any object, or none.
-    Overwrite,
-    /// `if_not_exists` / `if_none_match("*")`: none, or a tombstone (absent
-    /// to the caller).
-    Create,
-    /// `if_match(etag)`: the caller's compare-and-swap on a live object.
-    Match(String),
-    /// `if_none_match(etag)`: anything but a live object at that ETag.
-    NoneMatch(String),
-    /// A delete: a tombstone, unless one at this token is there already.
-    Delete,
-    /// A delete with `if_match(etag)`: only of the live object at that ETag.
-    DeleteMatch(String),
-}
+mod cond;
+mod writer;
 
-impl Cond {
-    /// The conditions of a caller's write.
-    pub(crate) fn of_write(args: &OpWrite) -> Result<Self> {
-        if args.if_version_match().is_some() || args.if_version_not_match().is_some() {
-            return Err(refused(
-                "version conditions on writes (use if_match with the ETag stat returns)",
-            ));
-        }
-        Self::of(args.if_match(), args.if_none_match(), args.if_not_exists())
-    }
-
-    /// The conditions of a caller's copy, on its destination.
-    pub(crate) fn of_copy(args: &OpCopy) -> Result<Self> {
-        if args.if_version_match().is_some() || args.if_version_not_match().is_some() {
-            return Err(refused(
-                "version conditions on copies (use if_match with the ETag stat returns)",
-            ));
-        }
-        Self::of(args.if_match(), args.if_none_match(), args.if_not_exists())
-    }
-
-    fn of(
-        if_match: Option<&str>,
-        if_none_match: Option<&str>,
-        if_not_exists: bool,
-    ) -> Result<Self> {
-        let create = if_not_exists || if_none_match == Some("*");
-        match (if_match, if_none_match) {
-            (Some(_), _) if create => Err(contradiction("if_match and if_not_exists")),
-            (Some(_), Some(_)) => Err(contradiction("if_match and if_none_match")),
-            (Some(etag), None) => Ok(Self::Match(etag.to_owned())),
-            (None, _) if create => Ok(Self::Create),
-            (None, Some(etag)) => Ok(Self::NoneMatch(etag.to_owned())),
-            (None, None) => Ok(Self::Overwrite),
-        }
-    }
-
-    fn has_value(&self) -> bool {
-        !matches!(self, Self::Delete | Self::DeleteMatch(_))
-    }
-}
-
-fn contradiction(what: &str) -> opendal::Error {
-    opendal::Error::new(
-        ErrorKind::ConfigInvalid,
-        format!("{what} together are not supported by the fencing layer; nothing was written"),
-    )
-}
-
-/// The caller's failed condition: `ConditionNotMatch`, which is what it
-/// means here (never a stale token).
-fn condition_not_match(path: &str, why: &str) -> opendal::Error {
-    opendal::Error::new(ErrorKind::ConditionNotMatch, why).with_context("path", path)
-}
-
-/// Whether two ETags name the same version (quotes and a weak marker
-/// aside).
-pub(crate) fn etag_eq(a: &str, b: &str) -> bool {
-    fn bare(e: &str) -> &str {
-        e.trim_start_matches("W/").trim_matches('"')
-    }
-    bare(a) == bare(b)
-}
-
-/// The attributes a write stores beside the value.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Attrs {
-    content_type: Option<String>,
-    content_disposition: Option<String>,
-    content_encoding: Option<String>,
-    cache_control: Option<String>,
-    user_metadata: Option<HashMap<String, String>>,
-    concurrent: usize,
-}
-
-impl Attrs {
-    /// The attributes the caller gave its write.
-    fn of_write(args: &OpWrite) -> Self {
-        Self {
-            content_type: args.content_type().map(str::to_owned),
-            content_disposition: args.content_disposition().map(str::to_owned),
-            content_encoding: args.content_encoding().map(str::to_owned),
-            cache_control: args.cache_control().map(str::to_owned),
-            user_metadata: args.user_metadata().map(|m| {
-                m.into_iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect()
-            }),
-            concurrent: args.concurrent(),
-        }
-    }
-
-    /// A copy's: the source's, those the service can write.
-    fn of_source(meta: &Metadata, cap: &Capability) -> Self {
-        let keep = |ok: bool, v: Option<&str>| v.filter(|_| ok).map(str::to_owned);
-        Self {
-            content_type: keep(cap.write_with_content_type, meta.content_type()),
-            content_disposition: keep(
-                cap.write_with_content_disposition,
-                meta.content_disposition(),
-            ),
-            content_encoding: keep(cap.write_with_content_encoding, meta.content_encoding()),
-            cache_control: keep(cap.write_with_cache_control, meta.cache_control()),
-            user_metadata: meta
-                .user_metadata()
-                .filter(|m| cap.write_with_user_metadata && !m.is_empty())
-                .map(|m| {
-                    m.into_iter()
-                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                        .collect()
-                }),
-            concurrent: 1,
-        }
-    }
-}
+use cond::condition_not_match;
+pub(crate) use cond::{Attrs, Cond, etag_eq};
+pub(crate) use writer::FencedWriter;
 
 /// What one conditional write came to.
 enum Attempt {
@@ -486,71 +358,6 @@ fn no_etag() -> opendal::Error {
         "the service answered a read without the object's ETag, which a fenced write is \
          conditioned on; nothing was written",
     ))
-}
-
-/// A caller's write: its chunks kept in memory, written at `close` as one
-/// fenced put (no byte reaches the store before the token check).
-pub(crate) struct FencedWriter {
-    core: std::sync::Arc<Core>,
-    ctx: OperationContext,
-    path: String,
-    attrs: Attrs,
-    cond: Cond,
-    chunks: Vec<Buffer>,
-    len: usize,
-}
-
-impl FencedWriter {
-    pub(crate) fn new(
-        core: std::sync::Arc<Core>,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpWrite,
-        cond: Cond,
-    ) -> Self {
-        Self {
-            core,
-            ctx: ctx.clone(),
-            path: path.to_owned(),
-            attrs: Attrs::of_write(&args),
-            cond,
-            chunks: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-impl oio::Write for FencedWriter {
-    async fn write(&mut self, bs: Buffer) -> Result<()> {
-        let len = self.len.saturating_add(bs.len());
-        // Over the limit: refused now, nothing was or will be written.
-        self.core
-            .check_write(&self.path, FencingToken::ZERO, len)
-            .map_err(scrub)?;
-        self.len = len;
-        self.chunks.push(bs);
-        Ok(())
-    }
-
-    async fn close(&mut self) -> Result<Metadata> {
-        let token = self.core.token()?;
-        // Kept until written, so that a failed close can be tried again.
-        let value: Buffer = self.chunks.iter().cloned().flatten().collect();
-        let stored = self
-            .core
-            .put(&self.ctx, &self.path, value, token, &self.cond, &self.attrs)
-            .await
-            .map_err(scrub)?;
-        self.chunks.clear();
-        self.len = 0;
-        Ok(value_meta(stored, HEADER))
-    }
-
-    async fn abort(&mut self) -> Result<()> {
-        self.chunks.clear();
-        self.len = 0;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
