@@ -6,13 +6,12 @@ mod multipart;
 mod read;
 mod write;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use fencing_core::adapter::blob::FRAME_HEADER_LEN;
+use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{FencedStore, FencingToken, Limits};
 use futures_util::stream::BoxStream;
@@ -31,9 +30,6 @@ use fencing_core::keepalive::TokenSource;
 
 /// The frame's length as object sizes count.
 const HEADER: u64 = FRAME_HEADER_LEN as u64;
-
-/// How many versions a store remembers for its one-request writes.
-const KNOWN_VERSIONS_CAP: usize = 4096;
 
 /// An [`ObjectStore`] that fences every write: swap it in where an engine
 /// takes an `Arc<dyn ObjectStore>`, and a writer whose lease was taken over
@@ -105,7 +101,7 @@ pub struct FencedObjectStore<S> {
     limits: Limits,
     max_attempts: u32,
     max_staged_len: usize,
-    known: Arc<Mutex<HashMap<Path, Known>>>,
+    known: Arc<KnownVersions<Known>>,
 }
 
 /// An object as this store's last write left it.
@@ -160,7 +156,7 @@ impl<S: ObjectStore> FencedObjectStore<S> {
             limits: DEFAULT_LIMITS,
             max_attempts: 32,
             max_staged_len: 1 << 30,
-            known: Arc::new(Mutex::new(HashMap::new())),
+            known: Arc::new(KnownVersions::new()),
         }
     }
 
@@ -224,22 +220,11 @@ impl<S: ObjectStore> FencedObjectStore<S> {
     }
 
     fn known(&self, path: &Path) -> Option<Known> {
-        self.known.lock().expect("poisoned").get(path).cloned()
+        self.known.get(path.as_ref())
     }
 
     fn remember(&self, path: &Path, entry: Option<Known>) {
-        let mut known = self.known.lock().expect("poisoned");
-        match entry {
-            Some(entry) => {
-                if known.len() >= KNOWN_VERSIONS_CAP && !known.contains_key(path) {
-                    known.clear();
-                }
-                known.insert(path.clone(), entry);
-            }
-            None => {
-                known.remove(path);
-            }
-        }
+        self.known.remember(path.as_ref(), entry);
     }
 }
 

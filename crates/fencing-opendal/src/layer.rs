@@ -1,10 +1,9 @@
 //! [`FencingLayer`]: the layer and its options.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use fencing_core::adapter::blob::FRAME_HEADER_LEN;
+use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
 use fencing_core::keepalive::TokenSource;
 use fencing_core::{FencingToken, Limits};
 use opendal::raw::Servicer;
@@ -118,7 +117,7 @@ impl opendal::raw::Layer for FencingLayer {
             adopt_unfenced: self.adopt_unfenced,
             limits: self.limits,
             max_attempts: self.max_attempts,
-            known: Mutex::new(HashMap::new()),
+            known: KnownVersions::new(),
         }))
     }
 }

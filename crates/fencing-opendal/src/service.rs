@@ -1,12 +1,11 @@
 //! The service a [`FencingLayer`](crate::FencingLayer) puts over the
 //! operator's stack: every operation, and what it does to the frame.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use fencing_core::adapter::blob::FRAME_HEADER_LEN;
 use fencing_core::adapter::blob::frame::{self, Header};
+use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
 use fencing_core::keepalive::TokenSource;
 use fencing_core::{Error, FencingToken, Limits};
 use opendal::OperationContext;
@@ -27,9 +26,6 @@ use crate::write::{Cond, FencedWriter};
 /// The frame's length as object sizes count.
 pub(crate) const HEADER: u64 = FRAME_HEADER_LEN as u64;
 
-/// How many paths a layer remembers the ETag of its last write for.
-const KNOWN_CAP: usize = 4096;
-
 /// What the layer's operations share: the stack underneath, the token
 /// source, the options, and the ETags of its own last writes.
 pub(crate) struct Core {
@@ -38,7 +34,7 @@ pub(crate) struct Core {
     pub(crate) adopt_unfenced: bool,
     pub(crate) limits: Limits,
     pub(crate) max_attempts: u32,
-    pub(crate) known: Mutex<HashMap<String, Known>>,
+    pub(crate) known: KnownVersions<Known>,
 }
 
 /// An object as this layer's last write left it.
@@ -146,22 +142,11 @@ impl Core {
     }
 
     pub(crate) fn known(&self, path: &str) -> Option<Known> {
-        self.known.lock().expect("poisoned").get(path).cloned()
+        self.known.get(path)
     }
 
     pub(crate) fn remember(&self, path: &str, entry: Option<Known>) {
-        let mut known = self.known.lock().expect("poisoned");
-        match entry {
-            Some(entry) => {
-                if known.len() >= KNOWN_CAP && !known.contains_key(path) {
-                    known.clear();
-                }
-                known.insert(path.to_owned(), entry);
-            }
-            None => {
-                known.remove(path);
-            }
-        }
+        self.known.remember(path, entry);
     }
 }
 

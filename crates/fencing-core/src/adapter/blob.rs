@@ -29,13 +29,12 @@ pub mod config;
 pub mod frame;
 mod hook;
 pub mod http;
+mod known;
 pub mod lease;
 mod probe;
 mod retry;
 
-use std::collections::HashMap;
 use std::fmt::{self, Debug};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -49,6 +48,7 @@ pub use self::clock::ServerClock;
 use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use self::hook::{HookedWrites, WriteHook};
+pub use self::known::KnownVersions;
 pub use self::lease::BlobIssuer;
 use self::probe::precondition_checks;
 pub use self::retry::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
@@ -100,7 +100,7 @@ pub struct BlobStore<B> {
     adopt_unfenced: bool,
     /// Where the bucket issuer keeps its lease records: not the store's.
     lease_prefix: String,
-    known: Mutex<HashMap<String, Known>>,
+    known: KnownVersions<Known>,
 }
 
 /// An object as this store's last write (or read) of it left it.
@@ -122,9 +122,6 @@ struct Known {
     contended: bool,
 }
 
-/// How many versions a store remembers for the fast path.
-const KNOWN_VERSIONS_CAP: usize = 4096;
-
 /// The largest value a put under contention sends without reading first: a
 /// lost conditional write uploads the whole body for nothing, which above
 /// this costs more than the header read it saves.
@@ -139,7 +136,7 @@ impl<B: BlobBackend> BlobStore<B> {
             max_attempts: 32,
             adopt_unfenced: false,
             lease_prefix: BlobIssuer::<B>::DEFAULT_PREFIX.to_owned(),
-            known: Mutex::new(HashMap::new()),
+            known: KnownVersions::new(),
         }
     }
 
@@ -192,22 +189,11 @@ impl<B: BlobBackend> BlobStore<B> {
     }
 
     fn known(&self, key: &str) -> Option<Known> {
-        self.known.lock().expect("poisoned").get(key).cloned()
+        self.known.get(key)
     }
 
     fn remember(&self, key: &str, entry: Option<Known>) {
-        let mut known = self.known.lock().expect("poisoned");
-        match entry {
-            Some(entry) => {
-                if known.len() >= KNOWN_VERSIONS_CAP && !known.contains_key(key) {
-                    known.clear();
-                }
-                known.insert(key.to_owned(), entry);
-            }
-            None => {
-                known.remove(key);
-            }
-        }
+        self.known.remember(key, entry);
     }
 
     /// Unframes a stored object, applying the policy for foreign objects.
