@@ -10,9 +10,9 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobVersion, BlobWrite, FRAME_HEADER_LEN, Precondition, StoredObject, WriteOutcome,
+    BlobBackend, BlobVersion, BlobWrite, Precondition, StoredObject, WriteOutcome,
 };
-use fencing_core::{Error, FencingToken, Limits, Result};
+use fencing_core::{Error, Limits, Result};
 use object_store::path::Path;
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
@@ -23,11 +23,7 @@ use crate::version;
 
 /// S3's limits, the tightest of the stores object_store speaks to: keys of
 /// 1,024 bytes, one `PUT` of 5 GiB.
-pub const DEFAULT_LIMITS: Limits = Limits {
-    max_key_len: 1024,
-    max_value_len: 5 * 1024 * 1024 * 1024 - FRAME_HEADER_LEN,
-    max_token: FencingToken::new(u64::MAX),
-};
+pub const DEFAULT_LIMITS: Limits = fencing_core::adapter::blob::S3_LIMITS;
 
 /// A [`BlobBackend`] on any [`ObjectStore`]: reads are ranged `get_opts`,
 /// writes are `put_opts` with [`PutMode::Create`] or [`PutMode::Update`].

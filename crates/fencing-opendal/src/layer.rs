@@ -3,20 +3,16 @@
 use std::fmt;
 use std::sync::Arc;
 
-use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
+use fencing_core::Limits;
+use fencing_core::adapter::blob::KnownVersions;
 use fencing_core::keepalive::TokenSource;
-use fencing_core::{FencingToken, Limits};
 use opendal::raw::Servicer;
 
 use crate::service::{Core, FencedService};
 
 /// S3's limits (the tightest of the object stores OpenDAL speaks to): keys
 /// of 1,024 bytes, one `PUT` of 5 GiB less the 17-byte frame, any token.
-pub const DEFAULT_LIMITS: Limits = Limits {
-    max_key_len: 1024,
-    max_value_len: 5 * 1024 * 1024 * 1024 - FRAME_HEADER_LEN,
-    max_token: FencingToken::new(u64::MAX),
-};
+pub const DEFAULT_LIMITS: Limits = fencing_core::adapter::blob::S3_LIMITS;
 
 /// An OpenDAL [`Layer`](opendal::raw::Layer) that fences every write: add it to
 /// an operator on a bucket, and a writer whose lease was taken over cannot

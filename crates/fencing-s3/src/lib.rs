@@ -27,7 +27,7 @@ use fencing_core::adapter::blob::{
 };
 pub use fencing_core::adapter::blob::{FRAME_HEADER_LEN, FRAME_MAGIC};
 use fencing_core::safety::SafetyCheck;
-use fencing_core::{Error, FencingToken, Limits, Result};
+use fencing_core::{Error, Limits, Result};
 
 use crate::error::{Failure, Op, classify};
 
@@ -46,12 +46,6 @@ pub type S3Issuer = fencing_core::adapter::blob::BlobIssuer<S3Backend>;
 pub fn s3_store(client: Client, bucket: impl Into<String>) -> S3Store {
     BlobStore::new(S3Backend::new(client, bucket))
 }
-
-/// The largest object one `PutObject` request may carry: 5 GiB.
-const S3_SINGLE_PUT_MAX: u64 = 5 * 1024 * 1024 * 1024;
-
-/// S3 keys are at most 1024 bytes of UTF-8.
-const S3_MAX_KEY_LEN: usize = 1024;
 
 /// An ETag that no object has, for a write whose response carried none: the
 /// next fast-path write then fails its precondition and reads again.
@@ -116,12 +110,7 @@ impl S3Backend {
     /// The limits this backend enforces before sending anything: keys up to
     /// 1024 bytes, values up to 5 GiB less the frame header, any `u64` token.
     pub fn limits() -> Limits {
-        let max_object = usize::try_from(S3_SINGLE_PUT_MAX).unwrap_or(usize::MAX);
-        Limits {
-            max_key_len: S3_MAX_KEY_LEN,
-            max_value_len: max_object - FRAME_HEADER_LEN,
-            max_token: FencingToken::new(u64::MAX),
-        }
+        fencing_core::adapter::blob::S3_LIMITS
     }
 }
 

@@ -122,6 +122,16 @@ struct Known {
     contended: bool,
 }
 
+/// S3's limits, the tightest of the object stores: keys of 1,024 bytes of
+/// UTF-8, one `PutObject` of 5 GiB less the 17-byte frame, any token. The
+/// S3 backend's, and the default of the stores built on other object-store
+/// libraries, which may reach S3 underneath.
+pub const S3_LIMITS: Limits = Limits {
+    max_key_len: 1024,
+    max_value_len: 5 * 1024 * 1024 * 1024 - FRAME_HEADER_LEN,
+    max_token: FencingToken::new(u64::MAX),
+};
+
 /// The largest value a put under contention sends without reading first: a
 /// lost conditional write uploads the whole body for nothing, which above
 /// this costs more than the header read it saves.
