@@ -9,7 +9,7 @@ mod spawn;
 
 pub(crate) use on_panic::end_the_group_on_panic;
 pub(crate) use signals::{Interrupts, write_to_the_terminal_in_the_background};
-pub(crate) use spawn::{ExecArgs, WatchArgs, exec_child, spawn_with_lease, watch_group};
+pub(crate) use spawn::{helper, spawn_with_lease};
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -21,6 +21,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, sleep_until};
 
 use crate::exit;
@@ -147,8 +148,11 @@ pub(crate) async fn supervise(
         std::thread::sleep(Duration::from_millis(300));
         let _ = nix::sys::signal::raise(Signal::SIGKILL);
     }
+    // Before the watcher's start, which gives the leader time to stop:
+    // a stop that came before the listener would wake nothing.
+    let children = signal(SignalKind::child()).ok();
     let _watcher = group.watch();
-    group.go().await;
+    group.go(children).await;
     // Tests only: a panic elsewhere in fence while the group runs (in the
     // keep-alive, a backend), which tokio alone would survive.
     #[cfg(debug_assertions)]
@@ -297,7 +301,7 @@ const PROBE_MAX: Duration = Duration::from_millis(500);
 struct Group(Pid);
 
 impl Group {
-    /// Starts [`watch_group`] on the group; killed when dropped. In a
+    /// Starts `fence __watch` ([`helper`]) on the group; killed when dropped. In a
     /// process group of its own, so that the terminal's signals meant for
     /// fence do not end it. None (said on stderr) if it cannot start: the
     /// leader's parent-death signal is then all that is left.
@@ -323,23 +327,40 @@ impl Group {
     }
 
     /// Lets the command run once its watcher is there: `fence __exec` stops
-    /// itself before it becomes the command ([`exec_child`]). A continue
+    /// itself before it becomes the command ([`helper`]). A continue
     /// sent before that stop would be lost, so it waits (bounded) until the
     /// leader is stopped.
-    async fn go(self) {
+    ///
+    /// `children`: SIGCHLD, which the kernel sends fence when its child
+    /// stops, to look again at once rather than at the next poll (every
+    /// `run` waits here for its helper to start).
+    async fn go(self, mut children: Option<tokio::signal::unix::Signal>) {
         if !cfg!(target_os = "linux") {
             return;
         }
         let stat = format!("/proc/{}/stat", self.0);
-        for _ in 0..5000 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
             // The state is the field after the command's name, in parens.
             let state = std::fs::read_to_string(&stat).ok().and_then(|s| {
                 let (_, rest) = s.rsplit_once(')')?;
                 rest.split_whitespace().next().map(str::to_owned)
             });
-            match state.as_deref() {
-                Some("T" | "t" | "Z" | "X") | None => break,
-                _ => tokio::time::sleep(Duration::from_millis(1)).await,
+            if matches!(state.as_deref(), Some("T" | "t" | "Z" | "X") | None)
+                || Instant::now() >= deadline
+            {
+                break;
+            }
+            // Another child's SIGCHLD (the watcher's) only means one more look.
+            let stopped = async {
+                match &mut children {
+                    Some(children) => children.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stopped => {}
+                () = tokio::time::sleep(Duration::from_millis(1)) => {}
             }
         }
         let _ = nix::sys::signal::kill(self.0, Signal::SIGCONT);

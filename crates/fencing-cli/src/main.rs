@@ -168,14 +168,6 @@ enum Command {
     /// Exit 7 if a check is unsafe (even if another could not run), else 1 if
     /// one could not run (server down).
     Doctor(doctor::DoctorArgs),
-    /// What `run` and `lead` start: it asks to be killed with fence, then
-    /// becomes the command.
-    #[command(name = EXEC_CHILD, hide = true)]
-    ExecChild(group::ExecArgs),
-    /// What `run` and `lead` start beside the command: it ends the
-    /// command's process group if fence is killed.
-    #[command(name = WATCH_GROUP, hide = true)]
-    WatchGroup(group::WatchArgs),
     /// Scan a source tree for distributed locks, leases and leader election,
     /// and flag those whose writes carry no fencing token (exit 1).
     #[cfg(feature = "audit")]
@@ -226,12 +218,17 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (try e.g. 300ms, 2s, 1m)"))
 }
 
-/// The hidden subcommand of [`group::exec_child`].
+/// The hidden subcommand that starts the command ([`group::helper`]).
 pub(crate) const EXEC_CHILD: &str = "__exec";
-/// The hidden subcommand of [`group::watch_group`].
+/// The hidden subcommand that watches its group ([`group::helper`]).
 pub(crate) const WATCH_GROUP: &str = "__watch";
 
 fn main() -> ExitCode {
+    // `fence __exec` and `fence __watch` start with every `run` and `lead`:
+    // they skip the full command line and everything below.
+    if let Some(code) = group::helper() {
+        return code;
+    }
     // `run` and `lead` pass their command's code on: a usage error of
     // theirs is fence's own failure, not a 2 the command could have exited.
     let wraps = matches!(std::env::args().nth(1).as_deref(), Some("run" | "lead"));
@@ -243,16 +240,20 @@ fn main() -> ExitCode {
         }
         Err(e) => e.exit(),
     };
-    // Before any thread: they only ask the kernel, exec, or poll.
-    match &cli.command {
-        Command::ExecChild(args) => return group::exec_child(args),
-        Command::WatchGroup(args) => return group::watch_group(args),
-        _ => {}
-    }
     group::end_the_group_on_panic();
     // Before the runtime's threads, which inherit it.
     group::write_to_the_terminal_in_the_background();
-    let runtime = match tokio::runtime::Runtime::new() {
+    // `run` waits on a handful of calls and one child: worker threads would
+    // cost more to start, and to hand each wake-up across, than they save.
+    // Its command is spawned on this, the main, thread either way.
+    let runtime = if matches!(cli.command, Command::Run(_)) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    };
+    let runtime = match runtime {
         Ok(runtime) => runtime,
         Err(e) => return report(&e, wraps),
     };
@@ -278,8 +279,6 @@ async fn dispatch(command: Command) -> CliResult {
         Command::Doctor(args) => doctor::run(args).await,
         #[cfg(feature = "audit")]
         Command::Audit(args) => audit::run(args),
-        Command::ExecChild(args) => Ok(group::exec_child(&args)),
-        Command::WatchGroup(args) => Ok(group::watch_group(&args)),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, Parser};
 use fencing_tokens::Lease;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
@@ -85,12 +85,42 @@ pub(super) fn own_binary() -> std::path::PathBuf {
     }
 }
 
+/// The hidden subcommands, parsed apart from `fence`'s own command line:
+/// building that one (every subcommand, the backends' URL grammar for the
+/// help text) is work a helper started on each `run` would pay for nothing.
+#[derive(Debug, Parser)]
+#[command(name = "fence")]
+enum Helper {
+    /// What `run` and `lead` start: it asks to be killed with fence, then
+    /// becomes the command.
+    #[command(name = crate::EXEC_CHILD)]
+    ExecChild(ExecArgs),
+    /// What `run` and `lead` start beside the command: it ends the
+    /// command's process group if fence is killed.
+    #[command(name = crate::WATCH_GROUP)]
+    WatchGroup(WatchArgs),
+}
+
+/// Runs `fence __exec` or `fence __watch` if that is what this process
+/// is, with nothing else started first (no runtime, no thread: they only
+/// ask the kernel, exec, or poll); None for any other command line.
+pub(crate) fn helper() -> Option<ExitCode> {
+    let first = std::env::args_os().nth(1)?;
+    if first != crate::EXEC_CHILD && first != crate::WATCH_GROUP {
+        return None;
+    }
+    Some(match Helper::parse() {
+        Helper::ExecChild(args) => exec_child(&args),
+        Helper::WatchGroup(args) => watch_group(&args),
+    })
+}
+
 /// `fence __watch --parent PID --group PGID`: ends the command's group if
 /// fence dies without ending it (SIGKILL, the OOM killer), which the
 /// parent-death signal does only for the group's leader. Exits once the
 /// group is gone; fence kills it when it is done with the group.
 #[derive(Debug, Args)]
-pub(crate) struct WatchArgs {
+struct WatchArgs {
     /// fence's pid.
     #[arg(long)]
     parent: i32,
@@ -107,7 +137,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(50);
 /// renews the lease and nothing would kill after a grace) every member.
 /// The group's id cannot be taken by another group while a member of it
 /// lives, and the watcher stops looking once none does.
-pub(crate) fn watch_group(args: &WatchArgs) -> ExitCode {
+fn watch_group(args: &WatchArgs) -> ExitCode {
     let (parent, group) = (Pid::from_raw(args.parent), Pid::from_raw(args.group));
     while killpg(group, None) != Err(Errno::ESRCH) {
         // Reparented: fence has died.
@@ -126,7 +156,7 @@ pub(crate) fn watch_group(args: &WatchArgs) -> ExitCode {
 /// would then never come), and execs the command in place, keeping the pid
 /// that leads the group.
 #[derive(Debug, Args)]
-pub(crate) struct ExecArgs {
+struct ExecArgs {
     /// fence's pid.
     #[arg(long)]
     parent: i32,
@@ -136,7 +166,7 @@ pub(crate) struct ExecArgs {
 }
 
 /// See [`ExecArgs`]; returns only if the command could not be started.
-pub(crate) fn exec_child(args: &ExecArgs) -> ExitCode {
+fn exec_child(args: &ExecArgs) -> ExitCode {
     use std::os::unix::process::CommandExt;
     let (program, rest) = args.command.split_first().expect("clap requires a command");
     #[cfg(target_os = "linux")]
