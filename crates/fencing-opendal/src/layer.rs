@@ -55,7 +55,7 @@ impl FencingLayer {
     /// lease's [`LeaseWatch`](fencing_core::keepalive::LeaseWatch) (which
     /// answers [`LeaseLost`](fencing_core::Error::LeaseLost) once the lease
     /// is lost, and nothing more is written), or a fixed
-    /// [`FencingToken`].
+    /// [`FencingToken`](fencing_core::FencingToken).
     pub fn new(source: impl TokenSource) -> Self {
         Self {
             source: Arc::new(source),
