@@ -296,12 +296,10 @@ async fn a_replica_attached_after_connect_stops_the_next_grant() {
     drop(replica);
 }
 
-/// An evicting policy switched on at run time (`CONFIG SET
-/// maxmemory-policy allkeys-lru`, after the issuer connected and judged the
-/// server) may evict the fence counter: grants are refused within
-/// [`RECHECK_WINDOW`], without writing.
-#[tokio::test]
-async fn an_evicting_policy_set_after_connect_stops_grants_within_the_window() {
+/// A grant after `CONFIG SET name value` on a private append-only primary
+/// the issuer connected to and granted on: refused within
+/// [`RECHECK_WINDOW`], without writing ([`refused_within_the_window`]).
+async fn refused_after_config_set(name: &str, value: &str, what: &str) -> String {
     let server = private_redis(&[]).await;
     let url = url_of(&server);
     let issuer = connect_to(&url, Durability::Required)
@@ -309,11 +307,19 @@ async fn an_evicting_policy_set_after_connect_stops_grants_within_the_window() {
         .expect("an append-only primary with noeviction is safe");
     grant_once(&issuer, "before", TTL).await;
 
-    config_set(&url, "maxmemory-policy", "allkeys-lru").await;
-    let reason = refused_within_the_window(
-        &issuer,
-        &url,
-        Instant::now(),
+    config_set(&url, name, value).await;
+    refused_within_the_window(&issuer, &url, Instant::now(), what).await
+}
+
+/// An evicting policy switched on at run time (`CONFIG SET
+/// maxmemory-policy allkeys-lru`, after the issuer connected and judged the
+/// server) may evict the fence counter: grants are refused within
+/// [`RECHECK_WINDOW`], without writing.
+#[tokio::test]
+async fn an_evicting_policy_set_after_connect_stops_grants_within_the_window() {
+    let reason = refused_after_config_set(
+        "maxmemory-policy",
+        "allkeys-lru",
         "a grant after maxmemory-policy became allkeys-lru",
     )
     .await;
@@ -328,18 +334,9 @@ async fn an_evicting_policy_set_after_connect_stops_grants_within_the_window() {
 /// [`RECHECK_WINDOW`], without writing.
 #[tokio::test]
 async fn appendonly_switched_off_after_connect_stops_grants_within_the_window() {
-    let server = private_redis(&[]).await;
-    let url = url_of(&server);
-    let issuer = connect_to(&url, Durability::Required)
-        .await
-        .expect("an append-only primary is safe");
-    grant_once(&issuer, "before", TTL).await;
-
-    config_set(&url, "appendonly", "no").await;
-    let reason = refused_within_the_window(
-        &issuer,
-        &url,
-        Instant::now(),
+    let reason = refused_after_config_set(
+        "appendonly",
+        "no",
         "a grant after appendonly was switched off",
     )
     .await;
@@ -430,14 +427,7 @@ async fn only_this_process_s_own_verdict_within_the_window_is_trusted() {
         .query_async(&mut conn)
         .await
         .expect("DEL");
-    let _: () = redis::cmd("SET")
-        .arg(&key)
-        .arg(&id)
-        .arg("PX")
-        .arg(window)
-        .query_async(&mut conn)
-        .await
-        .expect("SET");
+    plant_verdict_of(&issuer, &url, &id).await;
     let lease = issuer
         .try_acquire(&LeaseRequest::new("trusted", TTL))
         .await
