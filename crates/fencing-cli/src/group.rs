@@ -346,7 +346,11 @@ impl Group {
                 let (_, rest) = s.rsplit_once(')')?;
                 rest.split_whitespace().next().map(str::to_owned)
             });
-            if matches!(state.as_deref(), Some("T" | "t" | "Z" | "X") | None)
+            // `T` only: a traced child (`strace -f`) shows `t` at each
+            // syscall, before it has stopped itself, and a continue sent
+            // then would be lost and leave it stopped for ever. Traced,
+            // its own stop shows `t` too: it gets the deadline's continue.
+            if matches!(state.as_deref(), Some("T" | "Z" | "X") | None)
                 || Instant::now() >= deadline
             {
                 break;

@@ -1,7 +1,7 @@
 //! The issuer trait: lock services that grant leases with fencing tokens.
 
 use std::fmt::Debug;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -145,15 +145,19 @@ pub const TRY_AT_LEAST: Duration = Duration::from_secs(5);
 /// then twice as long each time up to `cap`: the default
 /// [`TokenIssuer::acquire`], and an issuer's own with other bounds.
 ///
-/// One try gets what is left of `wait`, and at least [`TRY_AT_LEAST`]: a
-/// server that takes a request and never answers (a stalled connection,
-/// an SDK with no read timeout) cannot hold the caller past its wait by
-/// more than that.
+/// One try gets the request's TTL, at least [`TRY_AT_LEAST`], and no more
+/// than what is left of `wait` unless that is less than `TRY_AT_LEAST`. A
+/// try still unanswered then (a stalled connection, an SDK with no read
+/// timeout, a server that took the request and went quiet) is given up and
+/// the next one sent at once, on the wait that is left: a grant answered
+/// after its TTL would arrive expired, and one stalled request must not
+/// cost the caller the rest of a long wait.
 ///
 /// # Errors
-/// [`Error::Timeout`] after `wait`; [`Error::OutcomeUnknown`] if a try was
-/// not answered in time (its grant may have been applied: unrenewed, it
-/// ends after its TTL); otherwise what `try_acquire` returns.
+/// [`Error::Timeout`] after `wait`; [`Error::OutcomeUnknown`] instead if a
+/// try was given up unanswered (its grant may have been applied:
+/// unrenewed, it ends after its TTL); otherwise what `try_acquire`
+/// returns.
 pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
     issuer: &I,
     request: &LeaseRequest,
@@ -161,46 +165,80 @@ pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
     first: Duration,
     cap: Duration,
 ) -> Result<Lease> {
-    let started = Instant::now();
+    // Tokio's clock, so that a test with paused time can run the waits.
+    let started = tokio::time::Instant::now();
     let mut backoff = first;
+    let mut unanswered = None;
     loop {
-        let limit = wait.saturating_sub(started.elapsed()).max(TRY_AT_LEAST);
-        let Ok(tried) = tokio::time::timeout(limit, issuer.try_acquire(request)).await else {
-            return Err(Error::outcome_unknown(
-                issuer.name(),
-                format!("acquire {:?}", request.resource),
-                format!("no answer within {limit:?}"),
-            ));
+        let limit = wait
+            .saturating_sub(started.elapsed())
+            .min(request.ttl)
+            .max(TRY_AT_LEAST);
+        let answered = match tokio::time::timeout(limit, issuer.try_acquire(request)).await {
+            Ok(tried) => {
+                if let Some(lease) = tried? {
+                    return Ok(lease);
+                }
+                true
+            }
+            Err(_) => {
+                tracing::debug!(
+                    issuer = issuer.name(),
+                    ?limit,
+                    "a try went unanswered; trying again"
+                );
+                unanswered = Some(limit);
+                false
+            }
         };
-        if let Some(lease) = tried? {
-            return Ok(lease);
-        }
         let waited = started.elapsed();
         if waited >= wait {
-            return Err(Error::Timeout {
-                operation: format!("acquire {:?}", request.resource),
-                after: waited,
+            let operation = format!("acquire {:?}", request.resource);
+            return Err(match unanswered {
+                Some(limit) => Error::outcome_unknown(
+                    issuer.name(),
+                    operation,
+                    format!("a try got no answer within {limit:?}"),
+                ),
+                None => Error::Timeout {
+                    operation,
+                    after: waited,
+                },
             });
         }
-        tokio::time::sleep(backoff.min(wait - waited)).await;
-        backoff = (backoff * 2).min(cap);
+        // A try given up has waited long enough already.
+        if answered {
+            tokio::time::sleep(backoff.min(wait - waited)).await;
+            backoff = (backoff * 2).min(cap);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
     use super::*;
 
-    /// Takes every request and never answers.
-    #[derive(Debug)]
-    struct Stalled;
+    /// Takes every request and never answers, except the try numbered
+    /// `grants_on` (from 1), which grants at once.
+    #[derive(Debug, Default)]
+    struct Stalled {
+        grants_on: Option<u32>,
+        tries: AtomicU32,
+    }
 
     #[async_trait]
     impl TokenIssuer for Stalled {
         fn name(&self) -> &'static str {
             "stalled"
         }
-        async fn try_acquire(&self, _: &LeaseRequest) -> Result<Option<Lease>> {
+        async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+            let this = self.tries.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.grants_on == Some(this) {
+                let token = FencingToken::new(this.into());
+                return Ok(Some(Lease::new(request, token, std::time::Instant::now())));
+            }
             std::future::pending().await
         }
         async fn renew(&self, lease: &Lease) -> Result<Lease> {
@@ -223,7 +261,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         let outcome = tokio::time::timeout(
             Duration::from_secs(3600),
-            Stalled.acquire(&request, Duration::from_secs(30)),
+            Stalled::default().acquire(&request, Duration::from_secs(30)),
         )
         .await
         .expect("acquire(wait = 30 s) still waiting after an hour");
@@ -232,5 +270,27 @@ mod tests {
             "{outcome:?}"
         );
         assert_eq!(started.elapsed(), Duration::from_secs(30));
+    }
+
+    /// One stalled request costs a try, not the wait: after the TTL (at
+    /// least `TRY_AT_LEAST`) the next try goes out at once and is granted.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_try_is_given_up_after_the_ttl() {
+        for (ttl, given_up_after) in [
+            (Duration::from_secs(10), Duration::from_secs(10)),
+            (Duration::from_secs(1), TRY_AT_LEAST),
+        ] {
+            let issuer = Stalled {
+                grants_on: Some(2),
+                ..Stalled::default()
+            };
+            let started = tokio::time::Instant::now();
+            let lease = issuer
+                .acquire(&LeaseRequest::new("r", ttl), Duration::from_secs(60))
+                .await
+                .expect("the second try grants");
+            assert_eq!(lease.token().get(), 2);
+            assert_eq!(started.elapsed(), given_up_after, "ttl {ttl:?}");
+        }
     }
 }

@@ -96,7 +96,7 @@ const SHAPE: &str = "etcd://[USER:PASSWORD@]HOST:PORT[,HOST:PORT…]";
 /// assert!(!format!("{tls:?}").contains("s3cret"));
 /// # Ok::<(), fencing_core::Error>(())
 /// ```
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct EtcdConfig {
     /// As given: `host:port`, `http://host:port` or `https://host:port`.
     endpoints: Vec<String>,
@@ -107,6 +107,27 @@ pub struct EtcdConfig {
     tls: TlsOptions,
     /// Its `Debug` hides the password.
     credentials: Option<Credentials>,
+}
+
+/// The endpoints redacted (one given as `user:password@host` shows no
+/// password), the credentials hidden by their own `Debug`.
+impl std::fmt::Debug for EtcdConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let endpoints: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| fencing_core::redact(e))
+            .collect();
+        f.debug_struct("EtcdConfig")
+            .field("endpoints", &endpoints)
+            .field("prefix", &self.prefix)
+            .field("layout", &self.layout)
+            .field("timeout", &self.timeout)
+            .field("min_ttl", &self.min_ttl)
+            .field("tls", &self.tls)
+            .field("credentials", &self.credentials)
+            .finish()
+    }
 }
 
 impl EtcdConfig {
@@ -359,6 +380,15 @@ impl EtcdConfig {
                 "sslmode=disable with an https:// endpoint: drop one or the other",
             ));
         }
+        // etcd's client would dial such an endpoint and never log in with
+        // it; a password written there is one the user believes is in use.
+        if let Some(endpoint) = self.endpoints.iter().find(|e| login(e).is_some()) {
+            return Err(Error::invalid_input(format!(
+                "the endpoint {} holds a login: give it with EtcdConfig::with_credentials, \
+                 or in an etcd:// URL ({SHAPE})",
+                fencing_core::redact(endpoint)
+            )));
+        }
         Ok((mode, self.endpoints()))
     }
 
@@ -380,6 +410,20 @@ impl EtcdConfig {
 }
 
 /// `host:port` with the scheme: `https://` if `tls`, else `http://`.
+/// The `user[:password]` of an endpoint written as a URL with a login.
+fn login(endpoint: &str) -> Option<&str> {
+    let bare = endpoint
+        .split_once("://")
+        .map_or(endpoint, |(_, rest)| rest);
+    // The last `@` before the path: a password may hold an `@` or a `/`.
+    let authority_end = bare.rfind('@').map_or(bare.len(), |at| {
+        at + bare[at..].find(['/', '?']).unwrap_or(bare.len() - at)
+    });
+    bare[..authority_end]
+        .rsplit_once('@')
+        .map(|(login, _)| login)
+}
+
 fn with_scheme(endpoint: &str, tls: bool) -> String {
     let bare = endpoint
         .strip_prefix("https://")

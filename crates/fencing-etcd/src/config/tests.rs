@@ -215,3 +215,23 @@ fn the_environment_takes_etcdctls_variables() {
         "{e}"
     );
 }
+
+/// etcd's client would dial an endpoint holding a login and never use it:
+/// refused at connect, and the password shows neither there nor in `Debug`.
+#[test]
+fn a_login_in_an_endpoint_is_refused_and_never_shown() {
+    for endpoint in [
+        "http://root:s3cret@127.0.0.1:2379",
+        "root:s3cret@127.0.0.1:2379",
+        "https://root:s3/cr@t@etcd.internal:2379",
+    ] {
+        let config = EtcdConfig::new([endpoint]);
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("s3"), "{debug}");
+        assert!(debug.contains("root"), "{debug}");
+        let message = invalid_input_message(endpoint, config.transport().map(drop));
+        assert!(message.contains("holds a login"), "{message}");
+        assert!(!message.contains("s3"), "{message}");
+    }
+    assert!(EtcdConfig::new(["127.0.0.1:2379"]).transport().is_ok());
+}
