@@ -86,6 +86,9 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         if name == "memory" {
             continue; // in-process: no process of its own to kill
         }
+        if let Some(backend) = fencing_integration::backends::find(name) {
+            crate::measure::fresh_emulator(backend).await?;
+        }
         let Some((issuer, _)) = fencing_integration::issuer(name).await else {
             return Err(
                 format!("{name} was skipped (FENCING_SKIP): the failover rows need it").into(),

@@ -301,6 +301,36 @@ pub(crate) fn split_url(url: &str) -> BoxResult<(SocketAddr, impl Fn(SocketAddr)
     }))
 }
 
+/// Starts the in-memory emulator behind `backend` afresh, with the
+/// command in `FENCING_BENCH_RESTART` (`integration/bench.sh` sets it to
+/// `services.sh restart` for a full run), so that what the rows before left
+/// in it cannot stall the next ones: Azurite's garbage collection, every
+/// ten minutes, takes time quadratic in the writes since the last one, and
+/// after a full run's earlier rows it answered nothing for many minutes
+/// (the scale rows), or for the 35 s a failover waiter waits (its requests
+/// answered only when Azurite was stopped). Used by every section after
+/// the backends' own.
+pub(crate) async fn fresh_emulator(
+    backend: &fencing_integration::backends::Backend,
+) -> BoxResult<()> {
+    let Some(server) = backend.server.filter(|_| backend.bench.in_memory) else {
+        return Ok(());
+    };
+    let service = server.service;
+    let Ok(command) = std::env::var("FENCING_BENCH_RESTART") else {
+        return Ok(());
+    };
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} {service}"))
+        .status()
+        .await?;
+    if !status.success() {
+        return Err(format!("`{command} {service}` failed: {status}").into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -207,7 +207,7 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let mut curves = Vec::new();
     for backend in issuers() {
         let name = backend.name;
-        fresh_emulator(backend).await?;
+        crate::measure::fresh_emulator(backend).await?;
         let Some((issuer, _)) = fencing_integration::issuer(name).await else {
             return Err(
                 format!("{name} was skipped (FENCING_SKIP): the scale rows need it").into(),
@@ -271,31 +271,6 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         std::fs::write(path, chart(&curves))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("bench: wrote {}", path.display());
-    }
-    Ok(())
-}
-
-/// Starts the in-memory emulator behind `backend` afresh, with the
-/// command in `FENCING_BENCH_RESTART` (`integration/bench.sh` sets it to
-/// `services.sh restart` for a full run), so that what the rows before left
-/// in it cannot stall these: Azurite's garbage collection, every ten
-/// minutes, takes time quadratic in the writes since the last one, and
-/// after a full run's earlier rows it answered nothing for many minutes.
-async fn fresh_emulator(backend: &Backend) -> BoxResult<()> {
-    let Some(server) = backend.server.filter(|_| backend.bench.in_memory) else {
-        return Ok(());
-    };
-    let service = server.service;
-    let Ok(command) = std::env::var("FENCING_BENCH_RESTART") else {
-        return Ok(());
-    };
-    let status = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{command} {service}"))
-        .status()
-        .await?;
-    if !status.success() {
-        return Err(format!("`{command} {service}` failed: {status}").into());
     }
     Ok(())
 }

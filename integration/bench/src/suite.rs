@@ -404,6 +404,9 @@ async fn dynamodb(
 
 pub(crate) async fn handover(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     for name in fencing_integration::issuers() {
+        if let Some(backend) = fencing_integration::backends::find(name) {
+            crate::measure::fresh_emulator(backend).await?;
+        }
         let Some((issuer, _)) = fencing_integration::issuer(name).await else {
             continue;
         };
