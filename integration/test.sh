@@ -2,7 +2,8 @@
 # The one command that runs every test: start every server natively on
 # 127.0.0.1 (`services.sh up all`: the eight standard ones plus the on-demand
 # etcd cluster, ZooKeeper ensemble, append-only Redis, replicated Redis pair
-# and s3rver), point the tests at them, and run the workspace tests. Extra
+# and s3rver), point the tests at them, and run the workspace tests, then
+# (without arguments) the Python package's (integration/python.sh). Extra
 # arguments go to `cargo test`, e.g.
 #   integration/test.sh -p fencing-etcd -- --nocapture
 # The servers keep running afterwards; `integration/services.sh down` stops
@@ -15,3 +16,9 @@ integration/services.sh up all
 eval "$(integration/services.sh env)"
 
 cargo test --workspace --locked "$@"
+
+# The Python package on the same servers; a run narrowed by arguments is
+# about the Rust tests it names.
+if (($# == 0)); then
+  integration/python.sh
+fi

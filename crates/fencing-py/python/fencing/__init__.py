@@ -1,0 +1,73 @@
+"""Distributed locks made safe with fencing tokens.
+
+A lease alone cannot stop a paused process (GC, a frozen VM, a slow
+network) from writing after its lease ran out. Every lease here carries a
+fencing token, every write carries it, and the store refuses a token lower
+than the highest it has accepted::
+
+    import fencing
+
+    issuer = fencing.open_issuer("etcd://127.0.0.1:2379")
+    store = fencing.open_store("postgres://app:secret@db/app")
+    with issuer.lock("nightly-report", ttl=30, fence=[(store, "reports/nightly")]) as held:
+        store.put("reports/nightly", b"...", held.token)
+
+The same Rust crates as the ``fence`` tool and the Rust library, on the same
+URLs; calls release the GIL while they wait.
+"""
+
+from ._native import (
+    Held,
+    Holding,
+    Issuer,
+    Lease,
+    Lock,
+    Store,
+    Versioned,
+    open_issuer,
+    open_store,
+)
+from .errors import (
+    BackendError,
+    Busy,
+    Contention,
+    FencingError,
+    InvalidInput,
+    LeaseLost,
+    OutcomeUnknown,
+    StaleToken,
+    Timeout,
+    Tls,
+    TokenOutOfRange,
+    Unauthenticated,
+    Unfenced,
+    UnsafeConfiguration,
+    Unsupported,
+)
+
+__all__ = [
+    "open_issuer",
+    "open_store",
+    "Issuer",
+    "Lease",
+    "Holding",
+    "Lock",
+    "Held",
+    "Store",
+    "Versioned",
+    "FencingError",
+    "StaleToken",
+    "Unfenced",
+    "LeaseLost",
+    "Busy",
+    "Timeout",
+    "TokenOutOfRange",
+    "InvalidInput",
+    "UnsafeConfiguration",
+    "Tls",
+    "Unauthenticated",
+    "Unsupported",
+    "Contention",
+    "OutcomeUnknown",
+    "BackendError",
+]

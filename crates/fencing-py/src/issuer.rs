@@ -1,0 +1,232 @@
+//! `fencing.Issuer` and the leases it grants.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fencing_tokens::{FencedStore, LeaseRequest, TokenIssuer};
+use pyo3::prelude::*;
+
+use crate::lock::Lock;
+use crate::runtime::{Opened, seconds, wait_for};
+use crate::store::{Store, token_from};
+
+// The signatures below write the TTL default, 30 s, as a literal: Python
+// shows it in `help()` and the stubs check it (`mypy.stubtest`). It is the
+// Rust default:
+const _: () = assert!(fencing_tokens::lock::DEFAULT_TTL.as_secs() == 30);
+
+/// A lock service: grants leases with fencing tokens on resources.
+#[pyclass(frozen, module = "fencing")]
+pub(crate) struct Issuer {
+    pub(crate) inner: Arc<dyn TokenIssuer>,
+    /// The URL without its secrets, for `repr`.
+    shown: String,
+    pub(crate) opened: Opened,
+}
+
+impl Issuer {
+    pub(crate) fn open(py: Python<'_>, url: String) -> PyResult<Self> {
+        let shown = fencing_tokens::redact(&url);
+        let inner = wait_for(py, async move { fencing_tokens::open_issuer(&url).await })?;
+        Ok(Self {
+            inner,
+            shown,
+            opened: Opened::here(),
+        })
+    }
+
+    fn issuer(&self) -> PyResult<Arc<dyn TokenIssuer>> {
+        self.opened.check("issuer")?;
+        Ok(self.inner.clone())
+    }
+}
+
+fn request(resource: String, ttl: f64) -> PyResult<LeaseRequest> {
+    Ok(LeaseRequest::new(resource, seconds("ttl", ttl)?))
+}
+
+#[pymethods]
+impl Issuer {
+    /// The backend's name: "etcd", "redis", "postgres", …
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    /// The shortest TTL it grants, in seconds.
+    #[getter]
+    fn min_ttl(&self) -> f64 {
+        self.inner.min_ttl().as_secs_f64()
+    }
+
+    /// A lock on `resource` for a `with` block: acquired (waiting up to
+    /// `wait` seconds, as long as it takes if None), renewed in the
+    /// background every third of `ttl`, each `(store, key)` of `fence`
+    /// fenced with the new token before the block runs, released at its
+    /// end.
+    #[pyo3(signature = (resource, *, ttl = 30.0, wait = None, fence = Vec::new()))]
+    fn lock(
+        &self,
+        resource: String,
+        ttl: f64,
+        wait: Option<f64>,
+        fence: Vec<(PyRef<'_, Store>, String)>,
+    ) -> PyResult<Lock> {
+        let fences: Vec<(Arc<dyn FencedStore>, String)> = fence
+            .into_iter()
+            .map(|(store, key)| Ok((store.store()?, key)))
+            .collect::<PyResult<_>>()?;
+        Ok(Lock::new(
+            self.issuer()?,
+            self.opened,
+            resource,
+            seconds("ttl", ttl)?,
+            wait.map(|w| seconds("wait", w)).transpose()?,
+            fences,
+        ))
+    }
+
+    /// Acquires `resource`, waiting up to `wait` seconds for its holder to
+    /// release it or expire; `Timeout` after that. Nothing renews the
+    /// lease: call `renew` before `ttl` passes, or use `lock`.
+    #[pyo3(signature = (resource, *, ttl = 30.0, wait = 0.0))]
+    fn acquire(&self, py: Python<'_>, resource: String, ttl: f64, wait: f64) -> PyResult<Lease> {
+        let (issuer, request, wait) = (
+            self.issuer()?,
+            request(resource, ttl)?,
+            seconds("wait", wait)?,
+        );
+        wait_for(py, async move { issuer.acquire(&request, wait).await }).map(Lease::from)
+    }
+
+    /// Tries once: the lease, or None if another holder has `resource`.
+    #[pyo3(signature = (resource, *, ttl = 30.0))]
+    fn try_acquire(&self, py: Python<'_>, resource: String, ttl: f64) -> PyResult<Option<Lease>> {
+        let (issuer, request) = (self.issuer()?, request(resource, ttl)?);
+        let tried = wait_for(py, async move { issuer.try_acquire(&request).await })?;
+        Ok(tried.map(Lease::from))
+    }
+
+    /// Extends `lease` by its TTL, keeping its token; `LeaseLost` if it
+    /// expired or was taken.
+    fn renew(&self, py: Python<'_>, lease: &Lease) -> PyResult<Lease> {
+        let (issuer, lease) = (self.issuer()?, lease.inner.clone());
+        wait_for(py, async move { issuer.renew(&lease).await }).map(Lease::from)
+    }
+
+    /// Gives `lease` up so the next holder gets in at once.
+    fn release(&self, py: Python<'_>, lease: &Lease) -> PyResult<()> {
+        let (issuer, lease) = (self.issuer()?, lease.inner.clone());
+        wait_for(py, async move { issuer.release(&lease).await })
+    }
+
+    /// Who holds `resource` now, or None.
+    fn holder(&self, py: Python<'_>, resource: String) -> PyResult<Option<Holding>> {
+        let issuer = self.issuer()?;
+        let held = wait_for(py, async move { issuer.holder(&resource).await })?;
+        Ok(held.map(|h| Holding {
+            holder: h.holder.as_str().to_owned(),
+            token: h.token.get(),
+        }))
+    }
+
+    /// Makes every token granted on `resource` from now on higher than
+    /// `floor` (a migration from another issuer); `Busy` while it is held.
+    fn raise_floor(
+        &self,
+        py: Python<'_>,
+        resource: String,
+        floor: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (issuer, floor) = (self.issuer()?, token_from(floor)?);
+        wait_for(
+            py,
+            async move { issuer.raise_floor(&resource, floor).await },
+        )
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Issuer({:?})", self.shown)
+    }
+}
+
+/// A lease: the resource, its fencing token, its holder and its TTL.
+#[pyclass(frozen, module = "fencing")]
+pub(crate) struct Lease {
+    pub(crate) inner: fencing_tokens::Lease,
+}
+
+impl From<fencing_tokens::Lease> for Lease {
+    fn from(inner: fencing_tokens::Lease) -> Self {
+        Self { inner }
+    }
+}
+
+#[pymethods]
+impl Lease {
+    /// The fencing token: present it with every write.
+    #[getter]
+    fn token(&self) -> u64 {
+        self.inner.token().get()
+    }
+
+    /// The leased resource.
+    #[getter]
+    fn resource(&self) -> &str {
+        self.inner.resource()
+    }
+
+    /// The holder's id.
+    #[getter]
+    fn holder(&self) -> &str {
+        self.inner.holder().as_str()
+    }
+
+    /// The TTL, in seconds.
+    #[getter]
+    fn ttl(&self) -> f64 {
+        self.inner.ttl().as_secs_f64()
+    }
+
+    /// Seconds left before the lease's local deadline (counted from when
+    /// its request was sent), 0 once passed.
+    #[getter]
+    fn remaining(&self) -> f64 {
+        self.inner
+            .deadline()
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64()
+    }
+
+    /// Whether the local deadline has passed: stop writing with it.
+    #[getter]
+    fn expired(&self) -> bool {
+        self.inner.is_expired()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Lease(resource={:?}, token={}, ttl={:?})",
+            self.inner.resource(),
+            self.inner.token(),
+            self.inner.ttl()
+        )
+    }
+}
+
+/// Who holds a resource, and the token of their lease.
+#[pyclass(frozen, get_all, module = "fencing")]
+pub(crate) struct Holding {
+    /// The holder's id (`foreign:…` for another lock client on the same
+    /// lock: etcdctl, Curator, redis-py).
+    holder: String,
+    /// Its lease's token (0 where the issuer cannot read one).
+    token: u64,
+}
+
+#[pymethods]
+impl Holding {
+    fn __repr__(&self) -> String {
+        format!("Holding(holder={:?}, token={})", self.holder, self.token)
+    }
+}

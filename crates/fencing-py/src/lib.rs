@@ -1,0 +1,45 @@
+//! `fencing._native`: the Rust half of the `fencing` Python package.
+//!
+//! Every call blocks its Python thread, never the others: the work runs on
+//! a Tokio runtime the module owns (`runtime`), the GIL is released while
+//! it does, and Ctrl-C (or any signal handler that raises) still
+//! interrupts a long wait. The exceptions are the Python classes of
+//! `fencing.errors`, built from [`fencing_tokens::Error`] in one place
+//! (`errors`).
+
+mod errors;
+mod issuer;
+mod lock;
+mod runtime;
+mod store;
+
+use pyo3::prelude::*;
+
+/// Opens the lock service `url` names (the URL grammar of `fence`: etcd://,
+/// zk://, redis://, postgres://, mysql://, sqlite://, s3://, gs://, az://,
+/// dynamodb://), connecting and checking it as the Rust `open_issuer` does.
+#[pyfunction]
+fn open_issuer(py: Python<'_>, url: String) -> PyResult<issuer::Issuer> {
+    issuer::Issuer::open(py, url)
+}
+
+/// Opens the fenced store `url` names (postgres://, mysql://, sqlite://,
+/// s3://, gs://, az://, dynamodb://).
+#[pyfunction]
+fn open_store(py: Python<'_>, url: String) -> PyResult<store::Store> {
+    store::Store::open(py, url)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(open_issuer, m)?)?;
+    m.add_function(wrap_pyfunction!(open_store, m)?)?;
+    m.add_class::<issuer::Issuer>()?;
+    m.add_class::<issuer::Lease>()?;
+    m.add_class::<issuer::Holding>()?;
+    m.add_class::<lock::Lock>()?;
+    m.add_class::<lock::Held>()?;
+    m.add_class::<store::Store>()?;
+    m.add_class::<store::Versioned>()?;
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! `fencing.Store`: writes that carry a fencing token.
+
+use std::sync::Arc;
+
+use fencing_tokens::{Bytes, Error, FencedStore, FencingToken};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors;
+use crate::runtime::{Opened, wait_for};
+
+/// A fenced store: every write carries a token, and one lower than the
+/// highest the key has accepted is refused (`StaleToken`) with nothing
+/// written.
+#[pyclass(frozen, module = "fencing")]
+pub(crate) struct Store {
+    inner: Arc<dyn FencedStore>,
+    /// The URL without its secrets, for `repr`.
+    shown: String,
+    opened: Opened,
+}
+
+impl Store {
+    pub(crate) fn open(py: Python<'_>, url: String) -> PyResult<Self> {
+        let shown = fencing_tokens::redact(&url);
+        let inner = wait_for(py, async move { fencing_tokens::open_store(&url).await })?;
+        Ok(Self {
+            inner,
+            shown,
+            opened: Opened::here(),
+        })
+    }
+
+    pub(crate) fn store(&self) -> PyResult<Arc<dyn FencedStore>> {
+        self.opened.check("store")?;
+        Ok(self.inner.clone())
+    }
+}
+
+/// A token from Python: an `int` from 0 to 2**64 - 1, or a `Lease` (its
+/// token). Anything else is `InvalidInput`, not an `OverflowError`.
+pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
+    if let Ok(lease) = value.cast::<crate::issuer::Lease>() {
+        return Ok(lease.get().inner.token());
+    }
+    let Ok(number) = value.extract::<i128>() else {
+        return Err(errors::to_py(&Error::invalid_input(format!(
+            "a fencing token is an int (or a Lease): got {}",
+            value
+                .get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        ))));
+    };
+    u64::try_from(number).map(FencingToken::new).map_err(|_| {
+        errors::to_py(&Error::invalid_input(format!(
+            "a fencing token is from 0 to 2**64 - 1: got {number}"
+        )))
+    })
+}
+
+#[pymethods]
+impl Store {
+    /// The backend's name: "postgres", "s3", …
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    /// Writes `value` to `key` with `token`: `StaleToken` (nothing
+    /// written) if the key has accepted a higher one.
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: String,
+        value: &[u8],
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (store, token) = (self.store()?, token_from(token)?);
+        let value = Bytes::copy_from_slice(value);
+        wait_for(py, async move { store.put(&key, value, token).await })
+    }
+
+    /// The value of `key` and its mark, or None.
+    fn get(&self, py: Python<'_>, key: String) -> PyResult<Option<Versioned>> {
+        let store = self.store()?;
+        let read = wait_for(py, async move { store.get(&key).await })?;
+        Ok(read.map(|v| Versioned {
+            value: PyBytes::new(py, &v.value).unbind(),
+            token: v.token.get(),
+        }))
+    }
+
+    /// Raises `key`'s mark to `token` without writing a value, so that
+    /// every lower token is refused from now on; returns the mark.
+    /// `StaleToken` if it is above `token` already.
+    fn fence(&self, py: Python<'_>, key: String, token: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let (store, token) = (self.store()?, token_from(token)?);
+        wait_for(py, async move { store.fence(&key, token).await }).map(FencingToken::get)
+    }
+
+    /// `key`'s mark: the highest token it has accepted, or None.
+    fn mark(&self, py: Python<'_>, key: String) -> PyResult<Option<u64>> {
+        let store = self.store()?;
+        let mark = wait_for(py, async move { store.mark(&key).await })?;
+        Ok(mark.map(FencingToken::get))
+    }
+
+    /// Deletes `key`'s value with `token`, keeping its mark:
+    /// `StaleToken` if the key has accepted a higher token.
+    fn delete(&self, py: Python<'_>, key: String, token: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (store, token) = (self.store()?, token_from(token)?);
+        wait_for(py, async move { store.delete(&key, token).await })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Store({:?})", self.shown)
+    }
+}
+
+/// A value and its key's mark.
+#[pyclass(frozen, get_all, module = "fencing")]
+pub(crate) struct Versioned {
+    /// The stored bytes.
+    value: Py<PyBytes>,
+    /// The key's mark: the highest token it has accepted.
+    token: u64,
+}
+
+#[pymethods]
+impl Versioned {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Versioned(value=<{} bytes>, token={})",
+            self.value.bind(py).as_bytes().len(),
+            self.token
+        )
+    }
+}

@@ -1,0 +1,75 @@
+"""The contract from Python, on every issuer and store: tokens only go up,
+a lower token is refused with nothing written, a lock fences its keys."""
+
+from __future__ import annotations
+
+import pytest
+
+import fencing
+from conftest import unique
+
+
+def test_each_grant_has_a_higher_token_and_a_held_resource_is_not_granted(issuer: fencing.Issuer) -> None:
+    resource = unique("res")
+    first = issuer.acquire(resource, ttl=10)
+    assert first.resource == resource and first.token > 0 and not first.expired
+    assert issuer.try_acquire(resource, ttl=10) is None
+    held = issuer.holder(resource)
+    assert held is not None and held.token == first.token and held.holder == first.holder
+    renewed = issuer.renew(first)
+    assert renewed.token == first.token
+    issuer.release(renewed)
+    second = issuer.acquire(resource, ttl=10, wait=5)
+    assert second.token > first.token
+    issuer.release(second)
+    with pytest.raises(fencing.LeaseLost) as lost:
+        issuer.renew(second)
+    assert lost.value.resource == resource and lost.value.token == second.token
+
+
+def test_a_lower_token_is_refused_and_nothing_is_written(store: fencing.Store) -> None:
+    key = unique("key")
+    assert store.get(key) is None and store.mark(key) is None
+    store.put(key, b"from 34", 34)
+    with pytest.raises(fencing.StaleToken) as stale:
+        store.put(key, b"from 33", 33)
+    assert (stale.value.key, stale.value.presented, stale.value.current) == (key, 33, 34)
+    assert not stale.value.retryable
+    read = store.get(key)
+    assert read is not None and (read.value, read.token) == (b"from 34", 34)
+    assert store.fence(key, 40) == 40
+    with pytest.raises(fencing.StaleToken):
+        store.delete(key, 39)
+    store.delete(key, 40)
+    assert store.get(key) is None and store.mark(key) == 40
+    with pytest.raises(fencing.StaleToken):
+        store.put(key, b"late", 35)
+
+
+def test_a_lock_fences_its_keys_before_the_block_and_releases_after(issuer: fencing.Issuer) -> None:
+    store = fencing.open_store("sqlite::memory:")
+    resource, key = unique("res"), unique("key")
+    with issuer.lock(resource, ttl=10, wait=10, fence=[(store, key)]) as held:
+        assert store.mark(key) == held.token
+        assert not held.lost
+        held.check()
+        store.put(key, b"work", held.token)
+        assert issuer.try_acquire(resource, ttl=10) is None
+    with pytest.raises(fencing.FencingError, match="ended"):
+        held.token
+    after = issuer.acquire(resource, ttl=10, wait=5)
+    assert after.token > held_token(store, key)
+    issuer.release(after)
+
+
+def held_token(store: fencing.Store, key: str) -> int:
+    read = store.get(key)
+    assert read is not None
+    return read.token
+
+
+def test_a_lease_is_a_token_too(store: fencing.Store, etcd: fencing.Issuer) -> None:
+    key, lease = unique("key"), etcd.acquire(unique("res"), ttl=10)
+    store.put(key, b"x", lease)
+    assert store.mark(key) == lease.token
+    etcd.release(lease)

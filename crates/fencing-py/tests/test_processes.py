@@ -1,0 +1,168 @@
+"""What happens to a Python process holding a lease: paused past its TTL
+(Figure 9-6 of Designing Data-Intensive Applications), interrupted,
+forked, exiting, and other threads running while it waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import fencing
+from conftest import ISSUERS, STORES, unique
+
+
+def python(code: str) -> subprocess.Popen[str]:
+    """`code` in a Python process of its own, lines on stdout."""
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_paused_holder_s_late_write_is_refused() -> None:
+    """Client 1 takes the lease, is stopped (SIGSTOP) past its TTL; client 2
+    takes the lease and writes; client 1, continued, writes with its old
+    token and the store refuses it with nothing written."""
+    issuer_url, store_url = ISSUERS["etcd"](""), STORES["postgres"]("")
+    resource, key = unique("res"), unique("key")
+    client1 = python(
+        f"""
+        import json, sys, fencing
+        issuer, store = fencing.open_issuer({issuer_url!r}), fencing.open_store({store_url!r})
+        lease = issuer.acquire({resource!r}, ttl=2)
+        print(json.dumps({{"token": lease.token}}), flush=True)
+        sys.stdin.readline()  # stopped here, then continued
+        try:
+            store.put({key!r}, b"from client 1", lease.token)
+            print(json.dumps({{"written": True}}), flush=True)
+        except fencing.StaleToken as e:
+            print(json.dumps({{"presented": e.presented, "current": e.current}}), flush=True)
+        """
+    )
+    assert client1.stdout is not None and client1.stdin is not None
+    token1 = json.loads(client1.stdout.readline())["token"]
+    os.kill(client1.pid, signal.SIGSTOP)
+    try:
+        issuer, store = fencing.open_issuer(issuer_url), fencing.open_store(store_url)
+        lease2 = issuer.acquire(resource, ttl=10, wait=15)
+        assert lease2.token > token1
+        store.put(key, b"from client 2", lease2.token)
+    finally:
+        os.kill(client1.pid, signal.SIGCONT)
+    client1.stdin.write("go\n")
+    client1.stdin.flush()
+    answer = json.loads(client1.stdout.readline())
+    assert answer == {"presented": token1, "current": lease2.token}, client1.stderr
+    read = store.get(key)
+    assert read is not None and read.value == b"from client 2"
+    assert client1.wait(timeout=30) == 0
+    issuer.release(lease2)
+
+
+def test_the_interpreter_exits_cleanly_with_leases_held() -> None:
+    """A lock left entered, a lease never released, a store open: exit 0,
+    at once, with nothing on stderr (no abort from a runtime thread)."""
+    child = python(
+        f"""
+        import fencing
+        issuer = fencing.open_issuer({ISSUERS["etcd"]("")!r})
+        held = issuer.lock({unique("res")!r}, ttl=10).__enter__()
+        lease = issuer.acquire({unique("res")!r}, ttl=10)
+        store = fencing.open_store({STORES["postgres"]("")!r})
+        print(held.token, lease.token, flush=True)
+        """
+    )
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 0 and len(out.split()) == 2, (out, err)
+    assert err == "", err
+
+
+def test_ctrl_c_interrupts_a_long_wait() -> None:
+    url, resource = ISSUERS["etcd"](""), unique("res")
+    etcd = fencing.open_issuer(url)
+    lease = etcd.acquire(resource, ttl=30)
+    child = python(
+        f"""
+        import fencing
+        issuer = fencing.open_issuer({url!r})
+        print("waiting", flush=True)
+        try:
+            issuer.acquire({resource!r}, ttl=10, wait=60)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        """
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    started = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=10)
+    assert time.monotonic() - started < 5
+    etcd.release(lease)
+    assert "interrupted" in out or "KeyboardInterrupt" in err, (out, err)
+
+
+def test_other_threads_run_while_a_call_waits(etcd: fencing.Issuer) -> None:
+    resource = unique("res")
+    lease = etcd.acquire(resource, ttl=30)
+    ticks = 0
+    done = threading.Event()
+
+    def count() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        with pytest.raises(fencing.Timeout):
+            etcd.acquire(resource, ttl=10, wait=1.0)
+    finally:
+        done.set()
+        counter.join()
+    etcd.release(lease)
+    # At a tick a millisecond, most of the second: not a GIL held throughout.
+    assert ticks > 200, ticks
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_must_open_its_own_issuer(etcd: fencing.Issuer) -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        report: dict[str, object] = {}
+        try:
+            etcd.try_acquire(unique("res"), ttl=10)
+            report["inherited"] = "worked"
+        except fencing.FencingError as e:
+            report["inherited"] = str(e)
+        try:
+            mine = fencing.open_issuer(ISSUERS["etcd"](""))
+            lease = mine.acquire(unique("res"), ttl=10)
+            mine.release(lease)
+            report["own"] = lease.token
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            report["own"] = repr(e)
+        os.write(write, json.dumps(report).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        report = json.loads(pipe.read())
+    os.waitpid(pid, 0)
+    assert "os.fork()" in str(report["inherited"]), report
+    assert isinstance(report["own"], int) and report["own"] > 0, report

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The Python package's tests: build the `fencing` wheel with maturin from
+# crates/fencing-py, install it into a fresh venv (the wheel, not an
+# in-place import), then run its pytest suite against the servers of
+# services.sh and mypy --strict on the stubs. Called by integration/test.sh;
+# extra arguments go to pytest, e.g.
+#   integration/python.sh -k paused -x
+#
+# The wheel is built in the dev profile into the workspace's target dir:
+# its Rust is the same code the Rust tests ran, and a release build would
+# add a second optimised compile of every SDK to CI.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+STATE=${FENCING_STATE_DIR:-$ROOT/integration/.state}
+TOOLS=$STATE/tools/python-build
+MATURIN_VERSION=1.16.0
+
+if [[ ! -x $TOOLS/bin/maturin ]] || [[ $("$TOOLS/bin/maturin" --version) != "maturin $MATURIN_VERSION" ]]; then
+  echo "python.sh: installing maturin $MATURIN_VERSION into $TOOLS" >&2
+  rm -rf "$TOOLS"
+  python3 -m venv "$TOOLS"
+  "$TOOLS/bin/pip" install -q "maturin==$MATURIN_VERSION"
+fi
+
+integration/services.sh up all
+eval "$(integration/services.sh env)"
+
+target=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+wheels=$target/wheels
+rm -rf "$wheels"
+"$TOOLS/bin/maturin" build --profile dev --locked --manifest-path crates/fencing-py/Cargo.toml \
+  --interpreter python3 --out "$wheels" >&2
+wheel=$(ls "$wheels"/fencing-*.whl)
+echo "python.sh: built $(basename "$wheel") ($(du -h "$wheel" | cut -f1))" >&2
+
+venv=$target/python-venv
+rm -rf "$venv"
+python3 -m venv "$venv"
+# The test extra pins pytest and mypy (crates/fencing-py/pyproject.toml).
+"$venv/bin/pip" install -q "fencing[test] @ file://$wheel"
+
+cd crates/fencing-py
+"$venv/bin/python" -m mypy --strict python/fencing tests/typed_usage.py
+# The stubs against the installed module: every name, parameter and default.
+(cd "$venv" && bin/python -m mypy.stubtest fencing._native)
+# Run from the tests directory so that `import fencing` is the installed
+# wheel, never python/fencing of this checkout.
+cd tests
+"$venv/bin/python" -m pytest -q -p no:cacheprovider "$@"
