@@ -25,7 +25,9 @@ if [[ ! -x $TOOLS/bin/maturin ]] || [[ $("$TOOLS/bin/maturin" --version) != "mat
 fi
 
 integration/services.sh up all
-eval "$(integration/services.sh env)"
+# Apart, so that a failing `env` stops the script (an `eval "$(…)"` would not).
+endpoints=$(integration/services.sh env)
+eval "$endpoints"
 
 target=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 wheels=$target/wheels

@@ -7,7 +7,7 @@ use fencing_tokens::{FencedStore, LeaseRequest, TokenIssuer};
 use pyo3::prelude::*;
 
 use crate::lock::Lock;
-use crate::runtime::{Opened, seconds, wait_for};
+use crate::runtime::{InProcess, seconds, wait_for};
 use crate::store::{Store, token_from};
 
 // The signatures below write the TTL default, 30 s, as a literal: Python
@@ -18,10 +18,9 @@ const _: () = assert!(fencing_tokens::lock::DEFAULT_TTL.as_secs() == 30);
 /// A lock service: grants leases with fencing tokens on resources.
 #[pyclass(frozen, module = "fencing")]
 pub(crate) struct Issuer {
-    pub(crate) inner: Arc<dyn TokenIssuer>,
+    inner: InProcess<Arc<dyn TokenIssuer>>,
     /// The URL without its secrets, for `repr`.
     shown: String,
-    pub(crate) opened: Opened,
 }
 
 impl Issuer {
@@ -29,15 +28,13 @@ impl Issuer {
         let shown = fencing_tokens::redact(&url);
         let inner = wait_for(py, async move { fencing_tokens::open_issuer(&url).await })?;
         Ok(Self {
-            inner,
+            inner: InProcess::new(inner),
             shown,
-            opened: Opened::here(),
         })
     }
 
     fn issuer(&self) -> PyResult<Arc<dyn TokenIssuer>> {
-        self.opened.check("issuer")?;
-        Ok(self.inner.clone())
+        self.inner.get("issuer").cloned()
     }
 }
 
@@ -49,14 +46,14 @@ fn request(resource: String, ttl: f64) -> PyResult<LeaseRequest> {
 impl Issuer {
     /// The backend's name: "etcd", "redis", "postgres", …
     #[getter]
-    fn name(&self) -> &'static str {
-        self.inner.name()
+    fn name(&self) -> PyResult<&'static str> {
+        Ok(self.issuer()?.name())
     }
 
     /// The shortest TTL it grants, in seconds.
     #[getter]
-    fn min_ttl(&self) -> f64 {
-        self.inner.min_ttl().as_secs_f64()
+    fn min_ttl(&self) -> PyResult<f64> {
+        Ok(self.issuer()?.min_ttl().as_secs_f64())
     }
 
     /// A lock on `resource` for a `with` block: acquired (waiting up to
@@ -70,15 +67,14 @@ impl Issuer {
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        fence: Vec<(PyRef<'_, Store>, String)>,
+        fence: Vec<(Bound<'_, Store>, String)>,
     ) -> PyResult<Lock> {
         let fences: Vec<(Arc<dyn FencedStore>, String)> = fence
             .into_iter()
-            .map(|(store, key)| Ok((store.store()?, key)))
+            .map(|(store, key)| Ok((store.get().store()?, key)))
             .collect::<PyResult<_>>()?;
         Ok(Lock::new(
             self.issuer()?,
-            self.opened,
             resource,
             seconds("ttl", ttl)?,
             wait.map(|w| seconds("wait", w)).transpose()?,

@@ -1,7 +1,7 @@
 //! `with issuer.lock(...) as held:`: the Rust `Lock` and `LeaseGuard`
 //! behind a context manager.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fencing_tokens::{Error, FencedStore, LeaseGuard, Lock as RustLock, TokenIssuer};
@@ -9,46 +9,65 @@ use pyo3::prelude::*;
 
 use crate::errors;
 use crate::issuer::Lease;
-use crate::runtime::{Opened, wait_for};
+use crate::runtime::{InProcess, wait_for};
 
-/// The guard while the block runs; None before and after.
+/// One `with` block's guard: its `Held` reads it, its `__exit__` takes it
+/// (None from then on).
 type Slot = Arc<Mutex<Option<LeaseGuard>>>;
 
-/// A lock to take with `with`: what `Issuer.lock` returns.
-#[pyclass(module = "fencing")]
-pub(crate) struct Lock {
+/// Where a `Lock` is: one `with` at a time, so that a block's exit can
+/// only ever release its own lease.
+enum State {
+    Idle,
+    /// `__enter__` is waiting for the lease.
+    Entering,
+    Held(Slot),
+}
+
+struct Inner {
     issuer: Arc<dyn TokenIssuer>,
-    opened: Opened,
     resource: String,
     ttl: Duration,
     wait: Option<Duration>,
     fences: Vec<(Arc<dyn FencedStore>, String)>,
-    held: Slot,
+    state: Mutex<State>,
+}
+
+/// A lock to take with `with`: what `Issuer.lock` returns.
+#[pyclass(frozen, module = "fencing")]
+pub(crate) struct Lock {
+    inner: InProcess<Inner>,
 }
 
 impl Lock {
     pub(crate) fn new(
         issuer: Arc<dyn TokenIssuer>,
-        opened: Opened,
         resource: String,
         ttl: Duration,
         wait: Option<Duration>,
         fences: Vec<(Arc<dyn FencedStore>, String)>,
     ) -> Self {
         Self {
-            issuer,
-            opened,
-            resource,
-            ttl,
-            wait,
-            fences,
-            held: Slot::default(),
+            inner: InProcess::new(Inner {
+                issuer,
+                resource,
+                ttl,
+                wait,
+                fences,
+                state: Mutex::new(State::Idle),
+            }),
         }
     }
 }
 
-fn slot(held: &Slot) -> std::sync::MutexGuard<'_, Option<LeaseGuard>> {
-    held.lock().unwrap_or_else(PoisonError::into_inner)
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Lost as the keep-alive saw it, or past its deadline by the clock: after
+/// a pause the Python thread may look before the keep-alive's timer fires.
+fn lost(guard: &LeaseGuard) -> bool {
+    guard.is_lost() || guard.lease().is_expired()
 }
 
 #[pymethods]
@@ -56,21 +75,21 @@ impl Lock {
     /// Acquires, starts the renewals and fences every key; the `Held`
     /// lease.
     fn __enter__(&self, py: Python<'_>) -> PyResult<Held> {
-        self.opened.check("lock")?;
-        if slot(&self.held).is_some() {
-            return Err(errors::to_py(&Error::invalid_input(format!(
-                "the lock on {:?} is held already: one `with` at a time",
-                self.resource
-            ))));
+        let inner = self.inner.get("lock")?;
+        {
+            let mut state = locked(&inner.state);
+            if !matches!(*state, State::Idle) {
+                return Err(errors::to_py(&Error::invalid_input(format!(
+                    "the lock on {:?} is held or being taken already: one `with` at a time \
+                     (a thread of its own takes a lock of its own: `issuer.lock(...)` again)",
+                    inner.resource
+                ))));
+            }
+            *state = State::Entering;
         }
-        let (issuer, resource, ttl, wait) = (
-            self.issuer.clone(),
-            self.resource.clone(),
-            self.ttl,
-            self.wait,
-        );
-        let fences = self.fences.clone();
-        let guard = wait_for(py, async move {
+        let (issuer, resource) = (inner.issuer.clone(), inner.resource.clone());
+        let (ttl, wait, fences) = (inner.ttl, inner.wait, inner.fences.clone());
+        let acquired = wait_for(py, async move {
             let mut lock = RustLock::new(issuer, resource).ttl(ttl);
             if let Some(wait) = wait {
                 lock = lock.wait(wait);
@@ -79,11 +98,21 @@ impl Lock {
                 lock = lock.fence(&**store, [key.clone()]);
             }
             lock.await
-        })?;
-        *slot(&self.held) = Some(guard);
-        Ok(Held {
-            held: self.held.clone(),
-        })
+        });
+        let mut state = locked(&inner.state);
+        match acquired {
+            Ok(guard) => {
+                let slot = Slot::new(Mutex::new(Some(guard)));
+                *state = State::Held(slot.clone());
+                Ok(Held {
+                    slot: InProcess::new(slot),
+                })
+            }
+            Err(e) => {
+                *state = State::Idle;
+                Err(e)
+            }
+        }
     }
 
     /// Releases. If the block raised, its exception goes on (a failed
@@ -97,10 +126,25 @@ impl Lock {
         _exc: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let Some(guard) = slot(&self.held).take() else {
+        // A forked child leaving the block: the lease is the parent's.
+        if !self.inner.here() {
+            return Ok(false);
+        }
+        let inner = self.inner.get("lock")?;
+        let slot = {
+            let mut state = locked(&inner.state);
+            match std::mem::replace(&mut *state, State::Idle) {
+                State::Held(slot) => slot,
+                other => {
+                    *state = other;
+                    return Ok(false);
+                }
+            }
+        };
+        let Some(guard) = locked(&slot).take() else {
             return Ok(false);
         };
-        let (lease, lost) = (guard.lease(), guard.is_lost());
+        let (lease, was_lost) = (guard.lease(), lost(&guard));
         let released = wait_for(py, async move { guard.release().await });
         if exc_type.is_some() {
             if let Err(failed) = released {
@@ -111,18 +155,29 @@ impl Lock {
                 let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
                 let message =
                     std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
-                PyErr::warn(py, category.as_any(), &message, 1)?;
+                // A warnings filter that raises must not replace the
+                // block's own exception.
+                if let Err(raised) = PyErr::warn(py, category.as_any(), &message, 1) {
+                    raised.write_unraisable(py, None);
+                }
             }
             return Ok(false);
         }
-        if lost {
+        if was_lost {
             return Err(errors::to_py(&Error::lease_lost(&lease)));
         }
         released.map(|()| false)
     }
 
     fn __repr__(&self) -> String {
-        format!("Lock({:?}, issuer={:?})", self.resource, self.issuer.name())
+        match self.inner.get("lock") {
+            Ok(inner) => format!(
+                "Lock({:?}, issuer={:?})",
+                inner.resource,
+                inner.issuer.name()
+            ),
+            Err(_) => "Lock(of another process)".to_owned(),
+        }
     }
 }
 
@@ -130,12 +185,12 @@ impl Lock {
 /// background until the block ends.
 #[pyclass(frozen, module = "fencing")]
 pub(crate) struct Held {
-    held: Slot,
+    slot: InProcess<Slot>,
 }
 
 impl Held {
     fn with<T>(&self, then: impl FnOnce(&LeaseGuard) -> T) -> PyResult<T> {
-        match slot(&self.held).as_ref() {
+        match locked(self.slot.get("lease")?).as_ref() {
             Some(guard) => Ok(then(guard)),
             None => Err(errors::internal(
                 "the lock's block has ended: the lease is released".to_owned(),
@@ -163,28 +218,27 @@ impl Held {
     /// issuer). Stop the work.
     #[getter]
     fn lost(&self) -> PyResult<bool> {
-        self.with(LeaseGuard::is_lost)
+        self.with(lost)
     }
 
     /// Raises `LeaseLost` if the lease was lost: call it between steps of
     /// long work.
     fn check(&self) -> PyResult<()> {
-        let lease = self.with(LeaseGuard::lease)?;
-        if self.with(LeaseGuard::is_lost)? {
+        let (lease, was_lost) = self.with(|g| (g.lease(), lost(g)))?;
+        if was_lost {
             return Err(errors::to_py(&Error::lease_lost(&lease)));
         }
         Ok(())
     }
 
     fn __repr__(&self) -> String {
-        match slot(&self.held).as_ref() {
-            Some(g) => format!(
-                "Held(resource={:?}, token={}, lost={})",
-                g.lease().resource(),
-                g.token(),
-                g.is_lost()
+        match self.with(|g| (g.lease(), lost(g))) {
+            Ok((lease, was_lost)) => format!(
+                "Held(resource={:?}, token={}, lost={was_lost})",
+                lease.resource(),
+                lease.token(),
             ),
-            None => "Held(released)".to_owned(),
+            Err(_) => "Held(released)".to_owned(),
         }
     }
 }

@@ -42,28 +42,51 @@ fn runtime() -> PyResult<Arc<tokio::runtime::Runtime>> {
     Ok(runtime)
 }
 
-/// The process an issuer, store or lock was opened in: its connections
-/// live on that process's runtime, so a forked child must open its own.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Opened(u32);
+/// What belongs to the process that made it: an issuer's or a store's
+/// connections, a lease's keep-alive, all on that process's runtime. After
+/// `os.fork()` the child may not use it (an error says to open its own),
+/// and dropping it there leaks it rather than run drops that would reach
+/// into the parent's runtime and sockets.
+pub(crate) struct InProcess<T> {
+    value: Option<T>,
+    pid: u32,
+}
 
-impl Opened {
-    pub(crate) fn here() -> Self {
-        Self(std::process::id())
+impl<T> InProcess<T> {
+    pub(crate) fn new(value: T) -> Self {
+        Self {
+            value: Some(value),
+            pid: std::process::id(),
+        }
     }
 
-    /// An error if this is not the process it was opened in.
-    pub(crate) fn check(self, what: &str) -> PyResult<()> {
-        let pid = std::process::id();
-        if self.0 == pid {
-            return Ok(());
+    /// Whether this is the process that made it.
+    pub(crate) fn here(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// The value; an error naming `what` in another process.
+    pub(crate) fn get(&self, what: &str) -> PyResult<&T> {
+        match &self.value {
+            Some(value) if self.here() => Ok(value),
+            _ => Err(errors::internal(format!(
+                "this {what} was opened in process {} and this is process {} (os.fork(), a \
+                 multiprocessing or Celery prefork worker): its connections belong to that \
+                 process; open the {what} again in this one",
+                self.pid,
+                std::process::id()
+            ))),
         }
-        Err(errors::internal(format!(
-            "this {what} was opened in process {} and this is process {pid} (os.fork(), a \
-             multiprocessing or Celery prefork worker): its connections belong to that process; \
-             open the {what} again in this one",
-            self.0
-        )))
+    }
+}
+
+impl<T> Drop for InProcess<T> {
+    fn drop(&mut self) {
+        if let Some(value) = self.value.take()
+            && !self.here()
+        {
+            std::mem::forget(value);
+        }
     }
 }
 
@@ -86,7 +109,8 @@ where
             Some(Ok(outcome)) => return outcome.map_err(|e| errors::to_py(&e)),
             Some(Err(join)) => {
                 return Err(errors::internal(format!(
-                    "the call failed inside fencing (a bug; please report it): {join}"
+                    "the call failed inside fencing (a bug; please report it): {}",
+                    fencing_tokens::error_chain(&join)
                 )));
             }
             None => {

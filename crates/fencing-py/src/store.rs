@@ -7,17 +7,16 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors;
-use crate::runtime::{Opened, wait_for};
+use crate::runtime::{InProcess, wait_for};
 
 /// A fenced store: every write carries a token, and one lower than the
 /// highest the key has accepted is refused (`StaleToken`) with nothing
 /// written.
 #[pyclass(frozen, module = "fencing")]
 pub(crate) struct Store {
-    inner: Arc<dyn FencedStore>,
+    inner: InProcess<Arc<dyn FencedStore>>,
     /// The URL without its secrets, for `repr`.
     shown: String,
-    opened: Opened,
 }
 
 impl Store {
@@ -25,15 +24,13 @@ impl Store {
         let shown = fencing_tokens::redact(&url);
         let inner = wait_for(py, async move { fencing_tokens::open_store(&url).await })?;
         Ok(Self {
-            inner,
+            inner: InProcess::new(inner),
             shown,
-            opened: Opened::here(),
         })
     }
 
     pub(crate) fn store(&self) -> PyResult<Arc<dyn FencedStore>> {
-        self.opened.check("store")?;
-        Ok(self.inner.clone())
+        self.inner.get("store").cloned()
     }
 }
 
@@ -42,6 +39,12 @@ impl Store {
 pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
     if let Ok(lease) = value.cast::<crate::issuer::Lease>() {
         return Ok(lease.get().inner.token());
+    }
+    // An int to Python, and 1 to `extract`: a token by mistake.
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(errors::to_py(&Error::invalid_input(
+            "a fencing token is an int (or a Lease): got a bool",
+        )));
     }
     let Ok(number) = value.extract::<i128>() else {
         return Err(errors::to_py(&Error::invalid_input(format!(
@@ -63,8 +66,8 @@ pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
 impl Store {
     /// The backend's name: "postgres", "s3", …
     #[getter]
-    fn name(&self) -> &'static str {
-        self.inner.name()
+    fn name(&self) -> PyResult<&'static str> {
+        Ok(self.store()?.name())
     }
 
     /// Writes `value` to `key` with `token`: `StaleToken` (nothing

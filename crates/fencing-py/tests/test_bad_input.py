@@ -42,7 +42,7 @@ def test_a_server_that_is_down_is_a_retryable_backend_error() -> None:
     assert down.value.retryable
 
 
-@pytest.mark.parametrize("token", [-1, 2**64, "34", 3.5])
+@pytest.mark.parametrize("token", [-1, 2**64, "34", 3.5, True])
 def test_a_token_out_of_range_or_of_another_type_is_invalid_input(token: object) -> None:
     store = fencing.open_store("sqlite::memory:")
     with pytest.raises(fencing.InvalidInput):
@@ -68,3 +68,12 @@ def test_a_held_resource_times_out_as_timeout(etcd: fencing.Issuer) -> None:
         etcd.acquire(resource, ttl=10, wait=0.3)
     assert isinstance(waited.value, TimeoutError) and waited.value.retryable
     etcd.release(lease)
+
+
+def test_no_password_shows_in_a_repr() -> None:
+    # This machine's PostgreSQL trusts local users: the password is never
+    # checked, so the store opens and its repr can be looked at.
+    url = env("FENCING_PG_URL").replace("fencing:fencing@", "fencing:s3cret-pw@")
+    store = fencing.open_store(url)
+    assert "s3cret-pw" not in repr(store), repr(store)
+    assert "127.0.0.1" in repr(store)

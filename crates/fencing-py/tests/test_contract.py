@@ -73,3 +73,29 @@ def test_a_lease_is_a_token_too(store: fencing.Store, etcd: fencing.Issuer) -> N
     store.put(key, b"x", lease)
     assert store.mark(key) == lease.token
     etcd.release(lease)
+
+
+def test_one_lock_object_is_one_with_at_a_time(etcd: fencing.Issuer) -> None:
+    """A Lock shared by two threads: the second `with` is refused while the
+    first holds it, so a block's exit can only release its own lease."""
+    import threading
+
+    lock = etcd.lock(unique("res"), ttl=10, wait=5)
+    entered, leave = threading.Event(), threading.Event()
+    first: list[int] = []
+
+    def hold() -> None:
+        with lock as held:
+            first.append(held.token)
+            entered.set()
+            leave.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert entered.wait(10)
+    with pytest.raises(fencing.InvalidInput, match="one `with` at a time"):
+        lock.__enter__()
+    leave.set()
+    holder.join()
+    with lock as again:
+        assert again.token > first[0]

@@ -83,9 +83,13 @@ def test_the_interpreter_exits_cleanly_with_leases_held() -> None:
         print(held.token, lease.token, flush=True)
         """
     )
+    started = time.monotonic()
     out, err = child.communicate(timeout=30)
     assert child.returncode == 0 and len(out.split()) == 2, (out, err)
     assert err == "", err
+    # Process start and four connections included; a wait for a lease's
+    # TTL (10 s) or a hang at shutdown would show.
+    assert time.monotonic() - started < 8
 
 
 def test_ctrl_c_interrupts_a_long_wait() -> None:
@@ -139,30 +143,74 @@ def test_other_threads_run_while_a_call_waits(etcd: fencing.Issuer) -> None:
     assert ticks > 200, ticks
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
-def test_a_forked_child_must_open_its_own_issuer(etcd: fencing.Issuer) -> None:
+def test_a_forked_child_must_open_its_own_issuer() -> None:
+    """The child gets an error naming the fork from the parent's issuer and
+    lease, opens its own, and leaving the parent's `with` block in the
+    child does not release the parent's lease."""
+    url, resource = ISSUERS["etcd"](""), unique("res")
+    etcd = fencing.open_issuer(url)
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read)
-        report: dict[str, object] = {}
-        try:
-            etcd.try_acquire(unique("res"), ttl=10)
-            report["inherited"] = "worked"
-        except fencing.FencingError as e:
-            report["inherited"] = str(e)
-        try:
-            mine = fencing.open_issuer(ISSUERS["etcd"](""))
-            lease = mine.acquire(unique("res"), ttl=10)
-            mine.release(lease)
-            report["own"] = lease.token
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
-            report["own"] = repr(e)
-        os.write(write, json.dumps(report).encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        report = json.loads(pipe.read())
-    os.waitpid(pid, 0)
-    assert "os.fork()" in str(report["inherited"]), report
-    assert isinstance(report["own"], int) and report["own"] > 0, report
+    lock = etcd.lock(resource, ttl=10)
+    with lock as held:
+        pid = os.fork()
+        if pid == 0:  # the child: report, then leave without running the parent's cleanup
+            report: dict[str, object] = {}
+            try:
+                for name, use in [
+                    ("issuer", lambda: etcd.try_acquire(unique("res"), ttl=10)),
+                    ("held", lambda: held.token),
+                ]:
+                    try:
+                        use()
+                        report[name] = "worked"
+                    except fencing.FencingError as e:
+                        report[name] = str(e)
+                # Leaving the block here must not release the parent's lease.
+                report["exit"] = lock.__exit__(None, None, None)
+                mine = fencing.open_issuer(url)
+                lease = mine.acquire(unique("res"), ttl=10)
+                mine.release(lease)
+                report["own"] = lease.token
+            except BaseException as e:  # noqa: BLE001 - reported to the parent
+                report["error"] = repr(e)
+            finally:
+                os.write(write, json.dumps(report).encode())
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            report = json.loads(pipe.read())
+        os.waitpid(pid, 0)
+        held.check()
+        holding = etcd.holder(resource)
+        assert holding is not None and holding.token == held.token
+    assert "os.fork()" in str(report["issuer"]) and "os.fork()" in str(report["held"]), report
+    assert report.get("exit") is False and isinstance(report.get("own"), int), report
+
+
+def test_check_sees_a_pause_past_the_ttl_at_once() -> None:
+    """Continued after a pause longer than the TTL, `held.check()` raises
+    before anything else runs: the deadline, not only the keep-alive's
+    verdict, which a worker thread may not have reached yet."""
+    child = python(
+        f"""
+        import sys, fencing
+        issuer = fencing.open_issuer({ISSUERS["etcd"]("")!r})
+        with issuer.lock({unique("res")!r}, ttl=2) as held:
+            print("held", flush=True)
+            sys.stdin.readline()
+            try:
+                held.check()
+                print("not lost", flush=True)
+            except fencing.LeaseLost:
+                print("lost", held.lost, flush=True)
+        """
+    )
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "held"
+    os.kill(child.pid, signal.SIGSTOP)
+    time.sleep(3)
+    os.kill(child.pid, signal.SIGCONT)
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    out, err = child.communicate(timeout=30)
+    assert out.strip() == "lost True", (out, err)
