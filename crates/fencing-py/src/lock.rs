@@ -169,6 +169,27 @@ impl Lock {
         released.map(|()| false)
     }
 
+    /// `async with`: [`__enter__`](Self::__enter__) in a worker thread, and
+    /// the block's task cancelled when the lease is lost (`fencing._aio`).
+    fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("fencing._aio")?
+            .call_method1("enter", (slf,))
+    }
+
+    /// `async with`: `LeaseLost` if the block was cancelled because the
+    /// lease was lost, else as [`__exit__`](Self::__exit__).
+    fn __aexit__<'py>(
+        slf: &Bound<'py, Self>,
+        exc_type: Option<Bound<'py, PyAny>>,
+        exc: Option<Bound<'py, PyAny>>,
+        traceback: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        slf.py()
+            .import("fencing._aio")?
+            .call_method1("exit", (slf, exc_type, exc, traceback))
+    }
+
     fn __repr__(&self) -> String {
         match self.inner.get("lock") {
             Ok(inner) => format!(

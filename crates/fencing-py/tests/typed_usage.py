@@ -23,3 +23,10 @@ def nightly_report(issuer_url: str, store_url: str, report: bytes) -> int:
         current: int = stale.current
         return current
     return token
+
+
+async def nightly_report_async(issuer: fencing.Issuer, store: fencing.Store, report: bytes) -> int:
+    async with issuer.lock("nightly-report", ttl=30, fence=[(store, "reports/nightly")]) as held:
+        store.put("reports/nightly", report, held.token)
+        token: int = held.token
+    return token

@@ -1,7 +1,7 @@
 """Type stubs of ``fencing._native``, the Rust half of ``fencing``."""
 
 from types import TracebackType
-from typing import Sequence, final
+from typing import Any, Coroutine, Sequence, final
 
 __all__ = [
     "Held",
@@ -87,6 +87,13 @@ class Lock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool: ...
+    def __aenter__(self) -> Coroutine[Any, Any, Held]: ...
+    def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> Coroutine[Any, Any, bool]: ...
 
 @final
 class Issuer:

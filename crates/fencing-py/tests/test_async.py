@@ -1,0 +1,76 @@
+"""`async with issuer.lock(...)`: the event loop runs on while the lock is
+taken, and a lost lease cancels the block and raises LeaseLost."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import fencing
+from conftest import unique
+
+
+def test_the_event_loop_runs_while_a_lock_is_taken(etcd: fencing.Issuer) -> None:
+    store = fencing.open_store("sqlite::memory:")
+    resource, key = unique("res"), unique("key")
+    first = etcd.acquire(resource, ttl=10)
+
+    async def main() -> tuple[int, int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.create_task(tick())
+        # The resource is held: the lock waits until it is released.
+        asyncio.get_running_loop().call_later(0.5, etcd.release, first)
+        async with etcd.lock(resource, ttl=10, wait=10, fence=[(store, key)]) as held:
+            store.put(key, b"async", held.token)
+            token = held.token
+        done.set()
+        await ticker
+        return ticks, token
+
+    ticks, token = asyncio.run(main())
+    assert token > first.token
+    assert store.mark(key) == token
+    # About 50 ticks in the half second the lock waited: the loop was not blocked.
+    assert ticks > 20, ticks
+
+
+def test_a_lost_lease_cancels_the_block_and_raises_lease_lost(etcd: fencing.Issuer) -> None:
+    resource = unique("res")
+    reached_the_end = False
+
+    async def main() -> None:
+        nonlocal reached_the_end
+        async with etcd.lock(resource, ttl=3) as held:
+            # Released behind the keep-alive's back: its next renewal
+            # (within a third of the TTL) finds the lease gone.
+            etcd.release(held.lease)
+            await asyncio.sleep(30)
+            reached_the_end = True
+
+    with pytest.raises(fencing.LeaseLost) as lost:
+        asyncio.run(asyncio.wait_for(main(), 20))
+    assert lost.value.resource == resource
+    assert not reached_the_end
+
+
+def test_an_exception_in_the_block_goes_on_and_the_lock_is_released(etcd: fencing.Issuer) -> None:
+    resource = unique("res")
+
+    async def main() -> None:
+        async with etcd.lock(resource, ttl=10):
+            raise KeyError("from the block")
+
+    with pytest.raises(KeyError, match="from the block"):
+        asyncio.run(main())
+    again = etcd.try_acquire(resource, ttl=10)
+    assert again is not None
+    etcd.release(again)
