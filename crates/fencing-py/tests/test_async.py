@@ -74,3 +74,36 @@ def test_an_exception_in_the_block_goes_on_and_the_lock_is_released(etcd: fencin
     again = etcd.try_acquire(resource, ttl=10)
     assert again is not None
     etcd.release(again)
+
+
+def test_a_cancelled_wait_gives_back_the_lease_it_gets_later(etcd: fencing.Issuer) -> None:
+    """`async with` cancelled while it waits: the worker thread still gets
+    the lease once the holder releases, and gives it back at once instead
+    of holding it (renewed) for as long as the Lock object lives."""
+    resource = unique("res")
+    first = etcd.acquire(resource, ttl=30)
+    lock = etcd.lock(resource, ttl=30, wait=10)
+
+    async def main() -> fencing.Lease | None:
+        async def block() -> None:
+            async with lock:
+                pass
+
+        waiting = asyncio.create_task(block())
+        await asyncio.sleep(0.3)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await asyncio.to_thread(etcd.release, first)
+        # The thread takes the lease, then gives it back.
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            lease = await asyncio.to_thread(etcd.try_acquire, resource, ttl=10)
+            if lease is not None:
+                return lease
+        return None
+
+    lease = asyncio.run(main())
+    assert lease is not None, "the cancelled lock kept the lease"
+    assert lease.token > first.token
+    etcd.release(lease)

@@ -36,8 +36,25 @@ async def _watch(held: Held, block: asyncio.Task[object], lost: asyncio.Event) -
     block.cancel()
 
 
+def _give_back(lock: Lock, entering: asyncio.Future[Held]) -> None:
+    """After a cancelled `enter`: the thread went on waiting, and what it
+    took (if anything) has no block to give it back; release it now."""
+    if entering.cancelled() or entering.exception() is not None:
+        return
+    released = asyncio.get_running_loop().run_in_executor(None, lock.__exit__, None, None, None)
+    # Nobody awaits it: a lease lost meanwhile is no news to anyone.
+    released.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
 async def enter(lock: Lock) -> Held:
-    held = await asyncio.to_thread(lock.__enter__)
+    # The thread cannot be stopped; cancelling this only stops the wait for
+    # it, so what it takes afterwards is given back.
+    entering = asyncio.ensure_future(asyncio.to_thread(lock.__enter__))
+    try:
+        held = await asyncio.shield(entering)
+    except asyncio.CancelledError:
+        entering.add_done_callback(lambda done: _give_back(lock, done))
+        raise
     block = asyncio.current_task()
     if block is not None:
         lost = asyncio.Event()
