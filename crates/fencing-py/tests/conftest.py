@@ -7,11 +7,15 @@ it; nothing is skipped.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 import urllib.request
 import uuid
 from collections.abc import Callable
+from email.utils import formatdate
 
 import pytest
 
@@ -52,6 +56,36 @@ def gcs_bucket() -> str:
     return f"gs://{name}?endpoint={endpoint}&emulator=true"
 
 
+# Azurite's development account and its published key (not a secret).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def azure_container() -> str:
+    """A fresh container on Azurite: a Create Container request signed with
+    the development account's Shared Key."""
+    endpoint, name = env("FENCING_AZURE_ENDPOINT"), unique("py-az")
+    date, version = formatdate(usegmt=True), "2021-08-06"
+    canonical_headers = f"x-ms-date:{date}\nx-ms-version:{version}\n"
+    # Path-style (the emulator's URL holds the account): the account twice.
+    resource = f"/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}/{name}\nrestype:container"
+    to_sign = "PUT\n" + "\n" * 11 + canonical_headers + resource
+    signature = base64.b64encode(
+        hmac.new(base64.b64decode(AZURITE_KEY), to_sign.encode(), hashlib.sha256).digest()
+    ).decode()
+    request = urllib.request.Request(
+        f"{endpoint}/{name}?restype=container",
+        method="PUT",
+        headers={
+            "x-ms-date": date,
+            "x-ms-version": version,
+            "Authorization": f"SharedKey {AZURITE_ACCOUNT}:{signature}",
+        },
+    )
+    urllib.request.urlopen(request, timeout=10)
+    return f"az://{name}?endpoint={endpoint}&emulator=true"
+
+
 def dynamodb_table() -> str:
     return f"dynamodb://{unique('py-ddb')}?endpoint={env('FENCING_DYNAMODB_ENDPOINT')}&emulator=true&create_table=true"
 
@@ -71,6 +105,7 @@ ISSUERS: dict[str, Callable[[str], str]] = {
     "sqlite": sqlite_url,
     "dynamodb": lambda _: dynamodb_table(),
     "s3": lambda _: s3_bucket(),
+    "azure": lambda _: azure_container(),
 }
 
 STORES: dict[str, Callable[[str], str]] = {
@@ -80,6 +115,7 @@ STORES: dict[str, Callable[[str], str]] = {
     "dynamodb": lambda _: dynamodb_table(),
     "s3": lambda _: s3_bucket(),
     "gcs": lambda _: gcs_bucket(),
+    "azure": lambda _: azure_container(),
 }
 
 
