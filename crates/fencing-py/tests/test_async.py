@@ -46,20 +46,51 @@ def test_the_event_loop_runs_while_a_lock_is_taken(etcd: fencing.Issuer) -> None
 def test_a_lost_lease_cancels_the_block_and_raises_lease_lost(etcd: fencing.Issuer) -> None:
     resource = unique("res")
     reached_the_end = False
+    left_cancelling: list[int] = []
 
     async def main() -> None:
         nonlocal reached_the_end
-        async with etcd.lock(resource, ttl=3) as held:
-            # Released behind the keep-alive's back: its next renewal
-            # (within a third of the TTL) finds the lease gone.
-            etcd.release(held.lease)
-            await asyncio.sleep(30)
-            reached_the_end = True
+        try:
+            async with etcd.lock(resource, ttl=3) as held:
+                # Released behind the keep-alive's back: its next renewal
+                # (within a third of the TTL) finds the lease gone.
+                etcd.release(held.lease)
+                await asyncio.sleep(30)
+                reached_the_end = True
+        finally:
+            task = asyncio.current_task()
+            if task is not None and hasattr(task, "cancelling"):  # Python 3.11+
+                left_cancelling.append(task.cancelling())
 
     with pytest.raises(fencing.LeaseLost) as lost:
         asyncio.run(asyncio.wait_for(main(), 20))
     assert lost.value.resource == resource
     assert not reached_the_end
+    # The watcher's cancellation was taken back: none left on the task.
+    assert left_cancelling in ([], [0]), left_cancelling
+
+
+def test_the_caller_s_cancellation_is_not_turned_into_lease_lost(etcd: fencing.Issuer) -> None:
+    """Cancelled by its caller, with the lease lost as well: the caller's
+    CancelledError goes on, and the task has no cancellation left over."""
+    resource = unique("res")
+
+    async def main() -> None:
+        async def block() -> None:
+            async with etcd.lock(resource, ttl=3) as held:
+                etcd.release(held.lease)
+                await asyncio.sleep(30)
+
+        task = asyncio.create_task(block())
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    again = etcd.try_acquire(resource, ttl=10)
+    assert again is not None
+    etcd.release(again)
 
 
 def test_an_exception_in_the_block_goes_on_and_the_lock_is_released(etcd: fencing.Issuer) -> None:
@@ -80,9 +111,9 @@ def test_a_cancelled_wait_gives_back_the_lease_it_gets_later(etcd: fencing.Issue
     """`async with` cancelled while it waits: the worker thread still gets
     the lease once the holder releases, and gives it back at once instead
     of holding it (renewed) for as long as the Lock object lives."""
-    resource = unique("res")
+    resource, store, key = unique("res"), fencing.open_store("sqlite::memory:"), unique("key")
     first = etcd.acquire(resource, ttl=30)
-    lock = etcd.lock(resource, ttl=30, wait=10)
+    lock = etcd.lock(resource, ttl=30, wait=10, fence=[(store, key)])
 
     async def main() -> fencing.Lease | None:
         async def block() -> None:
@@ -105,5 +136,8 @@ def test_a_cancelled_wait_gives_back_the_lease_it_gets_later(etcd: fencing.Issue
 
     lease = asyncio.run(main())
     assert lease is not None, "the cancelled lock kept the lease"
-    assert lease.token > first.token
+    # The worker thread took the lease in between (it fenced the key), and
+    # gave it back: this grant came after its.
+    mark = store.mark(key)
+    assert mark is not None and first.token < mark < lease.token, (first.token, mark, lease.token)
     etcd.release(lease)
