@@ -27,23 +27,8 @@ from ._native import (
     open_issuer,
     open_store,
 )
-from .errors import (
-    BackendError,
-    Busy,
-    Contention,
-    FencingError,
-    InvalidInput,
-    LeaseLost,
-    OutcomeUnknown,
-    StaleToken,
-    Timeout,
-    Tls,
-    TokenOutOfRange,
-    Unauthenticated,
-    Unfenced,
-    UnsafeConfiguration,
-    Unsupported,
-)
+from . import errors
+from .errors import *  # noqa: F403 - every exception, as listed in errors.__all__
 
 __all__ = [
     "open_issuer",
@@ -55,19 +40,5 @@ __all__ = [
     "Held",
     "Store",
     "Versioned",
-    "FencingError",
-    "StaleToken",
-    "Unfenced",
-    "LeaseLost",
-    "Busy",
-    "Timeout",
-    "TokenOutOfRange",
-    "InvalidInput",
-    "UnsafeConfiguration",
-    "Tls",
-    "Unauthenticated",
-    "Unsupported",
-    "Contention",
-    "OutcomeUnknown",
-    "BackendError",
 ]
+__all__ += errors.__all__
