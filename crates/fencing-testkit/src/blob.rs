@@ -243,9 +243,11 @@ pub async fn tampering_cannot_lower_the_mark<F, Fut>(
 pub trait LosesAnswers: Send + Sync {
     /// Loses the answers to the next `count` requests whose first bytes are
     /// `prefix` (the server still applies them); their connections stay
-    /// open until [`release`](Self::release).
+    /// open until [`release`](Self::release). Starts a new record of lost
+    /// answers.
     fn drop_answers(&self, prefix: &[u8], count: usize);
-    /// Waits (at most `within`) until `n` answers have been lost and returns
+    /// Waits (at most `within`) until `n` answers have been lost since the
+    /// last [`drop_answers`](Self::drop_answers) and returns
     /// their status lines (e.g. `HTTP/1.1 200 OK`); panics if fewer were.
     async fn wait_dropped(&self, n: usize, within: std::time::Duration) -> Vec<String>;
     /// Closes the connections whose answers were lost.

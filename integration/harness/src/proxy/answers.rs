@@ -74,19 +74,25 @@ impl AnswerDroppingProxy {
 
     /// Loses the answers to the next `count` requests whose first bytes are
     /// `prefix`; their connections stay open until [`release`](Self::release).
+    /// Starts a new record: [`dropped`](Self::dropped) and
+    /// [`wait_dropped`](Self::wait_dropped) count only the answers lost
+    /// since, so an earlier scenario's lost answer never stands in for this
+    /// one's.
     pub fn drop_answers(&self, prefix: &[u8], count: usize) {
+        self.state.dropped.lock().expect("poisoned").clear();
         *self.state.prefix.lock().expect("poisoned") = prefix.to_vec();
         self.state.is_released.store(false, Ordering::SeqCst);
         self.state.armed.store(count, Ordering::SeqCst);
     }
 
-    /// The status lines of the answers lost so far (e.g. `HTTP/1.1 200 OK`).
+    /// The status lines of the answers lost since the last
+    /// [`drop_answers`](Self::drop_answers) (e.g. `HTTP/1.1 200 OK`).
     pub fn dropped(&self) -> Vec<String> {
         self.state.dropped.lock().expect("poisoned").clone()
     }
 
-    /// Waits (at most `within`) until `n` answers have been lost; returns
-    /// their status lines.
+    /// Waits (at most `within`) until `n` answers have been lost since the
+    /// last [`drop_answers`](Self::drop_answers); returns their status lines.
     ///
     /// # Panics
     /// If fewer than `n` were lost in time.
@@ -199,4 +205,76 @@ async fn drop_pump(client: TcpStream, target: SocketAddr, state: Arc<DropState>)
     }
     up.abort();
     drop(client_tx);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A loopback server answering every read with an empty 200.
+    async fn server() -> SocketAddr {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while matches!(conn.read(&mut buf).await, Ok(n) if n > 0) {
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                        if conn.write_all(answer).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    async fn put(proxy: &AnswerDroppingProxy) {
+        let mut conn = TcpStream::connect(proxy.addr()).await.expect("connect");
+        conn.write_all(b"PUT /k HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .expect("send");
+        // Held open by the proxy until released; nothing comes back.
+        let mut buf = [0u8; 64];
+        let _ = conn.read(&mut buf).await;
+    }
+
+    /// Two lost-answer scenarios on one proxy: waiting for the second's
+    /// lost answer must not be satisfied by the first's (it was, and a
+    /// test then wrote "while the answer is lost" before its request went).
+    #[tokio::test]
+    async fn each_arming_waits_for_its_own_lost_answers() {
+        let proxy = Arc::new(AnswerDroppingProxy::start(server().await).await);
+        proxy.drop_answers(b"PUT ", 1);
+        let first = tokio::spawn({
+            let proxy = proxy.clone();
+            async move { put(&proxy).await }
+        });
+        let lost = proxy.wait_dropped(1, Duration::from_secs(10)).await;
+        assert_eq!(lost, ["HTTP/1.1 200 OK"]);
+        proxy.release();
+        first.await.expect("first put");
+
+        proxy.drop_answers(b"PUT ", 1);
+        let early = tokio::time::timeout(
+            Duration::from_millis(300),
+            proxy.wait_dropped(1, Duration::from_secs(10)),
+        )
+        .await;
+        assert!(
+            early.is_err(),
+            "no request was sent since arming: {early:?}"
+        );
+        let second = tokio::spawn({
+            let proxy = proxy.clone();
+            async move { put(&proxy).await }
+        });
+        let lost = proxy.wait_dropped(1, Duration::from_secs(10)).await;
+        assert_eq!(lost, ["HTTP/1.1 200 OK"]);
+        proxy.release();
+        second.await.expect("second put");
+    }
 }
