@@ -11,6 +11,7 @@ mod errors;
 mod issuer;
 mod lock;
 mod runtime;
+mod sql;
 mod store;
 
 use pyo3::prelude::*;
@@ -41,5 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lock::Held>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<store::Versioned>()?;
+    m.add_class::<sql::SqlGuard>()?;
+    m.add_function(wrap_pyfunction!(sql::sqlite_file_in_use, m)?)?;
     Ok(())
 }

@@ -22,7 +22,9 @@ pub(crate) struct Store {
 impl Store {
     pub(crate) fn open(py: Python<'_>, url: String) -> PyResult<Self> {
         let shown = fencing_tokens::redact(&url);
+        let sqlite = crate::sql::sqlite_file(&url);
         let inner = wait_for(py, async move { fencing_tokens::open_store(&url).await })?;
+        crate::sql::note_sqlite_file(sqlite);
         Ok(Self {
             inner: InProcess::new(inner),
             shown,

@@ -109,16 +109,30 @@ pub(crate) fn foreign_mark(dialect: Dialect, table: &str, key: &str, mark: i64) 
 pub(crate) async fn upsert_verdict(
     written: Option<i64>,
     read_mark: impl std::future::Future<Output = Result<Option<i64>>>,
+    at: (Dialect, &str, &str),
+    token: FencingToken,
+) -> Result<()> {
+    let read = match written {
+        Some(_) => None,
+        None => read_mark.await?,
+    };
+    judge_upsert(written, read, at, token)
+}
+
+/// [`upsert_verdict`] once the mark is read: `read` is the row's mark read
+/// after an upsert that reported none (`written` is `None`), and is not
+/// looked at otherwise.
+pub(crate) fn judge_upsert(
+    written: Option<i64>,
+    read: Option<i64>,
     (dialect, table, key): (Dialect, &str, &str),
     token: FencingToken,
 ) -> Result<()> {
     let raw = token.to_i64()?;
-    let mark = match written {
-        Some(mark) => mark,
-        None => match read_mark.await? {
-            Some(mark) if mark > raw || mark < 0 => mark,
-            _ => return Err(wrote_nothing(dialect, table, key)),
-        },
+    let mark = match (written, read) {
+        (Some(mark), _) => mark,
+        (None, Some(mark)) if mark > raw || mark < 0 => mark,
+        (None, _) => return Err(wrote_nothing(dialect, table, key)),
     };
     if mark < 0 {
         return Err(foreign_mark(dialect, table, key, mark));

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 
-use crate::error::{map_error, upsert_verdict};
-use crate::{Dialect, Tables, sql};
+use crate::error::{judge_upsert, map_error, upsert_verdict};
+use crate::{Dialect, ParamStyle, Tables, sql};
 
 /// Checks and advances a **fence domain** inside the caller's transaction:
 /// if `token` is at least the domain's mark, the mark is raised to `token`
@@ -86,18 +86,11 @@ where
     DB: sqlx::Database,
     DB::Connection: FenceConnection,
 {
-    if domain.is_empty() || domain.len() > crate::SqlStore::MAX_KEY_LEN || domain.contains('\0') {
-        return Err(Error::invalid_input(format!(
-            "fence domain must be 1..={} bytes without NUL, got {} bytes",
-            crate::SqlStore::MAX_KEY_LEN,
-            domain.len()
-        )));
-    }
-    let raw = token.to_i64()?;
+    let raw = check_domain(domain, token)?;
     let conn: &mut DB::Connection = tx;
     let dialect = conn.dialect();
     let op = format!("fence domain {domain:?}");
-    let stmt = sql::guard_upsert(dialect, tables);
+    let stmt = sql::guard_upsert(dialect, tables, ParamStyle::of(dialect));
     let written = conn
         .upsert(&stmt, domain, raw)
         .await
@@ -115,6 +108,144 @@ where
         token,
     )
     .await
+}
+
+/// A domain and token the guard can fence: the token as the database
+/// keeps it.
+fn check_domain(domain: &str, token: FencingToken) -> Result<i64> {
+    if domain.is_empty() || domain.len() > crate::SqlStore::MAX_KEY_LEN || domain.contains('\0') {
+        return Err(Error::invalid_input(format!(
+            "fence domain must be 1..={} bytes without NUL, got {} bytes",
+            crate::SqlStore::MAX_KEY_LEN,
+            domain.len()
+        )));
+    }
+    token.to_i64()
+}
+
+/// [`fence_transaction`] for a database driver other than sqlx: the same
+/// two statements on the same tables, with the driver's parameter markers,
+/// and the same verdict on their answers. The `fencing` Python package runs
+/// them on psycopg, PyMySQL, sqlite3 and SQLAlchemy connections; marks it
+/// writes and marks [`SqlStore`](crate::SqlStore) and `fence_transaction`
+/// write refuse each other's lower tokens.
+///
+/// In the caller's transaction, first:
+/// 1. run [`upsert`](Self::upsert) with the values of
+///    [`upsert_params`](Self::upsert_params) (which checks the domain and
+///    the token); `written` is the mark it returns: the one column of its
+///    row on PostgreSQL and SQLite (`None` if no row), and on MySQL the OK
+///    packet's last insert id, through
+///    [`mark_from_insert_id`](Self::mark_from_insert_id);
+/// 2. if `written` is `None`, run [`select_mark`](Self::select_mark) with
+///    the domain: `read` is its one column (`None` if no row);
+/// 3. [`verdict`](Self::verdict): `Ok` to go on; an error to roll back.
+///
+/// ```
+/// use fencing_core::FencingToken;
+/// use fencing_sql::{Dialect, GuardStatements, ParamStyle, Tables};
+///
+/// let guard = GuardStatements::new(Dialect::Postgres, &Tables::default(), ParamStyle::Format);
+/// assert!(guard.upsert().starts_with("INSERT INTO fencing_records (k, lock_token) VALUES (%s, GREATEST(%s"));
+/// assert_eq!(guard.upsert_params("orders", FencingToken::new(7))?, ["orders".into(), 7.into(), "orders".into()]);
+/// // The row answered 9: a newer holder fenced the domain.
+/// let stale = guard.verdict("orders", FencingToken::new(7), Some(9), None).unwrap_err();
+/// assert_eq!(stale.stale_tokens(), Some((FencingToken::new(7), FencingToken::new(9))));
+/// # Ok::<(), fencing_core::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct GuardStatements {
+    dialect: Dialect,
+    records: String,
+    upsert: String,
+    select_mark: String,
+}
+
+/// One value bound to a [`GuardStatements`] parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GuardParam {
+    /// The domain.
+    Text(String),
+    /// The token, as the database keeps it.
+    Integer(i64),
+}
+
+impl From<&str> for GuardParam {
+    fn from(text: &str) -> Self {
+        Self::Text(text.to_owned())
+    }
+}
+
+impl From<i64> for GuardParam {
+    fn from(n: i64) -> Self {
+        Self::Integer(n)
+    }
+}
+
+impl GuardStatements {
+    /// The statements for `dialect` on `tables`, their parameters marked in
+    /// `style`.
+    pub fn new(dialect: Dialect, tables: &Tables, style: ParamStyle) -> Self {
+        Self {
+            dialect,
+            records: tables.records.clone(),
+            upsert: sql::guard_upsert(dialect, tables, style),
+            select_mark: sql::select_mark_in(style, &tables.records),
+        }
+    }
+
+    /// The dialect.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The fencing upsert: raises the domain's mark to the token unless it
+    /// is higher, and locks the row until the transaction ends. Three
+    /// parameters: [`upsert_params`](Self::upsert_params).
+    pub fn upsert(&self) -> &str {
+        &self.upsert
+    }
+
+    /// The upsert's values, in order (`p1`, `p2`, `p3` in the named style).
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for an empty domain, one over 512 bytes or
+    /// holding NUL; [`Error::TokenOutOfRange`] above `i64::MAX`.
+    pub fn upsert_params(&self, domain: &str, token: FencingToken) -> Result<[GuardParam; 3]> {
+        let raw = check_domain(domain, token)?;
+        Ok([domain.into(), raw.into(), domain.into()])
+    }
+
+    /// Reads the domain's mark; one parameter, the domain.
+    pub fn select_mark(&self) -> &str {
+        &self.select_mark
+    }
+
+    /// The mark a MySQL upsert reports: the OK packet's last insert id,
+    /// which the server keeps unsigned (a foreign negative mark comes back
+    /// as its two's complement, read here as the negative it was).
+    pub fn mark_from_insert_id(id: u64) -> i64 {
+        i64::from_ne_bytes(id.to_ne_bytes())
+    }
+
+    /// What the upsert's answer means: `written` is the mark it reported,
+    /// `read` the mark [`select_mark`](Self::select_mark) read when it
+    /// reported none (not looked at otherwise).
+    ///
+    /// # Errors
+    /// [`Error::StaleToken`] naming the domain, `token` and the mark (roll
+    /// back); [`Error::Backend`] (not retryable) for a negative mark,
+    /// which fencing never writes; [`Error::UnsafeConfiguration`] if the
+    /// upsert wrote nothing and no higher mark explains it.
+    pub fn verdict(
+        &self,
+        domain: &str,
+        token: FencingToken,
+        written: Option<i64>,
+        read: Option<i64>,
+    ) -> Result<()> {
+        judge_upsert(written, read, (self.dialect, &self.records, domain), token)
+    }
 }
 
 mod sealed {

@@ -14,8 +14,9 @@ mod wake;
 pub use config::{BACKEND, SqlConfig};
 pub use db::Db;
 pub use dialect::Dialect;
-pub use guard::{FenceConnection, fence_transaction};
+pub use guard::{FenceConnection, GuardParam, GuardStatements, fence_transaction};
 pub use issuer::SqlIssuer;
+pub use sql::ParamStyle;
 /// The sqlx this crate is built with: [`fence_transaction`] takes its
 /// `Transaction`, and `Db::postgres` and the like its pools.
 pub use sqlx;

@@ -99,7 +99,7 @@ pub(crate) enum ValueChange {
 /// back in the OK packet: equal to ours = accepted, higher = refused.
 pub(crate) fn fenced_upsert(d: Dialect, table: &str, value: ValueChange) -> String {
     let token = placeholder(d, 3);
-    upsert(d, table, Some(value), &token)
+    upsert(d, ParamStyle::of(d), table, Some(value), &token)
 }
 
 /// The transaction guard's upsert: the same statement on the same row of
@@ -109,8 +109,9 @@ pub(crate) fn fenced_upsert(d: Dialect, table: &str, value: ValueChange) -> Stri
 /// legacy domains table, where earlier releases kept the guard's marks: a
 /// token below that one is answered with it, as stale, in the same
 /// statement. (A negative legacy mark is not foreign data here; carrying
-/// it over is [`carry_legacy_mark`]'s.) Binds: key, token, key.
-pub(crate) fn guard_upsert(d: Dialect, t: &Tables) -> String {
+/// it over is [`carry_legacy_mark`]'s.) Binds: key, token, key, marked in
+/// `style` (a driver outside sqlx may mark them its own way).
+pub(crate) fn guard_upsert(d: Dialect, t: &Tables, style: ParamStyle) -> String {
     let greatest = if d == Dialect::Sqlite {
         "MAX"
     } else {
@@ -118,21 +119,27 @@ pub(crate) fn guard_upsert(d: Dialect, t: &Tables) -> String {
     };
     let token = format!(
         "{greatest}({}, COALESCE((SELECT lock_token FROM {} WHERE domain = {}), 0))",
-        placeholder(d, 2),
+        style.marker(2),
         t.domains,
-        placeholder(d, 3)
+        style.marker(3)
     );
-    upsert(d, &t.records, None, &token)
+    upsert(d, style, &t.records, None, &token)
 }
 
 /// `token` is the new mark's expression; the key is the first parameter,
 /// the value (if any) the second.
-fn upsert(d: Dialect, table: &str, value: Option<ValueChange>, token: &str) -> String {
+fn upsert(
+    d: Dialect,
+    style: ParamStyle,
+    table: &str,
+    value: Option<ValueChange>,
+    token: &str,
+) -> String {
     let (cols, vals) = match value {
-        None => ("k, lock_token", format!("{}, ", placeholder(d, 1))),
+        None => ("k, lock_token", format!("{}, ", style.marker(1))),
         Some(_) => (
             "k, v, lock_token",
-            format!("{}, {}, ", placeholder(d, 1), placeholder(d, 2)),
+            format!("{}, {}, ", style.marker(1), style.marker(2)),
         ),
     };
     match d {
@@ -172,9 +179,14 @@ fn upsert(d: Dialect, table: &str, value: Option<ValueChange>, token: &str) -> S
 
 /// Binds: key.
 pub(crate) fn select_mark(d: Dialect, table: &str) -> String {
+    select_mark_in(ParamStyle::of(d), table)
+}
+
+/// [`select_mark`] with its parameter marked in `style`.
+pub(crate) fn select_mark_in(style: ParamStyle, table: &str) -> String {
     format!(
         "SELECT lock_token FROM {table} WHERE k = {}",
-        placeholder(d, 1)
+        style.marker(1)
     )
 }
 
@@ -449,9 +461,43 @@ pub(crate) fn holder(d: Dialect, t: &str) -> String {
 }
 
 fn placeholder(d: Dialect, n: usize) -> String {
-    match d {
-        Dialect::Postgres => format!("${n}"),
-        Dialect::MySql | Dialect::Sqlite => "?".to_owned(),
+    ParamStyle::of(d).marker(n)
+}
+
+/// How a statement marks its parameters: sqlx's way for each dialect, or
+/// a driver's (the paramstyles of Python's DB-API, PEP 249), for running
+/// [`GuardStatements`](crate::GuardStatements) outside sqlx.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParamStyle {
+    /// `$1`, `$2`, …: PostgreSQL's own (sqlx, asyncpg).
+    Dollar,
+    /// `?`: SQLite's and MySQL's own (sqlx, Python's sqlite3).
+    Qmark,
+    /// `%s`: psycopg, PyMySQL, mysqlclient.
+    Format,
+    /// `:p1`, `:p2`, …: named after their position (SQLAlchemy's `text()`,
+    /// sqlite3's named style).
+    Named,
+}
+
+impl ParamStyle {
+    /// The style sqlx uses for `dialect`.
+    pub fn of(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::Postgres => Self::Dollar,
+            Dialect::MySql | Dialect::Sqlite => Self::Qmark,
+        }
+    }
+
+    /// The marker of the `n`th parameter (from 1).
+    pub fn marker(self, n: usize) -> String {
+        match self {
+            Self::Dollar => format!("${n}"),
+            Self::Qmark => "?".to_owned(),
+            Self::Format => "%s".to_owned(),
+            Self::Named => format!(":p{n}"),
+        }
     }
 }
 

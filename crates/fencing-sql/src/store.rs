@@ -142,12 +142,11 @@ impl SqlStore {
     }
 }
 
-/// MySQL's upsert reports the resulting mark through `LAST_INSERT_ID`,
-/// which the server keeps unsigned: a foreign row's negative mark comes
-/// back as its two's complement, read here as the negative it was.
+/// The mark MySQL's upsert reported through `LAST_INSERT_ID` (see
+/// [`GuardStatements::mark_from_insert_id`](crate::GuardStatements::mark_from_insert_id)).
 #[cfg(feature = "mysql")]
 pub(crate) fn mysql_mark(result: &sqlx::mysql::MySqlQueryResult) -> i64 {
-    i64::from_ne_bytes(result.last_insert_id().to_ne_bytes())
+    crate::GuardStatements::mark_from_insert_id(result.last_insert_id())
 }
 
 #[async_trait]

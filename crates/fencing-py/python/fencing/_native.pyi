@@ -1,5 +1,6 @@
 """Type stubs of ``fencing._native``, the Rust half of ``fencing``."""
 
+from os import PathLike
 from types import TracebackType
 from typing import Any, Coroutine, Sequence, final
 
@@ -9,10 +10,12 @@ __all__ = [
     "Issuer",
     "Lease",
     "Lock",
+    "SqlGuard",
     "Store",
     "Versioned",
     "open_issuer",
     "open_store",
+    "sqlite_file_in_use",
 ]
 
 @final
@@ -62,6 +65,24 @@ class Store:
     def fence(self, key: str, token: int | Lease) -> int: ...
     def mark(self, key: str) -> int | None: ...
     def delete(self, key: str, token: int | Lease) -> None: ...
+
+@final
+class SqlGuard:
+    """The statements and the verdict of the Rust transaction guard, for
+    ``fencing.sql`` to run on a Python driver's connection."""
+
+    def __new__(cls, dialect: str, paramstyle: str, table_prefix: str = "fencing_") -> SqlGuard: ...
+    @property
+    def dialect(self) -> str: ...
+    @property
+    def upsert(self) -> str: ...
+    @property
+    def select_mark(self) -> str: ...
+    def upsert_params(self, domain: str, token: int | Lease) -> tuple[str, int, str] | dict[str, str | int]: ...
+    def select_params(self, domain: str) -> tuple[str] | dict[str, str]: ...
+    @staticmethod
+    def mark_from_insert_id(insert_id: int) -> int: ...
+    def verdict(self, domain: str, token: int | Lease, written: int | None, read: int | None = None) -> None: ...
 
 @final
 class Held:
@@ -120,3 +141,6 @@ class Issuer:
 
 def open_issuer(url: str) -> Issuer: ...
 def open_store(url: str) -> Store: ...
+
+def sqlite_file_in_use(path: str | PathLike[str]) -> bool:
+    """Whether this process opened a store or an issuer on that SQLite file."""

@@ -58,3 +58,46 @@ fn no_lease_statement_reads_a_session_dependent_clock() {
         }
     }
 }
+
+/// The guard's statements in a driver's style are the sqlx ones with other
+/// markers: three in the upsert, one in the select, nothing else a driver
+/// would read as a marker (a `%` for psycopg and PyMySQL, a `:name`).
+#[test]
+fn the_guard_in_a_drivers_style_differs_only_in_its_markers() {
+    let t = Tables::default();
+    for d in [Dialect::Postgres, Dialect::MySql, Dialect::Sqlite] {
+        let native = guard_upsert(d, &t, ParamStyle::of(d));
+        for style in [
+            ParamStyle::Dollar,
+            ParamStyle::Qmark,
+            ParamStyle::Format,
+            ParamStyle::Named,
+        ] {
+            let stmt = guard_upsert(d, &t, style);
+            let mut normalised = stmt.clone();
+            for n in 1..=3 {
+                normalised = normalised.replacen(&style.marker(n), &format!("<{n}>"), 1);
+            }
+            let mut expected = native.clone();
+            for n in 1..=3 {
+                expected = expected.replacen(&ParamStyle::of(d).marker(n), &format!("<{n}>"), 1);
+            }
+            assert_eq!(normalised, expected, "{d:?} {style:?}");
+            assert!(
+                !normalised.contains('%')
+                    && !normalised.contains(":p")
+                    && !normalised.contains('$')
+            );
+            assert_eq!(
+                normalised.matches('?').count(),
+                0,
+                "{d:?} {style:?}: {stmt}"
+            );
+            let select = select_mark_in(style, &t.records);
+            assert_eq!(
+                select.replace(&style.marker(1), "<1>"),
+                "SELECT lock_token FROM fencing_records WHERE k = <1>"
+            );
+        }
+    }
+}
