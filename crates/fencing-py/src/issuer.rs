@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fencing_tokens::{FencedStore, LeaseRequest, TokenIssuer};
+use fencing_tokens::{FencedStore, LeaseRequest, Result, TokenIssuer};
 use pyo3::prelude::*;
 
+use crate::aio::Completions;
 use crate::lock::Lock;
 use crate::runtime::{InProcess, seconds, wait_for};
 use crate::store::{Store, token_from};
@@ -24,10 +25,11 @@ pub(crate) struct Issuer {
 }
 
 impl Issuer {
-    pub(crate) fn open(py: Python<'_>, url: String) -> PyResult<Self> {
+    /// Opens the issuer `url` names (on the runtime).
+    pub(crate) async fn open(url: String) -> Result<Self> {
         let shown = fencing_tokens::redact(&url);
         let sqlite = crate::sql::sqlite_file(&url);
-        let inner = wait_for(py, async move { fencing_tokens::open_issuer(&url).await })?;
+        let inner = fencing_tokens::open_issuer(&url).await?;
         crate::sql::note_sqlite_file(sqlite);
         Ok(Self {
             inner: InProcess::new(inner),
@@ -37,6 +39,71 @@ impl Issuer {
 
     fn issuer(&self) -> PyResult<Arc<dyn TokenIssuer>> {
         self.inner.get("issuer").cloned()
+    }
+}
+
+/// What each call runs on the runtime, shared by the sync methods (which
+/// wait for it) and the `_start_*` ones of `fencing.aio` (which don't).
+impl Issuer {
+    fn acquire_call(
+        &self,
+        resource: String,
+        ttl: f64,
+        wait: f64,
+    ) -> PyResult<impl Future<Output = Result<Lease>> + Send + 'static> {
+        let (issuer, request, wait) = (
+            self.issuer()?,
+            request(resource, ttl)?,
+            seconds("wait", wait)?,
+        );
+        Ok(async move { issuer.acquire(&request, wait).await.map(Lease::from) })
+    }
+
+    fn try_acquire_call(
+        &self,
+        resource: String,
+        ttl: f64,
+    ) -> PyResult<impl Future<Output = Result<Option<Lease>>> + Send + 'static> {
+        let (issuer, request) = (self.issuer()?, request(resource, ttl)?);
+        Ok(async move { Ok(issuer.try_acquire(&request).await?.map(Lease::from)) })
+    }
+
+    fn renew_call(
+        &self,
+        lease: &Lease,
+    ) -> PyResult<impl Future<Output = Result<Lease>> + Send + 'static> {
+        let (issuer, lease) = (self.issuer()?, lease.inner.clone());
+        Ok(async move { issuer.renew(&lease).await.map(Lease::from) })
+    }
+
+    fn release_call(
+        &self,
+        lease: &Lease,
+    ) -> PyResult<impl Future<Output = Result<()>> + Send + 'static> {
+        let (issuer, lease) = (self.issuer()?, lease.inner.clone());
+        Ok(async move { issuer.release(&lease).await })
+    }
+
+    fn holder_call(
+        &self,
+        resource: String,
+    ) -> PyResult<impl Future<Output = Result<Option<Holding>>> + Send + 'static> {
+        let issuer = self.issuer()?;
+        Ok(async move {
+            Ok(issuer.holder(&resource).await?.map(|h| Holding {
+                holder: h.holder.as_str().to_owned(),
+                token: h.token.get(),
+            }))
+        })
+    }
+
+    fn raise_floor_call(
+        &self,
+        resource: String,
+        floor: &Bound<'_, PyAny>,
+    ) -> PyResult<impl Future<Output = Result<()>> + Send + 'static> {
+        let (issuer, floor) = (self.issuer()?, token_from(floor)?);
+        Ok(async move { issuer.raise_floor(&resource, floor).await })
     }
 }
 
@@ -89,43 +156,29 @@ impl Issuer {
     /// lease: call `renew` before `ttl` passes, or use `lock`.
     #[pyo3(signature = (resource, *, ttl = 30.0, wait = 0.0))]
     fn acquire(&self, py: Python<'_>, resource: String, ttl: f64, wait: f64) -> PyResult<Lease> {
-        let (issuer, request, wait) = (
-            self.issuer()?,
-            request(resource, ttl)?,
-            seconds("wait", wait)?,
-        );
-        wait_for(py, async move { issuer.acquire(&request, wait).await }).map(Lease::from)
+        wait_for(py, self.acquire_call(resource, ttl, wait)?)
     }
 
     /// Tries once: the lease, or None if another holder has `resource`.
     #[pyo3(signature = (resource, *, ttl = 30.0))]
     fn try_acquire(&self, py: Python<'_>, resource: String, ttl: f64) -> PyResult<Option<Lease>> {
-        let (issuer, request) = (self.issuer()?, request(resource, ttl)?);
-        let tried = wait_for(py, async move { issuer.try_acquire(&request).await })?;
-        Ok(tried.map(Lease::from))
+        wait_for(py, self.try_acquire_call(resource, ttl)?)
     }
 
     /// Extends `lease` by its TTL, keeping its token; `LeaseLost` if it
     /// expired or was taken.
     fn renew(&self, py: Python<'_>, lease: &Lease) -> PyResult<Lease> {
-        let (issuer, lease) = (self.issuer()?, lease.inner.clone());
-        wait_for(py, async move { issuer.renew(&lease).await }).map(Lease::from)
+        wait_for(py, self.renew_call(lease)?)
     }
 
     /// Gives `lease` up so the next holder gets in at once.
     fn release(&self, py: Python<'_>, lease: &Lease) -> PyResult<()> {
-        let (issuer, lease) = (self.issuer()?, lease.inner.clone());
-        wait_for(py, async move { issuer.release(&lease).await })
+        wait_for(py, self.release_call(lease)?)
     }
 
     /// Who holds `resource` now, or None.
     fn holder(&self, py: Python<'_>, resource: String) -> PyResult<Option<Holding>> {
-        let issuer = self.issuer()?;
-        let held = wait_for(py, async move { issuer.holder(&resource).await })?;
-        Ok(held.map(|h| Holding {
-            holder: h.holder.as_str().to_owned(),
-            token: h.token.get(),
-        }))
+        wait_for(py, self.holder_call(resource)?)
     }
 
     /// Makes every token granted on `resource` from now on higher than
@@ -136,11 +189,44 @@ impl Issuer {
         resource: String,
         floor: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (issuer, floor) = (self.issuer()?, token_from(floor)?);
-        wait_for(
-            py,
-            async move { issuer.raise_floor(&resource, floor).await },
-        )
+        wait_for(py, self.raise_floor_call(resource, floor)?)
+    }
+
+    #[pyo3(signature = (calls, resource, ttl = 30.0, wait = 0.0))]
+    fn _start_acquire(
+        &self,
+        calls: &Completions,
+        resource: String,
+        ttl: f64,
+        wait: f64,
+    ) -> PyResult<u64> {
+        calls.start(self.acquire_call(resource, ttl, wait)?)
+    }
+
+    #[pyo3(signature = (calls, resource, ttl = 30.0))]
+    fn _start_try_acquire(&self, calls: &Completions, resource: String, ttl: f64) -> PyResult<u64> {
+        calls.start(self.try_acquire_call(resource, ttl)?)
+    }
+
+    fn _start_renew(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
+        calls.start(self.renew_call(lease)?)
+    }
+
+    fn _start_release(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
+        calls.start(self.release_call(lease)?)
+    }
+
+    fn _start_holder(&self, calls: &Completions, resource: String) -> PyResult<u64> {
+        calls.start(self.holder_call(resource)?)
+    }
+
+    fn _start_raise_floor(
+        &self,
+        calls: &Completions,
+        resource: String,
+        floor: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        calls.start(self.raise_floor_call(resource, floor)?)
     }
 
     fn __repr__(&self) -> String {

@@ -7,6 +7,7 @@
 //! `fencing.errors`, built from [`fencing_tokens::Error`] in one place
 //! (`errors`).
 
+mod aio;
 mod errors;
 mod issuer;
 mod lock;
@@ -21,20 +22,34 @@ use pyo3::prelude::*;
 /// dynamodb://), connecting and checking it as the Rust `open_issuer` does.
 #[pyfunction]
 fn open_issuer(py: Python<'_>, url: String) -> PyResult<issuer::Issuer> {
-    issuer::Issuer::open(py, url)
+    runtime::wait_for(py, issuer::Issuer::open(url))
 }
 
 /// Opens the fenced store `url` names (postgres://, mysql://, sqlite://,
 /// s3://, gs://, az://, dynamodb://).
 #[pyfunction]
 fn open_store(py: Python<'_>, url: String) -> PyResult<store::Store> {
-    store::Store::open(py, url)
+    runtime::wait_for(py, store::Store::open(url))
+}
+
+/// `fencing.aio.open_issuer`'s start.
+#[pyfunction]
+fn _start_open_issuer(calls: &aio::Completions, url: String) -> PyResult<u64> {
+    calls.start(issuer::Issuer::open(url))
+}
+
+/// `fencing.aio.open_store`'s start.
+#[pyfunction]
+fn _start_open_store(calls: &aio::Completions, url: String) -> PyResult<u64> {
+    calls.start(store::Store::open(url))
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_issuer, m)?)?;
     m.add_function(wrap_pyfunction!(open_store, m)?)?;
+    m.add_function(wrap_pyfunction!(_start_open_issuer, m)?)?;
+    m.add_function(wrap_pyfunction!(_start_open_store, m)?)?;
     m.add_class::<issuer::Issuer>()?;
     m.add_class::<issuer::Lease>()?;
     m.add_class::<issuer::Holding>()?;
@@ -43,6 +58,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_class::<store::Versioned>()?;
     m.add_class::<sql::SqlGuard>()?;
+    m.add_class::<aio::Completions>()?;
     m.add_function(wrap_pyfunction!(sql::sqlite_file_in_use, m)?)?;
     Ok(())
 }

@@ -170,10 +170,10 @@ impl Lock {
     }
 
     /// `async with`: [`__enter__`](Self::__enter__) in a worker thread, and
-    /// the block's task cancelled when the lease is lost (`fencing._aio`).
+    /// the block's task cancelled when the lease is lost (`fencing._async_lock`).
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         slf.py()
-            .import("fencing._aio")?
+            .import("fencing._async_lock")?
             .call_method1("enter", (slf,))
     }
 
@@ -186,7 +186,7 @@ impl Lock {
         traceback: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         slf.py()
-            .import("fencing._aio")?
+            .import("fencing._async_lock")?
             .call_method1("exit", (slf, exc_type, exc, traceback))
     }
 

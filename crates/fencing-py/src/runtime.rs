@@ -19,7 +19,7 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(50);
 static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
 
 /// This process's runtime, made on first use.
-fn runtime() -> PyResult<Arc<tokio::runtime::Runtime>> {
+pub(crate) fn runtime() -> PyResult<Arc<tokio::runtime::Runtime>> {
     let pid = std::process::id();
     let mut slot = RUNTIME.lock().unwrap_or_else(PoisonError::into_inner);
     match slot.take() {

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use fencing_tokens::{Bytes, Error, FencedStore, FencingToken};
+use fencing_tokens::{Bytes, Error, FencedStore, FencingToken, Result};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::aio::Completions;
 use crate::errors;
 use crate::runtime::{InProcess, wait_for};
 
@@ -20,10 +21,11 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    pub(crate) fn open(py: Python<'_>, url: String) -> PyResult<Self> {
+    /// Opens the store `url` names (on the runtime).
+    pub(crate) async fn open(url: String) -> Result<Self> {
         let shown = fencing_tokens::redact(&url);
         let sqlite = crate::sql::sqlite_file(&url);
-        let inner = wait_for(py, async move { fencing_tokens::open_store(&url).await })?;
+        let inner = fencing_tokens::open_store(&url).await?;
         crate::sql::note_sqlite_file(sqlite);
         Ok(Self {
             inner: InProcess::new(inner),
@@ -64,6 +66,55 @@ pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
     })
 }
 
+/// What each call runs on the runtime, shared by the sync methods (which
+/// wait for it) and the `_start_*` ones of `fencing.aio` (which don't).
+impl Store {
+    fn put_call(
+        &self,
+        key: String,
+        value: &[u8],
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<impl Future<Output = Result<()>> + Send + 'static> {
+        let (store, token) = (self.store()?, token_from(token)?);
+        let value = Bytes::copy_from_slice(value);
+        Ok(async move { store.put(&key, value, token).await })
+    }
+
+    fn get_call(
+        &self,
+        key: String,
+    ) -> PyResult<impl Future<Output = Result<Option<Found>>> + Send + 'static> {
+        let store = self.store()?;
+        Ok(async move { Ok(store.get(&key).await?.map(Found)) })
+    }
+
+    fn fence_call(
+        &self,
+        key: String,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<impl Future<Output = Result<u64>> + Send + 'static> {
+        let (store, token) = (self.store()?, token_from(token)?);
+        Ok(async move { store.fence(&key, token).await.map(FencingToken::get) })
+    }
+
+    fn mark_call(
+        &self,
+        key: String,
+    ) -> PyResult<impl Future<Output = Result<Option<u64>>> + Send + 'static> {
+        let store = self.store()?;
+        Ok(async move { Ok(store.mark(&key).await?.map(FencingToken::get)) })
+    }
+
+    fn delete_call(
+        &self,
+        key: String,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<impl Future<Output = Result<()>> + Send + 'static> {
+        let (store, token) = (self.store()?, token_from(token)?);
+        Ok(async move { store.delete(&key, token).await })
+    }
+}
+
 #[pymethods]
 impl Store {
     /// The backend's name: "postgres", "s3", …
@@ -81,45 +132,89 @@ impl Store {
         value: &[u8],
         token: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (store, token) = (self.store()?, token_from(token)?);
-        let value = Bytes::copy_from_slice(value);
-        wait_for(py, async move { store.put(&key, value, token).await })
+        wait_for(py, self.put_call(key, value, token)?)
     }
 
     /// The value of `key` and its mark, or None.
-    fn get(&self, py: Python<'_>, key: String) -> PyResult<Option<Versioned>> {
-        let store = self.store()?;
-        let read = wait_for(py, async move { store.get(&key).await })?;
-        Ok(read.map(|v| Versioned {
-            value: PyBytes::new(py, &v.value).unbind(),
-            token: v.token.get(),
-        }))
+    fn get(&self, py: Python<'_>, key: String) -> PyResult<Option<Found>> {
+        wait_for(py, self.get_call(key)?)
     }
 
     /// Raises `key`'s mark to `token` without writing a value, so that
     /// every lower token is refused from now on; returns the mark.
     /// `StaleToken` if it is above `token` already.
     fn fence(&self, py: Python<'_>, key: String, token: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let (store, token) = (self.store()?, token_from(token)?);
-        wait_for(py, async move { store.fence(&key, token).await }).map(FencingToken::get)
+        wait_for(py, self.fence_call(key, token)?)
     }
 
     /// `key`'s mark: the highest token it has accepted, or None.
     fn mark(&self, py: Python<'_>, key: String) -> PyResult<Option<u64>> {
-        let store = self.store()?;
-        let mark = wait_for(py, async move { store.mark(&key).await })?;
-        Ok(mark.map(FencingToken::get))
+        wait_for(py, self.mark_call(key)?)
     }
 
     /// Deletes `key`'s value with `token`, keeping its mark:
     /// `StaleToken` if the key has accepted a higher token.
     fn delete(&self, py: Python<'_>, key: String, token: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (store, token) = (self.store()?, token_from(token)?);
-        wait_for(py, async move { store.delete(&key, token).await })
+        wait_for(py, self.delete_call(key, token)?)
+    }
+
+    fn _start_put(
+        &self,
+        calls: &Completions,
+        key: String,
+        value: &[u8],
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        calls.start(self.put_call(key, value, token)?)
+    }
+
+    fn _start_get(&self, calls: &Completions, key: String) -> PyResult<u64> {
+        calls.start(self.get_call(key)?)
+    }
+
+    fn _start_fence(
+        &self,
+        calls: &Completions,
+        key: String,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        calls.start(self.fence_call(key, token)?)
+    }
+
+    fn _start_mark(&self, calls: &Completions, key: String) -> PyResult<u64> {
+        calls.start(self.mark_call(key)?)
+    }
+
+    fn _start_delete(
+        &self,
+        calls: &Completions,
+        key: String,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        calls.start(self.delete_call(key, token)?)
     }
 
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.shown)
+    }
+}
+
+/// A value read, made a `Versioned` in the thread that holds the GIL.
+pub(crate) struct Found(fencing_tokens::Versioned);
+
+impl<'py> IntoPyObject<'py> for Found {
+    type Target = Versioned;
+    type Output = Bound<'py, Versioned>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, Versioned>> {
+        Bound::new(
+            py,
+            Versioned {
+                value: PyBytes::new(py, &self.0.value).unbind(),
+                token: self.0.token.get(),
+            },
+        )
     }
 }
 

@@ -1,0 +1,195 @@
+"""``fencing`` for asyncio: the same issuers and stores, with awaitable calls
+that run on the Rust runtime::
+
+    import fencing.aio
+
+    issuer = await fencing.aio.open_issuer("etcd://127.0.0.1:2379")
+    store = await fencing.aio.open_store("postgres://app:secret@db/app")
+    lease = await issuer.acquire("nightly-report", ttl=30, wait=10)
+    await store.put("reports/nightly", b"...", lease)
+    await issuer.release(lease)
+
+    async with issuer.lock("nightly-report", fence=[(store, "reports/nightly")]) as held:
+        await store.put("reports/nightly", b"...", held.token)
+
+No thread waits for a call: each one is a task on the Rust runtime, and its
+answer wakes the event loop through a socket the loop watches (no Rust
+thread ever calls into Python, so none can hang on the GIL at interpreter
+exit). Thousands of calls can be in flight at once.
+
+A cancelled call is dropped as a Rust future is: what it sent may still be
+applied (a write may land; a lease granted in flight expires after its TTL,
+since nothing renews it). A lease whose answer arrives after its caller was
+cancelled is given back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from . import _native
+from ._native import Holding, Lease, Lock, Versioned
+
+__all__ = ["open_issuer", "open_store", "Issuer", "Store"]
+
+T = TypeVar("T")
+
+
+class _Calls:
+    """One event loop's calls in flight, and the reader that resolves them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.native = _native.Completions()
+        # id -> (future, what to do with a result nobody awaits any more)
+        self.pending: dict[int, tuple[asyncio.Future[Any], Callable[[Any], None] | None]] = {}
+        loop.add_reader(self.native.fileno(), self.drain)
+
+    def drain(self) -> None:
+        for call, ok, value in self.native.drain():
+            entry = self.pending.pop(call, None)
+            if entry is None:
+                continue  # a call of ours that nobody awaits (an orphan's release)
+            future, orphan = entry
+            if future.done():
+                if ok and orphan is not None:
+                    orphan(value)
+            elif ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+
+
+_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Calls] = weakref.WeakKeyDictionary()
+
+
+def _calls() -> _Calls:
+    loop = asyncio.get_running_loop()
+    calls = _loops.get(loop)
+    if calls is None:
+        calls = _loops[loop] = _Calls(loop)
+    return calls
+
+
+async def _call(start: Callable[..., int], *args: Any, orphan: Callable[[Any], None] | None = None) -> Any:
+    """Starts a native call and waits for its answer."""
+    calls = _calls()
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    call = start(calls.native, *args)  # bad input raises here
+    calls.pending[call] = (future, orphan)
+    try:
+        return await future
+    except asyncio.CancelledError:
+        calls.native.cancel(call)  # it still answers; the entry goes then
+        # Answered just before the cancellation reached us: nobody gets it.
+        if orphan is not None and future.done() and not future.cancelled() and future.exception() is None:
+            orphan(future.result())
+        raise
+
+
+def _give_back(issuer: _native.Issuer) -> Callable[[Any], None]:
+    """An orphan lease is released (its answer ignored)."""
+
+    def give_back(lease: Any) -> None:
+        if isinstance(lease, Lease):
+            issuer._start_release(_calls().native, lease)
+
+    return give_back
+
+
+async def open_issuer(url: str) -> Issuer:
+    """Opens the lock service ``url`` names, as ``fencing.open_issuer``."""
+    return Issuer(await _call(_native._start_open_issuer, url))
+
+
+async def open_store(url: str) -> Store:
+    """Opens the fenced store ``url`` names, as ``fencing.open_store``."""
+    return Store(await _call(_native._start_open_store, url))
+
+
+class Issuer:
+    """A lock service, awaitable: ``fencing.Issuer``'s calls as coroutines."""
+
+    def __init__(self, issuer: _native.Issuer) -> None:
+        self.sync = issuer
+        """The same issuer with blocking calls."""
+
+    @property
+    def name(self) -> str:
+        return self.sync.name
+
+    @property
+    def min_ttl(self) -> float:
+        return self.sync.min_ttl
+
+    def lock(
+        self,
+        resource: str,
+        *,
+        ttl: float = 30.0,
+        wait: float | None = None,
+        fence: Sequence[tuple[Store | _native.Store, str]] = (),
+    ) -> Lock:
+        """A lock for ``async with`` (or ``with``), as ``fencing.Issuer.lock``."""
+        stores = [(store.sync if isinstance(store, Store) else store, key) for store, key in fence]
+        return self.sync.lock(resource, ttl=ttl, wait=wait, fence=stores)
+
+    async def acquire(self, resource: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lease:
+        lease: Lease = await _call(self.sync._start_acquire, resource, ttl, wait, orphan=_give_back(self.sync))
+        return lease
+
+    async def try_acquire(self, resource: str, *, ttl: float = 30.0) -> Lease | None:
+        lease: Lease | None = await _call(self.sync._start_try_acquire, resource, ttl, orphan=_give_back(self.sync))
+        return lease
+
+    async def renew(self, lease: Lease) -> Lease:
+        renewed: Lease = await _call(self.sync._start_renew, lease)
+        return renewed
+
+    async def release(self, lease: Lease) -> None:
+        await _call(self.sync._start_release, lease)
+
+    async def holder(self, resource: str) -> Holding | None:
+        holding: Holding | None = await _call(self.sync._start_holder, resource)
+        return holding
+
+    async def raise_floor(self, resource: str, floor: int | Lease) -> None:
+        await _call(self.sync._start_raise_floor, resource, floor)
+
+    def __repr__(self) -> str:
+        return f"aio.{self.sync!r}"
+
+
+class Store:
+    """A fenced store, awaitable: ``fencing.Store``'s calls as coroutines."""
+
+    def __init__(self, store: _native.Store) -> None:
+        self.sync = store
+        """The same store with blocking calls."""
+
+    @property
+    def name(self) -> str:
+        return self.sync.name
+
+    async def put(self, key: str, value: bytes, token: int | Lease) -> None:
+        await _call(self.sync._start_put, key, value, token)
+
+    async def get(self, key: str) -> Versioned | None:
+        found: Versioned | None = await _call(self.sync._start_get, key)
+        return found
+
+    async def fence(self, key: str, token: int | Lease) -> int:
+        mark: int = await _call(self.sync._start_fence, key, token)
+        return mark
+
+    async def mark(self, key: str) -> int | None:
+        mark: int | None = await _call(self.sync._start_mark, key)
+        return mark
+
+    async def delete(self, key: str, token: int | Lease) -> None:
+        await _call(self.sync._start_delete, key, token)
+
+    def __repr__(self) -> str:
+        return f"aio.{self.sync!r}"
