@@ -4,9 +4,10 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use fencing_tokens::{Error, FencedStore, LeaseGuard, Lock as RustLock, TokenIssuer};
+use fencing_tokens::{Error, FencedStore, LeaseGuard, Lock as RustLock, Result, TokenIssuer};
 use pyo3::prelude::*;
 
+use crate::aio::Completions;
 use crate::errors;
 use crate::issuer::Lease;
 use crate::runtime::{InProcess, wait_for};
@@ -30,7 +31,9 @@ struct Inner {
     ttl: Duration,
     wait: Option<Duration>,
     fences: Vec<(Arc<dyn FencedStore>, String)>,
-    state: Mutex<State>,
+    /// Shared with a taking in flight, which may finish (or be dropped)
+    /// on the runtime.
+    state: Arc<Mutex<State>>,
 }
 
 /// A lock to take with `with`: what `Issuer.lock` returns.
@@ -54,7 +57,7 @@ impl Lock {
                 ttl,
                 wait,
                 fences,
-                state: Mutex::new(State::Idle),
+                state: Arc::new(Mutex::new(State::Idle)),
             }),
         }
     }
@@ -70,11 +73,54 @@ fn lost(guard: &LeaseGuard) -> bool {
     guard.is_lost() || guard.lease().is_expired()
 }
 
-#[pymethods]
+/// A taking in flight: back to `Idle` if it fails or is dropped (a
+/// cancelled `async with`, Ctrl-C) before its lease reaches Python.
+struct Entering {
+    state: Option<Arc<Mutex<State>>>,
+}
+
+impl Drop for Entering {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            *locked(&state) = State::Idle;
+        }
+    }
+}
+
+/// A lease taken, on its way to Python: it becomes the `Held` of the
+/// block (and the lock's state) only there. Dropped on the way (an event
+/// loop gone before it read the answer), its guard releases the lease.
+pub(crate) struct Entered {
+    guard: LeaseGuard,
+    entering: Entering,
+}
+
+impl Entered {
+    fn into_held(mut self) -> Held {
+        let slot = Slot::new(Mutex::new(Some(self.guard)));
+        if let Some(state) = self.entering.state.take() {
+            *locked(&state) = State::Held(slot.clone());
+        }
+        Held {
+            slot: InProcess::new(slot),
+        }
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Entered {
+    type Target = Held;
+    type Output = Bound<'py, Held>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, Held>> {
+        Bound::new(py, self.into_held())
+    }
+}
+
 impl Lock {
-    /// Acquires, starts the renewals and fences every key; the `Held`
-    /// lease.
-    fn __enter__(&self, py: Python<'_>) -> PyResult<Held> {
+    /// Marks the lock as being taken (one `with` at a time) and returns
+    /// the taking to run on the runtime.
+    fn enter_call(&self) -> PyResult<impl Future<Output = Result<Entered>> + Send + 'static> {
         let inner = self.inner.get("lock")?;
         {
             let mut state = locked(&inner.state);
@@ -87,9 +133,12 @@ impl Lock {
             }
             *state = State::Entering;
         }
+        let entering = Entering {
+            state: Some(inner.state.clone()),
+        };
         let (issuer, resource) = (inner.issuer.clone(), inner.resource.clone());
         let (ttl, wait, fences) = (inner.ttl, inner.wait, inner.fences.clone());
-        let acquired = wait_for(py, async move {
+        Ok(async move {
             let mut lock = RustLock::new(issuer, resource).ttl(ttl);
             if let Some(wait) = wait {
                 lock = lock.wait(wait);
@@ -97,22 +146,62 @@ impl Lock {
             for (store, key) in &fences {
                 lock = lock.fence(&**store, [key.clone()]);
             }
-            lock.await
-        });
-        let mut state = locked(&inner.state);
-        match acquired {
-            Ok(guard) => {
-                let slot = Slot::new(Mutex::new(Some(guard)));
-                *state = State::Held(slot.clone());
-                Ok(Held {
-                    slot: InProcess::new(slot),
-                })
+            let guard = lock.await?;
+            Ok(Entered { guard, entering })
+        })
+    }
+
+    /// Takes the block's lease out of the lock (`Idle` again) and returns
+    /// its release to run on the runtime: `None`, or, if `block_raised`, a
+    /// failed release's message (a warning: the block's exception goes on);
+    /// `LeaseLost` if the block finished but the lease was lost while it
+    /// ran.
+    fn exit_call(
+        &self,
+        block_raised: bool,
+    ) -> PyResult<impl Future<Output = Result<Exited>> + Send + 'static> {
+        // A forked child leaving the block: the lease is the parent's.
+        let guard = if self.inner.here() {
+            let inner = self.inner.get("lock")?;
+            let mut state = locked(&inner.state);
+            match std::mem::replace(&mut *state, State::Idle) {
+                State::Held(slot) => locked(&slot).take(),
+                other => {
+                    *state = other;
+                    None
+                }
             }
-            Err(e) => {
-                *state = State::Idle;
-                Err(e)
+        } else {
+            None
+        };
+        Ok(async move {
+            let Some(guard) = guard else {
+                return Ok(Exited(None));
+            };
+            let (lease, was_lost) = (guard.lease(), lost(&guard));
+            let released = guard.release().await;
+            if block_raised {
+                return Ok(Exited(released.err().map(|failed| {
+                    format!(
+                        "fencing: releasing {:?} failed while the block raised: {failed}",
+                        lease.resource()
+                    )
+                })));
             }
-        }
+            if was_lost {
+                return Err(Error::lease_lost(&lease));
+            }
+            released.map(|()| Exited(None))
+        })
+    }
+}
+
+#[pymethods]
+impl Lock {
+    /// Acquires, starts the renewals and fences every key; the `Held`
+    /// lease.
+    fn __enter__(&self, py: Python<'_>) -> PyResult<Held> {
+        wait_for(py, self.enter_call()?).map(Entered::into_held)
     }
 
     /// Releases. If the block raised, its exception goes on (a failed
@@ -126,47 +215,23 @@ impl Lock {
         _exc: Option<&Bound<'_, PyAny>>,
         _traceback: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        // A forked child leaving the block: the lease is the parent's.
-        if !self.inner.here() {
-            return Ok(false);
-        }
-        let inner = self.inner.get("lock")?;
-        let slot = {
-            let mut state = locked(&inner.state);
-            match std::mem::replace(&mut *state, State::Idle) {
-                State::Held(slot) => slot,
-                other => {
-                    *state = other;
-                    return Ok(false);
-                }
-            }
-        };
-        let Some(guard) = locked(&slot).take() else {
-            return Ok(false);
-        };
-        let (lease, was_lost) = (guard.lease(), lost(&guard));
-        let released = wait_for(py, async move { guard.release().await });
-        if exc_type.is_some() {
-            if let Err(failed) = released {
-                let message = format!(
-                    "fencing: releasing {:?} failed while the block raised: {failed}",
-                    lease.resource()
-                );
-                let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-                let message =
-                    std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
-                // A warnings filter that raises must not replace the
-                // block's own exception.
-                if let Err(raised) = PyErr::warn(py, category.as_any(), &message, 1) {
-                    raised.write_unraisable(py, None);
-                }
-            }
-            return Ok(false);
-        }
-        if was_lost {
-            return Err(errors::to_py(&Error::lease_lost(&lease)));
-        }
-        released.map(|()| false)
+        wait_for(py, self.exit_call(exc_type.is_some())?)?.warn(py);
+        Ok(false)
+    }
+
+    fn _start_enter(&self, calls: &Completions) -> PyResult<u64> {
+        calls.start(self.enter_call()?)
+    }
+
+    /// `quiet`: a failed release is not worth a warning (the lease is known
+    /// to be lost, or nobody waits for it).
+    #[pyo3(signature = (calls, block_raised, quiet = false))]
+    fn _start_exit(&self, calls: &Completions, block_raised: bool, quiet: bool) -> PyResult<u64> {
+        let exit = self.exit_call(block_raised)?;
+        calls.start(async move {
+            let exited = exit.await?;
+            Ok(if quiet { Exited(None) } else { exited })
+        })
     }
 
     /// `async with`: [`__enter__`](Self::__enter__) in a worker thread, and
@@ -199,6 +264,37 @@ impl Lock {
             ),
             Err(_) => "Lock(of another process)".to_owned(),
         }
+    }
+}
+
+/// A block's lease given back: with the message of a failed release when
+/// the block raised, which becomes a `RuntimeWarning` in the thread that
+/// holds the GIL (the block's own exception goes on).
+pub(crate) struct Exited(Option<String>);
+
+impl Exited {
+    fn warn(self, py: Python<'_>) {
+        let Some(message) = self.0 else {
+            return;
+        };
+        let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+        let message = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();
+        // A warnings filter that raises must not replace the block's own
+        // exception.
+        if let Err(raised) = PyErr::warn(py, category.as_any(), &message, 1) {
+            raised.write_unraisable(py, None);
+        }
+    }
+}
+
+impl<'py> IntoPyObject<'py> for Exited {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.warn(py);
+        Ok(py.None().into_bound(py))
     }
 }
 

@@ -107,15 +107,16 @@ def test_an_exception_in_the_block_goes_on_and_the_lock_is_released(etcd: fencin
     etcd.release(again)
 
 
-def test_a_cancelled_wait_gives_back_the_lease_it_gets_later(etcd: fencing.Issuer) -> None:
-    """`async with` cancelled while it waits: the worker thread still gets
-    the lease once the holder releases, and gives it back at once instead
-    of holding it (renewed) for as long as the Lock object lives."""
+def test_a_cancelled_wait_takes_nothing_and_leaves_the_lock_usable(etcd: fencing.Issuer) -> None:
+    """`async with` cancelled while it waits: the taking is stopped on the
+    runtime (it never gets the lease, never fences the key), the next
+    holder gets in as soon as the first releases, and the same Lock can be
+    entered again."""
     resource, store, key = unique("res"), fencing.open_store("sqlite::memory:"), unique("key")
     first = etcd.acquire(resource, ttl=30)
     lock = etcd.lock(resource, ttl=30, wait=10, fence=[(store, key)])
 
-    async def main() -> fencing.Lease | None:
+    async def main() -> tuple[fencing.Lease | None, int]:
         async def block() -> None:
             async with lock:
                 pass
@@ -126,18 +127,54 @@ def test_a_cancelled_wait_gives_back_the_lease_it_gets_later(etcd: fencing.Issue
         with pytest.raises(asyncio.CancelledError):
             await waiting
         await asyncio.to_thread(etcd.release, first)
-        # The thread takes the lease, then gives it back.
-        for _ in range(100):
-            await asyncio.sleep(0.05)
-            lease = await asyncio.to_thread(etcd.try_acquire, resource, ttl=10)
-            if lease is not None:
-                return lease
-        return None
+        await asyncio.sleep(0.5)  # a taking still running would get it now
+        lease = await asyncio.to_thread(etcd.try_acquire, resource, ttl=10)
+        assert lease is not None, "the cancelled lock took the lease"
+        await asyncio.to_thread(etcd.release, lease)
+        async with lock as held:
+            return lease, held.token
 
-    lease = asyncio.run(main())
-    assert lease is not None, "the cancelled lock kept the lease"
-    # The worker thread took the lease in between (it fenced the key), and
-    # gave it back: this grant came after its.
-    mark = store.mark(key)
-    assert mark is not None and first.token < mark < lease.token, (first.token, mark, lease.token)
-    etcd.release(lease)
+    lease, again = asyncio.run(main())
+    assert lease is not None and first.token < lease.token < again
+    # Fenced once, by the second entry only.
+    assert store.mark(key) == again
+
+
+
+def test_a_lock_taken_after_its_caller_was_cancelled_is_given_back(etcd: fencing.Issuer) -> None:
+    """The taking has answered (the lease is on its way to Python, renewed)
+    when the `async with` is cancelled: the lease is released at once, not
+    renewed for as long as the Lock lives."""
+    import time
+
+    import fencing.aio
+
+    resource = unique("res")
+    lock = etcd.lock(resource, ttl=30)
+
+    async def main() -> None:
+        calls = fencing.aio._calls()
+
+        async def block() -> None:
+            async with lock:
+                await asyncio.sleep(30)
+
+        task = asyncio.create_task(block())
+        await asyncio.sleep(0)  # the taking starts
+        deadline = time.monotonic() + 10
+        while calls.native.running() and time.monotonic() < deadline:
+            time.sleep(0.01)  # the loop must not read the answer yet
+        assert calls.native.running() == 0
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(200):
+            if await asyncio.to_thread(etcd.holder, resource) is None:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the orphaned lock's lease was not given back")
+        async with lock as held:  # usable again
+            assert not held.lost
+
+    asyncio.run(main())

@@ -1,10 +1,12 @@
 """``async with issuer.lock(...)``: what ``Lock.__aenter__`` and
 ``Lock.__aexit__`` run.
 
-The lock is taken and given back by its sync methods in a worker thread
-(``asyncio.to_thread``); they release the GIL while they wait, so the event
-loop runs on, and no Rust thread ever calls into Python (the shutdown trap
-of Rust runtimes driving asyncio futures). While the block runs, a watcher
+The lock is taken and given back on the Rust runtime, as every call of
+``fencing.aio`` is (no thread waits, and no Rust thread ever calls into
+Python). A taking cancelled in flight is dropped; a lease taken but not
+yet seen by Python when its caller was cancelled is released (and one whose
+event loop is gone is released when its answer is dropped). While the
+block runs, a watcher
 looks at the lease every ``WATCH_EVERY`` seconds and cancels the block's
 task once it is lost: the work stops at its next ``await``, and leaving the
 block raises ``LeaseLost`` instead of the ``CancelledError``. A caller's own
@@ -14,9 +16,11 @@ cancellation is never turned into ``LeaseLost``.
 from __future__ import annotations
 
 import asyncio
-import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
+
+from .aio import _call, _calls
 
 from .errors import LeaseLost
 
@@ -60,46 +64,36 @@ async def _watch(block: _Block, task: asyncio.Task[object]) -> None:
         block.cancelled_it = task.cancel()
 
 
-def _release_quietly(lock: Lock) -> None:
+async def _release_quietly(lock: Lock) -> None:
     try:
-        lock.__exit__(None, None, None)
+        await _call(lock._start_exit, True, True)
     except Exception:  # noqa: BLE001 - lost meanwhile: nothing left to give back
         pass
 
 
+def _orphan(lock: Lock) -> Callable[[object], None]:
+    """A lease taken after its `async with` was cancelled: given back."""
+
+    def give_back(_held: object) -> None:
+        lock._start_exit(_calls().native, True, True)
+
+    return give_back
+
+
+async def _exit(lock: Lock, block_raised: bool) -> bool:
+    # A failed release while the block raised comes back as a RuntimeWarning.
+    await _call(lock._start_exit, block_raised)
+    return False
+
+
 async def enter(lock: Lock) -> Held:
-    # The worker thread cannot be stopped. Cancelling this stops only the
-    # wait for it; what the thread takes afterwards it gives back itself,
-    # which works even once the event loop has shut down.
-    guard = threading.Lock()
-    state = {"abandoned": False, "returned": False}
-
-    def take() -> Held | None:
-        held = lock.__enter__()
-        with guard:
-            if not state["abandoned"]:
-                state["returned"] = True
-                return held
-        _release_quietly(lock)
-        return None
-
-    entering = asyncio.ensure_future(asyncio.to_thread(take))
-    try:
-        taken = await asyncio.shield(entering)
-    except asyncio.CancelledError:
-        with guard:
-            state["abandoned"] = True
-            returned = state["returned"]
-        if returned:  # the thread got in just before: give it back here
-            threading.Thread(target=_release_quietly, args=(lock,), daemon=True).start()
-        raise
-    assert taken is not None  # `abandoned` is only set on the way out above
-    block = _Block(taken)
+    held: Held = await _call(lock._start_enter, orphan=_orphan(lock))
+    block = _Block(held)
     task = asyncio.current_task()
     if task is not None:
         block.watcher = asyncio.get_running_loop().create_task(_watch(block, task))
     _blocks[lock] = block
-    return taken
+    return held
 
 
 async def exit(
@@ -112,20 +106,20 @@ async def exit(
     if block is None or not block.cancelled_it:
         if block is not None and block.watcher is not None:
             block.watcher.cancel()
-        return await asyncio.to_thread(lock.__exit__, exc_type, exc, traceback)
+        return await _exit(lock, exc_type is not None)
     # The watcher cancelled the block: take its cancellation back.
     task = asyncio.current_task()
     uncancel = getattr(task, "uncancel", None)  # Python 3.11+
     if uncancel is not None and uncancel() > 0:
         # The caller cancelled too: its CancelledError goes on.
-        return await asyncio.to_thread(lock.__exit__, exc_type, exc, traceback)
+        return await _exit(lock, exc_type is not None)
     if not isinstance(exc, asyncio.CancelledError):
         # The block turned the cancellation into something else, or
         # swallowed it: that goes on (a finished block whose lease was lost
         # gets LeaseLost from __exit__).
-        return await asyncio.to_thread(lock.__exit__, exc_type, exc, traceback)
+        return await _exit(lock, exc_type is not None)
     lease = block.held.lease
-    await asyncio.to_thread(_release_quietly, lock)
+    await _release_quietly(lock)
     raise LeaseLost(
         f"lease on {lease.resource!r} with token {lease.token} is no longer held; "
         "the block was cancelled",

@@ -134,6 +134,9 @@ class Lock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> Coroutine[Any, Any, bool]: ...
+    # `async with`'s starts (fencing._async_lock).
+    def _start_enter(self, calls: Completions) -> int: ...
+    def _start_exit(self, calls: Completions, block_raised: bool, quiet: bool = False) -> int: ...
 
 @final
 class Issuer:
