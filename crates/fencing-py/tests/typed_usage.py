@@ -30,3 +30,27 @@ async def nightly_report_async(issuer: fencing.Issuer, store: fencing.Store, rep
         store.put("reports/nightly", report, held.token)
         token: int = held.token
     return token
+
+
+async def with_asyncio(issuer_url: str, store_url: str) -> int | None:
+    import fencing.aio
+
+    issuer = await fencing.aio.open_issuer(issuer_url)
+    store = await fencing.aio.open_store(store_url)
+    lease: fencing.Lease = await issuer.acquire("jobs/compact", ttl=20, wait=5)
+    await store.put("jobs/compact/state", b"...", lease)
+    await issuer.release(lease)
+    async with issuer.lock("jobs/compact", fence=[(store, "jobs/compact/state")]) as held:
+        mark: int = await store.fence("jobs/compact/state", held.token)
+        assert mark == held.token
+    return await store.mark("jobs/compact/state")
+
+
+def with_sql(dsn: str, token: int) -> None:
+    import psycopg
+
+    from fencing.sql import fence_transaction
+
+    with psycopg.connect(dsn) as conn:
+        fence_transaction(conn, "orders", token)
+        conn.execute("UPDATE orders SET status = 'shipped' WHERE id = %s", (7,))
