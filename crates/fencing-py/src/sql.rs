@@ -172,6 +172,11 @@ pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))?;
     let path = rest.split(['?', '#']).next().unwrap_or_default();
+    // Decoded as sqlx decodes it: `my%20db.db` opens `my db.db`.
+    let path = percent_encoding::percent_decode_str(path)
+        .decode_utf8()
+        .ok()?
+        .into_owned();
     (!path.is_empty() && !path.starts_with(":memory:")).then(|| PathBuf::from(path))
 }
 

@@ -407,3 +407,71 @@ def test_the_guard_object_renders_the_rust_statements() -> None:
         SqlGuard("postgres", "pyformat")
     with pytest.raises(fencing.UnsafeConfiguration):
         guard.verdict("d", 3, None, None)
+
+
+def test_what_users_pass_runs_on_a_cursor_of_its_own(tmp_path: os.PathLike[str], postgres: fencing.Store) -> None:
+    """Dict rows, a server-side cursor, a DictCursor, a subclassed sqlite3
+    connection, a raw SQLAlchemy connection: the fence runs on a plain
+    cursor of its own on the same connection, and refuses as it should."""
+    from psycopg.rows import dict_row
+
+    mysql = fencing.open_store(env("FENCING_MYSQL_URL"))
+    domain = unique("shapes")
+    postgres.fence(domain, 6)
+    mysql.fence(domain, 6)
+    with psycopg.connect(env("FENCING_PG_URL"), row_factory=dict_row) as conn:
+        with pytest.raises(fencing.StaleToken):
+            fence_transaction(conn, domain, 5)
+        conn.rollback()
+        fence_transaction(conn.cursor(name="server-side"), domain, 7)
+    assert postgres.mark(domain) == 7
+    my = mysql_connect()
+    fence_transaction(my.cursor(pymysql.cursors.DictCursor), domain, 8)
+    my.commit()
+    my.close()
+    assert mysql.mark(domain) == 8
+
+    class Mine(sqlite3.Connection):
+        pass
+
+    path = f"{tmp_path}/fencing.db"
+    StoreInAnotherProcess(sqlite_url(str(tmp_path))).close()  # the tables
+    lite = sqlite3.connect(path, factory=Mine)
+    lite.row_factory = sqlite3.Row
+    fence_transaction(lite, domain, 3)
+    lite.commit()
+    lite.close()
+    engine = sqlalchemy.create_engine(sqlalchemy_url(env("FENCING_PG_URL")))
+    with pytest.raises(fencing.InvalidInput, match="Engine"):
+        fence_transaction(engine, domain, 9)
+    raw = engine.raw_connection()
+    fence_transaction(raw, domain, 9)
+    raw.commit()
+    raw.close()
+    engine.dispose()
+    assert postgres.mark(domain) == 9
+
+
+def test_autocommit_set_on_the_engine_or_a_pipeline_is_refused(postgres: fencing.Store) -> None:
+    domain = unique("engine-autocommit")
+    engine = sqlalchemy.create_engine(sqlalchemy_url(env("FENCING_PG_URL")), isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn, conn.begin():
+        with pytest.raises(fencing.InvalidInput, match="autocommit"):
+            fence_transaction(conn, domain, 1)
+    engine.dispose()
+    with psycopg.connect(env("FENCING_PG_URL"), autocommit=True) as pg:
+        with pg.pipeline():
+            pg.execute("SELECT 1")
+            with pytest.raises(fencing.InvalidInput, match="pipeline"):
+                fence_transaction(pg, domain, 1)
+    assert postgres.mark(domain) is None
+
+
+def test_a_percent_encoded_sqlite_path_is_the_same_file(tmp_path: os.PathLike[str]) -> None:
+    path = f"{tmp_path}/my db.db"
+    store = fencing.open_store(f"sqlite://{tmp_path}/my%20db.db?mode=rwc")
+    store.fence("d", 1)
+    conn = sqlite3.connect(path)
+    with pytest.raises(fencing.UnsafeConfiguration):
+        fence_transaction(conn, "d", 2)
+    conn.close()

@@ -103,9 +103,10 @@ pub(crate) fn foreign_mark(dialect: Dialect, table: &str, key: &str, mark: i64) 
 
 /// What a fenced upsert's answer means. `written` is the mark it reported
 /// (`None`: refused or dropped without saying); `read_mark` reads the row's
-/// mark then. Accepted at or below `token`; stale above it; foreign data
-/// below zero; and a refusal no higher mark explains means something
-/// dropped the write ([`wrote_nothing`]).
+/// mark then. Accepted at `token`; stale above it; foreign data below
+/// zero; a reported mark below `token` (the statement sets it) or a
+/// refusal no higher mark explains means something rewrites or drops the
+/// write ([`wrote_nothing`]).
 pub(crate) async fn upsert_verdict(
     written: Option<i64>,
     read_mark: impl std::future::Future<Output = Result<Option<i64>>>,
@@ -137,12 +138,22 @@ pub(crate) fn judge_upsert(
     if mark < 0 {
         return Err(foreign_mark(dialect, table, key, mark));
     }
-    if mark <= raw {
-        return Ok(());
+    match mark.cmp(&raw) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Greater => Err(Error::StaleToken {
+            key: key.to_owned(),
+            presented: token,
+            current: FencingToken::from_i64(mark)?,
+        }),
+        // The statement sets the token or reports the higher mark: a lower
+        // one means something else answered (a trigger rewriting the row,
+        // a driver that does not report MySQL's LAST_INSERT_ID).
+        std::cmp::Ordering::Less => Err(Error::UnsafeConfiguration {
+            backend: dialect.name(),
+            reason: format!(
+                "the fenced upsert of {key:?} in {table} reported mark {mark}, below the token {raw} \
+                 it sets: something rewrites the row or its answer, so whether it was fenced is unknown"
+            ),
+        }),
     }
-    Err(Error::StaleToken {
-        key: key.to_owned(),
-        presented: token,
-        current: FencingToken::from_i64(mark)?,
-    })
 }

@@ -236,7 +236,8 @@ impl GuardStatements {
     /// [`Error::StaleToken`] naming the domain, `token` and the mark (roll
     /// back); [`Error::Backend`] (not retryable) for a negative mark,
     /// which fencing never writes; [`Error::UnsafeConfiguration`] if the
-    /// upsert wrote nothing and no higher mark explains it.
+    /// upsert wrote nothing and no higher mark explains it, or reported a
+    /// mark below `token` (which it sets).
     pub fn verdict(
         &self,
         domain: &str,
@@ -333,3 +334,58 @@ fence_connection!(
         Ok(Some(crate::store::mysql_mark(&result)))
     }
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(written: Option<i64>, read: Option<i64>) -> Result<()> {
+        GuardStatements::new(Dialect::MySql, &Tables::default(), ParamStyle::Format).verdict(
+            "orders",
+            FencingToken::new(7),
+            written,
+            read,
+        )
+    }
+
+    /// Each answer's meaning; a reported mark below the token (a driver
+    /// that does not report `LAST_INSERT_ID` answers 0) is not "fenced".
+    #[test]
+    fn the_verdict_on_each_answer() {
+        assert!(verdict(Some(7), None).is_ok());
+        assert_eq!(
+            verdict(Some(9), None).unwrap_err().stale_tokens(),
+            Some((FencingToken::new(7), FencingToken::new(9)))
+        );
+        assert!(matches!(
+            verdict(Some(0), None),
+            Err(Error::UnsafeConfiguration { .. })
+        ));
+        assert!(matches!(
+            verdict(Some(6), None),
+            Err(Error::UnsafeConfiguration { .. })
+        ));
+        assert!(matches!(
+            verdict(Some(-1), None),
+            Err(Error::Backend { .. })
+        ));
+        assert!(verdict(None, Some(9)).unwrap_err().is_stale());
+        assert!(matches!(
+            verdict(None, Some(-5)),
+            Err(Error::Backend { .. })
+        ));
+        assert!(matches!(
+            verdict(None, Some(7)),
+            Err(Error::UnsafeConfiguration { .. })
+        ));
+        assert!(matches!(
+            verdict(None, None),
+            Err(Error::UnsafeConfiguration { .. })
+        ));
+        assert_eq!(
+            GuardStatements::mark_from_insert_id(u64::MAX),
+            -1,
+            "MySQL's ~0 for a foreign negative mark"
+        );
+    }
+}

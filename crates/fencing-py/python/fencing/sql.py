@@ -45,9 +45,19 @@ _guards_lock = threading.Lock()
 
 # SQLAlchemy's dialect names, to the guard's.
 _SQLALCHEMY_DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
+# The drivers under SQLAlchemy whose transaction state is checked.
+_SQLALCHEMY_DRIVERS = {"psycopg": "psycopg", "pymysql": "pymysql", "pysqlite": "sqlite3"}
 
-# The status bit PyMySQL reports while a transaction is open.
+# Each driver: its dialect and parameter style.
+_DRIVERS = {"psycopg": ("postgres", "format"), "pymysql": ("mysql", "format"), "sqlite3": ("sqlite", "qmark")}
+
+# The status bit MySQL reports while a transaction is open.
 _MYSQL_IN_TRANS = 1
+
+_OUTSIDE = (
+    "open a transaction first (psycopg: `with conn.transaction():` or autocommit off, PyMySQL: "
+    "`conn.begin()` or autocommit off, sqlite3: `BEGIN IMMEDIATE` or the default isolation)"
+)
 
 
 def _guard(dialect: str, paramstyle: str, table_prefix: str) -> SqlGuard:
@@ -59,8 +69,14 @@ def _guard(dialect: str, paramstyle: str, table_prefix: str) -> SqlGuard:
         return guard
 
 
-def _root(obj: object) -> str:
-    return type(obj).__module__.split(".")[0]
+def _driver(obj: object) -> str | None:
+    """The driver of a DB-API connection: its class's, or a base class's
+    (a subclass, a `factory=`)."""
+    for cls in type(obj).__mro__:
+        root = cls.__module__.split(".")[0]
+        if root in _DRIVERS:
+            return root
+    return None
 
 
 def fence_transaction(
@@ -74,81 +90,126 @@ def fence_transaction(
 
     ``conn`` is a psycopg 3 ``Connection`` or ``Cursor``, a PyMySQL
     ``Connection`` or ``Cursor``, a ``sqlite3.Connection`` or ``Cursor``,
-    or a SQLAlchemy ``Connection`` or ``Session`` (on PostgreSQL, MySQL,
-    MariaDB or SQLite). ``table_prefix`` names the tables as the store's
+    or a SQLAlchemy ``Connection`` or ``Session`` on one of those drivers
+    (PostgreSQL, MySQL, MariaDB or SQLite). The fence runs on a cursor of
+    its own on the same connection, so the caller's cursor and row factory
+    are left alone. ``table_prefix`` names the tables as the store's
     ``fencing_table_prefix`` URL option does.
 
     Raises ``StaleToken`` (``presented``, ``current``): a higher token fenced
     the domain; roll back. ``InvalidInput``: an empty domain, one over 512
     bytes or holding NUL, a token that is not an int or a ``Lease``, a
-    connection in autocommit mode, or one of another driver.
-    ``TokenOutOfRange`` above 2**63 - 1. ``BackendError`` if the row holds
-    a negative mark (another program's data). ``UnsafeConfiguration`` if the
-    upsert wrote nothing and no higher mark explains it (a trigger or rule
-    drops writes): the domain was not fenced.
+    connection outside a transaction (autocommit), or one this function
+    does not know. ``TokenOutOfRange`` above 2**63 - 1. ``BackendError`` if
+    the row holds a negative mark (another program's data).
+    ``UnsafeConfiguration`` if the upsert wrote nothing and no higher mark
+    explains it (a trigger or rule drops writes): the domain was not fenced.
+    The connection's own errors are the driver's exceptions.
     """
     if inspect.iscoroutinefunction(getattr(conn, "execute", None)):
         raise InvalidInput("an async connection: fence_transaction takes a synchronous one")
-    root = _root(conn)
-    if root == "sqlalchemy":
-        _fence_sqlalchemy(conn, domain, token, table_prefix)
-        return
-    dialect, paramstyle = {
-        "psycopg": ("postgres", "format"),
-        "pymysql": ("mysql", "format"),
-        "sqlite3": ("sqlite", "qmark"),
-    }.get(root, ("", ""))
-    if not dialect:
+    if _driver(conn) is None and type(conn).__module__.split(".")[0] == "sqlalchemy":
+        if hasattr(conn, "raw_connection"):
+            raise InvalidInput(
+                "a SQLAlchemy Engine is not a transaction: pass the Connection of `with engine.begin() "
+                "as conn:` (or a Session)"
+            )
+        if hasattr(conn, "dbapi_connection"):  # engine.raw_connection()
+            conn = conn.dbapi_connection
+        else:
+            _fence_sqlalchemy(conn, domain, token, table_prefix)
+            return
+    # A cursor: the fence runs on a cursor of its own on the same connection.
+    connection = conn if callable(getattr(conn, "cursor", None)) else getattr(conn, "connection", None)
+    driver = _driver(connection)
+    if driver is None:
         raise InvalidInput(
             f"fence_transaction takes a psycopg, PyMySQL, sqlite3 or SQLAlchemy connection, "
             f"got {type(conn).__module__}.{type(conn).__qualname__}"
         )
-    given_cursor = not callable(getattr(conn, "cursor", None))
-    _refuse_autocommit(conn.connection if given_cursor else conn)
+    dialect, paramstyle = _DRIVERS[driver]
+    _refuse_outside_transaction(connection, driver)
     guard = _guard(dialect, paramstyle, table_prefix)
     params = guard.upsert_params(domain, token)
-    cursor = conn if given_cursor else conn.cursor()
+    cursor = _plain_cursor(connection, driver)
     try:
         cursor.execute(guard.upsert, params)
-        if dialect == "mysql":
-            guard.verdict(domain, token, SqlGuard.mark_from_insert_id(cursor.lastrowid))
-            return
-        row = cursor.fetchone()
-        if row is not None:
-            guard.verdict(domain, token, row[0])
-            return
-        cursor.execute(guard.select_mark, guard.select_params(domain))
-        row = cursor.fetchone()
-        guard.verdict(domain, token, None, None if row is None else row[0])
+        written: int | None
+        if driver == "pymysql":
+            written = SqlGuard.mark_from_insert_id(cursor.lastrowid)
+        else:
+            row = cursor.fetchone()
+            written = None if row is None else row[0]
+        _check_inside_transaction(connection, driver)
+        read = None
+        if written is None:
+            cursor.execute(guard.select_mark, guard.select_params(domain))
+            row = cursor.fetchone()
+            read = None if row is None else row[0]
+        guard.verdict(domain, token, written, read)
     finally:
-        if not given_cursor:
-            cursor.close()
+        cursor.close()
 
 
-def _refuse_autocommit(dbapi_connection: Any) -> None:
-    """InvalidInput if a statement on ``dbapi_connection`` would commit on
-    its own: the fence would hold for that statement only."""
-    root = _root(dbapi_connection)
-    autocommit = False
-    if root == "psycopg":
+def _plain_cursor(connection: Any, driver: str) -> Any:
+    """A cursor with rows as tuples and the driver's own parameter style,
+    whatever the connection's factories make."""
+    if driver == "psycopg":
+        import psycopg
+        from psycopg.rows import tuple_row
+
+        return psycopg.Cursor(connection, row_factory=tuple_row)
+    if driver == "pymysql":
+        # Only `lastrowid` is read: any PyMySQL cursor class reports it.
+        return connection.cursor()
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    return cursor
+
+
+def _refuse_outside_transaction(connection: Any, driver: str) -> None:
+    """InvalidInput before anything runs if a statement on ``connection``
+    would commit on its own: the fence would hold for that statement only."""
+    outside = False
+    if driver == "psycopg":
+        if int(connection.info.pipeline_status) != 0:
+            raise InvalidInput("a psycopg connection in pipeline mode: fence outside the pipeline")
         # IDLE: no transaction open (INTRANS inside `with conn.transaction()`).
-        autocommit = bool(dbapi_connection.autocommit) and int(dbapi_connection.info.transaction_status) == 0
-    elif root == "pymysql":
-        in_transaction = bool(dbapi_connection.server_status & _MYSQL_IN_TRANS)
-        autocommit = bool(dbapi_connection.get_autocommit()) and not in_transaction
-    elif root == "sqlite3":
-        if not dbapi_connection.in_transaction:
-            # Python 3.12's `autocommit` (True: no implicit BEGIN); before it,
+        outside = bool(connection.autocommit) and int(connection.info.transaction_status) == 0
+    elif driver == "pymysql":
+        in_transaction = bool(connection.server_status & _MYSQL_IN_TRANS)
+        outside = bool(connection.get_autocommit()) and not in_transaction
+    elif driver == "sqlite3":
+        import sqlite3
+
+        _refuse_second_sqlite(connection)
+        if not connection.in_transaction:
+            # Python 3.12's `autocommit`: with True no BEGIN is implicit; with
+            # False one opens only at connect and after commit()/rollback(),
+            # so none is coming now. Before it (or with the legacy control),
             # isolation_level None turns the implicit BEGIN off.
-            mode = getattr(dbapi_connection, "autocommit", None)
-            autocommit = mode is True or (mode not in (True, False) and dbapi_connection.isolation_level is None)
-    if root == "sqlite3":
-        _refuse_second_sqlite(dbapi_connection)
-    if autocommit:
+            legacy = getattr(sqlite3, "LEGACY_TRANSACTION_CONTROL", -1)
+            mode = getattr(connection, "autocommit", legacy)
+            outside = mode != legacy or connection.isolation_level is None
+    if outside:
         raise InvalidInput(
-            "the connection is in autocommit mode: the fence would commit on its own and fence "
-            "nothing; open a transaction first (psycopg: `with conn.transaction():`, PyMySQL: "
-            "`conn.begin()`, sqlite3: `BEGIN IMMEDIATE`)"
+            f"the connection is in autocommit mode: the fence would commit on its own and fence nothing; {_OUTSIDE}"
+        )
+
+
+def _check_inside_transaction(connection: Any, driver: str) -> None:
+    """After the upsert: a transaction must be open, or the fence committed
+    on its own (a state the checks before it could not see)."""
+    if driver == "psycopg":
+        inside = int(connection.info.transaction_status) == 2  # INTRANS
+    elif driver == "pymysql":
+        inside = bool(connection.server_status & _MYSQL_IN_TRANS)  # from the upsert's OK packet
+    else:
+        inside = bool(connection.in_transaction)
+    if not inside:
+        raise InvalidInput(
+            "the fence ran outside a transaction and committed on its own: the domain's mark is "
+            f"raised, but nothing this connection writes next is fenced; {_OUTSIDE}"
         )
 
 
@@ -158,7 +219,13 @@ def _refuse_second_sqlite(connection: Any) -> None:
     of SQLite, and two copies in one process release each other's POSIX
     locks whenever either closes the file (SQLite's "How To Corrupt An
     SQLite Database File", 2.2.1): reads go stale and locks stop holding."""
-    for _, name, path in connection.execute("PRAGMA database_list").fetchall():
+    cursor = connection.cursor()
+    cursor.row_factory = None
+    try:
+        rows = cursor.execute("PRAGMA database_list").fetchall()
+    finally:
+        cursor.close()
+    for _, name, path in rows:
         if name == "main" and path and sqlite_file_in_use(path):
             reason = (
                 f"this process has a fencing store or issuer open on {path} and a sqlite3 connection "
@@ -173,24 +240,30 @@ def _fence_sqlalchemy(conn: Any, domain: str, token: int | Lease, table_prefix: 
 
     # A Session's connection begins the session's transaction if none is.
     bind = conn.connection() if callable(getattr(conn, "connection", None)) else conn
-    name = bind.dialect.name
-    dialect = _SQLALCHEMY_DIALECTS.get(name)
-    if dialect is None:
-        raise InvalidInput(f"fence_transaction runs on PostgreSQL, MySQL, MariaDB or SQLite, not {name}")
+    dialect = _SQLALCHEMY_DIALECTS.get(bind.dialect.name)
+    driver = _SQLALCHEMY_DRIVERS.get(bind.dialect.driver)
+    if dialect is None or driver is None:
+        raise InvalidInput(
+            f"fence_transaction runs under SQLAlchemy on psycopg, pymysql or pysqlite (whose "
+            f"transactions it can check), not {bind.dialect.name}+{bind.dialect.driver}"
+        )
     if bind.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
         raise InvalidInput(
-            "the connection is in AUTOCOMMIT isolation: the fence would commit on its own and "
-            "fence nothing"
+            "the connection is in AUTOCOMMIT isolation: the fence would commit on its own and fence nothing"
         )
-    _refuse_autocommit(bind.connection.dbapi_connection)
+    dbapi_connection = bind.connection.dbapi_connection
+    _refuse_outside_transaction(dbapi_connection, driver)
     guard = _guard(dialect, "named", table_prefix)
     result = bind.execute(text(guard.upsert), guard.upsert_params(domain, token))
+    written: int | None
     if dialect == "mysql":
-        guard.verdict(domain, token, SqlGuard.mark_from_insert_id(result.lastrowid))
-        return
-    row = result.fetchone()
-    if row is not None:
-        guard.verdict(domain, token, row[0])
-        return
-    row = bind.execute(text(guard.select_mark), guard.select_params(domain)).fetchone()
-    guard.verdict(domain, token, None, None if row is None else row[0])
+        written = SqlGuard.mark_from_insert_id(result.lastrowid)
+    else:
+        row = result.fetchone()
+        written = None if row is None else row[0]
+    _check_inside_transaction(dbapi_connection, driver)
+    read = None
+    if written is None:
+        row = bind.execute(text(guard.select_mark), guard.select_params(domain)).fetchone()
+        read = None if row is None else row[0]
+    guard.verdict(domain, token, written, read)
