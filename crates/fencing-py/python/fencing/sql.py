@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ._native import Lease, SqlGuard, sqlite_file_in_use
@@ -130,25 +131,41 @@ def fence_transaction(
     dialect, paramstyle = _DRIVERS[driver]
     _refuse_outside_transaction(connection, driver)
     guard = _guard(dialect, paramstyle, table_prefix)
-    params = guard.upsert_params(domain, token)
     cursor = _plain_cursor(connection, driver)
+
+    def execute(sql: str, params: Any) -> Any:
+        cursor.execute(sql, params)  # PyMySQL returns a row count, not the cursor
+        return cursor
+
     try:
-        cursor.execute(guard.upsert, params)
-        written: int | None
-        if driver == "pymysql":
-            written = SqlGuard.mark_from_insert_id(cursor.lastrowid)
-        else:
-            row = cursor.fetchone()
-            written = None if row is None else row[0]
-        _check_inside_transaction(connection, driver)
-        read = None
-        if written is None:
-            cursor.execute(guard.select_mark, guard.select_params(domain))
-            row = cursor.fetchone()
-            read = None if row is None else row[0]
-        guard.verdict(domain, token, written, read)
+        _run(guard, domain, token, execute, connection, driver)
     finally:
         cursor.close()
+
+
+def _run(
+    guard: SqlGuard,
+    domain: str,
+    token: int | Lease,
+    execute: Callable[[str, Any], Any],
+    dbapi_connection: Any,
+    driver: str,
+) -> None:
+    """The guard's statements through ``execute(sql, params)``, whose answer
+    has ``fetchone()`` and ``lastrowid`` (a DB-API cursor, a SQLAlchemy
+    result), then the verdict."""
+    params = guard.upsert_params(domain, token)  # bad input: nothing has run
+    answer = execute(guard.upsert, params)
+    written = (
+        SqlGuard.mark_from_insert_id(answer.lastrowid) if guard.dialect == "mysql" else _first(answer.fetchone())
+    )
+    _check_inside_transaction(dbapi_connection, driver)
+    read = None if written is not None else _first(execute(guard.select_mark, guard.select_params(domain)).fetchone())
+    guard.verdict(domain, token, written, read)
+
+
+def _first(row: Any) -> int | None:
+    return None if row is None else int(row[0])
 
 
 def _plain_cursor(connection: Any, driver: str) -> Any:
@@ -254,16 +271,4 @@ def _fence_sqlalchemy(conn: Any, domain: str, token: int | Lease, table_prefix: 
     dbapi_connection = bind.connection.dbapi_connection
     _refuse_outside_transaction(dbapi_connection, driver)
     guard = _guard(dialect, "named", table_prefix)
-    result = bind.execute(text(guard.upsert), guard.upsert_params(domain, token))
-    written: int | None
-    if dialect == "mysql":
-        written = SqlGuard.mark_from_insert_id(result.lastrowid)
-    else:
-        row = result.fetchone()
-        written = None if row is None else row[0]
-    _check_inside_transaction(dbapi_connection, driver)
-    read = None
-    if written is None:
-        row = bind.execute(text(guard.select_mark), guard.select_params(domain)).fetchone()
-        read = None if row is None else row[0]
-    guard.verdict(domain, token, written, read)
+    _run(guard, domain, token, lambda sql, params: bind.execute(text(sql), params), dbapi_connection, driver)
