@@ -174,7 +174,6 @@ pub struct KeepAlive {
 #[derive(Clone, Debug)]
 pub struct LeaseWatch {
     state: watch::Receiver<State>,
-    stopped: Arc<AtomicBool>,
 }
 
 impl LeaseWatch {
@@ -183,12 +182,15 @@ impl LeaseWatch {
         self.state.borrow().lease().token()
     }
 
-    /// Whether the lease has been lost (also: the task renewing it died,
-    /// and its deadline has passed).
+    /// Whether the lease has been lost: declared so by the task renewing
+    /// it, or past its local deadline. A process paused past the deadline
+    /// sees it at once on waking, before the task's timer fires (the task
+    /// declares it lost then too: it never takes a renewal after the
+    /// deadline).
     pub fn is_lost(&self) -> bool {
         match &*self.state.borrow() {
             State::Lost(_) => true,
-            State::Held(lease) => self.died() && lease.is_expired(),
+            State::Held(lease) => lease.is_expired(),
         }
     }
 
@@ -202,16 +204,10 @@ impl LeaseWatch {
         let state = self.state.borrow();
         match &*state {
             State::Lost(lost) => Err(lost.clone().into()),
-            State::Held(lease) if self.died() && lease.is_expired() => {
-                Err(Error::lease_lost(lease))
-            }
+            // Past the deadline: as `is_lost`, before the task's timer fires.
+            State::Held(lease) if lease.is_expired() => Err(Error::lease_lost(lease)),
             State::Held(lease) => Ok(lease.token()),
         }
-    }
-
-    /// Whether the task ended without being stopped by its handle.
-    fn died(&self) -> bool {
-        self.state.has_changed().is_err() && !self.stopped.load(Ordering::SeqCst)
     }
 }
 
@@ -292,8 +288,8 @@ impl KeepAlive {
         self.state.borrow().lease().token()
     }
 
-    /// Whether the lease has been lost (also: the task renewing it died,
-    /// and its deadline has passed).
+    /// Whether the lease has been lost: a renewal was refused, or its local
+    /// deadline passed (seen at once by a process waking from a pause).
     pub fn is_lost(&self) -> bool {
         self.watch().is_lost()
     }
@@ -304,7 +300,6 @@ impl KeepAlive {
     pub fn watch(&self) -> LeaseWatch {
         LeaseWatch {
             state: self.state.clone(),
-            stopped: self.stopped.clone(),
         }
     }
 

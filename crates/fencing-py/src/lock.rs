@@ -67,12 +67,6 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Lost as the keep-alive saw it, or past its deadline by the clock: after
-/// a pause the Python thread may look before the keep-alive's timer fires.
-fn lost(guard: &LeaseGuard) -> bool {
-    guard.is_lost() || guard.lease().is_expired()
-}
-
 /// A taking in flight: back to `Idle` if it fails or is dropped (a
 /// cancelled `async with`, Ctrl-C) before its lease reaches Python.
 struct Entering {
@@ -178,7 +172,7 @@ impl Lock {
             let Some(guard) = guard else {
                 return Ok(Exited(None));
             };
-            let (lease, was_lost) = (guard.lease(), lost(&guard));
+            let (lease, was_lost) = (guard.lease(), guard.is_lost());
             let released = guard.release().await;
             if block_raised {
                 return Ok(Exited(released.err().map(|failed| {
@@ -335,13 +329,13 @@ impl Held {
     /// issuer). Stop the work.
     #[getter]
     fn lost(&self) -> PyResult<bool> {
-        self.with(lost)
+        self.with(LeaseGuard::is_lost)
     }
 
     /// Raises `LeaseLost` if the lease was lost: call it between steps of
     /// long work.
     fn check(&self) -> PyResult<()> {
-        let (lease, was_lost) = self.with(|g| (g.lease(), lost(g)))?;
+        let (lease, was_lost) = self.with(|g| (g.lease(), g.is_lost()))?;
         if was_lost {
             return Err(errors::to_py(&Error::lease_lost(&lease)));
         }
@@ -349,7 +343,7 @@ impl Held {
     }
 
     fn __repr__(&self) -> String {
-        match self.with(|g| (g.lease(), lost(g))) {
+        match self.with(|g| (g.lease(), g.is_lost())) {
             Ok((lease, was_lost)) => format!(
                 "Held(resource={:?}, token={}, lost={was_lost})",
                 lease.resource(),

@@ -204,6 +204,26 @@ async fn lost_at_once_when_spawned_past_the_deadline() {
     assert_eq!(issuer.renewals(), 0, "renewed a lease past its deadline");
 }
 
+/// A process paused past the deadline (here: the runtime's only thread
+/// blocked, so the renewing task cannot run) sees the lease lost on waking,
+/// before the task's timer fires: `is_lost`, and `current()` refusing the
+/// token to a store bound to the lease. Then the task agrees.
+#[tokio::test]
+async fn a_paused_process_sees_the_lease_lost_before_the_task_runs() {
+    let (issuer, lease) = setup("paused").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    let watch = keep_alive.watch();
+    assert!(!keep_alive.is_lost());
+    assert!(watch.current().is_ok());
+    // The pause: no await, so the task never runs meanwhile.
+    std::thread::sleep(TTL + Duration::from_millis(50));
+    assert!(keep_alive.is_lost());
+    assert!(matches!(watch.current(), Err(Error::LeaseLost { .. })));
+    let lost = lost_within(&keep_alive, SLACK).await;
+    assert!(matches!(lost.reason(), LostReason::Expired { .. }));
+    assert!(keep_alive.is_lost());
+}
+
 #[tokio::test]
 async fn no_renewal_after_stop() {
     let (issuer, lease) = setup("stopped").await;
