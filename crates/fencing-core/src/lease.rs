@@ -157,6 +157,15 @@ pub fn ttl_millis_ceil(ttl: Duration) -> u64 {
     u64::try_from(millis).unwrap_or(u64::MAX)
 }
 
+/// When a wait of `wait` begun at `started` gives up: `started + wait`, or,
+/// for a wait too long for the clock (`Duration::MAX`, a float of seconds
+/// from Python), a century from `started`: as good as never, without the
+/// overflow panic of `Instant + Duration`.
+pub fn give_up_at(started: Instant, wait: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    started.checked_add(wait.min(CENTURY)).unwrap_or(started)
+}
+
 /// `at + ttl`, capped at `at + MAX_TTL` so that no TTL can overflow an
 /// `Instant` (validated requests never reach the cap).
 fn deadline_after(at: Instant, ttl: Duration) -> Instant {

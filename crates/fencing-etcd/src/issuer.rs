@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions};
-use fencing_core::adapter::Call;
+use fencing_core::adapter::{Call, give_up_at};
 use fencing_core::keepalive::Renewal;
 use fencing_core::tls::TlsMode;
 use fencing_core::{
@@ -275,7 +275,7 @@ impl TokenIssuer for EtcdIssuer {
         let started = Instant::now();
         let (rpc, keys) = (&self.inner.rpc, &self.inner.keys);
         if self.layout() == Layout::SingleKey {
-            let budget = (started, started + wait);
+            let budget = (started, give_up_at(started, wait));
             return single_key::take(rpc, keys, request, self.inner.min_ttl, budget).await;
         }
         let queued = queue::enqueue(rpc, keys, request, self.inner.min_ttl).await?;
@@ -284,7 +284,14 @@ impl TokenIssuer for EtcdIssuer {
             guard.disarm();
             return Ok(queued.granted(request));
         }
-        let waiter = Waiter::new(rpc, keys, &queued, request, started, started + wait);
+        let waiter = Waiter::new(
+            rpc,
+            keys,
+            &queued,
+            request,
+            started,
+            give_up_at(started, wait),
+        );
         match waiter.wait_turn().await {
             Ok(alive_at) => {
                 guard.disarm();

@@ -73,15 +73,29 @@ pub(crate) async fn enqueue(
 ) -> Result<Queued> {
     keys.check(&request.resource)?;
     let (lease_id, granted_at) = grant(rpc, request, min_ttl).await?;
+    // Armed before the next await: a caller dropping this future (a timeout,
+    // a cancelled task) between the grant and the key's creation must not
+    // leave a granted lease behind until its TTL. The caller arms its own
+    // guard on the `Queued` with no await in between.
+    let guard = RevokeOnDrop::lease(rpc, lease_id);
     let key = Keys::lock_key(&keys.dir(&request.resource), lease_id);
-    let Ok(created) = create(rpc, keys, request, &key, lease_id).await? else {
-        rpc.revoke_quietly(lease_id).await;
+    let created = match create(rpc, keys, request, &key, lease_id).await {
+        Ok(created) => created,
+        Err(e) => {
+            // `create` revoked the lease already.
+            guard.disarm();
+            return Err(e);
+        }
+    };
+    let Ok(created) = created else {
+        guard.revoke().await;
         return Err(Error::backend(
             NAME,
             true,
             format!("lock key {key:?} of a fresh lease already existed"),
         ));
     };
+    guard.disarm();
     Ok(Queued {
         lease_id,
         key,

@@ -7,47 +7,78 @@
 //! (`loop.add_reader`). The loop's reader then calls [`Completions::drain`]
 //! in its own thread, with the GIL: the answers become Python objects
 //! there and resolve their futures (`fencing.aio`). Tokio threads never
-//! take the GIL, so nothing can hang on it at interpreter shutdown, and a
-//! loop that is gone leaves answers in a queue that is simply dropped.
+//! take the GIL, so nothing can hang on it at interpreter shutdown. Once
+//! the loop's `Completions` is gone, answers are dropped as they come (a
+//! lease in one is released by its drop).
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use fencing_tokens::Result;
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
+use tokio::sync::Notify;
 
 use crate::errors;
 use crate::runtime::{InProcess, runtime};
 
+/// How long a cancelled taking (an acquire, an `async with`) may still run
+/// to finish a request in flight, so that a lease granted meanwhile is
+/// given back at once rather than left to its TTL. A taking still waiting
+/// for a holder after that is dropped.
+pub(crate) const TAKING_GRACE: Duration = Duration::from_secs(2);
+
 /// An answer waiting for the loop's thread to turn it into Python.
 type Answer = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 
+/// Gives back what a cancelled taking got.
+pub(crate) type GiveBack<T> = Box<dyn FnOnce(T) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// How a running call is stopped.
+enum Stop {
+    /// Dropped at once.
+    Abort(tokio::task::AbortHandle),
+    /// Told to stop: it finishes a request in flight first.
+    Notify(Arc<Notify>),
+    /// Not stopped: it runs to its end (a release).
+    Detached,
+    /// Being spawned (the GIL is held until its handle is in place).
+    Spawning,
+}
+
 /// What the runtime's tasks share with the loop.
 struct Shared {
-    answers: Mutex<Vec<(u64, Answer)>>,
-    /// Aborts the calls still running, by id (a cancelled future).
-    running: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
+    /// `None` once the loop's `Completions` is gone.
+    answers: Mutex<Option<Vec<(u64, Answer)>>>,
+    running: Mutex<HashMap<u64, Stop>>,
     /// Written one byte per answer (a full buffer is fine: the loop
     /// drains every queued answer at each wake-up).
     wake: UnixStream,
 }
 
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Shared {
     fn answer(&self, id: u64, answer: Answer) {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-        self.answers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((id, answer));
+        locked(&self.running).remove(&id);
+        let mut answers = locked(&self.answers);
+        let Some(queue) = answers.as_mut() else {
+            // Nobody will read it: dropped here, outside the lock.
+            drop(answers);
+            drop(answer);
+            return;
+        };
+        queue.push((id, answer));
+        drop(answers);
         // WouldBlock: bytes are pending already, so the loop will drain.
         let _ = (&self.wake).write(&[1]);
     }
@@ -75,7 +106,7 @@ impl Completions {
         }
         Ok(Self {
             shared: InProcess::new(Arc::new(Shared {
-                answers: Mutex::new(Vec::new()),
+                answers: Mutex::new(Some(Vec::new())),
                 running: Mutex::new(HashMap::new()),
                 wake,
             })),
@@ -101,89 +132,168 @@ impl Completions {
                 _ => break,
             }
         }
-        let answers = std::mem::take(
-            &mut *self
-                .shared
-                .get("event loop's calls")?
-                .answers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        );
-        answers
+        let answers = locked(&self.shared.get("event loop's calls")?.answers)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default();
+        Ok(answers
             .into_iter()
             .map(|(id, answer)| match answer(py) {
-                Ok(value) => Ok((id, true, value)),
-                Err(raised) => Ok((id, false, raised.into_value(py).into_any())),
+                Ok(value) => (id, true, value),
+                Err(raised) => (id, false, raised.into_value(py).into_any()),
             })
-            .collect()
+            .collect())
     }
 
     /// Stops the call `id` if it is still running (its future was
-    /// cancelled): it is dropped as a Rust future is, so what it sent may
-    /// still be applied. It still answers (`CancelledError`).
+    /// cancelled). A taking finishes a request in flight first (at most
+    /// [`TAKING_GRACE`]) and gives back what it got; a release runs to its
+    /// end; anything else is dropped as a Rust future is, so what it sent
+    /// may still be applied.
+    /// It still answers (`CancelledError`).
     fn cancel(&self, id: u64) -> PyResult<()> {
-        let running = self
-            .shared
-            .get("event loop's calls")?
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
-        if let Some(handle) = running {
-            handle.abort();
+        let stop = locked(&self.shared.get("event loop's calls")?.running).remove(&id);
+        match stop {
+            Some(Stop::Abort(handle)) => handle.abort(),
+            Some(Stop::Notify(notify)) => notify.notify_one(),
+            Some(Stop::Detached | Stop::Spawning) | None => {}
         }
         Ok(())
     }
 
-    /// How many calls are still running.
+    /// How many calls are still running (not yet answered or cancelled).
     fn running(&self) -> PyResult<usize> {
-        Ok(self
-            .shared
-            .get("event loop's calls")?
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len())
+        Ok(locked(&self.shared.get("event loop's calls")?.running).len())
+    }
+}
+
+impl Drop for Completions {
+    fn drop(&mut self) {
+        if !self.shared.here() {
+            return;
+        }
+        if let Ok(shared) = self.shared.get("event loop's calls") {
+            // Taken out of the lock before they drop: a lease in one is
+            // released by its drop.
+            let unread = locked(&shared.answers).take();
+            drop(unread);
+        }
     }
 }
 
 impl Completions {
     /// Spawns `work` on the runtime; returns the id its answer will carry.
-    /// Every call answers exactly once: with its outcome, or, stopped by
-    /// [`cancel`](Self::cancel) or the runtime's shutdown, with
-    /// `CancelledError`.
+    /// Every call answers exactly once: with its outcome, `CancelledError`
+    /// once cancelled, or an internal error if it panicked.
     pub(crate) fn start<T, F>(&self, work: F) -> PyResult<u64>
     where
         T: for<'py> IntoPyObject<'py> + Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
     {
+        self.spawn(|mut answering| async move {
+            let outcome = work.await;
+            answering.send(outcome_answer(outcome));
+        })
+        .map(|(id, handle)| {
+            self.register(id, Stop::Abort(handle));
+            id
+        })
+    }
+
+    /// [`start`](Self::start) for a call that gives a lease back: it is not
+    /// stopped when its caller is cancelled (a release cut off in flight
+    /// would leave the resource held until its TTL), and runs to its end.
+    pub(crate) fn start_detached<T, F>(&self, work: F) -> PyResult<u64>
+    where
+        T: for<'py> IntoPyObject<'py> + Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        self.spawn(|mut answering| async move {
+            let outcome = work.await;
+            answering.send(outcome_answer(outcome));
+        })
+        .map(|(id, _)| {
+            self.register(id, Stop::Detached);
+            id
+        })
+    }
+
+    /// [`start`](Self::start) for a call that takes a lease: cancelled, it
+    /// finishes a request in flight (at most [`TAKING_GRACE`]) and gives
+    /// back what it got with `give_back`, so that a timed-out or cancelled
+    /// taking does not hold the resource for a TTL.
+    pub(crate) fn start_taking<T, F>(&self, work: F, give_back: GiveBack<T>) -> PyResult<u64>
+    where
+        T: for<'py> IntoPyObject<'py> + Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let stop = Arc::new(Notify::new());
+        let stopped = stop.clone();
+        self.spawn(|mut answering| async move {
+            tokio::pin!(work);
+            tokio::select! {
+                biased;
+                outcome = &mut work => answering.send(outcome_answer(outcome)),
+                () = stopped.notified() => {
+                    if let Ok(Ok(taken)) = tokio::time::timeout(TAKING_GRACE, &mut work).await {
+                        give_back(taken).await;
+                    }
+                    // Answers CancelledError as it drops.
+                }
+            }
+        })
+        .map(|(id, _)| {
+            self.register(id, Stop::Notify(stop));
+            id
+        })
+    }
+
+    /// Spawns the task `make` builds around the call's [`Answering`].
+    fn spawn<Fut>(
+        &self,
+        make: impl FnOnce(Answering) -> Fut,
+    ) -> PyResult<(u64, tokio::task::AbortHandle)>
+    where
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let shared = self.shared.get("event loop's calls")?.clone();
+        let runtime = runtime()?;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut answering = Answering {
-            shared: Some(shared.clone()),
+        // In the table before the task can answer (which removes it); the
+        // GIL held by the caller keeps `cancel` out until it is replaced.
+        locked(&shared.running).insert(id, Stop::Spawning);
+        let answering = Answering {
+            shared: Some(shared),
             id,
         };
-        // Held until the task is registered, so that its answer (which
-        // removes it) cannot come first and leave a stale entry.
-        let mut running = shared
-            .running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let task = runtime()?.spawn(async move {
-            let outcome = work.await;
-            answering.send(Box::new(move |py| match outcome {
-                Ok(value) => value.into_py_any(py),
-                Err(error) => Err(errors::to_py(&error)),
-            }));
-        });
-        running.insert(id, task.abort_handle());
-        Ok(id)
+        Ok((id, runtime.spawn(make(answering)).abort_handle()))
+    }
+
+    /// Puts `stop` in place of `Spawning`, unless the call answered first.
+    fn register(&self, id: u64, stop: Stop) {
+        if let Ok(shared) = self.shared.get("event loop's calls")
+            && let Some(slot) = locked(&shared.running).get_mut(&id)
+        {
+            *slot = stop;
+        }
     }
 }
 
+/// A call's outcome as its answer.
+fn outcome_answer<T>(outcome: Result<T>) -> Answer
+where
+    T: for<'py> IntoPyObject<'py> + Send + 'static,
+{
+    Box::new(move |py| match outcome {
+        Ok(value) => value.into_py_any(py),
+        Err(error) => Err(errors::to_py(&error)),
+    })
+}
+
 /// A call's promise to answer: kept by its task, it answers
-/// `CancelledError` if the task is dropped before it sent the outcome.
-struct Answering {
+/// `CancelledError` if the task is dropped before it sent the outcome, or
+/// an internal error if the task panicked.
+pub(crate) struct Answering {
     shared: Option<Arc<Shared>>,
     id: u64,
 }
@@ -198,10 +308,22 @@ impl Answering {
 
 impl Drop for Answering {
     fn drop(&mut self) {
-        self.send(Box::new(|_| {
-            Err(pyo3::exceptions::asyncio::CancelledError::new_err(
-                "the call was cancelled",
-            ))
-        }));
+        if self.shared.is_none() {
+            return;
+        }
+        let answer: Answer = if std::thread::panicking() {
+            Box::new(|_| {
+                Err(errors::internal(
+                    "the call failed inside fencing (a bug; please report it)".to_owned(),
+                ))
+            })
+        } else {
+            Box::new(|_| {
+                Err(pyo3::exceptions::asyncio::CancelledError::new_err(
+                    "the call was cancelled",
+                ))
+            })
+        };
+        self.send(answer);
     }
 }

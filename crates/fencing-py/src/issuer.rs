@@ -6,7 +6,7 @@ use std::time::Instant;
 use fencing_tokens::{FencedStore, LeaseRequest, Result, TokenIssuer};
 use pyo3::prelude::*;
 
-use crate::aio::Completions;
+use crate::aio::{Completions, GiveBack};
 use crate::lock::Lock;
 use crate::runtime::{InProcess, seconds, wait_for};
 use crate::store::{Store, token_from};
@@ -97,6 +97,16 @@ impl Issuer {
         })
     }
 
+    /// Releases a lease a cancelled taking got.
+    fn give_back(&self) -> PyResult<GiveBack<Lease>> {
+        let issuer = self.issuer()?;
+        Ok(Box::new(move |lease: Lease| {
+            Box::pin(async move {
+                let _ = issuer.release(&lease.inner).await;
+            })
+        }))
+    }
+
     fn raise_floor_call(
         &self,
         resource: String,
@@ -105,6 +115,25 @@ impl Issuer {
         let (issuer, floor) = (self.issuer()?, token_from(floor)?);
         Ok(async move { issuer.raise_floor(&resource, floor).await })
     }
+}
+
+/// A `fencing.Store`, or the one behind a `fencing.aio.Store` (`.sync`).
+fn store_of(value: &Bound<'_, PyAny>) -> PyResult<Arc<dyn FencedStore>> {
+    if let Ok(store) = value.cast::<Store>() {
+        return store.get().store();
+    }
+    if let Ok(sync) = value.getattr("sync")
+        && let Ok(store) = sync.cast::<Store>()
+    {
+        return store.get().store();
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "fence takes (store, key) pairs, a store being a fencing.Store or a fencing.aio.Store: got {}",
+        value
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".into(), |n| n.to_string())
+    )))
 }
 
 fn request(resource: String, ttl: f64) -> PyResult<LeaseRequest> {
@@ -136,11 +165,11 @@ impl Issuer {
         resource: String,
         ttl: f64,
         wait: Option<f64>,
-        fence: Vec<(Bound<'_, Store>, String)>,
+        fence: Vec<(Bound<'_, PyAny>, String)>,
     ) -> PyResult<Lock> {
         let fences: Vec<(Arc<dyn FencedStore>, String)> = fence
             .into_iter()
-            .map(|(store, key)| Ok((store.get().store()?, key)))
+            .map(|(store, key)| Ok((store_of(&store)?, key)))
             .collect::<PyResult<_>>()?;
         Ok(Lock::new(
             self.issuer()?,
@@ -200,12 +229,20 @@ impl Issuer {
         ttl: f64,
         wait: f64,
     ) -> PyResult<u64> {
-        calls.start(self.acquire_call(resource, ttl, wait)?)
+        let give_back = self.give_back()?;
+        calls.start_taking(self.acquire_call(resource, ttl, wait)?, give_back)
     }
 
     #[pyo3(signature = (calls, resource, ttl = 30.0))]
     fn _start_try_acquire(&self, calls: &Completions, resource: String, ttl: f64) -> PyResult<u64> {
-        calls.start(self.try_acquire_call(resource, ttl)?)
+        let give_back = self.give_back()?;
+        calls.start_taking(
+            self.try_acquire_call(resource, ttl)?,
+            Box::new(move |taken: Option<Lease>| match taken {
+                Some(lease) => give_back(lease),
+                None => Box::pin(async {}),
+            }),
+        )
     }
 
     fn _start_renew(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
@@ -213,7 +250,7 @@ impl Issuer {
     }
 
     fn _start_release(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
-        calls.start(self.release_call(lease)?)
+        calls.start_detached(self.release_call(lease)?)
     }
 
     fn _start_holder(&self, calls: &Completions, resource: String) -> PyResult<u64> {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use fencing_tokens::{Error, FencedStore, LeaseGuard, Lock as RustLock, Result, TokenIssuer};
+use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 
 use crate::aio::Completions;
@@ -20,8 +21,10 @@ type Slot = Arc<Mutex<Option<LeaseGuard>>>;
 /// only ever release its own lease.
 enum State {
     Idle,
-    /// `__enter__` is waiting for the lease.
-    Entering,
+    /// A taking is waiting for the lease: the n-th of this lock, so that a
+    /// taking given up (its `async with` cancelled) can no longer change
+    /// the state of the next one.
+    Entering(u64),
     Held(Slot),
 }
 
@@ -34,10 +37,11 @@ struct Inner {
     /// Shared with a taking in flight, which may finish (or be dropped)
     /// on the runtime.
     state: Arc<Mutex<State>>,
+    takings: std::sync::atomic::AtomicU64,
 }
 
 /// A lock to take with `with`: what `Issuer.lock` returns.
-#[pyclass(frozen, module = "fencing")]
+#[pyclass(frozen, weakref, module = "fencing")]
 pub(crate) struct Lock {
     inner: InProcess<Inner>,
 }
@@ -58,6 +62,7 @@ impl Lock {
                 wait,
                 fences,
                 state: Arc::new(Mutex::new(State::Idle)),
+                takings: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -67,23 +72,30 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A taking in flight: back to `Idle` if it fails or is dropped (a
-/// cancelled `async with`, Ctrl-C) before its lease reaches Python.
+/// A taking in flight: back to `Idle` if it fails or is dropped (Ctrl-C,
+/// a cancelled `async with`) before its lease reaches Python, unless the
+/// lock has moved on to another taking.
 struct Entering {
     state: Option<Arc<Mutex<State>>>,
+    taking: u64,
 }
 
 impl Drop for Entering {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
-            *locked(&state) = State::Idle;
+            let mut state = locked(&state);
+            if matches!(*state, State::Entering(n) if n == self.taking) {
+                *state = State::Idle;
+            }
         }
     }
 }
 
 /// A lease taken, on its way to Python: it becomes the `Held` of the
-/// block (and the lock's state) only there. Dropped on the way (an event
-/// loop gone before it read the answer), its guard releases the lease.
+/// block (and the lock's state) only there, and only if the lock still
+/// waits for this taking. Dropped on the way (a loop gone before it read
+/// the answer), or arriving for a taking given up, its guard releases the
+/// lease when it drops.
 pub(crate) struct Entered {
     guard: LeaseGuard,
     entering: Entering,
@@ -93,7 +105,10 @@ impl Entered {
     fn into_held(mut self) -> Held {
         let slot = Slot::new(Mutex::new(Some(self.guard)));
         if let Some(state) = self.entering.state.take() {
-            *locked(&state) = State::Held(slot.clone());
+            let mut state = locked(&state);
+            if matches!(*state, State::Entering(n) if n == self.entering.taking) {
+                *state = State::Held(slot.clone());
+            }
         }
         Held {
             slot: InProcess::new(slot),
@@ -116,7 +131,7 @@ impl Lock {
     /// the taking to run on the runtime.
     fn enter_call(&self) -> PyResult<impl Future<Output = Result<Entered>> + Send + 'static> {
         let inner = self.inner.get("lock")?;
-        {
+        let taking = {
             let mut state = locked(&inner.state);
             if !matches!(*state, State::Idle) {
                 return Err(errors::to_py(&Error::invalid_input(format!(
@@ -125,10 +140,15 @@ impl Lock {
                     inner.resource
                 ))));
             }
-            *state = State::Entering;
-        }
+            let taking = inner
+                .takings
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *state = State::Entering(taking);
+            taking
+        };
         let entering = Entering {
             state: Some(inner.state.clone()),
+            taking,
         };
         let (issuer, resource) = (inner.issuer.clone(), inner.resource.clone());
         let (ttl, wait, fences) = (inner.ttl, inner.wait, inner.fences.clone());
@@ -214,7 +234,39 @@ impl Lock {
     }
 
     fn _start_enter(&self, calls: &Completions) -> PyResult<u64> {
-        calls.start(self.enter_call()?)
+        // Cancelled, a lease it got is released by the guard's drop.
+        calls.start_taking(
+            self.enter_call()?,
+            Box::new(|entered| Box::pin(async move { drop(entered) })),
+        )
+    }
+
+    /// A taking whose `async with` was cancelled is given up: the lock is
+    /// `Idle` again at once (a lease the taking still gets is released).
+    fn _abandon_entering(&self) -> PyResult<()> {
+        let inner = self.inner.get("lock")?;
+        let mut state = locked(&inner.state);
+        if matches!(*state, State::Entering(_)) {
+            *state = State::Idle;
+        }
+        Ok(())
+    }
+
+    /// Leaves a block with no event loop to wait on (its coroutine closed
+    /// by the garbage collector after its loop was gone): the lock is
+    /// `Idle`, and the lease is released in the background by the guard's
+    /// drop.
+    fn _abandon(&self) -> PyResult<()> {
+        if !self.inner.here() {
+            return Ok(());
+        }
+        let inner = self.inner.get("lock")?;
+        let guard = match std::mem::replace(&mut *locked(&inner.state), State::Idle) {
+            State::Held(slot) => locked(&slot).take(),
+            State::Idle | State::Entering(_) => None,
+        };
+        drop(guard);
+        Ok(())
     }
 
     /// `quiet`: a failed release is not worth a warning (the lease is known
@@ -222,14 +274,15 @@ impl Lock {
     #[pyo3(signature = (calls, block_raised, quiet = false))]
     fn _start_exit(&self, calls: &Completions, block_raised: bool, quiet: bool) -> PyResult<u64> {
         let exit = self.exit_call(block_raised)?;
-        calls.start(async move {
+        calls.start_detached(async move {
             let exited = exit.await?;
             Ok(if quiet { Exited(None) } else { exited })
         })
     }
 
-    /// `async with`: [`__enter__`](Self::__enter__) in a worker thread, and
-    /// the block's task cancelled when the lease is lost (`fencing._async_lock`).
+    /// `async with`: [`__enter__`](Self::__enter__) on the runtime, no
+    /// thread waiting, and the block's task cancelled when the lease is lost
+    /// (`fencing._async_lock`).
     fn __aenter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         slf.py()
             .import("fencing._async_lock")?
@@ -262,8 +315,8 @@ impl Lock {
 }
 
 /// A block's lease given back: with the message of a failed release when
-/// the block raised, which becomes a `RuntimeWarning` in the thread that
-/// holds the GIL (the block's own exception goes on).
+/// the block raised, which becomes a `RuntimeWarning` (the block's own
+/// exception goes on).
 pub(crate) struct Exited(Option<String>);
 
 impl Exited {
@@ -286,9 +339,10 @@ impl<'py> IntoPyObject<'py> for Exited {
     type Output = Bound<'py, PyAny>;
     type Error = PyErr;
 
+    /// The message, for `fencing._async_lock` to warn with from the
+    /// block's own frame.
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        self.warn(py);
-        Ok(py.None().into_bound(py))
+        self.0.into_bound_py_any(py)
     }
 }
 

@@ -77,3 +77,10 @@ def test_no_password_shows_in_a_repr() -> None:
     store = fencing.open_store(url)
     assert "s3cret-pw" not in repr(store), repr(store)
     assert "127.0.0.1" in repr(store)
+
+
+def test_a_wait_too_long_for_the_clock_waits_as_long_as_it_takes(issuer: fencing.Issuer) -> None:
+    """`wait=1e19` (longer than the clock can add): granted at once when
+    free, never the overflow panic it was on etcd and the memory issuer."""
+    lease = issuer.acquire(unique("res"), ttl=5, wait=1e19)
+    issuer.release(lease)

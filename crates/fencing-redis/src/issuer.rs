@@ -98,7 +98,7 @@ impl RedisIssuer {
         // dead server surfaces as an error, not a hang.
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(5) + wait))
+            .set_response_timeout(Some(Duration::from_secs(5).saturating_add(wait)))
             .set_number_of_retries(2)
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(500));

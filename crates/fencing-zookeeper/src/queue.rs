@@ -394,7 +394,7 @@ impl Attempt {
     pub(crate) fn new(started: Instant, wait: Duration) -> Self {
         Self {
             started,
-            give_up: started + wait,
+            give_up: fencing_core::adapter::give_up_at(started, wait),
         }
     }
 

@@ -89,7 +89,7 @@ impl TokenIssuer for MemoryIssuer {
 
     async fn acquire(&self, request: &LeaseRequest, wait: Duration) -> Result<Lease> {
         let started = Instant::now();
-        let give_up = started + wait;
+        let give_up = crate::adapter::give_up_at(started, wait);
         loop {
             // Register for the release signal before looking, so a release
             // between the look and the wait is not missed.

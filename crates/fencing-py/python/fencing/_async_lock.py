@@ -3,11 +3,12 @@
 
 The lock is taken and given back on the Rust runtime, as every call of
 ``fencing.aio`` is (no thread waits, and no Rust thread ever calls into
-Python). A taking cancelled in flight is dropped; a lease taken but not
-yet seen by Python when its caller was cancelled is released (and one whose
-event loop is gone is released when its answer is dropped). While the
-block runs, a watcher
-looks at the lease every ``WATCH_EVERY`` seconds and cancels the block's
+Python). A cancelled taking leaves the Lock free to enter again at once; on
+the runtime it finishes a request in flight (two seconds at most) and gives
+back a lease it got. A lease taken but not yet seen by Python when its
+caller was cancelled is released, and so is one whose event loop is gone
+(when its answer is dropped) or whose block's coroutine is closed with no
+loop running. While the block runs, a watcher looks at the lease every ``WATCH_EVERY`` seconds and cancels the block's
 task once it is lost: the work stops at its next ``await``, and leaving the
 block raises ``LeaseLost`` instead of the ``CancelledError``. A caller's own
 cancellation is never turned into ``LeaseLost``.
@@ -16,11 +17,12 @@ cancellation is never turned into ``LeaseLost``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import warnings
+import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from .aio import _call, _calls
+from .aio import _call
 
 from .errors import LeaseLost
 
@@ -42,8 +44,9 @@ class _Block:
 
 
 # One `async with` per Lock at a time (the Lock refuses a second): the Lock
-# keys its block until the block ends.
-_blocks: dict[Lock, _Block] = {}
+# keys its block until the block ends. Weakly: a block whose task and loop
+# are gone must not keep anything alive (its coroutine's close leaves it).
+_blocks: weakref.WeakKeyDictionary[Lock, _Block] = weakref.WeakKeyDictionary()
 
 
 def _cancelling(task: asyncio.Task[object]) -> int:
@@ -51,7 +54,7 @@ def _cancelling(task: asyncio.Task[object]) -> int:
     return int(cancelling()) if cancelling is not None else 0
 
 
-async def _watch(block: _Block, task: asyncio.Task[object]) -> None:
+async def _watch(block: _Block, task_ref: weakref.ref[asyncio.Task[object]]) -> None:
     try:
         while not block.held.lost:
             await asyncio.sleep(WATCH_EVERY)
@@ -59,8 +62,9 @@ async def _watch(block: _Block, task: asyncio.Task[object]) -> None:
         raise
     except Exception:  # noqa: BLE001 - a lease that cannot be looked at is as good as lost
         pass
+    task = task_ref()
     # The caller cancelling the block already: its cancellation goes on.
-    if _cancelling(task) == 0:
+    if task is not None and _cancelling(task) == 0:
         block.cancelled_it = task.cancel()
 
 
@@ -71,27 +75,25 @@ async def _release_quietly(lock: Lock) -> None:
         pass
 
 
-def _orphan(lock: Lock) -> Callable[[object], None]:
-    """A lease taken after its `async with` was cancelled: given back."""
-
-    def give_back(_held: object) -> None:
-        lock._start_exit(_calls().native, True, True)
-
-    return give_back
-
-
 async def _exit(lock: Lock, block_raised: bool) -> bool:
-    # A failed release while the block raised comes back as a RuntimeWarning.
-    await _call(lock._start_exit, block_raised)
+    warning: str | None = await _call(lock._start_exit, block_raised)
+    if warning is not None:
+        # Shown at the `async with` (this, `exit`, then the block's frame).
+        warnings.warn(warning, RuntimeWarning, stacklevel=3)
     return False
 
 
 async def enter(lock: Lock) -> Held:
-    held: Held = await _call(lock._start_enter, orphan=_orphan(lock))
+    held: Held = await _call(
+        lock._start_enter,
+        # Taken just before the cancellation reached us: given back.
+        orphan=lambda _held: lock._abandon(),
+        on_cancel=lock._abandon_entering,
+    )
     block = _Block(held)
     task = asyncio.current_task()
     if task is not None:
-        block.watcher = asyncio.get_running_loop().create_task(_watch(block, task))
+        block.watcher = asyncio.get_running_loop().create_task(_watch(block, weakref.ref(task)))
     _blocks[lock] = block
     return held
 
@@ -103,6 +105,13 @@ async def exit(
     traceback: TracebackType | None,
 ) -> bool:
     block = _blocks.pop(lock, None)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        # The block's coroutine closed by the garbage collector after its
+        # loop was gone: nothing to wait on. The lease goes in the background.
+        lock._abandon()
+        return False
     if block is None or not block.cancelled_it:
         if block is not None and block.watcher is not None:
             block.watcher.cancel()

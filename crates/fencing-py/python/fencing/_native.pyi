@@ -4,6 +4,8 @@ from os import PathLike
 from types import TracebackType
 from typing import Any, Coroutine, Sequence, final
 
+from .aio import Store as _AioStore
+
 __all__ = [
     "Held",
     "Holding",
@@ -137,6 +139,8 @@ class Lock:
     # `async with`'s starts (fencing._async_lock).
     def _start_enter(self, calls: Completions) -> int: ...
     def _start_exit(self, calls: Completions, block_raised: bool, quiet: bool = False) -> int: ...
+    def _abandon_entering(self) -> None: ...
+    def _abandon(self) -> None: ...
 
 @final
 class Issuer:
@@ -152,7 +156,7 @@ class Issuer:
         *,
         ttl: float = 30.0,
         wait: float | None = None,
-        fence: Sequence[tuple[Store, str]] = ...,
+        fence: Sequence[tuple[Store | _AioStore, str]] = ...,
     ) -> Lock: ...
     def acquire(self, resource: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lease: ...
     def try_acquire(self, resource: str, *, ttl: float = 30.0) -> Lease | None: ...

@@ -18,8 +18,10 @@ thread ever calls into Python, so none can hang on the GIL at interpreter
 exit). Thousands of calls can be in flight at once.
 
 A cancelled call is dropped as a Rust future is: what it sent may still be
-applied (a write may land; a lease granted in flight expires after its TTL,
-since nothing renews it). A lease whose answer arrives after its caller was
+applied (a write may land). A cancelled taking (``acquire``,
+``try_acquire``, ``async with``) first finishes a request in flight, for at
+most two seconds, and gives back a lease it got; one still waiting for a
+holder is dropped then. A lease whose answer arrives after its caller was
 cancelled is given back at once.
 """
 
@@ -42,38 +44,62 @@ class _Calls:
     """One event loop's calls in flight, and the reader that resolves them."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = weakref.ref(loop)
         self.native = _native.Completions()
         # id -> (future, what to do with a result nobody awaits any more)
         self.pending: dict[int, tuple[asyncio.Future[Any], Callable[[Any], None] | None]] = {}
         loop.add_reader(self.native.fileno(), self.drain)
 
     def drain(self) -> None:
+        interrupted: BaseException | None = None
         for call, ok, value in self.native.drain():
             entry = self.pending.pop(call, None)
             if entry is None:
                 continue  # a call of ours that nobody awaits (an orphan's release)
             future, orphan = entry
-            if future.done():
-                if ok and orphan is not None:
-                    orphan(value)
-            elif ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            # One answer failing to resolve must not leave the others hanging.
+            try:
+                if future.done():
+                    if ok and orphan is not None:
+                        orphan(value)
+                elif ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            except Exception as failed:  # noqa: BLE001 - reported, the batch goes on
+                loop = self.loop()
+                if loop is not None:
+                    loop.call_exception_handler(
+                        {"message": "fencing.aio: resolving a call's answer failed", "exception": failed}
+                    )
+            except BaseException as signal:  # noqa: BLE001 - re-raised once the batch is done
+                interrupted = interrupted or signal
+        if interrupted is not None:
+            raise interrupted
 
 
-_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Calls] = weakref.WeakKeyDictionary()
+# Weak both ways: the loop's reader keeps its `_Calls` alive while the loop
+# is open; once it is gone, the `_Calls`, its futures and its socket pair go
+# too, and the Rust side drops answers nobody will read (releasing leases).
+_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.ref[_Calls]] = weakref.WeakKeyDictionary()
 
 
 def _calls() -> _Calls:
     loop = asyncio.get_running_loop()
-    calls = _loops.get(loop)
+    known = _loops.get(loop)
+    calls = known() if known is not None else None
     if calls is None:
-        calls = _loops[loop] = _Calls(loop)
+        calls = _Calls(loop)
+        _loops[loop] = weakref.ref(calls)
     return calls
 
 
-async def _call(start: Callable[..., int], *args: Any, orphan: Callable[[Any], None] | None = None) -> Any:
+async def _call(
+    start: Callable[..., int],
+    *args: Any,
+    orphan: Callable[[Any], None] | None = None,
+    on_cancel: Callable[[], None] | None = None,
+) -> Any:
     """Starts a native call and waits for its answer."""
     calls = _calls()
     future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -83,6 +109,8 @@ async def _call(start: Callable[..., int], *args: Any, orphan: Callable[[Any], N
         return await future
     except asyncio.CancelledError:
         calls.native.cancel(call)  # it still answers; the entry goes then
+        if on_cancel is not None:
+            on_cancel()
         # Answered just before the cancellation reached us: nobody gets it.
         if orphan is not None and future.done() and not future.cancelled() and future.exception() is None:
             orphan(future.result())
