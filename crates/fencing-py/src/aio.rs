@@ -190,14 +190,7 @@ impl Completions {
         T: for<'py> IntoPyObject<'py> + Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
     {
-        self.spawn(|mut answering| async move {
-            let outcome = work.await;
-            answering.send(outcome_answer(outcome));
-        })
-        .map(|(id, handle)| {
-            self.register(id, Stop::Abort(handle));
-            id
-        })
+        self.start_as(work, Stop::Abort)
     }
 
     /// [`start`](Self::start) for a call that gives a lease back: it is not
@@ -208,14 +201,24 @@ impl Completions {
         T: for<'py> IntoPyObject<'py> + Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
     {
-        self.spawn(|mut answering| async move {
+        self.start_as(work, |_| Stop::Detached)
+    }
+
+    fn start_as<T, F>(
+        &self,
+        work: F,
+        stop: impl FnOnce(tokio::task::AbortHandle) -> Stop,
+    ) -> PyResult<u64>
+    where
+        T: for<'py> IntoPyObject<'py> + Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (id, handle) = self.spawn(|mut answering| async move {
             let outcome = work.await;
             answering.send(outcome_answer(outcome));
-        })
-        .map(|(id, _)| {
-            self.register(id, Stop::Detached);
-            id
-        })
+        })?;
+        self.register(id, stop(handle));
+        Ok(id)
     }
 
     /// [`start`](Self::start) for a call that takes a lease: cancelled, it
