@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use crate::aio::{Completions, GiveBack};
 use crate::lock::Lock;
 use crate::runtime::{InProcess, seconds, wait_for};
-use crate::store::{Store, token_from};
+use crate::store::{Store, token_from, type_name};
 
 // The signatures below write the TTL default, 30 s, as a literal: Python
 // shows it in `help()` and the stubs check it (`mypy.stubtest`). It is the
@@ -28,9 +28,7 @@ impl Issuer {
     /// Opens the issuer `url` names (on the runtime).
     pub(crate) async fn open(url: String) -> Result<Self> {
         let shown = fencing_tokens::redact(&url);
-        let sqlite = crate::sql::sqlite_file(&url);
-        let inner = fencing_tokens::open_issuer(&url).await?;
-        crate::sql::note_sqlite_file(sqlite);
+        let inner = crate::sql::noting_sqlite_file(&url, fencing_tokens::open_issuer(&url)).await?;
         Ok(Self {
             inner: InProcess::new(inner),
             shown,
@@ -129,10 +127,7 @@ fn store_of(value: &Bound<'_, PyAny>) -> PyResult<Arc<dyn FencedStore>> {
     }
     Err(pyo3::exceptions::PyTypeError::new_err(format!(
         "fence takes (store, key) pairs, a store being a fencing.Store or a fencing.aio.Store: got {}",
-        value
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".into(), |n| n.to_string())
+        type_name(value)
     )))
 }
 

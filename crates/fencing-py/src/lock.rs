@@ -80,14 +80,22 @@ struct Entering {
     taking: u64,
 }
 
-impl Drop for Entering {
-    fn drop(&mut self) {
+impl Entering {
+    /// Moves the lock on to `next`, if it still waits for this taking;
+    /// once only.
+    fn settle(&mut self, next: State) {
         if let Some(state) = self.state.take() {
             let mut state = locked(&state);
             if matches!(*state, State::Entering(n) if n == self.taking) {
-                *state = State::Idle;
+                *state = next;
             }
         }
+    }
+}
+
+impl Drop for Entering {
+    fn drop(&mut self) {
+        self.settle(State::Idle);
     }
 }
 
@@ -104,12 +112,7 @@ pub(crate) struct Entered {
 impl Entered {
     fn into_held(mut self) -> Held {
         let slot = Slot::new(Mutex::new(Some(self.guard)));
-        if let Some(state) = self.entering.state.take() {
-            let mut state = locked(&state);
-            if matches!(*state, State::Entering(n) if n == self.entering.taking) {
-                *state = State::Held(slot.clone());
-            }
-        }
+        self.entering.settle(State::Held(slot.clone()));
         Held {
             slot: InProcess::new(slot),
         }
@@ -174,20 +177,7 @@ impl Lock {
         &self,
         block_raised: bool,
     ) -> PyResult<impl Future<Output = Result<Exited>> + Send + 'static> {
-        // A forked child leaving the block: the lease is the parent's.
-        let guard = if self.inner.here() {
-            let inner = self.inner.get("lock")?;
-            let mut state = locked(&inner.state);
-            match std::mem::replace(&mut *state, State::Idle) {
-                State::Held(slot) => locked(&slot).take(),
-                other => {
-                    *state = other;
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let guard = self.take_held()?;
         Ok(async move {
             let Some(guard) = guard else {
                 return Ok(Exited(None));
@@ -206,6 +196,25 @@ impl Lock {
                 return Err(Error::lease_lost(&lease));
             }
             released.map(|()| Exited(None))
+        })
+    }
+}
+
+impl Lock {
+    /// The block's lease, taken out of the lock (`Idle` again); `None` if
+    /// no block holds it, or in a forked child (the lease is the parent's).
+    fn take_held(&self) -> PyResult<Option<LeaseGuard>> {
+        if !self.inner.here() {
+            return Ok(None);
+        }
+        let inner = self.inner.get("lock")?;
+        let mut state = locked(&inner.state);
+        Ok(match std::mem::replace(&mut *state, State::Idle) {
+            State::Held(slot) => locked(&slot).take(),
+            other => {
+                *state = other;
+                None
+            }
         })
     }
 }
@@ -257,27 +266,17 @@ impl Lock {
     /// `Idle`, and the lease is released in the background by the guard's
     /// drop.
     fn _abandon(&self) -> PyResult<()> {
-        if !self.inner.here() {
-            return Ok(());
+        drop(self.take_held()?);
+        if self.inner.here() {
+            self._abandon_entering()?;
         }
-        let inner = self.inner.get("lock")?;
-        let guard = match std::mem::replace(&mut *locked(&inner.state), State::Idle) {
-            State::Held(slot) => locked(&slot).take(),
-            State::Idle | State::Entering(_) => None,
-        };
-        drop(guard);
         Ok(())
     }
 
-    /// `quiet`: a failed release is not worth a warning (the lease is known
-    /// to be lost, or nobody waits for it).
-    #[pyo3(signature = (calls, block_raised, quiet = false))]
-    fn _start_exit(&self, calls: &Completions, block_raised: bool, quiet: bool) -> PyResult<u64> {
-        let exit = self.exit_call(block_raised)?;
-        calls.start_detached(async move {
-            let exited = exit.await?;
-            Ok(if quiet { Exited(None) } else { exited })
-        })
+    /// [`__exit__`](Self::__exit__) on the runtime: the failed release's
+    /// message comes back for `fencing._async_lock` to warn with.
+    fn _start_exit(&self, calls: &Completions, block_raised: bool) -> PyResult<u64> {
+        calls.start_detached(self.exit_call(block_raised)?)
     }
 
     /// `async with`: [`__enter__`](Self::__enter__) on the runtime, no

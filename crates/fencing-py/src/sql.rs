@@ -165,29 +165,35 @@ impl SqlGuard {
 /// the wheel's own copy of SQLite.
 static SQLITE_FILES: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
-/// The file a `sqlite:` URL names (`None` for another scheme or an
-/// in-memory database).
-pub(crate) fn sqlite_file(url: &str) -> Option<PathBuf> {
-    let rest = url
-        .strip_prefix("sqlite://")
-        .or_else(|| url.strip_prefix("sqlite:"))?;
-    let path = rest.split(['?', '#']).next().unwrap_or_default();
-    // Decoded as sqlx decodes it: `my%20db.db` opens `my db.db`.
-    let path = percent_encoding::percent_decode_str(path)
-        .decode_utf8()
-        .ok()?
-        .into_owned();
-    (!path.is_empty() && !path.starts_with(":memory:")).then(|| PathBuf::from(path))
+/// The file a `sqlite:` URL names, as sqlx opens it (percent-decoded); `None`
+/// for another scheme. The query (fencing's and sqlx's options) does not
+/// move the file. An in-memory database names no file that exists, so it is
+/// never noted.
+fn sqlite_file(url: &str) -> Option<PathBuf> {
+    use fencing_tokens::sql::sqlx::sqlite::SqliteConnectOptions;
+    if !url.starts_with("sqlite:") {
+        return None;
+    }
+    let path = url.split(['?', '#']).next()?;
+    let options: SqliteConnectOptions = path.parse().ok()?;
+    Some(options.get_filename().to_path_buf())
 }
 
-/// Notes a file once its store or issuer is open (and the file exists).
-pub(crate) fn note_sqlite_file(path: Option<PathBuf>) {
-    if let Some(path) = path.and_then(|p| p.canonicalize().ok()) {
+/// Opens a store or an issuer with `open`, and notes the SQLite file `url`
+/// names once it is open (and so exists).
+pub(crate) async fn noting_sqlite_file<T>(
+    url: &str,
+    open: impl Future<Output = fencing_tokens::Result<T>>,
+) -> fencing_tokens::Result<T> {
+    let file = sqlite_file(url);
+    let opened = open.await?;
+    if let Some(path) = file.and_then(|p| p.canonicalize().ok()) {
         SQLITE_FILES
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(path);
     }
+    Ok(opened)
 }
 
 /// Whether this process opened a store or an issuer on the SQLite file at

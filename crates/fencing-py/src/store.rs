@@ -24,9 +24,7 @@ impl Store {
     /// Opens the store `url` names (on the runtime).
     pub(crate) async fn open(url: String) -> Result<Self> {
         let shown = fencing_tokens::redact(&url);
-        let sqlite = crate::sql::sqlite_file(&url);
-        let inner = fencing_tokens::open_store(&url).await?;
-        crate::sql::note_sqlite_file(sqlite);
+        let inner = crate::sql::noting_sqlite_file(&url, fencing_tokens::open_store(&url)).await?;
         Ok(Self {
             inner: InProcess::new(inner),
             shown,
@@ -36,6 +34,14 @@ impl Store {
     pub(crate) fn store(&self) -> PyResult<Arc<dyn FencedStore>> {
         self.inner.get("store").cloned()
     }
+}
+
+/// The name of `value`'s type, for a message.
+pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// A token from Python: an `int` from 0 to 2**64 - 1, or a `Lease` (its
@@ -53,10 +59,7 @@ pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
     let Ok(number) = value.extract::<i128>() else {
         return Err(errors::to_py(&Error::invalid_input(format!(
             "a fencing token is an int (or a Lease): got {}",
-            value
-                .get_type()
-                .name()
-                .map_or_else(|_| "?".into(), |n| n.to_string())
+            type_name(value)
         ))));
     };
     u64::try_from(number).map(FencingToken::new).map_err(|_| {

@@ -70,7 +70,7 @@ async def _watch(block: _Block, task_ref: weakref.ref[asyncio.Task[object]]) -> 
 
 async def _release_quietly(lock: Lock) -> None:
     try:
-        await _call(lock._start_exit, True, True)
+        await _call(lock._start_exit, True)  # its warning, if any, unsaid
     except Exception:  # noqa: BLE001 - lost meanwhile: nothing left to give back
         pass
 

@@ -31,7 +31,6 @@ share the file (or let the fence be its first statement).
 from __future__ import annotations
 
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -40,12 +39,6 @@ from .errors import InvalidInput, UnsafeConfiguration
 
 __all__ = ["fence_transaction"]
 
-# One guard per (dialect, paramstyle, prefix): the statements are rendered once.
-_guards: dict[tuple[str, str, str], SqlGuard] = {}
-_guards_lock = threading.Lock()
-
-# SQLAlchemy's dialect names, to the guard's.
-_SQLALCHEMY_DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
 # The drivers under SQLAlchemy whose transaction state is checked.
 _SQLALCHEMY_DRIVERS = {"psycopg": "psycopg", "pymysql": "pymysql", "pysqlite": "sqlite3"}
 
@@ -59,15 +52,6 @@ _OUTSIDE = (
     "open a transaction first (psycopg: `with conn.transaction():` or autocommit off, PyMySQL: "
     "`conn.begin()` or autocommit off, sqlite3: `BEGIN IMMEDIATE` or the default isolation)"
 )
-
-
-def _guard(dialect: str, paramstyle: str, table_prefix: str) -> SqlGuard:
-    key = (dialect, paramstyle, table_prefix)
-    with _guards_lock:
-        guard = _guards.get(key)
-        if guard is None:
-            guard = _guards[key] = SqlGuard(dialect, paramstyle, table_prefix)
-        return guard
 
 
 def _driver(obj: object) -> str | None:
@@ -130,7 +114,7 @@ def fence_transaction(
         )
     dialect, paramstyle = _DRIVERS[driver]
     _refuse_outside_transaction(connection, driver)
-    guard = _guard(dialect, paramstyle, table_prefix)
+    guard = SqlGuard(dialect, paramstyle, table_prefix)
     cursor = _plain_cursor(connection, driver)
 
     def execute(sql: str, params: Any) -> Any:
@@ -257,9 +241,8 @@ def _fence_sqlalchemy(conn: Any, domain: str, token: int | Lease, table_prefix: 
 
     # A Session's connection begins the session's transaction if none is.
     bind = conn.connection() if callable(getattr(conn, "connection", None)) else conn
-    dialect = _SQLALCHEMY_DIALECTS.get(bind.dialect.name)
     driver = _SQLALCHEMY_DRIVERS.get(bind.dialect.driver)
-    if dialect is None or driver is None:
+    if driver is None:
         raise InvalidInput(
             f"fence_transaction runs under SQLAlchemy on psycopg, pymysql or pysqlite (whose "
             f"transactions it can check), not {bind.dialect.name}+{bind.dialect.driver}"
@@ -270,5 +253,5 @@ def _fence_sqlalchemy(conn: Any, domain: str, token: int | Lease, table_prefix: 
         )
     dbapi_connection = bind.connection.dbapi_connection
     _refuse_outside_transaction(dbapi_connection, driver)
-    guard = _guard(dialect, "named", table_prefix)
+    guard = SqlGuard(_DRIVERS[driver][0], "named", table_prefix)
     _run(guard, domain, token, lambda sql, params: bind.execute(text(sql), params), dbapi_connection, driver)
