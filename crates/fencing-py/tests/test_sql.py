@@ -475,3 +475,20 @@ def test_a_percent_encoded_sqlite_path_is_the_same_file(tmp_path: os.PathLike[st
     with pytest.raises(fencing.UnsafeConfiguration):
         fence_transaction(conn, "d", 2)
     conn.close()
+
+
+def test_a_domain_holding_markers_and_separators_is_only_a_value(db: Db) -> None:
+    """A domain with every parameter marker and separator the styles use
+    (`%s`, `?`, `:p1`, `$1`, `/`, `%`): bound, never read as SQL, and the
+    same row as the store's key of that name."""
+    domain = unique("a/b:%s?:p1$1%") + "%"
+    with db.transaction() as conn:
+        fence_transaction(conn, domain, 3)
+    assert db.store.mark(domain) == 3
+    with pytest.raises(fencing.StaleToken):
+        db.store.put(domain, b"late", 2)
+    db.store.fence(domain, 5)
+    with pytest.raises(fencing.StaleToken) as stale:
+        with db.transaction() as conn:
+            fence_transaction(conn, domain, 4)
+    assert stale.value.key == domain
