@@ -126,6 +126,25 @@ impl State {
             Self::Lost(lost) => &lost.lease,
         }
     }
+
+    /// The lease if it is still held as far as its readers go: not
+    /// declared lost by the task, not stopped by its owner (`ended`), and
+    /// not past its local deadline (a process waking from a pause sees
+    /// that before the task's timer fires).
+    fn held(&self, ended: bool) -> Result<&Lease, Lost> {
+        match self {
+            Self::Lost(lost) => Err(lost.clone()),
+            Self::Held(lease) if ended => Err(Lost {
+                lease: lease.clone(),
+                reason: LostReason::Stopped,
+            }),
+            Self::Held(lease) if lease.is_expired() => Err(Lost {
+                lease: lease.clone(),
+                reason: LostReason::Expired { last_error: None },
+            }),
+            Self::Held(lease) => Ok(lease),
+        }
+    }
 }
 
 /// What the handle asks of the task when it stops it.
@@ -163,50 +182,92 @@ pub struct KeepAlive {
     task: Option<JoinHandle<Ended>>,
     issuer: Arc<dyn TokenIssuer>,
     release_on_drop: bool,
-    /// Set when the handle stops the task: a task gone without it died
-    /// (a panic, its runtime shut down).
-    stopped: Arc<AtomicBool>,
+    /// Set, before anything is sent to the task, when the handle stops it
+    /// (`stop`, `release`, drop): from then on every reader sees the lease
+    /// as no longer held, whether or not the task has run yet. A task gone
+    /// without it died (a panic, its runtime shut down).
+    ended: Arc<AtomicBool>,
 }
 
 /// A view of one [`KeepAlive`]'s lease ([`KeepAlive::watch`],
 /// [`LeaseGuard::watch`](crate::LeaseGuard::watch)): cloneable and cheap,
 /// for the code that writes under the lease without owning it.
+///
+/// A watch outlives its guard: once the guard is released or dropped (or
+/// the keep-alive stopped), the watch answers "lost"
+/// ([`LostReason::Stopped`]) at once, before the release is sent, so a
+/// store bound to it never writes while the next holder holds the lease.
 #[derive(Clone, Debug)]
 pub struct LeaseWatch {
     state: watch::Receiver<State>,
+    ended: Arc<AtomicBool>,
 }
 
 impl LeaseWatch {
-    /// The lease's fencing token.
+    /// The lease's fencing token (also once lost: for messages and logs;
+    /// write with [`current`](Self::current)).
     pub fn token(&self) -> FencingToken {
         self.state.borrow().lease().token()
     }
 
-    /// Whether the lease has been lost: declared so by the task renewing
-    /// it, or past its local deadline. A process paused past the deadline
-    /// sees it at once on waking, before the task's timer fires (the task
-    /// declares it lost then too: it never takes a renewal after the
-    /// deadline).
+    /// Whether the lease is no longer held: declared lost by the task
+    /// renewing it, its guard released or dropped, or past its local
+    /// deadline. A process paused past the deadline sees it at once on
+    /// waking, before the task's timer fires (the task declares it lost
+    /// then too: it never takes a renewal after the deadline).
     pub fn is_lost(&self) -> bool {
-        match &*self.state.borrow() {
-            State::Lost(_) => true,
-            State::Held(lease) => lease.is_expired(),
-        }
+        self.lost_now().is_some()
+    }
+
+    /// How the lease was lost, once it is (as [`is_lost`](Self::is_lost)
+    /// judges).
+    pub fn lost_now(&self) -> Option<Lost> {
+        self.state
+            .borrow()
+            .held(self.ended.load(Ordering::SeqCst))
+            .err()
     }
 
     /// The token to write with, while the lease is held.
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] once the lease is lost: the work should stop
-    /// (the store would refuse the token once a newer holder wrote, but
-    /// need not have yet).
+    /// [`Error::LeaseLost`] once the lease is lost or its guard released or
+    /// dropped: the work should stop (the store would refuse the token once
+    /// a newer holder wrote, but need not have yet).
     pub fn current(&self) -> crate::Result<FencingToken> {
-        let state = self.state.borrow();
-        match &*state {
-            State::Lost(lost) => Err(lost.clone().into()),
-            // Past the deadline: as `is_lost`, before the task's timer fires.
-            State::Held(lease) if lease.is_expired() => Err(Error::lease_lost(lease)),
-            State::Held(lease) => Ok(lease.token()),
+        match self.state.borrow().held(self.ended.load(Ordering::SeqCst)) {
+            Ok(lease) => Ok(lease.token()),
+            Err(lost) => Err(lost.into()),
+        }
+    }
+
+    /// Resolves when the lease is no longer held (as
+    /// [`is_lost`](Self::is_lost) judges): at once if it already is.
+    ///
+    /// If the task renewing it dies instead (a panic in a renewal, its
+    /// runtime shut down), nothing renews the lease any more: it resolves
+    /// at the lease's deadline, as [`LostReason::Expired`].
+    pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static + use<> {
+        let mut state = self.state.clone();
+        let ended = self.ended.clone();
+        async move {
+            loop {
+                let lease = match state.borrow_and_update().held(ended.load(Ordering::SeqCst)) {
+                    Ok(lease) => lease.clone(),
+                    Err(lost) => return lost,
+                };
+                if state.changed().await.is_err() {
+                    // The task is gone with the lease held: it died, or it
+                    // was stopped (then `ended` was set before).
+                    let reason = if ended.load(Ordering::SeqCst) {
+                        LostReason::Stopped
+                    } else {
+                        tokio::time::sleep_until(lease.deadline().into()).await;
+                        LostReason::Expired { last_error: None }
+                    };
+                    return Lost { lease, reason };
+                }
+            }
         }
     }
 }
@@ -273,7 +334,7 @@ impl KeepAlive {
             task: Some(task),
             issuer,
             release_on_drop: options.release_on_drop,
-            stopped: Arc::new(AtomicBool::new(false)),
+            ended: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -297,54 +358,33 @@ impl KeepAlive {
     /// A cheap, cloneable view of this lease for whatever writes under it
     /// (a store bound to the lease, another task): its token, and whether
     /// it is lost. It does not keep the lease alive.
+    /// The watch stays "lost" ([`LostReason::Stopped`]) once the handle is
+    /// stopped, released or dropped.
     pub fn watch(&self) -> LeaseWatch {
         LeaseWatch {
             state: self.state.clone(),
+            ended: self.ended.clone(),
         }
     }
 
-    /// How the lease was lost, once it is.
+    /// How the lease was lost, once it is (also past its local deadline,
+    /// before the task's timer fires).
     pub fn lost_now(&self) -> Option<Lost> {
-        match &*self.state.borrow() {
-            State::Lost(lost) => Some(lost.clone()),
-            State::Held(_) => None,
-        }
+        self.watch().lost_now()
     }
 
     /// Resolves when the lease is lost: stop the work it guards. Select on
     /// it beside the work; it may be called any number of times, and the
-    /// future does not borrow the handle. It never resolves once the
-    /// keep-alive was stopped with the lease still held.
+    /// future does not borrow the handle. It resolves at once if the lease
+    /// is past its local deadline (a process waking from a pause), and with
+    /// [`LostReason::Stopped`] once the keep-alive is stopped, released or
+    /// dropped: whatever still runs under it must stop too.
     ///
     /// If the task dies instead (a panic in a renewal, its runtime shut
     /// down), nothing renews the lease any more: it resolves at the lease's
     /// deadline, as [`LostReason::Expired`].
     pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static {
-        let mut state = self.state.clone();
-        let stopped = self.stopped.clone();
-        async move {
-            let waited = state
-                .wait_for(|s| matches!(s, State::Lost(_)))
-                .await
-                .map(|s| s.clone());
-            let lost = match waited {
-                Ok(State::Lost(lost)) => Ok(lost),
-                Ok(State::Held(lease)) => Err(lease),
-                Err(_) => Err(state.borrow().lease().clone()),
-            };
-            match lost {
-                Ok(lost) => lost,
-                Err(lease) if !stopped.load(Ordering::SeqCst) => {
-                    tokio::time::sleep_until(lease.deadline().into()).await;
-                    Lost {
-                        lease,
-                        reason: LostReason::Expired { last_error: None },
-                    }
-                }
-                // Stopped while held: it will not be lost through us.
-                Err(_) => std::future::pending().await,
-            }
-        }
+        self.watch().lost()
     }
 
     /// Stops renewing and waits until the background task has ended, so
@@ -378,11 +418,19 @@ impl KeepAlive {
 
     /// Tells the task to stop and waits for its end.
     async fn finish(&mut self, stop: Stop) -> Ended {
-        self.stopped.store(true, Ordering::SeqCst);
+        self.ended.store(true, Ordering::SeqCst);
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(stop);
         }
-        let last = self.state.borrow().clone();
+        let last = match self.state.borrow().clone() {
+            // The task said so on its way out: the lease was held when it
+            // was stopped.
+            State::Lost(Lost {
+                lease,
+                reason: LostReason::Stopped,
+            }) => State::Held(lease),
+            last => last,
+        };
         match self.task.take() {
             Some(task) => task.await.unwrap_or((last, None)),
             None => (last, None),
@@ -392,9 +440,10 @@ impl KeepAlive {
 
 impl Drop for KeepAlive {
     fn drop(&mut self) {
-        // The task stops at its next step; a renewal in flight is
+        // Every watch sees the lease gone from here on, before the release
+        // is sent. The task stops at its next step; a renewal in flight is
         // abandoned (dropped), none is started.
-        self.stopped.store(true, Ordering::SeqCst);
+        self.ended.store(true, Ordering::SeqCst);
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(Stop {
                 release: self.release_on_drop,
@@ -436,7 +485,7 @@ async fn renew_until_lost(
         let deadline = tokio::time::Instant::from_std(lease.deadline());
         tokio::select! {
             biased;
-            stopped = &mut stop => return stopped_with(&*issuer, lease, stopped.ok()).await,
+            stopped = &mut stop => return stopped_with(&*issuer, lease, &state, stopped.ok()).await,
             () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
             () = tokio::time::sleep_until(next.into()) => {}
         }
@@ -446,7 +495,7 @@ async fn renew_until_lost(
         }
         tokio::select! {
             biased;
-            stopped = &mut stop => return stopped_with(&*issuer, lease, stopped.ok()).await,
+            stopped = &mut stop => return stopped_with(&*issuer, lease, &state, stopped.ok()).await,
             () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
             renewed = renew(&*issuer, &mut renewal, &lease) => match renewed {
                 Ok(renewed) => {
@@ -477,6 +526,7 @@ async fn renew_until_lost(
     let reason = match lost.reason {
         LostReason::Refused => "refused",
         LostReason::Expired { .. } => "expired",
+        LostReason::Stopped => "stopped",
     };
     metrics::counter!(names::LEASES_LOST, names::ISSUER => issuer.name(), names::REASON => reason)
         .increment(1);
@@ -501,8 +551,19 @@ async fn renew(
 }
 
 /// Ends the task on the handle's request, releasing if asked (bounded:
-/// an issuer that never answers must not keep the task alive).
-async fn stopped_with(issuer: &dyn TokenIssuer, lease: Lease, stop: Option<Stop>) -> Ended {
+/// an issuer that never answers must not keep the task alive). Readers
+/// already see the lease gone (the handle set `ended`); the state says so
+/// too before the release is sent, which wakes every `lost()`.
+async fn stopped_with(
+    issuer: &dyn TokenIssuer,
+    lease: Lease,
+    state: &watch::Sender<State>,
+    stop: Option<Stop>,
+) -> Ended {
+    state.send_replace(State::Lost(Lost {
+        lease: lease.clone(),
+        reason: LostReason::Stopped,
+    }));
     if !stop.is_some_and(|s| s.release) {
         return (State::Held(lease), None);
     }

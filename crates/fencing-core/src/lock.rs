@@ -289,40 +289,72 @@ impl<'a> Lock<'a> {
                 unknown = 0;
             }
             let out_of_time = deadline.is_some_and(|d| Instant::now() >= d);
-            if out_of_time {
-                if let (Error::OutcomeUnknown { .. }, Some(dated)) = (&error, first_unknown_sent_at)
-                    && let Some(orphan) = self.granted_anyway(request, dated).await
-                {
-                    // Granted after all, but the caller has given up: hand
-                    // it back rather than leave it blocking for its TTL.
-                    let _ = self.issuer.release(&orphan).await;
+            let retry = !out_of_time
+                && match &error {
+                    Error::Timeout { .. } if deadline.is_none() => true,
+                    e if e.is_retryable() => true,
+                    Error::OutcomeUnknown { .. } if unknown < MAX_UNKNOWN => {
+                        unknown += 1;
+                        true
+                    }
+                    _ => false,
+                };
+            // An answer lost on this attempt or any earlier one: that grant
+            // may have gone through, whatever this attempt answered (the
+            // next one, waiting on our own orphan, times out).
+            if let Some(dated) = first_unknown_sent_at
+                && let Some(lease) = self.granted_anyway(request, dated).await
+            {
+                if retry {
+                    return Ok(lease);
                 }
+                return Err(self.hand_back(&lease, error).await);
+            }
+            if !retry {
                 return Err(error);
             }
-            match error {
-                Error::Timeout { .. } if deadline.is_none() => continue,
-                e if e.is_retryable() => {
-                    tracing::debug!(resource = %self.resource, error = %e, "lock: acquire failed; retrying");
-                }
-                e @ Error::OutcomeUnknown { .. } if unknown < MAX_UNKNOWN => {
-                    unknown += 1;
-                    tracing::debug!(resource = %self.resource, error = %e,
-                        "lock: the grant's answer was lost; asking who holds");
-                    let dated = first_unknown_sent_at.unwrap_or(sent_at);
-                    if let Some(lease) = self.granted_anyway(request, dated).await {
-                        return Ok(lease);
-                    }
-                }
-                e => return Err(e),
+            tracing::debug!(resource = %self.resource, error = %error, "lock: acquire failed; retrying");
+            if let Error::Timeout { .. } = error
+                && deadline.is_none()
+            {
+                continue;
             }
             backoff.wait(deadline).await;
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(Error::Timeout {
+                let timeout = Error::Timeout {
                     operation: format!("acquire {:?}", request.resource),
                     after: sent_at.elapsed(),
-                });
+                };
+                return Err(self.give_up(request, first_unknown_sent_at, timeout).await);
             }
         }
+    }
+
+    /// Gives up acquiring with `error`, first handing back a grant whose
+    /// answer was lost (since `first_unknown`) if it went through after all.
+    async fn give_up(
+        &self,
+        request: &LeaseRequest,
+        first_unknown: Option<Instant>,
+        error: Error,
+    ) -> Error {
+        match first_unknown {
+            Some(dated) => match self.granted_anyway(request, dated).await {
+                Some(orphan) => self.hand_back(&orphan, error).await,
+                None => error,
+            },
+            None => error,
+        }
+    }
+
+    /// Granted after all, but the caller is giving up: the lease is handed
+    /// back rather than left blocking the next holder for its TTL.
+    async fn hand_back(&self, orphan: &Lease, error: Error) -> Error {
+        if let Err(e) = self.issuer.release(orphan).await {
+            tracing::warn!(resource = %self.resource, token = %orphan.token(), error = %e,
+                "lock: a grant whose answer was lost could not be handed back; it runs out after its TTL");
+        }
+        error
     }
 
     /// After an acquire whose answer was lost: the lease, if the grant went

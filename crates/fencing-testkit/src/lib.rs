@@ -121,6 +121,13 @@ macro_rules! issuer_conformance {
             guard_release_and_drop_free_at_once,
             guard_fences_before_the_first_write
         );
+        // The pause blocks the runtime's only thread, as a stopped process
+        // would: the keep-alive's task cannot run meanwhile.
+        #[::tokio::test(flavor = "current_thread")]
+        async fn guard_sends_nothing_after_a_pause_past_the_ttl() {
+            let Some(issuer) = $make().await else { return };
+            $crate::guard::guard_sends_nothing_after_a_pause_past_the_ttl(issuer, &$profile).await;
+        }
     };
     (@guard $make:path, $profile:expr; $($name:ident),+) => {
         $(

@@ -20,6 +20,11 @@ pub enum LostReason {
         /// The last renewal failure, if a renewal was answered at all.
         last_error: Option<Arc<Error>>,
     },
+    /// The keep-alive was stopped by its owner: the guard was released or
+    /// dropped, or [`KeepAlive::stop`](super::KeepAlive::stop) was called.
+    /// This process no longer holds the lease for whatever writes under it
+    /// (a released lease may be granted to the next holder at once).
+    Stopped,
 }
 
 /// A lost lease: which one, and why. Stop the work it guarded.
@@ -61,6 +66,9 @@ impl fmt::Display for Lost {
             ),
             LostReason::Expired { last_error: None } => {
                 f.write_str("its deadline passed before a renewal was answered")
+            }
+            LostReason::Stopped => {
+                f.write_str("its guard was released or dropped (its keep-alive stopped)")
             }
         }
     }

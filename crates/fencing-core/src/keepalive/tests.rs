@@ -302,3 +302,91 @@ async fn a_lost_lease_is_released_once_the_issuer_answers() {
         "a lost lease the issuer still had was not released"
     );
 }
+
+/// Once its keep-alive is released, stopped or dropped, a watch (what a
+/// store bound to the guard reads) answers "lost" at once: before the
+/// release is sent, so never while the next holder holds the lease. Seen
+/// failing: the watch kept answering `Ok(token)` until the old deadline.
+#[tokio::test]
+async fn a_watch_is_lost_once_its_keep_alive_is_released_stopped_or_dropped() {
+    let ended = |watch: &LeaseWatch, how: &str| {
+        assert!(watch.is_lost(), "{how}: the watch still reads held");
+        assert!(
+            matches!(watch.current(), Err(Error::LeaseLost { .. })),
+            "{how}: the watch still hands out its token: {:?}",
+            watch.current()
+        );
+        let lost = watch.lost_now().expect("lost");
+        assert!(
+            matches!(lost.reason(), LostReason::Stopped),
+            "{how}: {lost:?}"
+        );
+        assert!(lost.to_string().contains("released or dropped"), "{lost}");
+    };
+
+    let (issuer, lease) = setup_with("watch-released", TTL * 10).await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    let watch = keep_alive.watch();
+    let waiting = tokio::spawn(watch.lost());
+    assert!(watch.current().is_ok());
+    keep_alive.release().await.expect("release");
+    ended(&watch, "released");
+    let lost = tokio::time::timeout(SLACK, waiting)
+        .await
+        .expect("lost() resolves once released")
+        .unwrap();
+    assert!(matches!(lost.reason(), LostReason::Stopped), "{lost:?}");
+    let next = issuer
+        .try_acquire(&LeaseRequest::new("watch-released", TTL))
+        .await
+        .unwrap()
+        .expect("free at once");
+    ended(&watch, "released, next holder in");
+    assert!(next.token() > watch.token());
+
+    let (issuer, lease) = setup_with("watch-stopped", TTL * 10).await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease.clone());
+    let watch = keep_alive.watch();
+    let stopped = keep_alive.stop().await.expect("held when stopped");
+    assert_eq!(stopped.token(), lease.token());
+    ended(&watch, "stopped");
+
+    let (issuer, lease) = setup_with("watch-dropped", TTL * 10).await;
+    let keep_alive = KeepAlive::with_options(
+        issuer.clone(),
+        lease,
+        KeepAliveOptions::default().release_on_drop(true),
+    );
+    let watch = keep_alive.watch();
+    drop(keep_alive);
+    // At once, with no await: the task has not run yet.
+    ended(&watch, "dropped");
+    tokio::time::timeout(Duration::from_millis(100), watch.lost())
+        .await
+        .expect("lost() resolves at once once dropped");
+}
+
+/// A process paused past the deadline: `lost()` resolves on its first poll,
+/// before the task's timer fires, so work selected beside it (`run`) is
+/// not started.
+#[tokio::test]
+async fn lost_resolves_at_once_past_the_deadline() {
+    let (issuer, lease) = setup("lost-at-once").await;
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    assert!(poll_once(keep_alive.lost()).is_none());
+    std::thread::sleep(TTL + Duration::from_millis(50));
+    let lost = poll_once(keep_alive.lost()).expect("resolved on its first poll");
+    assert!(
+        matches!(lost.reason(), LostReason::Expired { .. }),
+        "{lost:?}"
+    );
+}
+
+/// Polls `future` once, with no waker to wake.
+fn poll_once<F: Future>(future: F) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::pin!(future).poll(&mut cx) {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
+    }
+}

@@ -22,9 +22,22 @@ pub struct LeaseGuard {
 }
 
 impl LeaseGuard {
-    /// The lease's fencing token: present it with every write.
+    /// The lease's fencing token: present it with every write (run the
+    /// write under [`run`](Self::run), or take the token from
+    /// [`current`](Self::current), so that nothing is sent once the lease
+    /// is known to be lost).
     pub fn token(&self) -> FencingToken {
         self.keep_alive.token()
+    }
+
+    /// The token to write with, while the lease is held.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] once the lease is lost, also past its local
+    /// deadline before the keep-alive's timer fires (a process waking from
+    /// a pause).
+    pub fn current(&self) -> Result<FencingToken> {
+        self.keep_alive.watch().current()
     }
 
     /// The lease as last renewed.
@@ -57,12 +70,17 @@ impl LeaseGuard {
     /// dropped then, so it stops at its next `.await`; a write already sent
     /// is refused by the store if a newer holder fenced it).
     ///
+    /// A lease already lost, or past its local deadline (a process waking
+    /// from a pause, before the keep-alive's timer fires), never has its
+    /// work polled: nothing the work does before its first `.await` runs.
+    ///
     /// # Errors
     /// [`Error::LeaseLost`] (converted into `E`), or the work's own error.
     pub async fn run<T, E: From<Error>>(
         &self,
         work: impl Future<Output = std::result::Result<T, E>>,
     ) -> std::result::Result<T, E> {
+        // Judged here, when `run` is first polled, not when it was called.
         if let Some(lost) = self.keep_alive.lost_now() {
             return Err(Error::from(lost).into());
         }
