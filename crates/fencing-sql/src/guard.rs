@@ -40,6 +40,18 @@ use crate::{Dialect, ParamStyle, Tables, sql};
 /// the domains table and is not refused by the store's marks: stop those
 /// first (see the crate README).
 ///
+/// **Not inside a savepoint that may be rolled back.** `ROLLBACK TO
+/// SAVEPOINT` (sqlx's nested `tx.begin()` dropped or rolled back, a
+/// `try/except` around a savepoint in an ORM) undoes the fence with
+/// everything after the savepoint while the outer transaction goes on:
+/// the domain's mark goes back on every database, so the commit no longer
+/// raises it (a lower token is not refused later), and on PostgreSQL the
+/// row's lock is released too, so a newer holder can fence and commit
+/// meanwhile and this transaction's later writes are not checked against
+/// it (InnoDB keeps the row lock; SQLite keeps its database lock). Fence in
+/// the outermost transaction, before any savepoint; if a rollback to a
+/// savepoint took the fence with it, fence again before writing.
+///
 /// Run it at `READ COMMITTED` (PostgreSQL's default) or MariaDB's default
 /// `REPEATABLE READ` (the upsert reads the latest row); on SQLite begin the
 /// transaction with `pool.begin_with("BEGIN IMMEDIATE")` so two writers do

@@ -26,6 +26,11 @@ connection itself are the driver's own exceptions.
 
 On SQLite begin the transaction with ``BEGIN IMMEDIATE`` when other writers
 share the file (or let the fence be its first statement).
+
+Fence in the outermost transaction, not inside a savepoint (psycopg's
+nested ``conn.transaction()``, SQLAlchemy's ``begin_nested()``): rolling
+back to the savepoint undoes the fence (the domain's mark, and on
+PostgreSQL its row lock) while the transaction goes on unfenced.
 """
 
 from __future__ import annotations
