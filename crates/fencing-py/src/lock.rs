@@ -365,10 +365,16 @@ impl Held {
 
 #[pymethods]
 impl Held {
-    /// The fencing token: present it with every write.
+    /// The fencing token: present it with every write. Raises `LeaseLost`
+    /// once the lease is lost, also past its deadline before the keep-alive
+    /// has said so (a process continued after a pause), so that no call is
+    /// sent with a token the library already knows is no longer held; the
+    /// token stays readable on `lease`.
     #[getter]
     fn token(&self) -> PyResult<u64> {
-        self.with(|g| g.token().get())
+        self.with(|g| g.current())?
+            .map(|token| token.get())
+            .map_err(|e| errors::to_py(&e))
     }
 
     /// The lease as last renewed.

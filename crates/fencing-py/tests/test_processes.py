@@ -214,3 +214,52 @@ def test_check_sees_a_pause_past_the_ttl_at_once() -> None:
     child.stdin.flush()
     out, err = child.communicate(timeout=30)
     assert out.strip() == "lost True", (out, err)
+
+
+def test_no_write_is_sent_with_the_token_of_a_lease_lost_in_a_pause() -> None:
+    """Inside `async with`, the process is stopped past its TTL (the event
+    loop blocked reading stdin, then SIGSTOP) while another holder takes the
+    lease; continued, the block's next write with `held.token` is not sent:
+    reading the token raises LeaseLost, before the keep-alive or the block's
+    watcher has run. The write is a plain `store.put` (what the README's
+    async example does), which nothing else can stop; an awaited one may be
+    cancelled by the watcher first. Seen failing: the put landed on a key
+    nobody had fenced yet."""
+    issuer_url, store_url = ISSUERS["etcd"](""), STORES["postgres"]("")
+    resource, key = unique("res"), unique("key")
+    child = python(
+        f"""
+        import asyncio, sys, fencing, fencing.aio
+        async def main():
+            issuer = await fencing.aio.open_issuer({issuer_url!r})
+            store = fencing.open_store({store_url!r})
+            async with issuer.lock({resource!r}, ttl=2) as held:
+                print("held", held.token, flush=True)
+                sys.stdin.readline()  # the loop blocked: stopped here, then continued
+                try:
+                    store.put({key!r}, b"late", held.token)
+                    print("written", flush=True)
+                except fencing.LeaseLost:
+                    print("lost", flush=True)
+        try:
+            asyncio.run(main())
+        except fencing.LeaseLost:
+            pass
+        """
+    )
+    assert child.stdout is not None and child.stdin is not None
+    first = child.stdout.readline().split()
+    assert first and first[0] == "held", (first, child.stderr)
+    os.kill(child.pid, signal.SIGSTOP)
+    try:
+        issuer = fencing.open_issuer(issuer_url)
+        lease2 = issuer.acquire(resource, ttl=10, wait=15)
+        assert lease2.token > int(first[1])
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    out, err = child.communicate(timeout=30)
+    assert out.strip() == "lost", (out, err)
+    assert fencing.open_store(store_url).get(key) is None, "the late put landed"
+    issuer.release(lease2)
