@@ -75,6 +75,11 @@ macro_rules! on_cloud {
             async fn a_lost_answer_is_an_unknown_outcome_on_either_way_in() {
                 lost_answers($cloud).await;
             }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_lease_record_deleted_by_hand_does_not_restart_tokens() {
+                deleted_lease_record($cloud).await;
+            }
         }
     };
 }
@@ -246,6 +251,68 @@ async fn lost_answers(cloud: Cloud) {
     );
     let stored = newer.get(&path).await.unwrap().bytes().await.unwrap();
     assert_eq!(stored, "newer");
+}
+
+/// The bucket lease on `ObjectStoreBackend`: a lease record deleted by
+/// hand (or by a lifecycle rule) and made again at once by an issuer that
+/// has seen nothing starts above every token the deleted record gave, in
+/// the same second of the server's clock too (object_store tells an
+/// object's `Last-Modified` in whole seconds); so does a floor raised on
+/// it. Three rounds, each starting a tenth of a second into a second of
+/// this host's clock (the emulator's).
+async fn deleted_lease_record(cloud: Cloud) {
+    let Some(bucket) = private(cloud).await else {
+        return;
+    };
+    let holder = BlobIssuer::new(ObjectStoreBackend::new(bucket.clone()));
+    for round in 0..3 {
+        let resource = format!("deleted-{round}");
+        let request = LeaseRequest::new(resource.as_str(), Duration::from_secs(20));
+        let into_second = std::time::SystemTime::now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .expect("after 1970")
+            .subsec_nanos();
+        let to_wait = (1_100_000_000 - u64::from(into_second)) % 1_000_000_000;
+        tokio::time::sleep(Duration::from_nanos(to_wait)).await;
+        let started = Instant::now();
+        let mut tokens = Vec::new();
+        for _ in 0..2 {
+            let lease = holder
+                .try_acquire(&request)
+                .await
+                .expect("grant")
+                .expect("free");
+            tokens.push(lease.token().get());
+            holder.release(&lease).await.expect("release");
+        }
+        let record = Path::from(holder.record_key(&resource));
+        bucket.delete(&record).await.expect("delete the record");
+        let newcomer = BlobIssuer::new(ObjectStoreBackend::new(bucket.clone()));
+        if round == 2 {
+            newcomer
+                .raise_floor(&resource, FencingToken::new(10))
+                .await
+                .expect("raise_floor");
+        }
+        let again = newcomer
+            .try_acquire(&request)
+            .await
+            .expect("grant")
+            .expect("free");
+        assert!(
+            again.token().get() > tokens[1],
+            "{cloud:?}: tokens {tokens:?}, the record deleted, then {} {:?} after the first \
+             grant{}: tokens went back",
+            again.token(),
+            started.elapsed(),
+            if round == 2 {
+                " (after a floor of 10)"
+            } else {
+                ""
+            },
+        );
+        newcomer.release(&again).await.expect("release");
+    }
 }
 
 /// A writer process takes the bucket lease and writes through a

@@ -9,7 +9,8 @@ use azure_core::credentials::TokenCredential;
 use azure_core::http::Url;
 use azure_storage_blob::BlobContainerClientOptions;
 use fencing_core::adapter::blob::config::{
-    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_EXPIRY, LEASE_PREFIX, ObjectStoreConfig,
+    ObjectStoreKind,
 };
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 use fencing_core::adapter::url::env;
@@ -32,6 +33,7 @@ pub const BACKEND: Descriptor = Descriptor {
         EMULATOR,
         ADOPT_UNFENCED,
         LEASE_PREFIX,
+        LEASE_EXPIRY,
         UrlOption::new(
             "account",
             OptionKind::Text,
@@ -126,6 +128,7 @@ enum Credential {
 /// | `sas_lifetime=DURATION` | how long a SAS signed from an account key lasts (`1h`) |
 /// | `emulator=true` | Azurite's development account; needs `endpoint=` |
 /// | `adopt_unfenced=true` | take over blobs written without fencing at mark 0 |
+/// | `lease_expiry=server-clocks-agree` | the bucket lease also judges a held record dead by the `Date` of a read against its `Last-Modified`: assumes every server node's clock agrees with the one that stamped it (default `waiter-clock`: no clocks compared) |
 ///
 /// ```
 /// let config = fencing_azure::AzureConfig::from_url(

@@ -55,6 +55,15 @@ impl Emulator for Azurite {
             .await
             .expect("plain upload");
     }
+
+    async fn delete(backend: AzureBackend, key: String) {
+        backend
+            .container()
+            .blob_client(&key)
+            .delete(None)
+            .await
+            .expect("Delete Blob");
+    }
 }
 
 /// A backend on this run's container (created if needed), or `None` when

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobIssuer, BlobStore, BlobWrite, HookedWrites, StoredObject, WriteHook,
-    WriteOutcome,
+    BlobBackend, BlobIssuer, BlobStore, BlobWrite, HookedWrites, LeaseExpiry, StoredObject,
+    WriteHook, WriteOutcome,
 };
 use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
@@ -71,11 +71,12 @@ async fn a_record_deleted_by_hand_does_not_restart_tokens() {
     );
 }
 
-/// A waiter that arrives long after a holder died takes over at once: the
-/// server's clock says the record is a TTL old. One that arrives while the
-/// lease is live does not, however long ago its own clock says it began.
+/// By default a waiter that arrives long after a holder died still waits a
+/// TTL of its own clock: it compares no server's clock. With
+/// `server-clocks-agree` it takes over at once: the server's clock says the
+/// record is a TTL old. Neither takes over a live lease.
 #[tokio::test]
-async fn expiry_on_the_server_clock_needs_no_wait_of_the_waiters_own() {
+async fn expiry_on_the_server_clock_is_opt_in() {
     let backend = Arc::new(MemoryBlobBackend::new());
     let holder = BlobIssuer::new(backend.clone());
     let ttl = Duration::from_millis(200);
@@ -92,7 +93,16 @@ async fn expiry_on_the_server_clock_needs_no_wait_of_the_waiters_own() {
     // The grain of Last-Modified is a second: past TTL + 1 s the server's
     // clock alone shows the lease dead.
     tokio::time::sleep(ttl + Duration::from_millis(1100)).await;
-    let waiter = BlobIssuer::new(backend.clone());
+    let newcomer = BlobIssuer::new(backend.clone());
+    assert!(
+        newcomer
+            .try_acquire(&request("r", ttl))
+            .await
+            .unwrap()
+            .is_none(),
+        "by default a newcomer took over before a TTL of its own clock"
+    );
+    let waiter = BlobIssuer::new(backend.clone()).with_expiry(LeaseExpiry::ServerClocksAgree);
     let taken = waiter
         .try_acquire(&request("r", ttl))
         .await
@@ -350,29 +360,184 @@ async fn a_renew_whose_request_was_lost_is_sent_again() {
     }
 }
 
-/// Reads through another backend but tell no modified time: expiry is
-/// then judged on the waiter's own clock alone (as on GCS).
+/// The in-memory backend with some of its clocks hidden: `dates` (its
+/// estimate of the server's clock, as the `Date` of answers feeds it) and
+/// `modified` (the `Last-Modified` of reads).
 #[derive(Debug)]
-struct ReadsTellNoTime(Arc<MemoryBlobBackend>);
+struct Clocks {
+    inner: Arc<MemoryBlobBackend>,
+    dates: bool,
+    modified: bool,
+}
+
+impl Clocks {
+    /// Reads that tell no modified time, as on GCS.
+    fn reads_tell_no_time(inner: Arc<MemoryBlobBackend>) -> Self {
+        Self {
+            inner,
+            dates: true,
+            modified: false,
+        }
+    }
+
+    /// No `Date` estimate, reads that tell `Last-Modified`, as
+    /// `ObjectStoreBackend`.
+    fn no_dates(inner: Arc<MemoryBlobBackend>) -> Self {
+        Self {
+            inner,
+            dates: false,
+            modified: true,
+        }
+    }
+}
 
 #[async_trait]
-impl BlobBackend for ReadsTellNoTime {
+impl BlobBackend for Clocks {
     fn name(&self) -> &'static str {
-        "reads-tell-no-time"
+        "clocks-hidden"
     }
     fn limits(&self) -> fencing_core::Limits {
-        self.0.limits()
+        self.inner.limits()
     }
     async fn read_range(
         &self,
         key: &str,
         len: Option<usize>,
     ) -> fencing_core::Result<Option<StoredObject>> {
-        let stored = self.0.read_range(key, len).await?;
-        Ok(stored.map(|s| s.modified_at(None).answered_at(None)))
+        let stored = self.inner.read_range(key, len).await?;
+        Ok(stored.map(|s| {
+            let modified = s.modified.filter(|_| self.modified);
+            s.modified_at(modified).answered_at(None)
+        }))
     }
     async fn write(&self, key: &str, write: BlobWrite) -> fencing_core::Result<WriteOutcome> {
-        self.0.write(key, write).await
+        self.inner.write(key, write).await
+    }
+    fn server_now(&self) -> Option<std::time::SystemTime> {
+        self.inner.server_now().filter(|_| self.dates)
+    }
+    fn server_now_lag(&self) -> Duration {
+        self.inner.server_now_lag()
+    }
+}
+
+/// Where the backend has no `Date` estimate (`ObjectStoreBackend`), a new
+/// record is written unseeded, read back, and seeded from its own
+/// `Last-Modified`: a record deleted by hand and made again, at once,
+/// starts above the deleted one's tokens, and so does a floor on it. An
+/// unseeded record left by a maker that stopped is seeded by the next.
+#[tokio::test]
+async fn without_dates_a_record_is_seeded_from_its_own_last_modified() {
+    let backend = Arc::new(MemoryBlobBackend::new());
+    let issuer = BlobIssuer::new(Clocks::no_dates(backend.clone()));
+    let ttl = Duration::from_secs(5);
+    let before = (backend.reads(), backend.writes());
+    let first = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (backend.reads(), backend.writes()),
+        (before.0 + 2, before.1 + 2),
+        "a record made: read, unseeded write, read back, grant"
+    );
+    issuer.release(&first).await.unwrap();
+    let second = issuer
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    issuer.release(&second).await.unwrap();
+    assert!(backend.remove(&issuer.record_key("r")));
+    let fresh = BlobIssuer::new(Clocks::no_dates(backend.clone()));
+    let third = fresh
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        third.token() > second.token(),
+        "tokens {}, {}, the record deleted, then {}",
+        first.token(),
+        second.token(),
+        third.token()
+    );
+    fresh.release(&third).await.unwrap();
+    assert!(backend.remove(&issuer.record_key("r")));
+    let fresh = BlobIssuer::new(Clocks::no_dates(backend.clone()));
+    fresh.raise_floor("r", FencingToken::new(10)).await.unwrap();
+    let fourth = fresh
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(fourth.token() > third.token(), "{fourth:?} after {third:?}");
+
+    // An unseeded record, as a maker that stopped after its first write
+    // leaves it: the next seeds it, never granting from its counter 0.
+    let unseeded = BlobIssuer::new(Clocks::no_dates(backend.clone())).with_prefix("left-unseeded/");
+    let key = unseeded.record_key("r");
+    let stop_after_first_write = HookedWrites::new(
+        Clocks::no_dates(backend.clone()),
+        StopsAfter(AtomicU32::new(1)),
+    );
+    let maker = BlobIssuer::new(stop_after_first_write).with_prefix("left-unseeded/");
+    assert!(maker.try_acquire(&request("r", ttl)).await.is_err());
+    assert!(backend.read(&key).await.unwrap().is_some(), "nothing left");
+    let lease = unseeded
+        .try_acquire(&request("r", ttl))
+        .await
+        .unwrap()
+        .expect("the unseeded record is free");
+    assert!(
+        lease.token() > fourth.token(),
+        "{lease:?} from an unseeded record"
+    );
+}
+
+/// Lets `n` writes through, then refuses every other as a dead connection
+/// would (nothing sent).
+#[derive(Debug)]
+struct StopsAfter(AtomicU32);
+
+#[async_trait]
+impl<B: BlobBackend> WriteHook<B> for StopsAfter {
+    async fn write(
+        &self,
+        inner: &B,
+        key: &str,
+        write: BlobWrite,
+    ) -> fencing_core::Result<WriteOutcome> {
+        if self
+            .0
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return inner.write(key, write).await;
+        }
+        Err(Error::backend("stops-after", true, "connection refused"))
+    }
+}
+
+/// A backend that tells no server time at all cannot start a new record
+/// above a deleted one's tokens: the grant is refused, typed, naming why.
+#[tokio::test]
+async fn a_backend_that_tells_no_server_time_is_refused() {
+    let backend = Arc::new(MemoryBlobBackend::new());
+    let issuer = BlobIssuer::new(Clocks {
+        inner: backend,
+        dates: false,
+        modified: false,
+    });
+    match issuer
+        .try_acquire(&request("r", Duration::from_secs(5)))
+        .await
+    {
+        Err(Error::UnsafeConfiguration { reason, .. }) => {
+            assert!(reason.contains("tells no server time"), "{reason}");
+        }
+        other => panic!("expected UnsafeConfiguration, got {other:?}"),
     }
 }
 
@@ -384,13 +549,13 @@ impl BlobBackend for ReadsTellNoTime {
 async fn a_waiter_among_thousands_of_records_keeps_its_time() {
     let backend = Arc::new(MemoryBlobBackend::new());
     let ttl = Duration::from_secs(2);
-    let holder = BlobIssuer::new(ReadsTellNoTime(backend.clone()));
+    let holder = BlobIssuer::new(Clocks::reads_tell_no_time(backend.clone()));
     let dead = holder
         .try_acquire(&request("r", ttl))
         .await
         .unwrap()
         .unwrap();
-    let waiter = BlobIssuer::new(ReadsTellNoTime(backend.clone()));
+    let waiter = BlobIssuer::new(Clocks::reads_tell_no_time(backend.clone()));
     let first_seen = Instant::now();
     assert!(
         waiter

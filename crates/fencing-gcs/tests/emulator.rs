@@ -46,6 +46,14 @@ impl Emulator for FakeGcs {
             .await
             .expect("plain upload");
     }
+
+    /// A JSON API delete (the client library deletes over gRPC only).
+    async fn delete(backend: GcsBackend, key: String) {
+        let bucket = backend.bucket();
+        let bucket = bucket.strip_prefix("projects/_/buckets/").unwrap_or(bucket);
+        let path = format!("b/{bucket}/o/{}", key.replace('/', "%2F"));
+        json_api(reqwest::Method::DELETE, path, "").await;
+    }
 }
 
 /// This run's bucket.

@@ -37,6 +37,14 @@ pub const DEFAULT_LIMITS: Limits = fencing_core::adapter::blob::S3_LIMITS;
 /// that ignores the conditions (answers 200 to a write whose
 /// precondition cannot hold) is what `verify`'s probe catches.
 ///
+/// The bucket lease on it judges expiry on the waiter's monotonic clock
+/// (object_store tells no `Date`). Since it has no estimate of the server's
+/// clock, a new lease record is written unseeded, read back, and seeded
+/// from its own `last_modified` plus that timestamp's grain (a second for
+/// HTTP's `Last-Modified`), granted once the grain has passed: a record
+/// deleted by hand and made again, in the same second too, starts above
+/// every token of the deleted one instead of at 1.
+///
 /// object_store retries a write itself after a 5xx (and S3's 409); if the
 /// first attempt was applied, the retry fails its precondition. Such a
 /// failure is reported as [`Error::OutcomeUnknown`], never as a lost race.

@@ -44,7 +44,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!("holder 1: token {}", first.token());
     // Holder 1 pauses (a GC, a frozen VM) past its lease; holder 2 waits
-    // for it to expire, on the server's clock or its own, never holder 1's.
+    // for it to expire on its own monotonic clock (the record unchanged for
+    // a TTL), comparing no clocks, holder 1's or the server's.
     let second = issuer
         .acquire(
             &LeaseRequest::new("nightly", TTL * 4),

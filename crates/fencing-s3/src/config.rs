@@ -10,7 +10,8 @@ use fencing_aws::AwsOptions;
 use fencing_core::Error;
 use fencing_core::Result;
 use fencing_core::adapter::blob::config::{
-    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_PREFIX, ObjectStoreConfig, ObjectStoreKind,
+    ADOPT_UNFENCED, EMULATOR, ENDPOINT, LEASE_EXPIRY, LEASE_PREFIX, ObjectStoreConfig,
+    ObjectStoreKind,
 };
 use fencing_core::adapter::descriptor::{self, Descriptor, OptionKind, UrlOption};
 
@@ -29,6 +30,7 @@ pub const BACKEND: Descriptor = Descriptor {
         EMULATOR,
         ADOPT_UNFENCED,
         LEASE_PREFIX,
+        LEASE_EXPIRY,
         UrlOption::new(
             "region",
             OptionKind::Text,
@@ -87,6 +89,7 @@ const KIND: ObjectStoreKind = ObjectStoreKind {
 /// | `path_style=true` | path-style addressing (the default with `endpoint=`) |
 /// | `emulator=true` | a local emulator's test keys (`test`/`test`); needs `endpoint=` |
 /// | `adopt_unfenced=true` | take over objects written without fencing at mark 0 |
+/// | `lease_expiry=server-clocks-agree` | the bucket lease also judges a held record dead by the `Date` of a read against its `Last-Modified`: assumes every server node's clock agrees with the one that stamped it (default `waiter-clock`: no clocks compared) |
 /// | `sslrootcert=PATH` | trust the CA certificates in PATH (PEM) instead of the system roots: an `https://` endpoint with a private CA (MinIO, an on-premise S3) |
 ///
 /// The endpoint's scheme says whether TLS is used (AWS itself: always);

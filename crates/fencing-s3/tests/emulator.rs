@@ -49,6 +49,17 @@ impl Emulator for Moto {
             .await
             .expect("raw put");
     }
+
+    async fn delete(backend: S3Backend, key: String) {
+        backend
+            .client()
+            .delete_object()
+            .bucket(backend.bucket())
+            .key(key)
+            .send()
+            .await
+            .expect("DeleteObject");
+    }
 }
 
 /// This run's bucket.

@@ -9,9 +9,9 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
-use fencing_core::adapter::blob::{BlobBackend, BlobIssuer, BlobMeta, BlobStore};
+use fencing_core::adapter::blob::{BlobBackend, BlobIssuer, BlobMeta, BlobStore, LeaseExpiry};
 use fencing_core::{Error, FencedStore, FencingToken, LeaseRequest, Result, TokenIssuer};
 use fencing_testkit::blob::{AfterTampering, tampering_cannot_lower_the_mark};
 
@@ -83,6 +83,10 @@ pub trait Emulator {
         key: String,
         body: &'static [u8],
     ) -> impl Future<Output = ()>;
+
+    /// Deletes `key` with the SDK alone, as a person or a lifecycle rule
+    /// would.
+    fn delete(backend: Self::Backend, key: String) -> impl Future<Output = ()>;
 }
 
 /// A backend on this run's bucket of `E` (created if needed), or `None`
@@ -112,12 +116,18 @@ pub async fn issuer<E: Emulator>() -> Option<BlobIssuer<E::Backend>> {
 /// - the answers tell the server's time, so a new record starts at the
 ///   server's time in microseconds (a record deleted by hand cannot
 ///   restart its tokens);
-/// - where reads tell the record's last write, a newcomer (a backend of
-///   its own, as in another process) takes over a lease its holder
-///   abandoned more than a TTL (and the timestamps' second) ago on its
-///   first try; where they do not, it waits a TTL of its own first;
-/// - one answer dated ahead does not end a live lease
-///   ([`one_fast_date_does_not_end_a_live_lease`]);
+/// - a newcomer (a backend of its own, as in another process) waits a TTL
+///   of its own clock on a lease its holder abandoned long ago; with
+///   `server-clocks-agree`, where reads tell the record's last write, it
+///   takes over on its first try;
+/// - with `server-clocks-agree`, one answer dated ahead does not end a live
+///   lease ([`one_fast_date_does_not_end_a_live_lease`]);
+/// - by default, a front end whose clock runs 30 s ahead neither ends a
+///   live lease nor a dead one before a TTL of the waiter's own clock
+///   ([`a_front_end_clock_ahead_does_not_end_a_live_lease`]);
+/// - a released record is free at once, for a newcomer too;
+/// - a record deleted and made again within its second starts above the
+///   deleted one's tokens;
 /// - one bucket as issuer and store: the zombie is refused;
 /// - `verify` finds nothing unsafe.
 pub async fn bucket_issuer_cases<E: Emulator>() {
@@ -147,17 +157,32 @@ pub async fn bucket_issuer_cases<E: Emulator>() {
         "{}: a new record started at token {first}, not at the server's time ({micros} µs)",
         E::NAME
     );
-    // Past TTL + 2 s: the rule's second for the rounding of Last-Modified,
-    // and one more for the newcomer's estimate of the server's clock,
-    // which starts from a `Date` rounded down and is never ahead.
+    // Past TTL + 2 s: the server-clocks rule's second for the rounding of
+    // Last-Modified, and one more for the newcomer's estimate of the
+    // server's clock, which starts from a `Date` rounded down.
     tokio::time::sleep(ttl + Duration::from_millis(2300)).await;
     let own_backend = E::backend_at(&E::SERVER.endpoint(), &run_bucket(E::NAME)).await;
-    let newcomer = BlobIssuer::new(own_backend).with_prefix(holder.prefix());
+    // The default: a newcomer has not timed the record itself, so it waits
+    // a TTL of its own clock however long ago the holder died.
+    let newcomer = BlobIssuer::new(own_backend.clone()).with_prefix(holder.prefix());
+    assert_eq!(newcomer.expiry(), LeaseExpiry::WaiterClock);
     let first_try = newcomer.try_acquire(&request).await.expect("try_acquire");
-    let taken = match (first_try, E::READS_TELL_MODIFIED) {
-        (Some(taken), true) => taken,
+    assert!(
+        first_try.is_none(),
+        "{}: a newcomer took over on its first try, judging by the server's clocks",
+        E::NAME
+    );
+    // Opted in: where reads tell the record's last write, the server's
+    // clocks show it dead, and a newcomer takes over on its first try.
+    let agreeing = BlobIssuer::new(own_backend)
+        .with_prefix(holder.prefix())
+        .with_expiry(LeaseExpiry::ServerClocksAgree);
+    let first_try = agreeing.try_acquire(&request).await.expect("try_acquire");
+    let (taken, by) = match (first_try, E::READS_TELL_MODIFIED) {
+        (Some(taken), true) => (taken, &agreeing),
         (None, true) => panic!(
-            "{}: a newcomer waited on a lease its server's clock shows dead for two seconds",
+            "{}: with server-clocks-agree, a newcomer waited on a lease its server's clock \
+             shows dead for two seconds",
             E::NAME
         ),
         (Some(_), false) => panic!(
@@ -166,19 +191,23 @@ pub async fn bucket_issuer_cases<E: Emulator>() {
         ),
         (None, false) => {
             tokio::time::sleep(ttl).await;
-            newcomer
+            let taken = newcomer
                 .try_acquire(&request)
                 .await
                 .expect("try_acquire")
-                .expect("the newcomer saw the same version for a TTL")
+                .expect("the newcomer saw the same version for a TTL");
+            (taken, &newcomer)
         }
     };
     assert!(taken.token() > dead.token());
-    newcomer.release(&taken).await.expect("release");
+    by.release(&taken).await.expect("release");
 
     if E::READS_TELL_MODIFIED {
         one_fast_date_does_not_end_a_live_lease::<E>(&holder).await;
     }
+    a_front_end_clock_ahead_does_not_end_a_live_lease::<E>(&holder).await;
+    a_released_record_is_free_at_once::<E>(&holder).await;
+    a_record_made_again_within_its_second_starts_above::<E>(&holder).await;
 
     let store = BlobStore::new(holder.backend().clone()).with_lease_prefix(holder.prefix());
     fencing_testkit::zombie::zombie_is_refused(&holder, &store, Duration::from_millis(600)).await;
@@ -194,16 +223,17 @@ pub async fn bucket_issuer_cases<E: Emulator>() {
     );
 }
 
-/// A waiter that once saw an answer dated 30 s ahead (a gateway with a
-/// fast clock, an error page a proxy stamped, a server whose clock then
-/// stepped back) still sees a live 20 s lease as live: expiry is judged by
-/// the `Date` of the answer that carried the record, not by the highest
-/// `Date` ever seen. (Where reads tell no modified time, expiry is never
+/// With `server-clocks-agree`, a waiter that once saw an answer dated 30 s
+/// ahead (a gateway with a fast clock, an error page a proxy stamped, a
+/// server whose clock then stepped back) still sees a live 20 s lease as
+/// live: expiry is judged by the `Date` of the answer that carried the
+/// record, not by the highest `Date` ever seen. (Where reads tell no modified time, expiry is never
 /// judged on the server's clock, and there is nothing to move.)
 pub async fn one_fast_date_does_not_end_a_live_lease<E: Emulator>(holder: &BlobIssuer<E::Backend>) {
     let (proxy, proxied) = DateShiftingProxy::in_front_of(&E::SERVER.endpoint()).await;
     let waiter = BlobIssuer::new(E::backend_at(&proxied, &run_bucket(E::NAME)).await)
-        .with_prefix(holder.prefix());
+        .with_prefix(holder.prefix())
+        .with_expiry(LeaseExpiry::ServerClocksAgree);
     let request = LeaseRequest::new("fast-date", Duration::from_secs(20));
     let live = holder
         .try_acquire(&request)
@@ -240,6 +270,169 @@ pub async fn one_fast_date_does_not_end_a_live_lease<E: Emulator>(holder: &BlobI
         E::NAME
     );
     holder.release(&live).await.expect("release");
+}
+
+/// A waiter whose every answer comes from a front end (a node of a
+/// self-hosted S3-compatible cluster, a proxy) whose clock runs 30 s ahead
+/// of the node that stamped the record: it neither takes over a live 20 s
+/// lease (two holders at once) nor a dead one before it has seen that
+/// record unchanged for a whole TTL of its own monotonic clock.
+pub async fn a_front_end_clock_ahead_does_not_end_a_live_lease<E: Emulator>(
+    holder: &BlobIssuer<E::Backend>,
+) {
+    let (proxy, proxied) = DateShiftingProxy::in_front_of(&E::SERVER.endpoint()).await;
+    proxy.shift_dates(Duration::from_secs(30), usize::MAX);
+    let waiter = BlobIssuer::new(E::backend_at(&proxied, &run_bucket(E::NAME)).await)
+        .with_prefix(holder.prefix());
+    let request = LeaseRequest::new("front-end-ahead", Duration::from_secs(20));
+    let live = holder
+        .try_acquire(&request)
+        .await
+        .expect("grant")
+        .expect("free");
+    let taken = waiter.try_acquire(&request).await.expect("try_acquire");
+    assert!(
+        proxy.shifted() > 0,
+        "{}: no answer's Date was moved",
+        E::NAME
+    );
+    assert!(
+        taken.is_none(),
+        "{}: a waiter whose front end's clock runs 30 s ahead took over a live 20 s lease \
+         (holder's token {}, the waiter's {:?}): two holders at once",
+        E::NAME,
+        live.token(),
+        taken.map(|t| t.token()),
+    );
+    assert_eq!(
+        waiter
+            .holder("front-end-ahead")
+            .await
+            .expect("holder")
+            .map(|h| h.token),
+        Some(live.token()),
+        "{}: the live holder was judged dead",
+        E::NAME
+    );
+    if E::READS_TELL_MODIFIED {
+        // What `server-clocks-agree` assumes away, shown: behind the same
+        // front end, it takes over the live lease (two holders at once).
+        let agreeing = BlobIssuer::new(E::backend_at(&proxied, &run_bucket(E::NAME)).await)
+            .with_prefix(holder.prefix())
+            .with_expiry(LeaseExpiry::ServerClocksAgree);
+        let second = agreeing.try_acquire(&request).await.expect("try_acquire");
+        assert!(
+            second.is_some(),
+            "{}: server-clocks-agree no longer judges by the Date of the answer: its docs \
+             describe a failure mode it does not have",
+            E::NAME
+        );
+    } else {
+        holder.release(&live).await.expect("release");
+    }
+
+    // A holder that stops renewing: the waiter takes over a TTL of its own
+    // clock after it first saw the record, not before.
+    let ttl = Duration::from_secs(2);
+    let request = LeaseRequest::new("front-end-ahead-dead", ttl);
+    let dead = holder
+        .try_acquire(&request)
+        .await
+        .expect("grant")
+        .expect("free");
+    let first_try = Instant::now();
+    let taken = loop {
+        if let Some(taken) = waiter.try_acquire(&request).await.expect("try_acquire") {
+            break taken;
+        }
+        assert!(
+            first_try.elapsed() < ttl * 3,
+            "{}: a dead lease was never taken over",
+            E::NAME
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let waited = first_try.elapsed();
+    assert!(
+        waited >= ttl,
+        "{}: a waiter whose front end's clock runs 30 s ahead took over a {ttl:?} lease \
+         {waited:?} after it first saw it, before a TTL of its own clock",
+        E::NAME
+    );
+    assert!(taken.token() > dead.token());
+    waiter.release(&taken).await.expect("release");
+}
+
+/// A record its holder released is free at once, for a newcomer that has
+/// never seen it too: no TTL is waited.
+pub async fn a_released_record_is_free_at_once<E: Emulator>(holder: &BlobIssuer<E::Backend>) {
+    let request = LeaseRequest::new("released", Duration::from_secs(20));
+    let released = holder
+        .try_acquire(&request)
+        .await
+        .expect("grant")
+        .expect("free");
+    holder.release(&released).await.expect("release");
+    let newcomer =
+        BlobIssuer::new(E::backend_at(&E::SERVER.endpoint(), &run_bucket(E::NAME)).await)
+            .with_prefix(holder.prefix());
+    let taken = newcomer
+        .try_acquire(&request)
+        .await
+        .expect("try_acquire")
+        .unwrap_or_else(|| panic!("{}: a released record was not free at once", E::NAME));
+    assert!(taken.token() > released.token());
+    newcomer.release(&taken).await.expect("release");
+}
+
+/// A lease record deleted by hand (or by a lifecycle rule) and made again
+/// at once by a newcomer that has seen nothing, within the same second of
+/// the server's clock (`Date` and `Last-Modified` count whole seconds):
+/// its first token is above every token the deleted record gave. Three
+/// rounds, each starting a tenth of a second into a second of this host's
+/// clock (the emulator's).
+pub async fn a_record_made_again_within_its_second_starts_above<E: Emulator>(
+    holder: &BlobIssuer<E::Backend>,
+) {
+    for round in 0..3 {
+        let resource = format!("made-again-{round}");
+        let request = LeaseRequest::new(resource.as_str(), Duration::from_secs(20));
+        let into_second = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("after 1970")
+            .subsec_nanos();
+        let to_wait = (1_100_000_000 - u64::from(into_second)) % 1_000_000_000;
+        tokio::time::sleep(Duration::from_nanos(to_wait)).await;
+        let started = Instant::now();
+        let mut tokens = Vec::new();
+        for _ in 0..2 {
+            let lease = holder
+                .try_acquire(&request)
+                .await
+                .expect("grant")
+                .expect("free");
+            tokens.push(lease.token().get());
+            holder.release(&lease).await.expect("release");
+        }
+        E::delete(holder.backend().clone(), holder.record_key(&resource)).await;
+        let newcomer =
+            BlobIssuer::new(E::backend_at(&E::SERVER.endpoint(), &run_bucket(E::NAME)).await)
+                .with_prefix(holder.prefix());
+        let again = newcomer
+            .try_acquire(&request)
+            .await
+            .expect("grant")
+            .expect("free");
+        assert!(
+            again.token().get() > tokens[1],
+            "{}: tokens {tokens:?}, the record deleted, then {} from a newcomer \
+             {:?} after the first grant: tokens went back",
+            E::NAME,
+            again.token(),
+            started.elapsed(),
+        );
+        newcomer.release(&again).await.expect("release");
+    }
 }
 
 /// One bucket as issuer and store: the store refuses a key under the

@@ -49,7 +49,7 @@ use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use self::hook::{HookedWrites, WriteHook};
 pub use self::known::KnownVersions;
-pub use self::lease::BlobIssuer;
+pub use self::lease::{BlobIssuer, LeaseExpiry};
 use self::probe::precondition_checks;
 pub use self::retry::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
 use crate::safety::{self, SafetyCheck};

@@ -98,6 +98,11 @@ impl BlobBackend for MemoryBlobBackend {
         Some(SystemTime::now())
     }
 
+    /// None: the in-memory server's clock is read, not estimated.
+    fn server_now_lag(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     async fn read_range(&self, key: &str, len: Option<usize>) -> Result<Option<StoredObject>> {
         self.reads.fetch_add(1, Ordering::Relaxed);
         Ok(self

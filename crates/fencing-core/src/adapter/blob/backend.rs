@@ -2,7 +2,7 @@
 //! versions, preconditions, write outcomes, stored bytes.
 
 use std::fmt::{self, Debug};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -67,17 +67,21 @@ pub struct StoredObject {
     /// The stored bytes, frame included.
     pub bytes: Bytes,
     /// When the server last wrote the object, on the server's clock
-    /// (`Last-Modified`, GCS's update time), if the answer said. The bucket
-    /// issuer judges a lease's age by it against
-    /// the `Date` of the same answer ([`answered`](Self::answered)); the
-    /// store never reads it.
+    /// (`Last-Modified`, GCS's update time), if the answer said, truncated
+    /// to its grain (never rounded up). The bucket issuer seeds a lease
+    /// record it made from it where the backend tells no
+    /// [`server_now`](BlobBackend::server_now), and, only with
+    /// [`LeaseExpiry::ServerClocksAgree`](super::LeaseExpiry::ServerClocksAgree),
+    /// judges a lease's age by it against [`answered`](Self::answered);
+    /// the store never reads it.
     pub modified: Option<SystemTime>,
     /// The `Date` of the answer that carried the object: the time of the
-    /// server that answered, when it answered, if the answer said. The
-    /// bucket issuer judges a lease's age by it against
-    /// [`modified`](Self::modified), both from one answer, so that no other
-    /// answer (a proxy's, a gateway's with a fast clock) can make a live
-    /// lease look old.
+    /// server that answered, when it answered, if the answer said. Only
+    /// with [`LeaseExpiry::ServerClocksAgree`](super::LeaseExpiry::ServerClocksAgree)
+    /// does the bucket issuer judge a lease's age by it against
+    /// [`modified`](Self::modified), both from one answer (so that no
+    /// other answer can make a live lease look old), assuming the node that
+    /// answered keeps the time of the one that stamped the record.
     pub answered: Option<SystemTime>,
 }
 
@@ -222,16 +226,27 @@ pub trait BlobBackend: Send + Sync + Debug {
     }
 
     /// The server's clock now, as a [`ServerClock`](super::ServerClock) fed
-    /// with the `Date` of the backend's answers estimates it. The bucket
-    /// issuer seeds a new lease record from it (an estimate ahead makes the
-    /// first token higher, and a record deleted and made again later at
-    /// the real time may then start below it: the README's table of what
-    /// can send tokens back); it never judges expiry by it, since one
-    /// answer dated ahead would move the estimate for every later
-    /// judgement ([`StoredObject::answered`] is the clock expiry is judged
-    /// on). `None` (the default) when the backend cannot tell.
+    /// with the `Date` of the backend's answers estimates it: never ahead
+    /// of the server's clock, and at most
+    /// [`server_now_lag`](Self::server_now_lag) behind it. The answer that
+    /// showed a lease record absent must have fed it. The bucket issuer
+    /// seeds a new lease record from it (an estimate ahead makes the first
+    /// token higher, and a record deleted and made again later at the real
+    /// time may then start below it: the contract's table of what can send
+    /// tokens back); it never judges expiry by it. `None` (the default)
+    /// when the backend cannot tell: the issuer then seeds a record it
+    /// made from the record's own [`StoredObject::modified`].
     fn server_now(&self) -> Option<SystemTime> {
         None
+    }
+
+    /// The most [`server_now`](Self::server_now) may trail the server's
+    /// clock: a second (the grain of `Date`) by default. A new lease record
+    /// starts this far above the estimate and is granted once that time has
+    /// passed, so that one made again within the same second still starts
+    /// above every token of the one it replaces.
+    fn server_now_lag(&self) -> Duration {
+        Duration::from_secs(1)
     }
 }
 
@@ -264,6 +279,9 @@ macro_rules! forward_blob_backend {
             }
             fn server_now(&self) -> Option<SystemTime> {
                 (**self).server_now()
+            }
+            fn server_now_lag(&self) -> Duration {
+                (**self).server_now_lag()
             }
         }
     )*};

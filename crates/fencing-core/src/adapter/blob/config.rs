@@ -1,6 +1,7 @@
 //! What every object store's configuration shares: the bucket (or
 //! container), `endpoint=`, `emulator=true`, `adopt_unfenced=true` and
-//! `lease_prefix=` (where the bucket issuer keeps its records), read
+//! `lease_prefix=` (where the bucket issuer keeps its records), and, for
+//! a store whose reads tell a `Date`, [`LEASE_EXPIRY`], read
 //! from a URL or from `FENCING_<STORE>_…` variables, and the setters for
 //! them ([`object_store_config_methods!`](crate::object_store_config_methods)).
 //!
@@ -53,7 +54,7 @@
 
 use std::fmt;
 
-use super::{BlobBackend, BlobIssuer, BlobStore};
+use super::{BlobBackend, BlobIssuer, BlobStore, LeaseExpiry};
 use crate::adapter::descriptor::{Descriptor, OptionKind, UrlOption};
 use crate::adapter::url::{BackendUrl, env, env_any, env_bool};
 use crate::{Error, Result};
@@ -89,6 +90,17 @@ pub const LEASE_PREFIX: UrlOption = UrlOption::new(
 )
 .default(BlobIssuer::<crate::memory::MemoryBlobBackend>::DEFAULT_PREFIX);
 
+/// `lease_expiry=waiter-clock|server-clocks-agree`: how the bucket
+/// issuer's waiters judge a held record dead ([`LeaseExpiry`]). Only a
+/// store whose reads tell a `Date` (S3, Azure) declares it, after the
+/// shared options; the others judge on the waiter's clock alone.
+pub const LEASE_EXPIRY: UrlOption = UrlOption::new(
+    "lease_expiry",
+    OptionKind::Choice(&LeaseExpiry::WORDS),
+    "how a waiter judges a held lease record dead: waiter-clock (the same record version unchanged for a TTL of its own monotonic clock; no clocks compared) or server-clocks-agree (also the Date of a read against the record's Last-Modified, which assumes every server node's clock agrees with the one that stamped the record: a front end or proxy whose clock runs ahead lets a waiter take over a live lease)",
+)
+.default(LeaseExpiry::WORDS[0]);
+
 /// The options every object store's descriptor lists first.
 pub const SHARED_OPTIONS: [UrlOption; 4] = [ENDPOINT, EMULATOR, ADOPT_UNFENCED, LEASE_PREFIX];
 
@@ -121,6 +133,9 @@ pub struct ObjectStoreConfig {
     pub adopt_unfenced: bool,
     /// The issuer's record prefix, if not [`BlobIssuer::DEFAULT_PREFIX`].
     pub lease_prefix: Option<String>,
+    /// How the issuer's waiters judge a held record dead ([`LEASE_EXPIRY`],
+    /// for a store that declares it).
+    pub lease_expiry: LeaseExpiry,
 }
 
 impl ObjectStoreConfig {
@@ -154,12 +169,14 @@ impl ObjectStoreConfig {
         config.emulator = query.take_bool(EMULATOR.name)?.unwrap_or(false);
         config.adopt_unfenced = query.take_bool(ADOPT_UNFENCED.name)?.unwrap_or(false);
         config.lease_prefix = query.take_nonempty(LEASE_PREFIX.name)?;
+        config.lease_expiry = query.take_parsed(LEASE_EXPIRY.name)?.unwrap_or_default();
         Ok((config, url))
     }
 
     /// From `<PREFIX>_<NOUN>` (required), `<PREFIX>_ENDPOINT`,
-    /// `<PREFIX>_EMULATOR`, `<PREFIX>_ADOPT_UNFENCED` and
-    /// `<PREFIX>_LEASE_PREFIX`, validated.
+    /// `<PREFIX>_EMULATOR`, `<PREFIX>_ADOPT_UNFENCED`,
+    /// `<PREFIX>_LEASE_PREFIX` and, where the store declares
+    /// [`LEASE_EXPIRY`], `<PREFIX>_LEASE_EXPIRY`, validated.
     ///
     /// # Errors
     /// [`Error::InvalidInput`] without the bucket's variable, for a
@@ -174,9 +191,23 @@ impl ObjectStoreConfig {
             emulator: env_bool(&format!("{prefix}_EMULATOR"))?,
             adopt_unfenced: env_bool(&format!("{prefix}_ADOPT_UNFENCED"))?,
             lease_prefix: env(&format!("{prefix}_LEASE_PREFIX")),
+            lease_expiry: Self::lease_expiry_from_env(kind)?,
         };
         config.validate(kind)?;
         Ok(config)
+    }
+
+    /// `<PREFIX>_LEASE_EXPIRY`, read only where the store declares
+    /// [`LEASE_EXPIRY`].
+    fn lease_expiry_from_env(kind: &ObjectStoreKind) -> Result<LeaseExpiry> {
+        if !kind.backend.options.contains(&LEASE_EXPIRY) {
+            return Ok(LeaseExpiry::default());
+        }
+        let name = format!("{}_LEASE_EXPIRY", kind.env_prefix);
+        env(&name).map_or(Ok(LeaseExpiry::default()), |word| {
+            word.parse()
+                .map_err(|e| Error::invalid_input(format!("{name}={word:?}: {e}")))
+        })
     }
 
     /// The fenced store on `backend` (built for this bucket), adopting
@@ -190,9 +221,9 @@ impl ObjectStoreConfig {
     }
 
     /// The bucket issuer on `backend` (built for this bucket), its records
-    /// under `lease_prefix`.
+    /// under `lease_prefix`, its expiry judged as `lease_expiry` says.
     pub fn issuer<B: BlobBackend>(&self, backend: B) -> BlobIssuer<B> {
-        let issuer = BlobIssuer::new(backend);
+        let issuer = BlobIssuer::new(backend).with_expiry(self.lease_expiry);
         match &self.lease_prefix {
             Some(prefix) => issuer.with_prefix(prefix.clone()),
             None => issuer,
@@ -247,7 +278,8 @@ impl ObjectStoreConfig {
             .field("endpoint", &self.endpoint.as_deref().map(crate::redact))
             .field("emulator", &self.emulator)
             .field("adopt_unfenced", &self.adopt_unfenced)
-            .field("lease_prefix", &self.lease_prefix);
+            .field("lease_prefix", &self.lease_prefix)
+            .field("lease_expiry", &self.lease_expiry);
     }
 }
 
@@ -313,6 +345,18 @@ macro_rules! object_store_config_methods {
         #[must_use]
         pub fn with_lease_prefix(mut self, prefix: impl Into<String>) -> Self {
             self.$common.lease_prefix = Some(prefix.into());
+            self
+        }
+
+        /// How the issuer's waiters judge a held record dead (default
+        /// [`LeaseExpiry::WaiterClock`](fencing_core::adapter::blob::LeaseExpiry::WaiterClock):
+        /// no clocks compared); see
+        /// [`LeaseExpiry::ServerClocksAgree`](fencing_core::adapter::blob::LeaseExpiry::ServerClocksAgree)
+        /// for what the other assumes. Where reads tell no `Date`, the
+        /// waiter's clock is the only rule whatever this says.
+        #[must_use]
+        pub fn with_lease_expiry(mut self, expiry: $crate::adapter::blob::LeaseExpiry) -> Self {
+            self.$common.lease_expiry = expiry;
             self
         }
 
@@ -403,6 +447,43 @@ mod tests {
         );
         let no_endpoint = parse("mem://b?emulator=true").unwrap();
         assert!(invalid(no_endpoint.validate(&KIND)).contains("needs endpoint="));
+    }
+
+    /// `lease_expiry=` where a store declares it; refused where it does not.
+    #[test]
+    fn lease_expiry_is_taken_where_declared() {
+        const DATED: Descriptor = Descriptor {
+            options: &[
+                ENDPOINT,
+                EMULATOR,
+                ADOPT_UNFENCED,
+                LEASE_PREFIX,
+                LEASE_EXPIRY,
+            ],
+            ..MEM
+        };
+        let dated = ObjectStoreKind {
+            backend: &DATED,
+            ..KIND
+        };
+        let parse = |kind, url| ObjectStoreConfig::from_url(kind, url).map(|(c, _)| c);
+        let memory = || crate::memory::MemoryBlobBackend::new();
+        let agreeing = parse(&dated, "mem://b?lease_expiry=server-clocks-agree").unwrap();
+        assert_eq!(
+            agreeing.issuer(memory()).expiry(),
+            LeaseExpiry::ServerClocksAgree
+        );
+        let default = parse(&dated, "mem://b").unwrap();
+        assert_eq!(default.issuer(memory()).expiry(), LeaseExpiry::WaiterClock);
+        assert!(
+            invalid(parse(&dated, "mem://b?lease_expiry=server")).contains(
+                "lease_expiry=\"server\": expected one of waiter-clock, server-clocks-agree"
+            )
+        );
+        assert!(
+            invalid(parse(&KIND, "mem://b?lease_expiry=waiter-clock"))
+                .contains("unknown option \"lease_expiry\"")
+        );
     }
 
     #[test]

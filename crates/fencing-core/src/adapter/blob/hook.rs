@@ -81,4 +81,8 @@ impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
     fn server_now(&self) -> Option<std::time::SystemTime> {
         self.inner.server_now()
     }
+
+    fn server_now_lag(&self) -> std::time::Duration {
+        self.inner.server_now_lag()
+    }
 }

@@ -7,39 +7,47 @@
 //! release writes the holder away and keeps the counter. Tokens therefore
 //! strictly increase across holders, issuer restarts and crashes.
 //!
-//! **Expiry is judged on the server's clock or on the waiter's own
-//! monotonic clock, never by comparing wall clocks.** A held record is
-//! taken over, conditioned on its version, once either
-//! - the answer that carried the record says its last write
-//!   (`Last-Modified`) is a TTL old by that same answer's `Date`, plus the
-//!   second those timestamps are rounded to, where the backend reports both
-//!   ([`StoredObject::answered`](super::StoredObject::answered)); or
-//! - this waiter has seen the same version for a whole TTL.
+//! **Expiry is judged by a waiter timing an unchanged version on its own
+//! monotonic clock; no two clocks are compared.** A held record is taken
+//! over, conditioned on its version, once this waiter has seen that same
+//! version for a whole TTL: the holder did not renew for a TTL. The
+//! holder's own deadline counts from before it sent its write, and the
+//! waiter's from after the answer that showed it, so the holder's always
+//! ends first. A record released by its holder is free at once. A waiter
+//! that first sees a lease abandoned long ago still waits a TTL: the price
+//! of trusting no server's clock (the rule amazon-dynamodb-lock-client
+//! uses). A client whose clock is hours off neither steals a live lease nor
+//! keeps a dead one: no wall clock is read.
 //!
-//! Both timestamps of the first rule come from one answer: no other answer
-//! (a gateway with a fast clock, an error page a proxy stamped, a server
-//! whose clock later steps back) moves the judgement. What remains assumed
-//! is that the server that answers a read keeps time within that second of
-//! the one that stamped the record's `Last-Modified` (one service's clock,
-//! as S3 and Azure keep it); a proxy that rewrites the `Date` of reads
-//! breaks it, and such a deployment should judge expiry by the waiter's
-//! clock alone (a backend that reports no `answered` does).
-//!
-//! The holder's own deadline counts from before it sent the write, so it
-//! always ends first. A client whose clock is hours off neither steals a
-//! live lease nor keeps a dead one: its wall clock is never read.
+//! [`LeaseExpiry::ServerClocksAgree`] (opt-in, `lease_expiry=server-clocks-agree`)
+//! also takes over once the answer that carried the record says its last
+//! write (`Last-Modified`) is a TTL old by that same answer's `Date`, plus
+//! the second those timestamps are rounded to, where the backend reports
+//! both ([`StoredObject::answered`](super::StoredObject::answered)). That
+//! compares two servers' clocks: the node that answered the read and the
+//! one that stamped the record. A front end whose clock runs ahead (a node
+//! of a self-hosted S3-compatible cluster, a proxy) makes a live lease look
+//! dead, and two holders hold at once.
 //!
 //! **A record deleted by hand** (or by a lifecycle rule) takes its counter
-//! with it. So that tokens still never go back, a record is created at the
-//! server's time in microseconds, not at 1: a record created again after a
-//! deletion starts above every token the deleted one gave, which would
-//! need more than one grant per microsecond to be otherwise. `raise_floor`
-//! sets any higher floor. `verify` warns about lifecycle rules.
+//! with it. So that tokens still never go back, a record is made at the
+//! server's time in microseconds, not at 1, and granted only once the
+//! server's clock has passed it (at most a second's wait, once per record
+//! made): a record made again after a deletion, in the same second too,
+//! starts above every token the deleted one gave, which would need more
+//! than one grant per microsecond to be otherwise (see `seed.rs` for the
+//! bound). A backend that tells no server time at all is refused
+//! ([`Error::UnsafeConfiguration`]). `raise_floor` sets any higher floor.
+//! `verify` warns about lifecycle rules.
 //!
 //! **Cost.** A grant is one `GET` and one conditional `PUT`; a renew or a
 //! release is one conditional `PUT` (the issuer remembers the version it
 //! wrote); acquiring again a record this issuer released is one `PUT`.
-//! A waiter polls with one `GET` per try.
+//! A waiter polls with one `GET` per try. Making a record waits for the
+//! server's clock to pass its first token, up to the grain of the
+//! backend's timestamps; where the backend has no `Date` estimate
+//! (`object_store`), it is also one more `PUT` and `GET` (written unseeded,
+//! read back for its `Last-Modified`).
 
 use std::fmt::{self, Debug};
 use std::sync::{Arc, Mutex};
@@ -50,6 +58,9 @@ use async_trait::async_trait;
 mod expiry;
 mod io;
 mod record;
+mod seed;
+
+pub use self::expiry::LeaseExpiry;
 
 use self::io::Wrote;
 use self::record::Record;
@@ -69,9 +80,18 @@ struct Current {
     record: Record,
     /// On the server's clock, if the backend said.
     modified: Option<SystemTime>,
-    /// The `Date` of the answer that carried `modified`, and when that
-    /// answer arrived on this process's monotonic clock.
-    answered: Option<(SystemTime, Instant)>,
+    /// The `Date` of the answer that carried `modified`.
+    answered: Option<SystemTime>,
+    /// When the answer (or our write's) arrived, on this process's
+    /// monotonic clock.
+    received: Instant,
+}
+
+impl Current {
+    /// Made, but no token granted from it yet (see `seed.rs`).
+    fn unseeded(&self) -> bool {
+        self.record.is_unseeded()
+    }
 }
 
 /// What this issuer last knew of a record: for its own next write (no
@@ -97,6 +117,7 @@ const KNOWN_CAP: usize = 4096;
 pub struct BlobIssuer<B> {
     backend: B,
     prefix: String,
+    expiry: LeaseExpiry,
     known: Arc<Mutex<Recent<Known>>>,
 }
 
@@ -105,6 +126,7 @@ impl<B: BlobBackend> Debug for BlobIssuer<B> {
         f.debug_struct("BlobIssuer")
             .field("backend", &self.backend)
             .field("prefix", &self.prefix)
+            .field("expiry", &self.expiry)
             .finish_non_exhaustive()
     }
 }
@@ -122,6 +144,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
         Self {
             backend,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
+            expiry: LeaseExpiry::default(),
             known: Arc::new(Mutex::new(Recent::with_cap(KNOWN_CAP))),
         }
     }
@@ -131,6 +154,22 @@ impl<B: BlobBackend> BlobIssuer<B> {
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self
+    }
+
+    /// How a waiter judges a held record dead:
+    /// [`LeaseExpiry::WaiterClock`] (the default) trusts no server's clock;
+    /// [`LeaseExpiry::ServerClocksAgree`] assumes every server node's clock
+    /// agrees with the one that stamped the record (see its docs for what
+    /// breaks when one does not).
+    #[must_use]
+    pub fn with_expiry(mut self, expiry: LeaseExpiry) -> Self {
+        self.expiry = expiry;
+        self
+    }
+
+    /// How a waiter judges a held record dead.
+    pub fn expiry(&self) -> LeaseExpiry {
+        self.expiry
     }
 
     /// The prefix of the lease records' keys.
@@ -223,6 +262,20 @@ impl<B: BlobBackend> BlobIssuer<B> {
         })
     }
 
+    /// The first grant of a record absent (`current` is `None`) or
+    /// unseeded, at the token [`seed`](Self::seed) gives it.
+    async fn grant_first(
+        &self,
+        request: &LeaseRequest,
+        key: &str,
+        current: Option<Current>,
+    ) -> Result<Option<Lease>> {
+        match self.seed(key, current).await? {
+            Some((precondition, token)) => self.grant(request, key, precondition, token).await,
+            None => Ok(None),
+        }
+    }
+
     fn next_token(current: &Current) -> Result<u64> {
         current
             .record
@@ -247,7 +300,7 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         // A record this issuer saw free (its own release): write at once.
         if let Some(known) = self
             .known(&key)
-            .filter(|k| k.current.record.holder.is_none())
+            .filter(|k| k.current.record.holder.is_none() && !k.current.record.is_unseeded())
         {
             let token = Self::next_token(&known.current)?;
             let version = Precondition::Matches(known.current.version);
@@ -256,10 +309,10 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
             }
         }
         match self.read(&key).await? {
-            None => {
-                let token = self.first_token(&key);
-                self.grant(request, &key, Precondition::Absent, token).await
+            Some(current) if current.unseeded() => {
+                self.grant_first(request, &key, Some(current)).await
             }
+            None => self.grant_first(request, &key, None).await,
             Some(current) if current.record.holder.is_none() || self.expired(&key, &current) => {
                 let token = Self::next_token(&current)?;
                 let version = Precondition::Matches(current.version);
@@ -318,8 +371,9 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         released.map(|_| ()).ok_or_else(|| Error::lease_lost(lease))
     }
 
-    /// The holder the record names, unless the server's clock or this
-    /// issuer's own has judged it dead.
+    /// The holder the record names, unless expiry (this issuer's own clock,
+    /// or with [`LeaseExpiry::ServerClocksAgree`] the server's) judged it
+    /// dead.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let key = self.record_key(resource);
         let Some(current) = self.read(&key).await? else {
@@ -358,13 +412,17 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
                 {
                     return Err(Error::busy(resource, "raise_floor"));
                 }
-                Some(current) => (Precondition::Matches(current.version), floor.get()),
-                // A floor only raises: a record made again starts where a
+                Some(current) if !current.unseeded() => {
+                    (Precondition::Matches(current.version), floor.get())
+                }
+                // A floor only raises: a record made (again) starts where a
                 // grant would start it, if that is higher.
-                None => (
-                    Precondition::Absent,
-                    floor.get().max(self.first_token(&key) - 1),
-                ),
+                current => match self.seed(&key, current).await? {
+                    Some((precondition, first)) => {
+                        (precondition, floor.get().max(first.saturating_sub(1)))
+                    }
+                    None => continue,
+                },
             };
             let record = Record {
                 counter,
@@ -392,31 +450,44 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         checks.extend(super::precondition_checks(&self.backend, &key).await?);
         self.remember(&key, None);
         checks.extend(self.backend.bucket_checks().await?);
-        let judged_by_server = self
-            .backend
-            .read(&key)
-            .await?
-            .is_some_and(|s| s.modified.is_some() && s.answered.is_some());
-        checks.push(match (self.backend.server_now(), judged_by_server) {
-            (Some(_), true) => SafetyCheck::pass(
-                "lease clock",
-                "expiry is judged by the Date of the answer that carried the record against its \
-                 Last-Modified (one answer, one server clock), or by a waiter's monotonic clock; \
-                 new records start at the server's time in microseconds, so one deleted by hand \
-                 cannot restart its tokens",
+        let read = self.backend.read(&key).await?;
+        let modified = read.as_ref().is_some_and(|s| s.modified.is_some());
+        let dated = read.is_some_and(|s| s.modified.is_some() && s.answered.is_some());
+        checks.push(match (self.expiry, dated) {
+            (LeaseExpiry::ServerClocksAgree, true) => SafetyCheck::warn(
+                "lease expiry",
+                "lease_expiry=server-clocks-agree: a held record is also judged dead by the Date of \
+                 the answer that carried it against its Last-Modified, which assumes every server \
+                 node's clock agrees within a second with the one that stamped the record; a front \
+                 end or proxy whose clock runs ahead lets a waiter take over a live lease (two \
+                 holders). The default, waiter-clock, compares no clocks",
             ),
-            (Some(_), false) => SafetyCheck::pass(
-                "lease clock",
-                "expiry is judged on a waiter's monotonic clock (this backend's reads tell no \
-                 modification time, so a waiter waits a whole TTL of its own); new records start \
-                 at the server's time in microseconds, so one deleted by hand cannot restart \
-                 its tokens",
+            (LeaseExpiry::ServerClocksAgree, false) => SafetyCheck::pass(
+                "lease expiry",
+                "expiry is judged on a waiter's monotonic clock (the same record version unchanged \
+                 for a TTL): this backend's reads tell no Date, so server-clocks-agree has nothing \
+                 to compare; a released record is free at once",
             ),
-            (None, _) => SafetyCheck::warn(
+            (_, _) => SafetyCheck::pass(
+                "lease expiry",
+                "expiry is judged on a waiter's monotonic clock (the same record version unchanged \
+                 for a TTL): no two clocks are compared; a released record is free at once",
+            ),
+        });
+        checks.push(match self.seeded_from(modified) {
+            Some(source) => SafetyCheck::pass(
                 "lease clock",
-                "this backend reports no server time: expiry is judged on a waiter's monotonic \
-                 clock (a waiter waits a whole TTL), and a record deleted by hand would restart \
-                 its tokens at 1 (raise_floor after any such deletion)",
+                format!(
+                    "new records start at the server's time in microseconds, from {source}, and \
+                     are granted once the server's clock has passed it, so one deleted by hand \
+                     and made again (in the same second too) cannot restart its tokens"
+                ),
+            ),
+            None => SafetyCheck::unsafe_(
+                "lease clock",
+                "this backend tells no server time (no Date estimate, no Last-Modified on reads): \
+                 a new lease record cannot start above the tokens of one deleted before it, so \
+                 grants on new records are refused",
             ),
         });
         if let Some(endpoint) = self.backend.endpoint() {

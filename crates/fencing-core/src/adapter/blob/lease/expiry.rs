@@ -1,6 +1,7 @@
-//! The server's clock in a lease record's life: when a held record is
-//! dead, and where a new record's counter starts.
+//! When a held record is dead: [`LeaseExpiry`] and its judgement.
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
 use super::{BlobIssuer, Current};
@@ -10,44 +11,99 @@ use crate::adapter::blob::BlobBackend;
 /// be up to this much longer than the real one.
 const TIMESTAMP_GRAIN: Duration = Duration::from_secs(1);
 
-impl<B: BlobBackend> BlobIssuer<B> {
-    /// The first token of a new record: the server's time in microseconds
-    /// (see the module docs), or 1 if the backend cannot tell it.
-    pub(super) fn first_token(&self, key: &str) -> u64 {
-        let seed = self
-            .backend
-            .server_now()
-            .and_then(|now| now.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |since| {
-                u64::try_from(since.as_micros()).unwrap_or(u64::MAX / 2)
-            });
-        if seed == 0 {
-            tracing::warn!(
-                key,
-                backend = self.backend.name(),
-                "new lease record at token 1: this backend reports no server time, so a record \
-                 deleted by hand and created again would restart its tokens"
-            );
-        }
-        seed + 1
-    }
+/// How a waiter judges a held lease record dead (the URL option
+/// `lease_expiry=`, [`BlobIssuer::with_expiry`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeaseExpiry {
+    /// `waiter-clock`, the default: a waiter takes over only once it has
+    /// seen the same record version, unchanged, for a whole TTL of its own
+    /// monotonic clock. No two clocks are compared, no server's included;
+    /// a record released by its holder is free at once. A waiter that
+    /// first sees a lease its holder abandoned long ago still waits a TTL.
+    #[default]
+    WaiterClock,
+    /// `server-clocks-agree`: also dead once the `Date` of the answer that
+    /// carried the record says its `Last-Modified` is a TTL (and a second)
+    /// old, so a newcomer takes over a long-abandoned lease on its first
+    /// try. **Assumes every server node's clock agrees, within a second,
+    /// with the one that stamped the record.** A front end whose clock runs
+    /// ahead of it (a node of a self-hosted S3-compatible cluster, a proxy
+    /// that stamps or rewrites `Date`) makes a live lease look dead: a
+    /// waiter then takes it over and two holders write at once (the store
+    /// still refuses the older token, but the lock no longer excludes).
+    /// Backends whose reads tell no `Date` (GCS, `object_store`) judge on
+    /// the waiter's clock whatever this says.
+    ServerClocksAgree,
+}
 
-    /// Whether a held record is dead: a TTL old by the `Date` of the answer
-    /// that carried it (run on by the monotonic clock since), or the same
-    /// version seen by this waiter for a TTL.
+impl LeaseExpiry {
+    /// The URL option's words, the default first.
+    pub const WORDS: [&'static str; 2] = ["waiter-clock", "server-clocks-agree"];
+
+    /// The word of `lease_expiry=` for this rule.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::WaiterClock => Self::WORDS[0],
+            Self::ServerClocksAgree => Self::WORDS[1],
+        }
+    }
+}
+
+impl fmt::Display for LeaseExpiry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for LeaseExpiry {
+    type Err = String;
+
+    fn from_str(word: &str) -> Result<Self, Self::Err> {
+        match word {
+            "waiter-clock" => Ok(Self::WaiterClock),
+            "server-clocks-agree" => Ok(Self::ServerClocksAgree),
+            _ => Err(format!("expected one of {}", Self::WORDS.join(", "))),
+        }
+    }
+}
+
+impl<B: BlobBackend> BlobIssuer<B> {
+    /// Whether a held record is dead: the same version seen by this waiter
+    /// for a TTL of its monotonic clock; or, with
+    /// [`LeaseExpiry::ServerClocksAgree`], a TTL old by the `Date` of the
+    /// answer that carried it (run on by the monotonic clock since).
     pub(super) fn expired(&self, key: &str, current: &Current) -> bool {
         let ttl = Duration::from_millis(current.record.ttl_ms);
-        let by_server =
-            current
-                .modified
-                .zip(current.answered)
-                .is_some_and(|(modified, (date, received))| {
-                    let now = date + received.elapsed();
-                    now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
-                });
         let by_waiter = self
             .known(key)
             .is_some_and(|k| k.current.version == current.version && k.since.elapsed() >= ttl);
-        by_server || by_waiter
+        by_waiter || (self.expiry == LeaseExpiry::ServerClocksAgree && by_dates(current, ttl))
+    }
+}
+
+/// Whether the answer that carried `current` dates its last write a TTL
+/// (and the timestamps' grain) ago: [`LeaseExpiry::ServerClocksAgree`].
+fn by_dates(current: &Current, ttl: Duration) -> bool {
+    current
+        .modified
+        .zip(current.answered)
+        .is_some_and(|(modified, date)| {
+            let now: SystemTime = date + current.received.elapsed();
+            now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_words_read_back() {
+        for word in LeaseExpiry::WORDS {
+            assert_eq!(word.parse::<LeaseExpiry>().unwrap().as_str(), word);
+        }
+        assert_eq!(LeaseExpiry::default().as_str(), LeaseExpiry::WORDS[0]);
+        assert!("server-clock".parse::<LeaseExpiry>().is_err());
     }
 }

@@ -45,7 +45,8 @@ impl<B: BlobBackend> BlobIssuer<B> {
             version: stored.version,
             record,
             modified: stored.modified,
-            answered: stored.answered.map(|date| (date, Instant::now())),
+            answered: stored.answered,
+            received: Instant::now(),
         };
         self.remember(key, Some(current.clone()));
         Ok(Some(current))
@@ -72,6 +73,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
                         record,
                         modified: None,
                         answered: None,
+                        received: Instant::now(),
                     };
                     self.remember(key, Some(current));
                     return Ok(Wrote::Yes);

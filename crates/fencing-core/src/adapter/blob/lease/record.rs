@@ -74,6 +74,24 @@ impl Record {
         })
     }
 
+    /// A record made before its counter is known: free, at counter 0. It
+    /// is seeded (its first grant or floor) from its own `Last-Modified`
+    /// (see `seed.rs`), and nobody grants from its counter.
+    pub(super) fn unseeded() -> Self {
+        Self {
+            counter: 0,
+            holder: None,
+            ttl_ms: 0,
+            nonce: rand::random(),
+        }
+    }
+
+    /// Whether this is a record made before its counter was known
+    /// ([`unseeded`](Self::unseeded)): no token was ever granted from it.
+    pub(super) fn is_unseeded(&self) -> bool {
+        self.counter == 0 && self.holder.is_none()
+    }
+
     /// Whether `lease` is the one this record grants.
     pub(super) fn is_held_by(&self, lease: &Lease) -> bool {
         self.holder.as_deref() == Some(lease.holder().as_str())
