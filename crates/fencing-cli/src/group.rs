@@ -1,17 +1,20 @@
 //! The process group `run` and `lead` run their command in, under a lease:
 //! starting it (`fence __exec`, with a parent-death signal), watching it
-//! from outside (`fence __watch`), passing fence's signals on, and ending
-//! it when the lease is lost or fence panics.
+//! from outside (`fence __watch`), handing it the terminal, passing
+//! fence's signals on, stopping with it, and ending it when the lease is
+//! lost or fence panics.
 
 mod on_panic;
+mod outcome;
 mod signals;
 mod spawn;
+mod terminal;
 
 pub(crate) use on_panic::end_the_group_on_panic;
+pub(crate) use outcome::{Outcome, StatusFile};
 pub(crate) use signals::{Interrupts, write_to_the_terminal_in_the_background};
-pub(crate) use spawn::{helper, spawn_with_lease};
+pub(crate) use spawn::{Leader, helper, spawn_with_lease};
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
@@ -105,18 +108,22 @@ pub(crate) enum Ended {
     /// fence got this signal: the group was sent it, killed if it did not
     /// stop within the grace period, and is gone.
     Interrupted(Signal),
+    /// The command was never started (not found, not executable): the
+    /// leader exited with this code of fence's, and had no other member.
+    NotStarted(u8),
 }
 
 impl Ended {
     /// fence's exit code: the command's, [`exit::LEASE_LOST`], or 128 + the
     /// signal fence got (as a shell reports a command that signal ended,
     /// whatever the command made of it).
-    pub(crate) fn exit_code(&self) -> ExitCode {
-        ExitCode::from(match *self {
-            Self::Exited(code) => code,
-            Self::Lost => exit::LEASE_LOST,
-            Self::Interrupted(signal) => exit::signalled(signal),
-        })
+    pub(crate) fn outcome(&self) -> Outcome {
+        match *self {
+            Self::Exited(code) => Outcome::command(code),
+            Self::Lost => Outcome::fence(exit::LEASE_LOST),
+            Self::Interrupted(signal) => Outcome::fence(exit::signalled(signal)),
+            Self::NotStarted(code) => Outcome::fence(code),
+        }
     }
 }
 
@@ -127,14 +134,22 @@ impl Ended {
 /// configured signal; when fence gets one of `interrupts`, passes that
 /// signal on (every one of them, as the terminal would have sent it to a
 /// command in its own group). Either way the group is killed after the
-/// grace period, whatever the command itself did.
+/// grace period, whatever the command itself did. Err (fence cannot wait
+/// for the command) only once the group has been ended the same way.
+///
+/// At a terminal, the group gets it while fence is in its foreground
+/// ([`terminal`]), and fence takes it back on every way out of here. When
+/// the group stops for job control (Ctrl-Z, a read or write from the
+/// background), fence stops too, so that its shell sees the job stopped
+/// and `fg` or `bg` it: see [`Group::stop_with`].
 pub(crate) async fn supervise(
-    child: &mut Child,
+    leader: &mut Leader,
     lost: impl Future<Output = Lost>,
     supervision: &Supervision,
     interrupts: &mut Interrupts,
     held: &Held<'_>,
 ) -> std::io::Result<Ended> {
+    let Leader { child, report } = leader;
     let group = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -150,9 +165,14 @@ pub(crate) async fn supervise(
     }
     // Before the watcher's start, which gives the leader time to stop:
     // a stop that came before the listener would wake nothing.
-    let children = signal(SignalKind::child()).ok();
+    let mut children = signal(SignalKind::child()).ok();
     let _watcher = group.watch();
-    group.go(children).await;
+    // Before the command runs (it waits, stopped, for `go`): its first
+    // read of the terminal must find it its own.
+    let _terminal = terminal::Handover;
+    terminal::give(group.0);
+    group.go(&mut children).await;
+    let at_a_terminal = terminal::at_a_terminal();
     // Tests only: a panic elsewhere in fence while the group runs (in the
     // keep-alive, a backend), which tokio alone would survive.
     #[cfg(debug_assertions)]
@@ -172,6 +192,8 @@ pub(crate) async fn supervise(
     // Once the group has been asked to stop: when it is killed.
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
+    // fence could not wait for the command: the group is ended, then fence fails.
+    let mut failed: Option<std::io::Error> = None;
     let mut probe = PROBE_FIRST;
     let stop = |kill_at: &mut Option<Instant>| {
         if kill_at.is_none() {
@@ -181,9 +203,31 @@ pub(crate) async fn supervise(
     };
 
     loop {
+        // Set when the group is to stop, and fence with it.
+        let mut stopping = false;
         tokio::select! {
-            status = child.wait(), if code.is_none() => {
-                let status = exit_code(status?);
+            status = child.wait(), if code.is_none() && failed.is_none() => {
+                #[cfg(debug_assertions)]
+                let status = status.and_then(wait_fails_in_tests);
+                let status = match status {
+                    Ok(status) => exit_code(status),
+                    Err(e) => {
+                        // Left running, the group would hold the token
+                        // with nothing to renew or watch its lease.
+                        eprintln!(
+                            "fence: cannot wait for the command: {e}; sending {} to its process \
+                             group",
+                            supervision.signal
+                        );
+                        stop(&mut kill_at);
+                        failed = Some(e);
+                        continue;
+                    }
+                };
+                if let Some(own) = report.not_started() {
+                    // `fence __exec` said why on stderr; it forked nothing.
+                    return Ok(Ended::NotStarted(own));
+                }
                 code = Some(status);
                 if !group.alive() {
                     break;
@@ -224,11 +268,37 @@ pub(crate) async fn supervise(
             }
             // Only a probe tells when the last member is gone (it need not
             // be fence's child); the command counts until it is reaped.
-            () = tokio::time::sleep(probe), if code.is_some() => {
+            () = tokio::time::sleep(probe), if code.is_some() || failed.is_some() => {
                 if !group.alive() {
                     break;
                 }
                 probe = (probe * 2).min(PROBE_MAX);
+            }
+            // Only the leader's stops: the kernel tells fence of its own
+            // child's, and job control stops every member alike.
+            () = next(&mut children), if at_a_terminal && code.is_none() && failed.is_none() => {
+                let Some(signal) = group.stopped_for_job_control() else {
+                    continue;
+                };
+                if !terminal::job_control_above() {
+                    if signal == Signal::SIGTSTP {
+                        // As the kernel discards a stop that no shell
+                        // could undo; rather than leave the terminal to a
+                        // stopped group and fence waiting on it.
+                        eprintln!(
+                            "fence: the command stopped ({signal}), but nothing above fence \
+                             would continue it (no job control); continuing it"
+                        );
+                        group.signal(Signal::SIGCONT);
+                    }
+                    continue;
+                }
+                eprintln!(
+                    "fence: the command stopped ({signal}); stopping fence too (continued, fence \
+                     renews the lease before it continues the command)"
+                );
+                group.settle().await;
+                stopping = true;
             }
             signal = interrupts.recv() => {
                 if stops(signal) {
@@ -238,46 +308,37 @@ pub(crate) async fn supervise(
                         "fence: got {signal}; stopping the command's process group, then fence \
                          (continued, fence renews the lease before it continues the group)"
                     );
-                    group.signal(Signal::SIGSTOP);
-                    let _ = nix::sys::signal::kill(Pid::this(), Signal::SIGSTOP);
-                    // Continued. The lease may have run out meanwhile and
-                    // another holder be writing: the group runs again
-                    // only once a renewal says the lease is still ours.
-                    let confirmed = if was_lost {
-                        Err("the lease was lost".to_owned())
-                    } else {
-                        held.confirm().await
-                    };
-                    match confirmed {
-                        Ok(()) => group.signal(Signal::SIGCONT),
-                        Err(why) => {
-                            // It cannot act on --signal without running,
-                            // and running is writing on a lost lease.
-                            eprintln!(
-                                "fence: continued, but {why}; killing the stopped command's \
-                                 process group (SIGKILL) without letting it run again"
-                            );
-                            group.signal(Signal::SIGKILL);
-                            let _ = child.start_kill();
-                            was_lost = true;
-                            killed = true;
-                            kill_at.get_or_insert_with(Instant::now);
-                        }
+                    stopping = true;
+                } else {
+                    if interrupted.is_none() {
+                        eprintln!(
+                            "fence: got {signal}; passing it on to the command's process group \
+                             (SIGKILL after {:?}), then releasing",
+                            supervision.grace
+                        );
                     }
-                    continue;
+                    group.signal(signal);
+                    kill_at.get_or_insert_with(|| Instant::now() + supervision.grace);
+                    interrupted.get_or_insert(signal);
                 }
-                if interrupted.is_none() {
-                    eprintln!(
-                        "fence: got {signal}; passing it on to the command's process group \
-                         (SIGKILL after {:?}), then releasing",
-                        supervision.grace
-                    );
-                }
-                group.signal(signal);
-                kill_at.get_or_insert_with(|| Instant::now() + supervision.grace);
-                interrupted.get_or_insert(signal);
             }
         }
+        if stopping && let Err(why) = group.stop_with(held, was_lost).await {
+            // It cannot act on --signal without running, and running is
+            // writing on a lost lease.
+            eprintln!(
+                "fence: continued, but {why}; killing the stopped command's process group \
+                 (SIGKILL) without letting it run again"
+            );
+            group.signal(Signal::SIGKILL);
+            let _ = child.start_kill();
+            was_lost = true;
+            killed = true;
+            kill_at.get_or_insert_with(Instant::now);
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
     }
     Ok(match (code, interrupted) {
         _ if was_lost => Ended::Lost,
@@ -291,6 +352,20 @@ pub(crate) async fn supervise(
 /// longest gap between probes.
 const PROBE_FIRST: Duration = Duration::from_millis(10);
 const PROBE_MAX: Duration = Duration::from_millis(500);
+
+/// How long the group's members have to stop after its leader did for job
+/// control, before fence stops them.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// The next SIGCHLD, or never without a listener.
+async fn next(children: &mut Option<tokio::signal::unix::Signal>) {
+    match children {
+        Some(children) => {
+            children.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
 
 /// The command's process group: it leads one of its own
 /// (`process_group(0)`), so the group's id is its pid.
@@ -334,7 +409,7 @@ impl Group {
     /// `children`: SIGCHLD, which the kernel sends fence when its child
     /// stops, to look again at once rather than at the next poll (every
     /// `run` waits here for its helper to start).
-    async fn go(self, mut children: Option<tokio::signal::unix::Signal>) {
+    async fn go(self, children: &mut Option<tokio::signal::unix::Signal>) {
         if !cfg!(target_os = "linux") {
             return;
         }
@@ -356,18 +431,67 @@ impl Group {
                 break;
             }
             // Another child's SIGCHLD (the watcher's) only means one more look.
-            let stopped = async {
-                match &mut children {
-                    Some(children) => children.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
-                _ = stopped => {}
+                () = next(children) => {}
                 () = tokio::time::sleep(Duration::from_millis(1)) => {}
             }
         }
         let _ = nix::sys::signal::kill(self.0, Signal::SIGCONT);
+    }
+
+    /// The job-control signal (SIGTSTP, SIGTTIN, SIGTTOU) that stopped the
+    /// leader since fence last looked, if one did; a SIGSTOP (a debugger,
+    /// `kill -STOP`, fence's own) is none, as a stop fence already saw.
+    /// Only while the leader is not reaped: its pid is still its own.
+    fn stopped_for_job_control(self) -> Option<Signal> {
+        #[cfg(target_os = "linux")]
+        {
+            use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+            // WSTOPPED without WEXITED: its exit stays for tokio to reap.
+            let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG;
+            match waitid(Id::Pid(self.0), flags) {
+                Ok(WaitStatus::Stopped(_, signal))
+                    if matches!(signal, Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU) =>
+                {
+                    Some(signal)
+                }
+                _ => None,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Waits, up to [`SETTLE`], until every member has stopped after the
+    /// leader: one that handles SIGTSTP (an editor putting the terminal
+    /// back) stops itself once done, and fence's SIGSTOP to stragglers
+    /// would cut that short.
+    async fn settle(self) {
+        let deadline = Instant::now() + SETTLE;
+        while !all_stopped(self.0) && Instant::now() < deadline {
+            tokio::time::sleep(PROBE_FIRST).await;
+        }
+    }
+
+    /// Stops the group (any member still running) and fence, the terminal
+    /// given back to fence's shell first; continued (`fg`, `bg`, SIGCONT),
+    /// renews the lease, gives the group the terminal again if fence is
+    /// now in its foreground (not after `bg`), and continues the group.
+    /// Err: why the group must not run again; it is left stopped.
+    async fn stop_with(self, held: &Held<'_>, was_lost: bool) -> Result<(), String> {
+        self.signal(Signal::SIGSTOP);
+        terminal::take_back();
+        let _ = nix::sys::signal::kill(Pid::this(), Signal::SIGSTOP);
+        // Continued. The lease may have run out meanwhile and another
+        // holder be writing: the group runs again only once a renewal
+        // says the lease is still ours.
+        if was_lost {
+            return Err("the lease was lost".to_owned());
+        }
+        held.confirm().await?;
+        terminal::give(self.0);
+        self.signal(Signal::SIGCONT);
+        Ok(())
     }
 
     /// Signals every member. Never called once [`alive`](Self::alive) said
@@ -389,10 +513,44 @@ impl Group {
 /// cannot act. False when unsure: no `/proc`, or no member visible (another
 /// user's process under `hidepid`).
 fn only_zombies(pgid: Pid) -> bool {
+    let members = members(pgid);
+    !members.is_empty()
+        && members.iter().all(|member| {
+            // A main thread that exited shows `Z` while the other threads run.
+            let threads =
+                std::fs::read_dir(format!("/proc/{}/task", member.pid)).map_or(1, Iterator::count);
+            member.gone() && threads <= 1
+        })
+}
+
+/// Whether every member of group `pgid` that `/proc` shows and that has
+/// not exited is stopped. True when unsure (no `/proc`): fence then stops
+/// the group itself.
+fn all_stopped(pgid: Pid) -> bool {
+    members(pgid)
+        .iter()
+        .all(|member| member.gone() || matches!(member.state, 'T' | 't'))
+}
+
+/// A process of a group, as `/proc` shows it.
+struct Member {
+    pid: String,
+    /// `R`, `S`, `T` (stopped), `Z` (exited, not reaped)…
+    state: char,
+}
+
+impl Member {
+    fn gone(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+/// The members of group `pgid` that `/proc` shows: none without `/proc`.
+fn members(pgid: Pid) -> Vec<Member> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
+        return Vec::new();
     };
-    let mut members = 0;
+    let mut members = Vec::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(pid) = name
@@ -416,14 +574,15 @@ fn only_zombies(pgid: Pid) -> bool {
         if pgrp.parse::<i32>() != Ok(pgid.as_raw()) {
             continue;
         }
-        // A main thread that exited shows `Z` while the other threads run.
-        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(1, Iterator::count);
-        if !matches!(state, "Z" | "X") || threads > 1 {
-            return false;
-        }
-        members += 1;
+        let Some(state) = state.chars().next() else {
+            continue;
+        };
+        members.push(Member {
+            pid: pid.to_owned(),
+            state,
+        });
     }
-    members > 0
+    members
 }
 
 /// The command's exit code, or 128 + the signal that ended it (as shells do).
@@ -434,4 +593,17 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         .or_else(|| status.signal().map(|s| 128 + s))
         .and_then(|c| u8::try_from(c).ok())
         .unwrap_or(1)
+}
+
+/// Tests only: `FENCE_TEST_WAIT_FAILS` makes waiting for the command fail
+/// once it has exited (what ECHILD does when something else reaped it),
+/// to show the group is ended all the same. Debug builds only.
+#[cfg(debug_assertions)]
+fn wait_fails_in_tests(
+    status: std::process::ExitStatus,
+) -> std::io::Result<std::process::ExitStatus> {
+    if std::env::var_os("FENCE_TEST_WAIT_FAILS").is_some() {
+        return Err(std::io::Error::other("FENCE_TEST_WAIT_FAILS"));
+    }
+    Ok(status)
 }

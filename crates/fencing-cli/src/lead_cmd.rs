@@ -1,14 +1,15 @@
 //! `lead`: run a long-lived command as the elected leader of a resource;
 //! followers wait and take over.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
 use fencing_tokens::election::Election;
 use fencing_tokens::{Error, redact};
 
-use crate::group::{Ended, Held, Interrupts, Supervision, spawn_with_lease, supervise};
+use crate::group::{
+    Ended, Held, Interrupts, Outcome, StatusFile, Supervision, spawn_with_lease, supervise,
+};
 use crate::lease_cmds::Target;
 use crate::{CliResult, backends};
 
@@ -31,6 +32,8 @@ pub(crate) struct LeadArgs {
     fences: Vec<(String, String)>,
     #[command(flatten)]
     supervision: Supervision,
+    #[command(flatten)]
+    status_file: StatusFile,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -81,9 +84,24 @@ impl clap::builder::TypedValueParser for StoreKey {
 /// with the term's token until it and the rest of its process group end
 /// (exit: its code) or the term is lost (the group is ended; exit 122), or
 /// fence gets a terminating signal (the group is ended; exit 128 + it).
+/// `--status-file` gets whose exit code fence exits with, whichever way.
 pub(crate) async fn lead(args: LeadArgs) -> CliResult {
+    args.status_file.empty()?;
+    let outcome = match lead_a_term(&args).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            args.status_file
+                .record(Outcome::fence(crate::error_code(&*e, true)));
+            return Err(e);
+        }
+    };
+    Ok(args.status_file.record(outcome).into())
+}
+
+/// [`lead`], but for the status file.
+async fn lead_a_term(args: &LeadArgs) -> Result<Outcome, Box<dyn std::error::Error>> {
     let issuer = backends::open_issuer(&args.target.issuer).await?;
-    let candidate = args.candidate.unwrap_or_else(|| {
+    let candidate = args.candidate.clone().unwrap_or_else(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "host".to_owned());
         format!("{host}:{}", std::process::id())
     });
@@ -113,11 +131,11 @@ pub(crate) async fn lead(args: LeadArgs) -> CliResult {
 
     // Before the command starts, as in `run`.
     let mut interrupts = Interrupts::listen()?;
-    let mut child = match spawn_with_lease(&args.command, &lease, &args.target.issuer) {
-        Ok(child) => child,
+    let mut leader = match spawn_with_lease(&args.command, &lease, &args.target.issuer) {
+        Ok(leader) => leader,
         Err(code) => {
             let _ = leadership.resign().await;
-            return Ok(ExitCode::from(code));
+            return Ok(Outcome::fence(code));
         }
     };
     let term = || (!leadership.is_lost()).then(|| leadership.lease());
@@ -126,7 +144,7 @@ pub(crate) async fn lead(args: LeadArgs) -> CliResult {
         lease: &term,
     };
     let ended = supervise(
-        &mut child,
+        &mut leader,
         leadership.lost(),
         &args.supervision,
         &mut interrupts,
@@ -140,7 +158,7 @@ pub(crate) async fn lead(args: LeadArgs) -> CliResult {
             Err(e) => eprintln!("fence: resign after the command finished: {e}"),
         }
     }
-    Ok(ended.exit_code())
+    Ok(ended.outcome())
 }
 
 #[cfg(test)]

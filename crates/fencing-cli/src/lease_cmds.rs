@@ -11,7 +11,9 @@ use fencing_tokens::{
 };
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::group::{Ended, Held, Interrupts, Supervision, spawn_with_lease, supervise};
+use crate::group::{
+    Ended, Held, Interrupts, Outcome, StatusFile, Supervision, spawn_with_lease, supervise,
+};
 use crate::output::LeaseView;
 use crate::{CliResult, backends, exit};
 
@@ -119,6 +121,8 @@ pub(crate) struct RunArgs {
     grant: Grant,
     #[command(flatten)]
     supervision: Supervision,
+    #[command(flatten)]
+    status_file: StatusFile,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -139,7 +143,8 @@ pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
             request = request.with_holder(holder);
         }
         let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
-            return held(&*issuer, &request.resource).await;
+            say_held(&*issuer, &request.resource).await;
+            return Ok(ExitCode::from(exit::HELD));
         };
         LeaseView::of_lease(&lease).print(args.json);
         return Ok(ExitCode::SUCCESS);
@@ -148,7 +153,8 @@ pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
     // shows releases it instead of killing us with the lease still held.
     let mut interrupt = signal(SignalKind::interrupt())?;
     let Some(guard) = args.grant.lock(&issuer, holder).await? else {
-        return held(&*issuer, &args.grant.target.resource).await;
+        say_held(&*issuer, &args.grant.target.resource).await;
+        return Ok(ExitCode::from(exit::HELD));
     };
     let lease = guard.lease();
     LeaseView::of_lease(&lease).print(args.json);
@@ -201,30 +207,46 @@ pub(crate) async fn holder(args: HolderArgs) -> CliResult {
 }
 
 /// Runs a command under a lease: the batch job that must not run twice.
+/// `--status-file` gets whose exit code fence exits with, whichever way.
 pub(crate) async fn run(args: RunArgs) -> CliResult {
+    args.status_file.empty()?;
+    let outcome = match run_under_lease(&args).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            args.status_file
+                .record(Outcome::fence(crate::error_code(&*e, true)));
+            return Err(e);
+        }
+    };
+    Ok(args.status_file.record(outcome).into())
+}
+
+/// [`run`], but for the status file.
+async fn run_under_lease(args: &RunArgs) -> Result<Outcome, Box<dyn std::error::Error>> {
     let issuer = backends::open_issuer(&args.grant.target.issuer).await?;
     let Some(guard) = args.grant.lock(&issuer, None).await? else {
-        return held(&*issuer, &args.grant.target.resource).await;
+        say_held(&*issuer, &args.grant.target.resource).await;
+        return Ok(Outcome::fence(exit::HELD));
     };
 
     // Before the command starts: from then on a signal must not end fence
     // with the command left running unrenewed.
     let mut interrupts = Interrupts::listen()?;
-    let mut child = match spawn_with_lease(&args.command, &guard.lease(), &args.grant.target.issuer)
-    {
-        Ok(child) => child,
-        Err(code) => {
-            let _ = guard.release().await;
-            return Ok(ExitCode::from(code));
-        }
-    };
+    let mut leader =
+        match spawn_with_lease(&args.command, &guard.lease(), &args.grant.target.issuer) {
+            Ok(leader) => leader,
+            Err(code) => {
+                let _ = guard.release().await;
+                return Ok(Outcome::fence(code));
+            }
+        };
     let lease = || (!guard.is_lost()).then(|| guard.lease());
     let held = Held {
         issuer: &*issuer,
         lease: &lease,
     };
     let ended = supervise(
-        &mut child,
+        &mut leader,
         guard.lost(),
         &args.supervision,
         &mut interrupts,
@@ -232,14 +254,14 @@ pub(crate) async fn run(args: RunArgs) -> CliResult {
     )
     .await?;
     match ended {
-        Ended::Exited(_) | Ended::Interrupted(_) => {
+        Ended::Exited(_) | Ended::Interrupted(_) | Ended::NotStarted(_) => {
             if let Err(e) = guard.release().await {
                 eprintln!("fence: release after the command finished: {e}");
             }
         }
         Ended::Lost => {}
     }
-    Ok(ended.exit_code())
+    Ok(ended.outcome())
 }
 
 /// Tries once (`wait` zero) or waits up to `wait`; `None` if still held.
@@ -258,12 +280,11 @@ async fn acquire_or_wait(
     }
 }
 
-/// Says who holds the resource and exits with [`exit::HELD`].
-async fn held(issuer: &dyn TokenIssuer, resource: &str) -> CliResult {
+/// Says who holds the resource (the caller exits with [`exit::HELD`]).
+async fn say_held(issuer: &dyn TokenIssuer, resource: &str) {
     let by = issuer.holder(resource).await.ok().flatten();
     let by = by.map_or_else(String::new, |h| {
         format!(" by {} (token {})", h.holder, h.token)
     });
     eprintln!("fence: {resource:?} is held{by}");
-    Ok(ExitCode::from(exit::HELD))
 }

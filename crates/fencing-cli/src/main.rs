@@ -77,7 +77,10 @@ outcomes: 120 fence failed (the issuer unreachable, bad arguments), 121 held (no
 122 lease lost (the command's group ended), 126/127 the command could not be
 executed / was not found, 128+N fence got signal N (SIGHUP, SIGINT, SIGQUIT,
 SIGTERM: passed on to the command's group, SIGKILL after --grace, released).
-Ctrl-Z stops the command's group too; it is continued only once the lease is renewed.
+A command may exit with those codes too: --status-file FILE gets `command N` or
+`fence N`, whose code it was.
+At a terminal the command gets it (prompts, Ctrl-C go to the command); Ctrl-Z stops
+the command and fence, and `fg` continues them once fence has renewed the lease.
 
 Start here: `fence demo` shows a paused lock holder refused by the store.";
 
@@ -105,11 +108,19 @@ enum Command {
     /// SIGKILL after --grace to every member still there, and fence exits
     /// 122 once they are gone.
     ///
+    /// Run from a terminal's foreground, fence hands the terminal to the
+    /// command's group (it reads what is typed; Ctrl-C and Ctrl-\ reach it
+    /// as without fence) and takes it back when the group is done. Stopped
+    /// for job control (Ctrl-Z, a read from the background), the command
+    /// stops fence too, and its shell sees the job stopped; `fg` or `bg`
+    /// continue fence, which renews the lease, then the command. The
+    /// command starts with no signal blocked.
+    ///
     /// SIGHUP (a closed terminal or ssh session), SIGINT, SIGQUIT and SIGTERM
     /// to fence are passed on to the group (the signal received, as the
     /// terminal would have sent it), SIGKILL follows after --grace, and
     /// fence releases the lease and exits 128 + the signal. A panic in fence
-    /// ends the group likewise (exit 120). Ctrl-Z (SIGTSTP) stops the
+    /// ends the group likewise (exit 120). SIGTSTP to fence stops the
     /// group, then fence (which blocks SIGTTIN and SIGTTOU: in the
     /// background it writes to the terminal even with `stty tostop`
     /// rather than stop alone); continued, fence renews the
@@ -127,6 +138,7 @@ enum Command {
     /// Exit: the command's code; fence's own outcomes are 120 (fence
     /// failed), 121 (held: not run), 122 (lease lost), 126/127 (the command
     /// could not be executed / was not found), 128 + N (fence got signal N).
+    /// --status-file says whose code it is.
     Run(lease_cmds::RunArgs),
     /// Run a long-lived command as the elected leader of a resource:
     /// followers wait and take over. The command gets the term's
@@ -282,12 +294,17 @@ async fn dispatch(command: Command) -> CliResult {
     }
 }
 
-/// Prints an error with its chain of causes (redacted) and picks the exit
-/// code; `wraps`: for `run` or `lead`, whose failures must not look like
-/// their command's.
+/// Prints an error with its chain of causes (redacted) and exits with
+/// [`error_code`]'s code.
 fn report(e: &(dyn std::error::Error + 'static), wraps: bool) -> ExitCode {
     eprintln!("fence: {}", fencing_tokens::error_chain(e));
-    let code = match e.downcast_ref::<fencing_tokens::Error>() {
+    ExitCode::from(error_code(e, wraps))
+}
+
+/// The exit code for an error; `wraps`: for `run` or `lead`, whose
+/// failures must not look like their command's.
+pub(crate) fn error_code(e: &(dyn std::error::Error + 'static), wraps: bool) -> u8 {
+    match e.downcast_ref::<fencing_tokens::Error>() {
         Some(fencing_tokens::Error::StaleToken { .. }) => exit::STALE,
         Some(fencing_tokens::Error::LeaseLost { .. }) => exit::LEASE_LOST,
         Some(fencing_tokens::Error::Timeout { .. } | fencing_tokens::Error::Busy { .. }) => {
@@ -299,6 +316,5 @@ fn report(e: &(dyn std::error::Error + 'static), wraps: bool) -> ExitCode {
             | fencing_tokens::Error::TokenOutOfRange { .. },
         ) => exit::INVALID,
         _ => exit::FAILURE,
-    };
-    ExitCode::from(code)
+    }
 }

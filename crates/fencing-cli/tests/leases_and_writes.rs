@@ -161,6 +161,139 @@ fn run_exits_apart_from_its_command_when_fence_itself_fails() {
     assert_eq!(String::from_utf8_lossy(&free.stdout).trim(), "null");
 }
 
+/// A command may exit 120–122, 126, 127 or 128+N itself: `--status-file`
+/// says whose code fence exits with, `command N` or `fence N`, for `run`
+/// and `lead`, whichever way fence ends; a file fence cannot write fails
+/// it (120) before the command runs.
+#[test]
+fn a_status_file_tells_the_commands_code_from_fences() {
+    let s = Scratch::new("status-file");
+    let url = s.url();
+    let status = s.path("status");
+    let status_arg = status.to_str().unwrap();
+    let lose = format!(
+        "{FENCE} release --issuer \"$FENCING_ISSUER\" --resource \"$FENCING_RESOURCE\" \
+         --holder \"$FENCING_HOLDER\" --token \"$FENCING_TOKEN\" >/dev/null; sleep 10"
+    );
+    let lose = ["sh", "-c", &lose];
+    let nowhere = s.sqlite("no-such-dir/db.sqlite");
+    assert_exit(&on_resource("acquire", &url, "taken", &["--ttl", "60s"]), 0);
+    /// `fence COMMAND --issuer ISSUER --resource RESOURCE -- ARGV`, the
+    /// exit code and status line it must end with.
+    struct Case<'a> {
+        command: &'a str,
+        issuer: &'a str,
+        resource: &'a str,
+        argv: &'a [&'a str],
+        code: i32,
+        line: &'a str,
+    }
+    let case = |command, issuer, resource, argv, code, line| Case {
+        command,
+        issuer,
+        resource,
+        argv,
+        code,
+        line,
+    };
+    let cases = [
+        case(
+            "run",
+            &url,
+            "job",
+            &["sh", "-c", "exit 121"],
+            121,
+            "command 121",
+        ),
+        case(
+            "run",
+            &url,
+            "job",
+            &["sh", "-c", "exit 122"],
+            122,
+            "command 122",
+        ),
+        case(
+            "run",
+            &url,
+            "job",
+            &["sh", "-c", "exit 127"],
+            127,
+            "command 127",
+        ),
+        case("run", &url, "taken", &["true"], HELD, "fence 121"),
+        case("run", &url, "job", &lose, LEASE_LOST, "fence 122"),
+        case(
+            "run",
+            &url,
+            "job",
+            &["no-such-command-anywhere"],
+            127,
+            "fence 127",
+        ),
+        case("run", &nowhere, "job", &["true"], RUN_FAILED, "fence 120"),
+        case(
+            "lead",
+            &url,
+            "leader",
+            &["sh", "-c", "exit 122"],
+            122,
+            "command 122",
+        ),
+    ];
+    for Case {
+        command,
+        issuer,
+        resource,
+        argv,
+        code,
+        line,
+    } in cases
+    {
+        std::fs::write(&status, "left from an earlier run\n").unwrap();
+        let mut args = vec![
+            "--ttl",
+            "1s",
+            "--grace",
+            "500ms",
+            "--status-file",
+            status_arg,
+        ];
+        args.push("--");
+        args.extend(argv);
+        let out = on_resource(command, issuer, resource, &args);
+        let written = std::fs::read_to_string(&status).unwrap();
+        assert_eq!(
+            (out.status.code(), written.as_str()),
+            (Some(code), format!("{line}\n").as_str()),
+            "fence {command} -- {argv:?}: {}",
+            text(&out)
+        );
+    }
+
+    let marker = s.path("ran");
+    let touch = format!("touch {}", marker.display());
+    let unwritable = s.path("no-such-dir/status");
+    let out = on_resource(
+        "run",
+        &url,
+        "job",
+        &[
+            "--status-file",
+            unwritable.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &touch,
+        ],
+    );
+    assert_exit(&out, RUN_FAILED);
+    assert!(
+        !marker.exists(),
+        "the command ran although its status file cannot be written"
+    );
+}
+
 /// `kill SIGNAL -- GROUP`: stops or resumes a whole process group.
 fn kill(signal: &str, group: &str) {
     let status = Command::new("kill").args([signal, "--", group]).status();

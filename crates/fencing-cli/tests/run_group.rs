@@ -577,6 +577,52 @@ fn a_panic_in_fence_ends_the_group() {
     );
 }
 
+/// fence cannot wait for its command (the wait fails as ECHILD makes it
+/// when something else reaped the child; `FENCE_TEST_WAIT_FAILS`, debug
+/// builds only, fails it once the command has exited): the rest of the
+/// group, here a job that ignores SIGTERM, is ended all the same (SIGTERM,
+/// SIGKILL after --grace) before fence exits 120. Left running, it would
+/// hold the token with nothing renewing or watching the lease.
+#[test]
+fn a_failed_wait_for_the_command_still_ends_its_group() {
+    let s = Scratch::new("group-wait-fails");
+    let member = s.path("member.pid");
+    let script = format!(
+        "{} {}; exit 0",
+        term_ignoring_member(&member),
+        wait_written(&member)
+    );
+    let started = Instant::now();
+    let out = Command::new(FENCE)
+        .args(resource_args(
+            "run",
+            &s.url(),
+            "nightly",
+            &["--grace", "500ms", "--", "sh", "-c", &script],
+        ))
+        .env("FENCE_TEST_WAIT_FAILS", "1")
+        .output()
+        .expect("run fence");
+    let member_alive = alive(&member);
+    kill_left_over(&member);
+    assert_exit(&out, common::RUN_FAILED);
+    assert!(
+        !member_alive,
+        "a member of the group outlived fence's failed wait: {}",
+        text(&out)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot wait for the command"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
 /// The state letter `/proc` shows for `pid` (`T`: stopped).
 fn state_of(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -692,7 +738,7 @@ fn ctrl_z_stops_the_command_and_a_lost_lease_never_lets_it_run_again() {
 /// background raises SIGTTOU. fence finishes all the same (the signal
 /// passed on, exit 129): caught, SIGTTOU restarted that write for ever;
 /// left to its default, it would stop fence alone with the group running.
-/// A real terminal: a pty from Python's `pty`, bash with job control.
+/// A real terminal: `common::pty`, bash with job control.
 #[test]
 fn in_the_background_with_tostop_fence_still_writes_and_finishes() {
     let s = Scratch::new("group-tostop");
@@ -706,35 +752,12 @@ fn in_the_background_with_tostop_fence_still_writes_and_finishes() {
         "set -m; stty tostop; {fence} & f=$!; {}; kill -HUP $f; wait $f; echo rc=$?",
         wait_written(&pid)
     );
-    // The pty's reader gives up after 20 s: a fence that never finishes
-    // fails the test instead of hanging it.
-    let driver = r#"
-import os, pty, select, sys, time
-child, fd = pty.fork()
-if child == 0:
-    os.execvp("bash", ["bash", "-c", sys.argv[1]])
-seen, deadline = b"", time.time() + 20
-while time.time() < deadline:
-    ready, _, _ = select.select([fd], [], [], 0.2)
-    if ready:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-sys.stdout.write(seen.decode(errors="replace"))
-"#;
-    let out = Command::new("python3")
-        .args(["-c", driver, &job])
-        .output()
-        .expect("python3 with pty");
+    // A fence that never finishes fails the test instead of hanging it.
+    let seen = common::pty::session(&job, &[]);
     kill_left_over(&pid);
-    let seen = String::from_utf8_lossy(&out.stdout);
     assert!(
         seen.contains("rc=129"),
-        "fence in the background with tostop did not finish after SIGHUP within 20 s:\n{seen}"
+        "fence in the background with tostop did not finish after SIGHUP within 30 s:\n{seen}"
     );
     assert!(
         seen.contains("got SIGHUP"),

@@ -36,8 +36,8 @@ impl Drop for PanicGuard {
 }
 
 /// Installs a panic hook that, after the usual report, ends the supervised
-/// group as a lost lease does (--signal, SIGKILL after --grace) and exits
-/// [`exit::RUN_FAILED`]; the lease is not released (it expires). A panic in
+/// group as a lost lease does (--signal, SIGKILL after --grace), takes the
+/// terminal back if fence gave it away, and exits [`exit::RUN_FAILED`]; the lease is not released (it expires). A panic in
 /// any thread counts: tokio would keep the process alive after a task's.
 pub(crate) fn end_the_group_on_panic() {
     let report = std::panic::take_hook();
@@ -57,6 +57,7 @@ pub(crate) fn end_the_group_on_panic() {
             std::thread::sleep(PROBE_FIRST);
         }
         group.signal(Signal::SIGKILL);
+        super::terminal::take_back();
         std::process::exit(i32::from(exit::RUN_FAILED));
     }));
 }

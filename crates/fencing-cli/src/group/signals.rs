@@ -9,8 +9,9 @@ use tokio::signal::unix::{SignalKind, signal};
 /// Caught instead, such a signal restarts the write that raised it for
 /// ever (the kernel sends it again on every try); left to its default, it
 /// stops fence alone while the command's group runs on unrenewed. The
-/// command gets the default mask: `std::process::Command` clears it in
-/// the child.
+/// command gets the default mask: a child inherits this one (std's spawn
+/// keeps it, exec too), and `fence __exec` clears it before it execs the
+/// command ([`super::helper`]).
 pub(crate) fn write_to_the_terminal_in_the_background() {
     use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
     let mut tty = SigSet::empty();
@@ -23,9 +24,11 @@ pub(crate) fn write_to_the_terminal_in_the_background() {
 
 /// The signals fence catches while the command runs: the terminating ones,
 /// a closed terminal or ssh session (SIGHUP), Ctrl-C (SIGINT), Ctrl-\
-/// (SIGQUIT), `kill` (SIGTERM); and Ctrl-Z (SIGTSTP), which the terminal
-/// sends to fence's process group only, never the command's. (SIGTTIN and
-/// SIGTTOU are blocked: [`write_to_the_terminal_in_the_background`].)
+/// (SIGQUIT), `kill` (SIGTERM); and Ctrl-Z (SIGTSTP). The terminal sends
+/// the keys' signals to its foreground group only: the command's when
+/// fence gave it the terminal ([`super::terminal`]), else fence's.
+/// (SIGTTIN and SIGTTOU are blocked:
+/// [`write_to_the_terminal_in_the_background`].)
 /// Listened to from before the command starts until fence exits, with one
 /// listener each: a listener made anew on each turn of a loop misses the
 /// signals that come between two turns.

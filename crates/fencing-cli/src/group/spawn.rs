@@ -2,30 +2,73 @@
 //! dies with fence: the `fence __exec` trampoline the child runs first, and
 //! the `fence __watch` helper that ends the group if fence is killed.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser};
 use fencing_tokens::Lease;
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg, pthread_sigmask};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::exit;
 
+/// The command's process, which leads its group, and the pipe on which its
+/// `fence __exec` says that it could not become the command.
+pub(crate) struct Leader {
+    pub(crate) child: Child,
+    pub(crate) report: Report,
+}
+
+/// The read end of [`Leader`]'s pipe (non-blocking). The write end closes
+/// when `__exec` execs the command (close-on-exec), or first carries one
+/// byte, the exit code `__exec` exits with, when it cannot. None: no pipe
+/// (fence could not make one; said on stderr).
+pub(crate) struct Report(Option<std::fs::File>);
+
+impl Report {
+    /// Once the leader has exited: the exit code of fence's own it exited
+    /// with (126, 127, 120) if it never became the command, None if the
+    /// code is the command's. The write end is closed by then: whatever
+    /// `__exec` wrote is there.
+    pub(crate) fn not_started(&mut self) -> Option<u8> {
+        use std::io::Read;
+        let mut code = [0; 1];
+        match self.0.as_mut()?.read(&mut code) {
+            Ok(1) => Some(code[0]),
+            _ => None,
+        }
+    }
+}
+
 /// Starts `command` with the lease's `FENCING_TOKEN`, `FENCING_RESOURCE`,
 /// `FENCING_HOLDER` and `FENCING_ISSUER` in its environment, leading a
 /// process group of its own. On Linux the kernel kills it (SIGKILL) if
 /// fence dies, see [`exec_child`]. Err: the command could not be started,
-/// said on stderr; the exit code for it (126, 127 as a shell's).
+/// said on stderr; the exit code for it (126, 127 as a shell's); on Linux
+/// that is known only once the leader exits ([`Leader::not_started`]).
 pub(crate) fn spawn_with_lease(
     command: &[String],
     lease: &Lease,
     issuer_url: &str,
-) -> Result<Child, u8> {
+) -> Result<Leader, u8> {
     let program = command.first().expect("clap requires a command");
-    let mut cmd = trampoline(command);
+    let mut cmd = trampoline();
+    let (report, report_end) = report_pipe()
+        .inspect_err(|e| {
+            eprintln!(
+                "fence: cannot make the pipe on which the command's start is reported: {e}; \
+                 a command not found or not executable will look as if it exited 127 or 126"
+            );
+        })
+        .ok()
+        .unzip();
+    if let Some(end) = &report_end {
+        cmd.arg("--report-fd").arg(end.as_raw_fd().to_string());
+    }
+    cmd.arg("--").args(command);
     cmd.env("FENCING_TOKEN", lease.token().to_string())
         .env("FENCING_RESOURCE", lease.resource())
         .env("FENCING_HOLDER", lease.holder().as_str())
@@ -37,40 +80,45 @@ pub(crate) fn spawn_with_lease(
         eprintln!("fence: cannot start {program:?}: {e}");
         exit::cannot_start(&e)
     })?;
+    // Only `__exec` may hold the write end: at its exit or exec the
+    // pipe then reads to its end.
+    drop(report_end);
     eprintln!(
         "fence: {:?} held with token {}; running {program}",
         lease.resource(),
         lease.token()
     );
-    Ok(child)
+    Ok(Leader {
+        child,
+        report: Report(report.map(std::fs::File::from)),
+    })
 }
 
-/// The process that becomes the command: on Linux fence itself (`fence
-/// __exec`, [`exec_child`]), which asks for a parent-death signal and then
-/// execs the command (the workspace forbids the `unsafe` a `pre_exec` hook
-/// would need).
+/// The pipe of [`Leader`]: both ends non-blocking, the read end
+/// close-on-exec, the write end not, for the child to inherit.
+fn report_pipe() -> nix::Result<(OwnedFd, OwnedFd)> {
+    use nix::fcntl::{FcntlArg, FdFlag, OFlag, fcntl};
+    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)?;
+    fcntl(&write, FcntlArg::F_SETFD(FdFlag::empty()))?;
+    Ok((read, write))
+}
+
+/// The process that becomes the command: fence itself (`fence __exec`,
+/// [`exec_child`]), which on Linux asks for a parent-death signal, and
+/// everywhere gives the command the default signal mask before it execs
+/// it (the workspace forbids the `unsafe` a `pre_exec` hook would need).
 ///
 /// The parent-death signal fires when the *thread* that forked the child
 /// exits, not the process: this must run on the main thread, which lives
 /// as long as fence (`Runtime::block_on` polls `main`'s future there; a
 /// tokio worker thread may be retired while fence runs on).
-#[cfg(target_os = "linux")]
-fn trampoline(command: &[String]) -> Command {
+fn trampoline() -> Command {
+    #[cfg(target_os = "linux")]
     debug_assert_eq!(std::thread::current().name(), Some("main"));
     let mut cmd = Command::new(own_binary());
     cmd.arg(crate::EXEC_CHILD)
         .arg("--parent")
-        .arg(std::process::id().to_string())
-        .arg("--")
-        .args(command);
-    cmd
-}
-
-#[cfg(not(target_os = "linux"))]
-fn trampoline(command: &[String]) -> Command {
-    let (program, rest) = command.split_first().expect("clap requires a command");
-    let mut cmd = Command::new(program);
-    cmd.args(rest);
+        .arg(std::process::id().to_string());
     cmd
 }
 
@@ -150,34 +198,47 @@ fn watch_group(args: &WatchArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `fence __exec --parent PID -- COMMAND…`: what fence's child runs before
-/// it becomes the command. Asks the kernel for SIGKILL when fence dies
-/// (kept across `exec`), checks that fence did not die before that (it
-/// would then never come), and execs the command in place, keeping the pid
-/// that leads the group.
+/// `fence __exec --parent PID [--report-fd FD] -- COMMAND…`: what fence's
+/// child runs before it becomes the command. Asks the kernel for SIGKILL
+/// when fence dies (kept across `exec`), checks that fence did not die
+/// before that (it would then never come), unblocks every signal, and
+/// execs the command in place, keeping the pid that leads the group.
 #[derive(Debug, Args)]
 struct ExecArgs {
     /// fence's pid.
     #[arg(long)]
     parent: i32,
+    /// The write end of [`Leader`]'s pipe, inherited: where to write the
+    /// exit code this exits with if it does not become the command.
+    #[arg(long)]
+    report_fd: Option<i32>,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
 }
 
-/// See [`ExecArgs`]; returns only if the command could not be started.
+/// See [`ExecArgs`]; returns only if the command could not be started,
+/// its exit code then also written to the report pipe.
 fn exec_child(args: &ExecArgs) -> ExitCode {
     use std::os::unix::process::CommandExt;
     let (program, rest) = args.command.split_first().expect("clap requires a command");
+    let report = args.report_fd.and_then(report_end);
+    let fail = |code: u8| {
+        use std::io::Write;
+        if let Some(mut report) = report.as_ref() {
+            let _ = report.write_all(&[code]);
+        }
+        ExitCode::from(code)
+    };
     #[cfg(target_os = "linux")]
     {
         if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
             eprintln!("fence: cannot ask to be killed with fence (prctl): {e}");
-            return ExitCode::from(exit::RUN_FAILED);
+            return fail(exit::RUN_FAILED);
         }
         if nix::unistd::getppid() != Pid::from_raw(args.parent) {
             eprintln!("fence: exited before {program:?} could start; not starting it");
-            return ExitCode::from(exit::RUN_FAILED);
+            return fail(exit::RUN_FAILED);
         }
         // Wait, stopped, for fence to start the watcher of the group
         // ([`Group::go`]): until then the parent-death signal alone covers
@@ -185,12 +246,38 @@ fn exec_child(args: &ExecArgs) -> ExitCode {
         // have forked. A fence killed meanwhile kills this one stopped.
         let _ = nix::sys::signal::raise(Signal::SIGSTOP);
         if nix::unistd::getppid() != Pid::from_raw(args.parent) {
-            return ExitCode::from(exit::RUN_FAILED);
+            return fail(exit::RUN_FAILED);
         }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = args.parent;
+    // fence blocks SIGTTIN and SIGTTOU for itself, and a child inherits
+    // the mask (std's spawn keeps it, and exec does too): the command's
+    // reads from the terminal would fail with EIO instead of stopping it
+    // in the background, its writes pass `stty tostop`. Signals fence
+    // catches are back to their default at exec.
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
+        eprintln!("fence: cannot unblock signals for {program:?}: {e}");
+        return fail(exit::RUN_FAILED);
+    }
     let e = std::process::Command::new(program).args(rest).exec();
     eprintln!("fence: cannot start {program:?}: {e}");
-    ExitCode::from(exit::cannot_start(&e))
+    fail(exit::cannot_start(&e))
+}
+
+/// The report pipe's write end, inherited as `fd`, as a file that closes
+/// at exec; `fd` itself closed, so that the command does not inherit it
+/// (it would keep the pipe open past the exec). Reopened through
+/// `/dev/fd`: the workspace forbids the `unsafe` of taking `fd` as it is.
+/// Non-blocking: an open of a pipe for writing waits for a reader, and
+/// fence's read end, gone with fence, would never come.
+fn report_end(fd: i32) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let end = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(format!("/dev/fd/{fd}"))
+        .ok();
+    let _ = nix::unistd::close(fd);
+    end
 }

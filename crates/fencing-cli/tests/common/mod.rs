@@ -3,6 +3,7 @@
 //! store emulator by URL. Each test binary uses its own part.
 #![allow(dead_code)]
 
+pub(crate) mod pty;
 pub(crate) mod turns;
 
 use std::path::PathBuf;
