@@ -163,7 +163,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
         "pass    refuses a lower token",
         // The bucket issuer on it is as unsafe: two waiters could take one lease.
         &format!("{url} (issuer)"),
-        &format!("{url}: UNSAFE: 4 of 13 checks failed"),
+        &format!("{url}: UNSAFE: 4 of 14 checks failed"),
     ];
     assert_prints(&out, 7, &wanted);
 
