@@ -77,6 +77,11 @@ macro_rules! on_cloud {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_newer_holders_mark_is_a_stale_token_on_every_write_path() {
+                stale_on_every_write_path($cloud).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_lease_record_deleted_by_hand_does_not_restart_tokens() {
                 deleted_lease_record($cloud).await;
             }
@@ -251,6 +256,226 @@ async fn lost_answers(cloud: Cloud) {
     );
     let stored = newer.get(&path).await.unwrap().bytes().await.unwrap();
     assert_eq!(stored, "newer");
+}
+
+/// A newer holder (token 9) fences keys as `LeaseGuard::fence` does,
+/// through the other way in (`BlobStore` on `ObjectStoreBackend`), or
+/// writes one; the paused holder (token 7), writing through
+/// `FencedObjectStore`, is refused on every path that writes, and
+/// `fencing_error` finds the `StaleToken` with both tokens: a put, a
+/// multipart upload, a copy and a rename in either target mode, onto a
+/// fenced key or over the newer holder's object, and a delete. Nothing is
+/// written. Then a rename whose source the newer holder fences after the
+/// copy landed: the tombstone at the source is refused, the error says the
+/// destination was written, and the `StaleToken` is still found behind it
+/// (it used to travel as text only).
+async fn stale_on_every_write_path(cloud: Cloud) {
+    use fencing_core::Error;
+    let Some(bucket) = private(cloud).await else {
+        return;
+    };
+    let t = FencingToken::new;
+    let newer = Arc::new(BlobStore::new(ObjectStoreBackend::new(bucket.clone())));
+    let old = FencedObjectStore::new(bucket.clone(), t(7));
+    let assert_stale = |what: &str, result: object_store::Result<()>, key: &str| {
+        let err = result.expect_err(what);
+        match fencing_error(&err) {
+            Some(Error::StaleToken {
+                key: found,
+                presented,
+                current,
+            }) => assert_eq!(
+                (found.as_str(), *presented, *current),
+                (key, t(7), t(9)),
+                "{cloud:?} {what}: {err}"
+            ),
+            other => panic!(
+                "{cloud:?} {what}: fencing_error found {other:?} in: {}",
+                fencing_core::error_chain(&err)
+            ),
+        }
+    };
+
+    let (source, fenced, written) = (
+        Path::from("source"),
+        Path::from("fenced"),
+        Path::from("written"),
+    );
+    old.put(&source, "the old holder's".into())
+        .await
+        .expect("the old holder's own object");
+    newer.fence("fenced", t(9)).await.expect("fence");
+    newer
+        .put("written", Bytes::from_static(b"the newer holder's"), t(9))
+        .await
+        .expect("the newer holder writes");
+    for to in [&fenced, &written] {
+        let at = to.as_ref();
+        assert_stale("put", old.put(to, "late".into()).await.map(drop), at);
+        let mut upload = old.put_multipart(to).await.expect("staged");
+        upload.put_part("late".into()).await.expect("staged");
+        assert_stale("put_multipart", upload.complete().await.map(drop), at);
+        assert_stale("copy", old.copy(&source, to).await, at);
+        assert_stale(
+            "copy_if_not_exists",
+            old.copy_if_not_exists(&source, to).await,
+            at,
+        );
+        assert_stale("rename", old.rename(&source, to).await, at);
+        assert_stale(
+            "rename_if_not_exists",
+            old.rename_if_not_exists(&source, to).await,
+            at,
+        );
+        assert_stale("delete", old.delete(to).await, at);
+    }
+    let reader = FencedObjectStore::new(bucket.clone(), t(9));
+    let read = async |path: &Path| reader.get(path).await?.bytes().await;
+    assert!(
+        matches!(
+            read(&fenced).await,
+            Err(object_store::Error::NotFound { .. })
+        ),
+        "{cloud:?}: a refused write left an object at the fenced key"
+    );
+    assert_eq!(
+        read(&written).await.unwrap(),
+        "the newer holder's",
+        "{cloud:?}"
+    );
+    assert_eq!(
+        read(&source).await.unwrap(),
+        "the old holder's",
+        "{cloud:?}"
+    );
+
+    // The newer holder fences the source once the copy to `target` landed.
+    let target = Path::from("target");
+    let fence_source = {
+        let newer = newer.clone();
+        async move {
+            newer.fence("source", t(9)).await.expect("fence the source");
+        }
+    };
+    let hooked = AfterPut::new(bucket.clone(), target.clone(), fence_source);
+    let old = FencedObjectStore::new(hooked, t(7));
+    let result = old.rename(&source, &target).await;
+    let chain = result
+        .as_ref()
+        .err()
+        .map(|e| fencing_core::error_chain(e))
+        .unwrap_or_default();
+    assert!(
+        chain.contains("target was written"),
+        "{cloud:?}: the copy landed, and the error must say so: {chain}"
+    );
+    assert_stale("rename whose source was fenced meanwhile", result, "source");
+    assert_eq!(
+        read(&target).await.unwrap(),
+        "the old holder's",
+        "{cloud:?}"
+    );
+}
+
+/// object_store's client on the emulator, and `then` run once, right
+/// after the first put to `path` was answered and before its caller sees
+/// the answer: a newer holder acting between two requests of one call.
+struct AfterPut {
+    inner: Arc<dyn ObjectStore>,
+    path: Path,
+    then: std::sync::Mutex<Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>>,
+}
+
+impl AfterPut {
+    fn new(
+        inner: Arc<dyn ObjectStore>,
+        path: Path,
+        then: impl Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            path,
+            then: std::sync::Mutex::new(Some(Box::pin(then))),
+        }
+    }
+}
+
+impl std::fmt::Debug for AfterPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AfterPut({}, {})", self.inner, self.path)
+    }
+}
+
+impl std::fmt::Display for AfterPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for AfterPut {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: object_store::PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() && *location == self.path {
+            let then = self.then.lock().expect("not poisoned").take();
+            if let Some(then) = then {
+                then.await;
+            }
+        }
+        result
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: futures_util::stream::BoxStream<'static, object_store::Result<Path>>,
+    ) -> futures_util::stream::BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&Path>,
+    ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+    {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
 }
 
 /// The bucket lease on `ObjectStoreBackend`: a lease record deleted by

@@ -54,8 +54,11 @@ pub(crate) fn into_store(err: Error) -> StoreError {
 /// [`FencedObjectStore`](crate::FencedObjectStore) returned, if it was one
 /// of ours: match on it to tell a stale token (a newer holder wrote; stop)
 /// from the store's own errors. Ours travel as the source of
-/// `Generic` (store `"FencedObjectStore"`), or of `AlreadyExists` when a
-/// `PutMode::Create` met an object a newer holder wrote.
+/// `Generic` (store `"FencedObjectStore"`), of `AlreadyExists` when a
+/// `PutMode::Create` met an object a newer holder wrote, or further down
+/// the chain (a rename whose tombstone was refused after its copy landed;
+/// a layer of yours that keeps our error as its source): the first one in
+/// the `source()` chain is returned.
 ///
 /// ```
 /// use fencing_object_store::fencing_error;
@@ -66,10 +69,56 @@ pub(crate) fn into_store(err: Error) -> StoreError {
 /// # let _ = stop_now;
 /// ```
 pub fn fencing_error(err: &StoreError) -> Option<&Error> {
-    match err {
-        StoreError::Generic { store, source } if *store == FENCED => source.downcast_ref::<Error>(),
-        StoreError::AlreadyExists { source, .. } => source.downcast_ref::<Error>(),
-        _ => None,
+    let mut cause = std::error::Error::source(err);
+    while let Some(e) = cause {
+        if let Some(ours) = e.downcast_ref::<Error>() {
+            return Some(ours);
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// A rename whose copy landed at `to` but whose tombstone at `from` was
+/// not written. Never "nothing was written"; the tombstone's error (a
+/// newer holder's mark at `from`, say) stays typed behind `source()`, for
+/// [`fencing_error`].
+pub(crate) fn rename_half_done(from: &str, to: &str, tombstone: StoreError) -> StoreError {
+    StoreError::Generic {
+        store: FENCED,
+        source: Box::new(RenameHalfDone {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            tombstone: redacted(tombstone),
+        }),
+    }
+}
+
+#[derive(Debug)]
+struct RenameHalfDone {
+    from: String,
+    to: String,
+    tombstone: StoreError,
+}
+
+impl std::fmt::Display for RenameHalfDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            from,
+            to,
+            tombstone,
+        } = self;
+        write!(
+            f,
+            "renaming {from} to {to}: {to} was written, but the tombstone at {from} was not: \
+             {tombstone}"
+        )
+    }
+}
+
+impl std::error::Error for RenameHalfDone {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.tombstone)
     }
 }
 
@@ -178,6 +227,37 @@ mod tests {
         assert!(matches!(out, StoreError::NotFound { .. }));
         let shown = format!("{out} {out:?} {}", error_chain(&out));
         assert!(!shown.contains("SECRETSIG"), "{shown}");
+    }
+
+    #[test]
+    fn a_fencing_error_is_found_through_the_errors_that_wrap_it() {
+        use fencing_core::FencingToken;
+        let stale = || {
+            into_store(Error::StaleToken {
+                key: "a".into(),
+                presented: FencingToken::new(7),
+                current: FencingToken::new(9),
+            })
+        };
+        let half_done = rename_half_done("a", "b", stale());
+        let in_a_layer_of_yours = StoreError::Generic {
+            store: "YourLayer",
+            source: Box::new(rename_half_done("a", "b", stale())),
+        };
+        for err in [stale(), half_done, in_a_layer_of_yours] {
+            assert_eq!(
+                fencing_error(&err).and_then(Error::stale_tokens),
+                Some((FencingToken::new(7), FencingToken::new(9))),
+                "{err:?}"
+            );
+            let chain = error_chain(&err);
+            assert_eq!(chain.matches("presented 7").count(), 1, "{chain}");
+        }
+        let theirs = StoreError::Generic {
+            store: "S3",
+            source: "stale fencing token, said as text".into(),
+        };
+        assert!(fencing_error(&theirs).is_none());
     }
 
     #[test]

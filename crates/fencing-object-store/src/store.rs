@@ -24,7 +24,7 @@ use object_store::{
 };
 
 use crate::backend::{DEFAULT_LIMITS, ObjectStoreBackend};
-use crate::error::{into_store, redacted};
+use crate::error::{into_store, redacted, rename_half_done};
 use crate::token;
 use fencing_core::keepalive::TokenSource;
 
@@ -384,18 +384,9 @@ impl<S: ObjectStore> ObjectStore for FencedObjectStore<S> {
         self.copy_fenced(from, to, mode, token)
             .await
             .map_err(redacted)?;
-        self.delete_fenced(from, token).await.map_err(|e| {
-            // The copy landed: say so, never "nothing was written".
-            object_store::Error::Generic {
-                store: crate::error::FENCED,
-                source: format!(
-                    "renaming {from} to {to}: {to} was written, but the tombstone at {from} was \
-                     not: {}",
-                    fencing_core::redact::redact_text(&fencing_core::error_chain(&e))
-                )
-                .into(),
-            }
-        })
+        self.delete_fenced(from, token)
+            .await
+            .map_err(|e| rename_half_done(from.as_ref(), to.as_ref(), e))
     }
 }
 
