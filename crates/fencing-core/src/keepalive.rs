@@ -115,14 +115,16 @@ pub use lost::{Lost, LostReason};
 /// Where the lease stands, as the background task last saw it.
 #[derive(Clone, Debug)]
 enum State {
-    Held(Lease),
+    /// Held, as last renewed, with the last renewal failure since then (so
+    /// that a reader judging the deadline itself tells what the task would).
+    Held(Lease, Option<Arc<Error>>),
     Lost(Lost),
 }
 
 impl State {
     fn lease(&self) -> &Lease {
         match self {
-            Self::Held(lease) => lease,
+            Self::Held(lease, _) => lease,
             Self::Lost(lost) => &lost.lease,
         }
     }
@@ -134,15 +136,17 @@ impl State {
     fn held(&self, ended: bool) -> Result<&Lease, Lost> {
         match self {
             Self::Lost(lost) => Err(lost.clone()),
-            Self::Held(lease) if ended => Err(Lost {
+            Self::Held(lease, _) if ended => Err(Lost {
                 lease: lease.clone(),
                 reason: LostReason::Stopped,
             }),
-            Self::Held(lease) if lease.is_expired() => Err(Lost {
+            Self::Held(lease, last_error) if lease.is_expired() => Err(Lost {
                 lease: lease.clone(),
-                reason: LostReason::Expired { last_error: None },
+                reason: LostReason::Expired {
+                    last_error: last_error.clone(),
+                },
             }),
-            Self::Held(lease) => Ok(lease),
+            Self::Held(lease, _) => Ok(lease),
         }
     }
 }
@@ -242,30 +246,34 @@ impl LeaseWatch {
     }
 
     /// Resolves when the lease is no longer held (as
-    /// [`is_lost`](Self::is_lost) judges): at once if it already is.
-    ///
-    /// If the task renewing it dies instead (a panic in a renewal, its
-    /// runtime shut down), nothing renews the lease any more: it resolves
-    /// at the lease's deadline, as [`LostReason::Expired`].
+    /// [`is_lost`](Self::is_lost) judges): at once if it already is, and
+    /// at the lease's local deadline by its own timer, whether or not the
+    /// task renewing it has run (a process waking from a pause; a task
+    /// that died).
     pub fn lost(&self) -> impl Future<Output = Lost> + Send + 'static + use<> {
         let mut state = self.state.clone();
         let ended = self.ended.clone();
         async move {
+            let mut task_gone = false;
             loop {
-                let lease = match state.borrow_and_update().held(ended.load(Ordering::SeqCst)) {
-                    Ok(lease) => lease.clone(),
+                let judged = state
+                    .borrow_and_update()
+                    .held(ended.load(Ordering::SeqCst))
+                    .map(|lease| lease.deadline());
+                let deadline = match judged {
+                    Ok(deadline) => deadline,
                     Err(lost) => return lost,
                 };
-                if state.changed().await.is_err() {
-                    // The task is gone with the lease held: it died, or it
-                    // was stopped (then `ended` was set before).
-                    let reason = if ended.load(Ordering::SeqCst) {
-                        LostReason::Stopped
-                    } else {
-                        tokio::time::sleep_until(lease.deadline().into()).await;
-                        LostReason::Expired { last_error: None }
-                    };
-                    return Lost { lease, reason };
+                if task_gone {
+                    // It died, or was stopped (then `ended` was set
+                    // before): nothing renews the lease any more.
+                    tokio::time::sleep_until(deadline.into()).await;
+                    continue;
+                }
+                tokio::select! {
+                    changed = state.changed() => task_gone = changed.is_err(),
+                    // Judged again at the top: past the deadline now.
+                    () = tokio::time::sleep_until(deadline.into()) => {}
                 }
             }
         }
@@ -317,7 +325,7 @@ impl KeepAlive {
         lease: Lease,
         options: KeepAliveOptions,
     ) -> Self {
-        let (state_tx, state) = watch::channel(State::Held(lease.clone()));
+        let (state_tx, state) = watch::channel(State::Held(lease.clone(), None));
         let (stop_tx, stop_rx) = oneshot::channel();
         let span = tracing::info_span!(
             "fencing.keepalive",
@@ -395,7 +403,7 @@ impl KeepAlive {
     /// The [`Lost`] lease if it was lost before it was stopped.
     pub async fn stop(mut self) -> Result<Lease, Lost> {
         match self.finish(Stop { release: false }).await {
-            (State::Held(lease), _) => Ok(lease),
+            (State::Held(lease, _), _) => Ok(lease),
             (State::Lost(lost), _) => Err(lost),
         }
     }
@@ -409,9 +417,9 @@ impl KeepAlive {
     /// of [`TokenIssuer::release`].
     pub async fn release(mut self) -> crate::Result<()> {
         match self.finish(Stop { release: true }).await {
-            (State::Held(_), Some(released)) => released,
+            (State::Held(..), Some(released)) => released,
             // The task was gone before it heard of the release.
-            (State::Held(lease), None) => self.issuer.release(&lease).await,
+            (State::Held(lease, _), None) => self.issuer.release(&lease).await,
             (State::Lost(lost), _) => Err(lost.into()),
         }
     }
@@ -428,7 +436,7 @@ impl KeepAlive {
             State::Lost(Lost {
                 lease,
                 reason: LostReason::Stopped,
-            }) => State::Held(lease),
+            }) => State::Held(lease, None),
             last => last,
         };
         match self.task.take() {
@@ -485,7 +493,14 @@ async fn renew_until_lost(
         let deadline = tokio::time::Instant::from_std(lease.deadline());
         tokio::select! {
             biased;
-            stopped = &mut stop => return stopped_with(&*issuer, lease, &state, stopped.ok()).await,
+            stopped = &mut stop => {
+                // Stopped past the deadline: it was lost first (a reader
+                // may have said so already).
+                if lease.is_expired() {
+                    break LostReason::Expired { last_error };
+                }
+                return stopped_with(&*issuer, lease, &state, stopped.ok()).await;
+            }
             () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
             () = tokio::time::sleep_until(next.into()) => {}
         }
@@ -495,13 +510,20 @@ async fn renew_until_lost(
         }
         tokio::select! {
             biased;
-            stopped = &mut stop => return stopped_with(&*issuer, lease, &state, stopped.ok()).await,
+            stopped = &mut stop => {
+                // Stopped past the deadline: it was lost first (a reader
+                // may have said so already).
+                if lease.is_expired() {
+                    break LostReason::Expired { last_error };
+                }
+                return stopped_with(&*issuer, lease, &state, stopped.ok()).await;
+            }
             () = tokio::time::sleep_until(deadline) => break LostReason::Expired { last_error },
             renewed = renew(&*issuer, &mut renewal, &lease) => match renewed {
                 Ok(renewed) => {
                     lease = renewed;
                     last_error = None;
-                    state.send_replace(State::Held(lease.clone()));
+                    state.send_replace(State::Held(lease.clone(), None));
                 }
                 Err(Error::LeaseLost { .. }) => break LostReason::Refused,
                 Err(e) => {
@@ -513,6 +535,9 @@ async fn renew_until_lost(
                         "renewal failed; retrying until the lease's deadline"
                     );
                     last_error = Some(Arc::new(e));
+                    // Readers that see the deadline pass before this task
+                    // does tell the same failure.
+                    state.send_replace(State::Held(lease.clone(), last_error.clone()));
                 }
             },
         }
@@ -565,14 +590,14 @@ async fn stopped_with(
         reason: LostReason::Stopped,
     }));
     if !stop.is_some_and(|s| s.release) {
-        return (State::Held(lease), None);
+        return (State::Held(lease, None), None);
     }
     let released = bounded_release(issuer, &lease).await;
     if let Err(e) = &released {
         tracing::warn!(resource = lease.resource(), token = %lease.token(), error = %e,
             "release after the keep-alive was stopped failed; the lease runs out after its TTL");
     }
-    (State::Held(lease), Some(released))
+    (State::Held(lease, None), Some(released))
 }
 
 /// Releases `lease`, giving the issuer its TTL (at least

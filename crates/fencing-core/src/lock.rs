@@ -278,7 +278,7 @@ impl<'a> Lock<'a> {
                     self.issuer.acquire(request, wait).await
                 }
             };
-            let error = match tried {
+            let mut error = match tried {
                 Ok(lease) => return Ok(lease),
                 Err(e) => e,
             };
@@ -305,10 +305,17 @@ impl<'a> Lock<'a> {
             if let Some(dated) = first_unknown_sent_at
                 && let Some(lease) = self.granted_anyway(request, dated).await
             {
-                if retry {
+                if retry && !lease.is_expired() {
                     return Ok(lease);
                 }
-                return Err(self.hand_back(&lease, error).await);
+                // Given up, or found past its local deadline (granted late,
+                // its answer lost later still): handed back, never handed
+                // out as held.
+                error = self.hand_back(&lease, error).await;
+                if !retry {
+                    return Err(error);
+                }
+                first_unknown_sent_at = None;
             }
             if !retry {
                 return Err(error);
@@ -360,11 +367,11 @@ impl<'a> Lock<'a> {
     /// After an acquire whose answer was lost: the lease, if the grant went
     /// through after all. Only for a fresh holder id, which nobody else
     /// holds under: holding the resource under it means that very acquire
-    /// was granted. A re-entrant issuer hands it back on the next acquire.
-    /// The lease is dated from `sent_at`, when the first acquire whose
+    /// was granted (on a re-entrant issuer too: its next acquire would hand
+    /// the lease back, but a lock that gives up must release it). The lease is dated from `sent_at`, when the first acquire whose
     /// answer was lost was sent, so its deadline stays conservative.
     async fn granted_anyway(&self, request: &LeaseRequest, sent_at: Instant) -> Option<Lease> {
-        if !self.holder.is_fresh() || self.issuer.reentrant() {
+        if !self.holder.is_fresh() {
             return None;
         }
         match self.issuer.holder(&request.resource).await {

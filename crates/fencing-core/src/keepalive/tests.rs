@@ -390,3 +390,21 @@ fn poll_once<F: Future>(future: F) -> Option<F::Output> {
         std::task::Poll::Pending => None,
     }
 }
+
+/// A `lost()` already waiting when the process pauses past the deadline
+/// resolves by its own timer, whether or not the task has run since.
+#[tokio::test]
+async fn a_waiting_lost_resolves_at_the_deadline_by_its_own_timer() {
+    let (issuer, lease) = setup("lost-waiting").await;
+    issuer.set(HANGING);
+    let keep_alive = KeepAlive::spawn(issuer.clone(), lease);
+    let mut lost = std::pin::pin!(keep_alive.lost());
+    assert!(poll_once(lost.as_mut()).is_none());
+    let lost = tokio::time::timeout(TTL + SLACK, lost)
+        .await
+        .expect("resolved by the deadline");
+    assert!(
+        matches!(lost.reason(), LostReason::Expired { .. }),
+        "{lost:?}"
+    );
+}

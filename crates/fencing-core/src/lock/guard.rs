@@ -1,6 +1,7 @@
 //! [`LeaseGuard`]: what a [`Lock`](super::Lock) hands out.
 
 use std::future::Future;
+use std::task::Poll;
 
 use crate::keepalive::{KeepAlive, Lost};
 use crate::{Error, FencingToken, Lease, Result};
@@ -70,9 +71,11 @@ impl LeaseGuard {
     /// dropped then, so it stops at its next `.await`; a write already sent
     /// is refused by the store if a newer holder fenced it).
     ///
-    /// A lease already lost, or past its local deadline (a process waking
-    /// from a pause, before the keep-alive's timer fires), never has its
-    /// work polled: nothing the work does before its first `.await` runs.
+    /// The lease is judged before every poll of the work: a lease already
+    /// lost, or past its local deadline (a process waking from a pause,
+    /// before the keep-alive's timer fires), never has its work polled, so
+    /// nothing the work does before its first `.await`, or after the
+    /// `.await` the pause happened in, runs.
     ///
     /// # Errors
     /// [`Error::LeaseLost`] (converted into `E`), or the work's own error.
@@ -80,15 +83,21 @@ impl LeaseGuard {
         &self,
         work: impl Future<Output = std::result::Result<T, E>>,
     ) -> std::result::Result<T, E> {
-        // Judged here, when `run` is first polled, not when it was called.
-        if let Some(lost) = self.keep_alive.lost_now() {
-            return Err(Error::from(lost).into());
-        }
-        tokio::select! {
-            biased;
-            lost = self.keep_alive.lost() => Err(Error::from(lost).into()),
-            done = work => done,
-        }
+        let mut lost = std::pin::pin!(self.keep_alive.lost());
+        let mut work = std::pin::pin!(work);
+        std::future::poll_fn(|cx| {
+            // Judged before every poll of the work, not only the first: a
+            // pause while the work awaits ends with the work woken, maybe
+            // before the keep-alive's timer or `lost`'s own has fired.
+            if let Some(lost) = self.keep_alive.lost_now() {
+                return Poll::Ready(Err(Error::from(lost).into()));
+            }
+            if let Poll::Ready(lost) = lost.as_mut().poll(cx) {
+                return Poll::Ready(Err(Error::from(lost).into()));
+            }
+            work.as_mut().poll(cx)
+        })
+        .await
     }
 
     /// Stops renewing and gives the lease up so the next holder gets in at

@@ -380,12 +380,16 @@ struct LosesTheGrant {
     tries: std::sync::atomic::AtomicUsize,
     asked: std::sync::atomic::AtomicUsize,
     then_retryable: bool,
+    reentrant: bool,
 }
 
 #[async_trait::async_trait]
 impl TokenIssuer for LosesTheGrant {
     fn name(&self) -> &'static str {
         "loses-the-grant"
+    }
+    fn reentrant(&self) -> bool {
+        self.reentrant
     }
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         if self.tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
@@ -423,14 +427,17 @@ impl TokenIssuer for LosesTheGrant {
 /// holder for its TTL. Seen failing: the grant was looked for only when the
 /// last error was the lost answer itself, so the lock either waited out
 /// its own orphan or gave up leaving it held.
+/// On a re-entrant issuer (Redis, SQL) too.
 #[tokio::test]
 async fn a_grant_whose_answer_was_lost_earlier_is_found_or_handed_back() {
-    for then_retryable in [true, false] {
+    for (then_retryable, reentrant) in [(true, false), (false, false), (true, true), (false, true)]
+    {
         let issuer = Arc::new(LosesTheGrant {
             inner: MemoryIssuer::new(),
             tries: Default::default(),
             asked: Default::default(),
             then_retryable,
+            reentrant,
         });
         let taken = issuer
             .lock("jobs/orphan")
@@ -447,8 +454,107 @@ async fn a_grant_whose_answer_was_lost_earlier_is_found_or_handed_back() {
             assert!(matches!(taken, Err(Error::Backend { .. })), "{taken:?}");
             assert!(
                 holding.is_none(),
-                "the grant whose answer was lost is still held: {holding:?}"
+                "re-entrant {reentrant}: the grant whose answer was lost is still held: {holding:?}"
             );
         }
     }
+}
+
+/// Grants the first acquire at once but answers it (as lost) only after
+/// `late`; later acquires are answered.
+#[derive(Debug)]
+struct AnswersLate {
+    inner: MemoryIssuer,
+    tries: std::sync::atomic::AtomicUsize,
+    late: Duration,
+}
+
+#[async_trait::async_trait]
+impl TokenIssuer for AnswersLate {
+    fn name(&self) -> &'static str {
+        "answers-late"
+    }
+    async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
+        let granted = self.inner.try_acquire(request).await;
+        if self.tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            tokio::time::sleep(self.late).await;
+            return Err(Error::outcome_unknown(
+                "answers-late",
+                format!("acquire {:?}", request.resource),
+                "timed out",
+            ));
+        }
+        granted
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<()> {
+        self.inner.release(lease).await
+    }
+    async fn holder(&self, resource: &str) -> Result<Option<crate::Holding>> {
+        self.inner.holder(resource).await
+    }
+}
+
+/// A grant applied at once whose answer was lost only after the TTL (a
+/// call timeout longer than the lease): found by asking who holds, it is
+/// already past its local deadline, so it is handed back and the lock
+/// takes a fresh one instead of handing out a guard lost on arrival. Seen
+/// failing: `acquire` returned a guard with `is_lost()` true.
+#[tokio::test]
+async fn a_grant_found_past_its_deadline_is_handed_back_not_handed_out() {
+    let issuer = Arc::new(AnswersLate {
+        inner: MemoryIssuer::new(),
+        tries: Default::default(),
+        late: TTL + Duration::from_millis(100),
+    });
+    let held = issuer
+        .lock("jobs/late")
+        .ttl(TTL)
+        .wait(Duration::from_secs(5))
+        .await
+        .expect("a fresh grant");
+    assert!(
+        !held.is_lost(),
+        "handed out a lease already past its deadline"
+    );
+    assert!(held.current().is_ok());
+    assert_eq!(
+        held.token(),
+        FencingToken::new(2),
+        "the late grant was kept"
+    );
+    held.release().await.expect("release");
+}
+
+/// A pause while the work awaits (the runtime's only thread blocked by
+/// another task, then the work woken by what it awaited): `run` judges the
+/// deadline before polling the work again, so nothing after that `.await`
+/// runs. Seen failing: the work ran on, with `is_lost()` already true.
+#[tokio::test]
+async fn run_stops_work_woken_after_a_pause_past_the_deadline() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
+    let held = issuer.lock("jobs/mid-pause").ttl(TTL).await.expect("free");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The pause: this task blocks the runtime's only thread.
+        std::thread::sleep(TTL + Duration::from_millis(200));
+        let _ = tx.send(());
+    });
+    let resumed = AtomicBool::new(false);
+    let ran = held
+        .run(async {
+            let _ = rx.await;
+            resumed.store(true, Ordering::SeqCst);
+            Ok::<_, Error>(())
+        })
+        .await;
+    assert!(matches!(ran, Err(Error::LeaseLost { .. })), "{ran:?}");
+    assert!(
+        !resumed.load(Ordering::SeqCst),
+        "the work ran on after a pause past the deadline"
+    );
 }
