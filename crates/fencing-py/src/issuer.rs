@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fencing_tokens::{FencedStore, LeaseRequest, Result, TokenIssuer};
+use fencing_tokens::keepalive::LeaseWatch;
+use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, Result, TokenIssuer};
 use pyo3::prelude::*;
 
 use crate::aio::{Completions, GiveBack};
@@ -270,11 +271,26 @@ impl Issuer {
 #[pyclass(frozen, module = "fencing")]
 pub(crate) struct Lease {
     pub(crate) inner: fencing_tokens::Lease,
+    /// The guard's view, for a lease read off a `Held` (`held.lease`):
+    /// presented as a token, it is refused once that lease is lost, as
+    /// `held.token` is.
+    pub(crate) watch: Option<LeaseWatch>,
 }
 
 impl From<fencing_tokens::Lease> for Lease {
     fn from(inner: fencing_tokens::Lease) -> Self {
-        Self { inner }
+        Self { inner, watch: None }
+    }
+}
+
+impl Lease {
+    /// The token to write with: `LeaseLost` if it is a guard's lease that
+    /// is no longer held.
+    pub(crate) fn token_to_send(&self) -> fencing_tokens::Result<FencingToken> {
+        match &self.watch {
+            Some(watch) => watch.current(),
+            None => Ok(self.inner.token()),
+        }
     }
 }
 

@@ -377,10 +377,15 @@ impl Held {
             .map_err(|e| errors::to_py(&e))
     }
 
-    /// The lease as last renewed.
+    /// The lease as last renewed. Presented as a token (`store.put(...,
+    /// held.lease)`), it is refused with `LeaseLost` once the lease is lost,
+    /// as `held.token` is; its `token` stays readable.
     #[getter]
     fn lease(&self) -> PyResult<Lease> {
-        self.with(|g| Lease::from(g.lease()))
+        self.with(|g| Lease {
+            inner: g.lease(),
+            watch: Some(g.watch()),
+        })
     }
 
     /// Whether the lease was lost: a renewal refused, or its deadline

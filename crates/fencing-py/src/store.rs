@@ -45,10 +45,11 @@ pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
 }
 
 /// A token from Python: an `int` from 0 to 2**64 - 1, or a `Lease` (its
-/// token). Anything else is `InvalidInput`, not an `OverflowError`.
+/// token; `LeaseLost` for a `held.lease` whose lease is no longer held).
+/// Anything else is `InvalidInput`, not an `OverflowError`.
 pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
     if let Ok(lease) = value.cast::<crate::issuer::Lease>() {
-        return Ok(lease.get().inner.token());
+        return lease.get().token_to_send().map_err(|e| errors::to_py(&e));
     }
     // An int to Python, and 1 to `extract`: a token by mistake.
     if value.is_instance_of::<pyo3::types::PyBool>() {
