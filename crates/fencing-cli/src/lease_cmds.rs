@@ -29,6 +29,11 @@ pub(crate) struct Target {
     pub(crate) resource: String,
 }
 
+/// Past a TTL of watching, how long a `--wait 0` on an issuer that needs
+/// watching goes on: a waiter polls a bucket's record at most a second
+/// apart.
+const WATCH_SLACK: Duration = Duration::from_millis(1500);
+
 /// The lease `acquire` and `run` take, and how long they wait for it.
 #[derive(Debug, Args)]
 pub(crate) struct Grant {
@@ -39,12 +44,28 @@ pub(crate) struct Grant {
     #[arg(long, default_value = "30s", value_parser = crate::parse_duration)]
     ttl: Duration,
     /// How long to wait while someone else holds it (0 = give up at once
-    /// with exit code 121).
+    /// with exit code 121; on an issuer that can tell an abandoned lease
+    /// only by watching it, the bucket lease and DynamoDB, 0 watches it for
+    /// one --ttl first).
     #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
     wait: Duration,
 }
 
 impl Grant {
+    /// How long to wait on `issuer`: `--wait`, except that "give up at
+    /// once" watches a held lease for one TTL (and a poll's pause) on an
+    /// issuer that tells a holder gone only by watching its lease
+    /// unchanged for a TTL of the waiter's own clock. Each `fence` is a new
+    /// process that has watched nothing: a one-try acquire there would
+    /// never take over the lease of a holder that crashed.
+    fn wait_on(&self, issuer: &dyn TokenIssuer) -> Duration {
+        if self.wait.is_zero() && issuer.expiry_needs_watching() {
+            self.ttl + WATCH_SLACK
+        } else {
+            self.wait
+        }
+    }
+
     /// The request for the resource with the TTL.
     fn request(&self) -> LeaseRequest {
         LeaseRequest::new(&self.target.resource, self.ttl)
@@ -60,7 +81,7 @@ impl Grant {
         let mut lock = issuer
             .lock(&self.target.resource)
             .ttl(self.ttl)
-            .wait(self.wait);
+            .wait(self.wait_on(&**issuer));
         if let Some(holder) = holder {
             lock = lock.holder(holder);
         }
@@ -142,7 +163,8 @@ pub(crate) async fn acquire(args: AcquireArgs) -> CliResult {
         if let Some(holder) = holder {
             request = request.with_holder(holder);
         }
-        let Some(lease) = acquire_or_wait(&*issuer, &request, args.grant.wait).await? else {
+        let wait = args.grant.wait_on(&*issuer);
+        let Some(lease) = acquire_or_wait(&*issuer, &request, wait).await? else {
             say_held(&*issuer, &request.resource).await;
             return Ok(ExitCode::from(exit::HELD));
         };

@@ -193,3 +193,34 @@ async fn one_gcs_bucket_is_issuer_and_store() {
 async fn one_azure_container_is_issuer_and_store() {
     one_bucket_for_both(&AZURE).await;
 }
+
+/// A holder that took the bucket lease and died without releasing it (a
+/// crash: `fence acquire` leaves the lease unrenewed): the next `fence
+/// run`, a new process that has watched nothing, with the default `--wait
+/// 0`, watches the record for one TTL and takes it over, instead of
+/// answering "held" for ever (the bucket lease tells a holder gone only by
+/// a waiter's own clock). Seen failing: exit 121, run after run.
+#[tokio::test]
+async fn a_run_takes_over_a_bucket_lease_whose_holder_died() {
+    let Some(Bucket { url, .. }) = emulator_bucket(&S3).await else {
+        return;
+    };
+    let url = &format!("{url}&emulator=true");
+    let resource = "crashed-holder";
+    let crashed = common::on_resource("acquire", url, resource, &["--ttl", "2s", "--json"]);
+    assert_exit(&crashed, 0);
+    let dead = json(&crashed)["token"].as_u64().expect("a token");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let out = common::on_resource(
+        "run",
+        url,
+        resource,
+        &["--ttl", "2s", "--", "sh", "-c", "echo $FENCING_TOKEN"],
+    );
+    assert_exit(&out, 0);
+    let token: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no token: {}", text(&out)));
+    assert!(token > dead, "{token} after {dead}");
+}

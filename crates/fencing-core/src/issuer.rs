@@ -62,6 +62,17 @@ pub trait TokenIssuer: Send + Sync + Debug {
         false
     }
 
+    /// Whether this issuer tells that a holder stopped renewing only by
+    /// watching its lease unchanged for a TTL of the waiter's own clock
+    /// (the bucket lease by default, DynamoDB): no server clock says when a
+    /// lease expired. A one-try [`try_acquire`](Self::try_acquire) then
+    /// never takes over an abandoned lease; an [`acquire`](Self::acquire)
+    /// that waits at least the lease's TTL does. Default: no, the issuer's
+    /// server frees an expired lease itself.
+    fn expiry_needs_watching(&self) -> bool {
+        false
+    }
+
     /// Tries once: `Ok(None)` if another holder has the resource.
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>>;
 

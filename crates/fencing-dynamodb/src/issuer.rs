@@ -173,6 +173,10 @@ impl TokenIssuer for DynamoIssuer {
         NAME
     }
 
+    fn expiry_needs_watching(&self) -> bool {
+        true
+    }
+
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let key = self.key(&request.resource);

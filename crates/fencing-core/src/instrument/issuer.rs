@@ -79,6 +79,10 @@ impl<T: TokenIssuer> TokenIssuer for Instrumented<T> {
         self.inner.reentrant()
     }
 
+    fn expiry_needs_watching(&self) -> bool {
+        self.inner.expiry_needs_watching()
+    }
+
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         let name = self.inner.name();
         let span = tracing::info_span!(

@@ -294,6 +294,10 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         self.backend.name()
     }
 
+    fn expiry_needs_watching(&self) -> bool {
+        self.expiry == LeaseExpiry::WaiterClock
+    }
+
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let key = self.record_key(&request.resource);
