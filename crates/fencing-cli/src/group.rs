@@ -290,6 +290,22 @@ pub(crate) async fn supervise(
                              would continue it (no job control); continuing it"
                         );
                         group.signal(Signal::SIGCONT);
+                    } else if kill_at.is_none() {
+                        // Blocked for it where this could happen
+                        // (`__exec` without `--job-control`), unless the
+                        // terminal changed hands since or the command
+                        // unblocked them: continued, it would stop again
+                        // at its next try, and stopped, nothing would
+                        // ever continue it while fence renews the lease.
+                        eprintln!(
+                            "fence: the command stopped ({signal}) using the terminal from the                              background, and nothing above fence would continue it (no job                              control); sending {} to its process group",
+                            supervision.signal
+                        );
+                        stop(&mut kill_at);
+                        group.signal(Signal::SIGCONT);
+                    } else {
+                        // Let it act on the signal; killed after --grace.
+                        group.signal(Signal::SIGCONT);
                     }
                     continue;
                 }

@@ -214,3 +214,31 @@ fn a_background_fence_stops_when_its_command_reads_and_fg_continues_it() {
     );
     assert!(seen.contains("rc=0"), "{seen}");
 }
+
+/// fence in the background with no job control directly above it
+/// (`bash -c 'fence run …' &` from an interactive shell): nothing would
+/// ever continue the command's group if its read of the terminal stopped
+/// it (SIGTTIN), so the command starts with SIGTTIN and SIGTTOU blocked
+/// and its read fails (EIO) at once; the command ends, fence exits and
+/// releases, rather than renew the lease for ever over a stopped group.
+#[test]
+fn a_background_fence_without_job_control_above_does_not_leave_its_command_stopped() {
+    let s = Scratch::new("tty-bg-nojc");
+    s.write("read.sh", "read -r x; echo \"got=[$x] read=$?\"\n");
+    let script = format!(
+        "set -m; bash -c '{}; echo fence-rc=$?' & wait $!; \
+         {FENCE} run --issuer {} --resource tty --ttl 5s --wait 0s -- true; echo second-rc=$?",
+        fence_run(&s, "read.sh"),
+        s.url()
+    );
+    let seen = pty::session(&script, &[]);
+    assert!(
+        seen.contains("got=[] read=1"),
+        "the command's read of the terminal did not fail at once:\n{seen}"
+    );
+    assert!(seen.contains("fence-rc=0"), "fence did not exit 0:\n{seen}");
+    assert!(
+        seen.contains("second-rc=0"),
+        "fence did not release the lease:\n{seen}"
+    );
+}

@@ -11,7 +11,9 @@ use tokio::signal::unix::{SignalKind, signal};
 /// stops fence alone while the command's group runs on unrenewed. The
 /// command gets the default mask: a child inherits this one (std's spawn
 /// keeps it, exec too), and `fence __exec` clears it before it execs the
-/// command ([`super::helper`]).
+/// command ([`super::helper`]), but for these two where nothing could
+/// continue the command stopped by them
+/// ([`super::terminal::stops_can_be_undone`]).
 pub(crate) fn write_to_the_terminal_in_the_background() {
     use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
     let mut tty = SigSet::empty();

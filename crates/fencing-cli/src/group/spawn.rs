@@ -68,6 +68,9 @@ pub(crate) fn spawn_with_lease(
     if let Some(end) = &report_end {
         cmd.arg("--report-fd").arg(end.as_raw_fd().to_string());
     }
+    if super::terminal::stops_can_be_undone() {
+        cmd.arg("--job-control");
+    }
     cmd.arg("--").args(command);
     cmd.env("FENCING_TOKEN", lease.token().to_string())
         .env("FENCING_RESOURCE", lease.resource())
@@ -201,8 +204,8 @@ fn watch_group(args: &WatchArgs) -> ExitCode {
 /// `fence __exec --parent PID [--report-fd FD] -- COMMAND…`: what fence's
 /// child runs before it becomes the command. Asks the kernel for SIGKILL
 /// when fence dies (kept across `exec`), checks that fence did not die
-/// before that (it would then never come), unblocks every signal, and
-/// execs the command in place, keeping the pid that leads the group.
+/// before that (it would then never come), unblocks every signal (but
+/// SIGTTIN and SIGTTOU without `--job-control`), and execs the command in place, keeping the pid that leads the group.
 #[derive(Debug, Args)]
 struct ExecArgs {
     /// fence's pid.
@@ -212,6 +215,13 @@ struct ExecArgs {
     /// exit code this exits with if it does not become the command.
     #[arg(long)]
     report_fd: Option<i32>,
+    /// Unblock SIGTTIN and SIGTTOU too: something can continue the command
+    /// if its use of the terminal from the background stops it
+    /// ([`super::terminal::stops_can_be_undone`]). Without it they stay
+    /// blocked: a read from the background fails (EIO), a write goes
+    /// through, rather than stop the command for ever.
+    #[arg(long)]
+    job_control: bool,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
@@ -254,9 +264,16 @@ fn exec_child(args: &ExecArgs) -> ExitCode {
     // fence blocks SIGTTIN and SIGTTOU for itself, and a child inherits
     // the mask (std's spawn keeps it, and exec does too): the command's
     // reads from the terminal would fail with EIO instead of stopping it
-    // in the background, its writes pass `stty tostop`. Signals fence
-    // catches are back to their default at exec.
-    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
+    // in the background, its writes pass `stty tostop`. That is kept where
+    // nothing could continue such a stop (no `--job-control`); every
+    // other signal is unblocked. Signals fence catches are back to their
+    // default at exec.
+    let mut mask = SigSet::empty();
+    if !args.job_control {
+        mask.add(Signal::SIGTTIN);
+        mask.add(Signal::SIGTTOU);
+    }
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&mask), None) {
         eprintln!("fence: cannot unblock signals for {program:?}: {e}");
         return fail(exit::RUN_FAILED);
     }

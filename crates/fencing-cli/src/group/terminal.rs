@@ -26,6 +26,18 @@ fn in_the_foreground() -> bool {
     at_a_terminal() && tcgetpgrp(std::io::stdin()).is_ok_and(|group| group == getpgrp())
 }
 
+/// Whether the command may be stopped for job control (SIGTTIN, SIGTTOU
+/// unblocked): at a terminal, with fence in its foreground at the start
+/// (the command gets the terminal, and a stop fence sees it can undo or
+/// follow) or a job-control shell above fence (that stops fence with the
+/// command, and `fg` continues both). Otherwise (fence in the background
+/// of `sh -c … &`, no terminal on stdin) nothing would ever continue a
+/// command stopped reading the terminal: it starts with both blocked, so
+/// such a read fails (EIO) and a write goes through.
+pub(super) fn stops_can_be_undone() -> bool {
+    at_a_terminal() && (in_the_foreground() || job_control_above())
+}
+
 /// Gives the terminal to `group` if fence is in its foreground; nothing
 /// otherwise (a background job, no terminal). Until [`take_back`].
 pub(super) fn give(group: Pid) {
