@@ -86,16 +86,7 @@ impl clap::builder::TypedValueParser for StoreKey {
 /// fence gets a terminating signal (the group is ended; exit 128 + it).
 /// `--status-file` gets whose exit code fence exits with, whichever way.
 pub(crate) async fn lead(args: LeadArgs) -> CliResult {
-    args.status_file.empty()?;
-    let outcome = match lead_a_term(&args).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            args.status_file
-                .record(Outcome::fence(crate::error_code(&*e, true)));
-            return Err(e);
-        }
-    };
-    Ok(args.status_file.record(outcome).into())
+    args.status_file.around(lead_a_term(&args)).await
 }
 
 /// [`lead`], but for the status file.

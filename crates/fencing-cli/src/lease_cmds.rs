@@ -231,16 +231,7 @@ pub(crate) async fn holder(args: HolderArgs) -> CliResult {
 /// Runs a command under a lease: the batch job that must not run twice.
 /// `--status-file` gets whose exit code fence exits with, whichever way.
 pub(crate) async fn run(args: RunArgs) -> CliResult {
-    args.status_file.empty()?;
-    let outcome = match run_under_lease(&args).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            args.status_file
-                .record(Outcome::fence(crate::error_code(&*e, true)));
-            return Err(e);
-        }
-    };
-    Ok(args.status_file.record(outcome).into())
+    args.status_file.around(run_under_lease(&args)).await
 }
 
 /// [`run`], but for the status file.

@@ -69,6 +69,23 @@ impl StatusFile {
         }
     }
 
+    /// Runs `body` (what `run` and `lead` do) with the file emptied first
+    /// and written at the end, with the command's outcome or fence's own
+    /// failure, whichever way `body` ends.
+    pub(crate) async fn around(
+        &self,
+        body: impl std::future::Future<Output = Result<Outcome, Box<dyn std::error::Error>>>,
+    ) -> crate::CliResult {
+        self.empty()?;
+        match body.await {
+            Ok(outcome) => Ok(self.record(outcome).into()),
+            Err(e) => {
+                self.record(Outcome::fence(crate::error_code(&*e, true)));
+                Err(e)
+            }
+        }
+    }
+
     /// Writes `outcome` to the file, if one was named, and hands it back;
     /// fence's failure (exit 120, the file left empty) if it cannot.
     pub(crate) fn record(&self, outcome: Outcome) -> Outcome {
