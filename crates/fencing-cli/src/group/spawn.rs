@@ -48,7 +48,7 @@ impl Report {
 /// process group of its own. On Linux the kernel kills it (SIGKILL) if
 /// fence dies, see [`exec_child`]. Err: the command could not be started,
 /// said on stderr; the exit code for it (126, 127 as a shell's); on Linux
-/// that is known only once the leader exits ([`Leader::not_started`]).
+/// that is known only once the leader exits (`Leader::not_started`).
 pub(crate) fn spawn_with_lease(
     command: &[String],
     lease: &Lease,
