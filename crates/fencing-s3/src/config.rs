@@ -287,7 +287,7 @@ mod tests {
                     "s3://b?endpont=x",
                     &[
                         "unknown option \"endpont\" in a s3:// URL",
-                        "known options: endpoint, emulator, adopt_unfenced, lease_prefix, region, path_style, sslrootcert",
+                        "known options: endpoint, emulator, adopt_unfenced, lease_prefix, lease_expiry, region, path_style, sslrootcert",
                     ],
                 ),
                 ("s3://b?adopt_unfenced=ture", &["adopt_unfenced=\"ture\""]),

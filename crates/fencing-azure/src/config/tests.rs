@@ -53,7 +53,7 @@ fn bad_urls_are_invalid_input_naming_the_problem() {
                 "az://c?key=x",
                 &[
                     "unknown option \"key\" in a az:// URL",
-                    "known options: endpoint, emulator, adopt_unfenced, lease_prefix, account, sas, sas_lifetime",
+                    "known options: endpoint, emulator, adopt_unfenced, lease_prefix, lease_expiry, account, sas, sas_lifetime",
                 ],
             ),
             ("az://c?sas=", &["sas=\"***\": needs a value"]),
