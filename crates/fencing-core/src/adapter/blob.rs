@@ -1,5 +1,5 @@
-//! Fencing on object stores: one read → check → conditional-write loop,
-//! shared by every blob backend (S3, GCS, Azure, in-memory).
+//! Fencing on object stores: the [conditional-write engine](super::cas) run
+//! on every blob backend (S3, GCS, Azure, in-memory).
 //!
 //! Object stores have no "write if the stored token is lower" operation, but
 //! they do have compare-and-swap on an object version (an ETag or a
@@ -20,7 +20,7 @@
 //!
 //! Conditional writes are never retried inside an SDK (a retry of an applied
 //! write fails its precondition and would read as "nothing was written");
-//! this loop retries them, and reports [`Error::OutcomeUnknown`] whenever an
+//! the engine retries them, and reports [`Error::OutcomeUnknown`] whenever an
 //! earlier attempt may have been applied.
 
 mod backend;
@@ -35,7 +35,6 @@ mod probe;
 mod retry;
 
 use std::fmt::{self, Debug};
-use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -52,6 +51,8 @@ pub use self::known::KnownVersions;
 pub use self::lease::{BlobIssuer, LeaseExpiry};
 use self::probe::precondition_checks;
 pub use self::retry::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
+pub use super::cas::CONTENDED_WRITE_MAX;
+use super::cas::{self, End, Engine, Found, Intent, Outcome, Payload, Wrote};
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
@@ -100,26 +101,7 @@ pub struct BlobStore<B> {
     adopt_unfenced: bool,
     /// Where the bucket issuer keeps its lease records: not the store's.
     lease_prefix: String,
-    known: KnownVersions<Known>,
-}
-
-/// An object as this store's last write (or read) of it left it.
-#[derive(Clone, Debug)]
-struct Known {
-    version: BlobVersion,
-    mark: FencingToken,
-    /// Whether the next put writes at this version without reading first:
-    /// not while other writers' writes came between ours (a conditional
-    /// write that is likely to fail costs a request on top of the read).
-    trusted: bool,
-    /// Whether, the last time this store read the key and then wrote, the
-    /// version it had just read was overtaken before its write landed. Then
-    /// the next put of a small value writes at this version without reading
-    /// first even if not `trusted`: a read would be overtaken too, so it
-    /// costs a request without making the write likelier to win. A read
-    /// whose write then wins clears it (writers taking turns, not racing:
-    /// there the read pays for itself).
-    contended: bool,
+    known: KnownVersions<cas::Known<BlobVersion>>,
 }
 
 /// S3's limits, the tightest of the object stores: keys of 1,024 bytes of
@@ -131,11 +113,6 @@ pub const S3_LIMITS: Limits = Limits {
     max_value_len: 5 * 1024 * 1024 * 1024 - FRAME_HEADER_LEN,
     max_token: FencingToken::new(u64::MAX),
 };
-
-/// The largest value a put under contention sends without reading first: a
-/// lost conditional write uploads the whole body for nothing, which above
-/// this costs more than the header read it saves.
-pub const CONTENDED_WRITE_MAX: usize = 64 * 1024;
 
 impl<B: BlobBackend> BlobStore<B> {
     /// A fenced store on `backend`, retrying a lost race up to 32 times and
@@ -198,14 +175,6 @@ impl<B: BlobBackend> BlobStore<B> {
         Ok(())
     }
 
-    fn known(&self, key: &str) -> Option<Known> {
-        self.known.get(key)
-    }
-
-    fn remember(&self, key: &str, entry: Option<Known>) {
-        self.known.remember(key, entry);
-    }
-
     /// Unframes a stored object, applying the policy for foreign objects.
     fn unframe(&self, key: &str, stored: StoredObject) -> Result<Current> {
         match frame::decode_header(&stored.bytes) {
@@ -243,154 +212,98 @@ impl<B: BlobBackend> BlobStore<B> {
         stored.map(|s| self.unframe(key, s)).transpose()
     }
 
-    /// The loop shared by `put`, `fence` and `delete`. `next` sees the
-    /// current object (or `None`) and returns the value and frame to write,
-    /// or `None` when nothing needs writing. `value_len` is the length of
-    /// the value a put or delete writes whatever it finds (unused with
-    /// `need_body`).
-    async fn update<F>(
+    /// `put`, `fence` and `delete`: the [engine](super::cas) run on this
+    /// backend, writing `value` where the intent writes a value.
+    async fn update(
         &self,
         key: &str,
         token: FencingToken,
-        need_body: bool,
-        value_len: usize,
-        next: F,
-    ) -> Result<()>
-    where
-        F: Fn(Option<&Current>) -> Option<(Bytes, BlobMeta)> + Send + Sync,
-    {
-        let previous = self.known(key);
-        // The fast path needs no body, so it only serves puts and deletes.
-        // Writing at a remembered version is safe whatever has happened
-        // since: if the object is still at it, its mark is the one
-        // remembered, which `token` is not below; if not, the precondition
-        // fails and nothing is written.
-        let mut cached = if need_body {
-            None
-        } else {
-            previous
-                .clone()
-                .filter(|k| {
-                    token >= k.mark
-                        && (k.trusted || (k.contended && value_len <= CONTENDED_WRITE_MAX))
-                })
-                .map(|k| (k.version, k.mark))
+        intent: Intent<BlobVersion>,
+        value: Bytes,
+    ) -> Result<()> {
+        let engine = Engine::new(token, intent, self.known.get(key), self.max_attempts);
+        let mut port = Port {
+            store: self,
+            key,
+            value,
+            read: Bytes::new(),
         };
-        // Set once a write may have been applied without our seeing the
-        // answer: from then on, any way out but success is OutcomeUnknown.
-        let mut unknown: Option<Error> = None;
-        // Kept with the version for the next call's choice of fast path;
-        // only a write on a version read in this call says anything new.
-        let mut contended = previous.as_ref().is_some_and(|k| k.contended);
-        for attempt in 1..=self.max_attempts {
-            let from_cache = cached.is_some();
-            let current = match cached.take() {
-                Some((version, mark)) => Some(Current {
-                    version,
-                    meta: BlobMeta {
-                        token: mark,
-                        has_value: true,
-                    },
-                    value: Bytes::new(),
-                }),
-                None => match self.load(key, need_body).await {
-                    Ok(current) => current,
-                    Err(e) => return Err(unknown.unwrap_or(e)),
-                },
-            };
-            let precondition = current.as_ref().map_or(Precondition::Absent, |c| {
-                Precondition::Matches(c.version.clone())
-            });
-            if let Some(current) = &current {
-                let mark = current.meta.token;
-                if token < mark {
-                    let known = Known {
-                        version: current.version.clone(),
-                        mark,
-                        trusted: false,
-                        contended,
-                    };
-                    self.remember(key, Some(known));
-                    // Ours may have been applied and then overwritten.
-                    return Err(unknown.unwrap_or(Error::StaleToken {
-                        key: key.to_owned(),
-                        presented: token,
-                        current: mark,
-                    }));
-                }
+        match cas::run(&mut port, &self.known, key, engine).await {
+            Outcome::Ended(End::Written(_) | End::Unchanged) => Ok(()),
+            Outcome::Ended(End::Stale { current }) => Err(Error::StaleToken {
+                key: key.to_owned(),
+                presented: token,
+                current,
+            }),
+            Outcome::Ended(End::Contention { attempts }) => Err(Error::Contention {
+                key: key.to_owned(),
+                attempts,
+            }),
+            // Neither a put, a delete nor a fence has a condition of the
+            // caller's to fail.
+            Outcome::Ended(end @ (End::Exists { .. } | End::NotMatched | End::Unknown)) => {
+                Err(Error::backend(
+                    self.backend.name(),
+                    false,
+                    format!("the write engine ended a blob store write with {end:?}"),
+                ))
             }
-            let Some((value, meta)) = next(current.as_ref()) else {
-                return Ok(());
-            };
-            let body = frame::encode(meta, &value);
-            let write = BlobWrite::new(body, meta, precondition);
-            let sent = Instant::now();
-            let pause = match self.backend.write(key, write).await {
-                Ok(WriteOutcome::Written(version)) => {
-                    contended &= from_cache;
-                    // Trusted next time unless another write came between
-                    // our last one and this one (then the next put reads
-                    // first, until ours follow each other again).
-                    let trusted = from_cache
-                        || match (&previous, &current) {
-                            (None, _) => true,
-                            (Some(p), Some(c)) => p.version == c.version,
-                            (Some(_), None) => false,
-                        };
-                    let known = Known {
-                        version,
-                        mark: meta.token,
-                        trusted,
-                        contended,
-                    };
-                    self.remember(key, Some(known));
-                    return Ok(());
-                }
-                Ok(WriteOutcome::PreconditionFailed) => {
-                    contended |= !from_cache;
-                    self.retrying(key, "precondition_failed");
-                    tracing::debug!(
-                        key,
-                        attempt,
-                        backend = self.backend.name(),
-                        "lost a race; reading again"
-                    );
-                    retry_pause_after(attempt, sent.elapsed())
-                }
-                Err(e @ Error::OutcomeUnknown { .. }) => {
-                    self.retrying(key, "outcome_unknown");
-                    tracing::warn!(
-                        key,
-                        attempt,
-                        backend = self.backend.name(),
-                        error = %e,
-                        "a conditional write may have been applied; reading again"
-                    );
-                    unknown = Some(e);
-                    retry_pause(attempt)
-                }
-                Err(e) => return Err(unknown.unwrap_or(e)),
-            };
-            tokio::time::sleep(pause).await;
+            Outcome::Unknown { first, .. } => Err(first),
+            Outcome::Failed(e) => Err(e),
         }
-        Err(unknown.unwrap_or(Error::Contention {
-            key: key.to_owned(),
-            attempts: self.max_attempts,
+    }
+}
+
+/// One call's way onto the backend: the read and the conditional write
+/// the [engine](super::cas) asks for.
+struct Port<'a, B> {
+    store: &'a BlobStore<B>,
+    key: &'a str,
+    /// The caller's value.
+    value: Bytes,
+    /// The value of the object last read whole (a fence rewrites it).
+    read: Bytes,
+}
+
+impl<B: BlobBackend> cas::Port for Port<'_, B> {
+    type Version = BlobVersion;
+    type Error = Error;
+
+    fn name(&self) -> &'static str {
+        self.store.backend.name()
+    }
+
+    async fn read(&mut self, body: bool) -> Result<Option<Found<BlobVersion>>> {
+        let current = self.store.load(self.key, body).await?;
+        Ok(current.map(|c| {
+            self.read = c.value;
+            Found {
+                version: c.version,
+                mark: c.meta.token,
+                live: c.meta.has_value,
+            }
         }))
     }
 
-    /// Before trying a conditional write again: forgets `key`'s version
-    /// (it is read afresh) and counts the retry
-    /// ([`names::CAS_RETRIES`](crate::instrument::names::CAS_RETRIES)).
-    fn retrying(&self, key: &str, cause: &'static str) {
-        use crate::instrument::names;
-        self.remember(key, None);
-        metrics::counter!(
-            names::CAS_RETRIES,
-            names::STORE => self.backend.name(),
-            names::CAUSE => cause,
-        )
-        .increment(1);
+    async fn write(
+        &mut self,
+        on: Option<BlobVersion>,
+        frame: BlobMeta,
+        payload: Payload,
+    ) -> Result<Wrote<BlobVersion, Error>> {
+        let value = match payload {
+            Payload::Value => &self.value[..],
+            Payload::Empty => &[],
+            Payload::AsRead => &self.read[..],
+        };
+        let precondition = on.map_or(Precondition::Absent, Precondition::Matches);
+        let write = BlobWrite::new(frame::encode(frame, value), frame, precondition);
+        match self.store.backend.write(self.key, write).await {
+            Ok(WriteOutcome::Written(version)) => Ok(Wrote::Written(Some(version))),
+            Ok(WriteOutcome::PreconditionFailed) => Ok(Wrote::Lost),
+            Err(e @ Error::OutcomeUnknown { .. }) => Ok(Wrote::Unknown(e)),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -417,14 +330,8 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn put(&self, key: &str, value: Bytes, token: FencingToken) -> Result<()> {
         self.check_write(key, token, value.len())?;
-        let meta = BlobMeta {
-            token,
-            has_value: true,
-        };
-        self.update(key, token, false, value.len(), |_| {
-            Some((value.clone(), meta))
-        })
-        .await
+        let small = value.len() <= CONTENDED_WRITE_MAX;
+        self.update(key, token, Intent::Put { small }, value).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
@@ -439,24 +346,7 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn fence(&self, key: &str, token: FencingToken) -> Result<FencingToken> {
         self.check_write(key, token, 0)?;
-        self.update(key, token, true, 0, |current| match current {
-            Some(c) if c.meta.token == token => None,
-            Some(c) => Some((
-                c.value.clone(),
-                BlobMeta {
-                    token,
-                    has_value: c.meta.has_value,
-                },
-            )),
-            None => Some((
-                Bytes::new(),
-                BlobMeta {
-                    token,
-                    has_value: false,
-                },
-            )),
-        })
-        .await?;
+        self.update(key, token, Intent::Fence, Bytes::new()).await?;
         Ok(token)
     }
 
@@ -467,23 +357,13 @@ impl<B: BlobBackend> FencedStore for BlobStore<B> {
 
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
         self.check_write(key, token, 0)?;
-        self.update(key, token, false, 0, |current| match current {
-            Some(c) if !c.meta.has_value && c.meta.token == token => None,
-            _ => Some((
-                Bytes::new(),
-                BlobMeta {
-                    token,
-                    has_value: false,
-                },
-            )),
-        })
-        .await
+        self.update(key, token, Intent::Delete, Bytes::new()).await
     }
 
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         let mut checks = safety::probe_store(self).await?;
         checks.extend(precondition_checks(&self.backend, safety::PROBE_KEY).await?);
-        self.remember(safety::PROBE_KEY, None);
+        self.known.remember(safety::PROBE_KEY, None);
         checks.extend(self.backend.bucket_checks().await?);
         if let Some(endpoint) = self.backend.endpoint() {
             checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));

@@ -5,8 +5,11 @@
 //!   options, how to open it) that the registry, `fence --help`, the README
 //!   table and the test matrix are generated from;
 //! - [`url`]: a backend URL parsed once, options taken one by one;
-//! - [`blob`]: the one read → check → conditional-write loop of every object
-//!   store, parameterised by a [`blob::BlobBackend`], and the bucket lease;
+//! - [`cas`]: the conditional-write engine, the mark rule on a store that
+//!   only compares versions, written once as a state machine that does no
+//!   I/O, and driven over a [`cas::Port`] by every way onto an object store;
+//! - [`blob`]: the fenced store over any [`blob::BlobBackend`] (a port of
+//!   [`cas`]), and the bucket lease;
 //! - [`wake`]: waiters woken at release (one subscription per issuer), for
 //!   an issuer with a notification channel;
 //! - [`Recent`]: what an issuer remembers per key between tries, bounded;
@@ -19,6 +22,7 @@
 //! ([`Redacted`] and [`crate::error_chain`] already do it).
 
 pub mod blob;
+pub mod cas;
 pub mod descriptor;
 mod error;
 pub mod recent;

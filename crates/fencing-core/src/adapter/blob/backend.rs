@@ -38,7 +38,7 @@ impl fmt::Debug for BlobVersion {
 }
 
 /// What the frame says about an object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BlobMeta {
     /// The object's mark.
     pub token: FencingToken,
