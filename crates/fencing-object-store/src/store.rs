@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
+use fencing_core::adapter::cas::Known;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{FencedStore, FencingToken, Limits};
 use futures_util::stream::BoxStream;
@@ -20,7 +21,7 @@ use object_store::path::Path;
 use object_store::{
     CopyMode, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
     ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    RenameOptions, RenameTargetMode, Result, UpdateVersion,
+    RenameOptions, RenameTargetMode, Result,
 };
 
 use crate::backend::{DEFAULT_LIMITS, ObjectStoreBackend};
@@ -101,22 +102,7 @@ pub struct FencedObjectStore<S> {
     limits: Limits,
     max_attempts: u32,
     max_staged_len: usize,
-    known: Arc<KnownVersions<Known>>,
-}
-
-/// An object as this store's last write left it.
-#[derive(Clone, Debug)]
-struct Known {
-    version: UpdateVersion,
-    mark: FencingToken,
-    /// Whether the next put may write at this version without reading:
-    /// not while another writer's writes came between ours.
-    trusted: bool,
-    /// Whether a version this store read and then wrote on was overtaken
-    /// before its write landed, the last time it did: then a small put
-    /// writes at this version without reading first even if not `trusted`
-    /// (as `BlobStore` does, and why: a read would be overtaken too).
-    contended: bool,
+    known: Arc<KnownVersions<Known<crate::version::Ver>>>,
 }
 
 impl<S> Clone for FencedObjectStore<S> {
@@ -217,14 +203,6 @@ impl<S: ObjectStore> FencedObjectStore<S> {
     /// The token of a write whose options carry `extensions`.
     fn token(&self, extensions: &object_store::Extensions) -> Result<FencingToken> {
         token::of_call(extensions, self.source.as_deref()).map_err(into_store)
-    }
-
-    fn known(&self, path: &Path) -> Option<Known> {
-        self.known.get(path.as_ref())
-    }
-
-    fn remember(&self, path: &Path, entry: Option<Known>) {
-        self.known.remember(path.as_ref(), entry);
     }
 }
 

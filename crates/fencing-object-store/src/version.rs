@@ -44,6 +44,18 @@ pub(crate) fn from_blob(version: &BlobVersion) -> UpdateVersion {
     }
 }
 
+/// A version as the [write engine](fencing_core::adapter::cas) compares
+/// it: equal where [`matches`] says so.
+#[derive(Clone, Debug)]
+pub(crate) struct Ver(pub(crate) UpdateVersion);
+
+impl PartialEq for Ver {
+    /// `other` is the caller's expected version where there is one.
+    fn eq(&self, other: &Self) -> bool {
+        matches(&other.0, &self.0)
+    }
+}
+
 /// Whether a caller's expected version names the object at `current`:
 /// on the ETag where the caller gave one, else on the version.
 pub(crate) fn matches(expected: &UpdateVersion, current: &UpdateVersion) -> bool {
