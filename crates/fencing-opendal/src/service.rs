@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use fencing_core::adapter::blob::frame::{self, Header};
 use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
+use fencing_core::adapter::cas::Known;
 use fencing_core::keepalive::TokenSource;
 use fencing_core::{Error, FencingToken, Limits};
 use opendal::OperationContext;
@@ -21,7 +22,7 @@ use crate::error::{LAYER, into_dal, refused, scrub};
 use crate::head::{not_found, open_prefix};
 use crate::list::FencedLister;
 use crate::read::FencedReader;
-use crate::write::{Cond, FencedWriter};
+use crate::write::{Cond, ETag, FencedWriter};
 
 /// The frame's length as object sizes count.
 pub(crate) const HEADER: u64 = FRAME_HEADER_LEN as u64;
@@ -34,17 +35,7 @@ pub(crate) struct Core {
     pub(crate) adopt_unfenced: bool,
     pub(crate) limits: Limits,
     pub(crate) max_attempts: u32,
-    pub(crate) known: KnownVersions<Known>,
-}
-
-/// An object as this layer's last write left it.
-#[derive(Clone, Debug)]
-pub(crate) struct Known {
-    pub(crate) etag: String,
-    pub(crate) mark: FencingToken,
-    /// Whether that write was of a value (else: our tombstone, absent to
-    /// the caller).
-    pub(crate) live: bool,
+    pub(crate) known: KnownVersions<Known<ETag>>,
 }
 
 impl Core {
@@ -139,14 +130,6 @@ impl Core {
             }));
         }
         Ok(())
-    }
-
-    pub(crate) fn known(&self, path: &str) -> Option<Known> {
-        self.known.get(path)
-    }
-
-    pub(crate) fn remember(&self, path: &str, entry: Option<Known>) {
-        self.known.remember(path, entry);
     }
 }
 

@@ -62,10 +62,6 @@ impl Cond {
             (None, None) => Ok(Self::Overwrite),
         }
     }
-
-    pub(super) fn has_value(&self) -> bool {
-        !matches!(self, Self::Delete | Self::DeleteMatch(_))
-    }
 }
 
 pub(super) fn contradiction(what: &str) -> opendal::Error {
@@ -79,6 +75,16 @@ pub(super) fn contradiction(what: &str) -> opendal::Error {
 /// means here (never a stale token).
 pub(super) fn condition_not_match(path: &str, why: &str) -> opendal::Error {
     opendal::Error::new(ErrorKind::ConditionNotMatch, why).with_context("path", path)
+}
+
+/// An ETag as the write engine compares it: [`etag_eq`].
+#[derive(Clone, Debug)]
+pub(crate) struct ETag(pub(crate) String);
+
+impl PartialEq for ETag {
+    fn eq(&self, other: &Self) -> bool {
+        etag_eq(&self.0, &other.0)
+    }
 }
 
 /// Whether two ETags name the same version (quotes and a weak marker
