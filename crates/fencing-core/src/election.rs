@@ -225,7 +225,7 @@ impl Election {
             .fresh_holders(term_holders(&self.candidate)?)
             .keep_alive(self.keep_alive);
         for fence in &self.fences {
-            lock = lock.fence(&*fence.store, [fence.key.as_str()]);
+            lock = lock.fence(&fence.store, [fence.key.as_str()]);
         }
         let guard = lock.await?;
         tracing::info!(resource = %self.resource, token = %guard.token(),

@@ -21,7 +21,7 @@ mod token;
 pub use error::{BoxError, Error, Result, error_chain};
 pub use issuer::TokenIssuer;
 pub use lease::{HolderId, Holding, Lease, LeaseRequest};
-pub use lock::{IssuerExt, LeaseGuard, Lock};
+pub use lock::{IssuerExt, LeaseGuard, Lock, SharedStore};
 pub use redact::redact;
 pub use store::{FencedStore, Limits, Versioned};
 pub use token::FencingToken;

@@ -15,7 +15,7 @@
 //! let held = issuer.lock("nightly-report")
 //!     .ttl(Duration::from_secs(30))
 //!     .wait(Duration::from_secs(10))
-//!     .fence(&*store, ["reports/nightly"])
+//!     .fence(&store, ["reports/nightly"])
 //!     .await?;
 //! held.run(store.put("reports/nightly", "report".into(), held.token())).await?;
 //! held.release().await?;
@@ -24,7 +24,9 @@
 //! ```
 //!
 //! Every issuer has [`lock`](IssuerExt::lock): `Arc<dyn TokenIssuer>` (what
-//! `open_issuer` gives), `Arc<I>`, and every issuer that is `Clone`.
+//! `open_issuer` gives), `Arc<I>`, and every issuer that is `Clone`. A
+//! [`Lock`] owns what it needs (the issuer and the stores it fences, as
+//! `Arc`s): it can be kept, cloned and awaited again, once per lease.
 
 use std::fmt;
 use std::future::{Future, IntoFuture};
@@ -55,23 +57,23 @@ const MAX_UNKNOWN: u32 = 5;
 pub trait IssuerExt {
     /// A lock on `resource`: set its TTL, how long to wait and which keys
     /// to fence, then `.await` it for a [`LeaseGuard`].
-    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a>;
+    fn lock(&self, resource: impl Into<String>) -> Lock;
 }
 
 impl<I: TokenIssuer + Clone + 'static> IssuerExt for I {
-    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a> {
+    fn lock(&self, resource: impl Into<String>) -> Lock {
         Lock::new(Arc::new(self.clone()), resource)
     }
 }
 
 impl<I: TokenIssuer + 'static> IssuerExt for Arc<I> {
-    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a> {
+    fn lock(&self, resource: impl Into<String>) -> Lock {
         Lock::new(self.clone(), resource)
     }
 }
 
 impl IssuerExt for Arc<dyn TokenIssuer> {
-    fn lock<'a>(&self, resource: impl Into<String>) -> Lock<'a> {
+    fn lock(&self, resource: impl Into<String>) -> Lock {
         Lock::new(self.clone(), resource)
     }
 }
@@ -91,18 +93,42 @@ impl IssuerExt for Arc<dyn TokenIssuer> {
 ///
 /// If the lease is lost while fencing (a pause, an unreachable issuer), it
 /// is taken again while the wait allows.
+///
+/// A `Lock` is a description, not a lease: [`acquire`](Self::acquire)
+/// takes `&self`, so one lock (kept in a struct, cloned into tasks) is
+/// taken again for every piece of work, each time under a new lease.
 #[must_use = "a lock does nothing until it is awaited"]
-pub struct Lock<'a> {
+#[derive(Clone)]
+pub struct Lock {
     issuer: Arc<dyn TokenIssuer>,
     resource: String,
     ttl: Duration,
     wait: Option<Duration>,
     holder: Holder,
-    fences: Vec<(&'a dyn FencedStore, String)>,
+    fences: Vec<(Arc<dyn FencedStore>, String)>,
     keep_alive: KeepAliveOptions,
 }
 
-impl fmt::Debug for Lock<'_> {
+/// A store a [`Lock`] can keep: an `Arc` of one (`Arc<dyn FencedStore>`,
+/// what `open_store` gives, or `Arc<S>`).
+pub trait SharedStore {
+    /// The store, shared.
+    fn shared(&self) -> Arc<dyn FencedStore>;
+}
+
+impl SharedStore for Arc<dyn FencedStore> {
+    fn shared(&self) -> Arc<dyn FencedStore> {
+        self.clone()
+    }
+}
+
+impl<S: FencedStore + 'static> SharedStore for Arc<S> {
+    fn shared(&self) -> Arc<dyn FencedStore> {
+        self.clone()
+    }
+}
+
+impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
             .field("issuer", &self.issuer.name())
@@ -122,7 +148,7 @@ impl fmt::Debug for Lock<'_> {
     }
 }
 
-impl<'a> Lock<'a> {
+impl Lock {
     /// A lock on `resource` of `issuer` (what [`IssuerExt::lock`] builds).
     pub fn new(issuer: Arc<dyn TokenIssuer>, resource: impl Into<String>) -> Self {
         Self {
@@ -178,11 +204,12 @@ impl<'a> Lock<'a> {
     /// handed out. May be called for several stores.
     pub fn fence<K: Into<String>>(
         mut self,
-        store: &'a dyn FencedStore,
+        store: &impl SharedStore,
         keys: impl IntoIterator<Item = K>,
     ) -> Self {
+        let store = store.shared();
         self.fences
-            .extend(keys.into_iter().map(|key| (store, key.into())));
+            .extend(keys.into_iter().map(|key| (store.clone(), key.into())));
         self
     }
 
@@ -202,7 +229,7 @@ impl<'a> Lock<'a> {
     /// [`Error::StaleToken`] if a store holds a mark above the new token
     /// while the lease is still held (a token went backwards: an issuer was
     /// replaced without a floor).
-    pub async fn acquire(self) -> Result<LeaseGuard> {
+    pub async fn acquire(&self) -> Result<LeaseGuard> {
         // A wait too long to add to the clock is no deadline at all.
         let deadline = self.wait.and_then(|wait| Instant::now().checked_add(wait));
         loop {
@@ -426,12 +453,12 @@ impl<'a> Lock<'a> {
     }
 }
 
-impl<'a> IntoFuture for Lock<'a> {
+impl IntoFuture for Lock {
     type Output = Result<LeaseGuard>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<LeaseGuard>> + Send + 'a>>;
+    type IntoFuture = Pin<Box<dyn Future<Output = Result<LeaseGuard>> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.acquire())
+        Box::pin(async move { self.acquire().await })
     }
 }
 

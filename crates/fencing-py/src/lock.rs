@@ -29,11 +29,10 @@ enum State {
 }
 
 struct Inner {
-    issuer: Arc<dyn TokenIssuer>,
+    /// The Rust lock, taken again (a clone of it) by every `with`.
+    lock: RustLock,
     resource: String,
-    ttl: Duration,
-    wait: Option<Duration>,
-    fences: Vec<(Arc<dyn FencedStore>, String)>,
+    issuer: &'static str,
     /// Shared with a taking in flight, which may finish (or be dropped)
     /// on the runtime.
     state: Arc<Mutex<State>>,
@@ -54,13 +53,19 @@ impl Lock {
         wait: Option<Duration>,
         fences: Vec<(Arc<dyn FencedStore>, String)>,
     ) -> Self {
+        let issuer_name = issuer.name();
+        let mut lock = RustLock::new(issuer, resource.clone()).ttl(ttl);
+        if let Some(wait) = wait {
+            lock = lock.wait(wait);
+        }
+        for (store, key) in &fences {
+            lock = lock.fence(store, [key.clone()]);
+        }
         Self {
             inner: InProcess::new(Inner {
-                issuer,
+                lock,
                 resource,
-                ttl,
-                wait,
-                fences,
+                issuer: issuer_name,
                 state: Arc::new(Mutex::new(State::Idle)),
                 takings: std::sync::atomic::AtomicU64::new(0),
             }),
@@ -153,16 +158,8 @@ impl Lock {
             state: Some(inner.state.clone()),
             taking,
         };
-        let (issuer, resource) = (inner.issuer.clone(), inner.resource.clone());
-        let (ttl, wait, fences) = (inner.ttl, inner.wait, inner.fences.clone());
+        let lock = inner.lock.clone();
         Ok(async move {
-            let mut lock = RustLock::new(issuer, resource).ttl(ttl);
-            if let Some(wait) = wait {
-                lock = lock.wait(wait);
-            }
-            for (store, key) in &fences {
-                lock = lock.fence(&**store, [key.clone()]);
-            }
             let guard = lock.await?;
             Ok(Entered { guard, entering })
         })
@@ -303,11 +300,7 @@ impl Lock {
 
     fn __repr__(&self) -> String {
         match self.inner.get("lock") {
-            Ok(inner) => format!(
-                "Lock({:?}, issuer={:?})",
-                inner.resource,
-                inner.issuer.name()
-            ),
+            Ok(inner) => format!("Lock({:?}, issuer={:?})", inner.resource, inner.issuer),
             Err(_) => "Lock(of another process)".to_owned(),
         }
     }

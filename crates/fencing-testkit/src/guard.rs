@@ -200,7 +200,7 @@ fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
 /// refused though the new holder has written nothing yet.
 pub async fn guard_fences_before_the_first_write(issuer: Arc<dyn TokenIssuer>, p: &IssuerProfile) {
     let resource = unique_name("guard-fence");
-    let store = MemoryStore::new();
+    let store = Arc::new(MemoryStore::new());
     let key = "out/report";
     let zombie = issuer
         .lock(&resource)

@@ -59,7 +59,7 @@ async fn run(issuer_url: &str, store_url: &str) -> Result<(), Box<dyn std::error
         .lock(format!("guides-choose-{stamp}"))
         .ttl(Duration::from_secs(30).max(issuer.min_ttl()))
         .wait(Duration::from_secs(10))
-        .fence(&*store, [key.as_str()])
+        .fence(&store, [key.as_str()])
         .await?;
     println!(
         "held the lock with token {}; {key:?} fenced at it",

@@ -71,7 +71,7 @@ async fn run(
         .lock(&resource)
         .ttl(ttl)
         .wait(Duration::from_secs(10))
-        .fence(&*s1, [key.as_str()])
+        .fence(&s1, [key.as_str()])
         .await?;
     old.run(s1.put(&key, "written before the move".into(), old.token()))
         .await?;
@@ -120,8 +120,8 @@ async fn run(
         .lock(&resource)
         .ttl(Duration::from_secs(30).max(b.min_ttl()))
         .wait(Duration::from_secs(10))
-        .fence(&*s1, [key.as_str()])
-        .fence(&*s2, [key.as_str()])
+        .fence(&s1, [key.as_str()])
+        .fence(&s2, [key.as_str()])
         .await?;
     println!("new holder: token {} from {}", new.token(), b.name());
     if new.token() <= old.token() || new.token() <= floor {

@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .lock(&resource)
         .ttl(ttl)
         .wait(Duration::from_secs(5))
-        .fence(&*store, [resource.as_str()])
+        .fence(&store, [resource.as_str()])
         .await?;
     let client2 = keep_alive.lease();
     async {

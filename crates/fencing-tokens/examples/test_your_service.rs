@@ -59,7 +59,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
                 .lock("guides-your-service")
                 .ttl(ttl)
                 .wait(Duration::from_secs(30))
-                .fence(&*store, [client_key.as_str()])
+                .fence(&store, [client_key.as_str()])
                 .await?;
             let _ = held_tx.send(held.token());
             let build = async {
@@ -84,7 +84,7 @@ async fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         .lock("guides-your-service")
         .ttl(ttl)
         .wait(Duration::from_secs(30))
-        .fence(&*store, [key.as_str()])
+        .fence(&store, [key.as_str()])
         .await?;
     println!("client 2 holds token {}", held.token());
     held.run(publish_report(&*store, &key, held.token(), async {

@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .lock("nightly-report")
         .ttl(Duration::from_secs(30))
         .wait(Duration::from_secs(10))
-        .fence(&*store, ["reports/nightly"])
+        .fence(&store, ["reports/nightly"])
         .await?;
     held.run(store.put("reports/nightly", report.clone().into(), held.token()))
         .await?;
@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .lock("nightly-report")
         .ttl(Duration::from_secs(3)) // renewed every second: the loss below shows soon
         .wait(Duration::from_secs(10))
-        .fence(&*store, ["reports/nightly"])
+        .fence(&store, ["reports/nightly"])
         .await?;
     match store.put("reports/nightly", "late".into(), zombie).await {
         Err(e) if e.is_stale() => println!("the former holder's late write was refused: {e}"),

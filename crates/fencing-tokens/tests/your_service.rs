@@ -86,7 +86,7 @@ async fn a_paused_publisher_is_refused() {
             let held = issuer
                 .lock(resource_1)
                 .ttl(ttl)
-                .fence(&*store, [key_1.as_str()])
+                .fence(&store, [key_1.as_str()])
                 .await?;
             held_tx.send(held.token()).expect("the test waits for it");
             let build = async {
@@ -105,7 +105,7 @@ async fn a_paused_publisher_is_refused() {
         .lock(&resource)
         .ttl(ttl)
         .wait(Duration::from_secs(30))
-        .fence(&*store, [key.as_str()])
+        .fence(&store, [key.as_str()])
         .await
         .expect("client 2 gets the lock once client 1's lease runs out");
     let publish = publish_report(&*store, &key, held.token(), async {

@@ -22,6 +22,64 @@ async fn every_issuer_shape_has_lock() {
     }
 }
 
+/// A lock kept in a struct (or a `static`) and cloned into tasks: each
+/// taking is a new lease, fenced anew, one holder at a time.
+#[tokio::test]
+async fn one_lock_kept_and_cloned_is_taken_again_for_every_lease() {
+    struct Worker {
+        lock: Lock,
+        store: Arc<MemoryStore>,
+    }
+    let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
+    let store = Arc::new(MemoryStore::new());
+    let worker = Arc::new(Worker {
+        lock: issuer
+            .lock("jobs/kept")
+            .ttl(TTL)
+            .wait(Duration::from_secs(5))
+            .fence(&store, ["out/kept"]),
+        store: store.clone(),
+    });
+    let first = worker.lock.acquire().await.expect("first");
+    let first_token = first.token();
+    first.release().await.expect("release");
+    let second = worker.lock.acquire().await.expect("again");
+    let second_token = second.token();
+    assert!(second_token > first_token);
+    assert_eq!(store.mark("out/kept").await.unwrap(), Some(second_token));
+    second.release().await.expect("release");
+
+    let inside = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let tasks: Vec<_> = (0..4)
+        .map(|i| {
+            let (worker, inside) = (worker.clone(), inside.clone());
+            tokio::spawn(async move {
+                let held = worker.lock.clone().await.expect("taken in turn");
+                let before = inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                assert_eq!(before, 0, "two holders at once");
+                worker
+                    .store
+                    .put("out/kept", format!("task {i}").into(), held.token())
+                    .await
+                    .expect("the holder writes");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                let token = held.token();
+                held.release().await.expect("release");
+                token
+            })
+        })
+        .collect();
+    let mut tokens = Vec::new();
+    for task in tasks {
+        tokens.push(task.await.expect("task"));
+    }
+    tokens.sort();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 4, "a lease of its own each: {tokens:?}");
+    assert!(tokens[0] > second_token);
+}
+
 #[tokio::test]
 async fn a_lost_lease_ends_run_and_lost() {
     let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
@@ -72,7 +130,7 @@ async fn a_held_resource_times_out_after_the_wait() {
 #[tokio::test]
 async fn fencing_on_acquire_refuses_the_former_holder_before_any_write() {
     let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
-    let store = MemoryStore::new();
+    let store = Arc::new(MemoryStore::new());
     let zombie = issuer.lock("jobs/d").ttl(TTL).await.expect("free");
     let old = zombie.token();
     store
@@ -100,7 +158,7 @@ async fn fencing_on_acquire_refuses_the_former_holder_before_any_write() {
 #[tokio::test]
 async fn a_store_above_the_new_token_fails_the_lock_and_releases_it() {
     let issuer: Arc<dyn TokenIssuer> = Arc::new(MemoryIssuer::new());
-    let store = MemoryStore::new();
+    let store = Arc::new(MemoryStore::new());
     store
         .fence("out/f", FencingToken::new(u64::MAX / 2))
         .await
@@ -236,7 +294,7 @@ impl FencedStore for Throttled {
 #[tokio::test]
 async fn fencing_gives_up_when_the_wait_runs_out() {
     let issuer = MemoryIssuer::new();
-    let store = Throttled::default();
+    let store = Arc::new(Throttled::default());
     let tried = tokio::time::timeout(
         Duration::from_secs(5),
         issuer
@@ -316,11 +374,11 @@ impl FencedStore for RevokesOnce {
 #[tokio::test]
 async fn a_lease_revoked_while_fencing_is_taken_again_under_a_new_holder() {
     let issuer = MemoryIssuer::new();
-    let store = RevokesOnce {
+    let store = Arc::new(RevokesOnce {
         issuer: issuer.clone(),
         inner: MemoryStore::new(),
         holders: std::sync::Mutex::default(),
-    };
+    });
     let held = issuer
         .lock("jobs/revoked")
         .wait(Duration::from_secs(5))
