@@ -1,8 +1,10 @@
 #![doc = include_str!("../README.md")]
 
 mod date;
+mod triage;
 
 pub use date::ObserveDate;
+pub use triage::{Unanswered, unanswered};
 
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,9 @@
 //! The one place DynamoDB failures become [`fencing_core::Error`]s.
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use fencing_aws::Unanswered;
 use fencing_core::Error;
-use fencing_core::adapter::{Call, never_sent, tls_failure};
+use fencing_core::adapter::Call;
 
 pub(crate) const NAME: &str = "dynamodb";
 
@@ -40,16 +41,13 @@ where
 {
     let fail = |retryable: bool, err: SdkError<E>| Error::backend(NAME, retryable, err);
     let unknown = |err: SdkError<E>| Error::outcome_unknown(NAME, call.name.to_owned(), err);
+    match fencing_aws::unanswered(&err, call.write) {
+        Some(Unanswered::NotApplied { retryable }) => return fail(retryable, err),
+        Some(Unanswered::Tls) => return Error::tls(NAME, err),
+        Some(Unanswered::MayHaveApplied) => return unknown(err),
+        None => {}
+    }
     match &err {
-        // Never sent.
-        SdkError::ConstructionFailure(_) => fail(false, err),
-        SdkError::TimeoutError(_) if call.write => unknown(err),
-        SdkError::TimeoutError(_) => fail(true, err),
-        SdkError::DispatchFailure(d) if d.is_user() => fail(false, err),
-        SdkError::DispatchFailure(_) if tls_failure(&err) => Error::tls(NAME, err),
-        SdkError::DispatchFailure(_) if never_sent(&err) => fail(true, err),
-        SdkError::DispatchFailure(_) if call.write => unknown(err),
-        SdkError::DispatchFailure(_) => fail(true, err),
         // An answer came back that the SDK could not read.
         SdkError::ResponseError(_) if call.write => unknown(err),
         SdkError::ResponseError(_) => fail(true, err),

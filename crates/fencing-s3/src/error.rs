@@ -1,10 +1,10 @@
 //! The one place S3 failures become [`fencing_core::Error`]s.
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use fencing_aws::Unanswered;
 use fencing_core::Error;
 pub(crate) use fencing_core::adapter::blob::http::Failure;
 use fencing_core::adapter::blob::http::{self, Meaning, Override, Request};
-use fencing_core::adapter::{never_sent, tls_failure};
 
 const BACKEND: &str = "s3";
 
@@ -72,21 +72,14 @@ where
     let unknown =
         |err: SdkError<E>| Failure::Error(Error::outcome_unknown(BACKEND, operation(), err));
 
+    match fencing_aws::unanswered(&err, write) {
+        Some(Unanswered::NotApplied { retryable }) => return fail(retryable, err),
+        Some(Unanswered::Tls) => return Failure::Error(Error::tls(BACKEND, err)),
+        Some(Unanswered::MayHaveApplied) => return unknown(err),
+        None => {}
+    }
     let status = err.raw_response().map(|r| r.status().as_u16());
     match (&err, status) {
-        // Never sent.
-        (SdkError::ConstructionFailure(_), _) => fail(false, err),
-        // The request may have been sent and applied.
-        (SdkError::TimeoutError(_), _) if write => unknown(err),
-        (SdkError::TimeoutError(_), _) => fail(true, err),
-        (SdkError::DispatchFailure(d), _) if d.is_user() => fail(false, err),
-        // The handshake failed: nothing was sent.
-        (SdkError::DispatchFailure(_), _) if tls_failure(&err) => {
-            Failure::Error(Error::tls(BACKEND, err))
-        }
-        (SdkError::DispatchFailure(_), _) if never_sent(&err) => fail(true, err),
-        (SdkError::DispatchFailure(_), _) if write => unknown(err),
-        (SdkError::DispatchFailure(_), _) => fail(true, err),
         // Keys the server does not know, or a secret that does not match.
         (_, Some(403))
             if matches!(
