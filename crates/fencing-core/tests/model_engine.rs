@@ -26,8 +26,7 @@
 use std::time::Instant;
 
 use fencing_core::FencingToken;
-use fencing_core::adapter::blob::BlobMeta;
-use fencing_core::adapter::cas::{Answer, End, Engine, Found, Intent, Known, Step};
+use fencing_core::adapter::cas::{Answer, End, Engine, Found, Frame, Intent, Known, Step};
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
 /// What the model gets wrong on purpose.
@@ -102,7 +101,7 @@ struct InFlight {
     writer: usize,
     call: usize,
     on: Option<u32>,
-    frame: BlobMeta,
+    frame: Frame,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -146,7 +145,7 @@ impl State {
         writer: usize,
         call: usize,
         on: Option<u32>,
-        frame: BlobMeta,
+        frame: Frame,
     ) -> Option<u32> {
         let holds = match (&self.record, on) {
             (None, None) => true,
@@ -163,7 +162,7 @@ impl State {
         self.record = Some(Record {
             version: self.versions,
             mark: token,
-            live: frame.has_value,
+            live: frame.live,
         });
         self.writers[writer].calls[call].applied = true;
         Some(self.versions)

@@ -8,8 +8,8 @@ use opendal::raw::oio::{Delete as _, List as _};
 use opendal::raw::{OpDelete, OpList, OpRead, Service as _, oio};
 use opendal::{EntryMode, Result};
 
+use crate::core::{Core, HEADER};
 use crate::error::{refused, scrub};
-use crate::service::{Core, HEADER};
 
 /// A caller's deleter: each delete is a fenced write of a tombstone, sent
 /// when it is asked for; directory objects (which hold no value) go to the

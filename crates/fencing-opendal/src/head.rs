@@ -8,8 +8,8 @@ use opendal::raw::oio::{Read as _, ReadStream as _};
 use opendal::raw::{OpRead, Service as _, oio};
 use opendal::{Buffer, BytesRange, ErrorKind, Metadata, Result};
 
+use crate::core::{Core, HEADER};
 use crate::error::{LAYER, into_dal};
-use crate::service::{Core, HEADER};
 
 /// An object's frame as read.
 #[derive(Debug)]
@@ -154,5 +154,60 @@ impl Core {
             header_len,
             bytes,
         })
+    }
+}
+
+impl Core {
+    /// Whether `path` (a directory path, ending in `/`) is an object that
+    /// carries a fencing frame: a value or tombstone that fencing-s3,
+    /// `BlobStore` or `FencedObjectStore` wrote under that key.
+    pub(crate) async fn is_framed_dir(&self, ctx: &OperationContext, path: &str) -> Result<bool> {
+        if !path.ends_with('/') {
+            return Ok(false);
+        }
+        let reader = self.inner.read(ctx, path, OpRead::new())?;
+        match open_prefix(&reader, HEADER).await {
+            Ok(Some((_, bytes))) => Ok(matches!(
+                frame::decode_header(&bytes.to_bytes()),
+                Ok(Header::Framed(_)) | Err(_)
+            )),
+            Ok(None) => Ok(false),
+            // A service whose directories are not objects.
+            Err(e) if matches!(e.kind(), ErrorKind::IsADirectory | ErrorKind::NotADirectory) => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Refuses `operation` (a raw delete, `create_dir`) on a directory path
+    /// whose object carries a fencing frame: it would remove or replace a
+    /// fenced value, mark and all.
+    pub(crate) async fn refuse_framed_dir(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        operation: &'static str,
+    ) -> Result<()> {
+        if self.is_framed_dir(ctx, path).await? {
+            let why = match operation {
+                "create_dir" => {
+                    "create_dir of a path ending in '/' whose object carries a fencing frame \
+                     (a fenced value written under that key: the directory object would \
+                     replace it and its mark); nothing was written"
+                }
+                _ => {
+                    "deleting a path ending in '/' whose object carries a fencing frame (a \
+                     fenced value written under that key: deleting it would lower its mark); \
+                     delete it recursively (a tombstone) or through fencing-s3; nothing was \
+                     deleted"
+                }
+            };
+            return Err(into_dal(Error::Unsupported {
+                backend: LAYER,
+                operation: why,
+            }));
+        }
+        Ok(())
     }
 }

@@ -8,7 +8,8 @@ use fencing_core::adapter::blob::KnownVersions;
 use fencing_core::keepalive::TokenSource;
 use opendal::raw::Servicer;
 
-use crate::service::{Core, FencedService};
+use crate::core::Core;
+use crate::service::FencedService;
 
 /// S3's limits (the tightest of the object stores OpenDAL speaks to): keys
 /// of 1,024 bytes, one `PUT` of 5 GiB less the 17-byte frame, any token.

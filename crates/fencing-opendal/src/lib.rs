@@ -135,6 +135,7 @@
 //! (`.layer(FencingLayer::new(..)).layer(RetryLayer::new())`) so that a
 //! retry reads the frame again.
 
+mod core;
 mod delete;
 mod error;
 mod head;

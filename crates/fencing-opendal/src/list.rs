@@ -9,9 +9,9 @@ use opendal::raw::oio::List as _;
 use opendal::raw::{OpList, OpRead, Service as _, oio};
 use opendal::{EntryMode, Result};
 
+use crate::core::{Core, HEADER};
 use crate::error::scrub;
 use crate::head::{open_prefix, value_meta};
-use crate::service::{Core, HEADER};
 
 /// A caller's listing: the service's, each object shown as the caller sees
 /// it, and directories only if they hold something live.

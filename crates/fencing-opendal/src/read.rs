@@ -9,9 +9,9 @@ use opendal::raw::oio::{Read as _, ReadStream as _};
 use opendal::raw::{OpRead, RpRead, Service as _, oio};
 use opendal::{Buffer, BytesRange, ErrorKind, Result};
 
+use crate::core::{Core, HEADER};
 use crate::error::{LAYER, into_dal, scrub};
 use crate::head::{not_found, open_prefix};
-use crate::service::{Core, HEADER};
 
 /// A bounded read that ends this close to the start is served with the
 /// frame in one request; further in, the frame is read first and the bytes

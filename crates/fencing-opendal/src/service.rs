@@ -4,134 +4,22 @@
 use std::fmt;
 use std::sync::Arc;
 
-use fencing_core::adapter::blob::frame::{self, Header};
-use fencing_core::adapter::blob::{FRAME_HEADER_LEN, KnownVersions};
-use fencing_core::adapter::cas::Known;
-use fencing_core::keepalive::TokenSource;
-use fencing_core::{Error, FencingToken, Limits};
+use fencing_core::Error;
 use opendal::OperationContext;
 use opendal::options::ReadOptions;
 use opendal::raw::{
     OpCopy, OpCreateDir, OpList, OpPresign, OpRead, OpRename, OpStat, OpWrite, RpCreateDir,
-    RpPresign, RpRename, RpStat, Service, ServiceInfo, Servicer, build_abs_path, oio,
+    RpPresign, RpRename, RpStat, Service, ServiceInfo, oio,
 };
-use opendal::{Capability, ErrorKind, Result};
+use opendal::{Capability, Result};
 
+use crate::core::{Core, HEADER};
 use crate::delete::FencedDeleter;
-use crate::error::{LAYER, into_dal, refused, scrub};
-use crate::head::{not_found, open_prefix};
+use crate::error::{into_dal, refused, scrub};
+use crate::head::not_found;
 use crate::list::FencedLister;
 use crate::read::FencedReader;
-use crate::write::{Cond, ETag, FencedWriter};
-
-/// The frame's length as object sizes count.
-pub(crate) const HEADER: u64 = FRAME_HEADER_LEN as u64;
-
-/// What the layer's operations share: the stack underneath, the token
-/// source, the options, and the ETags of its own last writes.
-pub(crate) struct Core {
-    pub(crate) inner: Servicer,
-    pub(crate) source: Arc<dyn TokenSource>,
-    pub(crate) adopt_unfenced: bool,
-    pub(crate) limits: Limits,
-    pub(crate) max_attempts: u32,
-    pub(crate) known: KnownVersions<Known<ETag>>,
-}
-
-impl Core {
-    /// The token to write with now.
-    pub(crate) fn token(&self) -> Result<FencingToken> {
-        self.source.current().map_err(into_dal)
-    }
-
-    /// The object's key in the bucket (the service's root and `path`), as
-    /// the key limit counts it.
-    fn key(&self, path: &str) -> String {
-        let root = self.inner.info().root();
-        if root.starts_with('/') && root.ends_with('/') && !path.starts_with('/') {
-            build_abs_path(&root, path)
-        } else {
-            path.to_owned()
-        }
-    }
-
-    /// Checks a write of `len` value bytes at `path` with `token` against
-    /// the limits, before anything is sent.
-    pub(crate) fn check_write(&self, path: &str, token: FencingToken, len: usize) -> Result<()> {
-        self.limits
-            .check_write(&self.key(path), token, len)
-            .map_err(into_dal)
-    }
-
-    /// Refuses a service that cannot condition a write on an object's ETag
-    /// and on its absence: on it, nothing could stop a stale writer.
-    pub(crate) fn can_fence(&self) -> Result<()> {
-        let cap = self.inner.capability();
-        if cap.write_with_if_match && (cap.write_with_if_not_exists || cap.write_with_if_none_match)
-        {
-            return Ok(());
-        }
-        Err(into_dal(Error::Unsupported {
-            backend: self.inner.info().scheme(),
-            operation: "conditional writes on an object's ETag and on its absence \
-                        (write_with_if_match, and write_with_if_not_exists or \
-                        write_with_if_none_match), which fencing needs: nothing was written",
-        }))
-    }
-
-    /// Whether `path` (a directory path, ending in `/`) is an object that
-    /// carries a fencing frame: a value or tombstone that fencing-s3,
-    /// `BlobStore` or `FencedObjectStore` wrote under that key.
-    pub(crate) async fn is_framed_dir(&self, ctx: &OperationContext, path: &str) -> Result<bool> {
-        if !path.ends_with('/') {
-            return Ok(false);
-        }
-        let reader = self.inner.read(ctx, path, OpRead::new())?;
-        match open_prefix(&reader, HEADER).await {
-            Ok(Some((_, bytes))) => Ok(matches!(
-                frame::decode_header(&bytes.to_bytes()),
-                Ok(Header::Framed(_)) | Err(_)
-            )),
-            Ok(None) => Ok(false),
-            // A service whose directories are not objects.
-            Err(e) if matches!(e.kind(), ErrorKind::IsADirectory | ErrorKind::NotADirectory) => {
-                Ok(false)
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Refuses `operation` (a raw delete, `create_dir`) on a directory path
-    /// whose object carries a fencing frame: it would remove or replace a
-    /// fenced value, mark and all.
-    pub(crate) async fn refuse_framed_dir(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        operation: &'static str,
-    ) -> Result<()> {
-        if self.is_framed_dir(ctx, path).await? {
-            let why = match operation {
-                "create_dir" => {
-                    "create_dir of a path ending in '/' whose object carries a fencing frame \
-                     (a fenced value written under that key: the directory object would \
-                     replace it and its mark); nothing was written"
-                }
-                _ => {
-                    "deleting a path ending in '/' whose object carries a fencing frame (a \
-                     fenced value written under that key: deleting it would lower its mark); \
-                     delete it recursively (a tombstone) or through fencing-s3; nothing was \
-                     deleted"
-                }
-            };
-            return Err(into_dal(Error::Unsupported {
-                backend: LAYER,
-                operation: why,
-            }));
-        }
-        Ok(())
-    }
-}
+use crate::write::{Cond, FencedWriter};
 
 /// The fenced service over the operator's stack.
 pub(crate) struct FencedService {

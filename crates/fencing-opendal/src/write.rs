@@ -7,7 +7,7 @@
 
 use fencing_core::adapter::blob::{BlobMeta, frame};
 use fencing_core::adapter::cas::{
-    self, CONTENDED_WRITE_MAX, End, Engine, Found, Intent, Outcome, Payload, Wrote,
+    self, CONTENDED_WRITE_MAX, End, Engine, Found, Frame, Intent, Outcome, Payload, Wrote,
 };
 use fencing_core::{Error, FencingToken};
 use opendal::OperationContext;
@@ -16,15 +16,15 @@ use opendal::raw::oio::ReadStream as _;
 use opendal::raw::{OpRead, OpStat, OpWrite, Service as _, oio};
 use opendal::{Buffer, BytesRange, ErrorKind, Metadata, Result};
 
+use crate::core::{Core, ETag, HEADER, etag_eq};
 use crate::error::{LAYER, condition_with, into_dal};
 use crate::head::value_meta;
-use crate::service::{Core, HEADER};
 
 mod cond;
 mod writer;
 
 use cond::condition_not_match;
-pub(crate) use cond::{Attrs, Cond, ETag, etag_eq};
+pub(crate) use cond::{Attrs, Cond};
 pub(crate) use writer::FencedWriter;
 
 impl Core {
@@ -205,9 +205,13 @@ impl cas::Port for Port<'_> {
     async fn write(
         &mut self,
         on: Option<ETag>,
-        frame: BlobMeta,
+        frame: Frame,
         payload: Payload,
     ) -> Result<Wrote<ETag, opendal::Error>> {
+        let frame = BlobMeta {
+            token: frame.token,
+            has_value: frame.live,
+        };
         let head = std::iter::once(frame::encode(frame, &[]));
         let body: Buffer = match payload {
             Payload::Value => head.chain(self.value.clone()).collect(),

@@ -29,10 +29,8 @@ pub mod config;
 pub mod frame;
 mod hook;
 pub mod http;
-mod known;
 pub mod lease;
 mod probe;
-mod retry;
 
 use std::fmt::{self, Debug};
 
@@ -47,12 +45,12 @@ pub use self::clock::ServerClock;
 use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use self::hook::{HookedWrites, WriteHook};
-pub use self::known::KnownVersions;
 pub use self::lease::{BlobIssuer, LeaseExpiry};
 use self::probe::precondition_checks;
-pub use self::retry::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
 pub use super::cas::CONTENDED_WRITE_MAX;
-use super::cas::{self, End, Engine, Found, Intent, Outcome, Payload, Wrote};
+pub use super::cas::KnownVersions;
+use super::cas::{self, End, Engine, Found, Frame, Intent, Outcome, Payload, Wrote};
+pub use super::cas::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
 use crate::safety::{self, SafetyCheck};
 use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
@@ -288,9 +286,13 @@ impl<B: BlobBackend> cas::Port for Port<'_, B> {
     async fn write(
         &mut self,
         on: Option<BlobVersion>,
-        frame: BlobMeta,
+        frame: Frame,
         payload: Payload,
     ) -> Result<Wrote<BlobVersion, Error>> {
+        let frame = BlobMeta {
+            token: frame.token,
+            has_value: frame.live,
+        };
         let value = match payload {
             Payload::Value => &self.value[..],
             Payload::Empty => &[],

@@ -31,7 +31,11 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Instant;
 
-use super::blob::{BlobMeta, KnownVersions, retry_pause, retry_pause_after};
+mod known;
+mod retry;
+
+pub use self::known::KnownVersions;
+pub use self::retry::{MAX_ROUND_TRIP_PAUSE, retry_pause, retry_pause_after};
 use crate::FencingToken;
 
 /// What a writer remembers of a key after a write (or a read) of it: the
@@ -111,6 +115,16 @@ impl<V> Intent<V> {
     }
 }
 
+/// What the frame of a conditional write says: the token it carries, and
+/// whether a value follows (else a tombstone or a marker).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    /// The mark the write leaves.
+    pub token: FencingToken,
+    /// Whether the object holds a value after it.
+    pub live: bool,
+}
+
 /// What the body of a conditional write holds after its frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Payload {
@@ -138,7 +152,7 @@ pub enum Step<V> {
         /// The version the write is conditioned on; `None`: absence.
         on: Option<V>,
         /// The frame to write.
-        frame: BlobMeta,
+        frame: Frame,
         /// What follows it.
         payload: Payload,
     },
@@ -208,7 +222,7 @@ enum State<V> {
     Reading,
     Writing {
         current: Option<Found<V>>,
-        frame: BlobMeta,
+        frame: Frame,
         /// The version was the remembered one, not read in this call.
         from_cache: bool,
         /// Written on absence without a read ([`Intent::Create`] first).
@@ -323,7 +337,7 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
                 self.memo = Some(version.clone().map(|version| Known {
                     version,
                     mark: frame.token,
-                    live: frame.has_value,
+                    live: frame.live,
                     trusted,
                     contended: self.contended,
                 }));
@@ -446,7 +460,7 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
         } else if matches!(self.intent, Intent::Update(_) | Intent::DeleteMatch(_)) {
             return self.end(End::NotMatched);
         }
-        let (has_value, payload) = match &self.intent {
+        let (live, payload) = match &self.intent {
             intent if intent.writes_value() => (true, Payload::Value),
             Intent::Fence => match &current {
                 Some(c) => (c.live, Payload::AsRead),
@@ -454,7 +468,7 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
             },
             _ => (false, Payload::Empty),
         };
-        let frame = BlobMeta { token, has_value };
+        let frame = Frame { token, live };
         let on = current.as_ref().map(|c| c.version.clone());
         self.state = State::Writing {
             current,
@@ -539,7 +553,7 @@ pub trait Port: Send {
     fn write(
         &mut self,
         on: Option<Self::Version>,
-        frame: BlobMeta,
+        frame: Frame,
         payload: Payload,
     ) -> impl Future<Output = Result<Wrote<Self::Version, Self::Error>, Self::Error>> + Send;
 }

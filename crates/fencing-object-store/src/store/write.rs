@@ -7,7 +7,7 @@
 
 use fencing_core::adapter::blob::{BlobMeta, frame};
 use fencing_core::adapter::cas::{
-    self, CONTENDED_WRITE_MAX, End, Engine, Found, Intent, Outcome, Payload, Wrote,
+    self, CONTENDED_WRITE_MAX, End, Engine, Found, Frame, Intent, Outcome, Payload, Wrote,
 };
 use fencing_core::{Error, FencingToken};
 use object_store::path::Path;
@@ -177,9 +177,13 @@ impl<S: ObjectStore> cas::Port for Port<'_, S> {
     async fn write(
         &mut self,
         on: Option<Ver>,
-        frame: BlobMeta,
+        frame: Frame,
         payload: Payload,
     ) -> Result<Wrote<Ver, object_store::Error>> {
+        let frame = BlobMeta {
+            token: frame.token,
+            has_value: frame.live,
+        };
         let head = std::iter::once(frame::encode(frame, &[]));
         let body: PutPayload = match payload {
             Payload::Value => head.chain(self.value.iter().cloned()).collect(),

@@ -77,25 +77,6 @@ pub(super) fn condition_not_match(path: &str, why: &str) -> opendal::Error {
     opendal::Error::new(ErrorKind::ConditionNotMatch, why).with_context("path", path)
 }
 
-/// An ETag as the write engine compares it: [`etag_eq`].
-#[derive(Clone, Debug)]
-pub(crate) struct ETag(pub(crate) String);
-
-impl PartialEq for ETag {
-    fn eq(&self, other: &Self) -> bool {
-        etag_eq(&self.0, &other.0)
-    }
-}
-
-/// Whether two ETags name the same version (quotes and a weak marker
-/// aside).
-pub(crate) fn etag_eq(a: &str, b: &str) -> bool {
-    fn bare(e: &str) -> &str {
-        e.trim_start_matches("W/").trim_matches('"')
-    }
-    bare(a) == bare(b)
-}
-
 /// The attributes a write stores beside the value.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Attrs {

@@ -6,9 +6,9 @@ use opendal::raw::{OpWrite, oio};
 use opendal::{Buffer, Metadata, OperationContext, Result};
 
 use super::{Attrs, Cond};
+use crate::core::{Core, HEADER};
 use crate::error::scrub;
 use crate::head::value_meta;
-use crate::service::{Core, HEADER};
 
 /// A caller's write: its chunks kept in memory, written at `close` as one
 /// fenced put (no byte reaches the store before the token check).

@@ -20,9 +20,9 @@ fn found(version: u32, mark: u64, live: bool) -> Option<Found<u32>> {
 fn value(token: u64, on: Option<u32>) -> Step<u32> {
     Step::Write {
         on,
-        frame: BlobMeta {
+        frame: Frame {
             token: t(token),
-            has_value: true,
+            live: true,
         },
         payload: Payload::Value,
     }
@@ -214,9 +214,9 @@ fn a_delete_is_settled_only_by_what_was_read_and_a_fence_keeps_the_value() {
     };
     let tombstone = Step::Write {
         on: Some(3),
-        frame: BlobMeta {
+        frame: Frame {
             token: t(5),
-            has_value: false,
+            live: false,
         },
         payload: Payload::Empty,
     };
@@ -236,9 +236,9 @@ fn a_delete_is_settled_only_by_what_was_read_and_a_fence_keeps_the_value() {
         e.answer(Answer::Read(found(3, 5, true))),
         Step::Write {
             on: Some(3),
-            frame: BlobMeta {
+            frame: Frame {
                 token: t(6),
-                has_value: true
+                live: true
             },
             payload: Payload::AsRead,
         }
