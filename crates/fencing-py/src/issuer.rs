@@ -1,16 +1,15 @@
 //! `fencing.Issuer` and the leases it grants.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use fencing_tokens::keepalive::LeaseWatch;
-use fencing_tokens::{FencedStore, FencingToken, LeaseRequest, Result, TokenIssuer};
+use fencing_tokens::{FencedStore, LeaseRequest, Result, TokenIssuer};
 use pyo3::prelude::*;
 
 use crate::aio::{Completions, GiveBack};
+use crate::lease::{Holding, Lease, token_from, type_name};
 use crate::lock::Lock;
 use crate::runtime::{InProcess, seconds, wait_for};
-use crate::store::{Store, token_from, type_name};
+use crate::store::Store;
 
 // The signatures below write the TTL default, 30 s, as a literal: Python
 // shows it in `help()` and the stubs check it (`mypy.stubtest`). It is the
@@ -264,101 +263,5 @@ impl Issuer {
 
     fn __repr__(&self) -> String {
         format!("Issuer({:?})", self.shown)
-    }
-}
-
-/// A lease: the resource, its fencing token, its holder and its TTL.
-#[pyclass(frozen, module = "fencing")]
-pub(crate) struct Lease {
-    pub(crate) inner: fencing_tokens::Lease,
-    /// The guard's view, for a lease read off a `Held` (`held.lease`):
-    /// presented as a token, it is refused once that lease is lost, as
-    /// `held.token` is.
-    pub(crate) watch: Option<LeaseWatch>,
-}
-
-impl From<fencing_tokens::Lease> for Lease {
-    fn from(inner: fencing_tokens::Lease) -> Self {
-        Self { inner, watch: None }
-    }
-}
-
-impl Lease {
-    /// The token to write with: `LeaseLost` if it is a guard's lease that
-    /// is no longer held.
-    pub(crate) fn token_to_send(&self) -> fencing_tokens::Result<FencingToken> {
-        match &self.watch {
-            Some(watch) => watch.current(),
-            None => Ok(self.inner.token()),
-        }
-    }
-}
-
-#[pymethods]
-impl Lease {
-    /// The fencing token: present it with every write.
-    #[getter]
-    fn token(&self) -> u64 {
-        self.inner.token().get()
-    }
-
-    /// The leased resource.
-    #[getter]
-    fn resource(&self) -> &str {
-        self.inner.resource()
-    }
-
-    /// The holder's id.
-    #[getter]
-    fn holder(&self) -> &str {
-        self.inner.holder().as_str()
-    }
-
-    /// The TTL, in seconds.
-    #[getter]
-    fn ttl(&self) -> f64 {
-        self.inner.ttl().as_secs_f64()
-    }
-
-    /// Seconds left before the lease's local deadline (counted from when
-    /// its request was sent), 0 once passed.
-    #[getter]
-    fn remaining(&self) -> f64 {
-        self.inner
-            .deadline()
-            .saturating_duration_since(Instant::now())
-            .as_secs_f64()
-    }
-
-    /// Whether the local deadline has passed: stop writing with it.
-    #[getter]
-    fn expired(&self) -> bool {
-        self.inner.is_expired()
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Lease(resource={:?}, token={}, ttl={:?})",
-            self.inner.resource(),
-            self.inner.token(),
-            self.inner.ttl()
-        )
-    }
-}
-
-/// Who holds a resource, and the token of their lease.
-#[pyclass(frozen, get_all, module = "fencing")]
-pub(crate) struct Holding {
-    /// The holder's id (`foreign:…` for another lock client on the same
-    /// lock: etcdctl, Curator, redis-py).
-    holder: String,
-    /// Its lease's token (0 where the issuer cannot read one).
-    token: u64,
-}
-
-#[pymethods]
-impl Holding {
-    fn __repr__(&self) -> String {
-        format!("Holding(holder={:?}, token={})", self.holder, self.token)
     }
 }

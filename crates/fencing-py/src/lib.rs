@@ -10,6 +10,7 @@
 mod aio;
 mod errors;
 mod issuer;
+mod lease;
 mod lock;
 mod runtime;
 mod sql;
@@ -51,8 +52,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_start_open_issuer, m)?)?;
     m.add_function(wrap_pyfunction!(_start_open_store, m)?)?;
     m.add_class::<issuer::Issuer>()?;
-    m.add_class::<issuer::Lease>()?;
-    m.add_class::<issuer::Holding>()?;
+    m.add_class::<lease::Lease>()?;
+    m.add_class::<lease::Holding>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::Held>()?;
     m.add_class::<store::Store>()?;

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 
 use crate::aio::Completions;
 use crate::errors;
-use crate::issuer::Lease;
+use crate::lease::Lease;
 use crate::runtime::{InProcess, wait_for};
 
 /// One `with` block's guard: its `Held` reads it, its `__exit__` takes it

@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use crate::errors;
-use crate::store::token_from;
+use crate::lease::token_from;
 
 /// The guard's statements for one dialect, table prefix and parameter
 /// style, and the verdict on their answers.

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use fencing_tokens::{Bytes, Error, FencedStore, FencingToken, Result};
+use fencing_tokens::{Bytes, FencedStore, FencingToken, Result};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::aio::Completions;
-use crate::errors;
+use crate::lease::token_from;
 use crate::runtime::{InProcess, wait_for};
 
 /// A fenced store: every write carries a token, and one lower than the
@@ -34,40 +34,6 @@ impl Store {
     pub(crate) fn store(&self) -> PyResult<Arc<dyn FencedStore>> {
         self.inner.get("store").cloned()
     }
-}
-
-/// The name of `value`'s type, for a message.
-pub(crate) fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value
-        .get_type()
-        .name()
-        .map_or_else(|_| "?".into(), |n| n.to_string())
-}
-
-/// A token from Python: an `int` from 0 to 2**64 - 1, or a `Lease` (its
-/// token; `LeaseLost` for a `held.lease` whose lease is no longer held).
-/// Anything else is `InvalidInput`, not an `OverflowError`.
-pub(crate) fn token_from(value: &Bound<'_, PyAny>) -> PyResult<FencingToken> {
-    if let Ok(lease) = value.cast::<crate::issuer::Lease>() {
-        return lease.get().token_to_send().map_err(|e| errors::to_py(&e));
-    }
-    // An int to Python, and 1 to `extract`: a token by mistake.
-    if value.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(errors::to_py(&Error::invalid_input(
-            "a fencing token is an int (or a Lease): got a bool",
-        )));
-    }
-    let Ok(number) = value.extract::<i128>() else {
-        return Err(errors::to_py(&Error::invalid_input(format!(
-            "a fencing token is an int (or a Lease): got {}",
-            type_name(value)
-        ))));
-    };
-    u64::try_from(number).map(FencingToken::new).map_err(|_| {
-        errors::to_py(&Error::invalid_input(format!(
-            "a fencing token is from 0 to 2**64 - 1: got {number}"
-        )))
-    })
 }
 
 /// What each call runs on the runtime, shared by the sync methods (which
