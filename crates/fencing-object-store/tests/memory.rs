@@ -530,3 +530,151 @@ async fn a_short_unfenced_object_is_listed_as_it_is() {
         ]
     );
 }
+
+/// `InMemory` with its requests counted, and the answer of the next put
+/// lost on demand (applied, then reported as a transport failure).
+#[derive(Debug, Default)]
+struct Counted {
+    inner: InMemory,
+    gets: std::sync::atomic::AtomicU32,
+    puts: std::sync::atomic::AtomicU32,
+    lose_next_answer: std::sync::atomic::AtomicBool,
+}
+
+impl Counted {
+    /// (gets, puts) since the last call.
+    fn take(&self) -> (u32, u32) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.gets.swap(0, SeqCst), self.puts.swap(0, SeqCst))
+    }
+}
+
+impl std::fmt::Display for Counted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Counted({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Counted {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.puts.fetch_add(1, SeqCst);
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() && self.lose_next_answer.swap(false, SeqCst) {
+            return Err(object_store::Error::Generic {
+                store: "Counted",
+                source: "connection reset after the request was sent".into(),
+            });
+        }
+        result
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: futures_util::stream::BoxStream<'static, object_store::Result<Path>>,
+    ) -> futures_util::stream::BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&Path>,
+    ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+    {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// What a write costs: a cold put reads the frame and puts; the same
+/// holder's next put is one conditional put; after another writer's, the
+/// remembered version fails and the frame is read.
+#[tokio::test]
+async fn the_same_holders_next_put_is_one_conditional_request() {
+    let bucket = Arc::new(Counted::default());
+    let holder = FencedObjectStore::new(bucket.clone(), t(9));
+    let next = FencedObjectStore::new(bucket.clone(), t(10));
+    let path = Path::from("k");
+    holder.put(&path, "1".into()).await.unwrap();
+    assert_eq!(bucket.take(), (1, 1), "first put: the frame, the put");
+    holder.put(&path, "2".into()).await.unwrap();
+    assert_eq!(bucket.take(), (0, 1), "its own last write: one put");
+    next.put(&path, "3".into()).await.unwrap();
+    bucket.take();
+    let err = holder.put(&path, "4".into()).await.unwrap_err();
+    assert_stale(&err, 9, 10);
+    assert_eq!(
+        bucket.take(),
+        (1, 1),
+        "the remembered version fails, then the frame refuses"
+    );
+    let err = holder.put(&path, "5".into()).await.unwrap_err();
+    assert_stale(&err, 9, 10);
+    assert_eq!(bucket.take(), (1, 0), "refused on the frame: nothing sent");
+}
+
+/// A put applied whose answer was lost is settled by reading: the object
+/// is at our write's version, whose mark the token is not below, so the
+/// write is sent again on it and lands (one value, ours), where it was
+/// reported as an unknown outcome at once before the engine. (A newer
+/// holder's write in between makes it unknown, never stale: the engine's
+/// model checker and its unit tests.)
+#[tokio::test]
+async fn a_lost_answer_on_a_put_is_settled_by_writing_again() {
+    let bucket = Arc::new(Counted::default());
+    let holder = FencedObjectStore::new(bucket.clone(), t(9));
+    let path = Path::from("k");
+    holder.put(&path, "1".into()).await.unwrap();
+    bucket.take();
+    bucket
+        .lose_next_answer
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    holder
+        .put(&path, "2".into())
+        .await
+        .expect("settled, not unknown");
+    assert_eq!(
+        bucket.take(),
+        (1, 2),
+        "the put whose answer was lost, the frame read, the put again"
+    );
+    assert_eq!(read(&holder, &path).await, "2");
+}
