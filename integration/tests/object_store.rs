@@ -17,6 +17,7 @@ use fencing_harness::env::S3RVER;
 use fencing_harness::object_store::{run_bucket, set_up};
 use fencing_harness::process::{Signal, signal, spawn_reporting_token};
 use fencing_integration::object_stores::Cloud;
+use fencing_object_store::conformance::Hooked;
 use fencing_object_store::{FencedObjectStore, ObjectStoreBackend, fencing_error};
 use fencing_testkit::history::{History, Op, OpKind, Outcome};
 use object_store::path::Path;
@@ -357,7 +358,7 @@ async fn stale_on_every_write_path(cloud: Cloud) {
             newer.fence("source", t(9)).await.expect("fence the source");
         }
     };
-    let hooked = AfterPut::new(bucket.clone(), target.clone(), fence_source);
+    let hooked = after_put(bucket.clone(), target.clone(), fence_source);
     let old = FencedObjectStore::new(hooked, t(7));
     let result = old.rename(&source, &target).await;
     let chain = result
@@ -380,102 +381,24 @@ async fn stale_on_every_write_path(cloud: Cloud) {
 /// object_store's client on the emulator, and `then` run once, right
 /// after the first put to `path` was answered and before its caller sees
 /// the answer: a newer holder acting between two requests of one call.
-struct AfterPut {
+fn after_put(
     inner: Arc<dyn ObjectStore>,
     path: Path,
-    then: std::sync::Mutex<Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>>,
-}
-
-impl AfterPut {
-    fn new(
-        inner: Arc<dyn ObjectStore>,
-        path: Path,
-        then: impl Future<Output = ()> + Send + 'static,
-    ) -> Self {
-        Self {
-            inner,
-            path,
-            then: std::sync::Mutex::new(Some(Box::pin(then))),
-        }
-    }
-}
-
-impl std::fmt::Debug for AfterPut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AfterPut({}, {})", self.inner, self.path)
-    }
-}
-
-impl std::fmt::Display for AfterPut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for AfterPut {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: object_store::PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<object_store::PutResult> {
-        let result = self.inner.put_opts(location, payload, opts).await;
-        if result.is_ok() && *location == self.path {
-            let then = self.then.lock().expect("not poisoned").take();
+    then: impl Future<Output = ()> + Send + 'static,
+) -> Hooked {
+    type Then = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+    let then: std::sync::Mutex<Option<Then>> = std::sync::Mutex::new(Some(Box::pin(then)));
+    Hooked::new(inner).after_put(move |location, answer| {
+        let then = (answer.is_ok() && *location == path)
+            .then(|| then.lock().expect("not poisoned").take())
+            .flatten();
+        Box::pin(async move {
             if let Some(then) = then {
                 then.await;
             }
-        }
-        result
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: object_store::PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: object_store::GetOptions,
-    ) -> object_store::Result<object_store::GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: futures_util::stream::BoxStream<'static, object_store::Result<Path>>,
-    ) -> futures_util::stream::BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(
-        &self,
-        prefix: Option<&Path>,
-    ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
-    {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&Path>,
-    ) -> object_store::Result<object_store::ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: object_store::CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
+            answer
+        })
+    })
 }
 
 /// The bucket lease on `ObjectStoreBackend`: a lease record deleted by

@@ -6,6 +6,22 @@
 //! fenced store can run; [`NOT_RUN`] names the others and why. The crate
 //! README's table is checked against both, and both against
 //! object_store's source, by this crate's tests.
+//!
+//! [`Hooked`] is the store the fault tests put underneath: it counts
+//! requests and changes a put's answer.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::SeqCst;
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
 
 /// The functions of `object_store::integration` that
 /// [`object_store_suite!`](crate::object_store_suite) runs, one test each.
@@ -104,4 +120,116 @@ macro_rules! object_store_suite {
             $body;
         }
     };
+}
+
+/// What a hook on a put's answer returns: the answer the caller sees.
+pub type PutAnswer = futures_util::future::BoxFuture<'static, object_store::Result<PutResult>>;
+
+/// An [`ObjectStore`] for tests of what runs on top of it: every call
+/// forwarded to `inner`, gets and puts counted, and each put's answer
+/// handed to a hook before the caller sees it (to lose it after the write
+/// landed, or to let a newer holder act between two requests of one call).
+pub struct Hooked {
+    inner: Arc<dyn ObjectStore>,
+    gets: AtomicU32,
+    puts: AtomicU32,
+    after_put: PutHook,
+}
+
+/// [`Hooked::after_put`]'s hook.
+type PutHook = Box<dyn Fn(&Path, object_store::Result<PutResult>) -> PutAnswer + Send + Sync>;
+
+impl Hooked {
+    /// `inner`, with the answers of its puts as they are.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            inner,
+            gets: AtomicU32::new(0),
+            puts: AtomicU32::new(0),
+            after_put: Box::new(|_, answer| Box::pin(std::future::ready(answer))),
+        }
+    }
+
+    /// Runs `hook` on every put's path and answer (the put was sent and
+    /// answered by `inner`); what it returns is the caller's answer.
+    #[must_use]
+    pub fn after_put(
+        mut self,
+        hook: impl Fn(&Path, object_store::Result<PutResult>) -> PutAnswer + Send + Sync + 'static,
+    ) -> Self {
+        self.after_put = Box::new(hook);
+        self
+    }
+
+    /// The gets and puts sent since the last call.
+    pub fn take_requests(&self) -> (u32, u32) {
+        (self.gets.swap(0, SeqCst), self.puts.swap(0, SeqCst))
+    }
+}
+
+impl fmt::Debug for Hooked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hooked({})", self.inner)
+    }
+}
+
+impl fmt::Display for Hooked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Hooked {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.puts.fetch_add(1, SeqCst);
+        let answer = self.inner.put_opts(location, payload, opts).await;
+        (self.after_put)(location, answer).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.gets.fetch_add(1, SeqCst);
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use fencing_core::adapter::blob::{BlobStore, FRAME_HEADER_LEN};
 use fencing_core::{Error, FencedStore, FencingToken, Limits};
+use fencing_object_store::conformance::Hooked;
 use fencing_object_store::{FencedObjectStore, ObjectStoreBackend, fencing_error};
 use futures_util::TryStreamExt;
 use object_store::memory::InMemory;
@@ -531,97 +532,24 @@ async fn a_short_unfenced_object_is_listed_as_it_is() {
     );
 }
 
-/// `InMemory` with its requests counted, and the answer of the next put
-/// lost on demand (applied, then reported as a transport failure).
-#[derive(Debug, Default)]
-struct Counted {
-    inner: InMemory,
-    gets: std::sync::atomic::AtomicU32,
-    puts: std::sync::atomic::AtomicU32,
-    lose_next_answer: std::sync::atomic::AtomicBool,
-}
-
-impl Counted {
-    /// (gets, puts) since the last call.
-    fn take(&self) -> (u32, u32) {
-        use std::sync::atomic::Ordering::SeqCst;
-        (self.gets.swap(0, SeqCst), self.puts.swap(0, SeqCst))
-    }
-}
-
-impl std::fmt::Display for Counted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Counted({})", self.inner)
-    }
-}
-
-#[async_trait::async_trait]
-impl ObjectStore for Counted {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> object_store::Result<object_store::PutResult> {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.puts.fetch_add(1, SeqCst);
-        let result = self.inner.put_opts(location, payload, opts).await;
-        if result.is_ok() && self.lose_next_answer.swap(false, SeqCst) {
-            return Err(object_store::Error::Generic {
-                store: "Counted",
+/// `InMemory` under a [`Hooked`] store (requests counted), and a switch
+/// that loses the answer of the next put after it landed (a transport
+/// failure after sending).
+fn counted() -> (Arc<Hooked>, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let lose = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let lose_next = lose.clone();
+    let bucket = Hooked::new(Arc::new(InMemory::new())).after_put(move |_, answer| {
+        let answer = match answer {
+            Ok(_) if lose_next.swap(false, SeqCst) => Err(object_store::Error::Generic {
+                store: "Hooked",
                 source: "connection reset after the request was sent".into(),
-            });
-        }
-        result
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: object_store::PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-
-    async fn get_opts(
-        &self,
-        location: &Path,
-        options: GetOptions,
-    ) -> object_store::Result<object_store::GetResult> {
-        self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.get_opts(location, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: futures_util::stream::BoxStream<'static, object_store::Result<Path>>,
-    ) -> futures_util::stream::BoxStream<'static, object_store::Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(
-        &self,
-        prefix: Option<&Path>,
-    ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
-    {
-        self.inner.list(prefix)
-    }
-
-    async fn list_with_delimiter(
-        &self,
-        prefix: Option<&Path>,
-    ) -> object_store::Result<object_store::ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-
-    async fn copy_opts(
-        &self,
-        from: &Path,
-        to: &Path,
-        options: CopyOptions,
-    ) -> object_store::Result<()> {
-        self.inner.copy_opts(from, to, options).await
-    }
+            }),
+            answer => answer,
+        };
+        Box::pin(std::future::ready(answer))
+    });
+    (Arc::new(bucket), lose)
 }
 
 /// What a write costs: a cold put reads the frame and puts; the same
@@ -629,26 +557,38 @@ impl ObjectStore for Counted {
 /// remembered version fails and the frame is read.
 #[tokio::test]
 async fn the_same_holders_next_put_is_one_conditional_request() {
-    let bucket = Arc::new(Counted::default());
+    let (bucket, _) = counted();
     let holder = FencedObjectStore::new(bucket.clone(), t(9));
     let next = FencedObjectStore::new(bucket.clone(), t(10));
     let path = Path::from("k");
     holder.put(&path, "1".into()).await.unwrap();
-    assert_eq!(bucket.take(), (1, 1), "first put: the frame, the put");
+    assert_eq!(
+        bucket.take_requests(),
+        (1, 1),
+        "first put: the frame, the put"
+    );
     holder.put(&path, "2".into()).await.unwrap();
-    assert_eq!(bucket.take(), (0, 1), "its own last write: one put");
+    assert_eq!(
+        bucket.take_requests(),
+        (0, 1),
+        "its own last write: one put"
+    );
     next.put(&path, "3".into()).await.unwrap();
-    bucket.take();
+    bucket.take_requests();
     let err = holder.put(&path, "4".into()).await.unwrap_err();
     assert_stale(&err, 9, 10);
     assert_eq!(
-        bucket.take(),
+        bucket.take_requests(),
         (1, 1),
         "the remembered version fails, then the frame refuses"
     );
     let err = holder.put(&path, "5".into()).await.unwrap_err();
     assert_stale(&err, 9, 10);
-    assert_eq!(bucket.take(), (1, 0), "refused on the frame: nothing sent");
+    assert_eq!(
+        bucket.take_requests(),
+        (1, 0),
+        "refused on the frame: nothing sent"
+    );
 }
 
 /// A put applied whose answer was lost is settled by reading: the object
@@ -659,20 +599,18 @@ async fn the_same_holders_next_put_is_one_conditional_request() {
 /// model checker and its unit tests.)
 #[tokio::test]
 async fn a_lost_answer_on_a_put_is_settled_by_writing_again() {
-    let bucket = Arc::new(Counted::default());
+    let (bucket, lose_next_answer) = counted();
     let holder = FencedObjectStore::new(bucket.clone(), t(9));
     let path = Path::from("k");
     holder.put(&path, "1".into()).await.unwrap();
-    bucket.take();
-    bucket
-        .lose_next_answer
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    bucket.take_requests();
+    lose_next_answer.store(true, std::sync::atomic::Ordering::SeqCst);
     holder
         .put(&path, "2".into())
         .await
         .expect("settled, not unknown");
     assert_eq!(
-        bucket.take(),
+        bucket.take_requests(),
         (1, 2),
         "the put whose answer was lost, the frame read, the put again"
     );
