@@ -69,7 +69,9 @@
 //!   jittered pause) up to [`with_max_attempts`](FencingLayer::with_max_attempts)
 //!   times, then gives up with [`Contention`](fencing_core::Error::Contention).
 //!   The ETag of the layer's own last write to a path is remembered, so the
-//!   same holder's next write is one request. The caller's conditions keep
+//!   same holder's next write is one request. This is the core's one
+//!   [conditional-write engine](fencing_core::adapter::cas), which
+//!   `BlobStore` and `FencedObjectStore` run too. The caller's conditions keep
 //!   their meaning on top: `if_not_exists` / `if_none_match("*")` creates
 //!   (absent or deleted only, else `ConditionNotMatch`), `if_match(etag)` is
 //!   the caller's compare-and-swap (`ConditionNotMatch` when lost, never
@@ -124,7 +126,11 @@
 //! `ConditionNotMatch` (which callers read as a lost compare-and-swap to
 //! retry); bad input is `ConfigInvalid`; contention is a temporary
 //! `Unexpected`. A write whose request failed after it was sent, in a way
-//! that may have been applied, is [`OutcomeUnknown`](fencing_core::Error::OutcomeUnknown).
+//! that may have been applied, is read again and, where the token is still
+//! not below the object's mark, written again on the ETag read (landing
+//! settles it); where it is below, or nothing answers,
+//! [`OutcomeUnknown`](fencing_core::Error::OutcomeUnknown), never "nothing
+//! written".
 //! A create over a newer holder's live object is `ConditionNotMatch` (what
 //! the caller's protocol stops on), its stale token the source
 //! [`fencing_error`] finds. Every error the layer returns carries only the
