@@ -345,6 +345,29 @@ async fn ranged_reads_and_sizes_are_the_callers() {
     );
 }
 
+/// A create of the very bytes an earlier create stored, by a layer that
+/// remembers nothing of the path (another process, a cleared memory): the
+/// object is there, so the caller's condition fails. (Written blind, the
+/// refused create would find "its own" bytes there and take them as a
+/// landed retry: a create reported done that wrote nothing.)
+#[tokio::test]
+async fn a_create_of_bytes_already_there_is_a_failed_condition_not_a_write() {
+    let Some(b) = bucket().await else { return };
+    let first = b.fenced(FencingLayer::new(t(9)));
+    first
+        .write_with("once", "done")
+        .if_not_exists(true)
+        .await
+        .unwrap();
+    let again = b.fenced(FencingLayer::new(t(9)));
+    let err = again
+        .write_with("once", "done")
+        .if_not_exists(true)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ConditionNotMatch, "{err}");
+}
+
 #[tokio::test]
 async fn create_and_compare_and_swap_keep_their_meaning() {
     let Some(b) = bucket().await else { return };

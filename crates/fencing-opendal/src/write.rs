@@ -54,7 +54,11 @@ impl Core {
             Cond::Delete => Intent::Delete,
             Cond::DeleteMatch(expected) => Intent::DeleteMatch(etag(expected)),
         };
-        let engine = Engine::new(token, intent, self.known.get(path), self.max_attempts);
+        // A create reads first: a refused write whose object holds our very
+        // bytes is taken as ours (`landed`), which a create written blind
+        // would also take of an object created earlier with the same bytes.
+        let engine = Engine::new(token, intent, self.known.get(path), self.max_attempts)
+            .read_before_create();
         let mut port = Port {
             core: self,
             ctx,

@@ -24,8 +24,9 @@
 //! [`Step`] (a read, a conditional write, a pause) and consumes each
 //! [`Answer`] until it ends. [`run`] drives it over a [`Port`] (the one
 //! read and the one conditional write a way in translates), which is all
-//! a new way in writes. The model checker in `fencing-testkit` explores
-//! this same `Engine` against a modelled record.
+//! a new way in writes. The model checker (`fencing-core`'s
+//! `tests/model_engine.rs`) explores this same `Engine` against a modelled
+//! record.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -99,6 +100,10 @@ pub enum Intent<V> {
     /// there is none); nothing is written at the token already.
     Fence,
 }
+
+/// How many writes of one call may go unanswered before it ends
+/// [`End::Unknown`] (fewer than its attempts allow).
+pub const MAX_UNANSWERED: u32 = 3;
 
 /// The largest value a put under contention sends without reading first: a
 /// lost conditional write uploads the whole body for nothing, which above
@@ -242,6 +247,11 @@ pub struct Engine<V> {
     previous: Option<Known<V>>,
     /// Conditional writes sent and lost (refused or unanswered).
     attempts: u32,
+    /// Of those, unanswered.
+    unanswered: u32,
+    /// Whether [`Intent::Create`] on a key nothing is remembered of is
+    /// written without a read first.
+    presume_absent: bool,
     /// Set once a write may have been applied without our seeing the
     /// answer: from then on, any end but our write is [`End::Unknown`].
     unknown: bool,
@@ -268,11 +278,24 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
             max_attempts: max_attempts.max(1),
             previous,
             attempts: 0,
+            unanswered: 0,
+            presume_absent: true,
             unknown: false,
             contended,
             state: State::Start,
             memo: None,
         }
+    }
+
+    /// Reads before a create, even on a key nothing is remembered of. For a
+    /// port that takes a refused write whose object holds the very bytes it
+    /// wrote as its own (an earlier try of it, landed below the port): a
+    /// create written blind would read an object created earlier with the
+    /// same bytes as written now.
+    #[must_use]
+    pub fn read_before_create(mut self) -> Self {
+        self.presume_absent = false;
+        self
     }
 
     /// The first step.
@@ -294,7 +317,9 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
             }
             // Absent is the common case, and the store refuses the write
             // if not; a key we know of is read.
-            Intent::Create if previous.is_none() => self.decide(None, false, true),
+            Intent::Create if previous.is_none() && self.presume_absent => {
+                self.decide(None, false, true)
+            }
             Intent::Create => self.read(),
             // Writing at a remembered version is safe whatever has happened
             // since: if the object is still at it, its mark is the one
@@ -304,7 +329,9 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
                 let small = *small;
                 self.skip_read_if_known(previous, small)
             }
-            Intent::Delete => self.skip_read_if_known(previous, true),
+            // A tombstone remembered is read (and settled as deleted)
+            // rather than written again.
+            Intent::Delete => self.skip_read_if_known(previous.filter(|k| k.live), true),
         }
     }
 
@@ -366,6 +393,13 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
             (State::Writing { .. }, Answer::Unknown) => {
                 self.memo = Some(None);
                 self.unknown = true;
+                self.unanswered += 1;
+                if self.unanswered >= MAX_UNANSWERED {
+                    // A store that answers no write is not raced: reading
+                    // and writing on would only add load to it.
+                    self.attempts += 1;
+                    return self.end(End::Unknown);
+                }
                 self.lost(false)
             }
             (state, answer) => panic!("the answer {answer:?} does not follow {state:?}"),
@@ -377,7 +411,8 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
     /// applied, else `None` (the caller reports its error: nothing was
     /// written).
     pub fn failed(&mut self) -> Option<End<V>> {
-        self.memo = Some(None);
+        // What was remembered stays: a refusal (a 503, a throttle) says
+        // nothing of the object's version.
         let end = self.unknown.then_some(End::Unknown);
         self.state = State::Ended(end.clone().unwrap_or(End::Unchanged));
         end
@@ -428,9 +463,6 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
             if let Intent::Update(v) | Intent::DeleteMatch(v) = &self.intent
                 && !(c.live && c.version == *v)
             {
-                if !from_cache {
-                    self.memo = Some(None);
-                }
                 return self.end(End::NotMatched);
             }
             if token < c.mark {

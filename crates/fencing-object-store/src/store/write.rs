@@ -11,9 +11,7 @@ use fencing_core::adapter::cas::{
 };
 use fencing_core::{Error, FencingToken};
 use object_store::path::Path;
-use object_store::{
-    GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, PutResult, Result, UpdateVersion,
-};
+use object_store::{GetOptions, ObjectStore, PutMode, PutOptions, PutPayload, PutResult, Result};
 
 use super::{FencedObjectStore, HEADER};
 use crate::error::{FENCED, into_store, refused_before_applying, was_retried};
@@ -68,19 +66,15 @@ impl<S: ObjectStore> FencedObjectStore<S> {
             path,
             value,
             options,
+            written: None,
         };
         match cas::run(&mut port, &self.known, key, engine).await {
-            Outcome::Ended(End::Written(version)) => {
-                let version = version.map(|v| v.0).unwrap_or(UpdateVersion {
-                    e_tag: None,
-                    version: None,
-                });
-                Ok(PutResult {
-                    e_tag: version.e_tag,
-                    version: version.version,
-                    extensions: Default::default(),
-                })
-            }
+            // The store's own answer, extensions and all.
+            Outcome::Ended(End::Written(_)) => Ok(port.written.unwrap_or(PutResult {
+                e_tag: None,
+                version: None,
+                extensions: Default::default(),
+            })),
             // A delete at this token already.
             Outcome::Ended(End::Unchanged) => Ok(PutResult {
                 e_tag: None,
@@ -125,7 +119,7 @@ impl<S: ObjectStore> FencedObjectStore<S> {
             ))),
             Outcome::Unknown { first, then } => {
                 let then = then.map_or_else(
-                    || "no later answer says whether it was applied".to_owned(),
+                    || "nothing after it settled whether it was applied".to_owned(),
                     |e| fencing_core::error_chain(&e),
                 );
                 Err(into_store(Error::outcome_unknown(
@@ -152,6 +146,8 @@ struct Port<'a, S> {
     /// The caller's options (attributes, tags, extensions); the mode is
     /// the engine's.
     options: PutOptions,
+    /// The store's answer to the write that landed.
+    written: Option<PutResult>,
 }
 
 impl<S: ObjectStore> cas::Port for Port<'_, S> {
@@ -195,7 +191,11 @@ impl<S: ObjectStore> cas::Port for Port<'_, S> {
             ..self.options.clone()
         };
         match self.store.store.put_opts(self.path, body, options).await {
-            Ok(result) => Ok(Wrote::Written(Some(Ver(version::of_put(&result))))),
+            Ok(result) => {
+                let version = Ver(version::of_put(&result));
+                self.written = Some(result);
+                Ok(Wrote::Written(Some(version)))
+            }
             Err(
                 e @ (object_store::Error::Precondition { .. }
                 | object_store::Error::AlreadyExists { .. }),

@@ -220,15 +220,18 @@ fn a_delete_is_settled_only_by_what_was_read_and_a_fence_keeps_the_value() {
         },
         payload: Payload::Empty,
     };
-    // Our own tombstone, remembered: someone may have written since.
-    let mut e = Engine::new(t(5), Intent::Delete, Some(ours), 4);
-    assert_eq!(e.start(), tombstone);
-    let mut e = Engine::new(t(5), Intent::Delete, None, 4);
-    e.start();
+    // Our own tombstone, remembered: read (someone may have written since),
+    // and settled by what the read shows, not written again.
+    let mut e = Engine::new(t(5), Intent::Delete, Some(ours.clone()), 4);
+    assert_eq!(e.start(), Step::Read { body: false });
     assert_eq!(
         e.answer(Answer::Read(found(3, 5, false))),
         Step::Done(End::Unchanged)
     );
+    // A live object remembered as ours: the tombstone goes straight on it.
+    let live = Known { live: true, ..ours };
+    let mut e = Engine::new(t(5), Intent::Delete, Some(live), 4);
+    assert_eq!(e.start(), tombstone);
 
     let mut e = Engine::new(t(6), Intent::Fence, None, 4);
     assert_eq!(e.start(), Step::Read { body: true });
@@ -249,4 +252,85 @@ fn a_delete_is_settled_only_by_what_was_read_and_a_fence_keeps_the_value() {
         e.answer(Answer::Read(found(4, 6, true))),
         Step::Done(End::Unchanged)
     );
+}
+
+#[test]
+fn the_callers_conditions_other_than_create_and_update() {
+    // NoneMatch: anything but the live object at that version.
+    let mut e = Engine::new(t(5), Intent::NoneMatch(2), None, 4);
+    assert_eq!(e.start(), Step::Read { body: false });
+    assert_eq!(
+        e.answer(Answer::Read(found(2, 4, true))),
+        Step::Done(End::NotMatched)
+    );
+    let mut e = Engine::new(t(5), Intent::NoneMatch(2), None, 4);
+    e.start();
+    assert_eq!(e.answer(Answer::Read(found(3, 4, true))), value(5, Some(3)));
+    // Stale before the caller's condition is even looked at.
+    let mut e = Engine::new(t(5), Intent::NoneMatch(2), None, 4);
+    e.start();
+    assert_eq!(
+        e.answer(Answer::Read(found(2, 9, true))),
+        Step::Done(End::Stale { current: t(9) })
+    );
+    // DeleteMatch: a tombstone only on the live object at that version.
+    let mut e = Engine::new(t(5), Intent::DeleteMatch(2), None, 4);
+    e.start();
+    assert_eq!(
+        e.answer(Answer::Read(found(2, 4, true))),
+        Step::Write {
+            on: Some(2),
+            frame: Frame {
+                token: t(5),
+                live: false
+            },
+            payload: Payload::Empty,
+        }
+    );
+    let mut e = Engine::new(t(5), Intent::DeleteMatch(2), None, 4);
+    e.start();
+    assert_eq!(
+        e.answer(Answer::Read(found(2, 4, false))),
+        Step::Done(End::NotMatched),
+        "a tombstone at that version is absent to the caller"
+    );
+}
+
+#[test]
+fn a_port_may_read_before_every_create() {
+    let mut e = Engine::new(t(5), Intent::Create, None, 4).read_before_create();
+    assert_eq!(e.start(), Step::Read { body: false });
+    assert_eq!(
+        e.answer(Answer::Read(found(1, 5, true))),
+        Step::Done(End::Exists { mark: t(5) })
+    );
+}
+
+#[test]
+fn a_store_that_answers_no_write_is_left_after_a_few() {
+    let mut e = put(5, None);
+    let mut step = e.start();
+    for _ in 1..MAX_UNANSWERED {
+        assert_eq!(step, Step::Read { body: false });
+        e.answer(Answer::Read(found(1, 4, true)));
+        assert!(matches!(e.answer(Answer::Unknown), Step::Pause { .. }));
+        step = e.answer(Answer::Paused);
+    }
+    e.answer(Answer::Read(found(1, 4, true)));
+    assert_eq!(e.answer(Answer::Unknown), Step::Done(End::Unknown));
+}
+
+#[test]
+fn a_failure_keeps_what_was_remembered() {
+    let known = Known {
+        version: 2,
+        mark: t(5),
+        live: true,
+        trusted: true,
+        contended: false,
+    };
+    let mut e = put(5, Some(known));
+    e.start();
+    assert_eq!(e.failed(), None, "nothing unanswered: the caller's error");
+    assert_eq!(e.take_memo(), None, "a refusal says nothing of the version");
 }
