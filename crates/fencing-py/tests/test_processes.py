@@ -112,7 +112,13 @@ def test_ctrl_c_interrupts_a_long_wait() -> None:
     time.sleep(0.3)
     started = time.monotonic()
     child.send_signal(signal.SIGINT)
-    out, err = child.communicate(timeout=10)
+    try:
+        out, err = child.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        # Say where it hung (in the wait, or on the way out after it).
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"no exit 10 s after SIGINT: stdout {out!r}, stderr {err!r}")
     assert time.monotonic() - started < 5
     etcd.release(lease)
     assert "interrupted" in out or "KeyboardInterrupt" in err, (out, err)
