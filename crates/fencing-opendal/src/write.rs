@@ -212,10 +212,7 @@ impl cas::Port for Port<'_> {
         frame: Frame,
         payload: Payload,
     ) -> Result<Wrote<ETag, opendal::Error>> {
-        let frame = BlobMeta {
-            token: frame.token,
-            has_value: frame.live,
-        };
+        let frame = BlobMeta::from(frame);
         let head = std::iter::once(frame::encode(frame, &[]));
         let body: Buffer = match payload {
             Payload::Value => head.chain(self.value.clone()).collect(),

@@ -289,10 +289,7 @@ impl<B: BlobBackend> cas::Port for Port<'_, B> {
         frame: Frame,
         payload: Payload,
     ) -> Result<Wrote<BlobVersion, Error>> {
-        let frame = BlobMeta {
-            token: frame.token,
-            has_value: frame.live,
-        };
+        let frame = BlobMeta::from(frame);
         let value = match payload {
             Payload::Value => &self.value[..],
             Payload::Empty => &[],

@@ -424,16 +424,6 @@ impl<V: Clone + PartialEq + Debug> Engine<V> {
         self.memo.take()
     }
 
-    /// Whether a write of this call may have been applied unanswered.
-    pub fn is_unknown(&self) -> bool {
-        self.unknown
-    }
-
-    /// The token the call writes with.
-    pub fn token(&self) -> FencingToken {
-        self.token
-    }
-
     /// The fast path of a put or delete: straight to the conditional write
     /// on the remembered version when it is ours (trusted), or contended
     /// and the value small.

@@ -176,10 +176,7 @@ impl<S: ObjectStore> cas::Port for Port<'_, S> {
         frame: Frame,
         payload: Payload,
     ) -> Result<Wrote<Ver, object_store::Error>> {
-        let frame = BlobMeta {
-            token: frame.token,
-            has_value: frame.live,
-        };
+        let frame = BlobMeta::from(frame);
         let head = std::iter::once(frame::encode(frame, &[]));
         let body: PutPayload = match payload {
             Payload::Value => head.chain(self.value.iter().cloned()).collect(),

@@ -46,6 +46,16 @@ pub struct BlobMeta {
     pub has_value: bool,
 }
 
+impl From<super::super::cas::Frame> for BlobMeta {
+    /// The frame the write engine asks for, as the blob frame encodes it.
+    fn from(frame: super::super::cas::Frame) -> Self {
+        Self {
+            token: frame.token,
+            has_value: frame.live,
+        }
+    }
+}
+
 impl BlobMeta {
     /// The hint as `(key, value)` pairs, for backends that also write it as
     /// user metadata (for people and tools; the store never reads it).
