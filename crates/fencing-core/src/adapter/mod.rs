@@ -10,6 +10,10 @@
 //!   I/O, and driven over a [`cas::Port`] by every way onto an object store;
 //! - [`blob`]: the fenced store over any [`blob::BlobBackend`] (a port of
 //!   [`cas`]), and the bucket lease;
+//! - [`record`]: the record lease, a fenced lease held by conditional
+//!   writes on one record (a bucket object, a DynamoDB item), written once
+//!   as a state machine that does no I/O and driven over a
+//!   [`record::RecordPort`];
 //! - [`wake`]: waiters woken at release (one subscription per issuer), for
 //!   an issuer with a notification channel;
 //! - [`Recent`]: what an issuer remembers per key between tries, bounded;
@@ -26,6 +30,7 @@ pub mod cas;
 pub mod descriptor;
 mod error;
 pub mod recent;
+pub mod record;
 pub mod url;
 pub mod wake;
 

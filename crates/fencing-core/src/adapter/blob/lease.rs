@@ -2,7 +2,8 @@
 //!
 //! One object per resource, the *lease record*, changed only by
 //! conditional writes on the version last read (the same compare-and-swap
-//! the [`BlobStore`](super::BlobStore) loop uses, in the same frame). The
+//! the [`BlobStore`](super::BlobStore) loop uses, in the same frame): the
+//! record lease of [`crate::adapter::record`], over [`BlobRecords`]. The
 //! record keeps the counter: a grant writes `counter + 1` and the holder, a
 //! release writes the holder away and keeps the counter. Tokens therefore
 //! strictly increase across holders, issuer restarts and crashes.
@@ -35,8 +36,8 @@
 //! server's clock has passed it (at most a second's wait, once per record
 //! made): a record made again after a deletion, in the same second too,
 //! starts above every token the deleted one gave, which would need more
-//! than one grant per microsecond to be otherwise (see `seed.rs` for the
-//! bound). A backend that tells no server time at all is refused
+//! than one grant per microsecond to be otherwise (see the record
+//! lease's `seed.rs` for the bound). A backend that tells no server time at all is refused
 //! ([`Error::UnsafeConfiguration`]). `raise_floor` sets any higher floor.
 //! `verify` warns about lifecycle rules.
 //!
@@ -50,61 +51,21 @@
 //! read back for its `Last-Modified`).
 
 use std::fmt::{self, Debug};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
-mod expiry;
 mod io;
 mod record;
-mod seed;
 
-pub use self::expiry::LeaseExpiry;
+pub use self::io::BlobRecords;
+pub use crate::adapter::record::LeaseExpiry;
 
-use self::io::Wrote;
-use self::record::Record;
-use super::{BlobBackend, BlobVersion, Precondition};
-use crate::adapter::{Recent, poll_acquire};
+use super::BlobBackend;
+use crate::adapter::poll_acquire;
+use crate::adapter::record::RecordLeases;
 use crate::safety::{self, SafetyCheck};
-use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer};
-
-/// How many conditional writes `raise_floor` tries before reporting
-/// [`Error::Contention`].
-const FLOOR_ATTEMPTS: u32 = 8;
-
-/// A record as read (or as we last wrote it).
-#[derive(Clone, Debug)]
-struct Current {
-    version: BlobVersion,
-    record: Record,
-    /// On the server's clock, if the backend said.
-    modified: Option<SystemTime>,
-    /// The `Date` of the answer that carried `modified`.
-    answered: Option<SystemTime>,
-    /// When the answer (or our write's) arrived, on this process's
-    /// monotonic clock.
-    received: Instant,
-}
-
-impl Current {
-    /// Made, but no token granted from it yet (see `seed.rs`).
-    fn unseeded(&self) -> bool {
-        self.record.is_unseeded()
-    }
-}
-
-/// What this issuer last knew of a record: for its own next write (no
-/// read) and for judging expiry on its own monotonic clock.
-#[derive(Clone, Debug)]
-struct Known {
-    current: Current,
-    /// When this version was first seen (after the answer that showed it).
-    since: Instant,
-}
-
-/// How many records an issuer remembers.
-const KNOWN_CAP: usize = 4096;
+use crate::{FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
 
 /// A [`TokenIssuer`] on any [`BlobBackend`]: S3, GCS, Azure Blob, or the
 /// in-memory one. See the [module docs](self) for the record, the expiry
@@ -114,19 +75,17 @@ const KNOWN_CAP: usize = 4096;
 /// [`DEFAULT_PREFIX`](Self::DEFAULT_PREFIX)), so one bucket can be both
 /// the issuer and the store. Clones share one record cache.
 #[derive(Clone)]
-pub struct BlobIssuer<B> {
-    backend: B,
+pub struct BlobIssuer<B: BlobBackend> {
     prefix: String,
-    expiry: LeaseExpiry,
-    known: Arc<Mutex<Recent<Known>>>,
+    leases: RecordLeases<BlobRecords<B>>,
 }
 
 impl<B: BlobBackend> Debug for BlobIssuer<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BlobIssuer")
-            .field("backend", &self.backend)
+            .field("backend", self.backend())
             .field("prefix", &self.prefix)
-            .field("expiry", &self.expiry)
+            .field("expiry", &self.expiry())
             .finish_non_exhaustive()
     }
 }
@@ -135,17 +94,15 @@ impl<B: BlobBackend> BlobIssuer<B> {
     /// The default prefix of the lease records, apart from a store's keys.
     pub const DEFAULT_PREFIX: &'static str = "fencing-lease/";
     /// The highest floor: the next grant, one above it, must fit a `u64`.
-    pub const MAX_FLOOR: FencingToken = FencingToken::new(u64::MAX - 1);
+    pub const MAX_FLOOR: FencingToken = RecordLeases::<BlobRecords<B>>::MAX_FLOOR;
 
     /// An issuer keeping its lease records in `backend` under
     /// [`DEFAULT_PREFIX`](Self::DEFAULT_PREFIX). Nothing is sent until the
     /// first operation.
     pub fn new(backend: B) -> Self {
         Self {
-            backend,
             prefix: Self::DEFAULT_PREFIX.to_owned(),
-            expiry: LeaseExpiry::default(),
-            known: Arc::new(Mutex::new(Recent::with_cap(KNOWN_CAP))),
+            leases: RecordLeases::new(BlobRecords { backend }, LeaseExpiry::default()),
         }
     }
 
@@ -163,13 +120,13 @@ impl<B: BlobBackend> BlobIssuer<B> {
     /// breaks when one does not).
     #[must_use]
     pub fn with_expiry(mut self, expiry: LeaseExpiry) -> Self {
-        self.expiry = expiry;
+        self.leases = self.leases.with_expiry(expiry);
         self
     }
 
     /// How a waiter judges a held record dead.
     pub fn expiry(&self) -> LeaseExpiry {
-        self.expiry
+        self.leases.expiry()
     }
 
     /// The prefix of the lease records' keys.
@@ -179,7 +136,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
 
     /// The backend.
     pub fn backend(&self) -> &B {
-        &self.backend
+        &self.leases.port().backend
     }
 
     /// The key of `resource`'s record.
@@ -187,143 +144,35 @@ impl<B: BlobBackend> BlobIssuer<B> {
         format!("{}{resource}", self.prefix)
     }
 
-    fn known(&self, key: &str) -> Option<Known> {
-        self.known.lock().expect("known lock").get(key)
-    }
-
-    /// Remembers `current` as just seen or written, keeping the instant it
-    /// was first seen when the version is the same.
-    fn remember(&self, key: &str, current: Option<Current>) {
-        let mut known = self.known.lock().expect("known lock");
-        let remembered = current.map(|current| {
-            let since = known
-                .get(key)
-                .filter(|k| k.current.version == current.version)
-                .map_or_else(Instant::now, |k| k.since);
-            Known { current, since }
-        });
-        known.put(key, remembered);
-    }
-
-    /// Writes `lease`'s record as `next` makes it, from the version this
-    /// issuer wrote last or, failing that, one read. `Ok(None)` when the
-    /// record is no longer the lease's.
-    async fn rewrite(
-        &self,
-        lease: &Lease,
-        next: impl Fn(&Record) -> Record,
-    ) -> Result<Option<Record>> {
-        let key = self.record_key(lease.resource());
-        let mut cached = self
-            .known(&key)
-            .map(|k| k.current)
-            .filter(|c| c.record.is_held_by(lease));
-        loop {
-            let from_cache = cached.is_some();
-            let current = match cached.take() {
-                Some(current) => current,
-                None => match self.read(&key).await? {
-                    Some(current) if current.record.is_held_by(lease) => current,
-                    _ => return Ok(None),
-                },
-            };
-            let record = next(&current.record);
-            match self
-                .write(&key, Precondition::Matches(current.version), record.clone())
-                .await?
-            {
-                Wrote::Yes => return Ok(Some(record)),
-                // The cached version was old: read and decide again.
-                Wrote::Lost if from_cache => {}
-                Wrote::Lost => return Ok(None),
-            }
+    /// Whether this issuer can seed a record on this backend, and from
+    /// what: for `verify`.
+    fn seeded_from(&self, reads_tell_modified: bool) -> Option<&'static str> {
+        if self.backend().server_now().is_some() {
+            Some("the `Date` of the server's answers")
+        } else if reads_tell_modified {
+            Some("the record's own `Last-Modified` (written unseeded, then read back)")
+        } else {
+            None
         }
-    }
-
-    /// Writes a grant of `request` at `token` under `precondition`.
-    async fn grant(
-        &self,
-        request: &LeaseRequest,
-        key: &str,
-        precondition: Precondition,
-        token: u64,
-    ) -> Result<Option<Lease>> {
-        let record = Record {
-            counter: token,
-            holder: Some(request.holder.to_string()),
-            // Rounded up: never shorter than the holder's deadline.
-            ttl_ms: request.ttl_millis_ceil(),
-            nonce: rand::random(),
-        };
-        let sent_at = Instant::now();
-        Ok(match self.write(key, precondition, record).await? {
-            Wrote::Yes => Some(Lease::new(request, FencingToken::new(token), sent_at)),
-            Wrote::Lost => None,
-        })
-    }
-
-    /// The first grant of a record absent (`current` is `None`) or
-    /// unseeded, at the token [`seed`](Self::seed) gives it.
-    async fn grant_first(
-        &self,
-        request: &LeaseRequest,
-        key: &str,
-        current: Option<Current>,
-    ) -> Result<Option<Lease>> {
-        match self.seed(key, current).await? {
-            Some((precondition, token)) => self.grant(request, key, precondition, token).await,
-            None => Ok(None),
-        }
-    }
-
-    fn next_token(current: &Current) -> Result<u64> {
-        current
-            .record
-            .counter
-            .checked_add(1)
-            .ok_or(Error::TokenOutOfRange {
-                token: FencingToken::new(u64::MAX),
-                max: Self::MAX_FLOOR,
-            })
     }
 }
 
 #[async_trait]
 impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     fn name(&self) -> &'static str {
-        self.backend.name()
+        self.backend().name()
     }
 
     fn expiry_needs_watching(&self) -> bool {
-        self.expiry == LeaseExpiry::WaiterClock
+        self.expiry() == LeaseExpiry::WaiterClock
     }
 
+    /// One conditional `PUT` on a record this issuer released, else a
+    /// `GET` and one conditional `PUT`.
     async fn try_acquire(&self, request: &LeaseRequest) -> Result<Option<Lease>> {
         request.validate(self.min_ttl())?;
         let key = self.record_key(&request.resource);
-        // A record this issuer saw free (its own release): write at once.
-        if let Some(known) = self
-            .known(&key)
-            .filter(|k| k.current.record.holder.is_none() && !k.current.record.is_unseeded())
-        {
-            let token = Self::next_token(&known.current)?;
-            let version = Precondition::Matches(known.current.version);
-            if let Some(lease) = self.grant(request, &key, version, token).await? {
-                return Ok(Some(lease));
-            }
-        }
-        match self.read(&key).await? {
-            Some(current) if current.unseeded() => {
-                self.grant_first(request, &key, Some(current)).await
-            }
-            None => self.grant_first(request, &key, None).await,
-            Some(current) if current.record.holder.is_none() || self.expired(&key, &current) => {
-                let token = Self::next_token(&current)?;
-                let version = Precondition::Matches(current.version);
-                self.grant(request, &key, version, token).await
-            }
-            Some(_) => Ok(None),
-        }
+        self.leases.try_acquire(&key, request).await
     }
 
     /// Polls [`try_acquire`](TokenIssuer::try_acquire), one `GET` per try,
@@ -340,39 +189,19 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     /// `GET` first if it knows none, or another was written since).
     ///
     /// # Errors
-    /// [`Error::LeaseLost`] if the lease's local deadline has passed (a
-    /// waiter may have judged it dead) or the record is no longer its.
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) if the lease's local
+    /// deadline has passed (a waiter may have judged it dead) or the
+    /// record is no longer its.
     async fn renew(&self, lease: &Lease) -> Result<Lease> {
-        crate::adapter::check_ttl(lease.ttl())?;
-        if lease.is_expired() {
-            return Err(Error::lease_lost(lease));
-        }
-        let sent_at = Instant::now();
-        let renewed = self
-            .rewrite(lease, |record| Record {
-                ttl_ms: crate::adapter::ttl_millis_ceil(lease.ttl()),
-                nonce: rand::random(),
-                ..record.clone()
-            })
-            .await?;
-        match renewed {
-            Some(_) => Ok(lease.renewed(sent_at)),
-            None => Err(Error::lease_lost(lease)),
-        }
+        let key = self.record_key(lease.resource());
+        self.leases.renew(&key, lease).await
     }
 
     /// One conditional `PUT` that writes the holder away and keeps the
     /// counter.
     async fn release(&self, lease: &Lease) -> Result<()> {
-        let released = self
-            .rewrite(lease, |record| Record {
-                holder: None,
-                ttl_ms: 0,
-                nonce: rand::random(),
-                ..record.clone()
-            })
-            .await?;
-        released.map(|_| ()).ok_or_else(|| Error::lease_lost(lease))
+        let key = self.record_key(lease.resource());
+        self.leases.release(&key, lease).await
     }
 
     /// The holder the record names, unless expiry (this issuer's own clock,
@@ -380,68 +209,20 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     /// dead.
     async fn holder(&self, resource: &str) -> Result<Option<Holding>> {
         let key = self.record_key(resource);
-        let Some(current) = self.read(&key).await? else {
-            return Ok(None);
-        };
-        let Some(holder) = current.record.holder.clone() else {
-            return Ok(None);
-        };
-        if self.expired(&key, &current) {
-            return Ok(None);
-        }
-        Ok(Some(Holding {
-            holder: HolderId::new(holder)
-                .map_err(|_| self.foreign(&key, "its holder is no holder id"))?,
-            token: FencingToken::new(current.record.counter),
-        }))
+        let port = self.leases.port();
+        self.leases
+            .holder(&key, || port.foreign(&key, "its holder is no holder id"))
+            .await
     }
 
     /// Raises the counter of a free (or dead) record, creating it if need
-    /// be; a live holder's is [`Error::Busy`]. A floor above
-    /// [`BlobIssuer::MAX_FLOOR`] is [`Error::TokenOutOfRange`], before
+    /// be; a live holder's is [`Error::Busy`](crate::Error::Busy). A floor
+    /// above [`BlobIssuer::MAX_FLOOR`] is
+    /// [`Error::TokenOutOfRange`](crate::Error::TokenOutOfRange), before
     /// anything is sent.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
-        if floor > Self::MAX_FLOOR {
-            return Err(Error::TokenOutOfRange {
-                token: floor,
-                max: Self::MAX_FLOOR,
-            });
-        }
         let key = self.record_key(resource);
-        for _ in 0..FLOOR_ATTEMPTS {
-            let (precondition, counter) = match self.read(&key).await? {
-                Some(current) if current.record.counter >= floor.get() => return Ok(()),
-                Some(current)
-                    if current.record.holder.is_some() && !self.expired(&key, &current) =>
-                {
-                    return Err(Error::busy(resource, "raise_floor"));
-                }
-                Some(current) if !current.unseeded() => {
-                    (Precondition::Matches(current.version), floor.get())
-                }
-                // A floor only raises: a record made (again) starts where a
-                // grant would start it, if that is higher.
-                current => match self.seed(&key, current).await? {
-                    Some((precondition, first)) => {
-                        (precondition, floor.get().max(first.saturating_sub(1)))
-                    }
-                    None => continue,
-                },
-            };
-            let record = Record {
-                counter,
-                holder: None,
-                ttl_ms: 0,
-                nonce: rand::random(),
-            };
-            if let Wrote::Yes = self.write(&key, precondition, record).await? {
-                return Ok(());
-            }
-        }
-        Err(Error::Contention {
-            key,
-            attempts: FLOOR_ATTEMPTS,
-        })
+        self.leases.raise_floor(&key, resource, floor).await
     }
 
     /// The generic probe, then on its record: the server refuses writes
@@ -451,13 +232,13 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         let mut checks = safety::probe_issuer(self).await?;
         let key = self.record_key(safety::PROBE_RESOURCE);
-        checks.extend(super::precondition_checks(&self.backend, &key).await?);
-        self.remember(&key, None);
-        checks.extend(self.backend.bucket_checks().await?);
-        let read = self.backend.read(&key).await?;
+        checks.extend(super::precondition_checks(self.backend(), &key).await?);
+        self.leases.forget(&key);
+        checks.extend(self.backend().bucket_checks().await?);
+        let read = self.backend().read(&key).await?;
         let modified = read.as_ref().is_some_and(|s| s.modified.is_some());
         let dated = read.is_some_and(|s| s.modified.is_some() && s.answered.is_some());
-        checks.push(match (self.expiry, dated) {
+        checks.push(match (self.expiry(), dated) {
             (LeaseExpiry::ServerClocksAgree, true) => SafetyCheck::warn(
                 "lease expiry",
                 "lease_expiry=server-clocks-agree: a held record is also judged dead by the Date of \
@@ -494,7 +275,7 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
                  grants on new records are refused",
             ),
         });
-        if let Some(endpoint) = self.backend.endpoint() {
+        if let Some(endpoint) = self.backend().endpoint() {
             checks.push(crate::tls::TlsOptions::endpoint_check(&endpoint));
         }
         Ok(checks)

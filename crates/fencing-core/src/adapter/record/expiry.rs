@@ -1,18 +1,18 @@
-//! When a held record is dead: [`LeaseExpiry`] and its judgement.
+//! When a held record is dead by the servers' clocks: [`LeaseExpiry`], and
+//! its judgement by dates.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use super::{BlobIssuer, Current};
-use crate::adapter::blob::BlobBackend;
+use super::Seen;
 
 /// `Last-Modified` and `Date` are whole seconds: an age read from them may
 /// be up to this much longer than the real one.
 const TIMESTAMP_GRAIN: Duration = Duration::from_secs(1);
 
 /// How a waiter judges a held lease record dead (the URL option
-/// `lease_expiry=`, [`BlobIssuer::with_expiry`]).
+/// `lease_expiry=`, [`BlobIssuer::with_expiry`](crate::adapter::blob::BlobIssuer::with_expiry)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LeaseExpiry {
@@ -68,28 +68,14 @@ impl FromStr for LeaseExpiry {
     }
 }
 
-impl<B: BlobBackend> BlobIssuer<B> {
-    /// Whether a held record is dead: the same version seen by this waiter
-    /// for a TTL of its monotonic clock; or, with
-    /// [`LeaseExpiry::ServerClocksAgree`], a TTL old by the `Date` of the
-    /// answer that carried it (run on by the monotonic clock since).
-    pub(super) fn expired(&self, key: &str, current: &Current) -> bool {
-        let ttl = Duration::from_millis(current.record.ttl_ms);
-        let by_waiter = self
-            .known(key)
-            .is_some_and(|k| k.current.version == current.version && k.since.elapsed() >= ttl);
-        by_waiter || (self.expiry == LeaseExpiry::ServerClocksAgree && by_dates(current, ttl))
-    }
-}
-
-/// Whether the answer that carried `current` dates its last write a TTL
-/// (and the timestamps' grain) ago: [`LeaseExpiry::ServerClocksAgree`].
-fn by_dates(current: &Current, ttl: Duration) -> bool {
-    current
-        .modified
-        .zip(current.answered)
+/// Whether the answer that carried `seen` (`since` ago on the monotonic
+/// clock) dates its last write a TTL (and the timestamps' grain) ago:
+/// [`LeaseExpiry::ServerClocksAgree`].
+pub(super) fn by_dates<V>(seen: &Seen<V>, since: Duration, ttl: Duration) -> bool {
+    seen.modified
+        .zip(seen.answered)
         .is_some_and(|(modified, date)| {
-            let now: SystemTime = date + current.received.elapsed();
+            let now: SystemTime = date + since;
             now.duration_since(modified).unwrap_or_default() >= ttl + TIMESTAMP_GRAIN
         })
 }
