@@ -97,8 +97,8 @@ fn without_a_server_time_a_record_is_made_unseeded_then_seeded_from_itself() {
     let (on, seeded) = write_of(&m.answer(Answer::Waited, &clocks(until, None)));
     assert_eq!(on, On::At(1));
     assert_eq!(
-        seeded.counter, 2_001_000_000,
-        "a floor below the seed starts at it"
+        seeded.counter, 2_000_999_999,
+        "a floor below the seed: the next grant is the seed"
     );
     assert!(seeded.holder.is_none());
 }
