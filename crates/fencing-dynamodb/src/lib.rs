@@ -6,7 +6,6 @@ mod config;
 pub mod emulator;
 mod error;
 mod issuer;
-mod sightings;
 mod store;
 mod table;
 mod transaction;

@@ -170,6 +170,63 @@ async fn an_item_deleted_by_hand_grants_above_every_earlier_token() {
     );
 }
 
+/// Two processes whose estimates of DynamoDB's clock trail it by different
+/// amounts (each counts from a `Date` truncated to the second): one sees
+/// its first `Date` just before a second ticks over, the other just after.
+/// The second grants on an item, an operator deletes it, and the first
+/// makes it again within that second. Its first token must still be above
+/// the deleted item's. Before the record lease waited for the server's
+/// clock to pass a new item's first token, the first process started the
+/// item again at its own estimate, up to a second behind, below the
+/// tokens just granted.
+#[tokio::test]
+async fn an_item_made_again_within_the_second_by_a_process_whose_clock_trails_starts_above() {
+    let Some(ahead) = dynamo().await else { return };
+    let behind = dynamo().await.unwrap();
+    let resource = unique_name("made-again");
+    let request = LeaseRequest::new(&resource, TTL);
+    let subsec = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_millis()
+    };
+    // The emulator runs on this machine: its clock is this one.
+    while subsec() < 960 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    behind.holder(&unique_name("clock")).await.unwrap();
+    while subsec() > 500 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    ahead.holder(&unique_name("clock")).await.unwrap();
+    let mut granted = Vec::new();
+    for _ in 0..3 {
+        let lease = ahead.try_acquire(&request).await.unwrap().expect("free");
+        granted.push(lease.token());
+        ahead.release(&lease).await.unwrap();
+    }
+    ahead
+        .client()
+        .delete_item()
+        .table_name(ahead.table())
+        .key(
+            "pk",
+            AttributeValue::S(format!("{}{resource}", ahead.prefix())),
+        )
+        .send()
+        .await
+        .expect("the operator's delete-item");
+    let again = behind.try_acquire(&request).await.unwrap().expect("free");
+    let highest = *granted.iter().max().unwrap();
+    assert!(
+        again.token() > highest,
+        "made again, the item started at {} below the {highest} it granted before deletion \
+         (tokens {granted:?})",
+        again.token()
+    );
+}
+
 /// A waiter judges expiry on its own clock from when it first saw the
 /// record version: a lease that died long ago by the wall clock is still
 /// waited out for one TTL, and a renew seen in between restarts the wait.
@@ -269,7 +326,11 @@ async fn a_dead_holder_at_u64_max_is_not_taken_over_past_the_range() {
         Err(Error::TokenOutOfRange { .. }) => {}
         other => panic!("a takeover past u64::MAX must be TokenOutOfRange, got {other:?}"),
     }
-    let holding = waiter
+    // Readable still (the waiter itself judges the holder dead; an issuer
+    // that has timed nothing names it).
+    assert_eq!(waiter.holder(&resource).await.expect("readable"), None);
+    let fresh = dynamo().await.unwrap();
+    let holding = fresh
         .holder(&resource)
         .await
         .expect("the item is still a lease item");

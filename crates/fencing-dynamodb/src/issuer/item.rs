@@ -1,17 +1,20 @@
-//! The lease item as DynamoDB holds it: its attributes as read, and the
-//! strongly consistent read and the one conditional `UpdateItem` every
-//! operation of [`DynamoIssuer`] is made of.
+//! The lease item as DynamoDB holds it: the record port of the record
+//! lease ([`fencing_core::adapter::record`]), one strongly consistent
+//! `GetItem` and one conditional `UpdateItem`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::SystemTime;
 
-use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use fencing_core::adapter::Call;
+use fencing_core::adapter::blob::ServerClock;
+use fencing_core::adapter::record::{LeaseRecord, On, RecordPort, Seen, Wrote};
 use fencing_core::{Error, Result};
 
-use super::{COUNTER, DynamoIssuer, HOLDER, RVN, TTL_MS};
+use super::{COUNTER, HOLDER, RVN, TTL_MS};
 use crate::error::{NAME, map_error};
-use crate::sightings::Seen;
 use crate::store::PK;
 use crate::update::send_conditional;
 
@@ -19,36 +22,55 @@ use crate::update::send_conditional;
 /// others are DynamoDB reserved words): only those used may be sent.
 const NAMES: [(&str, &str); 4] = [("#c", COUNTER), ("#h", HOLDER), ("#r", RVN), ("#t", TTL_MS)];
 
-/// The item of one resource, as read.
-#[derive(Debug, Default)]
-pub(super) struct Item {
-    pub(super) counter: Option<u64>,
-    pub(super) holder: Option<String>,
-    pub(super) rvn: Option<String>,
-    pub(super) ttl_ms: Option<u64>,
+/// No lease item (or one that never had a counter).
+const ABSENT: &str = "attribute_not_exists(#c) AND attribute_not_exists(#h)";
+/// The item still at the version read. The counter is compared by
+/// **equality** with a `u64` this process parsed: a condition expression
+/// has comparisons but no arithmetic and no integer test, so no bound can
+/// tell `5.5` or `-3` (an operator's edit) from a token, and `#c < :max`
+/// once let a grant through on them. Equality with a whole number in range
+/// can only hold for that number: an item whose counter is none is refused
+/// by DynamoDB, its refusal hands the item back, and parsing it names the
+/// item as foreign with nothing written.
+const AT: &str = "#r = :rvn AND #c = :counter";
+/// The same, for an item released by an older version of this crate,
+/// which removed the `rvn`.
+const AT_WITHOUT_RVN: &str =
+    "attribute_not_exists(#r) AND attribute_not_exists(#h) AND #c = :counter";
+
+/// A lease item's version: its `rvn` (fresh on every write) and counter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ItemVersion {
+    rvn: Option<String>,
+    counter: u64,
 }
 
-/// A fresh random record version number.
-pub(super) fn fresh_rvn() -> String {
-    format!("{:032x}", rand::random::<u128>())
+/// Lease items in one table.
+#[derive(Clone)]
+pub(crate) struct Items {
+    pub(super) client: Client,
+    pub(super) table: String,
+    /// DynamoDB's time, from the `Date` of the client's answers.
+    pub(super) clock: Arc<ServerClock>,
 }
 
-pub(super) fn n(value: u64) -> AttributeValue {
+impl std::fmt::Debug for Items {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Items")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+fn n(value: u64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-impl DynamoIssuer {
-    pub(super) fn remember(&self, key: &str, seen: Option<Seen>) {
-        self.seen.lock().expect("seen lock").put(key, seen);
-    }
+fn rvn_of(nonce: u128) -> String {
+    format!("{nonce:032x}")
+}
 
-    pub(super) fn know(&self, key: &str, counter: Option<u64>) {
-        self.counters
-            .lock()
-            .expect("counters lock")
-            .put(key, counter);
-    }
-
+impl Items {
     pub(super) fn foreign(&self, key: &str, why: &str) -> Error {
         Error::backend(
             NAME,
@@ -60,23 +82,13 @@ impl DynamoIssuer {
         )
     }
 
-    /// Reads the item, strongly consistent.
-    pub(super) async fn read(&self, op: &str, key: &str) -> Result<Option<Item>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, AttributeValue::S(key.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| map_error(e, Call::read(&format!("{op} {key:?}"))))?;
-        let item = out.item.map(|item| self.parse(key, &item)).transpose()?;
-        self.know(key, item.as_ref().and_then(|i| i.counter));
-        Ok(item)
-    }
-
-    pub(super) fn parse(&self, key: &str, item: &HashMap<String, AttributeValue>) -> Result<Item> {
+    /// The record an item holds; `None` for an item with neither counter
+    /// nor holder.
+    fn parse(
+        &self,
+        key: &str,
+        item: &HashMap<String, AttributeValue>,
+    ) -> Result<Option<Seen<ItemVersion>>> {
         let number = |name: &str| -> Result<Option<u64>> {
             match item.get(name) {
                 None => Ok(None),
@@ -94,48 +106,122 @@ impl DynamoIssuer {
                 Some(_) => Err(self.foreign(key, &format!("its {name} is not a string"))),
             }
         };
-        Ok(Item {
-            counter: number(COUNTER)?,
-            holder: text(HOLDER)?,
-            rvn: text(RVN)?,
-            ttl_ms: number(TTL_MS)?,
-        })
+        let (counter, holder, rvn, ttl_ms) =
+            (number(COUNTER)?, text(HOLDER)?, text(RVN)?, number(TTL_MS)?);
+        let Some(counter) = counter else {
+            return match holder {
+                None => Ok(None),
+                Some(_) => Err(self.foreign(key, "it has a holder but no counter")),
+            };
+        };
+        if holder.is_some() && (rvn.is_none() || ttl_ms.is_none()) {
+            return Err(self.foreign(key, "it has a holder but no rvn or ttl_ms"));
+        }
+        // An rvn that is no nonce of ours (another writer's) matches none.
+        let nonce = rvn
+            .as_deref()
+            .and_then(|r| u128::from_str_radix(r, 16).ok())
+            .unwrap_or(0);
+        Ok(Some(Seen {
+            version: ItemVersion { rvn, counter },
+            record: LeaseRecord {
+                counter,
+                holder,
+                ttl_ms: ttl_ms.unwrap_or(0),
+                nonce,
+            },
+            modified: None,
+            answered: None,
+        }))
+    }
+}
+
+impl RecordPort for Items {
+    type Version = ItemVersion;
+
+    fn name(&self) -> &'static str {
+        NAME
     }
 
-    /// One conditional `UpdateItem`, never retried by the SDK; `Ok(None)`
-    /// when the condition failed (with the old item if asked for).
-    pub(super) async fn update(
+    async fn read(&self, key: &str) -> Result<Option<Seen<ItemVersion>>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| map_error(e, Call::read(&format!("read lease item {key:?}"))))?;
+        match out.item {
+            Some(item) => self.parse(key, &item),
+            None => Ok(None),
+        }
+    }
+
+    /// One conditional `UpdateItem` that sets every attribute of the
+    /// record (the counter as a value, never by arithmetic on the server:
+    /// the condition fixes the counter it replaces), never retried by the
+    /// SDK; a refusal hands back the item as it is (`ALL_OLD`), so a stale
+    /// guess costs no read.
+    async fn write(
         &self,
-        op: &str,
         key: &str,
-        build: impl FnOnce(UpdateItemFluentBuilder) -> UpdateItemFluentBuilder,
-    ) -> Result<std::result::Result<Option<HashMap<String, AttributeValue>>, Option<Item>>> {
-        let request = self
+        on: &On<ItemVersion>,
+        record: &LeaseRecord,
+    ) -> Result<Wrote<ItemVersion>> {
+        let rvn = rvn_of(record.nonce);
+        let update = match &record.holder {
+            Some(_) => "SET #c = :c, #r = :r, #h = :h, #t = :t",
+            None => "SET #c = :c, #r = :r REMOVE #h, #t",
+        };
+        let condition = match on {
+            On::Absent => ABSENT,
+            On::At(ItemVersion { rvn: Some(_), .. }) => AT,
+            On::At(ItemVersion { rvn: None, .. }) => AT_WITHOUT_RVN,
+        };
+        let mut request = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key(PK, AttributeValue::S(key.to_owned()));
-        let mut request = build(request);
-        let used = format!(
-            "{} {}",
-            request.get_update_expression().as_deref().unwrap_or(""),
-            request.get_condition_expression().as_deref().unwrap_or("")
-        );
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .update_expression(update)
+            .condition_expression(condition)
+            .expression_attribute_values(":c", n(record.counter))
+            .expression_attribute_values(":r", AttributeValue::S(rvn.clone()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        if let Some(holder) = &record.holder {
+            request = request
+                .expression_attribute_values(":h", AttributeValue::S(holder.clone()))
+                .expression_attribute_values(":t", n(record.ttl_ms));
+        }
+        if let On::At(version) = on {
+            request = request.expression_attribute_values(":counter", n(version.counter));
+            if let Some(seen) = &version.rvn {
+                request =
+                    request.expression_attribute_values(":rvn", AttributeValue::S(seen.clone()));
+            }
+        }
+        let used = format!("{update} {condition}");
         for (placeholder, name) in NAMES {
             if used.contains(placeholder) {
                 request = request.expression_attribute_names(placeholder, name);
             }
         }
-        let name = format!("{op} {key:?} in table {}", self.table);
+        let name = format!("write lease item {key:?} in table {}", self.table);
         Ok(match send_conditional(request, Call::write(&name)).await? {
-            Ok(updated) => Ok(updated),
-            Err(old) => {
-                let old = old.map(|item| self.parse(key, &item)).transpose()?;
-                if let Some(old) = &old {
-                    self.know(key, old.counter);
-                }
-                Err(old)
-            }
+            Ok(_) => Wrote::Written(ItemVersion {
+                rvn: Some(rvn),
+                counter: record.counter,
+            }),
+            Err(old) => Wrote::RefusedShowing(match old {
+                Some(item) => self.parse(key, &item)?,
+                None => None,
+            }),
         })
+    }
+
+    fn server_now(&self) -> Option<SystemTime> {
+        self.clock.now()
     }
 }
