@@ -20,10 +20,12 @@
 //!   [`LeaseExpiry::ServerClocksAgree`] (opt-in) also trusts the `Date` of
 //!   the answer against the record's `Last-Modified`.
 //! - **A record deleted by hand** takes its counter with it, so a record is
-//!   made at the server's time in microseconds, not at 1, and granted only
-//!   once the server's clock has passed it (see `seed.rs`): a record made
-//!   again starts above every token the deleted one gave. A port that tells
-//!   no server time is refused ([`End::NoServerClock`]).
+//!   made *unseeded* first (free, counter 0, nothing granted from it), then
+//!   seeded, on its own version, at the server's time in microseconds after
+//!   it was made, and granted only once the server's clock has passed that
+//!   (see `seed.rs`): a record made again starts above every token the
+//!   deleted one gave. A port that tells no server time is refused
+//!   ([`End::NoServerClock`]).
 //! - **Floors** only raise: a record made by a floor starts at the floor
 //!   or where a grant would start it, whichever is higher.
 //! - **A lost answer** is settled by reading the record back: the write's
@@ -605,10 +607,9 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
     }
 
     /// The first write of a record absent (`on` is [`On::Absent`]) or
-    /// unseeded (`seen`): `build` makes it from its first token, once the
-    /// server's clock has passed that token. Where no seed can be had, an
-    /// absent record is first made unseeded, to be read back for its own
-    /// `Last-Modified`.
+    /// unseeded (`seen`). An absent one is made unseeded first; an
+    /// unseeded one is written as `build` makes it from its first token,
+    /// once the server's clock has passed that token (see `seed.rs`).
     fn make(
         &mut self,
         on: On<V>,
@@ -626,6 +627,13 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
             .and_then(|(s, received)| Seed::by_record(s.modified, received))
             .or_else(|| Seed::by_estimate(clocks));
         match (seed, on) {
+            // Made unseeded first, then seeded on its own version: a seed
+            // taken before a write on absence could land after a record
+            // made and deleted in between, whose tokens it may not pass.
+            (_, On::Absent) => {
+                let nonce = self.nonce.wrapping_add(u128::from(self.writes));
+                self.write(On::Absent, LeaseRecord::unseeded(nonce), false, clocks)
+            }
             (Some(seed), on) => {
                 let record = build(seed.token);
                 if clocks.now < seed.ready {
@@ -639,11 +647,7 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
                     self.write(on, record, false, clocks)
                 }
             }
-            (None, On::Absent) => {
-                let nonce = self.nonce.wrapping_add(u128::from(self.writes));
-                self.write(On::Absent, LeaseRecord::unseeded(nonce), false, clocks)
-            }
-            (None, On::At(_)) => self.finish(End::NoServerClock),
+            (None, _) => self.finish(End::NoServerClock),
         }
     }
 
@@ -689,8 +693,16 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
             since: clocks.now,
         });
         if unseeded {
-            // Made unseeded: read it back for its `Last-Modified`.
-            return self.read();
+            // Made unseeded: seeded from the server's time now, after the
+            // answer (so after it was made), or where the port has no
+            // estimate, read back for its own `Last-Modified`.
+            return match clocks.server_now {
+                Some(_) => {
+                    let made = self.memory.as_ref().map(|k| k.seen.clone());
+                    self.decide(made, false, clocks)
+                }
+                None => self.read(),
+            };
         }
         let end = match self.op {
             Op::Acquire { .. } => End::Granted {

@@ -1,30 +1,35 @@
 //! Where a new record's counter starts, so that a record deleted by hand
 //! and made again never restarts its tokens.
 //!
-//! The rule: a record's first token is a time `T` of the server's clock, in
-//! microseconds, later than the moment the record was seen absent (so
-//! later than its deletion), and it is not granted before the server's
-//! clock has reached `T`. Every token is then at most the server's time
-//! when it was granted (one grant per microsecond at most: each is a
+//! The rule: a record is first made *unseeded* (free, counter 0, nothing
+//! granted from it), on the condition that none exists. Its first token is
+//! a time `T` of the server's clock, in microseconds, later than the moment
+//! the unseeded record was made (so later than any deletion before it),
+//! written on the unseeded record's own version, and not before the
+//! server's clock has reached `T`. Every token is then at most the server's
+//! time when it was granted (one grant per microsecond at most: each is a
 //! conditional write on one record), so every token of a deleted record is
 //! below the server's time at its deletion, and below the first token of
-//! the record made after it, in the same second or not.
+//! the record made after it, in the same second or not. (Seeding straight
+//! from a read that found no record is not enough: a write conditioned on
+//! absence can land after a record was made, used and deleted in between,
+//! with a seed taken before all of it. The model checker found that.)
 //!
 //! `T` comes from one of two readings, each truncated to its grain (never
 //! rounded up), so one grain above it is past the moment it was read:
 //! - the port's estimate of the server's clock ([`Clocks::server_now`],
-//!   fed by the `Date` of the answer that showed the record absent), at
-//!   most [`Clocks::server_lag`] behind: `T` is the estimate plus that lag,
-//!   reached once the lag has passed;
-//! - where the port has no estimate (`object_store`), the record's own
-//!   `Last-Modified`: the record is first written *unseeded* (free, counter
-//!   0, nothing granted from it), read back, and seeded at `T` =
-//!   `Last-Modified` plus its grain (a second when it has no fraction),
-//!   reached a grain after that read arrived. Anyone who finds an unseeded
-//!   record (its maker crashed) seeds it the same way.
+//!   read after the answer to the unseeded write, or to the read that
+//!   found one), at most [`Clocks::server_lag`] behind: `T` is the
+//!   estimate plus that lag, reached once the lag has passed;
+//! - where the port has no estimate (`object_store`), the unseeded
+//!   record's own `Last-Modified`, read back: `T` is `Last-Modified` plus
+//!   its grain (a second when it has no fraction), reached a grain after
+//!   that read arrived.
 //!
-//! The wait (at most the grain: a second on S3, GCS, Azure, DynamoDB) is
-//! paid once per record made, never by a grant on a record that exists.
+//! Anyone who finds an unseeded record (its maker crashed) seeds it the
+//! same way. The wait (at most the grain: a second on S3, GCS, Azure,
+//! DynamoDB) and the one more write are paid once per record made, never
+//! by a grant on a record that exists.
 
 use std::time::{Duration, Instant, SystemTime};
 

@@ -53,7 +53,11 @@ fn an_absent_record_is_made_at_the_servers_time_after_the_lag() {
     let c = clocks(t0, Some(server));
     let mut m = RecordLease::new(acquire(), LeaseExpiry::default(), None, 7);
     assert_eq!(m.start(&c), Step::Read);
-    let Step::Wait { until } = m.answer(Answer::Read(None), &c) else {
+    // Made unseeded first, then seeded on its own version.
+    let (on, made) = write_of(&m.answer(Answer::Read(None), &c));
+    assert_eq!(on, On::Absent);
+    assert!(made.is_unseeded());
+    let Step::Wait { until } = m.answer(Answer::Written(1), &c) else {
         panic!("no wait for the server's clock");
     };
     assert!(until >= t0 + Duration::from_secs(1));
@@ -61,14 +65,14 @@ fn an_absent_record_is_made_at_the_servers_time_after_the_lag() {
     assert_eq!(m.answer(Answer::Waited, &c), Step::Wait { until });
     let later = clocks(until, Some(server + Duration::from_secs(1)));
     let (on, made) = write_of(&m.answer(Answer::Waited, &later));
-    assert_eq!(on, On::Absent);
+    assert_eq!(on, On::At(1));
     assert_eq!(
         made.counter, 1_001_000_000,
         "the estimate plus the lag, in µs"
     );
     assert_eq!(made.holder.as_deref(), Some("me"));
     assert_eq!(
-        m.answer(Answer::Written(1), &later),
+        m.answer(Answer::Written(2), &later),
         Step::Done(End::Granted {
             token: 1_001_000_000,
             sent_at: until
