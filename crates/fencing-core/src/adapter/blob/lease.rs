@@ -44,11 +44,12 @@
 //! **Cost.** A grant is one `GET` and one conditional `PUT`; a renew or a
 //! release is one conditional `PUT` (the issuer remembers the version it
 //! wrote); acquiring again a record this issuer released is one `PUT`.
-//! A waiter polls with one `GET` per try. Making a record waits for the
+//! A waiter polls with one `GET` per try. Making a record is one more
+//! `PUT` (made unseeded, then seeded on its own version) and waits for the
 //! server's clock to pass its first token, up to the grain of the
 //! backend's timestamps; where the backend has no `Date` estimate
-//! (`object_store`), it is also one more `PUT` and `GET` (written unseeded,
-//! read back for its `Last-Modified`).
+//! (`object_store`), also one more `GET` (read back for its
+//! `Last-Modified`).
 
 use std::fmt::{self, Debug};
 use std::time::Duration;
