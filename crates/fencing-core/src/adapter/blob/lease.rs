@@ -38,7 +38,7 @@
 //! starts above every token the deleted one gave, which would need more
 //! than one grant per microsecond to be otherwise (see the record
 //! lease's `seed.rs` for the bound). A backend that tells no server time at all is refused
-//! ([`Error::UnsafeConfiguration`]). `raise_floor` sets any higher floor.
+//! ([`Error::UnsafeConfiguration`](crate::Error::UnsafeConfiguration)). `raise_floor` sets any higher floor.
 //! `verify` warns about lifecycle rules.
 //!
 //! **Cost.** A grant is one `GET` and one conditional `PUT`; a renew or a
