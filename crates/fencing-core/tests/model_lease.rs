@@ -46,6 +46,14 @@ const LAG: Duration = Duration::from_secs(1);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Bug {
     None,
+    /// The port's estimate of the server's clock reads zero: every record
+    /// made starts at the lag (a deleted record restarting near 1).
+    ClockAtZero,
+    /// A floor's read misses the counter (reads it as 1, free): the floor
+    /// is written over a higher counter, lowering it.
+    FloorLowers,
+    /// A write whose answer was lost is answered as refused.
+    LostAsRefused,
     /// A new record is seeded from the estimate alone (no lag, no wait).
     SeedWithoutLag,
     /// Expiry by dates, and one front end's `Date` runs this far ahead.
@@ -117,8 +125,9 @@ struct Client {
     calls: usize,
     memory: Option<Known<u32>>,
     held: Option<Held>,
-    /// This call's writes applied by the record (their nonces).
-    applied: Vec<u128>,
+    /// The writes applied by the record, with the call that sent each (a
+    /// delayed one can land during a later call).
+    applied: Vec<(usize, LeaseRecord)>,
     /// A write of this call had its answer lost.
     lost: bool,
 }
@@ -127,6 +136,7 @@ struct Client {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct InFlight {
     client: usize,
+    call: usize,
     on: On<u32>,
     record: LeaseRecord,
 }
@@ -145,8 +155,11 @@ struct State {
     top_floor: u64,
     /// A grant told at or below one of them.
     backwards: bool,
-    /// A client told "granted" of a write not applied.
+    /// A client told "granted" (or "renewed") of a write not applied.
     false_grant: bool,
+    /// The writes applied by calls that ended saying they did not grant,
+    /// renew or release: none may be the lease the record names.
+    denied: Vec<u128>,
     /// An operator deleted the record while it named a holder: the lock
     /// no longer excludes (a new record grants at once), only the tokens
     /// still order the holders.
@@ -182,7 +195,13 @@ enum Action {
 }
 
 impl State {
-    fn apply(&mut self, client: usize, on: &On<u32>, record: &LeaseRecord) -> Option<u32> {
+    fn apply(
+        &mut self,
+        client: usize,
+        call: usize,
+        on: &On<u32>,
+        record: &LeaseRecord,
+    ) -> Option<u32> {
         if !on.holds_for(self.record.as_ref().map(|r| &r.version)) {
             return None;
         }
@@ -192,7 +211,7 @@ impl State {
             record: record.clone(),
             modified: server_at(self.now),
         });
-        self.clients[client].applied.push(record.nonce);
+        self.clients[client].applied.push((call, record.clone()));
         Some(self.versions)
     }
 }
@@ -201,6 +220,7 @@ impl LeaseModel {
     fn clocks(&self, s: &State, c: usize) -> Clocks {
         let (server_now, server_lag) = match self.bug {
             Bug::SeedWithoutLag => (server_at(s.now) - self.trails[c], Duration::ZERO),
+            Bug::ClockAtZero => (SystemTime::UNIX_EPOCH, LAG),
             _ => (server_at(s.now) - self.trails[c], LAG),
         };
         Clocks {
@@ -223,6 +243,20 @@ impl LeaseModel {
         })
     }
 
+    /// The record as client `c`'s read finds it.
+    fn read_by(&self, s: &State, c: usize) -> Option<Seen<u32>> {
+        let floor_call = matches!(
+            self.scripts[c].get(s.clients[c].calls - 1),
+            Some(Call::Floor(_))
+        );
+        let mut seen = self.seen(s);
+        if let (Bug::FloorLowers, true, Some(seen)) = (self.bug, floor_call, seen.as_mut()) {
+            seen.record.counter = 1;
+            seen.record.holder = None;
+        }
+        seen
+    }
+
     fn answer(&self, s: &mut State, c: usize, answer: Answer<u32>) {
         let clocks = self.clocks(s, c);
         let machine = s.clients[c].machine.as_mut().expect("a call runs");
@@ -243,7 +277,11 @@ impl LeaseModel {
         let ttl = Duration::from_secs(TTL_SECS.into());
         match end {
             End::Granted { token, sent_at } => {
-                let applied = s.clients[c].applied.iter().any(|_| true);
+                let holder = holder_of(c);
+                let call = s.clients[c].calls;
+                let applied = s.clients[c].applied.iter().any(|(n, r)| {
+                    *n == call && r.counter == token && r.holder.as_ref() == Some(&holder)
+                });
                 s.false_grant |= !applied;
                 s.settled_grant |= s.clients[c].lost;
                 s.backwards |= token <= s.top_grant || token <= s.top_floor;
@@ -254,6 +292,8 @@ impl LeaseModel {
                 });
             }
             End::Renewed { sent_at } => {
+                let call = s.clients[c].calls;
+                s.false_grant |= !s.clients[c].applied.iter().any(|(n, _)| *n == call);
                 let held = s.clients[c].held.as_mut().expect("renewed a lease held");
                 held.deadline = sent_at + ttl;
             }
@@ -264,6 +304,15 @@ impl LeaseModel {
             }
             End::NotHeld => s.clients[c].held = None,
             _ => {}
+        }
+        if matches!(
+            end,
+            End::Held | End::NotHeld | End::Busy | End::Contention { .. } | End::ReadFailed
+        ) {
+            let call = s.clients[c].calls;
+            let applied = s.clients[c].applied.iter().filter(|(n, _)| *n == call);
+            let nonces: Vec<u128> = applied.map(|(_, r)| r.nonce).collect();
+            s.denied.extend(nonces);
         }
     }
 
@@ -310,6 +359,7 @@ impl Model for LeaseModel {
             top_floor: 0,
             backwards: false,
             false_grant: false,
+            denied: Vec::new(),
             settled_grant: false,
             took_over: false,
             remade: false,
@@ -361,7 +411,6 @@ impl Model for LeaseModel {
                 let call = self.scripts[c][s.clients[c].calls];
                 let client = &mut s.clients[c];
                 client.calls += 1;
-                client.applied.clear();
                 client.lost = false;
                 let holder = holder_of(c);
                 let ttl_ms = u64::from(TTL_SECS) * 1000;
@@ -394,17 +443,18 @@ impl Model for LeaseModel {
                 // A call's first read goes out with it: starting has no
                 // effect anyone else sees, so no interleaving is lost.
                 if s.clients[c].step == Some(Step::Read) {
-                    let seen = self.seen(&s);
+                    let seen = self.read_by(&s, c);
                     self.answer(&mut s, c, Answer::Read(seen));
                 }
             }
             Action::Deliver(c) => match s.clients[c].step.clone() {
                 Some(Step::Read) => {
-                    let seen = self.seen(&s);
+                    let seen = self.read_by(&s, c);
                     self.answer(&mut s, c, Answer::Read(seen));
                 }
                 Some(Step::Write { on, record }) => {
-                    let answer = match s.apply(c, &on, &record) {
+                    let call = s.clients[c].calls;
+                    let answer = match s.apply(c, call, &on, &record) {
                         Some(version) => {
                             let takeover = on != On::Absent
                                 && record.holder.is_some()
@@ -429,16 +479,22 @@ impl Model for LeaseModel {
                 };
                 s.faults -= 1;
                 s.clients[c].lost = true;
+                let call = s.clients[c].calls;
                 if action == Action::LoseAnswer(c) {
-                    s.apply(c, &on, &record);
+                    s.apply(c, call, &on, &record);
                 } else {
                     s.in_flight.push(InFlight {
                         client: c,
+                        call,
                         on,
                         record,
                     });
                 }
-                self.answer(&mut s, c, Answer::Lost);
+                let answer = match self.bug {
+                    Bug::LostAsRefused => Answer::Refused,
+                    _ => Answer::Lost,
+                };
+                self.answer(&mut s, c, answer);
             }
             Action::FailRead(c) => {
                 s.faults -= 1;
@@ -452,7 +508,7 @@ impl Model for LeaseModel {
             }
             Action::Land(i) => {
                 let flight = s.in_flight.remove(i);
-                s.apply(flight.client, &flight.on, &flight.record);
+                s.apply(flight.client, flight.call, &flight.on, &flight.record);
             }
             Action::Tick => s.now = (s.now / SECOND + 1) * SECOND,
             Action::Delete => {
@@ -474,6 +530,11 @@ impl Model for LeaseModel {
             }),
             Property::always("tokens strictly increase", |_, s: &State| !s.backwards),
             Property::always("\"granted\" is true", |_, s: &State| !s.false_grant),
+            Property::always("\"not granted\" is true", |_, s: &State| {
+                s.record.as_ref().is_none_or(|r| {
+                    r.record.holder.is_none() || !s.denied.contains(&r.record.nonce)
+                })
+            }),
             // Coverage: the runs reach the cases the properties are about.
             Property::sometimes("a dead holder is taken over", |_, s: &State| s.took_over),
             Property::sometimes("a lost answer is settled as granted", |_, s: &State| {
@@ -588,19 +649,43 @@ fn check(name: &str, model: LeaseModel, breaks: Option<&'static str>) -> impl Ch
     checker
 }
 
-fn print_trace(trace: stateright::Path<State, Action>) {
+/// A counterexample as people read it: each step, what the client was
+/// doing, and the record and the grants after it.
+fn print_trace(trace: stateright::Path<State, Action>, scripts: &[Vec<Call>]) {
     let steps = trace.into_vec();
     println!("counterexample ({} steps):", steps.len() - 1);
-    for (state, action) in steps {
-        match action {
-            Some(action) => println!("  t={}µs {action:?}", state.now),
-            None => {
-                println!("  record: {:?}", state.record);
-                for (c, client) in state.clients.iter().enumerate() {
-                    println!("  client {c}: held {:?}", client.held);
-                }
-            }
-        }
+    for pair in steps.windows(2) {
+        let ((before, action), (after, _)) = (&pair[0], &pair[1]);
+        let Some(action) = action else { continue };
+        let client = match action {
+            Action::Start(c)
+            | Action::Deliver(c)
+            | Action::LoseAnswer(c)
+            | Action::Delay(c)
+            | Action::FailRead(c)
+            | Action::Wake(c) => Some(*c),
+            Action::Land(i) => Some(before.in_flight[*i].client),
+            Action::Tick | Action::Delete => None,
+        };
+        let doing = client.map_or(String::new(), |c| {
+            let calls = after.clients[c].calls;
+            format!(" (client {c}, {:?})", scripts[c][calls.max(1) - 1])
+        });
+        let record = after.record.as_ref().map_or("none".to_owned(), |r| {
+            format!(
+                "v{} counter {} holder {:?}",
+                r.version, r.record.counter, r.record.holder
+            )
+        });
+        let held: Vec<_> = after
+            .clients
+            .iter()
+            .map(|c| c.held.as_ref().map(|h| h.token))
+            .collect();
+        println!(
+            "  t={:.6}s {action:?}{doing} -> record {record}; held {held:?}",
+            after.now as f64 / SECOND as f64
+        );
     }
 }
 
@@ -615,6 +700,7 @@ fn every_interleaving_of_three_clients_keeps_the_lease_rules() {
         checker.assert_no_discovery("one holder at a time");
         checker.assert_no_discovery("tokens strictly increase");
         checker.assert_no_discovery("\"granted\" is true");
+        checker.assert_no_discovery("\"not granted\" is true");
         if scenario.faults > 0 {
             checker.assert_any_discovery("a lost answer is settled as granted");
         }
@@ -652,7 +738,7 @@ fn a_record_seeded_from_a_trailing_estimate_without_the_lag_restarts_below() {
         model(&scenario, LeaseExpiry::WaiterClock, Bug::SeedWithoutLag),
         Some(property),
     );
-    print_trace(checker.assert_any_discovery(property));
+    print_trace(checker.assert_any_discovery(property), &scenario.scripts);
 }
 
 #[test]
@@ -664,5 +750,50 @@ fn a_date_ahead_lets_a_waiter_take_over_a_live_lease_when_expiry_trusts_dates() 
         model(&scenario, LeaseExpiry::ServerClocksAgree, Bug::DateAhead),
         Some(property),
     );
-    print_trace(checker.assert_any_discovery(property));
+    print_trace(checker.assert_any_discovery(property), &scenario.scripts);
+}
+
+#[test]
+fn a_port_whose_clock_reads_zero_restarts_a_deleted_record_below() {
+    let scenario = scenarios().remove(2);
+    let property = "tokens strictly increase";
+    let checker = check(
+        scenario.name,
+        model(&scenario, LeaseExpiry::WaiterClock, Bug::ClockAtZero),
+        Some(property),
+    );
+    print_trace(checker.assert_any_discovery(property), &scenario.scripts);
+}
+
+#[test]
+fn a_floor_written_over_a_higher_counter_sends_tokens_back() {
+    let scenario = Scenario {
+        name: "a low floor among grants",
+        scripts: vec![
+            vec![Call::Acquire, Call::Release],
+            vec![Call::Floor(0), Call::Acquire],
+        ],
+        faults: 0,
+        deletion: false,
+        horizon: 3,
+    };
+    let property = "tokens strictly increase";
+    let checker = check(
+        scenario.name,
+        model(&scenario, LeaseExpiry::WaiterClock, Bug::FloorLowers),
+        Some(property),
+    );
+    print_trace(checker.assert_any_discovery(property), &scenario.scripts);
+}
+
+#[test]
+fn a_lost_answer_taken_for_a_refusal_leaves_a_grant_nobody_knows_of() {
+    let scenario = scenarios().remove(1);
+    let property = "\"not granted\" is true";
+    let checker = check(
+        scenario.name,
+        model(&scenario, LeaseExpiry::WaiterClock, Bug::LostAsRefused),
+        Some(property),
+    );
+    print_trace(checker.assert_any_discovery(property), &scenario.scripts);
 }
