@@ -129,29 +129,13 @@ impl Core {
     /// objects written without one.
     pub(crate) fn unframe(&self, path: &str, meta: Metadata, bytes: Buffer) -> Result<Head> {
         let first = bytes.slice(..bytes.len().min(frame::FRAME_HEADER_LEN));
-        let (mark, has_value, header_len) = match frame::decode_header(&first.to_bytes()) {
-            Ok(Header::Framed(m)) => (m.token, m.has_value, HEADER),
-            Ok(Header::Foreign) if self.adopt_unfenced => (FencingToken::ZERO, true, 0),
-            Ok(Header::Foreign) => {
-                return Err(into_dal(Error::Unfenced {
-                    key: path.to_owned(),
-                }));
-            }
-            Err(damage) => {
-                return Err(into_dal(Error::backend(
-                    LAYER,
-                    false,
-                    format!(
-                        "{path} starts with the fencing magic but is not a valid frame: {damage}"
-                    ),
-                )));
-            }
-        };
+        let first = frame::unframe(LAYER, path, &first.to_bytes(), self.adopt_unfenced)
+            .map_err(into_dal)?;
         Ok(Head {
             meta,
-            mark,
-            has_value,
-            header_len,
+            mark: first.meta.token,
+            has_value: first.meta.has_value,
+            header_len: first.header_len as u64,
             bytes,
         })
     }

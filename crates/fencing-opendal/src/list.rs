@@ -87,14 +87,9 @@ impl Core {
             return Ok(Some(entry));
         }
         let size = entry.metadata().content_length();
-        if !self.adopt_unfenced {
-            if size > HEADER {
-                let (path, meta) = entry.into_parts();
-                return Ok(Some(oio::Entry::with(path, value_meta(meta, HEADER))));
-            }
-            if size < HEADER {
-                return Ok(Some(entry));
-            }
+        if let Some(frame_len) = frame::frame_len_by_size(size, self.adopt_unfenced) {
+            let (path, meta) = entry.into_parts();
+            return Ok(Some(oio::Entry::with(path, value_meta(meta, frame_len))));
         }
         let reader = self.inner.read(ctx, entry.path(), OpRead::new())?;
         let Some((stored, bytes)) = open_prefix(&reader, HEADER).await? else {

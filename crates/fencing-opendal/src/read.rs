@@ -9,18 +9,11 @@ use opendal::raw::oio::{Read as _, ReadStream as _};
 use opendal::raw::{OpRead, RpRead, Service as _, oio};
 use opendal::{Buffer, BytesRange, ErrorKind, Result};
 
+use fencing_core::adapter::blob::frame::{ONE_READ_LIMIT, READ_ATTEMPTS};
+
 use crate::core::{Core, HEADER};
 use crate::error::{LAYER, into_dal, scrub};
 use crate::head::{not_found, open_prefix};
-
-/// A bounded read that ends this close to the start is served with the
-/// frame in one request; further in, the frame is read first and the bytes
-/// then, on the ETag the frame was read at.
-const ONE_READ_LIMIT: u64 = 64 * 1024;
-
-/// How many times a two-request read starts again when the object changed
-/// between its two requests.
-const READ_ATTEMPTS: u32 = 8;
 
 /// A caller's reader of one object.
 pub(crate) struct FencedReader {

@@ -42,7 +42,6 @@ pub use self::backend::{
     TOKEN_METADATA_KEY, WriteOutcome,
 };
 pub use self::clock::ServerClock;
-use self::frame::Header;
 pub use self::frame::{FRAME_HEADER_LEN, FRAME_MAGIC};
 pub use self::hook::{HookedWrites, WriteHook};
 pub use self::lease::{BlobIssuer, LeaseExpiry};
@@ -175,29 +174,14 @@ impl<B: BlobBackend> BlobStore<B> {
 
     /// Unframes a stored object, applying the policy for foreign objects.
     fn unframe(&self, key: &str, stored: StoredObject) -> Result<Current> {
-        match frame::decode_header(&stored.bytes) {
-            Ok(Header::Framed(meta)) => Ok(Current {
-                version: stored.version,
-                meta,
-                value: frame::value_of(&stored.bytes),
-            }),
-            Ok(Header::Foreign) if self.adopt_unfenced => Ok(Current {
-                version: stored.version,
-                meta: BlobMeta {
-                    token: FencingToken::ZERO,
-                    has_value: true,
-                },
-                value: stored.bytes,
-            }),
-            Ok(Header::Foreign) => Err(Error::Unfenced {
-                key: key.to_owned(),
-            }),
-            Err(damage) => Err(Error::backend(
-                self.backend.name(),
-                false,
-                format!("{key:?} starts with the fencing magic but is not a valid frame: {damage}"),
-            )),
-        }
+        let first = frame::unframe(self.backend.name(), key, &stored.bytes, self.adopt_unfenced)?;
+        Ok(Current {
+            version: stored.version,
+            meta: first.meta,
+            value: stored
+                .bytes
+                .slice(first.header_len.min(stored.bytes.len())..),
+        })
     }
 
     /// The object's version and header (`need_body: false`) or all of it.

@@ -6,6 +6,7 @@ use object_store::path::Path;
 use object_store::{GetOptions, ListResult, ObjectMeta, ObjectStore, Result};
 
 use fencing_core::Error;
+use fencing_core::adapter::blob::frame;
 
 use super::{FencedObjectStore, HEADER, value_meta};
 use crate::error::fencing_error;
@@ -36,13 +37,8 @@ impl<S: ObjectStore> FencedObjectStore<S> {
     /// is), else by its frame (exactly the frame's length: a tombstone or
     /// an empty value). Adopting, every frame is read.
     async fn as_listed(&self, meta: ObjectMeta) -> Result<Option<ObjectMeta>> {
-        if !self.adopt_unfenced {
-            if meta.size > HEADER {
-                return Ok(Some(value_meta(&meta, HEADER)));
-            }
-            if meta.size < HEADER {
-                return Ok(Some(meta));
-            }
+        if let Some(frame_len) = frame::frame_len_by_size(meta.size, self.adopt_unfenced) {
+            return Ok(Some(value_meta(&meta, frame_len)));
         }
         match self
             .read_head(&meta.location, &GetOptions::new(), HEADER)

@@ -1,9 +1,9 @@
 //! Reads: the frame read and checked, then hidden from the caller.
 
 use bytes::{Bytes, BytesMut};
+use fencing_core::FencingToken;
 use fencing_core::adapter::blob::FRAME_HEADER_LEN;
-use fencing_core::adapter::blob::frame::{self, Header};
-use fencing_core::{Error, FencingToken};
+use fencing_core::adapter::blob::frame::{self, ONE_READ_LIMIT, READ_ATTEMPTS};
 use futures_util::StreamExt;
 use futures_util::stream::{self, BoxStream};
 use object_store::path::Path;
@@ -15,10 +15,6 @@ use object_store::{
 use super::{FencedObjectStore, HEADER, not_found, shift, value_meta};
 use crate::error::{FENCED, into_store, may_be_range};
 use crate::version;
-
-/// A bounded read that ends this close to the start is served with the
-/// frame in one request; further in, the frame is read first.
-const ONE_READ_LIMIT: u64 = 64 * 1024;
 
 /// An object's frame as read, with what the answer said of it.
 #[derive(Debug)]
@@ -95,29 +91,13 @@ impl<S: ObjectStore> FencedObjectStore<S> {
         attributes: Attributes,
         bytes: Bytes,
     ) -> Result<Current> {
-        let (mark, has_value, header_len) = match frame::decode_header(&bytes) {
-            Ok(Header::Framed(m)) => (m.token, m.has_value, HEADER),
-            Ok(Header::Foreign) if self.adopt_unfenced => (FencingToken::ZERO, true, 0),
-            Ok(Header::Foreign) => {
-                return Err(into_store(Error::Unfenced {
-                    key: path.to_string(),
-                }));
-            }
-            Err(damage) => {
-                return Err(into_store(Error::backend(
-                    FENCED,
-                    false,
-                    format!(
-                        "{path} starts with the fencing magic but is not a valid frame: {damage}"
-                    ),
-                )));
-            }
-        };
+        let first = frame::unframe(FENCED, path.as_ref(), &bytes, self.adopt_unfenced)
+            .map_err(into_store)?;
         Ok(Current {
             version: version::of_meta(&meta),
-            mark,
-            has_value,
-            header_len,
+            mark: first.meta.token,
+            has_value: first.meta.has_value,
+            header_len: first.header_len as u64,
             meta,
             attributes,
             bytes,
@@ -224,7 +204,7 @@ impl<S: ObjectStore> FencedObjectStore<S> {
                 }
                 Err(
                     object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. },
-                ) if attempts < 8 => {}
+                ) if attempts < READ_ATTEMPTS => {}
                 Err(e) => return Err(e),
             }
         }

@@ -82,6 +82,83 @@ pub fn decode_header(prefix: &[u8]) -> Result<Header, String> {
     }))
 }
 
+/// A bounded read that ends within this many bytes of an object's start is
+/// served with the frame in one request; further in, the frame is read
+/// first and then the bytes, on the version the frame was read at (a read
+/// of the frame alone is one more request, a read of the bytes before them
+/// would be a large one).
+pub const ONE_READ_LIMIT: u64 = 64 * 1024;
+
+/// How many times a two-request read starts again when the object changed
+/// between its two requests.
+pub const READ_ATTEMPTS: u32 = 8;
+
+/// An object's frame as a reader takes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unframed {
+    /// Its mark and state (mark 0 and a value, for a foreign object
+    /// adopted).
+    pub meta: BlobMeta,
+    /// How many of its first bytes are the frame: [`FRAME_HEADER_LEN`], or
+    /// 0 for a foreign object adopted.
+    pub header_len: usize,
+}
+
+/// The frame at the start of `first`, the first bytes of the object at
+/// `key` (at least [`FRAME_HEADER_LEN`] of them if it is that long), with
+/// the policy for objects written without one: adopted at mark 0 as a
+/// value with `adopt_unfenced`, else [`Error::Unfenced`](crate::Error::Unfenced).
+///
+/// # Errors
+/// [`Error::Unfenced`](crate::Error::Unfenced); a
+/// [`Backend`](crate::Error::Backend) error of `backend` naming the damage
+/// when the magic is there but the rest is not a frame (guessing its mark
+/// would be unsafe).
+pub fn unframe(
+    backend: &'static str,
+    key: &str,
+    first: &[u8],
+    adopt_unfenced: bool,
+) -> crate::Result<Unframed> {
+    match decode_header(first) {
+        Ok(Header::Framed(meta)) => Ok(Unframed {
+            meta,
+            header_len: FRAME_HEADER_LEN,
+        }),
+        Ok(Header::Foreign) if adopt_unfenced => Ok(Unframed {
+            meta: BlobMeta {
+                token: FencingToken::ZERO,
+                has_value: true,
+            },
+            header_len: 0,
+        }),
+        Ok(Header::Foreign) => Err(crate::Error::Unfenced {
+            key: key.to_owned(),
+        }),
+        Err(damage) => Err(crate::Error::backend(
+            backend,
+            false,
+            format!("{key:?} starts with the fencing magic but is not a valid frame: {damage}"),
+        )),
+    }
+}
+
+/// How many of a listed object's `size` bytes are frame, where its size
+/// says without a read: longer than a frame, [`FRAME_HEADER_LEN`] (a
+/// value); shorter, 0 (written without fencing, shown as it is; a read
+/// refuses it). `None`: its frame must be read (exactly a frame's length:
+/// a tombstone or an empty value; and every object when foreign ones are
+/// adopted).
+pub fn frame_len_by_size(size: u64, adopt_unfenced: bool) -> Option<u64> {
+    let header = FRAME_HEADER_LEN as u64;
+    match size {
+        _ if adopt_unfenced => None,
+        size if size > header => Some(header),
+        size if size < header => Some(0),
+        _ => None,
+    }
+}
+
 /// The value of a framed body (sharing `stored`'s allocation), or `None` for
 /// a body that is not framed.
 pub(crate) fn value_of(stored: &Bytes) -> Bytes {
@@ -127,6 +204,46 @@ mod tests {
         let framed = encode(marker, b"");
         assert_eq!(decode_header(&framed), Ok(Header::Framed(marker)));
         assert!(value_of(&framed).is_empty());
+    }
+
+    #[test]
+    fn a_reader_adopts_foreign_objects_only_when_told() {
+        let framed = encode(
+            BlobMeta {
+                token: FencingToken::new(7),
+                has_value: false,
+            },
+            b"",
+        );
+        let read = unframe("test", "k", &framed, false).unwrap();
+        assert_eq!(
+            (read.meta.token.get(), read.header_len),
+            (7, FRAME_HEADER_LEN)
+        );
+        assert!(matches!(
+            unframe("test", "k", b"plain", false),
+            Err(crate::Error::Unfenced { .. })
+        ));
+        let adopted = unframe("test", "k", b"plain", true).unwrap();
+        assert_eq!(
+            (adopted.meta.token, adopted.header_len),
+            (FencingToken::ZERO, 0)
+        );
+        assert!(adopted.meta.has_value);
+        let damaged = unframe("test", "k", b"fencing1\0\0", true).unwrap_err();
+        assert!(
+            damaged.chain().contains("not a valid frame"),
+            "{damaged:?}"
+        );
+    }
+
+    #[test]
+    fn a_listing_reads_a_frame_only_where_the_size_cannot_tell() {
+        let header = FRAME_HEADER_LEN as u64;
+        assert_eq!(frame_len_by_size(header + 1, false), Some(header));
+        assert_eq!(frame_len_by_size(header - 1, false), Some(0));
+        assert_eq!(frame_len_by_size(header, false), None);
+        assert_eq!(frame_len_by_size(header + 1, true), None);
     }
 
     #[test]
