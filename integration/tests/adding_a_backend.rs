@@ -117,3 +117,44 @@ fn expected_line(
         other => panic!("docs/adding-a-backend.md names {other}: say here what it holds"),
     }
 }
+
+/// The keys of one `NAME: dict[...] = { "key": ..., }` literal of a Python
+/// file: the first quoted word of each entry line.
+fn python_dict_keys(source: &str, name: &str) -> Vec<String> {
+    let start = source
+        .find(&format!("\n{name}:"))
+        .unwrap_or_else(|| panic!("conftest.py has no {name} = {{...}}"));
+    let body = &source[start..];
+    let body = &body[..body.find("\n}").expect("the dict's closing brace")];
+    body.lines()
+        .map(str::trim_start)
+        .filter_map(|line| line.strip_prefix('"'))
+        .filter_map(|line| line.split_once('"').map(|(key, _)| key.to_owned()))
+        .collect()
+}
+
+/// The Python tests run every issuer and every store the integration tests
+/// run, by the same names: `conftest.py`'s `ISSUERS` and `STORES` are the
+/// backends of `integration/src/backends` that open each role (they had
+/// drifted: no GCS issuer, `mysql` for `mariadb`).
+#[test]
+fn the_python_tests_run_the_same_backends() {
+    use fencing_tokens::registry::Role;
+
+    let conftest = read("crates/fencing-py/tests/conftest.py");
+    for (dict, role) in [("ISSUERS", Role::Issuer), ("STORES", Role::Store)] {
+        let mut python = python_dict_keys(&conftest, dict);
+        python.sort();
+        let mut integration: Vec<String> = ALL
+            .iter()
+            .filter(|b| b.opens(role))
+            .map(|b| b.name.to_owned())
+            .collect();
+        integration.sort();
+        assert_eq!(
+            python, integration,
+            "crates/fencing-py/tests/conftest.py's {dict} (left) must name the backends \
+             integration/src/backends opens as {role:?} (right)"
+        );
+    }
+}

@@ -167,8 +167,8 @@ pub const TRY_AT_LEAST: Duration = Duration::from_secs(5);
 /// # Errors
 /// [`Error::Timeout`] after `wait`; [`Error::OutcomeUnknown`] instead if a
 /// try was given up unanswered (its grant may have been applied:
-/// unrenewed, it ends after its TTL); otherwise what `try_acquire`
-/// returns.
+/// unrenewed, it ends after its TTL), and so is any failure of a later
+/// try; otherwise what `try_acquire` returns.
 pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
     issuer: &I,
     request: &LeaseRequest,
@@ -186,11 +186,24 @@ pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
             .min(request.ttl)
             .max(TRY_AT_LEAST);
         let answered = match tokio::time::timeout(limit, issuer.try_acquire(request)).await {
-            Ok(tried) => {
-                if let Some(lease) = tried? {
-                    return Ok(lease);
-                }
-                true
+            Ok(Ok(Some(lease))) => return Ok(lease),
+            Ok(Ok(None)) => true,
+            // A try given up earlier may have been granted: a failure now
+            // does not say that nothing was written.
+            Ok(Err(e)) => {
+                return Err(match unanswered {
+                    Some(limit) if !matches!(e, Error::OutcomeUnknown { .. }) => {
+                        Error::outcome_unknown(
+                            issuer.name(),
+                            format!("acquire {:?}", request.resource),
+                            format!(
+                                "a try got no answer within {limit:?}, and the next failed: {}",
+                                e.chain()
+                            ),
+                        )
+                    }
+                    _ => e,
+                });
             }
             Err(_) => {
                 tracing::debug!(
@@ -236,6 +249,7 @@ mod tests {
     #[derive(Debug, Default)]
     struct Stalled {
         grants_on: Option<u32>,
+        fails_on: Option<u32>,
         tries: AtomicU32,
     }
 
@@ -249,6 +263,9 @@ mod tests {
             if self.grants_on == Some(this) {
                 let token = FencingToken::new(this.into());
                 return Ok(Some(Lease::new(request, token, std::time::Instant::now())));
+            }
+            if self.fails_on == Some(this) {
+                return Err(Error::backend("stalled", true, "throttled"));
             }
             std::future::pending().await
         }
@@ -302,6 +319,29 @@ mod tests {
                 .expect("the second try grants");
             assert_eq!(lease.token().get(), 2);
             assert_eq!(started.elapsed(), given_up_after, "ttl {ttl:?}");
+        }
+    }
+
+    /// A try given up unanswered, then a try that fails (a throttled read):
+    /// the first may have been granted, so the failure is an unknown
+    /// outcome, never the read's "nothing written".
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_after_a_try_given_up_is_an_unknown_outcome() {
+        let issuer = Stalled {
+            fails_on: Some(2),
+            ..Stalled::default()
+        };
+        let outcome = issuer
+            .acquire(
+                &LeaseRequest::new("r", Duration::from_secs(1)),
+                Duration::from_secs(60),
+            )
+            .await;
+        match outcome {
+            Err(e @ Error::OutcomeUnknown { .. }) => {
+                assert!(e.chain().contains("throttled"), "{e:?}");
+            }
+            other => panic!("expected OutcomeUnknown, got {other:?}"),
         }
     }
 }

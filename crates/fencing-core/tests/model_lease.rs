@@ -71,6 +71,12 @@ enum Call {
     Floor(u64),
 }
 
+/// A record's version is its content's (the write's nonce): two copies of
+/// one write make the same version, as S3's ETag (the MD5 of the bytes)
+/// and the DynamoDB port's `rvn` do. GCS generations and Azure ETags are
+/// new on every write, which only makes versions rarer to meet again.
+type Version = u128;
+
 /// Model time is in microseconds: a wait ends at its instant exactly.
 fn at(micros: u64) -> Instant {
     *BASE + Duration::from_micros(micros)
@@ -93,8 +99,10 @@ fn micros(time: SystemTime) -> u64 {
 
 struct LeaseModel {
     scripts: Vec<Vec<Call>>,
-    /// How far each client's estimate of the server's clock trails it.
-    trails: Vec<Duration>,
+    /// How far each client's estimate of the server's clock trails it;
+    /// `None`: it has none (the `object_store` port, which seeds a record
+    /// from its own `Last-Modified`).
+    trails: Vec<Option<Duration>>,
     expiry: LeaseExpiry,
     /// The last second time may reach.
     horizon: u64,
@@ -106,7 +114,7 @@ struct LeaseModel {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Stored {
-    version: u32,
+    version: Version,
     record: LeaseRecord,
     modified: SystemTime,
 }
@@ -120,10 +128,10 @@ struct Held {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Client {
-    machine: Option<RecordLease<u32>>,
-    step: Option<Step<u32>>,
+    machine: Option<RecordLease<Version>>,
+    step: Option<Step<Version>>,
     calls: usize,
-    memory: Option<Known<u32>>,
+    memory: Option<Known<Version>>,
     held: Option<Held>,
     /// The writes applied by the record, with the call that sent each (a
     /// delayed one can land during a later call).
@@ -137,7 +145,7 @@ struct Client {
 struct InFlight {
     client: usize,
     call: usize,
-    on: On<u32>,
+    on: On<Version>,
     record: LeaseRecord,
 }
 
@@ -145,7 +153,6 @@ struct InFlight {
 struct State {
     now: u64,
     record: Option<Stored>,
-    versions: u32,
     clients: Vec<Client>,
     in_flight: Vec<InFlight>,
     faults: u8,
@@ -164,6 +171,10 @@ struct State {
     /// no longer excludes (a new record grants at once), only the tokens
     /// still order the holders.
     deleted_held: bool,
+    /// Writes applied with no answer (lost, or landed late).
+    silent: Vec<u128>,
+    /// A grant from a record made again after a deletion.
+    remade_granted: bool,
     /// A lost answer settled as granted, and a takeover: coverage.
     settled_grant: bool,
     took_over: bool,
@@ -199,38 +210,38 @@ impl State {
         &mut self,
         client: usize,
         call: usize,
-        on: &On<u32>,
+        on: &On<Version>,
         record: &LeaseRecord,
-    ) -> Option<u32> {
+    ) -> Option<Version> {
         if !on.holds_for(self.record.as_ref().map(|r| &r.version)) {
             return None;
         }
-        self.versions += 1;
         self.record = Some(Stored {
-            version: self.versions,
+            version: record.nonce,
             record: record.clone(),
             modified: server_at(self.now),
         });
         self.clients[client].applied.push((call, record.clone()));
-        Some(self.versions)
+        Some(record.nonce)
     }
 }
 
 impl LeaseModel {
     fn clocks(&self, s: &State, c: usize) -> Clocks {
+        let estimate = self.trails[c].map(|trail| server_at(s.now) - trail);
         let (server_now, server_lag) = match self.bug {
-            Bug::SeedWithoutLag => (server_at(s.now) - self.trails[c], Duration::ZERO),
-            Bug::ClockAtZero => (SystemTime::UNIX_EPOCH, LAG),
-            _ => (server_at(s.now) - self.trails[c], LAG),
+            Bug::SeedWithoutLag => (estimate, Duration::ZERO),
+            Bug::ClockAtZero => (Some(SystemTime::UNIX_EPOCH), LAG),
+            _ => (estimate, LAG),
         };
         Clocks {
             now: at(s.now),
-            server_now: Some(server_now),
+            server_now,
             server_lag,
         }
     }
 
-    fn seen(&self, s: &State) -> Option<Seen<u32>> {
+    fn seen(&self, s: &State) -> Option<Seen<Version>> {
         let ahead = match self.bug {
             Bug::DateAhead => Duration::from_secs(5),
             _ => Duration::ZERO,
@@ -244,7 +255,7 @@ impl LeaseModel {
     }
 
     /// The record as client `c`'s read finds it.
-    fn read_by(&self, s: &State, c: usize) -> Option<Seen<u32>> {
+    fn read_by(&self, s: &State, c: usize) -> Option<Seen<Version>> {
         let floor_call = matches!(
             self.scripts[c].get(s.clients[c].calls - 1),
             Some(Call::Floor(_))
@@ -257,14 +268,14 @@ impl LeaseModel {
         seen
     }
 
-    fn answer(&self, s: &mut State, c: usize, answer: Answer<u32>) {
+    fn answer(&self, s: &mut State, c: usize, answer: Answer<Version>) {
         let clocks = self.clocks(s, c);
         let machine = s.clients[c].machine.as_mut().expect("a call runs");
         let step = machine.answer(answer, &clocks);
         self.after(s, c, step);
     }
 
-    fn after(&self, s: &mut State, c: usize, step: Step<u32>) {
+    fn after(&self, s: &mut State, c: usize, step: Step<Version>) {
         let machine = s.clients[c].machine.as_ref().expect("a call runs");
         s.clients[c].memory = machine.memory().cloned();
         let Step::Done(end) = step else {
@@ -279,11 +290,13 @@ impl LeaseModel {
             End::Granted { token, sent_at } => {
                 let holder = holder_of(c);
                 let call = s.clients[c].calls;
-                let applied = s.clients[c].applied.iter().any(|(n, r)| {
+                let granted = s.clients[c].applied.iter().find(|(n, r)| {
                     *n == call && r.counter == token && r.holder.as_ref() == Some(&holder)
                 });
-                s.false_grant |= !applied;
-                s.settled_grant |= s.clients[c].lost;
+                s.false_grant |= granted.is_none();
+                // Settled by reading its own nonce back.
+                s.settled_grant |= granted.is_some_and(|(_, r)| s.silent.contains(&r.nonce));
+                s.remade_granted |= s.remade;
                 s.backwards |= token <= s.top_grant || token <= s.top_floor;
                 s.top_grant = s.top_grant.max(token);
                 s.clients[c].held = Some(Held {
@@ -309,9 +322,15 @@ impl LeaseModel {
             end,
             End::Held | End::NotHeld | End::Busy | End::Contention { .. } | End::ReadFailed
         ) {
+            // Applied, or still on its way: none may make it the holder.
             let call = s.clients[c].calls;
             let applied = s.clients[c].applied.iter().filter(|(n, _)| *n == call);
-            let nonces: Vec<u128> = applied.map(|(_, r)| r.nonce).collect();
+            let mut nonces: Vec<u128> = applied.map(|(_, r)| r.nonce).collect();
+            let flying = s
+                .in_flight
+                .iter()
+                .filter(|f| f.client == c && f.call == call);
+            nonces.extend(flying.map(|f| f.record.nonce));
             s.denied.extend(nonces);
         }
     }
@@ -349,7 +368,6 @@ impl Model for LeaseModel {
         vec![State {
             now: 0,
             record: None,
-            versions: 0,
             clients: vec![client; self.scripts.len()],
             in_flight: Vec::new(),
             faults: self.faults,
@@ -361,6 +379,8 @@ impl Model for LeaseModel {
             false_grant: false,
             denied: Vec::new(),
             settled_grant: false,
+            silent: Vec::new(),
+            remade_granted: false,
             took_over: false,
             remade: false,
         }]
@@ -482,6 +502,7 @@ impl Model for LeaseModel {
                 let call = s.clients[c].calls;
                 if action == Action::LoseAnswer(c) {
                     s.apply(c, call, &on, &record);
+                    s.silent.push(record.nonce);
                 } else {
                     s.in_flight.push(InFlight {
                         client: c,
@@ -509,6 +530,7 @@ impl Model for LeaseModel {
             Action::Land(i) => {
                 let flight = s.in_flight.remove(i);
                 s.apply(flight.client, flight.call, &flight.on, &flight.record);
+                s.silent.push(flight.record.nonce);
             }
             Action::Tick => s.now = (s.now / SECOND + 1) * SECOND,
             Action::Delete => {
@@ -541,7 +563,7 @@ impl Model for LeaseModel {
                 s.settled_grant
             }),
             Property::sometimes("a record deleted by hand is made again", |_, s: &State| {
-                s.remade && s.top_grant > 0
+                s.remade_granted
             }),
         ]
     }
@@ -595,6 +617,13 @@ fn scenarios() -> Vec<Scenario> {
             horizon: 3,
         },
         Scenario {
+            name: "two makers, a record deleted by hand, one fault",
+            scripts: vec![vec![Call::Acquire], vec![Call::Acquire]],
+            faults: 1,
+            deletion: true,
+            horizon: 3,
+        },
+        Scenario {
             name: "a floor among grants",
             scripts: vec![
                 vec![Call::Acquire, Call::Release],
@@ -610,13 +639,9 @@ fn scenarios() -> Vec<Scenario> {
 fn model(scenario: &Scenario, expiry: LeaseExpiry, bug: Bug) -> LeaseModel {
     LeaseModel {
         scripts: scenario.scripts.clone(),
-        // Client 0's estimate is exact; the others trail by most of the
-        // lag and by half of it.
-        trails: vec![
-            Duration::ZERO,
-            Duration::from_millis(900),
-            Duration::from_millis(500),
-        ],
+        // Client 0's estimate is exact, client 1's trails by most of the
+        // lag, and client 2 has none.
+        trails: vec![Some(Duration::ZERO), Some(Duration::from_millis(900)), None],
         expiry,
         horizon: scenario.horizon,
         faults: scenario.faults,

@@ -94,23 +94,26 @@ def sqlite_url(tmp: str) -> str:
     return f"sqlite://{tmp}/fencing.db?mode=rwc"
 
 
-# Each backend's URL, made when a test asks for it (a bucket per test).
+# Each backend's URL, made when a test asks for it (a bucket per test). The
+# keys are integration/src/backends' names for each role; the Rust test
+# integration/tests/adding_a_backend.rs fails when they drift.
 ISSUERS: dict[str, Callable[[str], str]] = {
     "etcd": lambda _: f"etcd://{env('FENCING_ETCD_ENDPOINTS').removeprefix('http://')}?prefix={unique()}/",
     "zookeeper": lambda _: f"zk://{env('FENCING_ZK_ADDR')}/{unique()}",
     # The append-only Redis: the issuer refuses one that can lose its counter.
     "redis": lambda _: f"{env('FENCING_REDIS_AOF_URL')}?prefix={unique()}:",
     "postgres": lambda _: env("FENCING_PG_URL"),
-    "mysql": lambda _: env("FENCING_MYSQL_URL"),
+    "mariadb": lambda _: env("FENCING_MYSQL_URL"),
     "sqlite": sqlite_url,
     "dynamodb": lambda _: dynamodb_table(),
     "s3": lambda _: s3_bucket(),
+    "gcs": lambda _: gcs_bucket(),
     "azure": lambda _: azure_container(),
 }
 
 STORES: dict[str, Callable[[str], str]] = {
     "postgres": lambda _: env("FENCING_PG_URL"),
-    "mysql": lambda _: env("FENCING_MYSQL_URL"),
+    "mariadb": lambda _: env("FENCING_MYSQL_URL"),
     "sqlite": sqlite_url,
     "dynamodb": lambda _: dynamodb_table(),
     "s3": lambda _: s3_bucket(),

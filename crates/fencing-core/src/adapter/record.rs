@@ -31,8 +31,9 @@
 //! - **A lost answer** is settled by reading the record back: the write's
 //!   own nonce there means it was applied; the record still at the version
 //!   the write named means it was not, and the same write is sent again on
-//!   it; anything else means it was not applied (or was overwritten, which
-//!   only a takeover after its deadline does). After
+//!   it (a record still absent gets a write with a new nonce instead: see
+//!   `answer`); anything else means it was not applied (or was
+//!   overwritten, which only a takeover after its deadline does). After
 //!   [`MAX_UNANSWERED`] lost answers, or a failed read, the end is
 //!   [`End::Unknown`].
 //!
@@ -416,6 +417,18 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
                     now if sending.on.holds_for(now.as_ref().map(|s| &s.version)) => {
                         if self.unanswered >= MAX_UNANSWERED {
                             self.finish(End::Unknown)
+                        } else if sending.on == On::Absent {
+                            // Never the same bytes on absence again: where a
+                            // version is the bytes' own (an S3 ETag is their
+                            // MD5), a first copy landing after the record was
+                            // made and deleted would bring its version back,
+                            // and with it a seed taken before the deletion.
+                            let nonce = self.nonce.wrapping_add(u128::from(self.writes));
+                            let record = LeaseRecord {
+                                nonce,
+                                ..sending.record
+                            };
+                            self.write(On::Absent, record, false, clocks)
                         } else {
                             self.send(sending)
                         }

@@ -231,10 +231,7 @@ mod tests {
         );
         assert!(adopted.meta.has_value);
         let damaged = unframe("test", "k", b"fencing1\0\0", true).unwrap_err();
-        assert!(
-            damaged.chain().contains("not a valid frame"),
-            "{damaged:?}"
-        );
+        assert!(damaged.chain().contains("not a valid frame"), "{damaged:?}");
     }
 
     #[test]
