@@ -227,6 +227,30 @@ async fn an_item_made_again_within_the_second_by_a_process_whose_clock_trails_st
     );
 }
 
+/// A maker that crashed between its two writes leaves an item made
+/// unseeded: an `rvn` and no counter (so that an issuer of an older
+/// release does not read it as a free counter 0 and grant 1). The next
+/// grant seeds it at DynamoDB's clock, as it would seed a new item.
+#[tokio::test]
+async fn an_item_left_unseeded_by_a_crashed_maker_is_seeded_at_the_clock() {
+    let Some(issuer) = dynamo().await else { return };
+    let resource = unique_name("left-unseeded");
+    let key = AttributeValue::S(format!("{}{resource}", issuer.prefix()));
+    issuer
+        .client()
+        .put_item()
+        .table_name(issuer.table())
+        .item("pk", key)
+        .item("rvn", AttributeValue::S(format!("{:032x}", 7u128)))
+        .send()
+        .await
+        .expect("the crashed maker's write");
+    let before = a_second_ago_in_micros();
+    let lease = issuer.try_acquire(&LeaseRequest::new(&resource, TTL)).await;
+    let lease = lease.unwrap().expect("an unseeded item is free");
+    assert!(lease.token().get() > before, "{lease:?}");
+}
+
 /// A waiter judges expiry on its own clock from when it first saw the
 /// record version: a lease that died long ago by the wall clock is still
 /// waited out for one TTL, and a renew seen in between restarts the wait.

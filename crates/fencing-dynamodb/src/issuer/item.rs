@@ -22,8 +22,9 @@ use crate::update::send_conditional;
 /// others are DynamoDB reserved words): only those used may be sent.
 const NAMES: [(&str, &str); 4] = [("#c", COUNTER), ("#h", HOLDER), ("#r", RVN), ("#t", TTL_MS)];
 
-/// No lease item (or one that never had a counter).
-const ABSENT: &str = "attribute_not_exists(#c) AND attribute_not_exists(#h)";
+/// No lease item (or one with none of its attributes).
+const ABSENT: &str =
+    "attribute_not_exists(#c) AND attribute_not_exists(#h) AND attribute_not_exists(#r)";
 /// The item still at the version read. The counter is compared by
 /// **equality** with a `u64` this process parsed: a condition expression
 /// has comparisons but no arithmetic and no integer test, so no bound can
@@ -33,16 +34,20 @@ const ABSENT: &str = "attribute_not_exists(#c) AND attribute_not_exists(#h)";
 /// by DynamoDB, its refusal hands the item back, and parsing it names the
 /// item as foreign with nothing written.
 const AT: &str = "#r = :rvn AND #c = :counter";
-/// The same, for an item released by an older version of this crate,
-/// which removed the `rvn`.
+/// An item made unseeded (an `rvn`, no counter yet: see `parse`) still at
+/// the version read.
+const AT_UNSEEDED: &str = "#r = :rvn AND attribute_not_exists(#c)";
+/// The item still at the version read, for an item released by an older
+/// version of this crate, which removed the `rvn`.
 const AT_WITHOUT_RVN: &str =
     "attribute_not_exists(#r) AND attribute_not_exists(#h) AND #c = :counter";
 
-/// A lease item's version: its `rvn` (fresh on every write) and counter.
+/// A lease item's version: its `rvn` (fresh on every write) and counter
+/// (none on an item made unseeded).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ItemVersion {
     rvn: Option<String>,
-    counter: u64,
+    counter: Option<u64>,
 }
 
 /// Lease items in one table.
@@ -108,11 +113,14 @@ impl Items {
         };
         let (counter, holder, rvn, ttl_ms) =
             (number(COUNTER)?, text(HOLDER)?, text(RVN)?, number(TTL_MS)?);
-        let Some(counter) = counter else {
-            return match holder {
-                None => Ok(None),
-                Some(_) => Err(self.foreign(key, "it has a holder but no counter")),
-            };
+        // Made unseeded: an rvn and nothing else. No counter, so that an
+        // issuer of an older release (which read a free counter 0 as one to
+        // grant 1 from) takes it for an item it must start itself.
+        let counter = match (counter, &holder, &rvn) {
+            (Some(counter), _, _) => Some(counter),
+            (None, None, None) => return Ok(None),
+            (None, None, Some(_)) => None,
+            (None, Some(_), _) => return Err(self.foreign(key, "it has a holder but no counter")),
         };
         if holder.is_some() && (rvn.is_none() || ttl_ms.is_none()) {
             return Err(self.foreign(key, "it has a holder but no rvn or ttl_ms"));
@@ -125,7 +133,7 @@ impl Items {
         Ok(Some(Seen {
             version: ItemVersion { rvn, counter },
             record: LeaseRecord {
-                counter,
+                counter: counter.unwrap_or(0),
                 holder,
                 ttl_ms: ttl_ms.unwrap_or(0),
                 nonce,
@@ -173,11 +181,19 @@ impl RecordPort for Items {
         let rvn = rvn_of(record.nonce);
         let update = match &record.holder {
             Some(_) => "SET #c = :c, #r = :r, #h = :h, #t = :t",
+            None if record.is_unseeded() => "SET #r = :r REMOVE #c, #h, #t",
             None => "SET #c = :c, #r = :r REMOVE #h, #t",
         };
         let condition = match on {
             On::Absent => ABSENT,
-            On::At(ItemVersion { rvn: Some(_), .. }) => AT,
+            On::At(ItemVersion {
+                rvn: Some(_),
+                counter: Some(_),
+            }) => AT,
+            On::At(ItemVersion {
+                rvn: Some(_),
+                counter: None,
+            }) => AT_UNSEEDED,
             On::At(ItemVersion { rvn: None, .. }) => AT_WITHOUT_RVN,
         };
         let mut request = self
@@ -187,16 +203,20 @@ impl RecordPort for Items {
             .key(PK, AttributeValue::S(key.to_owned()))
             .update_expression(update)
             .condition_expression(condition)
-            .expression_attribute_values(":c", n(record.counter))
             .expression_attribute_values(":r", AttributeValue::S(rvn.clone()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        if !record.is_unseeded() {
+            request = request.expression_attribute_values(":c", n(record.counter));
+        }
         if let Some(holder) = &record.holder {
             request = request
                 .expression_attribute_values(":h", AttributeValue::S(holder.clone()))
                 .expression_attribute_values(":t", n(record.ttl_ms));
         }
         if let On::At(version) = on {
-            request = request.expression_attribute_values(":counter", n(version.counter));
+            if let Some(counter) = version.counter {
+                request = request.expression_attribute_values(":counter", n(counter));
+            }
             if let Some(seen) = &version.rvn {
                 request =
                     request.expression_attribute_values(":rvn", AttributeValue::S(seen.clone()));
@@ -212,7 +232,7 @@ impl RecordPort for Items {
         Ok(match send_conditional(request, Call::write(&name)).await? {
             Ok(_) => Wrote::Written(ItemVersion {
                 rvn: Some(rvn),
-                counter: record.counter,
+                counter: (!record.is_unseeded()).then_some(record.counter),
             }),
             Err(old) => Wrote::RefusedShowing(match old {
                 Some(item) => self.parse(key, &item)?,
