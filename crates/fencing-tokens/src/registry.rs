@@ -34,6 +34,8 @@
 //! # }
 //! ```
 
+mod render;
+
 use std::sync::Arc;
 
 pub use fencing_core::adapter::descriptor::{Descriptor, OptionKind, Role, UrlOption};
@@ -86,7 +88,7 @@ pub fn backends(role: Role) -> impl Iterator<Item = &'static Descriptor> {
 pub fn grammar(role: Role) -> String {
     let mut out = String::new();
     for backend in backends(role) {
-        out.push_str(&backend.grammar(96));
+        out.push_str(&render::grammar(backend, 96));
         out.push('\n');
     }
     out.push_str(
@@ -98,12 +100,12 @@ pub fn grammar(role: Role) -> String {
 
 /// The backend table of `docs/backends.md` (crate links relative to
 /// `docs/`): one row per backend of this build
-/// ([`Descriptor::markdown_row`]).
+/// (`render::markdown_row`).
 pub fn markdown_table() -> String {
-    let mut out = String::from(fencing_core::adapter::descriptor::MARKDOWN_HEADER);
+    let mut out = String::from(render::MARKDOWN_HEADER);
     for backend in BACKENDS {
         out.push('\n');
-        out.push_str(&backend.markdown_row());
+        out.push_str(&render::markdown_row(backend));
     }
     out
 }

@@ -377,96 +377,6 @@ impl Descriptor {
             ))),
         }
     }
-
-    /// Its URL grammar: the shape, then every option (`key=KIND`), wrapped
-    /// to lines of about `width` characters, continuation lines indented
-    /// by four spaces.
-    pub fn grammar(&self, width: usize) -> String {
-        let options = self.options();
-        // Options of every scheme first, then each scheme group's own.
-        let mut groups: Vec<(&[&str], Vec<&UrlOption>)> = Vec::new();
-        for option in &options {
-            let key = if option.schemes.len() < self.schemes.len() {
-                option.schemes
-            } else {
-                &[]
-            };
-            match groups.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, members)) => members.push(option),
-                None => groups.push((key, vec![option])),
-            }
-        }
-        groups.sort_by_key(|(k, _)| !k.is_empty());
-        let mut out = self.shape.to_owned();
-        for (schemes, members) in groups {
-            let lead = if schemes.is_empty() {
-                "  ?".to_owned()
-            } else {
-                format!("\n    {}:// only: ", schemes.join("|"))
-            };
-            let mut line_len = out.rsplit('\n').next().map_or(0, str::len);
-            for (i, option) in members.iter().enumerate() {
-                let sep = match i {
-                    0 if schemes.is_empty() && line_len + 3 + word_len(option) > width => {
-                        "\n      ?"
-                    }
-                    0 => lead.as_str(),
-                    _ => "&",
-                };
-                let word = format!("{}={}", option.name, option.kind.placeholder());
-                if i > 0 && line_len + sep.len() + word.len() > width {
-                    out.push_str("&\n      ");
-                    line_len = 6;
-                } else {
-                    out.push_str(sep);
-                    line_len = out.rsplit('\n').next().map_or(0, str::len);
-                }
-                line_len += word.len();
-                out.push_str(&word);
-            }
-        }
-        out
-    }
-
-    /// Its row of the README's backend table.
-    pub fn markdown_row(&self) -> String {
-        let schemes: Vec<String> = self.schemes.iter().map(|s| format!("`{s}://`")).collect();
-        let features: Vec<String> = self.features.iter().map(|f| format!("`{f}`")).collect();
-        let options: Vec<String> = self
-            .options()
-            .iter()
-            .map(|o| {
-                let mut cell = format!("`{}={}`", o.name, o.kind.placeholder());
-                if let Some(default) = o.default {
-                    cell.push_str(&format!(" (default `{default}`)"));
-                }
-                if !o.schemes.is_empty() && o.schemes.len() < self.schemes.len() {
-                    cell.push_str(&format!(" [{}]", o.schemes.join(", ")));
-                }
-                cell.push_str(": ");
-                cell.push_str(o.doc);
-                if o.secret {
-                    cell.push_str(" (secret: never shown)");
-                }
-                cell.replace('|', "\\|")
-            })
-            .collect();
-        format!(
-            "| [`{}`](../crates/{}) | {} | {} | {} | `{}` | {} |",
-            self.crate_name,
-            self.crate_name,
-            features.join(", "),
-            schemes.join(", "),
-            self.roles(),
-            self.shape.replace('|', "\\|"),
-            options.join("<br>"),
-        )
-    }
-}
-
-/// The length of `key=PLACEHOLDER`.
-fn word_len(option: &UrlOption) -> usize {
-    option.name.len() + 1 + option.kind.placeholder().len()
 }
 
 /// `title` after "a" or "an" as it is read aloud: an etcd, an S3 (an
@@ -480,11 +390,6 @@ fn with_article(title: &str) -> String {
     let vowel_sound = "aeiouAEIOU".contains(first) || (acronym && "FHLMNRSX".contains(first));
     format!("{} {title}", if vowel_sound { "an" } else { "a" })
 }
-
-/// The README backend table's header: [`Descriptor::markdown_row`] fills it.
-pub const MARKDOWN_HEADER: &str = "\
-| crate | feature | schemes | opens | URL | options |
-| --- | --- | --- | --- | --- | --- |";
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-//! The descriptor's checks, grammar and table.
+//! The descriptor's checks.
 
 use super::*;
 
@@ -81,16 +81,4 @@ fn an_option_left_untaken_is_a_bug_not_ignored() {
     let url = D.parse("x://h?on=1").unwrap();
     let e = D.finish(url).unwrap_err().to_string();
     assert!(e.contains("\"on\" is declared by fencing-x"), "{e}");
-}
-
-#[test]
-fn grammar_and_table_name_every_option() {
-    let grammar = D.grammar(40);
-    let row = D.markdown_row();
-    for option in D.options() {
-        assert!(grammar.contains(option.name), "{grammar}");
-        assert!(row.contains(&format!("`{}=", option.name)), "{row}");
-    }
-    assert!(grammar.contains("\n    "), "wrapped: {grammar}");
-    assert!(row.contains("(secret: never shown)"), "{row}");
 }
