@@ -16,9 +16,14 @@
 //!   (its own clock, from before the write that granted or renewed it) has
 //!   not passed;
 //! - **tokens strictly increase**: every grant a client is told of is
-//!   above every grant told before, and above every floor reported
-//!   raised, across a record deleted and made again;
-//! - **"granted" is true**: a client told it holds had its write applied.
+//!   above every grant told before, across a record deleted and made
+//!   again, and above every floor reported raised (floors are not run with
+//!   deletions: a floor above the server's clock goes with a deleted
+//!   record, as the contract says);
+//! - **"granted" is true**: a client told it holds (or renewed) had that
+//!   write applied;
+//! - **"not granted" is true**: no record names a holder through a write
+//!   whose call ended saying it did not grant.
 //!
 //! Each known-bad variant (a parameter of the model, never of the
 //! machine) must yield a counterexample, printed as a trace: seeding a new
