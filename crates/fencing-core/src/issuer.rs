@@ -192,14 +192,17 @@ pub async fn poll_acquire<I: TokenIssuer + ?Sized>(
             // does not say that nothing was written.
             Ok(Err(e)) => {
                 return Err(match unanswered {
+                    // The later failure stays the source, whole (its kind
+                    // can be read back by downcasting).
                     Some(limit) if !matches!(e, Error::OutcomeUnknown { .. }) => {
                         Error::outcome_unknown(
                             issuer.name(),
-                            format!("acquire {:?}", request.resource),
                             format!(
-                                "a try got no answer within {limit:?}, and the next failed: {}",
-                                e.chain()
+                                "acquire {:?} (a try got no answer within {limit:?}, and a later \
+                                 one failed)",
+                                request.resource
                             ),
+                            e,
                         )
                     }
                     _ => e,
@@ -340,6 +343,11 @@ mod tests {
         match outcome {
             Err(e @ Error::OutcomeUnknown { .. }) => {
                 assert!(e.chain().contains("throttled"), "{e:?}");
+                let source = std::error::Error::source(&e).expect("the later failure");
+                assert!(
+                    matches!(source.downcast_ref::<Error>(), Some(Error::Backend { .. })),
+                    "{source:?}"
+                );
             }
             other => panic!("expected OutcomeUnknown, got {other:?}"),
         }

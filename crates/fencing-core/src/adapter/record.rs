@@ -411,24 +411,24 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
             (Phase::Settling(sending), Answer::Read(seen)) => {
                 self.remember(seen.clone(), clocks.now);
                 match seen {
-                    Some(now) if now.record.nonce == sending.record.nonce => {
+                    // Our very record: applied. (Our nonce on another record
+                    // is our write changed since, by a writer that keeps the
+                    // nonce, as an older release's floor did: judged as read.)
+                    Some(now) if now.record == sending.record => {
                         self.landed(sending, now.version, clocks)
                     }
                     now if sending.on.holds_for(now.as_ref().map(|s| &s.version)) => {
                         if self.unanswered >= MAX_UNANSWERED {
                             self.finish(End::Unknown)
                         } else if sending.on == On::Absent {
-                            // Never the same bytes on absence again: where a
-                            // version is the bytes' own (an S3 ETag is their
-                            // MD5), a first copy landing after the record was
-                            // made and deleted would bring its version back,
-                            // and with it a seed taken before the deletion.
-                            let nonce = self.nonce.wrapping_add(u128::from(self.writes));
-                            let record = LeaseRecord {
-                                nonce,
-                                ..sending.record
-                            };
-                            self.write(On::Absent, record, false, clocks)
+                            // Never the same bytes on absence again, but a
+                            // new decision (a new nonce, within the call's
+                            // writes): where a version is the bytes' own (an
+                            // S3 ETag is their MD5), a first copy landing
+                            // after the record was made and deleted would
+                            // bring its version back, and with it a seed
+                            // taken before the deletion.
+                            self.decide(None, false, clocks)
                         } else {
                             self.send(sending)
                         }

@@ -307,3 +307,48 @@ fn a_counter_at_the_top_grants_nothing() {
         Step::Done(End::OutOfRange)
     );
 }
+
+#[test]
+fn our_nonce_on_a_record_changed_since_is_judged_as_read_not_taken_as_ours() {
+    // A release whose answer was lost; the read back shows its nonce, but a
+    // writer that keeps the nonce (an older release's floor) has raised
+    // the counter since. Remembering our record at that version would let
+    // the next grant write below the floor on it.
+    let now = Instant::now();
+    let c = clocks(now, None);
+    let ours = seen(8, record(30, Some("me"), 1));
+    let release = Op::Release {
+        holder: "me".into(),
+        token: 30,
+    };
+    let mut m = RecordLease::new(release, LeaseExpiry::default(), None, 7);
+    m.start(&c);
+    let (_, freed) = write_of(&m.answer(Answer::Read(Some(ours)), &c));
+    assert_eq!(m.answer(Answer::Lost, &c), Step::Read);
+    let floored = seen(
+        9,
+        LeaseRecord {
+            counter: 90,
+            ..freed
+        },
+    );
+    assert_eq!(
+        m.answer(Answer::Read(Some(floored.clone())), &c),
+        Step::Done(End::NotHeld)
+    );
+    assert_eq!(m.memory().map(|k| &k.seen), Some(&floored));
+}
+
+#[test]
+fn a_lost_create_on_a_record_still_absent_is_decided_again_with_a_new_nonce() {
+    let c = clocks(Instant::now(), None);
+    let mut m = RecordLease::new(acquire(), LeaseExpiry::default(), None, 7);
+    m.start(&c);
+    let (on, first) = write_of(&m.answer(Answer::Read(None), &c));
+    assert_eq!(on, On::Absent);
+    assert_eq!(m.answer(Answer::Lost, &c), Step::Read);
+    let (on, again) = write_of(&m.answer(Answer::Read(None), &c));
+    assert_eq!(on, On::Absent);
+    assert!(again.is_unseeded());
+    assert_ne!(again.nonce, first.nonce, "the same bytes sent again");
+}
