@@ -60,11 +60,16 @@ pub trait RecordPort: Send + Sync {
     }
 }
 
-fn clocks<P: RecordPort>(port: &P) -> Clocks {
+/// The clocks after an answer that took `round_trip`: the port's estimate
+/// trails the server's time by at most its lag (a `Date`'s second) plus
+/// that round trip, since the answer's `Date` was stamped somewhere between
+/// the request leaving and the answer arriving. A seed taken now is then
+/// above the server's time when the record it follows was made.
+fn clocks<P: RecordPort>(port: &P, round_trip: Duration) -> Clocks {
     Clocks {
         now: Instant::now(),
         server_now: port.server_now(),
-        server_lag: port.server_now_lag(),
+        server_lag: port.server_now_lag() + round_trip,
     }
 }
 
@@ -80,8 +85,9 @@ pub async fn run<P: RecordPort>(
 ) -> Result<End> {
     let mut first_unknown: Option<Error> = None;
     let mut failure: Option<Error> = None;
-    let mut step = lease.start(&clocks(port));
+    let mut step = lease.start(&clocks(port, Duration::ZERO));
     loop {
+        let sent = Instant::now();
         let answer = match step {
             Step::Done(end) => {
                 known
@@ -132,7 +138,7 @@ pub async fn run<P: RecordPort>(
                 Answer::Waited
             }
         };
-        step = lease.answer(answer, &clocks(port));
+        step = lease.answer(answer, &clocks(port, sent.elapsed()));
     }
 }
 

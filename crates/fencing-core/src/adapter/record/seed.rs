@@ -19,8 +19,10 @@
 //! rounded up), so one grain above it is past the moment it was read:
 //! - the port's estimate of the server's clock ([`Clocks::server_now`],
 //!   read after the answer to the unseeded write, or to the read that
-//!   found one), at most [`Clocks::server_lag`] behind: `T` is the
-//!   estimate plus that lag, reached once the lag has passed;
+//!   found one), at most [`Clocks::server_lag`] behind (the port's lag, a
+//!   `Date`'s second, plus that answer's round trip: its `Date` was stamped
+//!   somewhere between the request leaving and the answer arriving): `T`
+//!   is the estimate plus that lag, reached once the lag has passed;
 //! - where the port has no estimate (`object_store`), the unseeded
 //!   record's own `Last-Modified`, read back: `T` is `Last-Modified` plus
 //!   its grain (a second when it has no fraction), reached a grain after
