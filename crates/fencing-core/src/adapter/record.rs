@@ -528,25 +528,16 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
             };
             return self.finish(end);
         }
-        let nonce = self.nonce.wrapping_add(u128::from(self.writes));
+        let nonce = self.next_nonce();
         match (self.op.clone(), seen) {
             (Op::Acquire { holder, ttl_ms }, seen) => match seen {
-                None => self.make(On::Absent, None, clocks, |token| LeaseRecord {
+                None => self.make_unseeded(clocks),
+                Some(s) if s.record.is_unseeded() => self.seed(s, clocks, |token| LeaseRecord {
                     counter: token,
                     holder: Some(holder),
                     ttl_ms,
                     nonce,
                 }),
-                Some(s) if s.record.is_unseeded() => {
-                    self.make(On::At(s.version.clone()), Some(&s), clocks, |token| {
-                        LeaseRecord {
-                            counter: token,
-                            holder: Some(holder),
-                            ttl_ms,
-                            nonce,
-                        }
-                    })
-                }
                 Some(s) if s.record.holder.is_none() || self.expired(&s, clocks.now) => {
                     let Some(token) = s.record.counter.checked_add(1) else {
                         return self.finish(End::OutOfRange);
@@ -602,66 +593,64 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
                     };
                     self.write(On::At(s.version), record, guessed, clocks)
                 }
-                seen => {
-                    let on = seen
-                        .as_ref()
-                        .map_or(On::Absent, |s| On::At(s.version.clone()));
-                    // A floor only raises: a record made (again) starts
-                    // where a grant would start it, if that is higher.
-                    self.make(on, seen.as_ref(), clocks, |first| LeaseRecord {
-                        counter: floor.max(first - 1),
-                        holder: None,
-                        ttl_ms: 0,
-                        nonce,
-                    })
-                }
+                None => self.make_unseeded(clocks),
+                // A floor only raises: a record made (again) starts where a
+                // grant would start it, if that is higher.
+                Some(s) => self.seed(s, clocks, |first| LeaseRecord {
+                    counter: floor.max(first - 1),
+                    holder: None,
+                    ttl_ms: 0,
+                    nonce,
+                }),
             },
         }
     }
 
-    /// The first write of a record absent (`on` is [`On::Absent`]) or
-    /// unseeded (`seen`). An absent one is made unseeded first; an
-    /// unseeded one is written as `build` makes it from its first token,
-    /// once the server's clock has passed that token (see `seed.rs`).
-    fn make(
+    /// A record where there is none is made unseeded first, and seeded on
+    /// its own version after: a seed taken before a write on absence could
+    /// land after a record made and deleted in between, whose tokens it
+    /// may not pass.
+    fn make_unseeded(&mut self, clocks: &Clocks) -> Step<V> {
+        let record = LeaseRecord::unseeded(self.next_nonce());
+        self.write(On::Absent, record, false, clocks)
+    }
+
+    /// The first grant (or floor) of the unseeded record `seen`: `build`
+    /// makes it from its first token, written once the server's clock has
+    /// passed that token (see `seed.rs`).
+    fn seed(
         &mut self,
-        on: On<V>,
-        seen: Option<&Seen<V>>,
+        seen: Seen<V>,
         clocks: &Clocks,
         build: impl FnOnce(u64) -> LeaseRecord,
     ) -> Step<V> {
         let received = self
             .memory
             .as_ref()
-            .filter(|k| seen.is_some_and(|s| s.version == k.seen.version))
+            .filter(|k| k.seen.version == seen.version)
             .map(|k| k.received);
-        let seed = seen
-            .zip(received)
-            .and_then(|(s, received)| Seed::by_record(s.modified, received))
+        let seed = received
+            .and_then(|received| Seed::by_record(seen.modified, received))
             .or_else(|| Seed::by_estimate(clocks));
-        match (seed, on) {
-            // Made unseeded first, then seeded on its own version: a seed
-            // taken before a write on absence could land after a record
-            // made and deleted in between, whose tokens it may not pass.
-            (_, On::Absent) => {
-                let nonce = self.nonce.wrapping_add(u128::from(self.writes));
-                self.write(On::Absent, LeaseRecord::unseeded(nonce), false, clocks)
-            }
-            (Some(seed), on) => {
-                let record = build(seed.token);
-                if clocks.now < seed.ready {
-                    self.phase = Phase::Waiting {
-                        on,
-                        record,
-                        until: seed.ready,
-                    };
-                    Step::Wait { until: seed.ready }
-                } else {
-                    self.write(on, record, false, clocks)
-                }
-            }
-            (None, _) => self.finish(End::NoServerClock),
+        let Some(seed) = seed else {
+            return self.finish(End::NoServerClock);
+        };
+        let (on, record) = (On::At(seen.version), build(seed.token));
+        if clocks.now < seed.ready {
+            self.phase = Phase::Waiting {
+                on,
+                record,
+                until: seed.ready,
+            };
+            Step::Wait { until: seed.ready }
+        } else {
+            self.write(on, record, false, clocks)
         }
+    }
+
+    /// The nonce of the next write this call decides.
+    fn next_nonce(&self) -> u128 {
+        self.nonce.wrapping_add(u128::from(self.writes))
     }
 
     fn write(&mut self, on: On<V>, record: LeaseRecord, guessed: bool, clocks: &Clocks) -> Step<V> {
