@@ -10,7 +10,7 @@ use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
-use crate::error::{NAME, map_error};
+use crate::error::NAME;
 use crate::update::{Attributes, send_conditional};
 
 /// The partition key attribute: the key (S).
@@ -151,19 +151,8 @@ impl DynamoStore {
 
     /// Reads the item, strongly consistent.
     async fn read(&self, op: &str, key: &str) -> Result<Option<Attributes>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, AttributeValue::S(key.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| {
-                let name = format!("{op} {key:?} in table {}", self.table);
-                map_error(e, Call::read(&name))
-            })?;
-        Ok(out.item)
+        let name = format!("{op} {key:?} in table {}", self.table);
+        crate::update::read_consistent(&self.client, &self.table, key, Call::read(&name)).await
     }
 }
 

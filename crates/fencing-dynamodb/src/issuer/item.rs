@@ -14,9 +14,9 @@ use fencing_core::adapter::record::{LeaseRecord, On, RecordPort, Seen, Wrote};
 use fencing_core::{Error, Result};
 
 use super::{COUNTER, HOLDER, RVN, TTL_MS};
-use crate::error::{NAME, map_error};
+use crate::error::NAME;
 use crate::store::PK;
-use crate::update::send_conditional;
+use crate::update::{read_consistent, send_conditional};
 
 /// Placeholders for the attribute names in expressions (`counter` and
 /// others are DynamoDB reserved words): only those used may be sent.
@@ -152,16 +152,8 @@ impl RecordPort for Items {
     }
 
     async fn read(&self, key: &str) -> Result<Option<Seen<ItemVersion>>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(PK, AttributeValue::S(key.to_owned()))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| map_error(e, Call::read(&format!("read lease item {key:?}"))))?;
-        match out.item {
+        let name = format!("read lease item {key:?}");
+        match read_consistent(&self.client, &self.table, key, Call::read(&name)).await? {
             Some(item) => self.parse(key, &item),
             None => Ok(None),
         }
