@@ -24,7 +24,9 @@ use azure_core::error::ErrorKind;
 use azure_core::http::headers::{HeaderName, Headers};
 use azure_core::http::{Etag, NoFormat, RequestContent, RetryOptions, Url};
 use azure_core::time::{OffsetDateTime, parse_rfc7231};
-use azure_storage_blob::models::{BlobClientDownloadOptions, BlockBlobClientUploadOptions};
+use azure_storage_blob::models::{
+    BlobClientDeleteOptions, BlobClientDownloadOptions, BlockBlobClientUploadOptions,
+};
 use azure_storage_blob::{BlobContainerClient, BlobContainerClientOptions};
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
@@ -295,6 +297,37 @@ impl BlobBackend for AzureBackend {
                     }
                     Failure::Error(e) => return Err(e),
                 },
+            }
+        }
+    }
+
+    fn deletes_conditionally(&self) -> bool {
+        true
+    }
+
+    /// Delete Blob with `If-Match`, on the client that writes (no
+    /// retries): a precondition failed or a blob gone is `false`.
+    async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+        let options = BlobClientDeleteOptions {
+            if_match: Some(Etag::from(version.as_str().to_owned())),
+            ..Default::default()
+        };
+        match self.writes.blob_client(key).delete(Some(options)).await {
+            Ok(deleted) => {
+                self.observe(deleted.headers());
+                Ok(true)
+            }
+            Err(err) => {
+                self.observe_error(&err);
+                match classify(Op::Update, &self.container_name(), key, err) {
+                    Failure::PreconditionFailed | Failure::NotFound => Ok(false),
+                    Failure::Error(e) => Err(e),
+                    Failure::EmptyRange => Err(Error::backend(
+                        "azure",
+                        false,
+                        format!("an empty range on Delete Blob {key:?}"),
+                    )),
+                }
             }
         }
     }

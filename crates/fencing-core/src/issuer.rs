@@ -132,6 +132,36 @@ pub trait TokenIssuer: Send + Sync + Debug {
         })
     }
 
+    /// Removes what `resource` keeps on the server (its counter, its lease
+    /// record) if it is idle: no lease held, and none granted, renewed or
+    /// released for `idle_for`, judged by the server's clock or, where the
+    /// backend has none, by this caller watching the record unchanged for
+    /// that long (the call then takes `idle_for`). Removal never sends a
+    /// token back: a record is removed only where the one made again
+    /// starts above every token it gave (at the backend's clock, clause 8),
+    /// and one whose counter a floor put above that clock is kept
+    /// ([`Removal::Floored`]). A holder paused across the removal finds
+    /// its lease lost on its next renewal, and its writes are refused by
+    /// every store that has seen a later token.
+    ///
+    /// For long-lived services that lock one name per task or per job:
+    /// every such name otherwise keeps a record for ever. See "Running it
+    /// for months" in the README.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] from an issuer whose records cannot be
+    /// removed without a token going back, or that has no conditional
+    /// delete (the default); the issuer's reason in
+    /// [`Error::UnsafeConfiguration`] where a setting forbids it (a
+    /// counter shared with clients that restart it at 1).
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        let _ = (resource, idle_for);
+        Err(Error::Unsupported {
+            backend: self.name(),
+            operation: "remove_idle",
+        })
+    }
+
     /// Checks that this deployment cannot re-issue a token: the generic
     /// probe ([`safety::probe_issuer`]: two grants on
     /// [`safety::PROBE_RESOURCE`], the second above the first) plus the
@@ -144,6 +174,36 @@ pub trait TokenIssuer: Send + Sync + Debug {
     /// are [`SafetyCheck`]s.
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         safety::probe_issuer(self).await
+    }
+}
+
+/// What [`TokenIssuer::remove_idle`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Removal {
+    /// The resource's records were removed; its next grant makes them
+    /// again, above every token they gave.
+    Removed,
+    /// The resource kept nothing to remove.
+    Absent,
+    /// A lease is held, or was granted, renewed or released within the
+    /// idle period: kept.
+    InUse,
+    /// The counter is above the backend's clock (a floor raised it there,
+    /// from another issuer's tokens): a record made again would start
+    /// below it, so it is kept.
+    Floored,
+}
+
+impl Removal {
+    /// A word for output: `removed`, `absent`, `in-use`, `floored`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Removed => "removed",
+            Self::Absent => "absent",
+            Self::InUse => "in-use",
+            Self::Floored => "floored",
+        }
     }
 }
 

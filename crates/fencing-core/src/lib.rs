@@ -19,7 +19,7 @@ pub mod tls;
 mod token;
 
 pub use error::{BoxError, Error, Result, error_chain};
-pub use issuer::TokenIssuer;
+pub use issuer::{Removal, TokenIssuer};
 pub use lease::{HolderId, Holding, Lease, LeaseRequest};
 pub use lock::{IssuerExt, LeaseGuard, Lock, SharedStore};
 pub use redact::redact;

@@ -14,7 +14,7 @@ use fencing_core::adapter::blob::ServerClock;
 use fencing_core::adapter::record::{LeaseExpiry, RecordLeases};
 use fencing_core::adapter::{Call, poll_acquire};
 use fencing_core::safety::SafetyCheck;
-use fencing_core::{FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use fencing_core::{FencingToken, Holding, Lease, LeaseRequest, Removal, Result, TokenIssuer};
 
 use crate::error::{NAME, map_error};
 use item::Items;
@@ -198,6 +198,13 @@ impl TokenIssuer for DynamoIssuer {
         self.leases
             .raise_floor(&self.key(resource), resource, floor)
             .await
+    }
+
+    /// One `DeleteItem` on the version this issuer has seen unchanged for
+    /// `idle_for` (waiting out what it has not seen), if the counter is
+    /// below DynamoDB's clock.
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        self.leases.remove_idle(&self.key(resource), idle_for).await
     }
 
     /// The table's checks (key schema, replication), the generic probe,

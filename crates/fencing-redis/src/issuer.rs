@@ -8,7 +8,7 @@ use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::tls::{TlsMode, TlsOptions};
 use fencing_core::{
-    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Removal, Result, TokenIssuer,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
@@ -367,6 +367,61 @@ impl TokenIssuer for RedisIssuer {
                 "floor {floor} of {resource:?} (counter {counter}; raising it again is harmless)"
             ),
         )
+    }
+
+    /// One script: the counter is deleted if no lock is at the lock key
+    /// (ours or another client's), Redis has not touched the counter for
+    /// `idle_for` (`OBJECT IDLETIME`, whole seconds, rounded up: every
+    /// grant increments it), and it is below Redis's clock in
+    /// microseconds, where a later grant starts it again.
+    ///
+    /// # Errors
+    /// [`Error::UnsafeConfiguration`] on the Redisson layout:
+    /// `RFencedLock` clients start a missing counter at 1, below every
+    /// token it gave. The same on a server whose LFU `maxmemory-policy`
+    /// keeps no idle time.
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        if self.layout == Layout::Redisson {
+            return Err(Error::UnsafeConfiguration {
+                backend: NAME,
+                reason: format!(
+                    "the counter of {resource:?} was kept: on the Redisson layout it is \
+                     RFencedLock's own, and Redisson's clients start a missing counter at 1, below \
+                     every token it gave"
+                ),
+            });
+        }
+        self.layout.check(&self.prefix, resource)?;
+        let idle_secs = idle_for.as_secs() + u64::from(idle_for.subsec_nanos() > 0);
+        let (lock, fence) = (self.lock_key(resource), self.fence_key(resource));
+        let (reply, _) = self
+            .run_guarded(
+                &format!("remove the idle counter of {resource:?}"),
+                |inv| {
+                    inv.key(&lock).key(&fence).arg(idle_secs.to_string());
+                },
+                &self.scripts.remove_idle,
+            )
+            .await?;
+        match reply.first().map(String::as_str) {
+            Some("1") => Ok(Removal::Removed),
+            Some("0") => Ok(Removal::InUse),
+            Some("2") => Ok(Removal::Absent),
+            Some("3") => Ok(Removal::Floored),
+            Some("-4") => Err(Error::UnsafeConfiguration {
+                backend: NAME,
+                reason: format!(
+                    "the counter of {resource:?} was kept: this server keeps no idle time ({}); \
+                     an LFU maxmemory-policy tracks use counts instead",
+                    reply.get(1).map_or("", String::as_str)
+                ),
+            }),
+            _ => Err(Error::backend(
+                NAME,
+                false,
+                format!("the remove_idle script answered {reply:?}"),
+            )),
+        }
     }
 
     /// Another client's lock at the key (redis-py's or node-redlock's

@@ -155,6 +155,7 @@ impl Layout {
             release: Script::new(&scripts::release(record)),
             raise_floor: Script::new(&scripts::raise_floor()),
             holder: Script::new(&scripts::holder(record)),
+            remove_idle: Script::new(&scripts::remove_idle(record)),
         }
     }
 }
@@ -181,6 +182,7 @@ pub(crate) struct Scripts {
     pub(crate) release: Script,
     pub(crate) raise_floor: Script,
     pub(crate) holder: Script,
+    pub(crate) remove_idle: Script,
 }
 
 #[cfg(test)]

@@ -323,6 +323,37 @@ return {1, current}
     )
 }
 
+/// KEYS: lock, fence, the guard's verdict. ARGV: idle seconds, then the
+/// guard's three. Deletes the counter of a resource nobody holds (no lock
+/// key: ours, or another client's) whose counter nobody read or wrote for
+/// the idle seconds (`OBJECT IDLETIME`: every grant increments it), if it
+/// is below Redis's clock in microseconds, where the counter a later grant
+/// makes starts. Returns `{1}` if deleted, `{0}` if in use, `{2}` if there
+/// was none, `{3}` if it is at or above the clock (a floor put it there),
+/// `{-4, why}` if Redis keeps no idle time (an LFU `maxmemory-policy`), or
+/// a guard refusal.
+pub(crate) fn remove_idle(record: Record) -> String {
+    let read = record.reader();
+    guarded(
+        2,
+        &format!(
+            r"
+-- The idle time first: every read of the counter (GET, and the lock's
+-- own read) makes it 0.
+local idle = redis.pcall('OBJECT', 'IDLETIME', KEYS[2])
+if type(idle) == 'table' and idle.err then return {{-4, idle.err}} end
+if {read}(KEYS[1], KEYS[2]) then return {{0}} end
+local counter = redis.call('GET', KEYS[2])
+if not counter then return {{2}} end
+if idle < tonumber(ARGV[1]) then return {{0}} end
+if at_most(clock_micros(), counter) then return {{3}} end
+redis.call('DEL', KEYS[2])
+return {{1}}
+"
+        ),
+    )
+}
+
 /// `body` behind [`GUARD`], run with the guard's arguments from ARGV
 /// `first`: a refusal is returned before `body` runs.
 ///

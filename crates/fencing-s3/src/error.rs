@@ -17,6 +17,8 @@ pub(crate) enum Op {
     Read,
     /// A conditional `PutObject`.
     Write,
+    /// A conditional `DeleteObject` (`If-Match`).
+    Delete,
 }
 
 /// S3's exceptions to the core's status table.
@@ -60,11 +62,12 @@ pub(crate) fn classify<E>(op: Op, bucket: &str, key: &str, err: SdkError<E>) -> 
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    let write = op == Op::Write;
+    let write = matches!(op, Op::Write | Op::Delete);
     let what = match op {
         Op::Head => "HeadObject",
         Op::Read => "GetObject",
         Op::Write => "conditional PutObject",
+        Op::Delete => "conditional DeleteObject",
     };
     let fail =
         |retryable: bool, err: SdkError<E>| Failure::Error(Error::backend(BACKEND, retryable, err));
@@ -94,7 +97,7 @@ where
             let request = match op {
                 Op::Head => Request::Head,
                 Op::Read => Request::Read,
-                Op::Write => Request::Update,
+                Op::Write | Op::Delete => Request::Update,
             };
             let code = err
                 .as_service_error()

@@ -288,6 +288,36 @@ impl BlobBackend for S3Backend {
         ))
     }
 
+    fn deletes_conditionally(&self) -> bool {
+        true
+    }
+
+    /// `DeleteObject` with `If-Match`, not retried by the SDK: a
+    /// precondition failed (412) or a key gone (404) is `false`.
+    async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+        let no_retries =
+            aws_sdk_s3::config::Builder::default().retry_config(RetryConfig::disabled());
+        let answer = self
+            .client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_match(version.as_str())
+            .customize()
+            .config_override(no_retries)
+            .interceptor(self.observe_date())
+            .send()
+            .await;
+        match answer {
+            Ok(_) => Ok(true),
+            Err(err) => match classify(Op::Delete, &self.bucket, key, err) {
+                Failure::PreconditionFailed | Failure::NotFound => Ok(false),
+                Failure::Error(e) => Err(e),
+                Failure::EmptyRange => Err(unexpected("an empty range on DeleteObject", key)),
+            },
+        }
+    }
+
     async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
         let mut request = self
             .client

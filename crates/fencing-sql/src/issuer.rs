@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{
-    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Removal, Result, TokenIssuer,
 };
 use sqlx::Row;
 
@@ -52,6 +52,8 @@ pub struct SqlIssuer {
     release: String,
     holder: String,
     raise_floor: String,
+    remove_idle: String,
+    counter_and_clock: String,
     /// Where releases notify, and the waiters' listener (PostgreSQL).
     #[cfg(feature = "postgres")]
     channel: String,
@@ -85,6 +87,8 @@ impl SqlIssuer {
             release: sql::release(d, &t),
             holder: sql::holder(d, &t),
             raise_floor: sql::raise_floor(d, &t),
+            remove_idle: sql::remove_idle(d, &t),
+            counter_and_clock: sql::counter_and_clock(d, &t),
             #[cfg(feature = "postgres")]
             channel: sql::release_channel(&t),
             #[cfg(feature = "postgres")]
@@ -303,6 +307,27 @@ impl TokenIssuer for SqlIssuer {
         } else {
             Err(Error::lease_lost(lease))
         }
+    }
+
+    /// One `DELETE` of the lease row if no lease is live, the last one
+    /// ended (expired or released) at least `idle_for` ago by the
+    /// database's clock, and its counter is below that clock in
+    /// microseconds, where the row a later grant makes starts (one more
+    /// `SELECT` says why a row was kept).
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        let idle = sql::ttl_units(self.db.dialect(), idle_for);
+        let deleted = on_pool!(&self.db.pool, p => sqlx::query(&self.remove_idle).bind(resource).bind(idle).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(self.map(Call::write(&format!("remove idle {resource:?}"))))?;
+        if deleted == 1 {
+            return Ok(Removal::Removed);
+        }
+        let row: Option<(i64, i64)> = on_pool!(&self.db.pool, p => sqlx::query_as(&self.counter_and_clock).bind(resource).fetch_optional(p).await)
+            .map_err(self.map(Call::read(&format!("read the lease of {resource:?}"))))?;
+        Ok(match row {
+            None => Removal::Absent,
+            Some((token, clock)) if token >= clock => Removal::Floored,
+            Some(_) => Removal::InUse,
+        })
     }
 
     /// Raises the counter of a **free** resource (a live holder's token is

@@ -411,8 +411,10 @@ pub fn release(d: Dialect, t: &str) -> String {
     let (now, _) = now_and_later(d, 9);
     let p = |n| placeholder(d, n);
     let e = expiry_column(d);
+    // The expiry becomes the release's time: how long the row has been
+    // idle (`remove_idle`) counts from there.
     let update = format!(
-        "UPDATE {t} SET holder = NULL, {e} = NULL \
+        "UPDATE {t} SET holder = NULL, {e} = {now} \
          WHERE resource = {} AND holder = {} AND token = {} AND {e} > {now}",
         p(1),
         p(2),
@@ -448,6 +450,40 @@ pub(crate) fn release_channel(t: &str) -> String {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
     format!("fencing_released_{hash:016x}")
+}
+
+/// Deletes an idle lease row: no live holder, its lease ended (expired or
+/// released) at least the idle time ago, and its counter below the
+/// database's clock ([`clock_micros`]), so the row a later grant makes
+/// starts above every token this one gave. A row with no time (made by a
+/// floor, or released by a release before this one kept the time) has
+/// been idle since before anyone can tell: it counts as idle. Binds:
+/// resource, idle (in [`ttl_units`]). One row deleted = removed.
+pub(crate) fn remove_idle(d: Dialect, t: &str) -> String {
+    let (now, _) = now_and_later(d, 9);
+    let e = expiry_column(d);
+    let idle = placeholder(d, 2);
+    let ended_before = match d {
+        Dialect::Postgres => format!("{now} - {idle}::float8 * interval '1 millisecond'"),
+        Dialect::MySql => format!("{now} - INTERVAL {idle} MICROSECOND"),
+        Dialect::Sqlite => format!("{now} - {idle}"),
+    };
+    format!(
+        "DELETE FROM {t} WHERE resource = {} AND (holder IS NULL OR {e} <= {now}) \
+         AND ({e} IS NULL OR {e} <= {ended_before}) AND token < {}",
+        placeholder(d, 1),
+        clock_micros(d)
+    )
+}
+
+/// Binds: resource. Returns the row's token and the database's clock in
+/// microseconds: why [`remove_idle`] kept a row.
+pub(crate) fn counter_and_clock(d: Dialect, t: &str) -> String {
+    format!(
+        "SELECT token, {} FROM {t} WHERE resource = {}",
+        clock_micros(d),
+        placeholder(d, 1)
+    )
 }
 
 /// Binds: resource. Returns holder, token of a live lease.

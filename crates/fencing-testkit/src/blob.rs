@@ -93,6 +93,8 @@ pub async fn racing_writers_take_the_precondition_path<B: BlobBackend + 'static>
 /// first version succeeds with a new version (the frame is in the body, so
 /// the version follows the token); a write at 5 conditional on the first
 /// version then fails; the object reads back as the rewrite, at its version.
+/// Where the backend deletes conditionally, a delete on the first version
+/// is refused and one on the rewrite's removes it.
 pub async fn conditional_writes_follow_the_version<B: BlobBackend>(
     backend: &B,
     key: &str,
@@ -132,6 +134,30 @@ pub async fn conditional_writes_follow_the_version<B: BlobBackend>(
     assert!(
         stored.bytes == at(6, on_first()).body && stored.version == second,
         "{size} bytes: the object must read back as the rewrite, at its version"
+    );
+    if !backend.deletes_conditionally() {
+        return;
+    }
+    let delete = async |version: &_| backend.delete_if(key, version).await.expect("a delete");
+    assert!(
+        !delete(&first).await,
+        "{size} bytes: a delete conditional on the old version went through"
+    );
+    assert!(
+        backend.read(key).await.expect("read").is_some(),
+        "{size} bytes: a refused delete removed the object"
+    );
+    assert!(
+        delete(&second).await,
+        "{size} bytes: a delete at the current version was refused"
+    );
+    assert!(
+        backend.read(key).await.expect("read").is_none(),
+        "{size} bytes: the object is still there after its delete"
+    );
+    assert!(
+        !delete(&second).await,
+        "{size} bytes: a delete of nothing went through"
     );
 }
 

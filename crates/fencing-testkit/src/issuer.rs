@@ -447,6 +447,128 @@ pub async fn floor_puts_later_tokens_above_it(issuer: &dyn TokenIssuer, p: &Issu
     issuer.release(&after).await.expect("release");
 }
 
+/// [`TokenIssuer::remove_idle`]: a live lease, or one the idle time has
+/// not passed over, is never removed (a grant racing the removal still
+/// holds after it); a holder paused past its TTL and the idle time, whose
+/// record is removed meanwhile, finds its lease lost, the next grant is
+/// above its token and the store refuses its write; a record a floor put
+/// above the backend's clock is kept. An issuer that cannot remove its
+/// records must refuse by name ([`Error::Unsupported`] or
+/// [`Error::UnsafeConfiguration`]).
+pub async fn idle_records_are_removed_without_a_token_going_back(
+    issuer: &dyn TokenIssuer,
+    p: &IssuerProfile,
+) {
+    use fencing_core::{FencedStore, Removal};
+    use tokio::time::sleep;
+
+    let resource = unique_name("idle");
+    // Whole seconds: Redis counts idle time in them.
+    let idle = Duration::from_secs(1);
+    match issuer.remove_idle(&resource, idle).await {
+        Ok(Removal::Absent) => {}
+        Err(Error::Unsupported { backend, operation }) => {
+            assert_eq!((backend, operation), (issuer.name(), "remove_idle"));
+            return;
+        }
+        Err(Error::UnsafeConfiguration { reason, .. }) => {
+            assert!(reason.contains(&resource), "{reason}");
+            return;
+        }
+        other => panic!("a name never used keeps nothing to remove, got {other:?}"),
+    }
+
+    let held = grant(issuer, &resource, p.long_ttl).await;
+    assert_eq!(
+        issuer
+            .remove_idle(&resource, Duration::ZERO)
+            .await
+            .expect("remove_idle"),
+        Removal::InUse,
+        "a live lease was removed"
+    );
+    issuer.release(&held).await.expect("release");
+    // A grant while the removal judges the released record: whichever way
+    // it is judged, the lease granted stays held.
+    let (removal, racing) = tokio::join!(issuer.remove_idle(&resource, idle), async {
+        sleep(idle / 4).await;
+        grant(issuer, &resource, p.long_ttl).await
+    });
+    let removal = removal.expect("remove_idle racing a grant");
+    assert_eq!(
+        removal,
+        Removal::InUse,
+        "a record granted within the idle time was removed"
+    );
+    let holding = issuer.holder(&resource).await.expect("holder");
+    assert_eq!(
+        holding.map(|h| h.token),
+        Some(racing.token()),
+        "the grant that raced the removal no longer holds"
+    );
+    issuer.release(&racing).await.expect("release");
+
+    // The paused holder.
+    let store = MemoryStore::new();
+    let zombie = grant(issuer, &resource, p.ttl).await;
+    store
+        .put("idle/account", "zombie's first".into(), zombie.token())
+        .await
+        .expect("the holder writes while its lease is live");
+    sleep(p.ttl + p.expiry_slack + idle + Duration::from_millis(1100)).await;
+    assert_eq!(
+        issuer
+            .remove_idle(&resource, idle)
+            .await
+            .expect("remove_idle"),
+        Removal::Removed,
+        "the record of a lease dead past the idle time was kept"
+    );
+    assert_lease_lost(issuer.renew(&zombie).await, "renew after the removal");
+    let next = grant(issuer, &resource, p.long_ttl).await;
+    assert!(
+        next.token() > zombie.token(),
+        "token {} granted after the removal is not above {} granted before it",
+        next.token(),
+        zombie.token()
+    );
+    store
+        .put("idle/account", "next".into(), next.token())
+        .await
+        .expect("the next holder writes");
+    match store
+        .put("idle/account", "zombie's late".into(), zombie.token())
+        .await
+    {
+        Err(Error::StaleToken { .. }) => {}
+        other => panic!("the paused holder's write after the removal: {other:?}"),
+    }
+    issuer.release(&next).await.expect("release");
+
+    // A floor above the clock keeps the record.
+    let floor = FencingToken::new(1 << 62);
+    issuer
+        .raise_floor(&resource, floor)
+        .await
+        .expect("raise_floor");
+    sleep(idle + Duration::from_millis(1100)).await;
+    assert_eq!(
+        issuer
+            .remove_idle(&resource, idle)
+            .await
+            .expect("remove_idle"),
+        Removal::Floored,
+        "a record a floor put above the clock was removed"
+    );
+    let after = grant(issuer, &resource, p.long_ttl).await;
+    assert!(
+        after.token() > floor,
+        "token {} after floor {floor}",
+        after.token()
+    );
+    issuer.release(&after).await.expect("release");
+}
+
 /// The Figure 9-6 zombie, with this issuer's short TTL and an in-memory
 /// store (so only the issuer is under test), with and without fencing on
 /// acquire. See [`zombie::zombie_is_refused`](crate::zombie::zombie_is_refused).

@@ -104,6 +104,7 @@ macro_rules! issuer_conformance {
             floor_without_room_is_refused,
             another_holders_lease_cannot_renew_or_release,
             nested_resource_names_are_independent,
+            idle_records_are_removed_without_a_token_going_back,
             zombie_is_refused
         );
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]

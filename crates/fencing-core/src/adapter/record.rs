@@ -721,5 +721,41 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
     }
 }
 
+/// Whether a record may be removed ([`TokenIssuer::remove_idle`](crate::TokenIssuer::remove_idle)),
+/// judged on `last`, read after this caller has seen its version unchanged
+/// for `unchanged` on its monotonic clock:
+///
+/// - idle only if unchanged for `idle_for` (no grant, renewal or release
+///   in that time: each writes a new version) and, if a holder is named,
+///   for its TTL too (its lease is dead by the judgement a grant makes);
+/// - removable only if its counter is below `server_now` (in microseconds,
+///   an estimate that may trail the server's clock, which only makes this
+///   stricter): the record made again is seeded above the server's time
+///   then (see `seed.rs`), so above every token this one gave. A counter a
+///   floor put above the clock is kept; so is every record where the port
+///   tells no server time. An unseeded record gave no token.
+pub fn removal<V>(
+    last: &Seen<V>,
+    unchanged: Duration,
+    idle_for: Duration,
+    server_now: Option<SystemTime>,
+) -> crate::Removal {
+    let ttl = Duration::from_millis(last.record.ttl_ms);
+    if unchanged < idle_for || (last.record.holder.is_some() && unchanged < ttl) {
+        return crate::Removal::InUse;
+    }
+    if last.record.is_unseeded() {
+        return crate::Removal::Removed;
+    }
+    let clock_micros = server_now
+        .and_then(|now| now.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_micros());
+    if u128::from(last.record.counter) < clock_micros {
+        crate::Removal::Removed
+    } else {
+        crate::Removal::Floored
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use tracing::field::Empty;
 use super::{Instrumented, count_unknown, names, seconds};
 use crate::keepalive::Renewal;
 use crate::safety::SafetyCheck;
-use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use crate::{Error, FencingToken, Holding, Lease, LeaseRequest, Removal, Result, TokenIssuer};
 
 /// How a call that can lose its lease ended, for the `result` label.
 fn lease_result<T>(result: &Result<T>, ok: &'static str) -> &'static str {
@@ -168,6 +168,10 @@ impl<T: TokenIssuer> TokenIssuer for Instrumented<T> {
 
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         self.inner.raise_floor(resource, floor).await
+    }
+
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        self.inner.remove_idle(resource, idle_for).await
     }
 
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {

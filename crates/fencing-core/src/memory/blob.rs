@@ -113,6 +113,22 @@ impl BlobBackend for MemoryBlobBackend {
             .map(|o| o.stored(len.unwrap_or(usize::MAX))))
     }
 
+    fn deletes_conditionally(&self) -> bool {
+        true
+    }
+
+    async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+        tokio::task::yield_now().await;
+        let mut objects = self.objects.lock().expect("poisoned");
+        let matches = objects
+            .get(key)
+            .is_some_and(|o| o.generation.to_string() == version.as_str());
+        if matches {
+            objects.remove(key);
+        }
+        Ok(matches)
+    }
+
     async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
         let BlobWrite {
             body, precondition, ..

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::retry::RetryConfig;
+use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 use fencing_core::adapter::Call;
 use fencing_core::adapter::blob::ServerClock;
@@ -14,7 +16,7 @@ use fencing_core::adapter::record::{LeaseRecord, On, RecordPort, Seen, Wrote};
 use fencing_core::{Error, Result};
 
 use super::{COUNTER, HOLDER, RVN, TTL_MS};
-use crate::error::NAME;
+use crate::error::{NAME, map_error};
 use crate::store::PK;
 use crate::update::{read_consistent, send_conditional};
 
@@ -48,6 +50,33 @@ const AT_WITHOUT_RVN: &str =
 pub(crate) struct ItemVersion {
     rvn: Option<String>,
     counter: Option<u64>,
+}
+
+impl ItemVersion {
+    /// The condition that the item is still at this version.
+    fn condition(&self) -> &'static str {
+        match self {
+            Self {
+                rvn: Some(_),
+                counter: Some(_),
+            } => AT,
+            Self {
+                rvn: Some(_),
+                counter: None,
+            } => AT_UNSEEDED,
+            Self { rvn: None, .. } => AT_WITHOUT_RVN,
+        }
+    }
+
+    /// The values [`condition`](Self::condition) names.
+    fn values(&self) -> impl Iterator<Item = (&'static str, AttributeValue)> + '_ {
+        let counter = self.counter.map(|c| (":counter", n(c)));
+        let rvn = self
+            .rvn
+            .as_ref()
+            .map(|r| (":rvn", AttributeValue::S(r.clone())));
+        counter.into_iter().chain(rvn)
+    }
 }
 
 /// Lease items in one table.
@@ -178,15 +207,7 @@ impl RecordPort for Items {
         };
         let condition = match on {
             On::Absent => ABSENT,
-            On::At(ItemVersion {
-                rvn: Some(_),
-                counter: Some(_),
-            }) => AT,
-            On::At(ItemVersion {
-                rvn: Some(_),
-                counter: None,
-            }) => AT_UNSEEDED,
-            On::At(ItemVersion { rvn: None, .. }) => AT_WITHOUT_RVN,
+            On::At(version) => version.condition(),
         };
         let mut request = self
             .client
@@ -206,12 +227,8 @@ impl RecordPort for Items {
                 .expression_attribute_values(":t", n(record.ttl_ms));
         }
         if let On::At(version) = on {
-            if let Some(counter) = version.counter {
-                request = request.expression_attribute_values(":counter", n(counter));
-            }
-            if let Some(seen) = &version.rvn {
-                request =
-                    request.expression_attribute_values(":rvn", AttributeValue::S(seen.clone()));
+            for (placeholder, value) in version.values() {
+                request = request.expression_attribute_values(placeholder, value);
             }
         }
         let used = format!("{update} {condition}");
@@ -231,6 +248,43 @@ impl RecordPort for Items {
                 None => None,
             }),
         })
+    }
+
+    fn can_delete(&self) -> bool {
+        true
+    }
+
+    /// One `DeleteItem` on the version's condition, never retried by the
+    /// SDK (a resent delete whose first answer was lost is refused by its
+    /// own effect: settled by the read that follows).
+    async fn delete(&self, key: &str, version: &ItemVersion) -> Result<bool> {
+        let condition = version.condition();
+        let mut request = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .condition_expression(condition);
+        for (placeholder, value) in version.values() {
+            request = request.expression_attribute_values(placeholder, value);
+        }
+        for (placeholder, name) in NAMES {
+            if condition.contains(placeholder) {
+                request = request.expression_attribute_names(placeholder, name);
+            }
+        }
+        let no_retries =
+            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
+        let name = format!("delete lease item {key:?} in table {}", self.table);
+        match request.customize().config_override(no_retries).send().await {
+            Ok(_) => Ok(true),
+            Err(SdkError::ServiceError(service))
+                if service.err().is_conditional_check_failed_exception() =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(map_error(err, Call::write(&name))),
+        }
     }
 
     fn server_now(&self) -> Option<SystemTime> {

@@ -214,6 +214,27 @@ pub trait BlobBackend: Send + Sync + Debug {
     /// have been applied is [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
     async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome>;
 
+    /// Whether [`delete_if`](Self::delete_if) is implemented. Default: no.
+    fn deletes_conditionally(&self) -> bool {
+        false
+    }
+
+    /// Deletes the object if it is still at `version`, in one request
+    /// nothing retries blindly: `true` if deleted, `false` if the
+    /// precondition failed (another version, or none). A delete that may
+    /// have been applied is [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
+    /// Used only to remove an idle lease record
+    /// ([`TokenIssuer::remove_idle`](crate::TokenIssuer::remove_idle)).
+    /// Default: [`Error::Unsupported`](crate::Error::Unsupported), for a
+    /// client with no conditional delete.
+    async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+        let _ = (key, version);
+        Err(crate::Error::Unsupported {
+            backend: self.name(),
+            operation: "remove_idle",
+        })
+    }
+
     /// A version no object can have, for [`FencedStore::verify`](crate::FencedStore::verify)'s probe
     /// that the server refuses a write conditioned on it.
     fn unmatchable_version(&self) -> BlobVersion {
@@ -277,6 +298,12 @@ macro_rules! forward_blob_backend {
             }
             async fn write(&self, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
                 (**self).write(key, write).await
+            }
+            fn deletes_conditionally(&self) -> bool {
+                (**self).deletes_conditionally()
+            }
+            async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+                (**self).delete_if(key, version).await
             }
             fn unmatchable_version(&self) -> BlobVersion {
                 (**self).unmatchable_version()

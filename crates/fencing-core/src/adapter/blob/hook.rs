@@ -66,6 +66,14 @@ impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
         self.hook.write(&self.inner, key, write).await
     }
 
+    fn deletes_conditionally(&self) -> bool {
+        self.inner.deletes_conditionally()
+    }
+
+    async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+        self.inner.delete_if(key, version).await
+    }
+
     fn unmatchable_version(&self) -> BlobVersion {
         self.inner.unmatchable_version()
     }

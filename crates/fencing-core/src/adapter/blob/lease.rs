@@ -66,7 +66,7 @@ use super::BlobBackend;
 use crate::adapter::poll_acquire;
 use crate::adapter::record::RecordLeases;
 use crate::safety::{self, SafetyCheck};
-use crate::{FencingToken, Holding, Lease, LeaseRequest, Result, TokenIssuer};
+use crate::{FencingToken, Holding, Lease, LeaseRequest, Removal, Result, TokenIssuer};
 
 /// A [`TokenIssuer`] on any [`BlobBackend`]: S3, GCS, Azure Blob, or the
 /// in-memory one. See the [module docs](self) for the record, the expiry
@@ -224,6 +224,15 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         let key = self.record_key(resource);
         self.leases.raise_floor(&key, resource, floor).await
+    }
+
+    /// Deletes the record on its version once this issuer has seen it
+    /// unchanged for `idle_for` (the call waits out what it has not seen),
+    /// if its counter is below the server's clock; where the backend has
+    /// no conditional delete, [`Error::Unsupported`](crate::Error::Unsupported).
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        let key = self.record_key(resource);
+        self.leases.remove_idle(&key, idle_for).await
     }
 
     /// The generic probe, then on its record: the server refuses writes

@@ -11,7 +11,7 @@ use super::{
     Answer, Clocks, End, Known, LeaseExpiry, LeaseRecord, On, Op, RecordLease, Seen, Step,
 };
 use crate::adapter::Recent;
-use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result};
+use crate::{Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Removal, Result};
 
 /// What a conditional write of a record did.
 #[derive(Debug)]
@@ -47,6 +47,32 @@ pub trait RecordPort: Send + Sync {
         on: &On<Self::Version>,
         record: &LeaseRecord,
     ) -> impl Future<Output = Result<Wrote<Self::Version>>> + Send;
+
+    /// Whether [`delete`](Self::delete) is implemented. Default: no.
+    fn can_delete(&self) -> bool {
+        false
+    }
+
+    /// Deletes the record at `key` if it is still at `version`: `true` if
+    /// deleted, `false` if the condition did not hold (a record at another
+    /// version, or none). A lost answer is [`Error::OutcomeUnknown`].
+    /// Default: [`Error::Unsupported`], for a store with no conditional
+    /// delete (an unconditional one could remove a lease granted after
+    /// the record was judged idle).
+    fn delete(
+        &self,
+        key: &str,
+        version: &Self::Version,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        let _ = (key, version);
+        let backend = self.name();
+        async move {
+            Err(Error::Unsupported {
+                backend,
+                operation: "remove_idle",
+            })
+        }
+    }
 
     /// The server's time, estimated from the `Date` of its answers (the
     /// answer that showed a record absent must have fed it); `None` where
@@ -346,6 +372,78 @@ impl<P: RecordPort> RecordLeases<P> {
                 token: FencingToken::new(seen.record.counter),
             })),
             _ => Ok(None),
+        }
+    }
+
+    /// Removes `key`'s record if it is idle ([`removal`](super::removal)):
+    /// its version unchanged for `idle_for` (and a holder's TTL) as this
+    /// process saw it, waiting out the rest of `idle_for` after a first
+    /// read (a holder whose TTL is longer keeps it in use), then deleted
+    /// on that version. A lost answer is settled by a
+    /// read: a record gone was removed (by us or another sweep), one at
+    /// the same version gets the delete again.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] before anything is read where the port has
+    /// no conditional delete.
+    pub async fn remove_idle(&self, key: &str, idle_for: Duration) -> Result<Removal> {
+        if !self.port.can_delete() {
+            return Err(Error::Unsupported {
+                backend: self.port.name(),
+                operation: "remove_idle",
+            });
+        }
+        let Some(first) = self.port.read(key).await? else {
+            self.forget(key);
+            return Ok(Removal::Absent);
+        };
+        let remembered = self
+            .known
+            .lock()
+            .expect("record memory lock")
+            .get(key)
+            .filter(|k| k.seen.version == first.version)
+            .map_or_else(Instant::now, |k| k.since);
+        // Not the holder's TTL: a lease held with a TTL longer than the
+        // idle time is in use, not worth the wait.
+        let left = idle_for.saturating_sub(remembered.elapsed());
+        if !left.is_zero() {
+            tokio::time::sleep(left).await;
+        }
+        let mut unanswered = 0;
+        loop {
+            let Some(last) = self.port.read(key).await? else {
+                self.forget(key);
+                // After a lost answer: our delete, or another sweep's.
+                return Ok(if unanswered > 0 {
+                    Removal::Removed
+                } else {
+                    Removal::Absent
+                });
+            };
+            if last.version != first.version {
+                return Ok(Removal::InUse);
+            }
+            match super::removal(
+                &last,
+                remembered.elapsed(),
+                idle_for,
+                self.port.server_now(),
+            ) {
+                Removal::Removed => {}
+                kept => return Ok(kept),
+            }
+            match self.port.delete(key, &last.version).await {
+                Ok(true) => {
+                    self.forget(key);
+                    return Ok(Removal::Removed);
+                }
+                Ok(false) => return Ok(Removal::InUse),
+                Err(Error::OutcomeUnknown { .. }) if unanswered + 1 < super::MAX_UNANSWERED => {
+                    unanswered += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 

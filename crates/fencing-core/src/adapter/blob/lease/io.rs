@@ -71,6 +71,14 @@ impl<B: BlobBackend> RecordPort for BlobRecords<B> {
         })
     }
 
+    fn can_delete(&self) -> bool {
+        self.backend.deletes_conditionally()
+    }
+
+    async fn delete(&self, key: &str, version: &BlobVersion) -> Result<bool> {
+        self.backend.delete_if(key, version).await
+    }
+
     fn server_now(&self) -> Option<SystemTime> {
         self.backend.server_now()
     }
