@@ -160,6 +160,13 @@ enum Command {
     Release(lease_cmds::LeaseArgs),
     /// Show who holds a resource.
     Holder(lease_cmds::HolderArgs),
+    /// Remove what idle resources keep on the issuer's server (a counter, a
+    /// lease record), for services that lock one name per task: a name
+    /// with no lease held and none granted for --idle, whose counter is
+    /// below the server's clock, where it starts again, so no token goes
+    /// back. Prints one of removed, absent, in-use, floored per name; an
+    /// issuer that cannot remove its records safely refuses (exit 1).
+    RemoveIdle(remove_idle_cmd::RemoveIdleArgs),
     /// Print the fencing token of the lock --key (required) another client
     /// holds (`etcdctl lock`, python-etcd3, Curator, kazoo), for it to
     /// carry to a fenced store.
@@ -218,6 +225,7 @@ mod lead_cmd;
 mod lease_cmds;
 mod migrate;
 mod output;
+mod remove_idle_cmd;
 mod store_cmds;
 mod svg;
 mod token_cmd;
@@ -282,6 +290,7 @@ async fn dispatch(command: Command) -> CliResult {
         Command::Renew(args) => lease_cmds::renew(args).await,
         Command::Release(args) => lease_cmds::release(args).await,
         Command::Holder(args) => lease_cmds::holder(args).await,
+        Command::RemoveIdle(args) => remove_idle_cmd::remove_idle(args).await,
         Command::Token(args) => token_cmd::token(args).await,
         Command::Put(args) => store_cmds::put(args).await,
         Command::Get(args) => store_cmds::get(args).await,

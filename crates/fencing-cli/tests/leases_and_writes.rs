@@ -523,3 +523,79 @@ fn a_floor_on_a_held_resource_is_busy_exit_5() {
     let done = migrate();
     assert_exit(&done, 0);
 }
+
+/// `remove-idle` on a SQLite lease table: a name released long enough ago
+/// is removed and its next grant is above every token it gave; a held one
+/// is in use; one never used is absent; names also come from stdin.
+#[test]
+fn remove_idle_removes_only_idle_names_and_tokens_go_on_rising() {
+    let s = Scratch::new("idle");
+    let url = format!("sqlite://{}", s.path("leases.sqlite").display());
+    let first = json(&on_resource("acquire", &url, "task-1", &["--json"]));
+    let token = |lease: &serde_json::Value| lease["token"].as_u64().expect("a token");
+    let released = on_resource(
+        "release",
+        &url,
+        "task-1",
+        &[
+            "--holder",
+            first["holder"].as_str().expect("holder"),
+            "--token",
+            &token(&first).to_string(),
+        ],
+    );
+    assert_exit(&released, 0);
+    assert_exit(
+        &on_resource("acquire", &url, "task-held", &["--ttl", "60s"]),
+        0,
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+
+    let swept = fence(&[
+        "remove-idle",
+        "--issuer",
+        &url,
+        "--idle",
+        "1s",
+        "task-1",
+        "task-held",
+        "task-never",
+    ]);
+    common::assert_prints(
+        &swept,
+        0,
+        &[
+            "removed \"task-1\"",
+            "in-use \"task-held\"",
+            "absent \"task-never\"",
+        ],
+    );
+    let next = json(&on_resource("acquire", &url, "task-1", &["--json"]));
+    assert!(token(&next) > token(&first), "{next} after {first}");
+
+    let mut from_stdin = Command::new(FENCE)
+        .args([
+            "remove-idle",
+            "--issuer",
+            &url,
+            "--idle",
+            "1s",
+            "--json",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("fence");
+    use std::io::Write;
+    let mut stdin = from_stdin.stdin.take().expect("stdin");
+    stdin.write_all(b"task-never\n\n").expect("write");
+    drop(stdin);
+    let from_stdin = from_stdin.wait_with_output().expect("fence");
+    assert_eq!(
+        json(&from_stdin)["removal"],
+        "absent",
+        "{}",
+        text(&from_stdin)
+    );
+}

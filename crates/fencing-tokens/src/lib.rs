@@ -5,7 +5,8 @@
 #[doc(inline)]
 pub use fencing_core::{
     BoxError, Error, FencedStore, FencingToken, HolderId, Holding, IssuerExt, Lease, LeaseGuard,
-    LeaseRequest, Limits, Lock, Result, SharedStore, TokenIssuer, Versioned, error_chain, redact,
+    LeaseRequest, Limits, Lock, Removal, Result, SharedStore, TokenIssuer, Versioned, error_chain,
+    redact,
 };
 #[doc(inline)]
 pub use fencing_core::{

@@ -361,11 +361,20 @@ fn a_record_is_removed_only_when_idle_dead_and_below_the_servers_clock() {
     let free = seen(1, record(1_000, None, 1));
     let held = seen(1, record(1_000, Some("h"), 1));
     // Unchanged for less than the idle time: in use.
-    assert_eq!(removal(&free, second / 2, second, at(2_000)), Removal::InUse);
+    assert_eq!(
+        removal(&free, second / 2, second, at(2_000)),
+        Removal::InUse
+    );
     // A holder's TTL not yet passed, whatever the idle time: in use.
     let ttl = Duration::from_millis(TTL_MS);
-    assert_eq!(removal(&held, ttl / 2, Duration::ZERO, at(2_000)), Removal::InUse);
-    assert_eq!(removal(&held, ttl, Duration::ZERO, at(2_000)), Removal::Removed);
+    assert_eq!(
+        removal(&held, ttl / 2, Duration::ZERO, at(2_000)),
+        Removal::InUse
+    );
+    assert_eq!(
+        removal(&held, ttl, Duration::ZERO, at(2_000)),
+        Removal::Removed
+    );
     assert_eq!(removal(&free, second, second, at(2_000)), Removal::Removed);
     // A counter at or above the server's clock (a floor put it there), or
     // no clock at all: kept.
