@@ -206,6 +206,18 @@ impl EtcdIssuer {
         &self.inner.dial
     }
 
+    /// Whether etcd keeps more than `most` revisions of history, as
+    /// [`verify`](TokenIssuer::verify) checks with
+    /// [`HISTORY_REVISIONS`](crate::HISTORY_REVISIONS): a warning when a
+    /// read `most` revisions back is answered (nothing compacted it), a
+    /// pass when it is refused as compacted or there is no such revision.
+    ///
+    /// # Errors
+    /// A failed read.
+    pub async fn history_check(&self, most: u64) -> Result<fencing_core::safety::SafetyCheck> {
+        crate::verify::history(self, most).await
+    }
+
     /// The etcd client, for anything this crate does not do.
     pub fn client(&self) -> &Client {
         self.inner.rpc.client()
@@ -239,9 +251,11 @@ impl TokenIssuer for EtcdIssuer {
     /// and etcd's alarms (`CORRUPT` is unsafe, `NOSPACE` a warning). A
     /// cluster-wide read that the user's role may not make (the member
     /// list, the alarms) is a warning, not an error: the issuer needs
-    /// rights on its prefix only. Not
-    /// checked: auto-compaction, which cannot hurt tokens (a live key keeps
-    /// its create revision; a waiter's watch starts from a fresh read).
+    /// rights on its prefix only. The history etcd keeps: more than
+    /// [`HISTORY_REVISIONS`](crate::HISTORY_REVISIONS) uncompacted is a
+    /// warning (every grant adds to it, and a full quota refuses every
+    /// write); compaction cannot hurt tokens (a live key keeps its create
+    /// revision; a waiter's watch starts from a fresh read).
     async fn verify(&self) -> Result<Vec<fencing_core::safety::SafetyCheck>> {
         crate::verify::verify(self).await
     }

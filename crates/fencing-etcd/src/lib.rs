@@ -16,3 +16,4 @@ pub use etcd_client;
 pub use fencing_core::keepalive::KeepAlive;
 pub use issuer::{DEFAULT_MIN_TTL, EtcdIssuer};
 pub use keys::{DEFAULT_PREFIX, Layout, SINGLE_KEY_PREFIX};
+pub use verify::HISTORY_REVISIONS;

@@ -24,12 +24,73 @@ use crate::error::{Failure, map_error, permission_denied};
 /// How long one member may take to answer a status and a read.
 const MEMBER_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The transport and authentication, the membership checks, then the
-/// generic probe.
+/// The transport and authentication, the membership checks, the history
+/// etcd keeps, then the generic probe.
 pub(crate) async fn verify(issuer: &EtcdIssuer) -> Result<Vec<SafetyCheck>> {
     let mut checks = access(issuer);
     checks.extend(membership(issuer).await?);
+    checks.push(history(issuer, HISTORY_REVISIONS).await?);
     safety::then_probe(issuer, checks).await
+}
+
+/// How many revisions of history `verify` lets etcd keep before it warns:
+/// some 270 MB at the 270 bytes a grant and release leave, an eighth of
+/// etcd's default 2 GiB quota (past the quota etcd refuses every write).
+pub const HISTORY_REVISIONS: u64 = 1_000_000;
+
+/// Whether etcd keeps more than `most` revisions of history: a read at the
+/// revision `most` before the current one that is answered, not refused as
+/// compacted, means nothing compacts the history (etcd's
+/// `--auto-compaction-retention` is off by default) or keeps more than
+/// that. Every grant and release adds revisions that only compaction
+/// removes; a quota full of them stops every write, grants included. A
+/// warning: compaction cannot touch tokens (a live key keeps its create
+/// revision).
+pub(crate) async fn history(issuer: &EtcdIssuer, most: u64) -> Result<SafetyCheck> {
+    const NAME: &str = "history";
+    let key = issuer.prefix().to_owned();
+    let now = issuer
+        .rpc()
+        .get(key.clone(), GetOptions::new().with_count_only())
+        .await
+        .map_err(|e| map_error(e, Call::read("read the current revision")))?;
+    let current = u64::try_from(now.header().map_or(0, |h| h.revision())).unwrap_or(0);
+    let Some(old) = current.checked_sub(most).filter(|old| *old > 0) else {
+        return Ok(SafetyCheck::pass(
+            NAME,
+            format!("{current} revisions in all, no more than the {most} this check allows"),
+        ));
+    };
+    let read = issuer
+        .rpc()
+        .get(
+            key,
+            GetOptions::new()
+                .with_count_only()
+                .with_revision(i64::try_from(old).unwrap_or(i64::MAX)),
+        )
+        .await;
+    match read {
+        Ok(_) => Ok(SafetyCheck::warn(
+            NAME,
+            format!(
+                "etcd keeps more than {most} revisions of history (revision {old} of {current} is not \
+                 compacted): every grant and release adds about 270 bytes that only compaction removes, \
+                 and a database at its quota (2 GiB by default) refuses every write, grants included; \
+                 run etcd with --auto-compaction-mode=periodic --auto-compaction-retention=1h (or \
+                 compact from a job), then defragment"
+            ),
+        )),
+        Err(Failure::Etcd(etcd_client::Error::GRpcStatus(status)))
+            if status.message().contains("compacted") =>
+        {
+            Ok(SafetyCheck::pass(
+                NAME,
+                format!("history before revision {old} (of {current}) is compacted"),
+            ))
+        }
+        Err(e) => Err(map_error(e, Call::read("read an old revision"))),
+    }
 }
 
 /// How the issuer reaches etcd: the transport (plaintext past the

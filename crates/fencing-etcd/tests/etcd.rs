@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use fencing_core::safety::Verdict;
 use fencing_core::{Error, IssuerExt, Lease, LeaseGuard, LeaseRequest, TokenIssuer};
 use fencing_etcd::etcd_client::GetOptions;
 use fencing_etcd::{EtcdConfig, EtcdIssuer, KeepAlive};
@@ -427,4 +428,39 @@ async fn acquire_and_release_are_three_round_trips() {
     );
     assert_eq!(granted.round_trips, 3 * rounds, "{granted:?}");
     assert_eq!(rebuilt.round_trips, 4 * rounds, "{rebuilt:?}");
+}
+
+/// `verify`'s history check: with more revisions behind the current one
+/// than it allows, and the oldest of them not compacted (the test server
+/// runs without auto-compaction, as etcd does by default), it warns and
+/// says how to compact; allowing more revisions than the server has ever
+/// had, it passes.
+#[tokio::test]
+async fn an_uncompacted_history_is_a_warning_naming_auto_compaction() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    // At least ten revisions exist: these grants make them.
+    for _ in 0..5 {
+        let lease = grant(
+            &issuer,
+            &fencing_testkit::unique_name("history"),
+            Duration::from_secs(5),
+        )
+        .await;
+        issuer.release(&lease).await.expect("release");
+    }
+    let kept = issuer.history_check(10).await.expect("history check");
+    assert_eq!(kept.verdict, Verdict::Warn, "{kept:?}");
+    assert!(
+        kept.detail.contains("auto-compaction-retention")
+            && kept.detail.contains("more than 10 revisions"),
+        "{kept:?}"
+    );
+    let all = issuer
+        .history_check(u64::MAX / 2)
+        .await
+        .expect("history check");
+    assert_eq!(all.verdict, Verdict::Pass, "{all:?}");
+    assert!(all.detail.contains("revisions in all"), "{all:?}");
 }
