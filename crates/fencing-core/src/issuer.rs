@@ -146,7 +146,7 @@ pub trait TokenIssuer: Send + Sync + Debug {
     ///
     /// For long-lived services that lock one name per task or per job:
     /// every such name otherwise keeps a record for ever. See "Running it
-    /// for months" in the README.
+    /// for months" (`docs/running-for-months.md`).
     ///
     /// # Errors
     /// [`Error::Unsupported`] from an issuer whose records cannot be
