@@ -15,6 +15,7 @@ mod handover;
 mod measure;
 mod report;
 mod scale;
+mod soak;
 mod suite;
 mod svg;
 mod tools;
@@ -93,6 +94,8 @@ enum Section {
     Etcdctl,
     /// 1 to 64 holders over 1,000 resources, per lock-service issuer.
     Scale,
+    /// One name granted and released many times, per lock-service issuer.
+    Soak,
     /// From a holder's death to the next holder's first write, per issuer.
     Failover,
 }
@@ -112,6 +115,7 @@ static SECTIONS: LazyLock<Vec<Section>> = LazyLock::new(|| {
             Section::Handover,
             Section::Etcdctl,
             Section::Scale,
+            Section::Soak,
             Section::Failover,
         ])
         .collect()
@@ -128,6 +132,7 @@ impl ValueEnum for Section {
             Self::Handover => Some("The handover gap of every issuer of the registry"),
             Self::Etcdctl => Some("`fence run` side by side with `etcdctl lock`"),
             Self::Scale => Some("1 to 64 holders over 1,000 resources, per lock-service issuer"),
+            Self::Soak => Some("One name granted and released many times, per lock-service issuer"),
             Self::Failover => {
                 Some("From a holder's death to the next holder's first write, per issuer")
             }
@@ -156,6 +161,7 @@ impl Section {
             Self::Handover => "handover",
             Self::Etcdctl => "etcdctl",
             Self::Scale => "scale",
+            Self::Soak => "soak",
             Self::Failover => "failover",
         }
     }
@@ -166,6 +172,7 @@ impl Section {
             Self::Handover => suite::handover(plan, out).await,
             Self::Etcdctl => tools::etcdctl(plan, out).await,
             Self::Scale => scale::run(plan, out).await,
+            Self::Soak => soak::run(plan, out).await,
             Self::Failover => failover::run(plan, out).await,
         }
     }
@@ -195,6 +202,8 @@ impl Args {
                 scale_grants: 64,
                 scale_holders: vec![1, 16],
                 scale_svg: self.scale_svg.clone(),
+                soak_cycles: 300,
+                soak_window: 50,
                 failovers: 1,
                 failover_ttls: vec![Duration::from_secs(2)],
             }
@@ -221,6 +230,8 @@ impl Args {
                 scale_grants: 2000,
                 scale_holders: scale::HOLDERS.to_vec(),
                 scale_svg: self.scale_svg.clone(),
+                soak_cycles: 10_000,
+                soak_window: 1000,
                 failovers: 2,
                 failover_ttls: vec![Duration::from_secs(2), Duration::from_secs(6)],
             }

@@ -27,7 +27,7 @@ use crate::suite::{Kind, Output, Plan};
 
 /// The issuers measured, those whose module puts them in the scale rows:
 /// the lock services, then the SQL issuer, DynamoDB and the bucket leases.
-fn issuers() -> impl Iterator<Item = &'static Backend> {
+pub(crate) fn issuers() -> impl Iterator<Item = &'static Backend> {
     let order = [Kind::Lock, Kind::Sql, Kind::DynamoDb, Kind::Blob];
     crate::suite::in_order(order).filter(|b| b.bench.scale)
 }

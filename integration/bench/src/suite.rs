@@ -112,6 +112,10 @@ pub(crate) struct Plan {
     /// The levels of concurrent holders the scale rows run (the chart
     /// draws the full run's).
     pub(crate) scale_holders: Vec<usize>,
+    /// Grants and releases of one name in the soak rows.
+    pub(crate) soak_cycles: usize,
+    /// How many cycles at each end of the soak the rows compare.
+    pub(crate) soak_window: usize,
     /// Where the scale chart goes, if anywhere.
     pub(crate) scale_svg: Option<std::path::PathBuf>,
     /// Failovers timed per issuer, TTL and signal.
