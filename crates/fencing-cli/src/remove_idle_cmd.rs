@@ -12,10 +12,14 @@ use tokio::task::JoinSet;
 
 use crate::{CliResult, backends, exit};
 
-/// How many names are judged at once: an issuer that has no server clock
-/// to tell idleness by (the bucket lease, DynamoDB) watches each record
-/// for the whole idle time.
+/// How many names are judged at once on an issuer whose server's clock
+/// tells idleness (one or two requests each).
 const AT_ONCE: usize = 32;
+/// How many on an issuer that has no server clock to tell it by (the
+/// bucket lease, DynamoDB): each call reads its record, waits the idle
+/// time, and reads it again, so the waits overlap; its issuer remembers
+/// this many records.
+const WATCHED_AT_ONCE: usize = 4096;
 
 #[derive(Debug, Args)]
 pub(crate) struct RemoveIdleArgs {
@@ -35,7 +39,8 @@ pub(crate) struct RemoveIdleArgs {
     json: bool,
 }
 
-/// Judges every name, `AT_ONCE` at a time, and prints one line each, in
+/// Judges every name, [`AT_ONCE`] at a time ([`WATCHED_AT_ONCE`] where
+/// each call waits the idle time out), and prints one line each, in
 /// the order they finish. Exit 1 if any could not be judged (the issuer
 /// refused the operation, a server error): the others still are.
 pub(crate) async fn remove_idle(args: RemoveIdleArgs) -> CliResult {
@@ -52,7 +57,12 @@ pub(crate) async fn remove_idle(args: RemoveIdleArgs) -> CliResult {
             (name, outcome)
         });
     };
-    for name in pending.by_ref().take(AT_ONCE) {
+    let at_once = if issuer.expiry_needs_watching() {
+        WATCHED_AT_ONCE
+    } else {
+        AT_ONCE
+    };
+    for name in pending.by_ref().take(at_once) {
         start(&mut running, name);
     }
     while let Some(joined) = running.join_next().await {

@@ -163,7 +163,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
         "pass    refuses a lower token",
         // The bucket issuer on it is as unsafe: two waiters could take one lease.
         &format!("{url} (issuer)"),
-        &format!("{url}: UNSAFE: 4 of 14 checks failed"),
+        &format!("{url}: UNSAFE: 5 of 15 checks failed"),
     ];
     assert_prints(&out, 7, &wanted);
 
@@ -176,7 +176,7 @@ async fn doctor_flags_s3rver_as_unsafe() {
         .filter(|(_, v, _)| v == "unsafe")
         .map(|(_, _, name)| name.as_str())
         .collect();
-    assert_eq!(unsafe_.len(), 4, "{report}");
+    assert_eq!(unsafe_.len(), 5, "{report}");
     assert!(
         unsafe_
             .iter()

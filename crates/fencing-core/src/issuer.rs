@@ -133,14 +133,21 @@ pub trait TokenIssuer: Send + Sync + Debug {
     }
 
     /// Removes what `resource` keeps on the server (its counter, its lease
-    /// record) if it is idle: no lease held, and none granted, renewed or
-    /// released for `idle_for`, judged by the server's clock or, where the
-    /// backend has none, by this caller watching the record unchanged for
-    /// that long (the call then takes `idle_for`). Removal never sends a
-    /// token back: a record is removed only where the one made again
-    /// starts above every token it gave (at the backend's clock, clause 8),
-    /// and one whose counter a floor put above that clock is kept
-    /// ([`Removal::Floored`]). A holder paused across the removal finds
+    /// record) if it is idle: no lease held, and none granted for
+    /// `idle_for` (nor renewed or released, where the backend can tell:
+    /// SQL and the watched records can, Redis sees grants only), judged by
+    /// the server's clock or, where the backend has none, by this caller
+    /// watching the record unchanged for that long (the call then takes
+    /// `idle_for`). Removal never sends a token back: a record is removed
+    /// only where the one made again starts above every token it gave (at
+    /// the backend's clock, clause 8), with `idle_for` to spare: its
+    /// counter must be at least `idle_for` below that clock, so a clock
+    /// that seeds the next record and trails the one that judged by less
+    /// (another node, a step back) still starts above it. One whose counter
+    /// a floor put higher is kept ([`Removal::Floored`]). Every process
+    /// that grants on the backend must run a release that seeds counters
+    /// at the clock (an older one would make a removed counter again at
+    /// 1). A holder paused across the removal finds
     /// its lease lost on its next renewal, and its writes are refused by
     /// every store that has seen a later token.
     ///
@@ -149,6 +156,8 @@ pub trait TokenIssuer: Send + Sync + Debug {
     /// for months" (`docs/running-for-months.md`).
     ///
     /// # Errors
+    /// [`Error::InvalidInput`] for an idle time below
+    /// [`MIN_IDLE`](crate::adapter::MIN_IDLE);
     /// [`Error::Unsupported`] from an issuer whose records cannot be
     /// removed without a token going back, or that has no conditional
     /// delete (the default); the issuer's reason in
@@ -189,9 +198,10 @@ pub enum Removal {
     /// A lease is held, or was granted, renewed or released within the
     /// idle period: kept.
     InUse,
-    /// The counter is above the backend's clock (a floor raised it there,
-    /// from another issuer's tokens): a record made again would start
-    /// below it, so it is kept.
+    /// The counter is not at least the idle time below the backend's clock
+    /// (a floor raised it there, from another issuer's tokens; or the
+    /// record was made within the idle time): a record made again could
+    /// start below it, so it is kept.
     Floored,
 }
 

@@ -151,6 +151,26 @@ pub fn check_ttl(ttl: Duration) -> Result<()> {
     Ok(())
 }
 
+/// The shortest idle time [`TokenIssuer::remove_idle`](crate::TokenIssuer::remove_idle)
+/// takes: it is also the margin by which a removed counter must trail the
+/// backend's clock.
+pub const MIN_IDLE: Duration = Duration::from_secs(1);
+
+/// Refuses an idle time below [`MIN_IDLE`] or above a year (as a TTL).
+///
+/// # Errors
+/// [`Error::InvalidInput`] naming the limits.
+pub fn check_idle(idle_for: Duration) -> Result<()> {
+    if idle_for < MIN_IDLE || idle_for > LeaseRequest::MAX_TTL {
+        return Err(Error::invalid_input(format!(
+            "idle time {idle_for:?} is out of range: at least {MIN_IDLE:?} (it is also how far below the \
+             backend's clock a removed counter must be) and at most {:?}",
+            LeaseRequest::MAX_TTL
+        )));
+    }
+    Ok(())
+}
+
 /// `ttl` in whole milliseconds, rounded up, saturating at `u64::MAX`.
 pub fn ttl_millis_ceil(ttl: Duration) -> u64 {
     let millis = ttl.as_millis() + u128::from(!ttl.subsec_nanos().is_multiple_of(1_000_000));

@@ -371,9 +371,10 @@ impl TokenIssuer for RedisIssuer {
 
     /// One script: the counter is deleted if no lock is at the lock key
     /// (ours or another client's), Redis has not touched the counter for
-    /// `idle_for` (`OBJECT IDLETIME`, whole seconds, rounded up: every
-    /// grant increments it), and it is below Redis's clock in
-    /// microseconds, where a later grant starts it again.
+    /// `idle_for` (`OBJECT IDLETIME`, whole seconds, rounded up, and a
+    /// second more for its clock's grain: every grant increments it), and
+    /// it is at least `idle_for` below Redis's clock in microseconds,
+    /// where a later grant starts it again.
     ///
     /// # Errors
     /// [`Error::UnsafeConfiguration`] on the Redisson layout:
@@ -391,8 +392,12 @@ impl TokenIssuer for RedisIssuer {
                 ),
             });
         }
+        fencing_core::adapter::check_idle(idle_for)?;
         self.layout.check(&self.prefix, resource)?;
-        let idle_secs = idle_for.as_secs() + u64::from(idle_for.subsec_nanos() > 0);
+        // Whole seconds, rounded up, and one more: Redis counts idle time
+        // on a clock of whole seconds, so a counter touched just before a
+        // tick reads a second idler than it is.
+        let idle_secs = idle_for.as_secs() + u64::from(idle_for.subsec_nanos() > 0) + 1;
         let (lock, fence) = (self.lock_key(resource), self.fence_key(resource));
         let (reply, _) = self
             .run_guarded(

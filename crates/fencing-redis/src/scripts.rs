@@ -327,26 +327,31 @@ return {1, current}
 /// guard's three. Deletes the counter of a resource nobody holds (no lock
 /// key: ours, or another client's) whose counter nobody read or wrote for
 /// the idle seconds (`OBJECT IDLETIME`: every grant increments it), if it
-/// is below Redis's clock in microseconds, where the counter a later grant
-/// makes starts. Returns `{1}` if deleted, `{0}` if in use, `{2}` if there
-/// was none, `{3}` if it is at or above the clock (a floor put it there),
-/// `{-4, why}` if Redis keeps no idle time (an LFU `maxmemory-policy`), or
-/// a guard refusal.
+/// is at least the idle time below Redis's clock in microseconds, where
+/// the counter a later grant makes starts (so a clock that trails this one
+/// by less, a promoted replica's, still starts above it). The counter is
+/// only read once it is judged idle: a read makes its idle time 0, and a
+/// sweep that keeps it must not restart its idleness. Returns `{1}` if
+/// deleted, `{0}` if in use, `{2}` if there was none, `{3}` if it is not
+/// that far below the clock (a floor put it there), `{-4, why}` if Redis
+/// keeps no idle time (an LFU `maxmemory-policy`), or a guard refusal.
 pub(crate) fn remove_idle(record: Record) -> String {
     let read = record.reader();
     guarded(
         2,
         &format!(
             r"
--- The idle time first: every read of the counter (GET, and the lock's
--- own read) makes it 0.
 local idle = redis.pcall('OBJECT', 'IDLETIME', KEYS[2])
 if type(idle) == 'table' and idle.err then return {{-4, idle.err}} end
+if redis.call('EXISTS', KEYS[2]) == 0 then return {{2}} end
+if idle < tonumber(ARGV[1]) then return {{0}} end
 if {read}(KEYS[1], KEYS[2]) then return {{0}} end
 local counter = redis.call('GET', KEYS[2])
-if not counter then return {{2}} end
-if idle < tonumber(ARGV[1]) then return {{0}} end
-if at_most(clock_micros(), counter) then return {{3}} end
+local now = redis.call('TIME')
+local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
+-- Doubles: exact for every clock in microseconds until the year 2255; a
+-- counter too large for them is far above the clock anyway.
+if tonumber(counter) + tonumber(ARGV[1]) * 1000000 >= clock then return {{3}} end
 redis.call('DEL', KEYS[2])
 return {{1}}
 "

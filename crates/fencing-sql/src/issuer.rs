@@ -53,7 +53,7 @@ pub struct SqlIssuer {
     holder: String,
     raise_floor: String,
     remove_idle: String,
-    counter_and_clock: String,
+    why_kept: String,
     /// Where releases notify, and the waiters' listener (PostgreSQL).
     #[cfg(feature = "postgres")]
     channel: String,
@@ -88,7 +88,7 @@ impl SqlIssuer {
             holder: sql::holder(d, &t),
             raise_floor: sql::raise_floor(d, &t),
             remove_idle: sql::remove_idle(d, &t),
-            counter_and_clock: sql::counter_and_clock(d, &t),
+            why_kept: sql::why_kept(d, &t),
             #[cfg(feature = "postgres")]
             channel: sql::release_channel(&t),
             #[cfg(feature = "postgres")]
@@ -311,21 +311,27 @@ impl TokenIssuer for SqlIssuer {
 
     /// One `DELETE` of the lease row if no lease is live, the last one
     /// ended (expired or released) at least `idle_for` ago by the
-    /// database's clock, and its counter is below that clock in
-    /// microseconds, where the row a later grant makes starts (one more
-    /// `SELECT` says why a row was kept).
+    /// database's clock, and its counter is at least `idle_for` below
+    /// that clock in microseconds, where the row a later grant makes
+    /// starts (one more `SELECT` says why a row was kept).
     async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        fencing_core::adapter::check_idle(idle_for)?;
         let idle = sql::ttl_units(self.db.dialect(), idle_for);
-        let deleted = on_pool!(&self.db.pool, p => sqlx::query(&self.remove_idle).bind(resource).bind(idle).execute(p).await.map(|r| r.rows_affected()))
+        let idle_micros = i64::try_from(idle_for.as_micros()).unwrap_or(i64::MAX);
+        let deleted = on_pool!(&self.db.pool, p => sqlx::query(&self.remove_idle).bind(resource).bind(idle).bind(idle_micros).execute(p).await.map(|r| r.rows_affected()))
             .map_err(self.map(Call::write(&format!("remove idle {resource:?}"))))?;
         if deleted == 1 {
             return Ok(Removal::Removed);
         }
-        let row: Option<(i64, i64)> = on_pool!(&self.db.pool, p => sqlx::query_as(&self.counter_and_clock).bind(resource).fetch_optional(p).await)
+        let row: Option<(i64, i64, i64)> = on_pool!(&self.db.pool, p => sqlx::query_as(&self.why_kept).bind(idle).bind(resource).fetch_optional(p).await)
             .map_err(self.map(Call::read(&format!("read the lease of {resource:?}"))))?;
         Ok(match row {
             None => Removal::Absent,
-            Some((token, clock)) if token >= clock => Removal::Floored,
+            Some((_, _, 0)) => Removal::InUse,
+            Some((token, clock, _)) if token >= clock.saturating_sub(idle_micros) => {
+                Removal::Floored
+            }
+            // Idle and below the clock now: it changed in between.
             Some(_) => Removal::InUse,
         })
     }

@@ -453,36 +453,55 @@ pub(crate) fn release_channel(t: &str) -> String {
 }
 
 /// Deletes an idle lease row: no live holder, its lease ended (expired or
-/// released) at least the idle time ago, and its counter below the
-/// database's clock ([`clock_micros`]), so the row a later grant makes
-/// starts above every token this one gave. A row with no time (made by a
-/// floor, or released by a release before this one kept the time) has
-/// been idle since before anyone can tell: it counts as idle. Binds:
-/// resource, idle (in [`ttl_units`]). One row deleted = removed.
+/// released) at least the idle time ago, and its counter at least the idle
+/// time below the database's clock ([`clock_micros`]), so the row a later
+/// grant makes starts above every token this one gave even if that clock
+/// then trails this one by less (a failover, a step back). A row with no
+/// time (made by a floor, or released by a release before this one kept
+/// the time) counts as idle: its counter's margin still holds. Binds:
+/// resource, idle (in [`ttl_units`]), idle in microseconds. One row
+/// deleted = removed.
 pub(crate) fn remove_idle(d: Dialect, t: &str) -> String {
+    format!(
+        "DELETE FROM {t} WHERE resource = {} AND {} AND token < {} - {}",
+        placeholder(d, 1),
+        idle(d, 2),
+        clock_micros(d),
+        placeholder(d, 3)
+    )
+}
+
+/// Whether a lease row is idle: no live holder, and its lease ended
+/// (expired or released) at least the idle time ago, bound as parameter
+/// `n` (in [`ttl_units`]); a row with no time counts as idle.
+fn idle(d: Dialect, n: usize) -> String {
     let (now, _) = now_and_later(d, 9);
     let e = expiry_column(d);
-    let idle = placeholder(d, 2);
+    let idle = placeholder(d, n);
     let ended_before = match d {
         Dialect::Postgres => format!("{now} - {idle}::float8 * interval '1 millisecond'"),
         Dialect::MySql => format!("{now} - INTERVAL {idle} MICROSECOND"),
         Dialect::Sqlite => format!("{now} - {idle}"),
     };
-    format!(
-        "DELETE FROM {t} WHERE resource = {} AND (holder IS NULL OR {e} <= {now}) \
-         AND ({e} IS NULL OR {e} <= {ended_before}) AND token < {}",
-        placeholder(d, 1),
-        clock_micros(d)
-    )
+    format!("(holder IS NULL OR {e} <= {now}) AND ({e} IS NULL OR {e} <= {ended_before})")
 }
 
-/// Binds: resource. Returns the row's token and the database's clock in
-/// microseconds: why [`remove_idle`] kept a row.
-pub(crate) fn counter_and_clock(d: Dialect, t: &str) -> String {
+/// Binds: idle (in [`ttl_units`]), resource: in the order they appear,
+/// as `?` binds them. Returns the row's token, the database's clock in
+/// microseconds and whether the row is idle (1 or 0): why [`remove_idle`]
+/// kept a row.
+pub(crate) fn why_kept(d: Dialect, t: &str) -> String {
+    // A BIGINT on every dialect, as the other two columns.
+    let integer = if d == Dialect::MySql {
+        "SIGNED"
+    } else {
+        "BIGINT"
+    };
     format!(
-        "SELECT token, {} FROM {t} WHERE resource = {}",
+        "SELECT token, {}, CAST(CASE WHEN {} THEN 1 ELSE 0 END AS {integer}) FROM {t} WHERE resource = {}",
         clock_micros(d),
-        placeholder(d, 1)
+        idle(d, 1),
+        placeholder(d, 2)
     )
 }
 

@@ -37,4 +37,4 @@ pub mod wake;
 pub use self::error::{Call, Redacted, never_sent, tls_failure};
 pub use self::recent::Recent;
 pub use crate::issuer::{TRY_AT_LEAST, poll_acquire};
-pub use crate::lease::{check_ttl, give_up_at, ttl_millis_ceil};
+pub use crate::lease::{MIN_IDLE, check_idle, check_ttl, give_up_at, ttl_millis_ceil};

@@ -728,12 +728,17 @@ impl<V: Clone + PartialEq + Debug> RecordLease<V> {
 /// - idle only if unchanged for `idle_for` (no grant, renewal or release
 ///   in that time: each writes a new version) and, if a holder is named,
 ///   for its TTL too (its lease is dead by the judgement a grant makes);
-/// - removable only if its counter is below `server_now` (in microseconds,
-///   an estimate that may trail the server's clock, which only makes this
-///   stricter): the record made again is seeded above the server's time
-///   then (see `seed.rs`), so above every token this one gave. A counter a
-///   floor put above the clock is kept; so is every record where the port
-///   tells no server time. An unseeded record gave no token.
+/// - removable only if its counter is at least `idle_for` below
+///   `server_now` (in microseconds, an estimate that may trail the
+///   server's clock, which only makes this stricter): the record made
+///   again is seeded above the server's time then (see `seed.rs`), so
+///   above every token this one gave, even if the clock that seeds it
+///   trails the one that judged by less than `idle_for` (another node, a
+///   step back). A record idle that long has a counter that far below:
+///   every token is at most the server's time when it was granted. A
+///   counter a floor put above that is kept ([`Removal::Floored`](crate::Removal::Floored)); so
+///   is every record where the port tells no server time. An unseeded
+///   record gave no token.
 pub fn removal<V>(
     last: &Seen<V>,
     unchanged: Duration,
@@ -747,10 +752,11 @@ pub fn removal<V>(
     if last.record.is_unseeded() {
         return crate::Removal::Removed;
     }
-    let clock_micros = server_now
-        .and_then(|now| now.duration_since(SystemTime::UNIX_EPOCH).ok())
+    let below = server_now
+        .and_then(|now| now.checked_sub(idle_for))
+        .and_then(|then| then.duration_since(SystemTime::UNIX_EPOCH).ok())
         .map_or(0, |since| since.as_micros());
-    if u128::from(last.record.counter) < clock_micros {
+    if u128::from(last.record.counter) < below {
         crate::Removal::Removed
     } else {
         crate::Removal::Floored

@@ -52,6 +52,7 @@
 //! `Last-Modified`).
 
 use std::fmt::{self, Debug};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -79,6 +80,9 @@ use crate::{FencingToken, Holding, Lease, LeaseRequest, Removal, Result, TokenIs
 pub struct BlobIssuer<B: BlobBackend> {
     prefix: String,
     leases: RecordLeases<BlobRecords<B>>,
+    /// Whether the server was seen to refuse a delete whose condition
+    /// cannot hold: checked once, before the first removal.
+    deletes_checked: Arc<tokio::sync::OnceCell<SafetyCheck>>,
 }
 
 impl<B: BlobBackend> Debug for BlobIssuer<B> {
@@ -104,6 +108,7 @@ impl<B: BlobBackend> BlobIssuer<B> {
         Self {
             prefix: Self::DEFAULT_PREFIX.to_owned(),
             leases: RecordLeases::new(BlobRecords { backend }, LeaseExpiry::default()),
+            deletes_checked: Arc::default(),
         }
     }
 
@@ -143,6 +148,16 @@ impl<B: BlobBackend> BlobIssuer<B> {
     /// The key of `resource`'s record.
     pub fn record_key(&self, resource: &str) -> String {
         format!("{}{resource}", self.prefix)
+    }
+
+    /// The conditional-delete check on the probe record (made by a grant
+    /// and release if it is not there).
+    async fn delete_check(&self) -> Result<SafetyCheck> {
+        let key = self.record_key(safety::PROBE_RESOURCE);
+        if self.backend().read_prefix(&key, 1).await?.is_none() {
+            safety::probe_issuer(self).await?;
+        }
+        super::probe::conditional_delete_check(self.backend(), &key).await
     }
 
     /// Whether this issuer can seed a record on this backend, and from
@@ -230,7 +245,26 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
     /// unchanged for `idle_for` (the call waits out what it has not seen),
     /// if its counter is below the server's clock; where the backend has
     /// no conditional delete, [`Error::Unsupported`](crate::Error::Unsupported).
+    ///
+    /// # Errors
+    /// [`Error::UnsafeConfiguration`](crate::Error::UnsafeConfiguration)
+    /// on a server that applied a delete whose condition could not hold
+    /// (checked once per issuer, on the probe record, before the first
+    /// removal).
     async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        if self.backend().deletes_conditionally() {
+            crate::adapter::check_idle(idle_for)?;
+            let check = self
+                .deletes_checked
+                .get_or_try_init(|| self.delete_check())
+                .await?;
+            if !check.is_safe() {
+                return Err(crate::Error::UnsafeConfiguration {
+                    backend: self.backend().name(),
+                    reason: format!("nothing removed of {resource:?}: {}", check.detail),
+                });
+            }
+        }
         let key = self.record_key(resource);
         self.leases.remove_idle(&key, idle_for).await
     }
@@ -244,6 +278,9 @@ impl<B: BlobBackend> TokenIssuer for BlobIssuer<B> {
         let key = self.record_key(safety::PROBE_RESOURCE);
         checks.extend(super::precondition_checks(self.backend(), &key).await?);
         self.leases.forget(&key);
+        if self.backend().deletes_conditionally() {
+            checks.push(self.delete_check().await?);
+        }
         checks.extend(self.backend().bucket_checks().await?);
         let read = self.backend().read(&key).await?;
         let modified = read.as_ref().is_some_and(|s| s.modified.is_some());

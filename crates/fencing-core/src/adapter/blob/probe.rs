@@ -59,3 +59,35 @@ pub(super) async fn precondition_checks<B: BlobBackend + ?Sized>(
     }
     Ok(checks)
 }
+
+/// What `verify` and the first [`TokenIssuer::remove_idle`](crate::TokenIssuer::remove_idle)
+/// check of a backend that says it deletes conditionally, on an object
+/// that exists: a delete conditioned on a version that cannot match must
+/// be refused and leave the object in place. A server that ignores the
+/// condition on a delete (some S3-compatible ones do, and AWS honours it
+/// only since 2025) would let a removal judged on one version delete a
+/// lease granted since.
+pub(super) async fn conditional_delete_check<B: BlobBackend + ?Sized>(
+    backend: &B,
+    key: &str,
+) -> Result<SafetyCheck> {
+    const CHECK: &str = "refuses a delete under a stale version (If-Match on DELETE)";
+    let name = backend.name();
+    let refused = !backend
+        .delete_if(key, &backend.unmatchable_version())
+        .await?;
+    let still_there = backend.read_prefix(key, 1).await?.is_some();
+    Ok(if refused && still_there {
+        SafetyCheck::pass(CHECK, format!("{name} answered: precondition failed"))
+    } else {
+        SafetyCheck::unsafe_(
+            CHECK,
+            format!(
+                "{name} APPLIED a delete whose condition cannot hold (the object is {}): this server \
+                 ignores conditions on deletes, so remove_idle could delete a lease granted after it \
+                 judged the record idle; it is refused on this server",
+                if still_there { "still there" } else { "gone" }
+            ),
+        )
+    })
+}

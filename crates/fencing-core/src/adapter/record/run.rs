@@ -393,6 +393,7 @@ impl<P: RecordPort> RecordLeases<P> {
                 operation: "remove_idle",
             });
         }
+        crate::adapter::check_idle(idle_for)?;
         let Some(first) = self.port.read(key).await? else {
             self.forget(key);
             return Ok(Removal::Absent);
@@ -438,7 +439,16 @@ impl<P: RecordPort> RecordLeases<P> {
                     self.forget(key);
                     return Ok(Removal::Removed);
                 }
-                Ok(false) => return Ok(Removal::InUse),
+                // Refused: changed since, or gone (another sweep's).
+                Ok(false) => {
+                    return Ok(match self.port.read(key).await? {
+                        None => {
+                            self.forget(key);
+                            Removal::Absent
+                        }
+                        Some(_) => Removal::InUse,
+                    });
+                }
                 Err(Error::OutcomeUnknown { .. }) if unanswered + 1 < super::MAX_UNANSWERED => {
                     unanswered += 1;
                 }

@@ -354,7 +354,7 @@ fn a_lost_create_on_a_record_still_absent_is_decided_again_with_a_new_nonce() {
 }
 
 #[test]
-fn a_record_is_removed_only_when_idle_dead_and_below_the_servers_clock() {
+fn a_record_is_removed_only_when_idle_dead_and_the_idle_time_below_the_servers_clock() {
     use crate::Removal;
     let second = Duration::from_secs(1);
     let at = |micros: u64| Some(SystemTime::UNIX_EPOCH + Duration::from_micros(micros));
@@ -362,23 +362,30 @@ fn a_record_is_removed_only_when_idle_dead_and_below_the_servers_clock() {
     let held = seen(1, record(1_000, Some("h"), 1));
     // Unchanged for less than the idle time: in use.
     assert_eq!(
-        removal(&free, second / 2, second, at(2_000)),
+        removal(&free, second / 2, second, at(5_000_000)),
         Removal::InUse
     );
     // A holder's TTL not yet passed, whatever the idle time: in use.
     let ttl = Duration::from_millis(TTL_MS);
     assert_eq!(
-        removal(&held, ttl / 2, Duration::ZERO, at(2_000)),
+        removal(&held, ttl / 2, second, at(5_000_000)),
         Removal::InUse
     );
+    assert_eq!(removal(&held, ttl, second, at(5_000_000)), Removal::Removed);
     assert_eq!(
-        removal(&held, ttl, Duration::ZERO, at(2_000)),
+        removal(&free, second, second, at(5_000_000)),
         Removal::Removed
     );
-    assert_eq!(removal(&free, second, second, at(2_000)), Removal::Removed);
-    // A counter at or above the server's clock (a floor put it there), or
-    // no clock at all: kept.
-    assert_eq!(removal(&free, second, second, at(1_000)), Removal::Floored);
+    // A counter less than the idle time below the server's clock (a floor,
+    // a record made within it), or no clock at all: kept.
+    assert_eq!(
+        removal(&free, second, second, at(1_000_999)),
+        Removal::Floored
+    );
+    assert_eq!(
+        removal(&free, second, second, at(1_001_001)),
+        Removal::Removed
+    );
     assert_eq!(removal(&free, second, second, None), Removal::Floored);
     // An unseeded record gave no token.
     let unseeded = seen(1, LeaseRecord::unseeded(7));
