@@ -607,3 +607,90 @@ async fn a_waiter_among_thousands_of_records_keeps_its_time() {
         "a waiter that has seen one version for a TTL, among 5,000 other records, did not take over"
     );
 }
+
+/// A backend whose first delete of one key is overtaken by another
+/// process's grant on that key, landing between the removal's last read
+/// and its delete.
+#[derive(Debug)]
+struct GrantsBeforeDelete {
+    inner: Arc<MemoryBlobBackend>,
+    key: String,
+    racer: BlobIssuer<Arc<MemoryBlobBackend>>,
+    resource: String,
+    armed: AtomicBool,
+}
+
+#[async_trait]
+impl BlobBackend for GrantsBeforeDelete {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn limits(&self) -> fencing_core::Limits {
+        self.inner.limits()
+    }
+    async fn read_range(
+        &self,
+        key: &str,
+        len: Option<usize>,
+    ) -> fencing_core::Result<Option<StoredObject>> {
+        self.inner.read_range(key, len).await
+    }
+    async fn write(&self, key: &str, write: BlobWrite) -> fencing_core::Result<WriteOutcome> {
+        self.inner.write(key, write).await
+    }
+    fn deletes_conditionally(&self) -> bool {
+        true
+    }
+    async fn delete_if(
+        &self,
+        key: &str,
+        version: &fencing_core::adapter::blob::BlobVersion,
+    ) -> fencing_core::Result<bool> {
+        if key == self.key && self.armed.swap(false, Ordering::SeqCst) {
+            let lease = self
+                .racer
+                .try_acquire(&request(&self.resource, Duration::from_secs(60)))
+                .await?;
+            assert!(lease.is_some(), "the racer's grant on an idle record");
+        }
+        self.inner.delete_if(key, version).await
+    }
+    fn server_now(&self) -> Option<std::time::SystemTime> {
+        self.inner.server_now()
+    }
+    fn server_now_lag(&self) -> Duration {
+        self.inner.server_now_lag()
+    }
+}
+
+/// A grant that lands after `remove_idle` judged the record idle, before
+/// its delete: the delete names the version it judged, so it is refused,
+/// the removal reports the record in use, and the grant still holds.
+#[tokio::test]
+async fn a_grant_between_the_judgement_and_the_delete_is_not_removed() {
+    let shared = Arc::new(MemoryBlobBackend::new());
+    let resource = "jobs/idle";
+    let racer = BlobIssuer::new(shared.clone());
+    let key = racer.record_key(resource);
+    let issuer = BlobIssuer::new(GrantsBeforeDelete {
+        inner: shared.clone(),
+        key,
+        racer: racer.clone(),
+        resource: resource.to_owned(),
+        armed: AtomicBool::new(true),
+    });
+    let first = issuer
+        .try_acquire(&request(resource, Duration::from_secs(60)))
+        .await
+        .expect("acquire")
+        .expect("free");
+    issuer.release(&first).await.expect("release");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let removal = issuer
+        .remove_idle(resource, Duration::from_secs(1))
+        .await
+        .expect("remove_idle");
+    assert_eq!(removal, fencing_core::Removal::InUse);
+    let holding = racer.holder(resource).await.expect("holder").expect("held");
+    assert!(holding.token > first.token(), "{holding:?} after {first:?}");
+}
