@@ -105,6 +105,15 @@ impl Issuer {
         }))
     }
 
+    fn remove_idle_call(
+        &self,
+        resource: String,
+        idle: f64,
+    ) -> PyResult<impl Future<Output = Result<&'static str>> + Send + 'static> {
+        let (issuer, idle) = (self.issuer()?, seconds("idle", idle)?);
+        Ok(async move { Ok(issuer.remove_idle(&resource, idle).await?.as_str()) })
+    }
+
     fn raise_floor_call(
         &self,
         resource: String,
@@ -216,6 +225,17 @@ impl Issuer {
         wait_for(py, self.raise_floor_call(resource, floor)?)
     }
 
+    /// Removes what `resource` keeps on the server (its counter, its lease
+    /// record) if no lease is held and none was granted for `idle` seconds,
+    /// never sending a token back: `"removed"`, `"absent"`, `"in-use"` or
+    /// `"floored"` (a counter a floor put above the server's clock, kept).
+    /// On the bucket lease and DynamoDB the call watches the record for
+    /// `idle` seconds. `Unsupported` from an issuer that cannot remove its
+    /// records safely (ZooKeeper, etcd, GCS).
+    fn remove_idle(&self, py: Python<'_>, resource: String, idle: f64) -> PyResult<&'static str> {
+        wait_for(py, self.remove_idle_call(resource, idle)?)
+    }
+
     #[pyo3(signature = (calls, resource, ttl = 30.0, wait = 0.0))]
     fn _start_acquire(
         &self,
@@ -259,6 +279,15 @@ impl Issuer {
         floor: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
         calls.start(self.raise_floor_call(resource, floor)?)
+    }
+
+    fn _start_remove_idle(
+        &self,
+        calls: &Completions,
+        resource: String,
+        idle: f64,
+    ) -> PyResult<u64> {
+        calls.start(self.remove_idle_call(resource, idle)?)
     }
 
     fn __repr__(&self) -> String {

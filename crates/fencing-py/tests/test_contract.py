@@ -3,6 +3,8 @@ a lower token is refused with nothing written, a lock fences its keys."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import fencing
@@ -99,3 +101,26 @@ def test_one_lock_object_is_one_with_at_a_time(etcd: fencing.Issuer) -> None:
     holder.join()
     with lock as again:
         assert again.token > first[0]
+
+
+def test_remove_idle_keeps_a_held_name_and_removes_an_idle_one_without_a_token_going_back(
+    issuer: fencing.Issuer,
+) -> None:
+    resource = unique("idle")
+    try:
+        assert issuer.remove_idle(resource, 1.0) == "absent"
+    except fencing.Unsupported:
+        # No safe removal there: ZooKeeper's prefix ACL, etcd keeps nothing
+        # per name, GCS's client has no conditional delete.
+        assert issuer.name in ("etcd", "zookeeper", "gcs"), issuer.name
+        return
+    with pytest.raises(fencing.InvalidInput):
+        issuer.remove_idle(resource, 0.0)
+    first = issuer.acquire(resource, ttl=10)
+    assert issuer.remove_idle(resource, 1.0) == "in-use"
+    issuer.release(first)
+    time.sleep(3.5)
+    assert issuer.remove_idle(resource, 1.0) == "removed"
+    second = issuer.acquire(resource, ttl=10, wait=5)
+    assert second.token > first.token
+    issuer.release(second)

@@ -186,6 +186,11 @@ class Issuer:
     async def raise_floor(self, resource: str, floor: int | Lease) -> None:
         await _call(self.sync._start_raise_floor, resource, floor)
 
+    async def remove_idle(self, resource: str, idle: float) -> str:
+        """``fencing.Issuer.remove_idle``, awaitable."""
+        removal: str = await _call(self.sync._start_remove_idle, resource, idle)
+        return removal
+
     def __repr__(self) -> str:
         return f"aio.{self.sync!r}"
 
