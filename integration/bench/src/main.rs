@@ -202,8 +202,8 @@ impl Args {
                 scale_grants: 64,
                 scale_holders: vec![1, 16],
                 scale_svg: self.scale_svg.clone(),
-                soak_cycles: 300,
-                soak_window: 50,
+                soak_cycles: 150,
+                soak_window: 30,
                 failovers: 1,
                 failover_ttls: vec![Duration::from_secs(2)],
             }
