@@ -96,8 +96,13 @@ def test_ctrl_c_interrupts_a_long_wait() -> None:
     url, resource = ISSUERS["etcd"](""), unique("res")
     etcd = fencing.open_issuer(url)
     lease = etcd.acquire(resource, ttl=30)
+    # Ctrl-C's handler set explicitly: a process started in the background
+    # by a non-interactive shell (`cmd &`, as a CI runner may start this
+    # suite) inherits SIGINT ignored, and Python then installs no handler.
     child = python(
         f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import fencing
         issuer = fencing.open_issuer({url!r})
         print("waiting", flush=True)
