@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::adapter::blob::{
-    BlobBackend, BlobIssuer, BlobStore, BlobWrite, HookedWrites, LeaseExpiry, StoredObject,
-    WriteHook, WriteOutcome,
+    BlobBackend, BlobIssuer, BlobStore, BlobVersion, BlobWrite, HookedWrites, LeaseExpiry,
+    StoredObject, WriteHook, WriteOutcome,
 };
 use fencing_core::memory::MemoryBlobBackend;
 use fencing_core::{Error, FencingToken, LeaseRequest, TokenIssuer};
@@ -608,12 +608,11 @@ async fn a_waiter_among_thousands_of_records_keeps_its_time() {
     );
 }
 
-/// A backend whose first delete of one key is overtaken by another
+/// A hook under which the first delete of one key is overtaken by another
 /// process's grant on that key, landing between the removal's last read
 /// and its delete.
 #[derive(Debug)]
 struct GrantsBeforeDelete {
-    inner: Arc<MemoryBlobBackend>,
     key: String,
     racer: BlobIssuer<Arc<MemoryBlobBackend>>,
     resource: String,
@@ -621,30 +620,21 @@ struct GrantsBeforeDelete {
 }
 
 #[async_trait]
-impl BlobBackend for GrantsBeforeDelete {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn limits(&self) -> fencing_core::Limits {
-        self.inner.limits()
-    }
-    async fn read_range(
+impl WriteHook<Arc<MemoryBlobBackend>> for GrantsBeforeDelete {
+    async fn write(
         &self,
+        inner: &Arc<MemoryBlobBackend>,
         key: &str,
-        len: Option<usize>,
-    ) -> fencing_core::Result<Option<StoredObject>> {
-        self.inner.read_range(key, len).await
+        write: BlobWrite,
+    ) -> fencing_core::Result<WriteOutcome> {
+        inner.write(key, write).await
     }
-    async fn write(&self, key: &str, write: BlobWrite) -> fencing_core::Result<WriteOutcome> {
-        self.inner.write(key, write).await
-    }
-    fn deletes_conditionally(&self) -> bool {
-        true
-    }
+
     async fn delete_if(
         &self,
+        inner: &Arc<MemoryBlobBackend>,
         key: &str,
-        version: &fencing_core::adapter::blob::BlobVersion,
+        version: &BlobVersion,
     ) -> fencing_core::Result<bool> {
         if key == self.key && self.armed.swap(false, Ordering::SeqCst) {
             let lease = self
@@ -653,13 +643,42 @@ impl BlobBackend for GrantsBeforeDelete {
                 .await?;
             assert!(lease.is_some(), "the racer's grant on an idle record");
         }
-        self.inner.delete_if(key, version).await
+        inner.delete_if(key, version).await
     }
-    fn server_now(&self) -> Option<std::time::SystemTime> {
-        self.inner.server_now()
+}
+
+/// A hook that applies the first delete of any key and loses its answer.
+#[derive(Debug, Default)]
+struct LosesADeletesAnswer {
+    lost: AtomicBool,
+}
+
+#[async_trait]
+impl WriteHook<Arc<MemoryBlobBackend>> for LosesADeletesAnswer {
+    async fn write(
+        &self,
+        inner: &Arc<MemoryBlobBackend>,
+        key: &str,
+        write: BlobWrite,
+    ) -> fencing_core::Result<WriteOutcome> {
+        inner.write(key, write).await
     }
-    fn server_now_lag(&self) -> Duration {
-        self.inner.server_now_lag()
+
+    async fn delete_if(
+        &self,
+        inner: &Arc<MemoryBlobBackend>,
+        key: &str,
+        version: &BlobVersion,
+    ) -> fencing_core::Result<bool> {
+        let deleted = inner.delete_if(key, version).await?;
+        if deleted && !self.lost.swap(true, Ordering::SeqCst) {
+            return Err(Error::outcome_unknown(
+                "memory-blob",
+                format!("delete {key:?}"),
+                std::io::Error::other("the answer was lost"),
+            ));
+        }
+        Ok(deleted)
     }
 }
 
@@ -672,13 +691,15 @@ async fn a_grant_between_the_judgement_and_the_delete_is_not_removed() {
     let resource = "jobs/idle";
     let racer = BlobIssuer::new(shared.clone());
     let key = racer.record_key(resource);
-    let issuer = BlobIssuer::new(GrantsBeforeDelete {
-        inner: shared.clone(),
-        key,
-        racer: racer.clone(),
-        resource: resource.to_owned(),
-        armed: AtomicBool::new(true),
-    });
+    let issuer = BlobIssuer::new(HookedWrites::new(
+        shared.clone(),
+        GrantsBeforeDelete {
+            key,
+            racer: racer.clone(),
+            resource: resource.to_owned(),
+            armed: AtomicBool::new(true),
+        },
+    ));
     let first = issuer
         .try_acquire(&request(resource, Duration::from_secs(60)))
         .await
@@ -693,4 +714,39 @@ async fn a_grant_between_the_judgement_and_the_delete_is_not_removed() {
     assert_eq!(removal, fencing_core::Removal::InUse);
     let holding = racer.holder(resource).await.expect("holder").expect("held");
     assert!(holding.token > first.token(), "{holding:?} after {first:?}");
+}
+
+/// A delete applied whose answer was lost is settled by the read that
+/// follows: the record is gone, so it was removed, and the next grant
+/// starts above every token it gave.
+#[tokio::test]
+async fn a_removal_whose_answer_was_lost_is_settled_as_removed() {
+    let shared = Arc::new(MemoryBlobBackend::new());
+    let issuer = BlobIssuer::new(HookedWrites::new(
+        shared.clone(),
+        LosesADeletesAnswer::default(),
+    ));
+    let resource = "jobs/lost";
+    let first = issuer
+        .try_acquire(&request(resource, Duration::from_secs(60)))
+        .await
+        .expect("acquire")
+        .expect("free");
+    issuer.release(&first).await.expect("release");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let removal = issuer
+        .remove_idle(resource, Duration::from_secs(1))
+        .await
+        .expect("remove_idle");
+    assert_eq!(removal, fencing_core::Removal::Removed);
+    assert!(
+        issuer.backend().hook().lost.load(Ordering::SeqCst),
+        "no answer was lost: the test tests nothing"
+    );
+    let next = issuer
+        .try_acquire(&request(resource, Duration::from_secs(60)))
+        .await
+        .expect("acquire")
+        .expect("free");
+    assert!(next.token() > first.token(), "{next:?} after {first:?}");
 }

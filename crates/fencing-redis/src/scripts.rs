@@ -347,8 +347,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return {{2}} end
 if idle < tonumber(ARGV[1]) then return {{0}} end
 if {read}(KEYS[1], KEYS[2]) then return {{0}} end
 local counter = redis.call('GET', KEYS[2])
-local now = redis.call('TIME')
-local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local clock = tonumber(clock_micros())
 -- Doubles: exact for every clock in microseconds until the year 2255; a
 -- counter too large for them is far above the clock anyway.
 if tonumber(counter) + tonumber(ARGV[1]) * 1000000 >= clock then return {{3}} end

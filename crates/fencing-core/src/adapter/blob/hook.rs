@@ -1,6 +1,7 @@
-//! A backend that reads through another and sends its writes through a
-//! hook: for tests and instruments that change only what a write does
-//! (count it, lose its answer, ignore its precondition).
+//! A backend that reads through another and sends its writes (and its
+//! conditional deletes) through a hook: for tests and instruments that
+//! change only what a write does (count it, lose its answer, ignore its
+//! precondition).
 
 use std::fmt::Debug;
 
@@ -21,10 +22,15 @@ pub trait WriteHook<B: BlobBackend>: Send + Sync + Debug {
 
     /// The write, usually made around `inner.write(key, write)`.
     async fn write(&self, inner: &B, key: &str, write: BlobWrite) -> Result<WriteOutcome>;
+
+    /// The conditional delete: `inner`'s unless overridden.
+    async fn delete_if(&self, inner: &B, key: &str, version: &BlobVersion) -> Result<bool> {
+        inner.delete_if(key, version).await
+    }
 }
 
-/// A [`BlobBackend`] that forwards everything to `inner` except writes,
-/// which go through `hook`.
+/// A [`BlobBackend`] that forwards everything to `inner` except writes
+/// and conditional deletes, which go through `hook`.
 #[derive(Debug, Default)]
 pub struct HookedWrites<B, H> {
     inner: B,
@@ -71,7 +77,7 @@ impl<B: BlobBackend, H: WriteHook<B>> BlobBackend for HookedWrites<B, H> {
     }
 
     async fn delete_if(&self, key: &str, version: &BlobVersion) -> Result<bool> {
-        self.inner.delete_if(key, version).await
+        self.hook.delete_if(&self.inner, key, version).await
     }
 
     fn unmatchable_version(&self) -> BlobVersion {

@@ -408,12 +408,21 @@ impl<P: RecordPort> RecordLeases<P> {
         // Not the holder's TTL: a lease held with a TTL longer than the
         // idle time is in use, not worth the wait.
         let left = idle_for.saturating_sub(remembered.elapsed());
-        if !left.is_zero() {
+        // Seen unchanged for long enough already: the first read is the
+        // last, not read again.
+        let mut read = if left.is_zero() {
+            Some(Some(first.clone()))
+        } else {
             tokio::time::sleep(left).await;
-        }
+            None
+        };
         let mut unanswered = 0;
         loop {
-            let Some(last) = self.port.read(key).await? else {
+            let seen = match read.take() {
+                Some(seen) => seen,
+                None => self.port.read(key).await?,
+            };
+            let Some(last) = seen else {
                 self.forget(key);
                 // After a lost answer: our delete, or another sweep's.
                 return Ok(if unanswered > 0 {
