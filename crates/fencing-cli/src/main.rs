@@ -182,6 +182,15 @@ enum Command {
     Mark(store_cmds::KeyArgs),
     /// Raise a key's mark without writing, shutting out older tokens.
     Fence(store_cmds::FenceArgs),
+    /// Show or raise the store's floor, and remove the marks it covers.
+    /// Every token at or below the floor is refused on every key, new keys
+    /// included, so the marks of deleted (or only fenced) keys at or below
+    /// it can go: for services that write one key per task, whose marks
+    /// otherwise stay for ever. --raise TOKEN raises it (never lowers it:
+    /// exit 2) and cuts off every holder at or below TOKEN; --remove-marks
+    /// then removes the covered marks, 1,000 per statement, and prints how
+    /// many. SQL stores keep a floor; the others refuse (exit 1).
+    Floor(store_cmds::FloorArgs),
     /// Move a resource to another issuer without a token ever going back.
     #[command(subcommand)]
     Migrate(migrate::MigrateCommand),
@@ -299,6 +308,7 @@ async fn dispatch(command: Command) -> CliResult {
         Command::Get(args) => store_cmds::get(args).await,
         Command::Mark(args) => store_cmds::mark(args).await,
         Command::Fence(args) => store_cmds::fence(args).await,
+        Command::Floor(args) => store_cmds::floor(args).await,
         Command::Migrate(command) => migrate::run(command).await,
         Command::Doctor(args) => doctor::run(args).await,
         #[cfg(feature = "audit")]

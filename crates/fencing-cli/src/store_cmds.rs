@@ -1,4 +1,4 @@
-//! `put`, `get`, `mark` and `fence`: fenced writes from the shell.
+//! `put`, `get`, `mark`, `fence` and `floor`: fenced writes from the shell.
 
 use std::io::Read;
 use std::process::ExitCode;
@@ -40,6 +40,60 @@ pub(crate) struct FenceArgs {
     /// The token to raise the mark to.
     #[arg(long, env = "FENCING_TOKEN")]
     token: FencingToken,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FloorArgs {
+    /// The store, by URL (or FENCE_STORE).
+    #[arg(long, env = "FENCE_STORE", hide_env_values = true, value_name = "URL")]
+    store: String,
+    /// Raise the floor to this token first.
+    #[arg(long, value_name = "TOKEN")]
+    raise: Option<FencingToken>,
+    /// Remove the marks the floor covers (keys with no value, marks at or
+    /// below it).
+    #[arg(long)]
+    remove_marks: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Marks removed per statement: a short lock on a busy table.
+const REMOVE_BATCH: u32 = 1000;
+
+pub(crate) async fn floor(args: FloorArgs) -> CliResult {
+    let store = backends::open_store(&args.store).await?;
+    let floor = match args.raise {
+        Some(token) => Some(store.raise_floor(token).await?),
+        None => store.floor().await?,
+    };
+    let mut removed = 0_u64;
+    if args.remove_marks {
+        loop {
+            let batch = store.remove_floored_marks(REMOVE_BATCH).await?;
+            if batch == 0 {
+                break;
+            }
+            removed += batch;
+        }
+    }
+    if args.json {
+        let mut answer = serde_json::json!({"floor": floor});
+        if args.remove_marks {
+            answer["removed"] = removed.into();
+        }
+        out!("{answer}");
+    } else {
+        match floor {
+            Some(f) => out!("floor: {f} (every token at or below it is refused)"),
+            None => out!("floor: none"),
+        }
+        if args.remove_marks {
+            out!("removed {removed} marks");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) async fn put(args: PutArgs) -> CliResult {

@@ -53,6 +53,45 @@ fn put_get_mark_fence_and_the_stale_exit_code() {
     assert!(String::from_utf8_lossy(&bad_url.stderr).contains("is not a store URL"));
 }
 
+/// `fence floor`: none at first; raised, it refuses at or below it on
+/// every key (exit 3) and removes the marks it covers; never lowered
+/// (exit 2).
+#[test]
+fn floor_refuses_on_every_key_and_removes_the_marks_it_covers() {
+    let s = Scratch::new("floor");
+    let url = s.url();
+    assert_exit(&put(&url, "live", "5", "kept"), 0);
+    assert_exit(
+        &fence(&["fence", "--store", &url, "only-fenced", "--token", "7"]),
+        0,
+    );
+    assert_eq!(
+        json(&fence(&["floor", "--store", &url, "--json"])),
+        serde_json::json!({"floor": null})
+    );
+    let raised = fence(&[
+        "floor",
+        "--store",
+        &url,
+        "--raise",
+        "10",
+        "--remove-marks",
+        "--json",
+    ]);
+    assert_eq!(
+        json(&raised),
+        serde_json::json!({"floor": 10, "removed": 1})
+    );
+    let mark = json(&fence(&["mark", "--store", &url, "only-fenced", "--json"]));
+    assert_eq!(mark["mark"], serde_json::Value::Null, "its mark went");
+    assert_exit(&put(&url, "only-fenced", "7", "zombie"), 3);
+    assert_exit(&put(&url, "never-written", "9", "zombie"), 3);
+    assert_exit(&put(&url, "live", "11", "next"), 0);
+    let lowered = fence(&["floor", "--store", &url, "--raise", "5"]);
+    assert_exit(&lowered, 2);
+    assert!(String::from_utf8_lossy(&lowered.stderr).contains("never lowered"));
+}
+
 #[test]
 fn acquire_renew_release_holder() {
     let s = Scratch::new("lease");

@@ -28,7 +28,9 @@ pub enum Error {
         key: String,
         /// The token the caller presented.
         presented: FencingToken,
-        /// The highest token the store holds for the key.
+        /// The highest token the store holds for the key. Refused by the
+        /// store's floor ([`FencedStore::raise_floor`](crate::FencedStore::raise_floor)):
+        /// the floor + 1, as if that token had been accepted on every key.
         current: FencingToken,
     },
 
@@ -192,6 +194,25 @@ impl Error {
         Self::InvalidInput {
             message: message.into(),
         }
+    }
+
+    /// The [`Error::StaleToken`] of a token at or below a store's floor
+    /// ([`FencedStore::raise_floor`](crate::FencedStore::raise_floor)):
+    /// the key's lowest acceptable token is `floor + 1`.
+    pub fn below_floor(key: &str, presented: FencingToken, floor: FencingToken) -> Self {
+        Self::StaleToken {
+            key: key.to_owned(),
+            presented,
+            current: FencingToken::new(floor.get().saturating_add(1)),
+        }
+    }
+
+    /// The [`Error::InvalidInput`] of a floor asked below the current one:
+    /// a floor never goes down.
+    pub fn floor_lowered(current: FencingToken, asked: FencingToken) -> Self {
+        Self::invalid_input(format!(
+            "the store's floor is {current}; a floor is never lowered (asked for {asked})"
+        ))
     }
 
     /// An [`Error::LeaseLost`] for `lease` (its resource and token).

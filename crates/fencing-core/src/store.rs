@@ -30,6 +30,21 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// Checks a floor for [`FencedStore::raise_floor`]: below
+    /// `max_token`, so that a token above it can still be written.
+    ///
+    /// # Errors
+    /// [`Error::TokenOutOfRange`].
+    pub fn check_floor(&self, floor: FencingToken) -> Result<()> {
+        if floor >= self.max_token {
+            return Err(Error::TokenOutOfRange {
+                token: floor,
+                max: FencingToken::new(self.max_token.get() - 1),
+            });
+        }
+        Ok(())
+    }
+
     /// Checks a key: non-empty, at most `max_key_len` bytes, no NUL, and
     /// not `.` or `..` (GCS and Azure cannot name such an object: a URL
     /// path drops a dot segment. Refused on every store, so that keys stay
@@ -113,6 +128,14 @@ impl Limits {
 /// 7. **Bad input writes nothing**: an empty or oversize key, a value over
 ///    the limit or a token over [`Limits::max_token`] is refused before any
 ///    request with [`Error::InvalidInput`] or [`Error::TokenOutOfRange`].
+/// 8. **A floor refuses on every key** (stores that keep one: SQL, memory):
+///    once [`raise_floor`](Self::raise_floor) set it, every write, fence
+///    and delete with a token at or below it is refused as stale, on keys
+///    that were never written too, in the same atomic step as the mark's
+///    check. It only rises. The marks it covers (keys with no value and a
+///    mark at or below it) may then be removed
+///    ([`remove_floored_marks`](Self::remove_floored_marks)) without a
+///    stale token getting through where they were.
 #[async_trait]
 pub trait FencedStore: Send + Sync + Debug {
     /// A short name for messages, e.g. `"s3"`.
@@ -146,6 +169,63 @@ pub trait FencedStore: Send + Sync + Debug {
     /// # Errors
     /// [`Error::StaleToken`] if `token < mark`; nothing is deleted.
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()>;
+
+    /// The store's floor (clause 8): every token at or below it is refused
+    /// on every key. `None` if none was ever raised.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] from a store that keeps no floor (the
+    /// default: the object stores, whose conditional writes name one
+    /// object and so cannot check a store-wide floor in the same step).
+    async fn floor(&self) -> Result<Option<FencingToken>> {
+        Err(Error::Unsupported {
+            backend: self.name(),
+            operation: "floor",
+        })
+    }
+
+    /// Raises the store's floor to `floor` (clause 8) and returns it. A
+    /// floor is never lowered: asking for one below the current floor is
+    /// refused, and asking for the same one again is answered with it.
+    ///
+    /// What it is for: a long-lived service writes under many keys (one
+    /// per task, per job), and each key keeps its mark for ever, after a
+    /// delete too. Once no holder can still carry a token at or below
+    /// `floor` (every lease that old has expired: with tokens seeded at
+    /// the backend's clock, the token of a grant made before the oldest
+    /// lease that may still run), raising the floor lets
+    /// [`remove_floored_marks`](Self::remove_floored_marks) drop the
+    /// marks it covers. Raising it also cuts off every holder at or
+    /// below it, on every key: pick it below every live holder's token.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a floor below the current one;
+    /// [`Error::TokenOutOfRange`] for one at or above
+    /// [`Limits::max_token`] (a token above it must stay possible);
+    /// [`Error::Unsupported`] from a store that keeps no floor.
+    async fn raise_floor(&self, floor: FencingToken) -> Result<FencingToken> {
+        let _ = floor;
+        Err(Error::Unsupported {
+            backend: self.name(),
+            operation: "raise_floor",
+        })
+    }
+
+    /// Removes up to `most` marks that the floor covers: keys with no value
+    /// (deleted, or only fenced) whose mark is at or below the floor.
+    /// Returns how many went; call again until it answers 0. Keys holding
+    /// a value keep their mark with it. A write racing the removal is
+    /// judged by the floor, so nothing stale gets through.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] from a store that keeps no floor.
+    async fn remove_floored_marks(&self, most: u32) -> Result<u64> {
+        let _ = most;
+        Err(Error::Unsupported {
+            backend: self.name(),
+            operation: "remove_floored_marks",
+        })
+    }
 
     /// Proves that the server enforces what this store relies on: the
     /// generic probe ([`safety::probe_store`] on [`safety::PROBE_KEY`]:

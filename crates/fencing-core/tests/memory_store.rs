@@ -17,6 +17,19 @@ mod memory_store {
         Some(Arc::new(MemoryStore::new()))
     }
     fencing_testkit::store_conformance!(store, TTL);
+
+    #[tokio::test]
+    async fn floor_refuses_on_every_key() {
+        fencing_testkit::store::floor_refuses_on_every_key(&MemoryStore::new()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn floor_raised_and_marks_removed_under_zombie_writes() {
+        fencing_testkit::store::floor_raised_and_marks_removed_under_zombie_writes(Arc::new(
+            MemoryStore::new(),
+        ))
+        .await;
+    }
 }
 
 mod blob_store {

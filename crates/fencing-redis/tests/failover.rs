@@ -77,7 +77,10 @@ async fn with_wait_tokens_keep_rising_across_a_promotion() {
     let prefix = format!("{}:", fencing_testkit::unique_prefix());
     let durability = Durability::Replicated {
         replicas: 1,
-        timeout: Duration::from_millis(500),
+        // Room for a loaded two-core machine: the test is about tokens
+        // across a promotion, not about how fast a replica acknowledges
+        // (a 500 ms WAIT timed out here once while a build ran).
+        timeout: Duration::from_secs(3),
     };
     let issuer = match RedisConfig::new(&primary)
         .with_durability(durability)

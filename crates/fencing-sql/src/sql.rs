@@ -41,7 +41,99 @@ pub(crate) fn create_tables(d: Dialect, t: &Tables) -> Vec<String> {
              token {token} NOT NULL, {expires} {time}{granted})",
             t.leases
         ),
+        // The store's floor, made with the tables (at -1: none) so that a
+        // write always finds the row to lock: a write that found no row
+        // would hold no lock for the first raise to wait for.
+        match d {
+            Dialect::MySql => format!(
+                "INSERT IGNORE INTO {} (domain, lock_token) VALUES ('', -1)",
+                t.domains
+            ),
+            Dialect::Postgres | Dialect::Sqlite => format!(
+                "INSERT INTO {} (domain, lock_token) VALUES ('', -1) ON CONFLICT (domain) DO NOTHING",
+                t.domains
+            ),
+        },
     ]
+}
+
+/// The store's floor (`FencedStore::raise_floor`): the mark of the empty
+/// name in the domains table, a name no key and no fence domain can have.
+/// Read with a share lock where the server has row locks: raising it
+/// takes the row's exclusive lock, so it waits for every write that read
+/// the old floor, and every write after it reads the new one. That is what
+/// makes removing the marks under it safe: no write judged by an older
+/// floor can land after the removal. `-1` when none was raised.
+fn floor(d: Dialect, t: &Tables) -> String {
+    let lock = match d {
+        Dialect::Postgres => " FOR SHARE",
+        Dialect::MySql => " LOCK IN SHARE MODE",
+        Dialect::Sqlite => "",
+    };
+    format!(
+        "COALESCE((SELECT lock_token FROM {} WHERE domain = ''{lock}), -1)",
+        t.domains
+    )
+}
+
+/// Reads the floor (`-1` or no row: none). No binds.
+pub(crate) fn select_floor(t: &Tables) -> String {
+    format!("SELECT lock_token FROM {} WHERE domain = ''", t.domains)
+}
+
+/// Raises the floor, never lowers it; the caller reads it back to tell a
+/// refused lowering. Binds: floor.
+pub(crate) fn raise_store_floor(d: Dialect, t: &Tables) -> String {
+    let dt = &t.domains;
+    match d {
+        Dialect::MySql => format!(
+            "INSERT INTO {dt} (domain, lock_token) VALUES ('', ?) \
+             ON DUPLICATE KEY UPDATE lock_token = GREATEST(lock_token, VALUES(lock_token))"
+        ),
+        Dialect::Postgres | Dialect::Sqlite => {
+            let greatest = if d == Dialect::Sqlite {
+                "MAX"
+            } else {
+                "GREATEST"
+            };
+            format!(
+                "INSERT INTO {dt} (domain, lock_token) VALUES ('', {}) ON CONFLICT (domain) \
+                 DO UPDATE SET lock_token = {greatest}({dt}.lock_token, excluded.lock_token)",
+                placeholder(d, 1)
+            )
+        }
+    }
+}
+
+/// Removes up to the bound number of records the floor covers: no value,
+/// a mark at or below it. The conditions are on the delete itself, so a
+/// row written meanwhile (a value, a higher mark) is re-checked and kept.
+/// Binds: the most to remove.
+pub(crate) fn remove_floored(d: Dialect, t: &Tables) -> String {
+    let r = &t.records;
+    let covered = format!(
+        "v IS NULL AND lock_token >= 0 AND lock_token <= (SELECT lock_token FROM {} WHERE domain = '')",
+        t.domains
+    );
+    match d {
+        // MariaDB has no LIMIT in an IN subquery; its DELETE takes one.
+        Dialect::MySql => format!("DELETE FROM {r} WHERE {covered} LIMIT ?"),
+        Dialect::Postgres | Dialect::Sqlite => format!(
+            "DELETE FROM {r} WHERE {covered} AND k IN (SELECT k FROM {r} WHERE {covered} LIMIT {})",
+            placeholder(d, 1)
+        ),
+    }
+}
+
+/// A key's mark and the floor, read to name what refused a write. Binds:
+/// key.
+pub(crate) fn select_mark_and_floor(d: Dialect, t: &Tables) -> String {
+    format!(
+        "SELECT (SELECT lock_token FROM {} WHERE k = {}), (SELECT lock_token FROM {} WHERE domain = '')",
+        t.records,
+        placeholder(d, 1),
+        t.domains
+    )
 }
 
 /// The lease table's expiry column. On MySQL it was `expires_at` holding
@@ -89,17 +181,34 @@ pub(crate) enum ValueChange {
 }
 
 /// The fenced upsert of the records table: one statement that inserts or
-/// updates the row only if the stored token is `<=` the presented one.
-/// Binds: key, value, token.
+/// updates the row only if the token is above the store's [`floor`] and
+/// the stored token is `<=` it. Binds: key, value, token.
 ///
+/// The row to write comes from a one-row derived table that the floor's
+/// `WHERE` filters, so a token at or below the floor writes nothing, on a
+/// key that has no row too, and the statement reports no mark.
 /// PostgreSQL and SQLite return the new token (no row = refused). MySQL has
 /// no `WHERE` on `ON DUPLICATE KEY UPDATE`: each column is set with
 /// `IF(lock_token <= new, new, old)` (assignments run left to right, so the
 /// token is updated last), and `LAST_INSERT_ID(x)` hands the resulting mark
-/// back in the OK packet: equal to ours = accepted, higher = refused.
-pub(crate) fn fenced_upsert(d: Dialect, table: &str, value: ValueChange) -> String {
-    let token = placeholder(d, 3);
-    upsert(d, ParamStyle::of(d), table, Some(value), &token)
+/// back in the OK packet: equal to ours = accepted, higher = refused; no
+/// row affected = refused by the floor.
+pub(crate) fn fenced_upsert(d: Dialect, t: &Tables, value: ValueChange) -> String {
+    let m = |n| placeholder(d, n);
+    let floored = format!(
+        "FROM (SELECT {} AS nk, {} AS nv, {} AS nt) n WHERE n.nt > {}",
+        m(1),
+        m(2),
+        m(3),
+        floor(d, t)
+    );
+    upsert(
+        d,
+        ParamStyle::of(d),
+        &t.records,
+        Some(value),
+        Source::Floored(&floored),
+    )
 }
 
 /// The transaction guard's upsert: the same statement on the same row of
@@ -118,29 +227,56 @@ pub(crate) fn guard_upsert(d: Dialect, t: &Tables, style: ParamStyle) -> String 
         "GREATEST"
     };
     let token = format!(
-        "{greatest}({}, COALESCE((SELECT lock_token FROM {} WHERE domain = {}), 0))",
+        "{greatest}({}, COALESCE((SELECT lock_token FROM {} WHERE domain = {}), 0), {} + 1)",
         style.marker(2),
         t.domains,
-        style.marker(3)
+        style.marker(3),
+        floor(d, t)
     );
-    upsert(d, style, &t.records, None, &token)
+    upsert(d, style, &t.records, None, Source::Values(&token))
 }
 
-/// `token` is the new mark's expression; the key is the first parameter,
-/// the value (if any) the second.
+/// Where an upsert's new row comes from.
+enum Source<'a> {
+    /// `VALUES (key, [value,] token)`, `token` being the new mark's
+    /// expression.
+    Values(&'a str),
+    /// The derived table `n` (`nk`, `nv`, `nt`) and its `WHERE`, after `FROM`.
+    Floored(&'a str),
+}
+
+/// The upsert of `table` from `source`; with `Values`, the key is the
+/// first parameter, the value (if any) the second.
 fn upsert(
     d: Dialect,
     style: ParamStyle,
     table: &str,
     value: Option<ValueChange>,
-    token: &str,
+    source: Source<'_>,
 ) -> String {
-    let (cols, vals) = match value {
-        None => ("k, lock_token", format!("{}, ", style.marker(1))),
-        Some(_) => (
-            "k, v, lock_token",
-            format!("{}, {}, ", style.marker(1), style.marker(2)),
-        ),
+    let cols = match value {
+        None => "k, lock_token",
+        Some(_) => "k, v, lock_token",
+    };
+    let mark = |token: &str| {
+        if d == Dialect::MySql {
+            format!("LAST_INSERT_ID({token})")
+        } else {
+            token.to_owned()
+        }
+    };
+    let row = match source {
+        Source::Values(token) => {
+            let vals = match value {
+                None => format!("{}, ", style.marker(1)),
+                Some(_) => format!("{}, {}, ", style.marker(1), style.marker(2)),
+            };
+            format!("VALUES ({vals}{})", mark(token))
+        }
+        Source::Floored(from) => {
+            let v = if value.is_some() { "n.nv, " } else { "" };
+            format!("SELECT n.nk, {v}{} {from}", mark("n.nt"))
+        }
     };
     match d {
         Dialect::Postgres | Dialect::Sqlite => {
@@ -150,7 +286,7 @@ fn upsert(
                 Some(ValueChange::Keep) | None => "",
             };
             format!(
-                "INSERT INTO {table} ({cols}) VALUES ({vals}{token}) \
+                "INSERT INTO {table} ({cols}) {row} \
                  ON CONFLICT (k) DO UPDATE SET {set_v}lock_token = excluded.lock_token \
                  WHERE {table}.lock_token <= excluded.lock_token AND {table}.lock_token >= 0 \
                  RETURNING lock_token"
@@ -168,7 +304,7 @@ fn upsert(
             // unsigned: a foreign negative mark is reported as `~0`
             // (u64::MAX, read back as -1) and left in place.
             format!(
-                "INSERT INTO {table} ({cols}) VALUES ({vals}LAST_INSERT_ID({token})) ON DUPLICATE KEY UPDATE \
+                "INSERT INTO {table} ({cols}) {row} ON DUPLICATE KEY UPDATE \
                  {set_v}lock_token = IF(LAST_INSERT_ID(IF({ok}, CAST(VALUES(lock_token) AS UNSIGNED), \
                  IF(lock_token < 0, ~0, CAST(lock_token AS UNSIGNED)))) = ~0, \
                  lock_token, CAST(LAST_INSERT_ID() AS SIGNED))"
@@ -203,7 +339,7 @@ pub(crate) fn legacy_marks(d: Dialect, t: &Tables) -> String {
     };
     format!(
         "SELECT {name}, d.lock_token FROM {} d LEFT JOIN {} r ON r.k = d.domain \
-         WHERE r.k IS NULL OR (r.lock_token >= 0 AND r.lock_token < d.lock_token)",
+         WHERE d.domain <> '' AND (r.k IS NULL OR (r.lock_token >= 0 AND r.lock_token < d.lock_token))",
         t.domains, t.records
     )
 }

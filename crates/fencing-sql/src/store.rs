@@ -4,12 +4,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
-use fencing_core::{FencedStore, FencingToken, Limits, Result, Versioned};
+use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 use sqlx::Row;
 
 use crate::Dialect;
 use crate::db::{Db, on_pool, on_returning_pool};
-use crate::error::{foreign_mark, map_error, upsert_verdict};
+use crate::error::{foreign_mark, judge_upsert, map_error};
 use crate::sql::{self, ValueChange};
 
 /// A [`FencedStore`] on a SQL table (`key`, `value`, `lock_token BIGINT`).
@@ -43,6 +43,10 @@ struct Statements {
     delete: String,
     get: String,
     mark: String,
+    mark_and_floor: String,
+    floor: String,
+    raise_floor: String,
+    remove_floored: String,
 }
 
 impl SqlStore {
@@ -63,7 +67,8 @@ impl SqlStore {
         db.check_session().await?;
         db.create_tables().await?;
         let d = db.dialect();
-        let t = &db.tables.records;
+        let tables = &db.tables;
+        let t = &tables.records;
         let mut max_value_len = Self::MAX_VALUE_LEN;
         if d == Dialect::MySql {
             // A value near max_allowed_packet would be cut off by the server.
@@ -81,11 +86,15 @@ impl SqlStore {
                 max_token: FencingToken::MAX_I64,
             },
             statements: Statements {
-                put: sql::fenced_upsert(d, t, ValueChange::Set),
-                fence: sql::fenced_upsert(d, t, ValueChange::Keep),
-                delete: sql::fenced_upsert(d, t, ValueChange::Clear),
+                put: sql::fenced_upsert(d, tables, ValueChange::Set),
+                fence: sql::fenced_upsert(d, tables, ValueChange::Keep),
+                delete: sql::fenced_upsert(d, tables, ValueChange::Clear),
                 get: sql::select_record(d, t),
                 mark: sql::select_mark(d, t),
+                mark_and_floor: sql::select_mark_and_floor(d, tables),
+                floor: sql::select_floor(tables),
+                raise_floor: sql::raise_store_floor(d, tables),
+                remove_floored: sql::remove_floored(d, tables),
             },
             db,
         })
@@ -115,17 +124,47 @@ impl SqlStore {
                 .fetch_optional(p)
                 .await
                 .map(|row| row.map(|_| raw)),
+            // No row affected (sqlx counts a matched row as affected):
+            // the floor's `WHERE` left nothing to insert.
             mysql: sqlx::query(sql)
                 .bind(key)
                 .bind(value)
                 .bind(raw)
                 .execute(p)
                 .await
-                .map(|r| Some(mysql_mark(&r))),
+                .map(|r| (r.rows_affected() > 0).then(|| mysql_mark(&r))),
         )
         .map_err(|e| map_error(d, e, Call::write(&format!("{op} {key:?}"))))?;
-        let table = &self.db.tables.records;
-        upsert_verdict(mark, self.raw_mark(key), (d, table, key), token).await
+        let at = (d, self.db.tables.records.as_str(), key);
+        if mark.is_some() {
+            return judge_upsert(mark, None, at, token);
+        }
+        let (read, floor) = self.mark_and_floor(key).await?;
+        let foreign = read.is_some_and(|m| m < 0);
+        match floor.filter(|floor| *floor >= raw) {
+            Some(floor) if !foreign => {
+                Err(Error::below_floor(key, token, self.token_of(key, floor)?))
+            }
+            _ => judge_upsert(None, read, at, token),
+        }
+    }
+
+    /// A key's mark as stored and the floor (`None`: none raised).
+    async fn mark_and_floor(&self, key: &str) -> Result<(Option<i64>, Option<i64>)> {
+        let d = self.db.dialect();
+        let (mark, floor): (Option<i64>, Option<i64>) = on_pool!(&self.db.pool, p => {
+            sqlx::query_as(&self.statements.mark_and_floor).bind(key).fetch_one(p).await
+        })
+        .map_err(|e| map_error(d, e, Call::read(&format!("read mark {key:?}"))))?;
+        Ok((mark, floor.filter(|f| *f >= 0)))
+    }
+
+    /// The floor as stored (`None`: none raised).
+    async fn raw_floor(&self) -> Result<Option<i64>> {
+        let d = self.db.dialect();
+        let floor: Option<i64> = on_pool!(&self.db.pool, p => sqlx::query_scalar(&self.statements.floor).fetch_optional(p).await)
+            .map_err(|e| map_error(d, e, Call::read("read the store's floor")))?;
+        Ok(floor.filter(|f| *f >= 0))
     }
 
     /// The row's mark as stored (negative: foreign data).
@@ -205,6 +244,34 @@ impl FencedStore for SqlStore {
         self.limits.check_write(key, token, 0)?;
         self.upsert(&self.statements.delete, "delete", key, None, token)
             .await
+    }
+
+    async fn floor(&self) -> Result<Option<FencingToken>> {
+        self.raw_floor()
+            .await?
+            .map(|f| self.token_of("", f))
+            .transpose()
+    }
+
+    async fn raise_floor(&self, floor: FencingToken) -> Result<FencingToken> {
+        self.limits.check_floor(floor)?;
+        let d = self.db.dialect();
+        let raw = floor.to_i64()?;
+        // Raising to the same floor again is answered with it: a lost
+        // answer is merely sent again.
+        on_pool!(&self.db.pool, p => sqlx::query(&self.statements.raise_floor).bind(raw).execute(p).await.map(|_| ()))
+            .map_err(|e| map_error(d, e, Call::idempotent("raise the store's floor")))?;
+        let now = self.raw_floor().await?.unwrap_or(-1);
+        if now > raw {
+            return Err(Error::floor_lowered(self.token_of("", now)?, floor));
+        }
+        Ok(floor)
+    }
+
+    async fn remove_floored_marks(&self, most: u32) -> Result<u64> {
+        let d = self.db.dialect();
+        on_pool!(&self.db.pool, p => sqlx::query(&self.statements.remove_floored).bind(i64::from(most)).execute(p).await.map(|r| r.rows_affected()))
+            .map_err(|e| map_error(d, e, Call::idempotent("remove the marks under the floor")))
     }
 
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {

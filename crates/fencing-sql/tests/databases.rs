@@ -256,6 +256,31 @@ macro_rules! database_suite {
                 Some(Arc::new(SqlIssuer::new(db().await?).await.expect("issuer")))
             }
 
+            /// A store on tables of its own: a floor refuses on every key,
+            /// so no other test may share its tables.
+            async fn store_of_its_own() -> Option<SqlStore> {
+                let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
+                let db = db().await?.with_tables(Tables::from_prefix(&prefix).unwrap());
+                Some(SqlStore::new(db).await.expect("store"))
+            }
+
+            #[tokio::test]
+            async fn floor_refuses_on_every_key() {
+                let Some(store) = store_of_its_own().await else { return };
+                fencing_testkit::store::floor_refuses_on_every_key(&store).await;
+                store.db().drop_tables().await.unwrap();
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn floor_raised_and_marks_removed_under_zombie_writes() {
+                let Some(store) = store_of_its_own().await else { return };
+                fencing_testkit::store::floor_raised_and_marks_removed_under_zombie_writes(
+                    Arc::new(store.clone()),
+                )
+                .await;
+                store.db().drop_tables().await.unwrap();
+            }
+
             mod store_suite {
                 use super::*;
                 // The in-memory issuer runs at the SQL profile's TTL, which
@@ -629,6 +654,64 @@ macro_rules! guard_suite {
                     .execute(&pool)
                     .await
                     .unwrap();
+            }
+
+            /// The store's floor refuses a guarded transaction at or below it,
+            /// and raising it waits for a guarded transaction that read the
+            /// old floor to end (its share lock), so none can commit a token
+            /// judged by a floor already raised over it.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_floor_refuses_a_guarded_transaction_and_waits_for_one() {
+                let Some(db) = connect($server, &$url).await else {
+                    return;
+                };
+                let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
+                let tables = Tables::from_prefix(&prefix).unwrap();
+                let store = SqlStore::new(db.with_tables(tables.clone())).await.unwrap();
+                let pool = sqlx::pool::PoolOptions::<$pool>::new()
+                    .max_connections(4)
+                    .connect(&$url)
+                    .await
+                    .expect("pool");
+                let domain = fencing_testkit::unique_name("floored-domain");
+                store.raise_floor(FencingToken::new(50)).await.unwrap();
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                match fence_transaction(&mut tx, &tables, &domain, FencingToken::new(50)).await {
+                    Err(Error::StaleToken {
+                        presented, current, ..
+                    }) => {
+                        assert_eq!((presented.get(), current.get()), (50, 51));
+                    }
+                    other => panic!("a token at the floor was answered {other:?}"),
+                }
+                drop(tx);
+
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                fence_transaction(&mut tx, &tables, &domain, FencingToken::new(60))
+                    .await
+                    .expect("above the floor");
+                let raise = tokio::spawn({
+                    let store = store.clone();
+                    async move { store.raise_floor(FencingToken::new(70)).await }
+                });
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                assert!(
+                    !raise.is_finished(),
+                    "the floor rose under an open guarded transaction"
+                );
+                tx.commit().await.unwrap();
+                raise
+                    .await
+                    .unwrap()
+                    .expect("raised once the transaction ended");
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                assert!(matches!(
+                    fence_transaction(&mut tx, &tables, &domain, FencingToken::new(60)).await,
+                    Err(Error::StaleToken { .. })
+                ));
+                drop(tx);
+                pool.close().await;
+                store.db().drop_tables().await.unwrap();
             }
 
             #[tokio::test]

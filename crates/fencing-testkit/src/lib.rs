@@ -206,7 +206,9 @@ macro_rules! store_conformance {
 /// ([`blob::racing_writers_take_the_precondition_path`]): a race that must
 /// make some writes lose their precondition; and the request counts of the
 /// loop under contention ([`blob::contended_puts_skip_the_read`]) and of
-/// writers taking turns ([`blob::writers_taking_turns_read_once`]).
+/// writers taking turns ([`blob::writers_taking_turns_read_once`]); and
+/// that it keeps no floor ([`store::keeps_no_floor`]: a conditional write
+/// names one object, so a store-wide floor could not be checked in it).
 ///
 /// `$backend` is an async fn returning `Option<B>` for a
 /// `B: fencing_core::adapter::blob::BlobBackend + 'static`; an optional second argument is
@@ -244,6 +246,13 @@ macro_rules! blob_store_conformance {
                 return;
             };
             $crate::blob::writers_taking_turns_read_once(backend).await;
+        }
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn keeps_no_floor() {
+            let Some(backend) = $backend().await else {
+                return;
+            };
+            $crate::store::keeps_no_floor(&*$crate::blob::fenced(backend)).await;
         }
     };
 }

@@ -324,3 +324,217 @@ pub async fn verify_finds_nothing_unsafe(store: &dyn FencedStore) {
         );
     }
 }
+
+/// Clause 8 on a store that keeps a floor. `store` must be a store of its
+/// own (its tables, its namespace): the floor it raises refuses low tokens
+/// on every key, so no other test may share it. The floor refuses at or
+/// below it on every key, a key never written included, and changes
+/// nothing; it only rises and stays below `max_token`; removing the marks
+/// it covers keeps every value and every mark above it, and the holders
+/// whose marks went are still refused.
+pub async fn floor_refuses_on_every_key(store: &dyn FencedStore) {
+    let key = |what: &str| unique_name(&format!("floor-{what}"));
+    let (live, deleted, fenced, above, fresh) = (
+        key("live"),
+        key("deleted"),
+        key("fenced"),
+        key("above"),
+        key("fresh"),
+    );
+    assert_eq!(
+        store.floor().await.expect("floor"),
+        None,
+        "a new store has no floor"
+    );
+    store.put(&live, "live".into(), t(10)).await.expect("put");
+    store
+        .put(&deleted, "gone".into(), t(20))
+        .await
+        .expect("put");
+    store.delete(&deleted, t(21)).await.expect("delete");
+    store.fence(&fenced, t(30)).await.expect("fence");
+    store.fence(&above, t(100)).await.expect("fence");
+
+    assert_eq!(store.raise_floor(t(50)).await.expect("raise"), t(50));
+    assert_eq!(store.floor().await.expect("floor"), Some(t(50)));
+    assert!(
+        matches!(
+            store.raise_floor(t(40)).await,
+            Err(Error::InvalidInput { .. })
+        ),
+        "a floor is never lowered"
+    );
+    assert_eq!(
+        store
+            .raise_floor(t(50))
+            .await
+            .expect("the same floor again"),
+        t(50)
+    );
+    let max = store.limits().max_token;
+    assert!(
+        matches!(
+            store.raise_floor(max).await,
+            Err(Error::TokenOutOfRange { .. })
+        ),
+        "a floor at max_token would leave no token to write with"
+    );
+    assert_eq!(store.floor().await.expect("floor"), Some(t(50)));
+
+    // At or below the floor: refused on every key, naming floor + 1.
+    assert_stale(
+        store.put(&live, "zombie".into(), t(50)).await,
+        &live,
+        50,
+        51,
+    );
+    assert_stale(
+        store.put(&fresh, "zombie".into(), t(3)).await,
+        &fresh,
+        3,
+        51,
+    );
+    assert_stale(store.fence(&fresh, t(50)).await, &fresh, 50, 51);
+    assert_stale(store.delete(&live, t(49)).await, &live, 49, 51);
+    assert_stale(store.fence(&fenced, t(40)).await, &fenced, 40, 51);
+    assert_state(store, &live, Some("live"), Some(10)).await;
+    assert_state(store, &fresh, None, None).await;
+    assert_stale(
+        store.put(&above, "zombie".into(), t(99)).await,
+        &above,
+        99,
+        100,
+    );
+
+    // The covered marks go; values and higher marks stay.
+    let mut removed = store.remove_floored_marks(1).await.expect("remove");
+    assert_eq!(removed, 1, "at most the number asked for");
+    loop {
+        let more = store.remove_floored_marks(100).await.expect("remove");
+        if more == 0 {
+            break;
+        }
+        removed += more;
+    }
+    assert!(
+        removed >= 2,
+        "the deleted and the fenced keys' marks: {removed}"
+    );
+    assert_state(store, &deleted, None, None).await;
+    assert_state(store, &fenced, None, None).await;
+    assert_state(store, &live, Some("live"), Some(10)).await;
+    assert_state(store, &above, None, Some(100)).await;
+
+    // The holders whose marks went are refused by the floor.
+    assert_stale(
+        store.put(&deleted, "zombie".into(), t(21)).await,
+        &deleted,
+        21,
+        51,
+    );
+    assert_stale(
+        store.put(&fenced, "zombie".into(), t(30)).await,
+        &fenced,
+        30,
+        51,
+    );
+    assert_state(store, &deleted, None, None).await;
+    accepted(
+        store,
+        &deleted,
+        "next holder",
+        51,
+        "a token above the floor",
+    )
+    .await;
+    accepted(
+        store,
+        &live,
+        "next holder",
+        51,
+        "above the floor, above the mark",
+    )
+    .await;
+}
+
+/// Clause 8 under concurrency, on a store of its own: zombies keep writing
+/// a token between the floor and their keys' marks while the floor is
+/// raised over those marks and the marks are removed. Every zombie write
+/// must be refused, first by its key's mark, then by the floor; a write
+/// judged by the old floor that landed after its mark's removal would be
+/// accepted here.
+pub async fn floor_raised_and_marks_removed_under_zombie_writes(store: Arc<dyn FencedStore>) {
+    const KEYS: usize = 24;
+    let keys: Vec<String> = (0..KEYS)
+        .map(|i| unique_name(&format!("floor-race-{i}")))
+        .collect();
+    store.raise_floor(t(50)).await.expect("raise");
+    for key in &keys {
+        store.fence(key, t(60)).await.expect("fence");
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut zombies = tokio::task::JoinSet::new();
+    for i in 0..4 {
+        let (store, keys, stop) = (store.clone(), keys.clone(), stop.clone());
+        zombies.spawn(async move {
+            let mut refused = 0_u64;
+            let mut round = 0_usize;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = &keys[(round * 4 + i) % KEYS];
+                round += 1;
+                match store.put(key, "zombie".into(), t(55)).await {
+                    Err(Error::StaleToken { .. }) => refused += 1,
+                    other => panic!("a zombie's write at 55 on {key:?} was answered {other:?}"),
+                }
+                // A store in memory answers at once: let the raiser run.
+                tokio::task::yield_now().await;
+            }
+            refused
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    store
+        .raise_floor(t(70))
+        .await
+        .expect("raise over the marks");
+    let mut removed = 0;
+    loop {
+        let more = store.remove_floored_marks(5).await.expect("remove");
+        if more == 0 {
+            break;
+        }
+        removed += more;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut refused = 0;
+    while let Some(zombie) = zombies.join_next().await {
+        refused += zombie.expect("zombie task");
+    }
+    assert!(
+        removed >= KEYS as u64,
+        "every key's mark was covered: {removed}"
+    );
+    assert!(refused > KEYS as u64, "the zombies wrote: {refused}");
+    for key in &keys {
+        assert!(
+            store.get(key).await.expect("get").is_none(),
+            "{key:?} holds a zombie's value"
+        );
+    }
+}
+
+/// A store that keeps no floor says so by name, for all three calls.
+pub async fn keeps_no_floor(store: &dyn FencedStore) {
+    let unsupported = |e: Error| matches!(e, Error::Unsupported { .. });
+    assert!(unsupported(store.floor().await.expect_err("floor")));
+    assert!(unsupported(
+        store.raise_floor(t(5)).await.expect_err("raise_floor")
+    ));
+    assert!(unsupported(
+        store
+            .remove_floored_marks(5)
+            .await
+            .expect_err("remove_floored_marks")
+    ));
+}

@@ -91,6 +91,24 @@ impl<S: FencedStore> FencedStore for Instrumented<S> {
         result
     }
 
+    async fn floor(&self) -> Result<Option<FencingToken>> {
+        self.inner.floor().await
+    }
+
+    async fn raise_floor(&self, floor: FencingToken) -> Result<FencingToken> {
+        let span = tracing::info_span!(
+            "fencing.raise_floor",
+            store = self.inner.name(),
+            floor = floor.get()
+        );
+        self.inner.raise_floor(floor).instrument(span).await
+    }
+
+    async fn remove_floored_marks(&self, most: u32) -> Result<u64> {
+        let span = tracing::info_span!("fencing.remove_floored_marks", store = self.inner.name());
+        self.inner.remove_floored_marks(most).instrument(span).await
+    }
+
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {
         self.inner.verify().await
     }

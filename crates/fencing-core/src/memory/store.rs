@@ -9,7 +9,13 @@ use crate::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 /// A fenced key-value store in process memory.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    entries: Mutex<HashMap<String, Entry>>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<String, Entry>,
+    floor: Option<FencingToken>,
 }
 
 #[derive(Debug)]
@@ -39,8 +45,11 @@ impl MemoryStore {
         token: FencingToken,
         change: impl FnOnce(&mut Option<Bytes>),
     ) -> Result<()> {
-        let mut entries = self.entries.lock().expect("poisoned");
-        let entry = entries.entry(key.to_owned()).or_insert(Entry {
+        let mut state = self.state.lock().expect("poisoned");
+        if let Some(floor) = state.floor.filter(|floor| token <= *floor) {
+            return Err(Error::below_floor(key, token, floor));
+        }
+        let entry = state.entries.entry(key.to_owned()).or_insert(Entry {
             value: None,
             mark: FencingToken::ZERO,
         });
@@ -74,8 +83,8 @@ impl FencedStore for MemoryStore {
 
     async fn get(&self, key: &str) -> Result<Option<Versioned>> {
         Self::LIMITS.check_key(key)?;
-        let entries = self.entries.lock().expect("poisoned");
-        Ok(entries.get(key).and_then(|e| {
+        let state = self.state.lock().expect("poisoned");
+        Ok(state.entries.get(key).and_then(|e| {
             e.value.clone().map(|value| Versioned {
                 value,
                 token: e.mark,
@@ -92,9 +101,10 @@ impl FencedStore for MemoryStore {
     async fn mark(&self, key: &str) -> Result<Option<FencingToken>> {
         Self::LIMITS.check_key(key)?;
         Ok(self
-            .entries
+            .state
             .lock()
             .expect("poisoned")
+            .entries
             .get(key)
             .map(|e| e.mark))
     }
@@ -102,5 +112,39 @@ impl FencedStore for MemoryStore {
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
         Self::LIMITS.check_write(key, token, 0)?;
         self.apply(key, token, |slot| *slot = None)
+    }
+
+    async fn floor(&self) -> Result<Option<FencingToken>> {
+        Ok(self.state.lock().expect("poisoned").floor)
+    }
+
+    async fn raise_floor(&self, floor: FencingToken) -> Result<FencingToken> {
+        Self::LIMITS.check_floor(floor)?;
+        let mut state = self.state.lock().expect("poisoned");
+        match state.floor {
+            Some(current) if current > floor => Err(Error::floor_lowered(current, floor)),
+            _ => {
+                state.floor = Some(floor);
+                Ok(floor)
+            }
+        }
+    }
+
+    async fn remove_floored_marks(&self, most: u32) -> Result<u64> {
+        let mut state = self.state.lock().expect("poisoned");
+        let Some(floor) = state.floor else {
+            return Ok(0);
+        };
+        let covered: Vec<String> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| e.value.is_none() && e.mark <= floor)
+            .map(|(k, _)| k.clone())
+            .take(most as usize)
+            .collect();
+        for key in &covered {
+            state.entries.remove(key);
+        }
+        Ok(covered.len() as u64)
     }
 }
