@@ -12,13 +12,19 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "test.sh: cargo-nextest is missing: cargo install cargo-nextest --locked" >&2
+  exit 1
+fi
+
 integration/services.sh up all
 eval "$(integration/services.sh env)"
 
-cargo test --workspace --locked "$@"
+cargo nextest run --workspace --locked "$@"
 
-# The Python package on the same servers; a run narrowed by arguments is
-# about the Rust tests it names.
+# A run narrowed by arguments is about the Rust tests it names.
 if (($# == 0)); then
+  cargo test --workspace --locked --doc
+  # The Python package on the same servers.
   integration/python.sh
 fi

@@ -83,6 +83,27 @@ impl Store {
         let (store, token) = (self.store()?, token_from(token)?);
         Ok(async move { store.delete(&key, token).await })
     }
+
+    fn floor_call(&self) -> PyResult<impl Future<Output = Result<Option<u64>>> + Send + 'static> {
+        let store = self.store()?;
+        Ok(async move { Ok(store.floor().await?.map(FencingToken::get)) })
+    }
+
+    fn raise_floor_call(
+        &self,
+        floor: &Bound<'_, PyAny>,
+    ) -> PyResult<impl Future<Output = Result<u64>> + Send + 'static> {
+        let (store, floor) = (self.store()?, token_from(floor)?);
+        Ok(async move { store.raise_floor(floor).await.map(FencingToken::get) })
+    }
+
+    fn remove_floored_marks_call(
+        &self,
+        most: u32,
+    ) -> PyResult<impl Future<Output = Result<u64>> + Send + 'static> {
+        let store = self.store()?;
+        Ok(async move { store.remove_floored_marks(most).await })
+    }
 }
 
 #[pymethods]
@@ -126,6 +147,41 @@ impl Store {
     /// `StaleToken` if the key has accepted a higher token.
     fn delete(&self, py: Python<'_>, key: String, token: &Bound<'_, PyAny>) -> PyResult<()> {
         wait_for(py, self.delete_call(key, token)?)
+    }
+
+    /// The store's floor: every token at or below it is refused on every
+    /// key. None if none was raised. `Unsupported` from a store that
+    /// keeps no floor (the object stores, DynamoDB).
+    fn floor(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        wait_for(py, self.floor_call()?)
+    }
+
+    /// Raises the store's floor to `floor` and returns it: every token at
+    /// or below it is refused on every key from now on, keys never written
+    /// included. Never lowered: a lower floor raises `InvalidInput`.
+    fn raise_floor(&self, py: Python<'_>, floor: &Bound<'_, PyAny>) -> PyResult<u64> {
+        wait_for(py, self.raise_floor_call(floor)?)
+    }
+
+    /// Removes up to `most` marks the floor covers (keys with no value,
+    /// marks at or below it) and returns how many went; call again until
+    /// it returns 0.
+    #[pyo3(signature = (most = 1000))]
+    fn remove_floored_marks(&self, py: Python<'_>, most: u32) -> PyResult<u64> {
+        wait_for(py, self.remove_floored_marks_call(most)?)
+    }
+
+    fn _start_floor(&self, calls: &Completions) -> PyResult<u64> {
+        calls.start(self.floor_call()?)
+    }
+
+    fn _start_raise_floor(&self, calls: &Completions, floor: &Bound<'_, PyAny>) -> PyResult<u64> {
+        calls.start(self.raise_floor_call(floor)?)
+    }
+
+    #[pyo3(signature = (calls, most = 1000))]
+    fn _start_remove_floored_marks(&self, calls: &Completions, most: u32) -> PyResult<u64> {
+        calls.start(self.remove_floored_marks_call(most)?)
     }
 
     fn _start_put(

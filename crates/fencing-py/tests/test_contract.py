@@ -8,7 +8,7 @@ import time
 import pytest
 
 import fencing
-from conftest import unique
+from conftest import STORES, unique
 
 
 def test_each_grant_has_a_higher_token_and_a_held_resource_is_not_granted(issuer: fencing.Issuer) -> None:
@@ -125,3 +125,41 @@ def test_remove_idle_keeps_a_held_name_and_removes_an_idle_one_without_a_token_g
     second = issuer.acquire(resource, ttl=10, wait=5)
     assert second.token > first.token
     issuer.release(second)
+
+
+def test_a_store_floor_refuses_on_every_key_and_its_marks_can_go(
+    store: fencing.Store, tmp_path: object
+) -> None:
+    try:
+        store.floor()
+    except fencing.Unsupported:
+        # One conditional write names one object (or item): no store-wide
+        # floor can be checked in it, so none is kept and the marks stay.
+        assert store.name in ("dynamodb", "s3", "gcs", "azure"), store.name
+        with pytest.raises(fencing.Unsupported):
+            store.raise_floor(5)
+        with pytest.raises(fencing.Unsupported):
+            store.remove_floored_marks()
+        return
+    # A floor refuses on every key: tables of this test's own.
+    url = STORES[{"mysql": "mariadb"}.get(store.name, store.name)](str(tmp_path))
+    prefix = unique("floor").replace("-", "_").replace("/", "_") + "_"
+    store = fencing.open_store(f"{url}{'&' if '?' in url else '?'}fencing_table_prefix={prefix}")
+    assert store.floor() is None
+    store.put("live", b"kept", 10)
+    store.fence("only-fenced", 20)
+    assert store.raise_floor(50) == 50
+    with pytest.raises(fencing.InvalidInput):
+        store.raise_floor(40)
+    with pytest.raises(fencing.StaleToken):
+        store.put("never-written", b"zombie", 50)
+    removed = 0
+    while (batch := store.remove_floored_marks(1)) > 0:
+        removed += batch
+    assert removed == 1
+    assert store.mark("only-fenced") is None
+    with pytest.raises(fencing.StaleToken):
+        store.put("only-fenced", b"zombie", 20)
+    got = store.get("live")
+    assert got is not None and (got.value, got.token) == (b"kept", 10)
+    store.put("live", b"next", 51)

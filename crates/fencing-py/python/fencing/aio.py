@@ -224,5 +224,20 @@ class Store:
     async def delete(self, key: str, token: int | Lease) -> None:
         await _call(self.sync._start_delete, key, token)
 
+    async def floor(self) -> int | None:
+        """``fencing.Store.floor``, awaitable."""
+        floor: int | None = await _call(self.sync._start_floor)
+        return floor
+
+    async def raise_floor(self, floor: int | Lease) -> int:
+        """``fencing.Store.raise_floor``, awaitable."""
+        raised: int = await _call(self.sync._start_raise_floor, floor)
+        return raised
+
+    async def remove_floored_marks(self, most: int = 1000) -> int:
+        """``fencing.Store.remove_floored_marks``, awaitable."""
+        removed: int = await _call(self.sync._start_remove_floored_marks, most)
+        return removed
+
     def __repr__(self) -> str:
         return f"aio.{self.sync!r}"
