@@ -182,11 +182,14 @@ pub(crate) enum ValueChange {
 
 /// The fenced upsert of the records table: one statement that inserts or
 /// updates the row only if the token is above the store's [`floor`] and
-/// the stored token is `<=` it. Binds: key, value, token.
+/// the stored token is `<=` it. Binds: key, value, token, token.
 ///
-/// The row to write comes from a one-row derived table that the floor's
-/// `WHERE` filters, so a token at or below the floor writes nothing, on a
-/// key that has no row too, and the statement reports no mark.
+/// The row to write is a `SELECT` of the bound values that the floor's
+/// `WHERE` filters (the token is bound twice: MySQL's markers cannot name a
+/// parameter twice), so a token at or below the floor writes nothing, on a
+/// key that has no row too, and the statement reports no mark. Not a
+/// derived table: MariaDB materialises one per statement, which made a
+/// put 1.8 times the plain upsert's time here, against 1.15 for this form.
 /// PostgreSQL and SQLite return the new token (no row = refused). MySQL has
 /// no `WHERE` on `ON DUPLICATE KEY UPDATE`: each column is set with
 /// `IF(lock_token <= new, new, old)` (assignments run left to right, so the
@@ -195,11 +198,21 @@ pub(crate) enum ValueChange {
 /// row affected = refused by the floor.
 pub(crate) fn fenced_upsert(d: Dialect, t: &Tables, value: ValueChange) -> String {
     let m = |n| placeholder(d, n);
-    let floored = format!(
-        "FROM (SELECT {} AS nk, {} AS nv, {} AS nt) n WHERE n.nt > {}",
+    let token = if d == Dialect::MySql {
+        format!("LAST_INSERT_ID({})", m(3))
+    } else {
+        m(3)
+    };
+    let dual = if d == Dialect::MySql {
+        " FROM DUAL"
+    } else {
+        ""
+    };
+    let row = format!(
+        "SELECT {}, {}, {token}{dual} WHERE {} > {}",
         m(1),
         m(2),
-        m(3),
+        m(4),
         floor(d, t)
     );
     upsert(
@@ -207,7 +220,7 @@ pub(crate) fn fenced_upsert(d: Dialect, t: &Tables, value: ValueChange) -> Strin
         ParamStyle::of(d),
         &t.records,
         Some(value),
-        Source::Floored(&floored),
+        Source::Select(&row),
     )
 }
 
@@ -241,8 +254,8 @@ enum Source<'a> {
     /// `VALUES (key, [value,] token)`, `token` being the new mark's
     /// expression.
     Values(&'a str),
-    /// The derived table `n` (`nk`, `nv`, `nt`) and its `WHERE`, after `FROM`.
-    Floored(&'a str),
+    /// A whole `SELECT` of the new row.
+    Select(&'a str),
 }
 
 /// The upsert of `table` from `source`; with `Values`, the key is the
@@ -273,10 +286,7 @@ fn upsert(
             };
             format!("VALUES ({vals}{})", mark(token))
         }
-        Source::Floored(from) => {
-            let v = if value.is_some() { "n.nv, " } else { "" };
-            format!("SELECT n.nk, {v}{} {from}", mark("n.nt"))
-        }
+        Source::Select(select) => select.to_owned(),
     };
     match d {
         Dialect::Postgres | Dialect::Sqlite => {

@@ -121,6 +121,7 @@ impl SqlStore {
                 .bind(key)
                 .bind(value)
                 .bind(raw)
+                .bind(raw)
                 .fetch_optional(p)
                 .await
                 .map(|row| row.map(|_| raw)),
@@ -129,6 +130,7 @@ impl SqlStore {
             mysql: sqlx::query(sql)
                 .bind(key)
                 .bind(value)
+                .bind(raw)
                 .bind(raw)
                 .execute(p)
                 .await
