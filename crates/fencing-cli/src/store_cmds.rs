@@ -59,7 +59,8 @@ pub(crate) struct FloorArgs {
     json: bool,
 }
 
-/// Marks removed per statement: a short lock on a busy table.
+/// Marks removed per statement: each statement ends (and lets go of its
+/// locks) after at most this many.
 const REMOVE_BATCH: u32 = 1000;
 
 pub(crate) async fn floor(args: FloorArgs) -> CliResult {

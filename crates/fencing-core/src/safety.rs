@@ -104,6 +104,11 @@ pub fn all_safe(checks: &[SafetyCheck]) -> bool {
 /// [`Verdict::Unsafe`] check, not an error.
 pub async fn probe_store<S: FencedStore + ?Sized>(store: &S) -> Result<Vec<SafetyCheck>> {
     let mark = store.mark(PROBE_KEY).await?.unwrap_or(FencingToken::ZERO);
+    // Above the store's floor too (clause 8), where it keeps one: the probe
+    // key's mark may have been removed under it, and a probe at or below
+    // the floor would only be refused by it.
+    let floor = store.floor().await.ok().flatten();
+    let mark = mark.max(floor.unwrap_or(FencingToken::ZERO));
     let (Some(low), Some(high)) = (
         mark.checked_next(),
         mark.checked_next().and_then(FencingToken::checked_next),

@@ -141,10 +141,14 @@ impl SqlStore {
         if mark.is_some() {
             return judge_upsert(mark, None, at, token);
         }
+        // The key's mark names the refusal where it explains it (or is
+        // foreign data); else the floor. Both are read after the statement,
+        // so a floor raised since may cover the token too: the mark is the
+        // answer that held when the statement ran.
         let (read, floor) = self.mark_and_floor(key).await?;
-        let foreign = read.is_some_and(|m| m < 0);
+        let mark_explains = read.is_some_and(|m| m > raw || m < 0);
         match floor.filter(|floor| *floor >= raw) {
-            Some(floor) if !foreign => {
+            Some(floor) if !mark_explains => {
                 Err(Error::below_floor(key, token, self.token_of(key, floor)?))
             }
             _ => judge_upsert(None, read, at, token),

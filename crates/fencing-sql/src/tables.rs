@@ -10,10 +10,11 @@ pub struct Tables {
     /// marks of [`crate::fence_transaction`]'s domains: one row, one mark
     /// per name, whichever API fences it.
     pub records: String,
-    /// Legacy: where earlier releases kept [`crate::fence_transaction`]'s
-    /// marks (`domain`, `lock_token`). Still created, carried into
-    /// `records` when the tables are opened, and read by the guard so that
-    /// no mark kept here is lost; nothing writes it any more.
+    /// Where earlier releases kept [`crate::fence_transaction`]'s marks
+    /// (`domain`, `lock_token`): carried into `records` when the tables are
+    /// opened, and read by the guard so that no mark kept here is lost. It
+    /// also holds the store's floor (`FencedStore::raise_floor`), the row
+    /// of the empty name: never truncate it while the store is in use.
     pub domains: String,
     /// Leases of [`crate::SqlIssuer`].
     pub leases: String,

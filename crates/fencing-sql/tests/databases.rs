@@ -714,6 +714,73 @@ macro_rules! guard_suite {
                 store.db().drop_tables().await.unwrap();
             }
 
+            /// A put holds the floor it read until its statement ends, so a
+            /// raise waits for it: the put is held mid-statement by a row
+            /// lock on its key, taken by hand. Without the put's share lock
+            /// the raise would finish at once (and a removal after it could
+            /// race the put).
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_raise_waits_for_a_put_that_read_the_old_floor() {
+                let Some(db) = connect($server, &$url).await else {
+                    return;
+                };
+                let dialect = db.dialect();
+                if dialect == fencing_sql::Dialect::Sqlite {
+                    // One writer at a time: no statement stops half-way;
+                    // the guard's test shows a raise waiting for it.
+                    return;
+                }
+                let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
+                let tables = Tables::from_prefix(&prefix).unwrap();
+                let store = SqlStore::new(db.with_tables(tables.clone())).await.unwrap();
+                let pool = sqlx::pool::PoolOptions::<$pool>::new()
+                    .max_connections(2)
+                    .connect(&$url)
+                    .await
+                    .expect("pool");
+                let key = fencing_testkit::unique_name("held-put");
+                store.raise_floor(FencingToken::new(50)).await.unwrap();
+                store.fence(&key, FencingToken::new(60)).await.unwrap();
+                let mut tx = pool.begin_with($begin).await.unwrap();
+                let lock_row = format!(
+                    "SELECT lock_token FROM {} WHERE k = {} FOR UPDATE",
+                    tables.records,
+                    fencing_sql::ParamStyle::of(dialect).marker(1)
+                );
+                sqlx::query(&lock_row)
+                    .bind(&key)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .unwrap();
+                let put = tokio::spawn({
+                    let (store, key) = (store.clone(), key.clone());
+                    async move {
+                        store
+                            .put(&key, "zombie".into(), FencingToken::new(55))
+                            .await
+                    }
+                });
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let raise = tokio::spawn({
+                    let store = store.clone();
+                    async move { store.raise_floor(FencingToken::new(70)).await }
+                });
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                assert!(!put.is_finished(), "the put was not held by the row lock");
+                assert!(
+                    !raise.is_finished(),
+                    "the floor rose under a put that read the old one"
+                );
+                tx.commit().await.unwrap();
+                match put.await.unwrap() {
+                    Err(Error::StaleToken { current, .. }) => assert_eq!(current.get(), 60),
+                    other => panic!("the held put was answered {other:?}"),
+                }
+                raise.await.unwrap().expect("raised once the put ended");
+                pool.close().await;
+                store.db().drop_tables().await.unwrap();
+            }
+
             #[tokio::test]
             async fn domains_fence_independently() {
                 let Some((pool, tables)) = pool().await else {
