@@ -621,15 +621,6 @@ struct GrantsBeforeDelete {
 
 #[async_trait]
 impl WriteHook<Arc<MemoryBlobBackend>> for GrantsBeforeDelete {
-    async fn write(
-        &self,
-        inner: &Arc<MemoryBlobBackend>,
-        key: &str,
-        write: BlobWrite,
-    ) -> fencing_core::Result<WriteOutcome> {
-        inner.write(key, write).await
-    }
-
     async fn delete_if(
         &self,
         inner: &Arc<MemoryBlobBackend>,
@@ -655,15 +646,6 @@ struct LosesADeletesAnswer {
 
 #[async_trait]
 impl WriteHook<Arc<MemoryBlobBackend>> for LosesADeletesAnswer {
-    async fn write(
-        &self,
-        inner: &Arc<MemoryBlobBackend>,
-        key: &str,
-        write: BlobWrite,
-    ) -> fencing_core::Result<WriteOutcome> {
-        inner.write(key, write).await
-    }
-
     async fn delete_if(
         &self,
         inner: &Arc<MemoryBlobBackend>,

@@ -60,6 +60,13 @@ fn tables_for(what: &str) -> Tables {
     .expect("valid prefix")
 }
 
+/// Tables of one test's own: a store floor refuses on every key, so a test
+/// that raises one may share its tables with no other.
+fn tables_of_its_own() -> Tables {
+    let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
+    Tables::from_prefix(&prefix).expect("valid prefix")
+}
+
 macro_rules! database_suite {
     ($module:ident, $server:expr, $url:expr, $db:ty, $clock:literal) => {
         mod $module {
@@ -259,8 +266,7 @@ macro_rules! database_suite {
             /// A store on tables of its own: a floor refuses on every key,
             /// so no other test may share its tables.
             async fn store_of_its_own() -> Option<SqlStore> {
-                let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
-                let db = db().await?.with_tables(Tables::from_prefix(&prefix).unwrap());
+                let db = db().await?.with_tables(tables_of_its_own());
                 Some(SqlStore::new(db).await.expect("store"))
             }
 
@@ -656,6 +662,19 @@ macro_rules! guard_suite {
                     .unwrap();
             }
 
+            /// A store on tables of its own, and a pool on the same database
+            /// for the guarded transactions of the floor's tests.
+            async fn floored(db: Db) -> (Tables, SqlStore, sqlx::Pool<$pool>) {
+                let tables = tables_of_its_own();
+                let store = SqlStore::new(db.with_tables(tables.clone())).await.unwrap();
+                let pool = sqlx::pool::PoolOptions::<$pool>::new()
+                    .max_connections(4)
+                    .connect(&$url)
+                    .await
+                    .expect("pool");
+                (tables, store, pool)
+            }
+
             /// The store's floor refuses a guarded transaction at or below it,
             /// and raising it waits for a guarded transaction that read the
             /// old floor to end (its share lock), so none can commit a token
@@ -665,14 +684,7 @@ macro_rules! guard_suite {
                 let Some(db) = connect($server, &$url).await else {
                     return;
                 };
-                let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
-                let tables = Tables::from_prefix(&prefix).unwrap();
-                let store = SqlStore::new(db.with_tables(tables.clone())).await.unwrap();
-                let pool = sqlx::pool::PoolOptions::<$pool>::new()
-                    .max_connections(4)
-                    .connect(&$url)
-                    .await
-                    .expect("pool");
+                let (tables, store, pool) = floored(db).await;
                 let domain = fencing_testkit::unique_name("floored-domain");
                 store.raise_floor(FencingToken::new(50)).await.unwrap();
                 let mut tx = pool.begin_with($begin).await.unwrap();
@@ -730,14 +742,7 @@ macro_rules! guard_suite {
                     // the guard's test shows a raise waiting for it.
                     return;
                 }
-                let prefix = fencing_testkit::unique_prefix().replace('-', "_") + "_";
-                let tables = Tables::from_prefix(&prefix).unwrap();
-                let store = SqlStore::new(db.with_tables(tables.clone())).await.unwrap();
-                let pool = sqlx::pool::PoolOptions::<$pool>::new()
-                    .max_connections(2)
-                    .connect(&$url)
-                    .await
-                    .expect("pool");
+                let (tables, store, pool) = floored(db).await;
                 let key = fencing_testkit::unique_name("held-put");
                 store.raise_floor(FencingToken::new(50)).await.unwrap();
                 store.fence(&key, FencingToken::new(60)).await.unwrap();

@@ -20,8 +20,11 @@ pub trait WriteHook<B: BlobBackend>: Send + Sync + Debug {
         inner.name()
     }
 
-    /// The write, usually made around `inner.write(key, write)`.
-    async fn write(&self, inner: &B, key: &str, write: BlobWrite) -> Result<WriteOutcome>;
+    /// The write, usually made around `inner.write(key, write)`:
+    /// `inner`'s unless overridden.
+    async fn write(&self, inner: &B, key: &str, write: BlobWrite) -> Result<WriteOutcome> {
+        inner.write(key, write).await
+    }
 
     /// The conditional delete: `inner`'s unless overridden.
     async fn delete_if(&self, inner: &B, key: &str, version: &BlobVersion) -> Result<bool> {
