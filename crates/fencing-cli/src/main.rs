@@ -189,7 +189,7 @@ enum Command {
     /// otherwise stay for ever. --raise TOKEN raises it (never lowers it:
     /// exit 2) and cuts off every holder at or below TOKEN; --remove-marks
     /// then removes the covered marks, 1,000 per statement, and prints how
-    /// many. SQL stores keep a floor; the others refuse (exit 1).
+    /// many. SQL and DynamoDB stores keep a floor; the others refuse (exit 1).
     Floor(store_cmds::FloorArgs),
     /// Move a resource to another issuer without a token ever going back.
     #[command(subcommand)]

@@ -135,7 +135,10 @@ impl Limits {
 ///    check. It only rises. The marks it covers (keys with no value and a
 ///    mark at or below it) may then be removed
 ///    ([`remove_floored_marks`](Self::remove_floored_marks)) without a
-///    stale token getting through where they were.
+///    stale token getting through where they were. DynamoDB checks it
+///    where a key has no mark (never written, or its mark removed): a key
+///    with a mark keeps its mark's rule, so there a token between the mark
+///    and the floor is still accepted; what removing marks needs holds.
 #[async_trait]
 pub trait FencedStore: Send + Sync + Debug {
     /// A short name for messages, e.g. `"s3"`.

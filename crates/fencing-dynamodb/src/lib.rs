@@ -5,6 +5,7 @@ mod config;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 mod error;
+mod floor;
 mod issuer;
 mod store;
 mod table;
@@ -12,6 +13,7 @@ mod transaction;
 mod update;
 
 pub use config::{BACKEND, DynamoConfig};
+pub use floor::{FLOOR, FLOOR_PK};
 pub use issuer::{COUNTER, DynamoIssuer, HOLDER, RVN, TTL_MS};
 pub use store::{DynamoStore, LOCK_TOKEN, PK, VALUE, VERSION};
 pub use transaction::{FencedTransaction, ItemRefused};

@@ -1,16 +1,22 @@
 //! [`DynamoStore`]: one item per key, every write one conditional
 //! `UpdateItem`.
 
+use std::collections::HashMap;
+use std::time::Duration;
+
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::primitives::Blob;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
 use bytes::Bytes;
 use fencing_core::adapter::Call;
 use fencing_core::safety::SafetyCheck;
 use fencing_core::{Error, FencedStore, FencingToken, Limits, Result, Versioned};
 
 use crate::error::NAME;
+use crate::floor;
 use crate::update::{Attributes, send_conditional};
 
 /// The partition key attribute: the key (S).
@@ -22,9 +28,14 @@ pub const VALUE: &str = "value";
 /// A counter of accepted writes (N), for operators.
 pub const VERSION: &str = "version";
 
-/// What every write is conditioned on: no item yet, or a mark at most the
-/// presented token. The guard's fence item is conditioned on it too.
+/// What a write to a key with no mark is conditioned on, beside the
+/// floor's check: no item yet, or a mark at most the presented token (one
+/// made since the first try found none).
 pub(crate) const CONDITION: &str = "attribute_not_exists(pk) OR lock_token <= :t";
+
+/// How often a first write of a key goes again after a conflicting
+/// transaction (a raise of the floor, another first write of the key).
+const CONFLICT_RETRIES: u32 = 4;
 
 /// What an accepted write changes besides the mark.
 #[derive(Clone, Copy, Debug)]
@@ -37,17 +48,54 @@ enum Change<'a> {
     Clear,
 }
 
+impl Change<'_> {
+    /// The update expression that sets the mark to `token` and makes this
+    /// change, with its attribute names and values.
+    fn expression(
+        self,
+        token: FencingToken,
+    ) -> (
+        String,
+        Option<HashMap<String, String>>,
+        HashMap<String, AttributeValue>,
+    ) {
+        let mut expression = format!("SET {LOCK_TOKEN} = :t");
+        let mut values = HashMap::from([
+            (":t".to_owned(), AttributeValue::N(token.get().to_string())),
+            (":one".to_owned(), AttributeValue::N("1".to_owned())),
+        ]);
+        let named = Some(HashMap::from([("#value".to_owned(), VALUE.to_owned())]));
+        let names = match self {
+            Change::Set(value) => {
+                expression.push_str(", #value = :v");
+                values.insert(":v".to_owned(), AttributeValue::B(Blob::new(value)));
+                named
+            }
+            Change::Keep => None,
+            Change::Clear => {
+                expression.push_str(" REMOVE #value");
+                named
+            }
+        };
+        expression.push_str(&format!(" ADD {VERSION} :one"));
+        (expression, names, values)
+    }
+}
+
 /// A [`FencedStore`] on one DynamoDB table whose hash key is `pk` (S).
 ///
 /// Each key is one item: `pk` (the key), `lock_token` (the mark, N),
 /// `value` (B) and `version` (N, raised by every accepted write). `put`,
-/// `fence` and `delete` are each **one** `UpdateItem` conditioned on
-/// `attribute_not_exists(pk) OR lock_token <= :t`, with
+/// `fence` and `delete` on a key with a mark are each **one** `UpdateItem`
+/// conditioned on `attribute_exists(pk) AND lock_token <= :t`, with
 /// `ReturnValuesOnConditionCheckFailure: ALL_OLD`: the check and the write
 /// are one atomic step on the server, and a refusal names the stored mark
-/// in the same round trip. Reads are strongly consistent. The SDK never
-/// retries these writes (a retry after a lost answer could be refused by
-/// the write's own effect): a lost answer is [`Error::OutcomeUnknown`].
+/// in the same round trip. A key with no mark (its first write, or its
+/// mark removed under the floor) is written by a `TransactWriteItems` that
+/// checks the store's floor first (see `floor.rs`; contract clause 15).
+/// Reads are strongly consistent. The SDK never retries these writes (a
+/// retry after a lost answer could be refused by the write's own effect):
+/// a lost answer is [`Error::OutcomeUnknown`].
 #[derive(Clone, Debug)]
 pub struct DynamoStore {
     client: Client,
@@ -103,6 +151,9 @@ impl DynamoStore {
     }
 
     /// The one conditional write: accepted, or refused naming the mark.
+    /// An item with a mark is one `UpdateItem`; a key with none (new, or
+    /// its mark removed under the floor) goes again as a transaction with
+    /// the floor's check (see [`crate::floor`]).
     async fn write(
         &self,
         op: &str,
@@ -110,38 +161,69 @@ impl DynamoStore {
         token: FencingToken,
         change: Change<'_>,
     ) -> Result<()> {
-        let raw = token.get().to_string();
-        let mut update = format!("SET {LOCK_TOKEN} = :t");
-        let mut request = self
+        let (expression, names, values) = change.expression(token);
+        let name = format!("{op} {key:?} in table {}", self.table);
+        let request = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(PK, AttributeValue::S(key.to_owned()))
-            .condition_expression(CONDITION)
-            .expression_attribute_values(":t", AttributeValue::N(raw))
-            .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
+            .condition_expression(floor::MARKED)
+            .update_expression(&expression)
+            .set_expression_attribute_names(names.clone())
+            .set_expression_attribute_values(Some(values.clone()))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        match change {
-            Change::Set(value) => {
-                update.push_str(", #value = :v");
-                request = request
-                    .expression_attribute_names("#value", VALUE)
-                    .expression_attribute_values(":v", AttributeValue::B(Blob::new(value)));
-            }
-            Change::Keep => {}
-            Change::Clear => {
-                update.push_str(" REMOVE #value");
-                request = request.expression_attribute_names("#value", VALUE);
-            }
+        match send_conditional(request, Call::write(&name)).await? {
+            Ok(_) => return Ok(()),
+            Err(Some(old)) => return Err(refusal(&self.table, op, key, token, Some(old))),
+            // No item, so no mark: the floor judges.
+            Err(None) => {}
         }
-        update.push_str(&format!(" ADD {VERSION} :one"));
-        let name = format!("{op} {key:?} in table {}", self.table);
-        let refused =
-            match send_conditional(request.update_expression(update), Call::write(&name)).await? {
-                Ok(_) => return Ok(()),
-                Err(old) => old,
+        let update = Update::builder()
+            .table_name(&self.table)
+            .key(PK, AttributeValue::S(key.to_owned()))
+            .condition_expression(CONDITION)
+            .update_expression(expression)
+            .set_expression_attribute_names(names)
+            .set_expression_attribute_values(Some(values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .map_err(|e| Error::backend(NAME, false, e))?;
+        let items = vec![
+            floor::check(&self.table, token)?,
+            TransactWriteItem::builder().update(update).build(),
+        ];
+        let mut conflicts = 0;
+        loop {
+            let canceled = match floor::transact(&self.client, items.clone(), &name).await? {
+                Ok(()) => return Ok(()),
+                Err(canceled) => canceled,
             };
-        Err(refusal(&self.table, op, key, token, refused))
+            let code = |i: usize| canceled.reasons.get(i).filter(|r| floor::failed(r));
+            if let Some(reason) = code(0).filter(|r| r.code() == Some("ConditionalCheckFailed")) {
+                return Err(floor::refusal(&self.table, key, token, reason.item.clone()));
+            }
+            if let Some(reason) = code(1).filter(|r| r.code() == Some("ConditionalCheckFailed")) {
+                return Err(refusal(&self.table, op, key, token, reason.item.clone()));
+            }
+            let conflict = canceled
+                .reasons
+                .iter()
+                .any(|r| r.code() == Some("TransactionConflict"));
+            let retryable = canceled.reasons.iter().any(|r| {
+                r.code()
+                    .is_some_and(|c| floor::RETRYABLE_REASONS.contains(&c))
+            });
+            // A raise of the floor (or another first write of the key) held
+            // an item: nothing was written, so the same write goes again.
+            if conflict && conflicts < CONFLICT_RETRIES {
+                conflicts += 1;
+                tokio::time::sleep(Duration::from_millis(10 << conflicts)).await;
+                continue;
+            }
+            // Canceled for another reason (throttling): nothing was written.
+            return Err(Error::backend(NAME, retryable, canceled.err));
+        }
     }
 
     /// The item's mark; an item without a numeric one is foreign.
@@ -261,6 +343,18 @@ impl FencedStore for DynamoStore {
     async fn delete(&self, key: &str, token: FencingToken) -> Result<()> {
         Self::limits().check_write(key, token, 0)?;
         self.write("delete", key, token, Change::Clear).await
+    }
+
+    async fn floor(&self) -> Result<Option<FencingToken>> {
+        floor::read(&self.client, &self.table).await
+    }
+
+    async fn raise_floor(&self, floor: FencingToken) -> Result<FencingToken> {
+        floor::raise(&self.client, &self.table, Self::limits(), floor).await
+    }
+
+    async fn remove_floored_marks(&self, most: u32) -> Result<u64> {
+        floor::remove_covered(&self.client, &self.table, most).await
     }
 
     async fn verify(&self) -> Result<Vec<SafetyCheck>> {

@@ -3,7 +3,6 @@
 
 use std::fmt;
 
-use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::builders::{
@@ -13,22 +12,13 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, CancellationReason, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
     Update,
 };
-use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 
-use crate::error::{NAME, map_error};
+use crate::error::NAME;
+use crate::floor;
 use crate::store::{CONDITION, refusal};
 use crate::update::Attributes;
 use crate::{DynamoStore, LOCK_TOKEN, PK, VERSION};
-
-/// Cancellation reasons that mean "nothing applied, the same transaction
-/// may go through later".
-const RETRYABLE_REASONS: &[&str] = &[
-    "TransactionConflict",
-    "ProvisionedThroughputExceeded",
-    "ThrottlingError",
-    "RequestLimitExceeded",
-];
 
 /// The caller's own items in a guarded transaction, as added.
 #[derive(Clone, Debug)]
@@ -47,7 +37,10 @@ enum Pending {
 /// The fence item is the item [`DynamoStore`] keeps for the key `name` in
 /// its table, updated as [`fence`](fencing_core::FencedStore::fence)
 /// updates it: `SET lock_token = :t ADD version :one` on
-/// `attribute_not_exists(pk) OR lock_token <= :t`, the value left alone.
+/// `attribute_exists(pk) AND lock_token <= :t`, the value left alone. A
+/// name with no mark (its first transaction, or its mark removed under the
+/// store's floor) is sent again with the floor's `ConditionCheck` first,
+/// on `attribute_not_exists(pk) OR lock_token <= :t`.
 /// **One name, one mark**: `store.fence("orders", 6)` (an election's
 /// takeover fence, `fence lead --fence dynamodb://…#orders`) refuses a
 /// transaction guarded with 5, and a transaction guarded with 6 refuses
@@ -103,8 +96,9 @@ pub struct FencedTransaction<'a> {
 
 impl<'a> FencedTransaction<'a> {
     /// The most items of yours in one transaction: DynamoDB takes 100
-    /// actions, one of them the fence item.
-    pub const MAX_ITEMS: usize = 99;
+    /// actions, and two are the fence item and the store floor's check
+    /// (sent when the name has no mark).
+    pub const MAX_ITEMS: usize = 98;
 
     /// A transaction fenced by `name`'s mark in `store`'s table, at `token`.
     pub fn new(store: &'a DynamoStore, name: impl Into<String>, token: FencingToken) -> Self {
@@ -181,8 +175,7 @@ impl<'a> FencedTransaction<'a> {
                 self.items.len()
             )));
         }
-        let mut items = Vec::with_capacity(self.items.len() + 1);
-        items.push(fence_item(table, &self.name, self.token)?);
+        let mut yours = Vec::with_capacity(self.items.len());
         for (index, pending) in self.items.into_iter().enumerate() {
             let item = build(index, pending)?;
             if touches(&item, table, &self.name) {
@@ -192,59 +185,94 @@ impl<'a> FencedTransaction<'a> {
                     self.name
                 )));
             }
-            items.push(item);
+            yours.push(item);
         }
         let operation = format!(
             "fenced transaction on {:?} with token {} ({} items) in table {table}",
             self.name,
             self.token,
-            items.len() - 1
+            yours.len()
         );
-        let no_retries =
-            aws_sdk_dynamodb::config::Builder::default().retry_config(RetryConfig::disabled());
-        let sent = self
-            .store
-            .client()
-            .transact_write_items()
-            .set_transact_items(Some(items.clone()))
-            .customize()
-            .config_override(no_retries)
-            .send()
-            .await;
-        match sent {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(service))
-                if service.err().is_transaction_canceled_exception() =>
-            {
-                let reasons = match service.err() {
-                    TransactWriteItemsError::TransactionCanceledException(e) => {
-                        e.cancellation_reasons().to_vec()
-                    }
-                    _ => Vec::new(),
-                };
-                Err(canceled(
-                    table,
-                    &self.name,
-                    self.token,
-                    &items,
-                    reasons,
-                    SdkError::ServiceError(service),
-                    &operation,
+        let client = self.store.client();
+        // The name's mark judges, as in the store's own writes; with no
+        // mark, the same transaction goes again with the floor's check.
+        let mut items = vec![fence_item(table, &self.name, self.token, floor::MARKED)?];
+        items.extend(yours.iter().cloned());
+        let canceled = match floor::transact(client, items.clone(), &operation).await? {
+            Ok(()) => return Ok(()),
+            Err(canceled) => canceled,
+        };
+        let unmarked = canceled.reasons.first().is_some_and(|fence| {
+            fence.code() == Some("ConditionalCheckFailed") && fence.item.is_none()
+        });
+        if !unmarked {
+            return Err(canceled_error(
+                table, &self.name, self.token, &items, 0, canceled, &operation,
+            ));
+        }
+        let mut items = vec![
+            floor::check(table, self.token)?,
+            fence_item(table, &self.name, self.token, CONDITION)?,
+        ];
+        items.extend(yours);
+        match floor::transact(client, items.clone(), &operation).await? {
+            Ok(()) => Ok(()),
+            Err(canceled) => {
+                if let Some(floor) = canceled
+                    .reasons
+                    .first()
+                    .filter(|r| r.code() == Some("ConditionalCheckFailed"))
+                {
+                    return Err(floor::refusal(
+                        table,
+                        &self.name,
+                        self.token,
+                        floor.item.clone(),
+                    ));
+                }
+                Err(canceled_error(
+                    table, &self.name, self.token, &items, 1, canceled, &operation,
                 ))
             }
-            Err(err) => Err(map_error(err, Call::write(&operation))),
         }
     }
 }
 
+/// The error of a canceled transaction whose fence item is `items[at]`.
+fn canceled_error(
+    table: &str,
+    name: &str,
+    token: FencingToken,
+    items: &[TransactWriteItem],
+    at: usize,
+    canceled: floor::Canceled,
+    operation: &str,
+) -> Error {
+    let reasons = canceled.reasons.into_iter().skip(at).collect();
+    canceled_reasons(
+        table,
+        name,
+        token,
+        &items[at..],
+        reasons,
+        canceled.err,
+        operation,
+    )
+}
+
 /// The fence item's update: the store's `fence`, asking for the old item
 /// when refused.
-fn fence_item(table: &str, name: &str, token: FencingToken) -> Result<TransactWriteItem> {
+fn fence_item(
+    table: &str,
+    name: &str,
+    token: FencingToken,
+    condition: &str,
+) -> Result<TransactWriteItem> {
     let update = Update::builder()
         .table_name(table)
         .key(PK, AttributeValue::S(name.to_owned()))
         .update_expression(format!("SET {LOCK_TOKEN} = :t ADD {VERSION} :one"))
-        .condition_expression(CONDITION)
+        .condition_expression(condition)
         .expression_attribute_values(":t", AttributeValue::N(token.get().to_string()))
         .expression_attribute_values(":one", AttributeValue::N("1".to_owned()))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
@@ -301,7 +329,7 @@ fn touches(item: &TransactWriteItem, table: &str, name: &str) -> bool {
 /// The error for a canceled transaction: the fence item's refusal first
 /// (a stale token is stale whatever else failed), then the first of the
 /// caller's items that was refused.
-fn canceled(
+fn canceled_reasons(
     table: &str,
     name: &str,
     token: FencingToken,
@@ -310,7 +338,7 @@ fn canceled(
     err: SdkError<TransactWriteItemsError>,
     operation: &str,
 ) -> Error {
-    let failed = |r: &CancellationReason| r.code().is_some_and(|c| c != "None");
+    let failed = floor::failed;
     let mut reasons = reasons.into_iter();
     if let Some(fence) = reasons.next().filter(failed) {
         let code = fence.code().unwrap_or_default().to_owned();
@@ -319,7 +347,7 @@ fn canceled(
         }
         return Error::backend(
             NAME,
-            RETRYABLE_REASONS.contains(&code.as_str()),
+            floor::RETRYABLE_REASONS.contains(&code.as_str()),
             ItemRefused {
                 index: None,
                 item: format!("the fence item {name:?} (Update on table {table})"),
@@ -345,7 +373,7 @@ fn canceled(
         };
         return Error::backend(
             NAME,
-            RETRYABLE_REASONS.contains(&code.as_str()),
+            floor::RETRYABLE_REASONS.contains(&code.as_str()),
             ItemRefused {
                 index: Some(index),
                 item,

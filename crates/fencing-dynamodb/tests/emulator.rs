@@ -250,3 +250,78 @@ async fn an_unreachable_endpoint_is_retryable_and_sends_nothing() {
         "{e:?}"
     );
 }
+
+/// A store on a table of its own: a floor refuses on the whole table, so
+/// no other test may share it.
+async fn table_of_its_own(what: &str) -> Option<DynamoStore> {
+    set_up(&DYNAMODB, what, emulator::store).await
+}
+
+/// Clause 15 where there is no mark: a key never written and a key whose
+/// mark the floor let go refuse every token at or below it, and a key with
+/// a mark keeps its mark's rule (the floor is read only by the writes that
+/// find no mark).
+#[tokio::test]
+async fn floor_refuses_where_no_mark_is() {
+    let Some(store) = table_of_its_own("floor").await else {
+        return;
+    };
+    fencing_testkit::store::floor_refuses_where_no_mark_is(&store).await;
+}
+
+/// Zombies at a token between the floor and their keys' marks, while the
+/// floor is raised over the marks and the marks are removed: each is
+/// refused by its mark and then, once the mark is gone, by the floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn floor_raised_and_marks_removed_under_zombie_writes() {
+    let Some(store) = table_of_its_own("floor-race").await else {
+        return;
+    };
+    fencing_testkit::store::floor_raised_and_marks_removed_under_zombie_writes(Arc::new(store))
+        .await;
+}
+
+/// The floor item is no key's: a write through the store cannot reach it,
+/// removing marks leaves it, and an item edited by hand is named.
+#[tokio::test]
+async fn the_floor_item_is_no_keys_and_a_hand_edit_is_named() {
+    let Some(store) = table_of_its_own("floor-item").await else {
+        return;
+    };
+    assert!(matches!(
+        store
+            .put(fencing_dynamodb::FLOOR_PK, "x".into(), t(9))
+            .await,
+        Err(Error::InvalidInput { .. })
+    ));
+    store.raise_floor(t(5)).await.expect("raise");
+    store.fence("k", t(3)).await.expect_err("below the floor");
+    store.fence("k", t(6)).await.expect("above the floor");
+    store.raise_floor(t(10)).await.expect("raise");
+    assert_eq!(store.remove_floored_marks(100).await.expect("remove"), 1);
+    assert_eq!(store.floor().await.expect("floor"), Some(t(10)), "kept");
+    store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("pk", AttributeValue::S(fencing_dynamodb::FLOOR_PK.into()))
+        .item("note", AttributeValue::S("floor removed by hand".into()))
+        .send()
+        .await
+        .expect("hand edit");
+    for e in [
+        store.floor().await.expect_err("floor"),
+        store.put("new", "v".into(), t(50)).await.expect_err("put"),
+    ] {
+        assert!(
+            matches!(
+                &e,
+                Error::Backend {
+                    retryable: false,
+                    ..
+                }
+            ) && e.chain().contains("edited by hand"),
+            "{e:?}"
+        );
+    }
+}

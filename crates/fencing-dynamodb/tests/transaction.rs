@@ -304,10 +304,10 @@ async fn bad_transactions_are_invalid_input_and_send_nothing() {
         })
         .collect();
     let cases = [
-        (FencedTransaction::new(&store, &name, t(1)), "1 to 99 items"),
+        (FencedTransaction::new(&store, &name, t(1)), "1 to 98 items"),
         (
             FencedTransaction::new(&store, &name, t(1)).items(many),
-            "got 100",
+            "got 99",
         ),
         (
             FencedTransaction::new(&store, &name, t(1))
@@ -470,4 +470,48 @@ async fn a_foreign_fence_item_refuses_the_transaction() {
             .and_then(|mut i| i.remove("lock_token")),
         None
     );
+}
+
+/// A store of its own table, for the floor.
+async fn table_of_its_own(what: &str) -> Option<DynamoStore> {
+    set_up(&DYNAMODB, what, emulator::store).await
+}
+
+/// Clause 15 in a guarded transaction: a name with no mark (never fenced,
+/// or its mark removed under the floor) refuses a token at or below the
+/// floor, with nothing applied; a name with a mark is judged by its mark;
+/// above the floor the transaction goes through.
+#[tokio::test]
+async fn the_floor_refuses_a_transaction_on_a_name_without_a_mark() {
+    let Some(store) = table_of_its_own("tx-floor").await else {
+        return;
+    };
+    let (fresh, removed, marked) = ("fresh", "removed", "marked");
+    store.fence(removed, t(20)).await.expect("fence");
+    store.fence(marked, t(60)).await.expect("fence");
+    store.raise_floor(t(50)).await.expect("raise");
+    assert_eq!(store.remove_floored_marks(10).await.expect("remove"), 1);
+    for (name, token, current) in [(fresh, 3, 51), (removed, 20, 51), (marked, 55, 60)] {
+        let e = FencedTransaction::new(&store, name, t(token))
+            .put(put(&store, "item", name))
+            .send()
+            .await
+            .expect_err("refused");
+        assert_stale(&e, name, token, current);
+    }
+    assert_eq!(raw(&store, "item").await, None, "nothing applied");
+    assert_eq!(raw(&store, fresh).await, None);
+    FencedTransaction::new(&store, fresh, t(51))
+        .put(put(&store, "item", "above"))
+        .send()
+        .await
+        .expect("above the floor");
+    assert_eq!(status(&store, "item").await.as_deref(), Some("above"));
+    assert_eq!(store.mark(fresh).await.unwrap(), Some(t(51)));
+    FencedTransaction::new(&store, marked, t(60))
+        .put(put(&store, "item", "marked"))
+        .send()
+        .await
+        .expect("at the mark");
+    assert_eq!(status(&store, "item").await.as_deref(), Some("marked"));
 }

@@ -150,8 +150,9 @@ impl Store {
     }
 
     /// The store's floor: every token at or below it is refused on every
-    /// key. None if none was raised. `Unsupported` from a store that
-    /// keeps no floor (the object stores, DynamoDB).
+    /// key (on DynamoDB, on every key without a mark). None if none was
+    /// raised. `Unsupported` from a store that keeps no floor (the object
+    /// stores).
     fn floor(&self, py: Python<'_>) -> PyResult<Option<u64>> {
         wait_for(py, self.floor_call()?)
     }

@@ -333,6 +333,22 @@ pub async fn verify_finds_nothing_unsafe(store: &dyn FencedStore) {
 /// it covers keeps every value and every mark above it, and the holders
 /// whose marks went are still refused.
 pub async fn floor_refuses_on_every_key(store: &dyn FencedStore) {
+    floor_refuses(store, true).await;
+}
+
+/// Clause 8 on a store that checks its floor where a key has no mark (a
+/// key never written, or one whose mark the floor let go), and lets a key
+/// with a mark keep its mark's rule (DynamoDB: reading the floor in every
+/// write would make one item every write's transaction). As
+/// [`floor_refuses_on_every_key`], except that a token between a key's
+/// mark and the floor is accepted on that key.
+pub async fn floor_refuses_where_no_mark_is(store: &dyn FencedStore) {
+    floor_refuses(store, false).await;
+}
+
+/// [`floor_refuses_on_every_key`], or with `on_marked_keys` false
+/// [`floor_refuses_where_no_mark_is`].
+async fn floor_refuses(store: &dyn FencedStore, on_marked_keys: bool) {
     let key = |what: &str| unique_name(&format!("floor-{what}"));
     let (live, deleted, fenced, above, fresh) = (
         key("live"),
@@ -381,13 +397,7 @@ pub async fn floor_refuses_on_every_key(store: &dyn FencedStore) {
     );
     assert_eq!(store.floor().await.expect("floor"), Some(t(50)));
 
-    // At or below the floor: refused on every key, naming floor + 1.
-    assert_stale(
-        store.put(&live, "zombie".into(), t(50)).await,
-        &live,
-        50,
-        51,
-    );
+    // At or below the floor: refused where no mark is, naming floor + 1.
     assert_stale(
         store.put(&fresh, "zombie".into(), t(3)).await,
         &fresh,
@@ -395,10 +405,27 @@ pub async fn floor_refuses_on_every_key(store: &dyn FencedStore) {
         51,
     );
     assert_stale(store.fence(&fresh, t(50)).await, &fresh, 50, 51);
-    assert_stale(store.delete(&live, t(49)).await, &live, 49, 51);
-    assert_stale(store.fence(&fenced, t(40)).await, &fenced, 40, 51);
-    assert_state(store, &live, Some("live"), Some(10)).await;
     assert_state(store, &fresh, None, None).await;
+    if on_marked_keys {
+        // And on keys with a mark below the floor.
+        assert_stale(
+            store.put(&live, "zombie".into(), t(50)).await,
+            &live,
+            50,
+            51,
+        );
+        assert_stale(store.delete(&live, t(49)).await, &live, 49, 51);
+        assert_stale(store.fence(&fenced, t(40)).await, &fenced, 40, 51);
+    } else {
+        // A key with a mark keeps its mark's rule: a token above the mark
+        // and at or below the floor is accepted there.
+        assert_eq!(
+            store.fence(&fenced, t(40)).await.expect("above the mark"),
+            t(40)
+        );
+        assert_stale(store.fence(&fenced, t(35)).await, &fenced, 35, 40);
+    }
+    assert_state(store, &live, Some("live"), Some(10)).await;
     assert_stale(
         store.put(&above, "zombie".into(), t(99)).await,
         &above,

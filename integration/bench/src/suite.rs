@@ -384,7 +384,7 @@ async fn dynamodb(
         out.rows.push(
             Row::latency(name, "put: fenced vs plain PutItem", Some(len), timed, None)
                 .with_trips(trips)
-                .note("one conditional `UpdateItem` (`attribute_not_exists(pk) OR lock_token <= :t`) vs an unconditional `PutItem`, same client"),
+                .note("one conditional `UpdateItem` (`attribute_exists(pk) AND lock_token <= :t`: a key with a mark) vs an unconditional `PutItem`, same client"),
         );
     }
     let (timed, trips) = compare(

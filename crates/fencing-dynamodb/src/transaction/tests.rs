@@ -13,7 +13,7 @@ fn cancel(codes: &[&str]) -> Error {
         .build()
         .unwrap();
     let items = [
-        fence_item("t", "name", FencingToken::new(3)).unwrap(),
+        fence_item("t", "name", FencingToken::new(3), CONDITION).unwrap(),
         TransactWriteItem::builder().delete(delete).build(),
     ];
     let reasons: Vec<_> = codes
@@ -27,7 +27,7 @@ fn cancel(codes: &[&str]) -> Error {
         ),
         raw,
     );
-    canceled(
+    canceled_reasons(
         "t",
         "name",
         FencingToken::new(3),
