@@ -464,3 +464,52 @@ async fn an_uncompacted_history_is_a_warning_naming_auto_compaction() {
     assert_eq!(all.verdict, Verdict::Pass, "{all:?}");
     assert!(all.detail.contains("revisions in all"), "{all:?}");
 }
+
+/// The compacted side of the history check, and grants across a
+/// compaction: with the history behind the current revision compacted,
+/// the check passes naming it; a waiter queued (and watching) across the
+/// compaction still gets its turn when the holder releases, with a token
+/// above the holder's. Compacts the shared server to 50 revisions back
+/// only, so no other test's watch, started from a fresh read, is cut.
+#[tokio::test]
+async fn a_compacted_history_passes_and_a_waiter_across_it_gets_its_turn() {
+    let Some(issuer) = connect().await else {
+        return;
+    };
+    let name = fencing_testkit::unique_name("compacted");
+    // More than 100 revisions behind the current one: 60 grants and
+    // releases make 120.
+    for _ in 0..60 {
+        let lease = grant(&issuer, &name, Duration::from_secs(5)).await;
+        issuer.release(&lease).await.expect("release");
+    }
+    let holder = grant(&issuer, &name, Duration::from_secs(30)).await;
+    let waiter = tokio::spawn({
+        let (issuer, name) = (issuer.clone(), name.clone());
+        async move {
+            let request = LeaseRequest::new(&name, Duration::from_secs(30));
+            issuer.acquire(&request, Duration::from_secs(20)).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut client = issuer.client().clone();
+    let now = client
+        .get("compacted", Some(GetOptions::new().with_count_only()))
+        .await
+        .expect("read the revision")
+        .header()
+        .expect("a header")
+        .revision();
+    client.compact(now - 50, None).await.expect("compact");
+    let check = issuer.history_check(100).await.expect("history check");
+    assert_eq!(check.verdict, Verdict::Pass, "{check:?}");
+    assert!(check.detail.contains("is compacted"), "{check:?}");
+    assert!(!waiter.is_finished(), "the waiter waits for the holder");
+    issuer.release(&holder).await.expect("release");
+    let next = waiter
+        .await
+        .expect("waiter task")
+        .expect("the waiter's turn");
+    assert!(next.token() > holder.token(), "{next:?} after {holder:?}");
+    issuer.release(&next).await.expect("release");
+}
