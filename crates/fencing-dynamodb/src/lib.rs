@@ -13,7 +13,7 @@ mod transaction;
 mod update;
 
 pub use config::{BACKEND, DynamoConfig};
-pub use floor::{FLOOR, FLOOR_PK};
+pub use floor::{FLOOR, FLOOR_PK, FLOOR_SHARDS, floor_item_of};
 pub use issuer::{COUNTER, DynamoIssuer, HOLDER, RVN, TTL_MS};
 pub use store::{DynamoStore, LOCK_TOKEN, PK, VALUE, VERSION};
 pub use transaction::{FencedTransaction, ItemRefused};

@@ -2,7 +2,6 @@
 //! `UpdateItem`.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -190,7 +189,7 @@ impl DynamoStore {
             .build()
             .map_err(|e| Error::backend(NAME, false, e))?;
         let items = vec![
-            floor::check(&self.table, token)?,
+            floor::check(&self.table, key, token)?,
             TransactWriteItem::builder().update(update).build(),
         ];
         let mut conflicts = 0;
@@ -218,7 +217,7 @@ impl DynamoStore {
             // an item: nothing was written, so the same write goes again.
             if conflict && conflicts < CONFLICT_RETRIES {
                 conflicts += 1;
-                tokio::time::sleep(Duration::from_millis(10 << conflicts)).await;
+                tokio::time::sleep(floor::backoff(conflicts)).await;
                 continue;
             }
             // Canceled for another reason (throttling): nothing was written.

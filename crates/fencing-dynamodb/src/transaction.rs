@@ -181,7 +181,8 @@ impl<'a> FencedTransaction<'a> {
             if touches(&item, table, &self.name) {
                 return Err(Error::invalid_input(format!(
                     "item {index} of the fenced transaction is the fence item {:?} of table {table} \
-                     itself: DynamoDB takes one action per item; write the name through the store",
+                     itself, or one of the store's floor items: DynamoDB takes one action per item; \
+                     write the name through the store (and the floor with raise_floor)",
                     self.name
                 )));
             }
@@ -211,24 +212,15 @@ impl<'a> FencedTransaction<'a> {
             ));
         }
         let mut items = vec![
-            floor::check(table, self.token)?,
+            floor::check(table, &self.name, self.token)?,
             fence_item(table, &self.name, self.token, CONDITION)?,
         ];
         items.extend(yours);
         match floor::transact(client, items.clone(), &operation).await? {
             Ok(()) => Ok(()),
             Err(canceled) => {
-                if let Some(floor) = canceled
-                    .reasons
-                    .first()
-                    .filter(|r| r.code() == Some("ConditionalCheckFailed"))
-                {
-                    return Err(floor::refusal(
-                        table,
-                        &self.name,
-                        self.token,
-                        floor.item.clone(),
-                    ));
+                if let Some(floor) = canceled.reasons.first().filter(|r| floor::failed(r)) {
+                    return Err(floor_refused(table, &self.name, self.token, floor));
                 }
                 Err(canceled_error(
                     table, &self.name, self.token, &items, 1, canceled, &operation,
@@ -236,6 +228,36 @@ impl<'a> FencedTransaction<'a> {
             }
         }
     }
+}
+
+/// The error of a transaction whose floor check (its first item) was
+/// refused: [`Error::StaleToken`] at or below the floor, else (a first
+/// write of another name on the same floor item, a raise, throttling) an
+/// [`ItemRefused`] naming the floor item, retryable as DynamoDB's reason
+/// says. Nothing was written.
+fn floor_refused(
+    table: &str,
+    name: &str,
+    token: FencingToken,
+    floor: &CancellationReason,
+) -> Error {
+    let code = floor.code().unwrap_or_default().to_owned();
+    if code == "ConditionalCheckFailed" {
+        return floor::refusal(table, name, token, floor.item.clone());
+    }
+    Error::backend(
+        NAME,
+        floor::RETRYABLE_REASONS.contains(&code.as_str()),
+        ItemRefused {
+            index: None,
+            item: format!(
+                "the store's floor item {:?} (ConditionCheck on table {table})",
+                floor::floor_item_of(name)
+            ),
+            code,
+            message: floor.message.clone(),
+        },
+    )
 }
 
 /// The error of a canceled transaction whose fence item is `items[at]`.
@@ -316,12 +338,17 @@ fn action(item: &TransactWriteItem) -> Option<(&'static str, &str, Option<&Attri
     }
 }
 
-/// Whether `item` acts on the fence item `name` of `table`.
+/// Whether `item` acts on the fence item `name` of `table`, or on one of
+/// the store's floor items (which no key is: a write there could lower
+/// the floor under removed marks).
 fn touches(item: &TransactWriteItem, table: &str, name: &str) -> bool {
-    let fence = AttributeValue::S(name.to_owned());
+    let ours = |pk: Option<&AttributeValue>| match pk {
+        Some(AttributeValue::S(pk)) => pk == name || pk.starts_with(floor::FLOOR_PK),
+        _ => false,
+    };
     match (action(item), item.put()) {
-        (Some((_, t, _)), Some(put)) => t == table && put.item().get(PK) == Some(&fence),
-        (Some((_, t, Some(key))), None) => t == table && key.get(PK) == Some(&fence),
+        (Some((_, t, _)), Some(put)) => t == table && ours(put.item().get(PK)),
+        (Some((_, t, Some(key))), None) => t == table && ours(key.get(PK)),
         _ => false,
     }
 }

@@ -324,6 +324,14 @@ async fn bad_transactions_are_invalid_input_and_send_nothing() {
             "is the fence item",
         ),
         (
+            FencedTransaction::new(&store, &name, t(1)).put(put(
+                &store,
+                &fencing_dynamodb::floor_item_of(&name),
+                "x",
+            )),
+            "one of the store's floor items",
+        ),
+        (
             FencedTransaction::new(&store, &name, t(1)).item(TransactWriteItem::builder().build()),
             "has no Put, Update, Delete or ConditionCheck",
         ),

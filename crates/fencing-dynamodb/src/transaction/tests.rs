@@ -98,3 +98,37 @@ fn a_fence_refusal_without_a_higher_mark_is_not_stale() {
         "{e:?}"
     );
 }
+
+/// The floor's check refused for another reason than the floor (moto runs
+/// one request at a time, so never answers so): a conflict or throttling
+/// is retryable and names the floor item; the floor's own refusal is
+/// StaleToken naming it + 1.
+#[test]
+fn a_floor_check_refused_by_a_conflict_is_retryable_and_names_the_floor_item() {
+    let reason = |code: &str| CancellationReason::builder().code(code).build();
+    for (code, retryable) in [
+        ("TransactionConflict", true),
+        ("ThrottlingError", true),
+        ("ValidationError", false),
+    ] {
+        let e = floor_refused("t", "orders", FencingToken::new(3), &reason(code));
+        let (was_retryable, item) = refused(&e);
+        assert_eq!(was_retryable, retryable, "{code}");
+        assert_eq!(item.index, None);
+        assert!(
+            item.item
+                .contains(&format!("floor item {:?}", floor::floor_item_of("orders"))),
+            "{item:?}"
+        );
+    }
+    let floored = CancellationReason::builder()
+        .code("ConditionalCheckFailed")
+        .item("floor", AttributeValue::N("7".into()))
+        .build();
+    match floor_refused("t", "orders", FencingToken::new(3), &floored) {
+        Error::StaleToken {
+            presented, current, ..
+        } => assert_eq!((presented.get(), current.get()), (3, 8)),
+        other => panic!("{other:?}"),
+    }
+}
