@@ -1,5 +1,6 @@
-//! `with issuer.lock(...) as held:`: the Rust `Lock` and `LeaseGuard`
-//! behind a context manager.
+//! `with issuer.lock(...) as held:` and `lock.acquire()` /
+//! `lock.release()`: the Rust `Lock` and `LeaseGuard` behind a context
+//! manager and the calls of redis-py's, kazoo's and `threading`'s locks.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -31,6 +32,8 @@ enum State {
 struct Inner {
     /// The Rust lock, taken again (a clone of it) by every `with`.
     lock: RustLock,
+    /// For `locked()`: who holds the resource, this lock or another.
+    holders: Arc<dyn TokenIssuer>,
     resource: String,
     issuer: &'static str,
     /// Shared with a taking in flight, which may finish (or be dropped)
@@ -54,7 +57,7 @@ impl Lock {
         fences: Vec<(Arc<dyn FencedStore>, String)>,
     ) -> Self {
         let issuer_name = issuer.name();
-        let mut lock = RustLock::new(issuer, resource.clone()).ttl(ttl);
+        let mut lock = RustLock::new(issuer.clone(), resource.clone()).ttl(ttl);
         if let Some(wait) = wait {
             lock = lock.wait(wait);
         }
@@ -64,6 +67,7 @@ impl Lock {
         Self {
             inner: InProcess::new(Inner {
                 lock,
+                holders: issuer,
                 resource,
                 issuer: issuer_name,
                 state: Arc::new(Mutex::new(State::Idle)),
@@ -134,10 +138,39 @@ impl<'py> IntoPyObject<'py> for Entered {
     }
 }
 
+/// How long `acquire(blocking, timeout)` waits, as `threading.Lock` and
+/// kazoo take it (redis-py's `blocking_timeout` is the same): `None` for
+/// the lock's own `wait` (as long as it takes if it has none),
+/// `Duration::MAX` for as long as it takes.
+fn acquire_wait(
+    blocking: bool,
+    timeout: Option<f64>,
+    blocking_timeout: Option<f64>,
+) -> PyResult<Option<Duration>> {
+    let value_error =
+        |message: &str| Err(pyo3::exceptions::PyValueError::new_err(message.to_owned()));
+    let timeout = match (timeout, blocking_timeout) {
+        (Some(_), Some(_)) => return value_error("give timeout or blocking_timeout, not both"),
+        (timeout, blocking_timeout) => timeout.or(blocking_timeout),
+    };
+    match (blocking, timeout) {
+        (false, Some(_)) => value_error("can't specify a timeout for a non-blocking call"),
+        (false, None) => Ok(Some(Duration::ZERO)),
+        (true, None) => Ok(None),
+        // threading.Lock's "no timeout".
+        (true, Some(t)) if t == -1.0 => Ok(Some(Duration::MAX)),
+        (true, Some(t)) => crate::runtime::seconds("timeout", t).map(Some),
+    }
+}
+
 impl Lock {
     /// Marks the lock as being taken (one `with` at a time) and returns
-    /// the taking to run on the runtime.
-    fn enter_call(&self) -> PyResult<impl Future<Output = Result<Entered>> + Send + 'static> {
+    /// the taking to run on the runtime, waiting `wait` if given (else as
+    /// the lock was made).
+    fn enter_call(
+        &self,
+        wait: Option<Duration>,
+    ) -> PyResult<impl Future<Output = Result<Entered>> + Send + 'static> {
         let inner = self.inner.get("lock")?;
         let taking = {
             let mut state = locked(&inner.state);
@@ -158,11 +191,61 @@ impl Lock {
             state: Some(inner.state.clone()),
             taking,
         };
-        let lock = inner.lock.clone();
+        let lock = match wait {
+            Some(wait) => inner.lock.clone().wait(wait),
+            None => inner.lock.clone(),
+        };
         Ok(async move {
             let guard = lock.await?;
             Ok(Entered { guard, entering })
         })
+    }
+
+    /// `acquire()`'s taking: `None` when the wait ran out (nothing held).
+    fn acquire_call(
+        &self,
+        wait: Option<Duration>,
+    ) -> PyResult<impl Future<Output = Result<Option<Entered>>> + Send + 'static> {
+        let entering = self.enter_call(wait)?;
+        Ok(async move {
+            match entering.await {
+                Ok(entered) => Ok(Some(entered)),
+                Err(Error::Timeout { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// `release()`: the lease this lock holds, given back; `LeaseLost` if it
+    /// was lost meanwhile; an error if the lock holds none.
+    fn release_call(&self) -> PyResult<impl Future<Output = Result<Exited>> + Send + 'static> {
+        let guard = self.take_held()?;
+        if guard.is_none() {
+            let resource = self
+                .inner
+                .get("lock")
+                .map_or("?", |inner| inner.resource.as_str());
+            return Err(errors::to_py(&Error::invalid_input(format!(
+                "the lock on {resource:?} is not held by this lock: nothing to release"
+            ))));
+        }
+        Ok(Self::exit_with(guard, false))
+    }
+
+    /// `locked()`: whether anyone holds the resource (redis-py's meaning).
+    fn locked_call(&self) -> PyResult<impl Future<Output = Result<bool>> + Send + 'static> {
+        let inner = self.inner.get("lock")?;
+        let (issuer, resource) = (inner.holders.clone(), inner.resource.clone());
+        Ok(async move { Ok(issuer.holder(&resource).await?.is_some()) })
+    }
+
+    /// The lease this lock holds now, if any (in this process).
+    fn held_slot(&self) -> Option<Slot> {
+        let inner = self.inner.get("lock").ok()?;
+        match &*locked(&inner.state) {
+            State::Held(slot) => Some(slot.clone()),
+            _ => None,
+        }
     }
 
     /// Takes the block's lease out of the lock (`Idle` again) and returns
@@ -174,8 +257,15 @@ impl Lock {
         &self,
         block_raised: bool,
     ) -> PyResult<impl Future<Output = Result<Exited>> + Send + 'static> {
-        let guard = self.take_held()?;
-        Ok(async move {
+        Ok(Self::exit_with(self.take_held()?, block_raised))
+    }
+
+    /// Gives `guard` back, as [`exit_call`](Self::exit_call) says.
+    fn exit_with(
+        guard: Option<LeaseGuard>,
+        block_raised: bool,
+    ) -> impl Future<Output = Result<Exited>> + Send + 'static {
+        async move {
             let Some(guard) = guard else {
                 return Ok(Exited(None));
             };
@@ -193,7 +283,7 @@ impl Lock {
                 return Err(Error::lease_lost(&lease));
             }
             released.map(|()| Exited(None))
-        })
+        }
     }
 }
 
@@ -221,7 +311,91 @@ impl Lock {
     /// Acquires, starts the renewals and fences every key; the `Held`
     /// lease.
     fn __enter__(&self, py: Python<'_>) -> PyResult<Held> {
-        wait_for(py, self.enter_call()?).map(Entered::into_held)
+        wait_for(py, self.enter_call(None)?).map(Entered::into_held)
+    }
+
+    /// Acquires as `with` does (renewed in the background from then on,
+    /// every `(store, key)` of `fence` fenced with the new token) and
+    /// returns True, or False if the wait ran out: waiting as long as it
+    /// takes (or the lock's `wait`) with `blocking` and no `timeout`, up to
+    /// `timeout` seconds (-1: as long as it takes), or trying once without
+    /// `blocking`. `blocking_timeout` is redis-py's name for `timeout`.
+    /// Other failures raise. Give it back with `release()`; the token is
+    /// `lock.token`.
+    #[pyo3(signature = (blocking = true, timeout = None, *, blocking_timeout = None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        blocking: bool,
+        timeout: Option<f64>,
+        blocking_timeout: Option<f64>,
+    ) -> PyResult<bool> {
+        let wait = acquire_wait(blocking, timeout, blocking_timeout)?;
+        Ok(wait_for(py, self.acquire_call(wait)?)?
+            .map(Entered::into_held)
+            .is_some())
+    }
+
+    /// Gives the lease back. `LeaseLost` if it was lost while held (a
+    /// write made after that was refused, or will be); `InvalidInput` if
+    /// this lock holds none.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        wait_for(py, self.release_call()?).map(drop)
+    }
+
+    /// Whether anyone holds the resource: this lock or another holder (as
+    /// redis-py's `locked()`); `owned()` says whether this lock does.
+    fn locked(&self, py: Python<'_>) -> PyResult<bool> {
+        wait_for(py, self.locked_call()?)
+    }
+
+    /// Whether this lock holds the lease and it is not lost (no request).
+    fn owned(&self) -> bool {
+        self.held_slot()
+            .is_some_and(|slot| locked(&slot).as_ref().is_some_and(|g| !g.is_lost()))
+    }
+
+    /// What this lock holds now (`with` or `acquire()`), or None.
+    #[getter]
+    fn held(&self) -> Option<Held> {
+        self.held_slot().map(|slot| Held {
+            slot: InProcess::new(slot),
+        })
+    }
+
+    /// The token of the lease this lock holds: `LeaseLost` once it is lost,
+    /// `InvalidInput` if it holds none.
+    #[getter]
+    fn token(&self) -> PyResult<u64> {
+        match self.held() {
+            Some(held) => held.token(),
+            None => Err(errors::to_py(&Error::invalid_input(
+                "the lock is not held: no token".to_owned(),
+            ))),
+        }
+    }
+
+    #[pyo3(signature = (calls, blocking = true, timeout = None, blocking_timeout = None))]
+    fn _start_acquire(
+        &self,
+        calls: &Completions,
+        blocking: bool,
+        timeout: Option<f64>,
+        blocking_timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let wait = acquire_wait(blocking, timeout, blocking_timeout)?;
+        calls.start_taking(
+            self.acquire_call(wait)?,
+            Box::new(|entered| Box::pin(async move { drop(entered) })),
+        )
+    }
+
+    fn _start_release(&self, calls: &Completions) -> PyResult<u64> {
+        calls.start_detached(self.release_call()?)
+    }
+
+    fn _start_locked(&self, calls: &Completions) -> PyResult<u64> {
+        calls.start(self.locked_call()?)
     }
 
     /// Releases. If the block raised, its exception goes on (a failed
@@ -242,7 +416,7 @@ impl Lock {
     fn _start_enter(&self, calls: &Completions) -> PyResult<u64> {
         // Cancelled, a lease it got is released by the guard's drop.
         calls.start_taking(
-            self.enter_call()?,
+            self.enter_call(None)?,
             Box::new(|entered| Box::pin(async move { drop(entered) })),
         )
     }

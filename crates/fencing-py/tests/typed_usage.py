@@ -46,6 +46,31 @@ async def with_asyncio(issuer_url: str, store_url: str) -> int | None:
     return await store.mark("jobs/compact/state")
 
 
+def as_redis_py_locks_are_taken(issuer: fencing.Issuer, store: fencing.Store) -> int | None:
+    lock = issuer.lock("nightly-report", ttl=30)
+    if not lock.acquire(blocking=True, timeout=10):
+        return None
+    try:
+        store.put("reports/nightly", b"...", lock.token)
+        busy: bool = lock.locked() and lock.owned()
+        assert busy
+    finally:
+        lock.release()
+    return None
+
+
+async def as_redis_asyncio_locks_are_taken(issuer_url: str) -> int | None:
+    import fencing.aio
+
+    issuer = await fencing.aio.open_issuer(issuer_url)
+    lock: fencing.aio.Lock = issuer.lock("nightly-report", ttl=30)
+    if await lock.acquire(blocking_timeout=5):
+        token: int = lock.token
+        await lock.release()
+        return token
+    return None
+
+
 def with_sql(dsn: str, token: int) -> None:
     import psycopg
 

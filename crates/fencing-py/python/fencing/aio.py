@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _native
-from ._native import Holding, Lease, Lock, Versioned
+from ._native import Held, Holding, Lease, Versioned
 
-__all__ = ["open_issuer", "open_store", "Issuer", "Store"]
+__all__ = ["open_issuer", "open_store", "Issuer", "Lock", "Store"]
 
 T = TypeVar("T")
 
@@ -160,9 +161,10 @@ class Issuer:
         wait: float | None = None,
         fence: Sequence[tuple[Store | _native.Store, str]] = (),
     ) -> Lock:
-        """A lock for ``async with`` (or ``with``), as ``fencing.Issuer.lock``."""
+        """A lock for ``async with`` or ``await lock.acquire()``, as
+        ``fencing.Issuer.lock``."""
         stores = [(store.sync if isinstance(store, Store) else store, key) for store, key in fence]
-        return self.sync.lock(resource, ttl=ttl, wait=wait, fence=stores)
+        return Lock(self.sync.lock(resource, ttl=ttl, wait=wait, fence=stores))
 
     async def acquire(self, resource: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lease:
         lease: Lease = await _call(self.sync._start_acquire, resource, ttl, wait, orphan=_give_back(self.sync))
@@ -190,6 +192,97 @@ class Issuer:
         """``fencing.Issuer.remove_idle``, awaitable."""
         removal: str = await _call(self.sync._start_remove_idle, resource, idle)
         return removal
+
+    def __repr__(self) -> str:
+        return f"aio.{self.sync!r}"
+
+
+class Lock:
+    """A lock, awaitable: ``fencing.Lock``'s calls as coroutines (redis-py's
+    ``redis.asyncio`` lock calls), and ``async with``::
+
+        lock = issuer.lock("nightly-report", ttl=30)
+        if await lock.acquire(timeout=10):
+            try:
+                await store.put("reports/nightly", b"...", lock.token)
+            finally:
+                await lock.release()
+
+    Held, the lease is renewed in the background, as in ``async with``;
+    unlike there, nothing cancels your task when it is lost: ``lock.token``
+    (and a write presenting ``lock.held.lease``) raises ``LeaseLost`` from
+    then on, and ``release()`` raises it.
+    """
+
+    def __init__(self, lock: _native.Lock) -> None:
+        self.sync = lock
+        """The same lock with blocking calls."""
+
+    async def acquire(
+        self, blocking: bool = True, timeout: float | None = None, *, blocking_timeout: float | None = None
+    ) -> bool:
+        """``fencing.Lock.acquire``, awaitable: True once held, False if the
+        wait ran out. A cancelled acquire takes nothing (a lease it got is
+        given back) and leaves the lock free to acquire again."""
+        held: Held | None = await _call(
+            self.sync._start_acquire,
+            blocking,
+            timeout,
+            blocking_timeout,
+            # Taken just before the cancellation reached us: given back.
+            orphan=lambda _held: self.sync._abandon(),
+            on_cancel=self.sync._abandon_entering,
+        )
+        return held is not None
+
+    async def release(self) -> None:
+        """``fencing.Lock.release``, awaitable: ``LeaseLost`` if the lease
+        was lost while held. Runs to its end even if its caller is
+        cancelled (a release cut off would leave the resource held)."""
+        await _call(self.sync._start_release)
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the resource, this lock or another."""
+        held: bool = await _call(self.sync._start_locked)
+        return held
+
+    def owned(self) -> bool:
+        """Whether this lock holds the lease and it is not lost."""
+        return self.sync.owned()
+
+    @property
+    def held(self) -> Held | None:
+        """What this lock holds now, or None."""
+        return self.sync.held
+
+    @property
+    def token(self) -> int:
+        """The held lease's token (``LeaseLost`` once it is lost)."""
+        return self.sync.token
+
+    async def __aenter__(self) -> Held:
+        held: Held = await self.sync.__aenter__()
+        return held
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        left: bool = await self.sync.__aexit__(exc_type, exc, traceback)
+        return left
+
+    def __enter__(self) -> Held:
+        return self.sync.__enter__()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        return self.sync.__exit__(exc_type, exc, traceback)
 
     def __repr__(self) -> str:
         return f"aio.{self.sync!r}"
