@@ -158,7 +158,7 @@ fn acquire_wait(
         (false, None) => Ok(Some(Duration::ZERO)),
         (true, None) => Ok(None),
         // threading.Lock's "no timeout".
-        (true, Some(t)) if t == -1.0 => Ok(Some(Duration::MAX)),
+        (true, Some(-1.0)) => Ok(Some(Duration::MAX)),
         (true, Some(t)) => crate::runtime::seconds("timeout", t).map(Some),
     }
 }
@@ -261,29 +261,24 @@ impl Lock {
     }
 
     /// Gives `guard` back, as [`exit_call`](Self::exit_call) says.
-    fn exit_with(
-        guard: Option<LeaseGuard>,
-        block_raised: bool,
-    ) -> impl Future<Output = Result<Exited>> + Send + 'static {
-        async move {
-            let Some(guard) = guard else {
-                return Ok(Exited(None));
-            };
-            let (lease, was_lost) = (guard.lease(), guard.is_lost());
-            let released = guard.release().await;
-            if block_raised {
-                return Ok(Exited(released.err().map(|failed| {
-                    format!(
-                        "fencing: releasing {:?} failed while the block raised: {failed}",
-                        lease.resource()
-                    )
-                })));
-            }
-            if was_lost {
-                return Err(Error::lease_lost(&lease));
-            }
-            released.map(|()| Exited(None))
+    async fn exit_with(guard: Option<LeaseGuard>, block_raised: bool) -> Result<Exited> {
+        let Some(guard) = guard else {
+            return Ok(Exited(None));
+        };
+        let (lease, was_lost) = (guard.lease(), guard.is_lost());
+        let released = guard.release().await;
+        if block_raised {
+            return Ok(Exited(released.err().map(|failed| {
+                format!(
+                    "fencing: releasing {:?} failed while the block raised: {failed}",
+                    lease.resource()
+                )
+            })));
         }
+        if was_lost {
+            return Err(Error::lease_lost(&lease));
+        }
+        released.map(|()| Exited(None))
     }
 }
 
