@@ -220,6 +220,25 @@ impl Election {
     /// the new term's token while the term is still held (a token went
     /// backwards: an issuer was replaced without a floor).
     pub async fn campaign(&self) -> Result<Leadership> {
+        let guard = self.lock()?.await?;
+        tracing::info!(resource = %self.resource, token = %guard.token(),
+            candidate = %self.candidate, "elected");
+        Ok(Leadership {
+            guard,
+            candidate: self.candidate.clone(),
+        })
+    }
+
+    /// The [`Lock`] a campaign takes: on the resource, with a fresh holder
+    /// id (`candidate#<128 random bits>`) for every attempt, this
+    /// election's keep-alive and takeover fences, waiting as long as it
+    /// takes. For a way in that holds a term as a lock (the Python
+    /// package's `election.campaign()`); [`campaign`](Self::campaign) is
+    /// this lock, taken.
+    ///
+    /// # Errors
+    /// [`Error::InvalidInput`] for a bad candidate id.
+    pub fn lock(&self) -> Result<Lock> {
         let mut lock = Lock::new(self.issuer.clone(), &self.resource)
             .ttl(self.ttl)
             .fresh_holders(term_holders(&self.candidate)?)
@@ -227,13 +246,7 @@ impl Election {
         for fence in &self.fences {
             lock = lock.fence(&fence.store, [fence.key.as_str()]);
         }
-        let guard = lock.await?;
-        tracing::info!(resource = %self.resource, token = %guard.token(),
-            candidate = %self.candidate, "elected");
-        Ok(Leadership {
-            guard,
-            candidate: self.candidate.clone(),
-        })
+        Ok(lock)
     }
 
     /// Who leads now, if anyone (one question to the issuer).

@@ -184,6 +184,33 @@ impl Issuer {
         ))
     }
 
+    /// An election on `resource` for `candidate` (a name people read, e.g.
+    /// the host): `with election.campaign() as term:` runs its block as
+    /// leader, terms being leases of `ttl` renewed in the background, each
+    /// `(store, key)` of `fence` fenced with a new term's token before its
+    /// block runs (so a deposed leader's late writes there are refused);
+    /// `election.leader()` says who leads.
+    #[pyo3(signature = (resource, *, candidate, ttl = 30.0, fence = Vec::new()))]
+    fn election(
+        &self,
+        resource: String,
+        candidate: String,
+        ttl: f64,
+        fence: Vec<(Bound<'_, PyAny>, String)>,
+    ) -> PyResult<crate::election::Election> {
+        let fences: Vec<(Arc<dyn FencedStore>, String)> = fence
+            .into_iter()
+            .map(|(store, key)| Ok((store_of(&store)?, key)))
+            .collect::<PyResult<_>>()?;
+        Ok(crate::election::election(
+            self.issuer()?,
+            resource,
+            candidate,
+            seconds("ttl", ttl)?,
+            fences,
+        ))
+    }
+
     /// Acquires `resource`, waiting up to `wait` seconds for its holder to
     /// release it or expire; `Timeout` after that. Nothing renews the
     /// lease: call `renew` before `ttl` passes, or use `lock`.

@@ -8,6 +8,7 @@
 //! (`errors`).
 
 mod aio;
+mod election;
 mod errors;
 mod issuer;
 mod lease;
@@ -54,6 +55,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<issuer::Issuer>()?;
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::Holding>()?;
+    m.add_class::<election::Election>()?;
+    m.add_class::<election::Leader>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::Held>()?;
     m.add_class::<store::Store>()?;

@@ -56,7 +56,6 @@ impl Lock {
         wait: Option<Duration>,
         fences: Vec<(Arc<dyn FencedStore>, String)>,
     ) -> Self {
-        let issuer_name = issuer.name();
         let mut lock = RustLock::new(issuer.clone(), resource.clone()).ttl(ttl);
         if let Some(wait) = wait {
             lock = lock.wait(wait);
@@ -64,12 +63,18 @@ impl Lock {
         for (store, key) in &fences {
             lock = lock.fence(store, [key.clone()]);
         }
+        Self::of(lock, issuer, resource)
+    }
+
+    /// The Python lock of a Rust `lock` on `resource` of `issuer` (an
+    /// election's campaign, say).
+    pub(crate) fn of(lock: RustLock, issuer: Arc<dyn TokenIssuer>, resource: String) -> Self {
         Self {
             inner: InProcess::new(Inner {
+                issuer: issuer.name(),
                 lock,
                 holders: issuer,
                 resource,
-                issuer: issuer_name,
                 state: Arc::new(Mutex::new(State::Idle)),
                 takings: std::sync::atomic::AtomicU64::new(0),
             }),

@@ -71,6 +71,23 @@ async def as_redis_asyncio_locks_are_taken(issuer_url: str) -> int | None:
     return None
 
 
+def lead(issuer: fencing.Issuer, store: fencing.Store) -> str | None:
+    election: fencing.Election = issuer.election("scheduler", candidate="host-a", ttl=15, fence=[(store, "jobs")])
+    with election.campaign(wait=30) as term:
+        store.put("jobs", b"...", term.token)
+    leader: fencing.Leader | None = election.leader()
+    return leader.candidate if leader is not None else None
+
+
+async def lead_async(issuer: fencing.Issuer) -> int:
+    import fencing.aio
+
+    election = fencing.aio.Issuer(issuer).election("scheduler", candidate="host-a")
+    async with election.campaign() as term:
+        token: int = term.token
+    return token
+
+
 def with_sql(dsn: str, token: int) -> None:
     import psycopg
 

@@ -17,9 +17,11 @@ URLs; calls release the GIL while they wait.
 """
 
 from ._native import (
+    Election,
     Held,
     Holding,
     Issuer,
+    Leader,
     Lease,
     Lock,
     Store,
@@ -38,6 +40,8 @@ __all__ = [
     "Holding",
     "Lock",
     "Held",
+    "Election",
+    "Leader",
     "Store",
     "Versioned",
 ]

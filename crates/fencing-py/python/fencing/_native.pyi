@@ -7,10 +7,12 @@ from typing import Any, Coroutine, Literal, Sequence, final
 from .aio import Store as _AioStore
 
 __all__ = [
+    "Election",
     "Held",
     "Holding",
     "Completions",
     "Issuer",
+    "Leader",
     "Lease",
     "Lock",
     "SqlGuard",
@@ -169,6 +171,31 @@ class Lock:
     def _abandon(self) -> None: ...
 
 @final
+class Leader:
+    """Who leads a term."""
+
+    @property
+    def candidate(self) -> str: ...
+    @property
+    def holder(self) -> str: ...
+    @property
+    def token(self) -> int: ...
+
+@final
+class Election:
+    """One candidate's view of an election: what ``Issuer.election`` returns."""
+
+    @property
+    def resource(self) -> str: ...
+    @property
+    def candidate(self) -> str: ...
+    @property
+    def ttl(self) -> float: ...
+    def campaign(self, *, wait: float | None = None) -> Lock: ...
+    def leader(self) -> Leader | None: ...
+    def _start_leader(self, calls: Completions) -> int: ...
+
+@final
 class Issuer:
     """A lock service: grants leases with fencing tokens on resources."""
 
@@ -184,6 +211,14 @@ class Issuer:
         wait: float | None = None,
         fence: Sequence[tuple[Store | _AioStore, str]] = ...,
     ) -> Lock: ...
+    def election(
+        self,
+        resource: str,
+        *,
+        candidate: str,
+        ttl: float = 30.0,
+        fence: Sequence[tuple[Store | _AioStore, str]] = ...,
+    ) -> Election: ...
     def acquire(self, resource: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lease: ...
     def try_acquire(self, resource: str, *, ttl: float = 30.0) -> Lease | None: ...
     def renew(self, lease: Lease) -> Lease: ...

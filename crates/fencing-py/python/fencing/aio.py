@@ -34,9 +34,9 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from . import _native
-from ._native import Held, Holding, Lease, Versioned
+from ._native import Held, Holding, Leader, Lease, Versioned
 
-__all__ = ["open_issuer", "open_store", "Issuer", "Lock", "Store"]
+__all__ = ["open_issuer", "open_store", "Issuer", "Lock", "Election", "Store"]
 
 T = TypeVar("T")
 
@@ -166,6 +166,19 @@ class Issuer:
         stores = [(store.sync if isinstance(store, Store) else store, key) for store, key in fence]
         return Lock(self.sync.lock(resource, ttl=ttl, wait=wait, fence=stores))
 
+    def election(
+        self,
+        resource: str,
+        *,
+        candidate: str,
+        ttl: float = 30.0,
+        fence: Sequence[tuple[Store | _native.Store, str]] = (),
+    ) -> Election:
+        """An election, as ``fencing.Issuer.election``: ``async with
+        election.campaign() as term:`` runs the block as leader."""
+        stores = [(store.sync if isinstance(store, Store) else store, key) for store, key in fence]
+        return Election(self.sync.election(resource, candidate=candidate, ttl=ttl, fence=stores))
+
     async def acquire(self, resource: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lease:
         lease: Lease = await _call(self.sync._start_acquire, resource, ttl, wait, orphan=_give_back(self.sync))
         return lease
@@ -283,6 +296,40 @@ class Lock:
         traceback: TracebackType | None,
     ) -> bool:
         return self.sync.__exit__(exc_type, exc, traceback)
+
+    def __repr__(self) -> str:
+        return f"aio.{self.sync!r}"
+
+
+class Election:
+    """An election, awaitable: ``fencing.Election``'s calls as coroutines.
+
+    ``async with election.campaign() as term:`` waits until this candidate
+    leads and runs the block as leader; the block's task is cancelled when
+    the term is lost (leaving the block then raises ``LeaseLost``), and
+    its end resigns."""
+
+    def __init__(self, election: _native.Election) -> None:
+        self.sync = election
+        """The same election with blocking calls."""
+
+    @property
+    def resource(self) -> str:
+        return self.sync.resource
+
+    @property
+    def candidate(self) -> str:
+        return self.sync.candidate
+
+    def campaign(self, *, wait: float | None = None) -> Lock:
+        """The campaign, as a lock (``async with``, or ``await
+        acquire()`` / ``await release()``)."""
+        return Lock(self.sync.campaign(wait=wait))
+
+    async def leader(self) -> Leader | None:
+        """Who leads now, if anyone."""
+        leader: Leader | None = await _call(self.sync._start_leader)
+        return leader
 
     def __repr__(self) -> str:
         return f"aio.{self.sync!r}"
