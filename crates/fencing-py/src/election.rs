@@ -88,10 +88,6 @@ impl Election {
         wait_for(py, self.leader_call()?)
     }
 
-    fn _start_leader(&self, calls: &Completions) -> PyResult<u64> {
-        calls.start(self.leader_call()?)
-    }
-
     fn __repr__(&self) -> String {
         match self.inner.get("election") {
             Ok(e) => format!(
@@ -151,4 +147,17 @@ pub(crate) fn election(
         election = election.fence_on_takeover(store, key);
     }
     Election::new(election, issuer)
+}
+
+/// `fencing.aio`'s way into a [`Election`]: its calls started on the runtime
+/// (`_native._calls_of(obj)`), kept off the public class.
+#[pyclass(frozen, module = "fencing._native", name = "_ElectionCalls")]
+pub(crate) struct ElectionCalls(pub(crate) Py<Election>);
+
+#[pymethods]
+impl ElectionCalls {
+    fn start_leader(&self, calls: &Completions) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.leader_call()?)
+    }
 }

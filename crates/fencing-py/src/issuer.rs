@@ -263,23 +263,37 @@ impl Issuer {
         wait_for(py, self.remove_idle_call(resource, idle)?)
     }
 
+    fn __repr__(&self) -> String {
+        format!("Issuer({:?})", self.shown)
+    }
+}
+
+/// `fencing.aio`'s way into a [`Issuer`]: its calls started on the runtime
+/// (`_native._calls_of(obj)`), kept off the public class.
+#[pyclass(frozen, module = "fencing._native", name = "_IssuerCalls")]
+pub(crate) struct IssuerCalls(pub(crate) Py<Issuer>);
+
+#[pymethods]
+impl IssuerCalls {
     #[pyo3(signature = (calls, resource, ttl = 30.0, wait = 0.0))]
-    fn _start_acquire(
+    fn start_acquire(
         &self,
         calls: &Completions,
         resource: String,
         ttl: f64,
         wait: f64,
     ) -> PyResult<u64> {
-        let give_back = self.give_back()?;
-        calls.start_taking(self.acquire_call(resource, ttl, wait)?, give_back)
+        let this = self.0.get();
+        let give_back = this.give_back()?;
+        calls.start_taking(this.acquire_call(resource, ttl, wait)?, give_back)
     }
 
     #[pyo3(signature = (calls, resource, ttl = 30.0))]
-    fn _start_try_acquire(&self, calls: &Completions, resource: String, ttl: f64) -> PyResult<u64> {
-        let give_back = self.give_back()?;
+    fn start_try_acquire(&self, calls: &Completions, resource: String, ttl: f64) -> PyResult<u64> {
+        let this = self.0.get();
+        let give_back = this.give_back()?;
         calls.start_taking(
-            self.try_acquire_call(resource, ttl)?,
+            this.try_acquire_call(resource, ttl)?,
             Box::new(move |taken: Option<Lease>| match taken {
                 Some(lease) => give_back(lease),
                 None => Box::pin(async {}),
@@ -287,37 +301,33 @@ impl Issuer {
         )
     }
 
-    fn _start_renew(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
-        calls.start(self.renew_call(lease)?)
+    fn start_renew(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.renew_call(lease)?)
     }
 
-    fn _start_release(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
-        calls.start_detached(self.release_call(lease)?)
+    fn start_release(&self, calls: &Completions, lease: &Lease) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start_detached(this.release_call(lease)?)
     }
 
-    fn _start_holder(&self, calls: &Completions, resource: String) -> PyResult<u64> {
-        calls.start(self.holder_call(resource)?)
+    fn start_holder(&self, calls: &Completions, resource: String) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.holder_call(resource)?)
     }
 
-    fn _start_raise_floor(
+    fn start_raise_floor(
         &self,
         calls: &Completions,
         resource: String,
         floor: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
-        calls.start(self.raise_floor_call(resource, floor)?)
+        let this = self.0.get();
+        calls.start(this.raise_floor_call(resource, floor)?)
     }
 
-    fn _start_remove_idle(
-        &self,
-        calls: &Completions,
-        resource: String,
-        idle: f64,
-    ) -> PyResult<u64> {
-        calls.start(self.remove_idle_call(resource, idle)?)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Issuer({:?})", self.shown)
+    fn start_remove_idle(&self, calls: &Completions, resource: String, idle: f64) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.remove_idle_call(resource, idle)?)
     }
 }

@@ -46,12 +46,35 @@ fn _start_open_store(calls: &aio::Completions, url: String) -> PyResult<u64> {
     calls.start(store::Store::open(url))
 }
 
+/// `fencing.aio`'s way into an issuer, a store, a lock or an election: its
+/// calls started on the runtime, which the public classes do not show.
+#[pyfunction]
+fn _calls_of(py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    if let Ok(issuer) = target.cast::<issuer::Issuer>() {
+        return Ok(Py::new(py, issuer::IssuerCalls(issuer.clone().unbind()))?.into_any());
+    }
+    if let Ok(store) = target.cast::<store::Store>() {
+        return Ok(Py::new(py, store::StoreCalls(store.clone().unbind()))?.into_any());
+    }
+    if let Ok(lock) = target.cast::<lock::Lock>() {
+        return Ok(Py::new(py, lock::LockCalls(lock.clone().unbind()))?.into_any());
+    }
+    if let Ok(election) = target.cast::<election::Election>() {
+        return Ok(Py::new(py, election::ElectionCalls(election.clone().unbind()))?.into_any());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "no calls of a {}",
+        target.get_type().name()?
+    )))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open_issuer, m)?)?;
     m.add_function(wrap_pyfunction!(open_store, m)?)?;
     m.add_function(wrap_pyfunction!(_start_open_issuer, m)?)?;
     m.add_function(wrap_pyfunction!(_start_open_store, m)?)?;
+    m.add_function(wrap_pyfunction!(_calls_of, m)?)?;
     m.add_class::<issuer::Issuer>()?;
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::Holding>()?;
@@ -63,6 +86,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Versioned>()?;
     m.add_class::<sql::SqlGuard>()?;
     m.add_class::<aio::Completions>()?;
+    m.add_class::<issuer::IssuerCalls>()?;
+    m.add_class::<store::StoreCalls>()?;
+    m.add_class::<lock::LockCalls>()?;
+    m.add_class::<election::ElectionCalls>()?;
     m.add_function(wrap_pyfunction!(sql::sqlite_file_in_use, m)?)?;
     Ok(())
 }

@@ -375,29 +375,6 @@ impl Lock {
         }
     }
 
-    #[pyo3(signature = (calls, blocking = true, timeout = None, blocking_timeout = None))]
-    fn _start_acquire(
-        &self,
-        calls: &Completions,
-        blocking: bool,
-        timeout: Option<f64>,
-        blocking_timeout: Option<f64>,
-    ) -> PyResult<u64> {
-        let wait = acquire_wait(blocking, timeout, blocking_timeout)?;
-        calls.start_taking(
-            self.acquire_call(wait)?,
-            Box::new(|entered| Box::pin(async move { drop(entered) })),
-        )
-    }
-
-    fn _start_release(&self, calls: &Completions) -> PyResult<u64> {
-        calls.start_detached(self.release_call()?)
-    }
-
-    fn _start_locked(&self, calls: &Completions) -> PyResult<u64> {
-        calls.start(self.locked_call()?)
-    }
-
     /// Releases. If the block raised, its exception goes on (a failed
     /// release only warns). If it finished but the lease was lost while
     /// it ran, `LeaseLost`: a write it made after that was refused, or
@@ -411,43 +388,6 @@ impl Lock {
     ) -> PyResult<bool> {
         wait_for(py, self.exit_call(exc_type.is_some())?)?.warn(py);
         Ok(false)
-    }
-
-    fn _start_enter(&self, calls: &Completions) -> PyResult<u64> {
-        // Cancelled, a lease it got is released by the guard's drop.
-        calls.start_taking(
-            self.enter_call(None)?,
-            Box::new(|entered| Box::pin(async move { drop(entered) })),
-        )
-    }
-
-    /// A taking whose `async with` was cancelled is given up: the lock is
-    /// `Idle` again at once (a lease the taking still gets is released).
-    fn _abandon_entering(&self) -> PyResult<()> {
-        let inner = self.inner.get("lock")?;
-        let mut state = locked(&inner.state);
-        if matches!(*state, State::Entering(_)) {
-            *state = State::Idle;
-        }
-        Ok(())
-    }
-
-    /// Leaves a block with no event loop to wait on (its coroutine closed
-    /// by the garbage collector after its loop was gone): the lock is
-    /// `Idle`, and the lease is released in the background by the guard's
-    /// drop.
-    fn _abandon(&self) -> PyResult<()> {
-        drop(self.take_held()?);
-        if self.inner.here() {
-            self._abandon_entering()?;
-        }
-        Ok(())
-    }
-
-    /// [`__exit__`](Self::__exit__) on the runtime: the failed release's
-    /// message comes back for `fencing._async_lock` to warn with.
-    fn _start_exit(&self, calls: &Completions, block_raised: bool) -> PyResult<u64> {
-        calls.start_detached(self.exit_call(block_raised)?)
     }
 
     /// `async with`: [`__enter__`](Self::__enter__) on the runtime, no
@@ -582,5 +522,80 @@ impl Held {
             ),
             Err(_) => "Held(released)".to_owned(),
         }
+    }
+}
+
+/// `fencing.aio`'s way into a [`Lock`]: its calls started on the runtime
+/// (`_native._calls_of(obj)`), kept off the public class.
+#[pyclass(frozen, module = "fencing._native", name = "_LockCalls")]
+pub(crate) struct LockCalls(pub(crate) Py<Lock>);
+
+#[pymethods]
+impl LockCalls {
+    #[pyo3(signature = (calls, blocking = true, timeout = None, blocking_timeout = None))]
+    fn start_acquire(
+        &self,
+        calls: &Completions,
+        blocking: bool,
+        timeout: Option<f64>,
+        blocking_timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let this = self.0.get();
+        let wait = acquire_wait(blocking, timeout, blocking_timeout)?;
+        calls.start_taking(
+            this.acquire_call(wait)?,
+            Box::new(|entered| Box::pin(async move { drop(entered) })),
+        )
+    }
+
+    fn start_release(&self, calls: &Completions) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start_detached(this.release_call()?)
+    }
+
+    fn start_locked(&self, calls: &Completions) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.locked_call()?)
+    }
+
+    fn start_enter(&self, calls: &Completions) -> PyResult<u64> {
+        let this = self.0.get();
+        // Cancelled, a lease it got is released by the guard's drop.
+        calls.start_taking(
+            this.enter_call(None)?,
+            Box::new(|entered| Box::pin(async move { drop(entered) })),
+        )
+    }
+
+    /// A taking whose `async with` was cancelled is given up: the lock is
+    /// `Idle` again at once (a lease the taking still gets is released).
+    fn abandon_entering(&self) -> PyResult<()> {
+        let this = self.0.get();
+        let inner = this.inner.get("lock")?;
+        let mut state = locked(&inner.state);
+        if matches!(*state, State::Entering(_)) {
+            *state = State::Idle;
+        }
+        Ok(())
+    }
+
+    /// Leaves a block with no event loop to wait on (its coroutine closed
+    /// by the garbage collector after its loop was gone): the lock is
+    /// `Idle`, and the lease is released in the background by the guard's
+    /// drop.
+    fn abandon(&self) -> PyResult<()> {
+        let this = self.0.get();
+        drop(this.take_held()?);
+        if this.inner.here() {
+            self.abandon_entering()?;
+        }
+        Ok(())
+    }
+
+    /// [`Lock::__exit__`] on the runtime: the failed release's
+    /// message comes back for `fencing._async_lock` to warn with.
+    fn start_exit(&self, calls: &Completions, block_raised: bool) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start_detached(this.exit_call(block_raised)?)
     }
 }

@@ -172,55 +172,6 @@ impl Store {
         wait_for(py, self.remove_floored_marks_call(most)?)
     }
 
-    fn _start_floor(&self, calls: &Completions) -> PyResult<u64> {
-        calls.start(self.floor_call()?)
-    }
-
-    fn _start_raise_floor(&self, calls: &Completions, floor: &Bound<'_, PyAny>) -> PyResult<u64> {
-        calls.start(self.raise_floor_call(floor)?)
-    }
-
-    #[pyo3(signature = (calls, most = 1000))]
-    fn _start_remove_floored_marks(&self, calls: &Completions, most: u32) -> PyResult<u64> {
-        calls.start(self.remove_floored_marks_call(most)?)
-    }
-
-    fn _start_put(
-        &self,
-        calls: &Completions,
-        key: String,
-        value: &[u8],
-        token: &Bound<'_, PyAny>,
-    ) -> PyResult<u64> {
-        calls.start(self.put_call(key, value, token)?)
-    }
-
-    fn _start_get(&self, calls: &Completions, key: String) -> PyResult<u64> {
-        calls.start(self.get_call(key)?)
-    }
-
-    fn _start_fence(
-        &self,
-        calls: &Completions,
-        key: String,
-        token: &Bound<'_, PyAny>,
-    ) -> PyResult<u64> {
-        calls.start(self.fence_call(key, token)?)
-    }
-
-    fn _start_mark(&self, calls: &Completions, key: String) -> PyResult<u64> {
-        calls.start(self.mark_call(key)?)
-    }
-
-    fn _start_delete(
-        &self,
-        calls: &Completions,
-        key: String,
-        token: &Bound<'_, PyAny>,
-    ) -> PyResult<u64> {
-        calls.start(self.delete_call(key, token)?)
-    }
-
     fn __repr__(&self) -> String {
         format!("Store({:?})", self.shown)
     }
@@ -262,5 +213,70 @@ impl Versioned {
             self.value.bind(py).as_bytes().len(),
             self.token
         )
+    }
+}
+
+/// `fencing.aio`'s way into a [`Store`]: its calls started on the runtime
+/// (`_native._calls_of(obj)`), kept off the public class.
+#[pyclass(frozen, module = "fencing._native", name = "_StoreCalls")]
+pub(crate) struct StoreCalls(pub(crate) Py<Store>);
+
+#[pymethods]
+impl StoreCalls {
+    fn start_floor(&self, calls: &Completions) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.floor_call()?)
+    }
+
+    fn start_raise_floor(&self, calls: &Completions, floor: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.raise_floor_call(floor)?)
+    }
+
+    #[pyo3(signature = (calls, most = 1000))]
+    fn start_remove_floored_marks(&self, calls: &Completions, most: u32) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.remove_floored_marks_call(most)?)
+    }
+
+    fn start_put(
+        &self,
+        calls: &Completions,
+        key: String,
+        value: &[u8],
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.put_call(key, value, token)?)
+    }
+
+    fn start_get(&self, calls: &Completions, key: String) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.get_call(key)?)
+    }
+
+    fn start_fence(
+        &self,
+        calls: &Completions,
+        key: String,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.fence_call(key, token)?)
+    }
+
+    fn start_mark(&self, calls: &Completions, key: String) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.mark_call(key)?)
+    }
+
+    fn start_delete(
+        &self,
+        calls: &Completions,
+        key: String,
+        token: &Bound<'_, PyAny>,
+    ) -> PyResult<u64> {
+        let this = self.0.get();
+        calls.start(this.delete_call(key, token)?)
     }
 }

@@ -127,3 +127,11 @@ def test_the_aio_lock_awaits_the_same_calls_and_a_cancelled_acquire_takes_nothin
         assert not lock.owned()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_the_public_classes_show_only_their_calls() -> None:
+    """fencing.aio's way in (the calls it starts on the runtime) is kept in
+    `_native._calls_of`, off the classes users hold."""
+    for cls in (fencing.Issuer, fencing.Store, fencing.Lock, fencing.Held, fencing.Election, fencing.Lease):
+        private = [name for name in dir(cls) if name.startswith("_") and not name.startswith("__")]
+        assert private == [], (cls.__name__, private)

@@ -22,6 +22,7 @@ import weakref
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from . import _native
 from .aio import _call
 
 from .errors import LeaseLost
@@ -70,13 +71,13 @@ async def _watch(block: _Block, task_ref: weakref.ref[asyncio.Task[object]]) -> 
 
 async def _release_quietly(lock: Lock) -> None:
     try:
-        await _call(lock._start_exit, True)  # its warning, if any, unsaid
+        await _call(_native._calls_of(lock).start_exit, True)  # its warning, if any, unsaid
     except Exception:  # noqa: BLE001 - lost meanwhile: nothing left to give back
         pass
 
 
 async def _exit(lock: Lock, block_raised: bool) -> bool:
-    warning: str | None = await _call(lock._start_exit, block_raised)
+    warning: str | None = await _call(_native._calls_of(lock).start_exit, block_raised)
     if warning is not None:
         # Shown at the `async with` (this, `exit`, then the block's frame).
         warnings.warn(warning, RuntimeWarning, stacklevel=3)
@@ -84,11 +85,12 @@ async def _exit(lock: Lock, block_raised: bool) -> bool:
 
 
 async def enter(lock: Lock) -> Held:
+    calls = _native._calls_of(lock)
     held: Held = await _call(
-        lock._start_enter,
+        calls.start_enter,
         # Taken just before the cancellation reached us: given back.
-        orphan=lambda _held: lock._abandon(),
-        on_cancel=lock._abandon_entering,
+        orphan=lambda _held: calls.abandon(),
+        on_cancel=calls.abandon_entering,
     )
     block = _Block(held)
     task = asyncio.current_task()
@@ -110,7 +112,7 @@ async def exit(
     except RuntimeError:
         # The block's coroutine closed by the garbage collector after its
         # loop was gone: nothing to wait on. The lease goes in the background.
-        lock._abandon()
+        _native._calls_of(lock).abandon()
         return False
     if block is None or not block.cancelled_it:
         if block is not None and block.watcher is not None:

@@ -123,7 +123,7 @@ def _give_back(issuer: _native.Issuer) -> Callable[[Any], None]:
 
     def give_back(lease: Any) -> None:
         if isinstance(lease, Lease):
-            issuer._start_release(_calls().native, lease)
+            _native._calls_of(issuer).start_release(_calls().native, lease)
 
     return give_back
 
@@ -142,6 +142,7 @@ class Issuer:
     """A lock service, awaitable: ``fencing.Issuer``'s calls as coroutines."""
 
     def __init__(self, issuer: _native.Issuer) -> None:
+        self._calls = _native._calls_of(issuer)
         self.sync = issuer
         """The same issuer with blocking calls."""
 
@@ -180,30 +181,30 @@ class Issuer:
         return Election(self.sync.election(resource, candidate=candidate, ttl=ttl, fence=stores))
 
     async def acquire(self, resource: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lease:
-        lease: Lease = await _call(self.sync._start_acquire, resource, ttl, wait, orphan=_give_back(self.sync))
+        lease: Lease = await _call(self._calls.start_acquire, resource, ttl, wait, orphan=_give_back(self.sync))
         return lease
 
     async def try_acquire(self, resource: str, *, ttl: float = 30.0) -> Lease | None:
-        lease: Lease | None = await _call(self.sync._start_try_acquire, resource, ttl, orphan=_give_back(self.sync))
+        lease: Lease | None = await _call(self._calls.start_try_acquire, resource, ttl, orphan=_give_back(self.sync))
         return lease
 
     async def renew(self, lease: Lease) -> Lease:
-        renewed: Lease = await _call(self.sync._start_renew, lease)
+        renewed: Lease = await _call(self._calls.start_renew, lease)
         return renewed
 
     async def release(self, lease: Lease) -> None:
-        await _call(self.sync._start_release, lease)
+        await _call(self._calls.start_release, lease)
 
     async def holder(self, resource: str) -> Holding | None:
-        holding: Holding | None = await _call(self.sync._start_holder, resource)
+        holding: Holding | None = await _call(self._calls.start_holder, resource)
         return holding
 
     async def raise_floor(self, resource: str, floor: int | Lease) -> None:
-        await _call(self.sync._start_raise_floor, resource, floor)
+        await _call(self._calls.start_raise_floor, resource, floor)
 
     async def remove_idle(self, resource: str, idle: float) -> str:
         """``fencing.Issuer.remove_idle``, awaitable."""
-        removal: str = await _call(self.sync._start_remove_idle, resource, idle)
+        removal: str = await _call(self._calls.start_remove_idle, resource, idle)
         return removal
 
     def __repr__(self) -> str:
@@ -228,6 +229,7 @@ class Lock:
     """
 
     def __init__(self, lock: _native.Lock) -> None:
+        self._calls = _native._calls_of(lock)
         self.sync = lock
         """The same lock with blocking calls."""
 
@@ -238,13 +240,13 @@ class Lock:
         wait ran out. A cancelled acquire takes nothing (a lease it got is
         given back) and leaves the lock free to acquire again."""
         held: Held | None = await _call(
-            self.sync._start_acquire,
+            self._calls.start_acquire,
             blocking,
             timeout,
             blocking_timeout,
             # Taken just before the cancellation reached us: given back.
-            orphan=lambda _held: self.sync._abandon(),
-            on_cancel=self.sync._abandon_entering,
+            orphan=lambda _held: self._calls.abandon(),
+            on_cancel=self._calls.abandon_entering,
         )
         return held is not None
 
@@ -252,11 +254,11 @@ class Lock:
         """``fencing.Lock.release``, awaitable: ``LeaseLost`` if the lease
         was lost while held. Runs to its end even if its caller is
         cancelled (a release cut off would leave the resource held)."""
-        await _call(self.sync._start_release)
+        await _call(self._calls.start_release)
 
     async def locked(self) -> bool:
         """Whether anyone holds the resource, this lock or another."""
-        held: bool = await _call(self.sync._start_locked)
+        held: bool = await _call(self._calls.start_locked)
         return held
 
     def owned(self) -> bool:
@@ -310,6 +312,7 @@ class Election:
     its end resigns."""
 
     def __init__(self, election: _native.Election) -> None:
+        self._calls = _native._calls_of(election)
         self.sync = election
         """The same election with blocking calls."""
 
@@ -328,7 +331,7 @@ class Election:
 
     async def leader(self) -> Leader | None:
         """Who leads now, if anyone."""
-        leader: Leader | None = await _call(self.sync._start_leader)
+        leader: Leader | None = await _call(self._calls.start_leader)
         return leader
 
     def __repr__(self) -> str:
@@ -339,6 +342,7 @@ class Store:
     """A fenced store, awaitable: ``fencing.Store``'s calls as coroutines."""
 
     def __init__(self, store: _native.Store) -> None:
+        self._calls = _native._calls_of(store)
         self.sync = store
         """The same store with blocking calls."""
 
@@ -347,36 +351,36 @@ class Store:
         return self.sync.name
 
     async def put(self, key: str, value: bytes, token: int | Lease) -> None:
-        await _call(self.sync._start_put, key, value, token)
+        await _call(self._calls.start_put, key, value, token)
 
     async def get(self, key: str) -> Versioned | None:
-        found: Versioned | None = await _call(self.sync._start_get, key)
+        found: Versioned | None = await _call(self._calls.start_get, key)
         return found
 
     async def fence(self, key: str, token: int | Lease) -> int:
-        mark: int = await _call(self.sync._start_fence, key, token)
+        mark: int = await _call(self._calls.start_fence, key, token)
         return mark
 
     async def mark(self, key: str) -> int | None:
-        mark: int | None = await _call(self.sync._start_mark, key)
+        mark: int | None = await _call(self._calls.start_mark, key)
         return mark
 
     async def delete(self, key: str, token: int | Lease) -> None:
-        await _call(self.sync._start_delete, key, token)
+        await _call(self._calls.start_delete, key, token)
 
     async def floor(self) -> int | None:
         """``fencing.Store.floor``, awaitable."""
-        floor: int | None = await _call(self.sync._start_floor)
+        floor: int | None = await _call(self._calls.start_floor)
         return floor
 
     async def raise_floor(self, floor: int | Lease) -> int:
         """``fencing.Store.raise_floor``, awaitable."""
-        raised: int = await _call(self.sync._start_raise_floor, floor)
+        raised: int = await _call(self._calls.start_raise_floor, floor)
         return raised
 
     async def remove_floored_marks(self, most: int = 1000) -> int:
         """``fencing.Store.remove_floored_marks``, awaitable."""
-        removed: int = await _call(self.sync._start_remove_floored_marks, most)
+        removed: int = await _call(self._calls.start_remove_floored_marks, most)
         return removed
 
     def __repr__(self) -> str:
