@@ -59,6 +59,22 @@ fi
 cargo build --release --locked -p fencing-cli --bin fence >&2
 cargo build --release --locked -p fencing-integration --bin failover-holder >&2
 export FENCING_FENCE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/fence"
+# The Python rows: a full run measures the release wheel, in a venv of its
+# own with the test extra (redis-py, kazoo, psycopg); otherwise the dev venv
+# integration/python.sh leaves, unless FENCING_PYTHON names another.
+if (($# == 0)) && [[ -z ${FENCING_PYTHON:-} ]]; then
+  target=${CARGO_TARGET_DIR:-$ROOT/target}
+  rm -rf "$target/bench-wheel" "$target/bench-python-venv" "$target/bench-build"
+  # maturin at the version python.sh pins, in a venv of the bench's own.
+  maturin_version=$(sed -n 's/^MATURIN_VERSION=//p' "$HERE/python.sh")
+  python3 -m venv "$target/bench-build"
+  "$target/bench-build/bin/pip" install -q "maturin==$maturin_version"
+  "$target/bench-build/bin/maturin" build --release --locked \
+    --manifest-path crates/fencing-py/Cargo.toml --interpreter python3 --out "$target/bench-wheel" >&2
+  python3 -m venv "$target/bench-python-venv"
+  "$target/bench-python-venv/bin/pip" install -q "fencing[test] @ file://$(ls "$target"/bench-wheel/fencing-*.whl)"
+  export FENCING_PYTHON="$target/bench-python-venv/bin/python"
+fi
 cmd=(cargo run --release --locked -p fencing-bench --bin bench -- "${args[@]}")
 export FENCING_BENCH_COMMAND="integration/bench.sh${*:+ $*}"
 export FENCING_BENCH_INVOCATION="${cmd[*]}"

@@ -13,6 +13,7 @@ mod contention;
 mod failover;
 mod handover;
 mod measure;
+mod python;
 mod report;
 mod scale;
 mod soak;
@@ -98,6 +99,8 @@ enum Section {
     Soak,
     /// From a holder's death to the next holder's first write, per issuer.
     Failover,
+    /// The Python package against redis-py, kazoo and psycopg.
+    Python,
 }
 
 impl PartialEq for Section {
@@ -117,6 +120,7 @@ static SECTIONS: LazyLock<Vec<Section>> = LazyLock::new(|| {
             Section::Scale,
             Section::Soak,
             Section::Failover,
+            Section::Python,
         ])
         .collect()
 });
@@ -135,6 +139,9 @@ impl ValueEnum for Section {
             Self::Soak => Some("One name granted and released many times, per lock-service issuer"),
             Self::Failover => {
                 Some("From a holder's death to the next holder's first write, per issuer")
+            }
+            Self::Python => {
+                Some("The Python package's lock and put against redis-py, kazoo and psycopg")
             }
         };
         let value = PossibleValue::new(self.name());
@@ -163,6 +170,7 @@ impl Section {
             Self::Scale => "scale",
             Self::Soak => "soak",
             Self::Failover => "failover",
+            Self::Python => "python",
         }
     }
 
@@ -174,6 +182,7 @@ impl Section {
             Self::Scale => scale::run(plan, out).await,
             Self::Soak => soak::run(plan, out).await,
             Self::Failover => failover::run(plan, out).await,
+            Self::Python => python::run(plan, out).await,
         }
     }
 }
