@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from importlib.metadata import version
+from typing import Any
 
 import kazoo.client
 import kazoo.recipe.lock
@@ -30,6 +31,17 @@ def timed(one: Callable[[], object]) -> float:
     started = time.perf_counter()
     one()
     return time.perf_counter() - started
+
+
+def cycle(lock: Any) -> Callable[[], None]:
+    """One acquire (one try) and release of `lock`: fencing's, redis-py's
+    and kazoo's take the same calls."""
+
+    def run() -> None:
+        assert lock.acquire(blocking=False)
+        lock.release()
+
+    return run
 
 
 def interleaved(iterations: int, warmup: int, fenced: Callable[[], object], plain: Callable[[], object]) -> tuple[list[float], list[float]]:
@@ -59,15 +71,7 @@ def main() -> None:
     ours = issuer.lock(f"py-{run}", ttl=10)
     theirs = redis.Redis.from_url(url).lock(f"bench-{run}:redis-py", timeout=10)
 
-    def fencing_cycle() -> None:
-        assert ours.acquire(blocking=False)
-        ours.release()
-
-    def redis_py_cycle() -> None:
-        assert theirs.acquire(blocking=False)
-        theirs.release()
-
-    fenced, plain = interleaved(iterations, warmup, fencing_cycle, redis_py_cycle)
+    fenced, plain = interleaved(iterations, warmup, cycle(ours), cycle(theirs))
     rows.append({
         "backend": "redis", "operation": "Python: Lock acquire + release vs redis-py's Lock",
         "fenced": fenced, "plain": plain,
@@ -83,15 +87,7 @@ def main() -> None:
     client.start(timeout=10)
     theirs_zk = client.Lock(f"/bench-{run}-kazoo/lock", "bench")
 
-    def fencing_zk_cycle() -> None:
-        assert ours.acquire(blocking=False)
-        ours.release()
-
-    def kazoo_cycle() -> None:
-        assert theirs_zk.acquire(blocking=False)
-        theirs_zk.release()
-
-    fenced, plain = interleaved(iterations, warmup, fencing_zk_cycle, kazoo_cycle)
+    fenced, plain = interleaved(iterations, warmup, cycle(ours), cycle(theirs_zk))
     client.stop()
     rows.append({
         "backend": "zookeeper", "operation": "Python: Lock acquire + release vs kazoo's Lock",
