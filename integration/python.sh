@@ -41,6 +41,7 @@ fence_bin=${FENCING_FENCE_BIN:-$target/debug/fence}
 if [[ ! -x $fence_bin ]]; then
   cargo build --locked -p fencing-cli --bin fence >&2
 fi
+echo "python.sh: the wheel's fence is $fence_bin, built $(date -r "$fence_bin" '+%F %T')" >&2
 mkdir -p crates/fencing-py/python/fencing/bin
 strip -o crates/fencing-py/python/fencing/bin/fence "$fence_bin"
 "$TOOLS/bin/maturin" build --profile dev --locked --manifest-path crates/fencing-py/Cargo.toml \
@@ -62,6 +63,10 @@ for member in pyproject.toml crates/fencing-py/Cargo.toml crates/fencing-tokens/
   grep -qx "fencing-[^/]*/$member" "$wheels/sdist.txt" ||
     { echo "python.sh: the sdist has no $member" >&2; exit 1; }
 done
+if grep -q "fencing/bin/fence" "$wheels/sdist.txt"; then
+  echo "python.sh: the sdist carries a fence binary (it must build from source)" >&2
+  exit 1
+fi
 
 venv=$target/python-venv
 rm -rf "$venv"

@@ -41,12 +41,17 @@ type Answer = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 /// Gives back what a cancelled taking got.
 pub(crate) type GiveBack<T> = Box<dyn FnOnce(T) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
+/// What a taking's cancellation settles at once, on the loop's thread (a
+/// lock free to be taken again), before the taking has stopped.
+pub(crate) type GiveUp = Box<dyn FnOnce() + Send>;
+
 /// How a running call is stopped.
 enum Stop {
     /// Dropped at once.
     Abort(tokio::task::AbortHandle),
-    /// Told to stop: it finishes a request in flight first.
-    Notify(Arc<Notify>),
+    /// Told to stop: it finishes a request in flight first; what it
+    /// settles when cancelled runs at once.
+    Notify(Arc<Notify>, Option<GiveUp>),
     /// Not stopped: it runs to its end (a release).
     Detached,
     /// Being spawned (the GIL is held until its handle is in place).
@@ -155,7 +160,12 @@ impl Completions {
         let stop = locked(&self.shared.get("event loop's calls")?.running).remove(&id);
         match stop {
             Some(Stop::Abort(handle)) => handle.abort(),
-            Some(Stop::Notify(notify)) => notify.notify_one(),
+            Some(Stop::Notify(notify, give_up)) => {
+                notify.notify_one();
+                if let Some(give_up) = give_up {
+                    give_up();
+                }
+            }
             Some(Stop::Detached | Stop::Spawning) | None => {}
         }
         Ok(())
@@ -225,7 +235,12 @@ impl Completions {
     /// finishes a request in flight (at most [`TAKING_GRACE`]) and gives
     /// back what it got with `give_back`, so that a timed-out or cancelled
     /// taking does not hold the resource for a TTL.
-    pub(crate) fn start_taking<T, F>(&self, work: F, give_back: GiveBack<T>) -> PyResult<u64>
+    pub(crate) fn start_taking<T, F>(
+        &self,
+        work: F,
+        give_back: GiveBack<T>,
+        give_up: Option<GiveUp>,
+    ) -> PyResult<u64>
     where
         T: for<'py> IntoPyObject<'py> + Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
@@ -246,7 +261,7 @@ impl Completions {
             }
         })
         .map(|(id, _)| {
-            self.register(id, Stop::Notify(stop));
+            self.register(id, Stop::Notify(stop, give_up));
             id
         })
     }

@@ -285,7 +285,7 @@ impl IssuerCalls {
     ) -> PyResult<u64> {
         let this = self.0.get();
         let give_back = this.give_back()?;
-        calls.start_taking(this.acquire_call(resource, ttl, wait)?, give_back)
+        calls.start_taking(this.acquire_call(resource, ttl, wait)?, give_back, None)
     }
 
     #[pyo3(signature = (calls, resource, ttl = 30.0))]
@@ -298,6 +298,7 @@ impl IssuerCalls {
                 Some(lease) => give_back(lease),
                 None => Box::pin(async {}),
             }),
+            None,
         )
     }
 

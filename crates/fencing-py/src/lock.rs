@@ -9,7 +9,7 @@ use fencing_tokens::{Error, FencedStore, LeaseGuard, Lock as RustLock, Result, T
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 
-use crate::aio::Completions;
+use crate::aio::{Completions, GiveUp};
 use crate::errors;
 use crate::lease::Lease;
 use crate::runtime::{InProcess, wait_for};
@@ -159,8 +159,11 @@ fn acquire_wait(
         (timeout, blocking_timeout) => timeout.or(blocking_timeout),
     };
     match (blocking, timeout) {
-        (false, Some(_)) => value_error("can't specify a timeout for a non-blocking call"),
-        (false, None) => Ok(Some(Duration::ZERO)),
+        // redis-py ignores a blocking_timeout when not blocking.
+        (false, Some(_)) if blocking_timeout.is_none() => {
+            value_error("can't specify a timeout for a non-blocking call")
+        }
+        (false, _) => Ok(Some(Duration::ZERO)),
         (true, None) => Ok(None),
         // threading.Lock's "no timeout".
         (true, Some(-1.0)) => Ok(Some(Duration::MAX)),
@@ -175,7 +178,10 @@ impl Lock {
     fn enter_call(
         &self,
         wait: Option<Duration>,
-    ) -> PyResult<impl Future<Output = Result<Entered>> + Send + 'static> {
+    ) -> PyResult<(
+        impl Future<Output = Result<Entered>> + Send + 'static,
+        GiveUp,
+    )> {
         let inner = self.inner.get("lock")?;
         let taking = {
             let mut state = locked(&inner.state);
@@ -196,29 +202,59 @@ impl Lock {
             state: Some(inner.state.clone()),
             taking,
         };
+        // This taking, given up: the lock free again, unless it moved on to
+        // another taking (never the next one's state).
+        let state = inner.state.clone();
+        let give_up: GiveUp = Box::new(move || {
+            let mut state = locked(&state);
+            if matches!(*state, State::Entering(n) if n == taking) {
+                *state = State::Idle;
+            }
+        });
         let lock = match wait {
             Some(wait) => inner.lock.clone().wait(wait),
             None => inner.lock.clone(),
         };
-        Ok(async move {
+        let taken = async move {
             let guard = lock.await?;
             Ok(Entered { guard, entering })
-        })
+        };
+        Ok((taken, give_up))
     }
 
     /// `acquire()`'s taking: `None` when the wait ran out (nothing held).
     fn acquire_call(
         &self,
         wait: Option<Duration>,
-    ) -> PyResult<impl Future<Output = Result<Option<Entered>>> + Send + 'static> {
-        let entering = self.enter_call(wait)?;
-        Ok(async move {
+    ) -> PyResult<(
+        impl Future<Output = Result<Option<Entered>>> + Send + 'static,
+        GiveUp,
+    )> {
+        let (entering, give_up) = self.enter_call(wait)?;
+        let taken = async move {
             match entering.await {
                 Ok(entered) => Ok(Some(entered)),
                 Err(Error::Timeout { .. }) => Ok(None),
                 Err(e) => Err(e),
             }
-        })
+        };
+        Ok((taken, give_up))
+    }
+
+    /// Gives back the lease of `held`, a taking's answer nobody awaits any
+    /// more (its caller was cancelled just as it came): the lock goes
+    /// `Idle` only if it still holds that very lease.
+    fn give_back_held(&self, held: &Held) -> PyResult<()> {
+        let slot = held.slot.get("lease")?;
+        if let Ok(inner) = self.inner.get("lock") {
+            let mut state = locked(&inner.state);
+            if matches!(&*state, State::Held(ours) if Arc::ptr_eq(ours, slot)) {
+                *state = State::Idle;
+            }
+        }
+        // Released in the background as the guard drops.
+        drop(locked(slot).take());
+        Ok(())
     }
 
     /// `release()`: the lease this lock holds, given back; `LeaseLost` if it
@@ -311,7 +347,7 @@ impl Lock {
     /// Acquires, starts the renewals and fences every key; the `Held`
     /// lease.
     fn __enter__(&self, py: Python<'_>) -> PyResult<Held> {
-        wait_for(py, self.enter_call(None)?).map(Entered::into_held)
+        wait_for(py, self.enter_call(None)?.0).map(Entered::into_held)
     }
 
     /// Acquires as `with` does (renewed in the background from then on,
@@ -331,7 +367,7 @@ impl Lock {
         blocking_timeout: Option<f64>,
     ) -> PyResult<bool> {
         let wait = acquire_wait(blocking, timeout, blocking_timeout)?;
-        Ok(wait_for(py, self.acquire_call(wait)?)?
+        Ok(wait_for(py, self.acquire_call(wait)?.0)?
             .map(Entered::into_held)
             .is_some())
     }
@@ -542,9 +578,11 @@ impl LockCalls {
     ) -> PyResult<u64> {
         let this = self.0.get();
         let wait = acquire_wait(blocking, timeout, blocking_timeout)?;
+        let (taken, give_up) = this.acquire_call(wait)?;
         calls.start_taking(
-            this.acquire_call(wait)?,
+            taken,
             Box::new(|entered| Box::pin(async move { drop(entered) })),
+            Some(give_up),
         )
     }
 
@@ -560,23 +598,20 @@ impl LockCalls {
 
     fn start_enter(&self, calls: &Completions) -> PyResult<u64> {
         let this = self.0.get();
-        // Cancelled, a lease it got is released by the guard's drop.
+        // Cancelled, the lock is free again at once (this taking's state
+        // only), and a lease it still gets is released by the guard's drop.
+        let (taken, give_up) = this.enter_call(None)?;
         calls.start_taking(
-            this.enter_call(None)?,
+            taken,
             Box::new(|entered| Box::pin(async move { drop(entered) })),
+            Some(give_up),
         )
     }
 
-    /// A taking whose `async with` was cancelled is given up: the lock is
-    /// `Idle` again at once (a lease the taking still gets is released).
-    fn abandon_entering(&self) -> PyResult<()> {
-        let this = self.0.get();
-        let inner = this.inner.get("lock")?;
-        let mut state = locked(&inner.state);
-        if matches!(*state, State::Entering(_)) {
-            *state = State::Idle;
-        }
-        Ok(())
+    /// A taking's answer that came just as its caller was cancelled: its
+    /// own lease given back, the lock `Idle` only if it holds that lease.
+    fn give_back(&self, held: &Held) -> PyResult<()> {
+        self.0.get().give_back_held(held)
     }
 
     /// Leaves a block with no event loop to wait on (its coroutine closed
@@ -586,9 +621,6 @@ impl LockCalls {
     fn abandon(&self) -> PyResult<()> {
         let this = self.0.get();
         drop(this.take_held()?);
-        if this.inner.here() {
-            self.abandon_entering()?;
-        }
         Ok(())
     }
 

@@ -56,6 +56,9 @@ def test_acquire_s_arguments_are_checked_before_anything_is_sent(etcd: fencing.I
         lock.acquire(blocking=False, timeout=1)
     with pytest.raises(ValueError, match="not both"):
         lock.acquire(timeout=1, blocking_timeout=1)
+    # As redis-py: a blocking_timeout is ignored when not blocking.
+    assert lock.acquire(blocking=False, blocking_timeout=1) is True
+    lock.release()
     with pytest.raises(fencing.InvalidInput, match="timeout"):
         lock.acquire(timeout=-2)
     assert not lock.locked()
@@ -135,3 +138,39 @@ def test_the_public_classes_show_only_their_calls() -> None:
     for cls in (fencing.Issuer, fencing.Store, fencing.Lock, fencing.Held, fencing.Election, fencing.Lease):
         private = [name for name in dir(cls) if name.startswith("_") and not name.startswith("__")]
         assert private == [], (cls.__name__, private)
+
+
+def test_an_acquire_cancelled_at_any_moment_never_undoes_the_next_one(etcd: fencing.Issuer) -> None:
+    """A task that cancels an acquire and acquires again at once (a
+    timeout around it, a retry loop): whenever the first one's answer comes
+    (before, with or after its cancellation), the second acquire, once it
+    returns True, holds the lock, and the first one's lease, if any, is
+    given back."""
+    import random
+
+    resource = unique("cancel-race")
+
+    async def main() -> None:
+        lock = fencing.aio.Issuer(etcd).lock(resource, ttl=5)
+        last = 0
+        for _ in range(40):
+            first = asyncio.ensure_future(lock.acquire(timeout=5))
+            await asyncio.sleep(random.uniform(0, 0.006))
+            first.cancel()
+            try:
+                got = await first
+            except asyncio.CancelledError:
+                got = False
+            if not got:
+                assert await lock.acquire(timeout=10), "the retry did not get the lock"
+            assert lock.owned(), "acquire returned True but the lock holds nothing"
+            assert lock.token > last
+            last = lock.token
+            await lock.release()
+        # Every lease of a cancelled attempt was given back.
+        deadline = time.monotonic() + 5
+        while await lock.locked() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert not await lock.locked()
+
+    asyncio.run(asyncio.wait_for(main(), 120))

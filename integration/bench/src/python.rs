@@ -38,8 +38,11 @@ fn python() -> BoxResult<PathBuf> {
     if let Ok(python) = std::env::var("FENCING_PYTHON") {
         return Ok(python.into());
     }
-    let venv =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/python-venv/bin/python");
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    let venv = target.join("python-venv/bin/python");
     if venv.exists() {
         return Ok(venv);
     }

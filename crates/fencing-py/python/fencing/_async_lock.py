@@ -88,9 +88,9 @@ async def enter(lock: Lock) -> Held:
     calls = _native._calls_of(lock)
     held: Held = await _call(
         calls.start_enter,
-        # Taken just before the cancellation reached us: given back.
-        orphan=lambda _held: calls.abandon(),
-        on_cancel=calls.abandon_entering,
+        # Taken just before the cancellation reached us: that lease, and
+        # only that one, given back.
+        orphan=calls.give_back,
     )
     block = _Block(held)
     task = asyncio.current_task()

@@ -99,7 +99,6 @@ async def _call(
     start: Callable[..., int],
     *args: Any,
     orphan: Callable[[Any], None] | None = None,
-    on_cancel: Callable[[], None] | None = None,
 ) -> Any:
     """Starts a native call and waits for its answer."""
     calls = _calls()
@@ -110,8 +109,6 @@ async def _call(
         return await future
     except asyncio.CancelledError:
         calls.native.cancel(call)  # it still answers; the entry goes then
-        if on_cancel is not None:
-            on_cancel()
         # Answered just before the cancellation reached us: nobody gets it.
         if orphan is not None and future.done() and not future.cancelled() and future.exception() is None:
             orphan(future.result())
@@ -244,9 +241,10 @@ class Lock:
             blocking,
             timeout,
             blocking_timeout,
-            # Taken just before the cancellation reached us: given back.
-            orphan=lambda _held: self._calls.abandon(),
-            on_cancel=self._calls.abandon_entering,
+            # Taken just before the cancellation reached us: that lease,
+            # and only that one, given back. (Cancelled earlier, the lock
+            # is free again at once: the runtime settles it.)
+            orphan=lambda taken: self._calls.give_back(taken) if taken is not None else None,
         )
         return held is not None
 

@@ -26,7 +26,10 @@ invocation does while one runs is ``on_busy``: ``"skip"`` (return None
 without running, as celery-once's ``graceful``), ``"wait"`` (up to
 ``wait`` seconds, as long as it takes if None, then ``fencing.Timeout``) or
 ``"retry"`` (Celery's ``retry`` after ``retry_after`` seconds, a third of
-the TTL if None).
+the TTL if None; the task's ``max_retries``, 3 by default, bounds it).
+With ``task_acks_late`` a task whose worker died is delivered again at
+once, while the dead worker's lease runs out: ``"skip"`` would drop that
+run (a warning is logged); use ``"wait"`` or ``"retry"`` there.
 
 The run's lease is renewed in the background; if it is lost anyway (the
 worker paused past the TTL), ``fencing.celery.token()`` raises
@@ -179,7 +182,7 @@ def singleton(
 
 def _busy(resource: str, on_busy: str, wait: float | None, retry_after: float) -> Any:
     if on_busy == "skip":
-        _log.info("%s is held by another run: skipped", resource)
+        _log.warning("%s is held by another run: this run is skipped", resource)
         return None
     if on_busy == "wait":
         raise Timeout(f"{resource!r} was still held by another run after {wait} s", operation=resource, after=wait)
