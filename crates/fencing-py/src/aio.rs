@@ -49,9 +49,8 @@ pub(crate) type GiveUp = Box<dyn FnOnce() + Send>;
 enum Stop {
     /// Dropped at once.
     Abort(tokio::task::AbortHandle),
-    /// Told to stop: it finishes a request in flight first; what it
-    /// settles when cancelled runs at once.
-    Notify(Arc<Notify>, Option<GiveUp>),
+    /// Told to stop: it finishes a request in flight first.
+    Notify(Arc<Notify>),
     /// Not stopped: it runs to its end (a release).
     Detached,
     /// Being spawned (the GIL is held until its handle is in place).
@@ -63,6 +62,10 @@ struct Shared {
     /// `None` once the loop's `Completions` is gone.
     answers: Mutex<Option<Vec<(u64, Answer)>>>,
     running: Mutex<HashMap<u64, Stop>>,
+    /// What a taking's cancellation settles, kept until its answer is
+    /// drained: cancelled after it answered but before the loop read the
+    /// answer, it must still settle (the lock is free for a retry at once).
+    give_ups: Mutex<HashMap<u64, GiveUp>>,
     /// Written one byte per answer (a full buffer is fine: the loop
     /// drains every queued answer at each wake-up).
     wake: UnixStream,
@@ -113,6 +116,7 @@ impl Completions {
             shared: InProcess::new(Arc::new(Shared {
                 answers: Mutex::new(Some(Vec::new())),
                 running: Mutex::new(HashMap::new()),
+                give_ups: Mutex::new(HashMap::new()),
                 wake,
             })),
             woken,
@@ -137,10 +141,17 @@ impl Completions {
                 _ => break,
             }
         }
-        let answers = locked(&self.shared.get("event loop's calls")?.answers)
+        let shared = self.shared.get("event loop's calls")?;
+        let answers = locked(&shared.answers)
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default();
+        {
+            let mut give_ups = locked(&shared.give_ups);
+            for (id, _) in &answers {
+                give_ups.remove(id);
+            }
+        }
         Ok(answers
             .into_iter()
             .map(|(id, answer)| match answer(py) {
@@ -157,15 +168,15 @@ impl Completions {
     /// may still be applied.
     /// It still answers (`CancelledError`).
     fn cancel(&self, id: u64) -> PyResult<()> {
-        let stop = locked(&self.shared.get("event loop's calls")?.running).remove(&id);
+        let shared = self.shared.get("event loop's calls")?;
+        let stop = locked(&shared.running).remove(&id);
+        let give_up = locked(&shared.give_ups).remove(&id);
+        if let Some(give_up) = give_up {
+            give_up();
+        }
         match stop {
             Some(Stop::Abort(handle)) => handle.abort(),
-            Some(Stop::Notify(notify, give_up)) => {
-                notify.notify_one();
-                if let Some(give_up) = give_up {
-                    give_up();
-                }
-            }
+            Some(Stop::Notify(notify)) => notify.notify_one(),
             Some(Stop::Detached | Stop::Spawning) | None => {}
         }
         Ok(())
@@ -261,7 +272,10 @@ impl Completions {
             }
         })
         .map(|(id, _)| {
-            self.register(id, Stop::Notify(stop, give_up));
+            self.register(id, Stop::Notify(stop));
+            if let (Some(give_up), Ok(shared)) = (give_up, self.shared.get("event loop's calls")) {
+                locked(&shared.give_ups).insert(id, give_up);
+            }
             id
         })
     }
