@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fencing_harness::env;
 use serde::Deserialize;
 use tokio::process::Command;
 
@@ -55,7 +56,13 @@ fn python() -> BoxResult<PathBuf> {
 
 pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/peers.py");
-    let ran = Command::new(python()?)
+    let mut command = Command::new(python()?);
+    // The endpoints as the Rust rows find them (the variable, else the
+    // spec's default port): CI runs the bench without `services.sh env`.
+    for server in [&env::REDIS_AOF, &env::ZOOKEEPER, &env::POSTGRES] {
+        command.env(server.var, server.endpoint());
+    }
+    let ran = command
         .arg(&script)
         .arg(plan.iterations.to_string())
         .arg(plan.warmup.max(1).to_string())
