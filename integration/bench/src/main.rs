@@ -208,6 +208,9 @@ impl Args {
                 count: !self.no_count,
                 handovers: 1,
                 tool_jobs: 4,
+                // Each resource's record is made first on the emulators:
+                // a thousand of them was most of the smoke run.
+                scale_resources: 64,
                 scale_grants: 64,
                 scale_holders: vec![1, 16],
                 scale_svg: self.scale_svg.clone(),
@@ -236,6 +239,7 @@ impl Args {
                 count: !self.no_count,
                 handovers: 20,
                 tool_jobs: 64,
+                scale_resources: scale::RESOURCES,
                 scale_grants: 2000,
                 scale_holders: scale::HOLDERS.to_vec(),
                 scale_svg: self.scale_svg.clone(),

@@ -33,7 +33,8 @@ pub(crate) fn issuers() -> impl Iterator<Item = &'static Backend> {
 }
 /// The full run's levels of holders.
 pub(crate) const HOLDERS: [usize; 4] = [1, 4, 16, 64];
-const RESOURCES: u32 = 1000;
+/// The full run's number of resources.
+pub(crate) const RESOURCES: u32 = 1000;
 const TTL: Duration = Duration::from_secs(10);
 
 /// How many retryable errors (a timeout while an emulator collects its
@@ -64,12 +65,12 @@ impl Level {
 type Grant = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = BoxResult<bool>> + Send>> + Send + Sync>;
 
 /// The issuer's grant of a random resource of `prefix`, then its release.
-fn fenced(issuer: &Arc<dyn TokenIssuer>, prefix: &str) -> Grant {
+fn fenced(issuer: &Arc<dyn TokenIssuer>, prefix: &str, resources: u32) -> Grant {
     let (issuer, prefix) = (issuer.clone(), prefix.to_owned());
     Arc::new(move || {
         let (issuer, resource) = (
             issuer.clone(),
-            format!("{prefix}-{}", rand::random_range(0..RESOURCES)),
+            format!("{prefix}-{}", rand::random_range(0..resources)),
         );
         Box::pin(async move {
             match issuer
@@ -91,11 +92,15 @@ fn fenced(issuer: &Arc<dyn TokenIssuer>, prefix: &str) -> Grant {
 /// for the server's clock to pass its first token (up to a second, once
 /// per name ever), which the rows would otherwise measure instead of the
 /// grants a running service makes.
-async fn make_records(issuer: &Arc<dyn TokenIssuer>, prefix: &str) -> BoxResult<()> {
+async fn make_records(
+    issuer: &Arc<dyn TokenIssuer>,
+    prefix: &str,
+    resources: u32,
+) -> BoxResult<()> {
     let mut tasks = JoinSet::new();
-    for chunk in (0..RESOURCES)
+    for chunk in (0..resources)
         .collect::<Vec<_>>()
-        .chunks(RESOURCES.div_ceil(128) as usize)
+        .chunks(resources.div_ceil(128) as usize)
     {
         let (issuer, prefix, chunk) = (issuer.clone(), prefix.to_owned(), chunk.to_vec());
         tasks.spawn(async move {
@@ -124,8 +129,8 @@ where
     Arc::new(move || Box::pin(call(state.clone())))
 }
 
-fn random_resource() -> String {
-    format!("r-{}", rand::random_range(0..RESOURCES))
+fn random_resource(resources: u32) -> String {
+    format!("r-{}", rand::random_range(0..resources))
 }
 
 /// The fewest raw calls of a lock on the same server, each safe to run
@@ -135,7 +140,7 @@ fn random_resource() -> String {
 /// two conditional writes on a random resource's item or object (DynamoDB,
 /// the buckets: a bounded set, so a full run leaves an in-memory emulator
 /// no more than 1,000 of them).
-async fn raw(backend: &'static Backend) -> BoxResult<Grant> {
+async fn raw(backend: &'static Backend, resources: u32) -> BoxResult<Grant> {
     let prefix = format!("scale-raw-{}", fencing_testkit::unique_prefix());
     let bucket = crate::suite::bucket();
     let endpoint = || {
@@ -147,24 +152,24 @@ async fn raw(backend: &'static Backend) -> BoxResult<Grant> {
     Ok(match backend.bench.plain {
         Plain::Lock(plain) => grant(
             Arc::new((plain.connect)((plain.endpoint)(), prefix).await?),
-            async |sides| (sides.raw_on)(random_resource()).await,
+            move |sides| async move { (sides.raw_on)(random_resource(resources)).await },
         ),
         Plain::Sql(plain) => {
             let tables = format!("{}_", prefix.replace('-', "_"));
             let sides = SqlSides::connect(plain, &(plain.url)(), &tables, true).await?;
-            grant(Arc::new(sides), async |sides| {
+            grant(Arc::new(sides), move |sides| async move {
                 sides
-                    .raw_lock_on(&random_resource(), &HolderId::unique())
+                    .raw_lock_on(&random_resource(resources), &HolderId::unique())
                     .await
             })
         }
         Plain::DynamoDb(plain) => grant(
             Arc::new((plain.connect)(endpoint()?, bucket).await?),
-            async |sides| sides.raw_lock_on(&random_resource()).await,
+            move |sides| async move { sides.raw_lock_on(&random_resource(resources)).await },
         ),
         Plain::Blob(plain) => grant(
             Arc::new(blob::Sides::new((plain.open)(endpoint()?, bucket).await?)),
-            async |sides| sides.raw_lock_on(&random_resource()).await,
+            move |sides| async move { sides.raw_lock_on(&random_resource(resources)).await },
         ),
     })
 }
@@ -243,9 +248,12 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         };
         let prefix = format!("scale-{}", fencing_testkit::unique_prefix());
         if matches!(backend.bench.plain, Plain::DynamoDb(_) | Plain::Blob(_)) {
-            make_records(&issuer, &prefix).await?;
+            make_records(&issuer, &prefix, plan.scale_resources).await?;
         }
-        let (fenced, raw) = (fenced(&issuer, &prefix), raw(backend).await?);
+        let (fenced, raw) = (
+            fenced(&issuer, &prefix, plan.scale_resources),
+            raw(backend, plan.scale_resources).await?,
+        );
         let (mut levels, mut raw_rates) = (Vec::new(), Vec::new());
         for &holders in &plan.scale_holders {
             levels.push(level(backend, &fenced, holders, plan.scale_grants).await?);
@@ -265,7 +273,10 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
             let at = Summary::of(&l.latencies);
             out.rows.push(Row {
                 backend: name,
-                operation: format!("scale: {} holders vs 1, {RESOURCES} resources", l.holders),
+                operation: format!(
+                    "scale: {} holders vs 1, {} resources",
+                    l.holders, plan.scale_resources
+                ),
                 payload: None,
                 ratio: at.median.as_secs_f64() / base.median.as_secs_f64().max(1e-9),
                 fenced: at,

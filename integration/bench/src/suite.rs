@@ -107,6 +107,9 @@ pub(crate) struct Plan {
     pub(crate) handovers: usize,
     /// Jobs a side in the side-by-side rows against `etcdctl lock`.
     pub(crate) tool_jobs: usize,
+    /// The resources the scale rows' holders pick from (each gets its
+    /// record first on the bucket and DynamoDB issuers).
+    pub(crate) scale_resources: u32,
     /// Grants per level of holders in the scale rows.
     pub(crate) scale_grants: usize,
     /// The levels of concurrent holders the scale rows run (the chart
