@@ -500,26 +500,31 @@ pub async fn floor_raised_and_marks_removed_under_zombie_writes(store: Arc<dyn F
         store.fence(key, t(60)).await.expect("fence");
     }
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let refused = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut zombies = tokio::task::JoinSet::new();
     for i in 0..4 {
-        let (store, keys, stop) = (store.clone(), keys.clone(), stop.clone());
+        let (store, keys) = (store.clone(), keys.clone());
+        let (stop, refused) = (stop.clone(), refused.clone());
         zombies.spawn(async move {
-            let mut refused = 0_u64;
             let mut round = 0_usize;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let key = &keys[(round * 4 + i) % KEYS];
                 round += 1;
                 match store.put(key, "zombie".into(), t(55)).await {
-                    Err(Error::StaleToken { .. }) => refused += 1,
+                    Err(Error::StaleToken { .. }) => {
+                        refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     other => panic!("a zombie's write at 55 on {key:?} was answered {other:?}"),
                 }
                 // A store in memory answers at once: let the raiser run.
                 tokio::task::yield_now().await;
             }
-            refused
         });
     }
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Counted, not timed (on a loaded machine a few milliseconds may see
+    // no zombie write at all): as many writes as there are keys before the
+    // raise, and as many again after the last mark went.
+    zombie_writes(&refused, &mut zombies, KEYS as u64).await;
     store
         .raise_floor(t(70))
         .await
@@ -532,23 +537,48 @@ pub async fn floor_raised_and_marks_removed_under_zombie_writes(store: Arc<dyn F
         }
         removed += more;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let after = refused.load(std::sync::atomic::Ordering::Relaxed) + KEYS as u64;
+    zombie_writes(&refused, &mut zombies, after).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut refused = 0;
     while let Some(zombie) = zombies.join_next().await {
-        refused += zombie.expect("zombie task");
+        zombie.expect("zombie task");
     }
     assert!(
         removed >= KEYS as u64,
         "every key's mark was covered: {removed}"
     );
-    assert!(refused > KEYS as u64, "the zombies wrote: {refused}");
     for key in &keys {
         assert!(
             store.get(key).await.expect("get").is_none(),
             "{key:?} holds a zombie's value"
         );
     }
+}
+
+/// Waits until the zombies' refused writes number `at_least`; a zombie
+/// that ended (its write was accepted: it panicked) fails the test at once.
+async fn zombie_writes(
+    refused: &std::sync::atomic::AtomicU64,
+    zombies: &mut tokio::task::JoinSet<()>,
+    at_least: u64,
+) {
+    let wait = async {
+        while refused.load(std::sync::atomic::Ordering::Relaxed) < at_least {
+            if let Some(ended) = zombies.try_join_next() {
+                ended.expect("zombie task");
+                panic!("a zombie stopped before it was told to");
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    // A bound against a hang only, far above any run's time.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(120), wait)
+            .await
+            .is_ok(),
+        "the zombies' writes were not answered: {} refused, {at_least} wanted",
+        refused.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 /// A store that keeps no floor says so by name, for all three calls.
