@@ -81,6 +81,6 @@ cd crates/fencing-py
 # Run from the tests directory so that `import fencing` is the installed
 # wheel, never python/fencing of this checkout.
 cd tests
-# Four at a time (pytest-xdist), as nextest runs the Rust tests: most of
-# them wait on a server. FENCING_PYTEST_WORKERS=0 runs them one by one.
+# Four at a time (pytest-xdist): most of them wait on a server.
+# FENCING_PYTEST_WORKERS=0 runs them one by one.
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -n "${FENCING_PYTEST_WORKERS:-4}" "$@"

@@ -310,7 +310,7 @@ pub(crate) async fn run(plan: &Plan, out: &mut Output) -> BoxResult<()> {
         ));
     }
     if let Some(path) = &plan.scale_svg {
-        std::fs::write(path, chart(&curves))
+        std::fs::write(path, chart(&curves, plan.scale_resources))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         eprintln!("bench: wrote {}", path.display());
     }
@@ -343,7 +343,7 @@ fn retried_note(retried: usize) -> String {
 }
 
 /// Grants per second against holders (log₂ axis), a line per issuer.
-fn chart(curves: &[(&str, Vec<(usize, f64)>)]) -> String {
+fn chart(curves: &[(&str, Vec<(usize, f64)>)], resources: u32) -> String {
     let (w, h, left, top, right, bottom) = (640.0, 360.0, 70.0, 40.0, 150.0, 50.0);
     let top_rate = curves
         .iter()
@@ -363,7 +363,7 @@ fn chart(curves: &[(&str, Vec<(usize, f64)>)]) -> String {
         svg,
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
-<text x="10" y="20" font-size="14">Grants per second against concurrent holders, 1,000 resources (one run of integration/bench.sh)</text>
+<text x="10" y="20" font-size="14">Grants per second against concurrent holders, {resources} resources (one run of integration/bench.sh)</text>
 <line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="black"/>
 <line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="black"/>
 "##,
@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn the_chart_has_a_line_per_issuer() {
         let curve = vec![(1, 100.0), (4, 350.0), (16, 900.0), (64, 1000.0)];
-        let svg = chart(&[("etcd", curve.clone()), ("redis", curve)]);
+        let svg = chart(&[("etcd", curve.clone()), ("redis", curve)], RESOURCES);
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains(">etcd<") && svg.contains(">redis<"));
     }
