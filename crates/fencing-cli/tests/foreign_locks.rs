@@ -358,16 +358,20 @@ fn zookeeper_issuer(resource: &str) -> Option<(String, String)> {
 
 /// The token of a ZooKeeper lock node that `who` printed: its `fence token
 /// --key NODE`, and only its own (turn 0 also checks that a cversion
-/// issuer refuses to make one up).
+/// issuer gives none: it refuses the prefix a czxid issuer made, whose
+/// idle names may be removed).
 fn zookeeper_token(who: &str, issuer: &str, resource: &str, turn: usize, node: &str) -> u64 {
     assert!(node.contains("lock"), "{who}'s node: {node}");
     let wrong = on_resource("token", issuer, resource, &["--key", "someone__lock__0"]);
     assert_exit(&wrong, LEASE_LOST);
     if turn == 0 {
-        // A cversion token cannot be read back for a foreign node.
+        // No cversion token: the prefix is a czxid issuer's (and one
+        // could not be read back for a foreign node anyway).
         let cversion = format!("{issuer}?token=cversion");
-        let unsafe_token = on_resource("token", &cversion, resource, &["--key", node]);
-        assert_exit(&unsafe_token, 7);
+        let refused = on_resource("token", &cversion, resource, &["--key", node]);
+        assert_exit(&refused, 1);
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("made by a czxid issuer"), "{stderr}");
     }
     printed_token(&on_resource("token", issuer, resource, &["--key", node]))
 }

@@ -135,7 +135,7 @@ pub trait TokenIssuer: Send + Sync + Debug {
     /// Removes what `resource` keeps on the server (its counter, its lease
     /// record) if it is idle: no lease held, and none granted for
     /// `idle_for` (nor renewed or released, where the backend can tell:
-    /// SQL and the watched records can, Redis sees grants only), judged by
+    /// SQL and the watched records can, Redis and ZooKeeper see grants only), judged by
     /// the server's clock or, where the backend has none, by this caller
     /// watching the record unchanged for that long (the call then takes
     /// `idle_for`). Removal never sends a token back: a record is removed

@@ -14,13 +14,15 @@ use fencing_zookeeper::{TokenSource, ZkConfig};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let addr = std::env::var("FENCING_ZK_ADDR").unwrap_or_else(|_| "127.0.0.1:2181".into());
-    let source = if std::env::args().any(|a| a == "--cversion") {
-        TokenSource::ParentCversion
+    // A prefix is for one token source: a czxid issuer's may have idle
+    // names removed, which would restart a cversion count.
+    let (source, root) = if std::env::args().any(|a| a == "--cversion") {
+        (TokenSource::ParentCversion, "/fencing-examples-cversion")
     } else {
-        TokenSource::Czxid
+        (TokenSource::Czxid, "/fencing-examples")
     };
     let issuer = ZkConfig::new(&addr)
-        .with_prefix("/fencing-examples")
+        .with_prefix(root)
         .with_token_source(source)
         .connect_issuer()
         .await?;

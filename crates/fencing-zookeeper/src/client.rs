@@ -7,14 +7,14 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fencing_core::Result;
 use fencing_core::adapter::Call;
+use fencing_core::{Error, Result};
 use zookeeper_client as zk;
 
 use crate::access::{Access, prefix_permissions};
-use crate::error::{Failure, map_error};
+use crate::error::{Failure, NAME, map_error};
 use crate::floor::parse_offset;
-use crate::keys::{Znode, keeper_path};
+use crate::keys::{CZXID_MARK, Znode, keeper_path};
 use crate::token::TokenSource;
 
 pub(crate) type ZkResult<T> = std::result::Result<T, zk::Error>;
@@ -158,7 +158,17 @@ impl Rpc {
     /// earlier release created with every permission loses DELETE here
     /// (its other entries stay: `verify` reports one that anyone may
     /// write); if this session may not change its ACL, `verify` says so.
-    pub(crate) async fn make_prefix(&self, client: &zk::Client, prefix: &str) -> Result<()> {
+    ///
+    /// A `token=czxid` issuer makes it with [`CZXID_MARK`] as its data; a
+    /// `token=cversion` issuer refuses a prefix so marked, whose idle
+    /// resource znodes may be removed (and with them the cversion its
+    /// tokens would count from).
+    pub(crate) async fn make_prefix(
+        &self,
+        client: &zk::Client,
+        prefix: &str,
+        source: TokenSource,
+    ) -> Result<()> {
         // Each step takes "it exists" or "another changed it first" as done,
         // so a lost answer is merely retried.
         let failed = |e| map_error(e, Call::idempotent("create the prefix znode"));
@@ -176,10 +186,27 @@ impl Rpc {
         }
         let acl = self.access.prefix_acl();
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl));
-        match self.timed(client.create(prefix, b"", &options)).await {
+        let mark: &[u8] = match source {
+            TokenSource::Czxid => CZXID_MARK,
+            TokenSource::ParentCversion => b"",
+        };
+        match self.timed(client.create(prefix, mark, &options)).await {
             Ok(_) => return Ok(()),
             Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
+        }
+        if source == TokenSource::ParentCversion {
+            let (data, _) = self.timed(client.get_data(prefix)).await.map_err(failed)?;
+            if data == CZXID_MARK {
+                return Err(Error::UnsafeConfiguration {
+                    backend: NAME,
+                    reason: format!(
+                        "{prefix} was made by a czxid issuer, which may remove idle resource znodes: a \
+                         removed name's cversion would start again at 0, and the tokens of a cversion \
+                         issuer (TokenSource::ParentCversion) with it; give it a prefix of its own"
+                    ),
+                });
+            }
         }
         let (acls, stat) = self.timed(client.get_acl(prefix)).await.map_err(failed)?;
         if !deletable(&acls) {
@@ -241,7 +268,8 @@ impl Rpc {
         };
         let mut created = self.timed(both()).await;
         if created.as_ref().err() == Some(&zk::Error::NoNode) {
-            self.make_prefix(client, &znode.prefix).await?;
+            self.make_prefix(client, &znode.prefix, znode.source)
+                .await?;
             if let Some((parent, _)) = dir.rsplit_once('/')
                 && parent != znode.prefix
             {
@@ -350,6 +378,11 @@ impl Rpc {
 pub(crate) struct Known {
     pub(crate) data: Vec<u8>,
     pub(crate) version: i32,
+    /// The prefix znode's data version when the resource znode was read:
+    /// it counts removals, so a resource znode removed and made again
+    /// since, whose version may have come back to `version`, is not taken
+    /// for this one.
+    pub(crate) prefix_version: i32,
     /// Whether to create at this version without reading first: not while
     /// other clients' creates came between ours (a guess that is likely
     /// stale costs a refused transaction, itself a quorum write, on top of

@@ -43,20 +43,38 @@ pub(crate) async fn raise(
     floor: FencingToken,
 ) -> Result<()> {
     let client = rpc.live_main().await?;
-    rpc.make_resource(&client, &znode).await?;
-    let (dir, source) = (znode.dir, znode.source);
+    let (dir, source) = (znode.dir.as_str(), znode.source);
     let read = |e| map_error(e, Call::read("read the resource znode"));
+    let mut made = false;
     for _ in 0..CREATE_ATTEMPTS {
+        if !made {
+            rpc.make_resource(&client, &znode).await?;
+            made = true;
+        }
         let mut reader = client.new_multi_reader();
-        reader.add_get_data(&dir).map_err(read)?;
-        reader.add_get_children(&dir).map_err(read)?;
+        reader.add_get_data(&znode.prefix).map_err(read)?;
+        reader.add_get_data(dir).map_err(read)?;
+        reader.add_get_children(dir).map_err(read)?;
         let mut results = rpc.timed(reader.commit()).await.map_err(read)?.into_iter();
-        let (
-            Some(zk::MultiReadResult::Data { data, stat }),
-            Some(zk::MultiReadResult::Children { children }),
-        ) = (results.next(), results.next())
-        else {
-            return Err(Error::backend(NAME, true, format!("could not read {dir}")));
+        let (prefix, data, stat, children) = match (results.next(), results.next(), results.next())
+        {
+            (
+                Some(zk::MultiReadResult::Data { stat: prefix, .. }),
+                Some(zk::MultiReadResult::Data { data, stat }),
+                Some(zk::MultiReadResult::Children { children }),
+            ) => (prefix, data, stat, children),
+            (
+                _,
+                Some(zk::MultiReadResult::Error {
+                    err: zk::Error::NoNode,
+                }),
+                _,
+            ) => {
+                // Removed as idle since it was made: make it again.
+                made = false;
+                continue;
+            }
+            _ => return Err(Error::backend(NAME, true, format!("could not read {dir}"))),
         };
         // Any ephemeral child but the keeper: another client's lock node
         // holds or waits as ours do. A persistent one is the znode of a
@@ -77,17 +95,25 @@ pub(crate) async fn raise(
         let Some(needed) = floor.floor_offset(below_next, offset)? else {
             return Ok(());
         };
-        match rpc
-            .timed(client.set_data(&dir, needed.to_string().as_bytes(), Some(stat.version)))
-            .await
-        {
+        // At the prefix's version too: a resource znode removed and made
+        // again since the read may be back at `stat.version` with a lock
+        // node in it.
+        let write = async {
+            let mut writer = client.new_multi_writer();
+            writer.add_check_version(&znode.prefix, prefix.version)?;
+            writer.add_set_data(dir, needed.to_string().as_bytes(), Some(stat.version))?;
+            writer.commit().await.map_err(zk::Error::from)
+        };
+        match rpc.timed(write).await {
             Ok(_) => return Ok(()),
-            Err(zk::Error::BadVersion) => {} // a create came first: look again
+            // A create or a removal came first: look again.
+            Err(zk::Error::BadVersion) => {}
+            Err(zk::Error::NoNode) => made = false,
             Err(e) => return Err(map_error(e, Call::write("write the floor"))),
         }
     }
     Err(Error::Contention {
-        key: dir,
+        key: dir.to_owned(),
         attempts: CREATE_ATTEMPTS,
     })
 }

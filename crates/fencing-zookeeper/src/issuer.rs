@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use fencing_core::adapter::Call;
 use fencing_core::{
-    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Result, TokenIssuer,
+    Error, FencingToken, HolderId, Holding, Lease, LeaseRequest, Removal, Result, TokenIssuer,
 };
 use zookeeper_client as zk;
 
@@ -127,7 +127,7 @@ impl ZkIssuer {
         issuer
             .inner
             .rpc
-            .make_prefix(&issuer.client(), &issuer.inner.prefix)
+            .make_prefix(&issuer.client(), &issuer.inner.prefix, token_source)
             .await?;
         Ok(issuer)
     }
@@ -314,6 +314,22 @@ impl TokenIssuer for ZkIssuer {
     /// [`Error::Busy`] while the resource is held or waited for.
     async fn raise_floor(&self, resource: &str, floor: FencingToken) -> Result<()> {
         floor::raise(&self.inner.rpc, self.znode(resource)?, resource, floor).await
+    }
+
+    /// With `token=czxid`, under a prefix such an issuer made: deletes the
+    /// resource znode and its keeper if no lock node is there and none was
+    /// granted for `idle_for`, by the leader's clock; a znode with a floor
+    /// offset is kept. A lock node made later is above every token the
+    /// removed znode gave (its czxid). See the `removal` module.
+    ///
+    /// # Errors
+    /// [`Error::UnsafeConfiguration`] with `token=cversion` (the count
+    /// would start again at 0), and under a prefix that a `token=czxid`
+    /// issuer of this release did not make (a `token=cversion` issuer may
+    /// have used it).
+    async fn remove_idle(&self, resource: &str, idle_for: Duration) -> Result<Removal> {
+        crate::removal::remove_idle(&self.inner.rpc, self.znode(resource)?, resource, idle_for)
+            .await
     }
 
     /// A child of the resource znode that is not one of our lock nodes

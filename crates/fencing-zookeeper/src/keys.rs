@@ -1,13 +1,19 @@
 //! Where things live in ZooKeeper's tree.
 //!
 //! - `{prefix}`: a persistent znode, created at connect, whose ACL lets
-//!   nobody delete its children.
+//!   nobody delete its children (but for the moment a removal of an idle
+//!   resource needs, see `removal`). Its data is [`CZXID_MARK`] when a
+//!   `token=czxid` issuer of this release made it (empty otherwise): only
+//!   under such a prefix may idle resource znodes be removed, and a
+//!   `token=cversion` issuer refuses it. Its data version counts removals,
+//!   and every write that read a resource znode checks it, so a znode
+//!   removed and made again is never taken for the one that was read.
 //! - `{prefix}/{resource}`: the resource znode, the name as it is (`/`
 //!   and `%` included), so resource `jobs/a` is Curator's and kazoo's lock
-//!   path `{prefix}/jobs/a`; persistent and never deleted by us; its data
+//!   path `{prefix}/jobs/a`; persistent, deleted only by `remove_idle` (czxid mode); its data
 //!   is the resource's floor offset (empty for none). The znodes between
 //!   the prefix and it (`{prefix}/jobs`) are made as needed, persistent,
-//!   with the resource znodes' ACL. A name that is no such path (an empty
+//!   with the prefix's ACL (until one is a resource's znode itself). A name that is no such path (an empty
 //!   segment, `.` or `..`, a character ZooKeeper refuses, a segment named
 //!   [`KEEPER`]) is refused, never given another path.
 //! - `{prefix}/{resource}/_f_<nonce>-lock-NNNNNNNNNN`: a lock node,
@@ -19,7 +25,8 @@
 //!   (every recipe's lock nodes end with their session): it is the znode
 //!   of a resource below (`jobs/a` under `jobs`), in no queue of `jobs`.
 //! - `{prefix}/{resource}/_fencing-keeper`: a persistent, empty
-//!   child that is never deleted and in no queue. A resource znode that
+//!   child in no queue, deleted only with the resource znode. (Its data
+//!   version counts `remove_idle`'s readings of the server's clock.) A resource znode that
 //!   Curator created is a *container*, which ZooKeeper deletes once it has
 //!   no children, and with it the floor offset and the cversion; no client
 //!   can tell one from a persistent znode (its `Stat` hides it), so every
@@ -52,11 +59,17 @@ const PROTECTED_PREFIX: &str = "_f_";
 const LOCK_MARK: &str = "lock-";
 
 /// The child that keeps a resource znode from ever being empty: a
-/// persistent, empty node in no queue, never deleted (ZooKeeper deletes an
+/// persistent, empty node in no queue, deleted only with the resource
+/// znode by `remove_idle` (ZooKeeper deletes an
 /// empty *container*, and Curator makes resource znodes as containers).
 /// Curator orders it after every lock node (its name has no `lock-`, and
 /// `_` sorts after digits); kazoo's patterns never match it.
 pub const KEEPER: &str = "_fencing-keeper";
+
+/// The data of a prefix znode made by a `token=czxid` issuer: no
+/// `token=cversion` issuer has granted under it, so removing a resource
+/// znode there cannot restart a count that tokens came from.
+pub(crate) const CZXID_MARK: &[u8] = b"fencing:czxid";
 
 /// The keeper of the resource znode `dir`.
 pub(crate) fn keeper_path(dir: &str) -> String {

@@ -9,6 +9,7 @@ mod held;
 mod issuer;
 mod keys;
 mod queue;
+mod removal;
 mod tls;
 mod token;
 mod verify;

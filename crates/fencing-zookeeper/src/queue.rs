@@ -118,10 +118,10 @@ pub(crate) async fn enqueue(rpc: &Rpc, znode: Znode, request: &LeaseRequest) -> 
     // In the node's name, to find it should the create's answer be lost
     // (Curator's "protected" mode): the session outlives this call.
     let nonce = format!("{:016x}", rand::random::<u64>());
-    let mut created = create_lock_node(rpc, &client, &znode.dir, holder, &nonce).await;
+    let mut created = create_lock_node(rpc, &client, &znode, holder, &nonce).await;
     if created.as_ref().err() == Some(&zk::Error::NoNode) {
         rpc.make_resource(&client, &znode).await?;
-        created = create_lock_node(rpc, &client, &znode.dir, holder, &nonce).await;
+        created = create_lock_node(rpc, &client, &znode, holder, &nonce).await;
     }
     let dir = znode.dir;
     let created = match created {
@@ -185,33 +185,37 @@ pub(crate) async fn enqueue(rpc: &Rpc, znode: Znode, request: &LeaseRequest) -> 
 /// after our create and its new `mzxid`, which is our node's czxid (one
 /// transaction, one zxid). The version comes from our last create on the
 /// resource (no read) while no other client's create came between ours,
-/// else from a read.
+/// else from a read. The transaction also checks the prefix znode's
+/// version as it was when the resource znode was read: a removal changes
+/// it, so a znode removed and made again since (its version maybe back
+/// where it was, its floor maybe another) is read again, never written
+/// over with what the old one held.
 async fn create_lock_node(
     rpc: &Rpc,
     client: &zk::Client,
-    dir: &str,
+    znode: &Znode,
     holder: &[u8],
     nonce: &str,
 ) -> ZkResult<Created> {
-    let prefix = format!("{dir}/{}", lock_node_prefix(nonce));
+    let dir = znode.dir.as_str();
+    let node_prefix = format!("{dir}/{}", lock_node_prefix(nonce));
     let keeper = keeper_path(dir);
     let options = zk::CreateMode::EphemeralSequential.with_acls(rpc.access().acls());
     let known = rpc.known_resource(dir);
     let mut guess = known.clone().filter(|k| k.trusted);
     for attempt in 0..CREATE_ATTEMPTS {
-        let (data, version, guessed) = match guess.take() {
-            Some(k) => (k.data, k.version, true),
-            None => {
-                let (data, stat) = rpc.timed(client.get_data(dir)).await?;
-                (data, stat.version, false)
-            }
+        let (read, guessed) = match guess.take() {
+            Some(k) => (k, true),
+            None => (read_resource(rpc, client, znode).await?, false),
         };
+        let (data, version) = (read.data, read.version);
         let offset = parse_offset(&data)?;
         let mut writer = client.new_multi_writer();
+        writer.add_check_version(&znode.prefix, read.prefix_version)?;
         // No keeper (a resource znode made before it, or by another
         // client): NoNode, and the caller makes it.
         writer.add_check_version(&keeper, -1)?;
-        writer.add_create(&prefix, holder, &options)?;
+        writer.add_create(&node_prefix, holder, &options)?;
         writer.add_set_data(dir, &data, Some(version))?;
         let sent = Instant::now();
         let committed = rpc
@@ -220,7 +224,8 @@ async fn create_lock_node(
         let results = match committed {
             Ok(results) => results,
             Err(zk::Error::BadVersion) => {
-                // Another create (or a floor) came first: read again.
+                // Another create (or a floor, or a removal) came first:
+                // read again.
                 rpc.remember_resource(dir, None);
                 tokio::time::sleep(Duration::from_millis(2 * u64::from(attempt))).await;
                 continue;
@@ -252,6 +257,7 @@ async fn create_lock_node(
                     Some(Known {
                         data: data.clone(),
                         version: stat.version,
+                        prefix_version: read.prefix_version,
                         trusted,
                     }),
                 );
@@ -270,6 +276,35 @@ async fn create_lock_node(
         };
     }
     Err(zk::Error::Throttled)
+}
+
+/// A resource znode's data and version, read in one request with the
+/// prefix znode's version; `NoNode` if the resource znode is not there.
+pub(crate) async fn read_resource(
+    rpc: &Rpc,
+    client: &zk::Client,
+    znode: &Znode,
+) -> ZkResult<Known> {
+    let mut reader = client.new_multi_reader();
+    reader.add_get_data(&znode.prefix)?;
+    reader.add_get_data(&znode.dir)?;
+    let mut results = rpc.timed(reader.commit()).await?.into_iter();
+    match (results.next(), results.next()) {
+        (
+            Some(zk::MultiReadResult::Data { stat: prefix, .. }),
+            Some(zk::MultiReadResult::Data { data, stat }),
+        ) => Ok(Known {
+            data,
+            version: stat.version,
+            prefix_version: prefix.version,
+            trusted: false,
+        }),
+        (_, Some(zk::MultiReadResult::Error { err }))
+        | (Some(zk::MultiReadResult::Error { err }), _) => Err(err),
+        _ => Err(zk::Error::UnexpectedError(
+            "a read of the resource znode answered without its results".into(),
+        )),
+    }
 }
 
 /// The children of `dir`, ours and other clients', read through

@@ -90,12 +90,10 @@ async fn tokens_are_the_czxid_or_the_parent_cversion() {
     assert_eq!(u64::try_from(stat.czxid).unwrap(), lease.token().get());
     by_czxid.release(&lease).await.expect("release");
 
-    let by_cversion = ZkConfig::new(ZOOKEEPER.endpoint())
-        .with_prefix(by_czxid.prefix())
-        .with_token_source(TokenSource::ParentCversion)
-        .connect_issuer()
+    // A prefix of its own: a token=czxid issuer's may have names removed.
+    let by_cversion = connect(TokenSource::ParentCversion)
         .await
-        .expect("connect");
+        .expect("ZooKeeper answered a moment ago");
     let resource = fencing_testkit::unique_name("cversion");
     let mut tokens = Vec::new();
     for _ in 0..3 {
@@ -471,4 +469,246 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
         .expect("free once the session is gone");
     assert!(next.token() > lease.token());
     direct.release(&next).await.expect("release");
+}
+
+/// `remove_idle` with `token=czxid`: a held resource, or one with another
+/// client's lock node, is kept; an idle one's znode and keeper go, the
+/// parent's ACL lets nobody delete again afterwards (the removal adds
+/// DELETE only for its transaction), and the next grant is above every
+/// token before. Both for a flat name (the prefix is the parent) and a
+/// nested one (a znode between).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_resource_znode_is_removed_and_later_tokens_are_higher() {
+    use fencing_core::Removal;
+    use fencing_zookeeper::zookeeper_client as zk;
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let client = issuer.client();
+    let (idle, ttl) = (Duration::from_secs(1), Duration::from_secs(10));
+    let nested = fencing_testkit::unique_name("idle");
+    let flat = nested.replace('/', "-");
+    for resource in [flat, nested] {
+        let path = issuer.resource_path(&resource);
+        let first = grant(&issuer, &resource, ttl).await;
+        tokio::time::sleep(idle + Duration::from_millis(200)).await;
+        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+        assert_eq!(removal, Removal::InUse, "{resource}: removed while held");
+        issuer.release(&first).await.expect("release");
+        // Another client's lock node (kazoo's) keeps it as well.
+        let foreign = format!("{path}/0123abcd__lock__0000000001");
+        let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+        client
+            .create(&foreign, b"", &options)
+            .await
+            .expect("foreign");
+        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+        assert_eq!(removal, Removal::InUse, "{resource}: removed under kazoo");
+        client.delete(&foreign, None).await.expect("delete foreign");
+        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+        assert_eq!(removal, Removal::Removed, "{resource}");
+        assert!(
+            client.check_stat(&path).await.expect("stat").is_none(),
+            "{path} is still there"
+        );
+        let (parent, _) = path.rsplit_once('/').expect("a parent");
+        let (acls, _) = client.get_acl(parent).await.expect("get_acl");
+        assert!(
+            acls.iter()
+                .all(|a| !a.permission().has(zk::Permission::DELETE)),
+            "{parent} kept DELETE after the removal: {acls:?}"
+        );
+        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+        assert_eq!(removal, Removal::Absent, "{resource}");
+        let next = grant(&issuer, &resource, ttl).await;
+        assert!(
+            next.token() > first.token(),
+            "{resource}: {} after the removal, {} before",
+            next.token(),
+            first.token()
+        );
+        issuer.release(&next).await.expect("release");
+    }
+}
+
+/// A process that remembers a resource znode's version from its last
+/// create (or read it just before a pause) must not take a znode removed
+/// and made again, at that same version, for the one it knew: it would
+/// write the old floor (none) over the new one, and be granted below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_znode_removed_and_made_again_is_never_taken_for_the_old_one() {
+    use fencing_core::{FencingToken, Removal};
+    let Some(remembers) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let other = ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(remembers.prefix())
+        .with_token_source(TokenSource::Czxid)
+        .connect_issuer()
+        .await
+        .expect("connect");
+    let resource = fencing_testkit::unique_name("remade");
+    let path = remembers.resource_path(&resource);
+    let ttl = Duration::from_secs(10);
+    // Two grants: the second trusts the version the first left, and the
+    // next create would write at the version the second left (2) unread.
+    for _ in 0..2 {
+        let lease = grant(&remembers, &resource, ttl).await;
+        remembers.release(&lease).await.expect("release");
+    }
+    let (_, stat) = remembers.client().get_data(&path).await.expect("read");
+    assert_eq!(stat.version, 2);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let removal = other
+        .remove_idle(&resource, Duration::from_secs(1))
+        .await
+        .expect("remove");
+    assert_eq!(removal, Removal::Removed);
+    // Made again, granted once and floored: back at version 2.
+    let lease = grant(&other, &resource, ttl).await;
+    other.release(&lease).await.expect("release");
+    let floor = FencingToken::new(1 << 62);
+    other.raise_floor(&resource, floor).await.expect("floor");
+    let (_, stat) = remembers.client().get_data(&path).await.expect("read");
+    assert_eq!(stat.version, 2, "the test needs the version it remembers");
+    let next = grant(&remembers, &resource, ttl).await;
+    assert!(
+        next.token() > floor,
+        "token {} granted below the floor {floor} of the znode made again",
+        next.token()
+    );
+    remembers.release(&next).await.expect("release");
+    let after = grant(&other, &resource, ttl).await;
+    assert!(after.token() > next.token(), "the floor was written over");
+    other.release(&after).await.expect("release");
+}
+
+/// Removals from two issuers at once over the same idle names: each name
+/// is removed once, the others find it absent, none fails (each adds
+/// DELETE to the parent's ACL and takes it away again around its own
+/// transaction), and the prefix lets nobody delete afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removals_at_once_remove_each_name_once_and_close_the_prefix_again() {
+    use fencing_core::Removal;
+    use fencing_zookeeper::zookeeper_client as zk;
+    let Some(first) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let second = ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(first.prefix())
+        .with_token_source(TokenSource::Czxid)
+        .connect_issuer()
+        .await
+        .expect("connect");
+    let names: Vec<String> = (0..12).map(|i| format!("sweep-{i}")).collect();
+    for name in &names {
+        let lease = grant(&first, name, Duration::from_secs(10)).await;
+        first.release(&lease).await.expect("release");
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let sweep = |issuer: ZkIssuer, names: Vec<String>| async move {
+        let mut removed = Vec::new();
+        for name in names {
+            let removal = issuer
+                .remove_idle(&name, Duration::from_secs(1))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                matches!(removal, Removal::Removed | Removal::Absent),
+                "{name}: {removal:?}"
+            );
+            if removal == Removal::Removed {
+                removed.push(name);
+            }
+        }
+        removed
+    };
+    let mut reversed = names.clone();
+    reversed.reverse();
+    let (a, b) = tokio::join!(
+        tokio::spawn(sweep(first.clone(), names.clone())),
+        tokio::spawn(sweep(second, reversed))
+    );
+    let mut removed: Vec<String> = a
+        .expect("sweep")
+        .into_iter()
+        .chain(b.expect("sweep"))
+        .collect();
+    removed.sort();
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(removed, expected, "each name removed exactly once");
+    let (acls, _) = first.client().get_acl(first.prefix()).await.expect("acl");
+    assert!(
+        acls.iter()
+            .all(|a| !a.permission().has(zk::Permission::DELETE)),
+        "{acls:?}"
+    );
+    let children = first
+        .client()
+        .list_children(first.prefix())
+        .await
+        .expect("list");
+    assert!(children.is_empty(), "left behind: {children:?}");
+}
+
+/// Removal needs a prefix that only `token=czxid` issuers use: one made
+/// by an earlier release (no mark) is refused by name, and a
+/// `token=cversion` issuer refuses a marked prefix at connect (a removed
+/// name's cversion, and its tokens, would start again at 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removal_and_cversion_tokens_never_share_a_prefix() {
+    use fencing_zookeeper::zookeeper_client as zk;
+    let Some(marked) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let cversion = ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(marked.prefix())
+        .with_token_source(TokenSource::ParentCversion)
+        .connect_issuer()
+        .await;
+    match cversion {
+        Err(Error::UnsafeConfiguration { reason, .. }) => {
+            assert!(reason.contains(marked.prefix()), "{reason}");
+        }
+        other => panic!("token=cversion on a czxid prefix: {other:?}"),
+    }
+    // An earlier release's prefix: no mark.
+    let old = format!("{}-unmarked", marked.prefix());
+    let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+    marked
+        .client()
+        .create(&old, b"", &options)
+        .await
+        .expect("an old prefix");
+    let unmarked = ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(&old)
+        .with_token_source(TokenSource::Czxid)
+        .connect_issuer()
+        .await
+        .expect("connect");
+    let resource = fencing_testkit::unique_name("unmarked");
+    let lease = grant(&unmarked, &resource, Duration::from_secs(10)).await;
+    unmarked.release(&lease).await.expect("release");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    match unmarked
+        .remove_idle(&resource, Duration::from_secs(1))
+        .await
+    {
+        Err(Error::UnsafeConfiguration { reason, .. }) => {
+            assert!(
+                reason.contains(&resource) && reason.contains("czxid issuer"),
+                "{reason}"
+            );
+        }
+        other => panic!("removal under an unmarked prefix: {other:?}"),
+    }
+    assert!(
+        unmarked
+            .client()
+            .check_stat(&unmarked.resource_path(&resource))
+            .await
+            .expect("stat")
+            .is_some()
+    );
 }
