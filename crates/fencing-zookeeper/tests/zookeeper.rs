@@ -35,6 +35,15 @@ async fn connect(source: TokenSource) -> Option<ZkIssuer> {
     }
 }
 
+/// Another issuer under `prefix`, with `source`.
+async fn under(prefix: &str, source: TokenSource) -> fencing_core::Result<ZkIssuer> {
+    ZkConfig::new(ZOOKEEPER.endpoint())
+        .with_prefix(prefix)
+        .with_token_source(source)
+        .connect_issuer()
+        .await
+}
+
 fn profile() -> IssuerProfile {
     IssuerProfile {
         // A session closed at the deadline goes at once; allow for a slow machine.
@@ -541,10 +550,7 @@ async fn a_resource_znode_removed_and_made_again_is_never_taken_for_the_old_one(
     let Some(remembers) = connect(TokenSource::Czxid).await else {
         return;
     };
-    let other = ZkConfig::new(ZOOKEEPER.endpoint())
-        .with_prefix(remembers.prefix())
-        .with_token_source(TokenSource::Czxid)
-        .connect_issuer()
+    let other = under(remembers.prefix(), TokenSource::Czxid)
         .await
         .expect("connect");
     let resource = fencing_testkit::unique_name("remade");
@@ -594,10 +600,7 @@ async fn removals_at_once_remove_each_name_once_and_close_the_prefix_again() {
     let Some(first) = connect(TokenSource::Czxid).await else {
         return;
     };
-    let second = ZkConfig::new(ZOOKEEPER.endpoint())
-        .with_prefix(first.prefix())
-        .with_token_source(TokenSource::Czxid)
-        .connect_issuer()
+    let second = under(first.prefix(), TokenSource::Czxid)
         .await
         .expect("connect");
     let names: Vec<String> = (0..12).map(|i| format!("sweep-{i}")).collect();
@@ -662,11 +665,7 @@ async fn removal_and_cversion_tokens_never_share_a_prefix() {
     let Some(marked) = connect(TokenSource::Czxid).await else {
         return;
     };
-    let cversion = ZkConfig::new(ZOOKEEPER.endpoint())
-        .with_prefix(marked.prefix())
-        .with_token_source(TokenSource::ParentCversion)
-        .connect_issuer()
-        .await;
+    let cversion = under(marked.prefix(), TokenSource::ParentCversion).await;
     match cversion {
         Err(Error::UnsafeConfiguration { reason, .. }) => {
             assert!(reason.contains(marked.prefix()), "{reason}");
@@ -681,12 +680,7 @@ async fn removal_and_cversion_tokens_never_share_a_prefix() {
         .create(&old, b"", &options)
         .await
         .expect("an old prefix");
-    let unmarked = ZkConfig::new(ZOOKEEPER.endpoint())
-        .with_prefix(&old)
-        .with_token_source(TokenSource::Czxid)
-        .connect_issuer()
-        .await
-        .expect("connect");
+    let unmarked = under(&old, TokenSource::Czxid).await.expect("connect");
     let resource = fencing_testkit::unique_name("unmarked");
     let lease = grant(&unmarked, &resource, Duration::from_secs(10)).await;
     unmarked.release(&lease).await.expect("release");
