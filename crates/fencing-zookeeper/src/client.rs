@@ -69,6 +69,11 @@ impl Rpc {
         &self.connect_string
     }
 
+    /// How long one call may take.
+    pub(crate) fn operation_timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// How sessions reach the servers, and the ACL of our znodes.
     pub(crate) fn access(&self) -> &Access {
         &self.access
@@ -186,12 +191,29 @@ impl Rpc {
         }
         let acl = self.access.prefix_acl();
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::new(&acl));
-        let mark: &[u8] = match source {
-            TokenSource::Czxid => CZXID_MARK,
-            TokenSource::ParentCversion => b"",
+        // A czxid prefix is made with a keeper, as a resource znode is
+        // (one transaction: a marked prefix always has it): it can then
+        // never be emptied and deleted, and its data version, which counts
+        // removals, never starts again.
+        let keeper = keeper_path(prefix);
+        let keeper_options = zk::CreateMode::Persistent.with_acls(self.access.acls());
+        let made = match source {
+            TokenSource::Czxid => {
+                let both = async {
+                    let mut writer = client.new_multi_writer();
+                    writer.add_create(prefix, CZXID_MARK, &options)?;
+                    writer.add_create(&keeper, b"", &keeper_options)?;
+                    writer.commit().await.map_err(zk::Error::from)
+                };
+                self.timed(both).await.map(drop)
+            }
+            TokenSource::ParentCversion => self
+                .timed(client.create(prefix, b"", &options))
+                .await
+                .map(drop),
         };
-        match self.timed(client.create(prefix, mark, &options)).await {
-            Ok(_) => return Ok(()),
+        match made {
+            Ok(()) => return Ok(()),
             Err(zk::Error::NodeExists) => {}
             Err(e) => return Err(failed(e)),
         }

@@ -74,6 +74,9 @@ pub(crate) async fn raise(
                 made = false;
                 continue;
             }
+            (Some(zk::MultiReadResult::Error { err }), _, _)
+            | (_, Some(zk::MultiReadResult::Error { err }), _)
+            | (_, _, Some(zk::MultiReadResult::Error { err })) => return Err(read(err)),
             _ => return Err(Error::backend(NAME, true, format!("could not read {dir}"))),
         };
         // Any ephemeral child but the keeper: another client's lock node

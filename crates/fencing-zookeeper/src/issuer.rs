@@ -170,7 +170,7 @@ impl ZkIssuer {
     }
 
     /// The resource's znode, for a name the issuer takes.
-    fn znode(&self, resource: &str) -> Result<Znode> {
+    pub(crate) fn znode(&self, resource: &str) -> Result<Znode> {
         Znode::of(&self.inner.prefix, resource, self.inner.token_source)
     }
 

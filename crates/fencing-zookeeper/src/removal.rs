@@ -10,33 +10,37 @@
 //! so a znode that has one is kept ([`Removal::Floored`]). With
 //! `token=cversion` the token counts the znode's child changes, which
 //! start again at 0: refused by name. So is a prefix that a
-//! `token=cversion` issuer may have used (one without
-//! [`CZXID_MARK`]), since its resource names may hold such counts.
+//! `token=cversion` issuer may have used (one without [`CZXID_MARK`]),
+//! since its resource names may hold such counts.
 //!
-//! Idle is judged by the server: every grant writes the resource znode's
-//! data in its create's transaction, so the znode's `mtime` is its last
-//! grant's time, by the leader's clock; "now" is the `mtime` that a write
-//! of the keeper's data gets from the same clock. (Releases and renewals
-//! change no time ZooKeeper keeps: grants alone count.) A znode with a
-//! child but the keeper (a lock node, ours or another client's, or a
-//! nested resource's znode) is in use.
+//! Idle is judged by the server: every grant of ours writes the resource
+//! znode's data in its create's transaction, so the znode's `mtime` is its
+//! last grant's time, by the leader's clock; "now" is the `mtime` that a
+//! write of the keeper's data gets from the same clock. (Releases and
+//! renewals change no time ZooKeeper keeps, nor do another client's
+//! grants: ours alone count. A znode with a child but the keeper, a lock
+//! node of ours or another client's or a nested resource's znode, is in
+//! use.)
 //!
-//! The removal is one transaction: the keeper, then the resource znode at
-//! the data version that was judged idle (a grant since changed it:
-//! `BadVersion`; a lock node created since: `NotEmpty`; either keeps
-//! both), and a write of the prefix znode's data, whose version every
-//! create and floor checks against the one they read the resource znode
-//! with ([`crate::queue::read_resource`]): a process paused between its
-//! read and its write, across a removal and the znode made again, is
-//! refused and reads again rather than writing what the old znode held.
+//! The removal is one transaction: the keeper, the resource znode at the
+//! data version judged idle (a grant since changed it: `BadVersion`; a
+//! lock node created since: `NotEmpty`; either keeps both), and a write
+//! of the prefix znode's data at the version read with the resource
+//! znode. That version counts removals, and every create and floor checks
+//! it too ([`crate::queue::read_resource`]): a process paused between its
+//! read and its write (a create, a floor, another removal), across a
+//! removal and the znode made again at the same version, is refused and
+//! reads again rather than acting on the znode it read. The prefix has a
+//! keeper of its own, so it is never empty, never deleted, and its version
+//! never starts again.
 //!
 //! The prefix znode (and a znode between it and a nested resource's)
 //! lets nobody delete its children, and a transaction cannot change an
-//! ACL: the removal adds DELETE to the parent's ACL just before, and takes
-//! what it added away again just after, each at the ACL version it read.
-//! A DELETE that a crash in between left there is taken away by the next
-//! issuer that connects (`make_prefix`), and `fence doctor` reports it
-//! meanwhile.
+//! ACL: the removal adds DELETE to the parent's ACL just before its
+//! transaction and takes DELETE away again just after, whatever happened
+//! between (a lost answer, an error, the call dropped: then in a task of
+//! its own). A DELETE that a crash left there goes with the next removal
+//! under that parent, or, on the prefix, when an issuer connects.
 
 use std::time::Duration;
 
@@ -44,16 +48,17 @@ use fencing_core::adapter::{Call, check_idle};
 use fencing_core::{Error, Removal, Result};
 use zookeeper_client as zk;
 
-use crate::client::{Rpc, ZkResult};
+use crate::access::prefix_permissions;
+use crate::client::Rpc;
 use crate::error::{NAME, map_error};
 use crate::floor::parse_offset;
 use crate::keys::{CZXID_MARK, KEEPER, Znode, keeper_path};
 use crate::token::TokenSource;
 
-/// How often a removal starts again after the parent's ACL changed under
-/// it (another removal, an issuer connecting), before giving up
-/// (retryable).
-const ATTEMPTS: u32 = 5;
+/// How often a removal judges again after its transaction was refused
+/// for something other than the resource (another removal's, an ACL
+/// changed under it), before giving up (retryable).
+const ATTEMPTS: u32 = 10;
 
 pub(crate) async fn remove_idle(
     rpc: &Rpc,
@@ -73,26 +78,52 @@ pub(crate) async fn remove_idle(
     }
     let client = rpc.live_main().await?;
     let idle_millis = i64::try_from(idle_for.as_millis()).unwrap_or(i64::MAX);
+    let mut denied = None;
     for _ in 0..ATTEMPTS {
-        match remove_once(rpc, &client, &znode, resource, idle_millis).await? {
-            Some(removal) => return Ok(removal),
-            None => tokio::time::sleep(Duration::from_millis(20)).await,
+        let idle = match judge(rpc, &client, &znode, resource, idle_millis).await? {
+            Judged::Kept(removal) => return Ok(removal),
+            Judged::Idle(idle) => idle,
+        };
+        match remove(rpc, &client, &znode, &idle).await? {
+            Removed::Done(removal) => return Ok(removal),
+            Removed::Again { refused } => denied = refused,
         }
+        let pause = 10 + rand::random::<u64>() % 40;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
     }
-    Err(Error::Contention {
-        key: znode.dir,
-        attempts: ATTEMPTS,
-    })
+    match denied {
+        // Refused for want of a permission every time: say so.
+        Some(e) => Err(map_error(e, Call::idempotent("remove the resource znode"))),
+        None => Err(Error::Contention {
+            key: znode.dir,
+            attempts: ATTEMPTS,
+        }),
+    }
 }
 
-/// One try; `None` when the parent's ACL changed under it.
-async fn remove_once(
+/// What [`judge`] found.
+pub(crate) enum Judged {
+    /// Nothing to remove, or kept: the answer.
+    Kept(Removal),
+    /// Idle: to remove at these versions.
+    Idle(Idle),
+}
+
+/// A resource znode judged idle, and the versions it was read at.
+pub(crate) struct Idle {
+    version: i32,
+    prefix_version: i32,
+}
+
+/// Reads the resource znode (and the prefix's mark and version in the
+/// same request) and judges it.
+pub(crate) async fn judge(
     rpc: &Rpc,
     client: &zk::Client,
     znode: &Znode,
     resource: &str,
     idle_millis: i64,
-) -> Result<Option<Removal>> {
+) -> Result<Judged> {
     let (prefix, dir) = (znode.prefix.as_str(), znode.dir.as_str());
     let keeper = keeper_path(dir);
     let read = |e| map_error(e, Call::read("read the resource znode"));
@@ -101,81 +132,162 @@ async fn remove_once(
     reader.add_get_data(dir).map_err(read)?;
     reader.add_get_children(dir).map_err(read)?;
     let mut results = rpc.timed(reader.commit()).await.map_err(read)?.into_iter();
-    let (mark, data, stat, children) = match (results.next(), results.next(), results.next()) {
+    let (mark, prefix_stat) = match results.next() {
+        Some(zk::MultiReadResult::Data { data, stat }) => (data, stat),
+        Some(zk::MultiReadResult::Error { err }) => return Err(read(err)),
+        _ => {
+            return Err(Error::backend(
+                NAME,
+                true,
+                format!("could not read {prefix}"),
+            ));
+        }
+    };
+    check_mark(&mark, prefix, resource)?;
+    let (data, stat, children) = match (results.next(), results.next()) {
         (
-            Some(zk::MultiReadResult::Data { data: mark, .. }),
             Some(zk::MultiReadResult::Data { data, stat }),
             Some(zk::MultiReadResult::Children { children }),
-        ) => (mark, data, stat, children),
+        ) => (data, stat, children),
         (
-            Some(zk::MultiReadResult::Data { data: mark, .. }),
             Some(zk::MultiReadResult::Error {
                 err: zk::Error::NoNode,
             }),
             _,
-        ) => {
-            check_mark(&mark, prefix, resource)?;
-            return Ok(Some(Removal::Absent));
-        }
-        (Some(zk::MultiReadResult::Error { err }), _, _)
-        | (_, Some(zk::MultiReadResult::Error { err }), _)
-        | (_, _, Some(zk::MultiReadResult::Error { err })) => return Err(read(err)),
+        ) => return Ok(Judged::Kept(Removal::Absent)),
+        (Some(zk::MultiReadResult::Error { err }), _)
+        | (_, Some(zk::MultiReadResult::Error { err })) => return Err(read(err)),
         _ => return Err(Error::backend(NAME, true, format!("could not read {dir}"))),
     };
-    check_mark(&mark, prefix, resource)?;
     if children.iter().any(|name| name != KEEPER) {
-        return Ok(Some(Removal::InUse));
+        return Ok(Judged::Kept(Removal::InUse));
     }
     if !children.iter().any(|name| name == KEEPER) {
         // Another client's lock path that we never granted on: nothing
         // of ours is there.
-        return Ok(Some(Removal::Absent));
+        return Ok(Judged::Kept(Removal::Absent));
     }
     if parse_offset(&data).map_err(read)? != 0 {
-        return Ok(Some(Removal::Floored));
+        return Ok(Judged::Kept(Removal::Floored));
     }
     // The leader's clock, as the grants' writes read it.
     let now = match rpc.timed(client.set_data(&keeper, b"", None)).await {
         Ok(now) => now,
         // Removed since the read.
-        Err(zk::Error::NoNode) => return Ok(Some(Removal::Absent)),
+        Err(zk::Error::NoNode) => return Ok(Judged::Kept(Removal::Absent)),
         Err(e) => return Err(map_error(e, Call::idempotent("read the server's clock"))),
     };
     if now.mtime.saturating_sub(stat.mtime) < idle_millis {
-        return Ok(Some(Removal::InUse));
+        return Ok(Judged::Kept(Removal::InUse));
     }
+    Ok(Judged::Idle(Idle {
+        version: stat.version,
+        prefix_version: prefix_stat.version,
+    }))
+}
+
+/// What [`remove`] did.
+pub(crate) enum Removed {
+    Done(Removal),
+    /// Refused for something other than the resource: judge again.
+    /// `refused` is a permission error, if that was why.
+    Again {
+        refused: Option<zk::Error>,
+    },
+}
+
+/// The removal's transaction for a znode [`judge`] found idle, with
+/// DELETE on the parent around it.
+pub(crate) async fn remove(
+    rpc: &Rpc,
+    client: &zk::Client,
+    znode: &Znode,
+    idle: &Idle,
+) -> Result<Removed> {
+    let (prefix, dir) = (znode.prefix.as_str(), znode.dir.as_str());
+    let keeper = keeper_path(dir);
     let parent = dir.rsplit_once('/').map_or(prefix, |(parent, _)| parent);
-    let Some(opened) = allow_delete(rpc, client, parent).await? else {
-        return Ok(None);
-    };
+    // A parent that is a resource znode itself lets its lock nodes, and so
+    // the znodes below, be deleted already: left as it is.
+    let closed = parent == prefix || !parent_is_resource(rpc, client, parent).await?;
+    let mut opened = None;
+    if closed {
+        let guard = Closing::new(client.clone(), parent, rpc.operation_timeout());
+        match allow_delete(rpc, client, parent).await {
+            Ok(true) => opened = Some(guard),
+            Ok(false) => {
+                guard.close().await;
+                return Ok(Removed::Again { refused: None });
+            }
+            Err(e) => {
+                // The change may have been applied: take it away.
+                guard.close().await;
+                return Err(e);
+            }
+        }
+    }
     let removal = async {
         let mut writer = client.new_multi_writer();
         writer.add_delete(&keeper, None)?;
-        writer.add_delete(dir, Some(stat.version))?;
-        // Counts the removal for every write that read the znode before it.
-        writer.add_set_data(prefix, CZXID_MARK, None)?;
-        writer.commit().await.map_err(zk::Error::from)
+        writer.add_delete(dir, Some(idle.version))?;
+        // Counts the removal for every write that read the znode before it
+        // (and fails if another removal came since this one's read).
+        writer.add_set_data(prefix, CZXID_MARK, Some(idle.prefix_version))?;
+        writer.commit().await
     };
-    let removed = rpc.timed(removal).await;
-    if let Opened::Added { acls, version } = opened {
-        restore_acl(rpc, client, parent, &acls, version).await;
+    let removed = match tokio::time::timeout(rpc.operation_timeout(), removal).await {
+        Ok(done) => done.map_err(Failed::from),
+        Err(_) => Err(Failed::Request(zk::Error::Timeout)),
+    };
+    if let Some(guard) = opened {
+        guard.close().await;
     }
     match removed {
         Ok(_) => {
             rpc.remember_resource(dir, None);
-            Ok(Some(Removal::Removed))
+            Ok(Removed::Done(Removal::Removed))
         }
         // A grant came since the read (it wrote the znode's data), or a
         // lock node or a nested resource's znode was created under it.
-        Err(zk::Error::BadVersion | zk::Error::NotEmpty) => Ok(Some(Removal::InUse)),
-        // Another removal came first.
-        Err(zk::Error::NoNode) => Ok(Some(Removal::Absent)),
+        Err(Failed::At(1, zk::Error::BadVersion | zk::Error::NotEmpty)) => {
+            Ok(Removed::Done(Removal::InUse))
+        }
+        // Another removal came since the read (the prefix's version), or
+        // removed this one (the keeper, the znode): judge again.
+        Err(Failed::At(_, zk::Error::BadVersion | zk::Error::NoNode)) => {
+            Ok(Removed::Again { refused: None })
+        }
         // DELETE was taken away again (another removal, an issuer
-        // connecting) before the transaction: once more.
-        Err(zk::Error::NoAuth) => Ok(None),
+        // connecting) before the transaction.
+        Err(Failed::At(_, e @ zk::Error::NoAuth)) => Ok(Removed::Again { refused: Some(e) }),
         // Judged again if asked again: a lost answer is harmless.
-        Err(e) => Err(map_error(e, Call::idempotent("remove the resource znode"))),
+        Err(Failed::At(_, e) | Failed::Request(e)) => {
+            Err(map_error(e, Call::idempotent("remove the resource znode")))
+        }
     }
+}
+
+/// A transaction's failure: the operation at an index, or the request.
+enum Failed {
+    At(usize, zk::Error),
+    Request(zk::Error),
+}
+
+impl From<zk::MultiWriteError> for Failed {
+    fn from(e: zk::MultiWriteError) -> Self {
+        match e {
+            zk::MultiWriteError::OperationFailed { index, source } => Self::At(index, source),
+            zk::MultiWriteError::RequestFailed { source } => Self::Request(source),
+        }
+    }
+}
+
+/// Whether `parent` is a resource znode (it has a keeper).
+async fn parent_is_resource(rpc: &Rpc, client: &zk::Client, parent: &str) -> Result<bool> {
+    let found = rpc.timed(client.check_stat(&keeper_path(parent))).await;
+    found
+        .map(|stat| stat.is_some())
+        .map_err(|e| map_error(e, Call::read("read the parent's keeper")))
 }
 
 /// Refuses a prefix without [`CZXID_MARK`] (made by an earlier release,
@@ -196,25 +308,17 @@ fn check_mark(mark: &[u8], prefix: &str, resource: &str) -> Result<()> {
     })
 }
 
-/// What [`allow_delete`] did to the parent's ACL.
-enum Opened {
-    /// It let someone delete already (another removal's, or a resource
-    /// znode's own ACL): left as it was.
-    Already,
-    /// DELETE was added, from `acls`; the ACL is now at `version`.
-    Added { acls: Vec<zk::Acl>, version: i32 },
-}
-
 /// Adds DELETE to every entry of `parent`'s ACL (at the ACL version
-/// read); `None` if another change came first.
-async fn allow_delete(rpc: &Rpc, client: &zk::Client, parent: &str) -> Result<Option<Opened>> {
+/// read): `true` once it lets someone delete, `false` if another change
+/// came first.
+async fn allow_delete(rpc: &Rpc, client: &zk::Client, parent: &str) -> Result<bool> {
     let failed = |e| map_error(e, Call::idempotent("let the resource znode be deleted"));
     let (acls, stat) = rpc.timed(client.get_acl(parent)).await.map_err(failed)?;
     if acls
         .iter()
         .any(|a| a.permission().has(zk::Permission::DELETE))
     {
-        return Ok(Some(Opened::Already));
+        return Ok(true);
     }
     let opened: Vec<zk::Acl> = acls
         .iter()
@@ -224,26 +328,166 @@ async fn allow_delete(rpc: &Rpc, client: &zk::Client, parent: &str) -> Result<Op
         .timed(client.set_acl(parent, &opened, Some(stat.aversion)))
         .await
     {
-        Ok(stat) => Ok(Some(Opened::Added {
-            acls,
-            version: stat.aversion,
-        })),
-        Err(zk::Error::BadVersion) => Ok(None),
+        Ok(_) => Ok(true),
+        Err(zk::Error::BadVersion) => Ok(false),
         Err(e) => Err(failed(e)),
     }
 }
 
-/// Puts back the ACL [`allow_delete`] changed, if nothing changed it
-/// since (`BadVersion`: another issuer took DELETE away already, or
-/// another removal is using it and puts back its own).
-async fn restore_acl(rpc: &Rpc, client: &zk::Client, parent: &str, acls: &[zk::Acl], version: i32) {
-    let restored: ZkResult<_> = rpc.timed(client.set_acl(parent, acls, Some(version))).await;
-    match restored {
-        Ok(_) | Err(zk::Error::BadVersion) => {}
-        Err(e) => tracing::warn!(
-            parent,
-            error = %e,
-            "could not take DELETE off the ACL again after a removal: the next issuer to connect does"
-        ),
+/// Takes DELETE off a parent's ACL again: awaited by [`Closing::close`],
+/// or in a task of its own if the removal is dropped before.
+struct Closing {
+    client: Option<zk::Client>,
+    parent: String,
+    timeout: Duration,
+}
+
+impl Closing {
+    fn new(client: zk::Client, parent: &str, timeout: Duration) -> Self {
+        Self {
+            client: Some(client),
+            parent: parent.to_owned(),
+            timeout,
+        }
+    }
+
+    async fn close(mut self) {
+        if let Some(client) = self.client.take() {
+            close(client, std::mem::take(&mut self.parent), self.timeout).await;
+        }
+    }
+}
+
+impl Drop for Closing {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(close(
+                client,
+                std::mem::take(&mut self.parent),
+                self.timeout,
+            ));
+        }
+    }
+}
+
+/// Takes DELETE off every entry of `parent`'s ACL, at the ACL version
+/// read (again after another change came first).
+async fn close(client: zk::Client, parent: String, timeout: Duration) {
+    for _ in 0..ATTEMPTS {
+        let (acls, stat) = match tokio::time::timeout(timeout, client.get_acl(&parent)).await {
+            Ok(Ok(found)) => found,
+            Ok(Err(zk::Error::NoNode)) => return,
+            failed => {
+                tracing::warn!(
+                    parent,
+                    ?failed,
+                    "could not read the ACL to take DELETE off it again"
+                );
+                return;
+            }
+        };
+        if !acls
+            .iter()
+            .any(|a| a.permission().has(zk::Permission::DELETE))
+        {
+            return;
+        }
+        let closed: Vec<zk::Acl> = acls
+            .iter()
+            .map(|a| zk::Acl::new(a.permission() & prefix_permissions(), a.auth_id().clone()))
+            .collect();
+        let closing = client.set_acl(&parent, &closed, Some(stat.aversion));
+        match tokio::time::timeout(timeout, closing).await {
+            Ok(Ok(_)) => return,
+            Ok(Err(zk::Error::BadVersion)) => {}
+            failed => {
+                tracing::warn!(
+                    parent,
+                    ?failed,
+                    "could not take DELETE off the ACL again after a removal: the next removal under it does"
+                );
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencing_core::tls::TlsOptions;
+    use fencing_core::{FencingToken, LeaseRequest, TokenIssuer};
+    use fencing_harness::env::ZOOKEEPER;
+
+    use super::*;
+    use crate::access::Access;
+    use crate::issuer::ZkIssuer;
+
+    /// Two sweepers: one judges a name idle and pauses before its
+    /// transaction; the other removes the name, and a floor makes its
+    /// znode again at the version the first judged. The first one's
+    /// transaction must remove nothing (the prefix's version moved), and
+    /// the floor stays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removal_paused_across_another_and_a_floor_removes_nothing() {
+        if ZOOKEEPER.skipped() {
+            return;
+        }
+        let prefix = format!("/fencing-test/{}", fencing_testkit::unique_prefix());
+        let access = Access::load(&TlsOptions::new(), None).expect("access");
+        let issuer = ZkIssuer::open(&ZOOKEEPER.endpoint(), access, &prefix, TokenSource::Czxid)
+            .await
+            .unwrap_or_else(|e| ZOOKEEPER.unavailable(&e));
+        let resource = "paused-sweep";
+        let lease = issuer
+            .acquire(
+                &LeaseRequest::new(resource, Duration::from_secs(10)),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("acquire");
+        issuer.release(&lease).await.expect("release");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let (rpc, client) = (issuer.rpc(), issuer.client());
+        let znode = issuer.znode(resource).expect("znode");
+        let Judged::Idle(idle) = judge(rpc, &client, &znode, resource, 1000)
+            .await
+            .expect("judge")
+        else {
+            panic!("not judged idle");
+        };
+        let other = issuer
+            .remove_idle(resource, Duration::from_secs(1))
+            .await
+            .expect("the other removal");
+        assert_eq!(other, Removal::Removed);
+        let floor = FencingToken::new(1 << 62);
+        issuer.raise_floor(resource, floor).await.expect("floor");
+        let (data, stat) = client.get_data(&znode.dir).await.expect("read");
+        assert_eq!(
+            stat.version, idle.version,
+            "the test needs the version judged"
+        );
+        let paused = remove(rpc, &client, &znode, &idle).await.expect("remove");
+        assert!(
+            matches!(paused, Removed::Again { refused: None }),
+            "the paused removal went through"
+        );
+        let (kept, _) = client.get_data(&znode.dir).await.expect("still there");
+        assert_eq!(kept, data);
+        let next = issuer
+            .acquire(
+                &LeaseRequest::new(resource, Duration::from_secs(10)),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("acquire");
+        assert!(
+            next.token() > floor,
+            "{} under the floor {floor}",
+            next.token()
+        );
+        issuer.release(&next).await.expect("release");
     }
 }

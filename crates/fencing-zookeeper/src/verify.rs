@@ -72,7 +72,10 @@ async fn znode_acls(issuer: &ZkIssuer) -> Option<SafetyCheck> {
             NAME,
             format!(
                 "{prefix} and its {} resource znode(s) let only digest user {user:?} change them",
-                children.len()
+                children
+                    .iter()
+                    .filter(|c| *c != crate::keys::KEEPER)
+                    .count()
             ),
         ));
     }
@@ -121,7 +124,8 @@ async fn resource_znodes(issuer: &ZkIssuer) -> SafetyCheck {
         Ok(true) => {
             let why = format!(
                 "{prefix}'s ACL lets someone delete them (an earlier release made it, and this session \
-                 may not change it): a resource znode deleted and made again has no floor"
+                 may not change it; or a removal of an idle name is between opening it and closing it \
+                 again): a resource znode deleted and made again has no floor"
             );
             match issuer.token_source() {
                 TokenSource::ParentCversion => SafetyCheck::unsafe_(

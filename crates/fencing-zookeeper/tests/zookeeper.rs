@@ -652,7 +652,11 @@ async fn removals_at_once_remove_each_name_once_and_close_the_prefix_again() {
         .list_children(first.prefix())
         .await
         .expect("list");
-    assert!(children.is_empty(), "left behind: {children:?}");
+    assert_eq!(
+        children,
+        [fencing_zookeeper::KEEPER],
+        "left behind (the prefix keeps its keeper)"
+    );
 }
 
 /// Removal needs a prefix that only `token=czxid` issuers use: one made
@@ -705,4 +709,46 @@ async fn removal_and_cversion_tokens_never_share_a_prefix() {
             .expect("stat")
             .is_some()
     );
+}
+
+/// A DELETE that a crash left on the prefix, or on a znode between it and
+/// a nested name's (a removal stopped between opening its parent's ACL
+/// and closing it), goes with the next removal under that parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_left_on_a_parent_goes_with_the_next_removal() {
+    use fencing_core::Removal;
+    use fencing_zookeeper::zookeeper_client as zk;
+    let Some(issuer) = connect(TokenSource::Czxid).await else {
+        return;
+    };
+    let client = issuer.client();
+    let nested = fencing_testkit::unique_name("left-open");
+    let flat = nested.replace('/', "-");
+    for resource in [flat, nested] {
+        let lease = grant(&issuer, &resource, Duration::from_secs(10)).await;
+        issuer.release(&lease).await.expect("release");
+        let path = issuer.resource_path(&resource);
+        let (parent, _) = path.rsplit_once('/').expect("a parent");
+        let (acls, stat) = client.get_acl(parent).await.expect("acl");
+        let open: Vec<zk::Acl> = acls
+            .iter()
+            .map(|a| zk::Acl::new(a.permission() | zk::Permission::DELETE, a.auth_id().clone()))
+            .collect();
+        client
+            .set_acl(parent, &open, Some(stat.aversion))
+            .await
+            .expect("a DELETE left behind");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let removal = issuer
+            .remove_idle(&resource, Duration::from_secs(1))
+            .await
+            .expect("remove");
+        assert_eq!(removal, Removal::Removed, "{resource}");
+        let (acls, _) = client.get_acl(parent).await.expect("acl");
+        assert!(
+            acls.iter()
+                .all(|a| !a.permission().has(zk::Permission::DELETE)),
+            "{parent} still lets anyone delete: {acls:?}"
+        );
+    }
 }
