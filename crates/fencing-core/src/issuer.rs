@@ -195,8 +195,8 @@ pub enum Removal {
     Removed,
     /// The resource kept nothing to remove.
     Absent,
-    /// A lease is held, or was granted, renewed or released within the
-    /// idle period: kept.
+    /// A lease is held, or was granted (or, where the backend keeps its
+    /// time, renewed or released) within the idle period: kept.
     InUse,
     /// The counter is not at least the idle time below the backend's clock
     /// (a floor raised it there, from another issuer's tokens; or the

@@ -462,7 +462,8 @@ pub async fn idle_records_are_removed_without_a_token_going_back(
     use fencing_core::{FencedStore, Removal};
     use tokio::time::sleep;
 
-    let resource = unique_name("idle");
+    // A flat name: ZooKeeper removes only names directly under its prefix.
+    let resource = unique_name("idle").replace('/', "-");
     // Whole seconds: Redis counts idle time in them.
     let idle = Duration::from_secs(1);
     match issuer.remove_idle(&resource, idle).await {

@@ -38,6 +38,8 @@ pub(crate) struct Rpc {
     /// Resource znodes' data and version as our last create left them, so
     /// the next create on one needs no read first.
     resources: Mutex<HashMap<String, Known>>,
+    /// Taken by each removal of an idle resource: one at a time.
+    removals: tokio::sync::Mutex<()>,
     min_session: Duration,
     max_session: Duration,
 }
@@ -60,6 +62,7 @@ impl Rpc {
             main: Mutex::new(main),
             leases: tokio::sync::Mutex::default(),
             resources: Mutex::default(),
+            removals: tokio::sync::Mutex::default(),
             min_session,
             max_session,
         })
@@ -67,6 +70,12 @@ impl Rpc {
 
     pub(crate) fn connect_string(&self) -> &str {
         &self.connect_string
+    }
+
+    /// The turn of one removal of an idle resource: they go one at a
+    /// time, since each changes the prefix's version and ACL.
+    pub(crate) async fn removal_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.removals.lock().await
     }
 
     /// How long one call may take.

@@ -34,13 +34,18 @@
 //! keeper of its own, so it is never empty, never deleted, and its version
 //! never starts again.
 //!
-//! The prefix znode (and a znode between it and a nested resource's)
-//! lets nobody delete its children, and a transaction cannot change an
-//! ACL: the removal adds DELETE to the parent's ACL just before its
-//! transaction and takes DELETE away again just after, whatever happened
-//! between (a lost answer, an error, the call dropped: then in a task of
-//! its own). A DELETE that a crash left there goes with the next removal
-//! under that parent, or, on the prefix, when an issuer connects.
+//! Only names directly under the prefix are removed: a nested name's
+//! parent (`{prefix}/jobs` for `jobs/a`) may be another lock's znode, whose
+//! ACL a removal would have to open. The prefix lets nobody delete its
+//! children, and a transaction cannot change an ACL: the removal adds
+//! DELETE to our entries of the prefix's ACL just before its transaction
+//! and takes it away again just after, whatever the transaction answered
+//! (in a task of its own if the call is dropped). Meanwhile our identity
+//! (anyone, without credentials) can delete the prefix's empty resource
+//! znodes, floored ones included: do not `deleteall` under the prefix
+//! while a sweep runs. A DELETE that a crash left there goes with the next
+//! removal, or when an issuer connects. Removals in one process take
+//! turns ([`Rpc::removal_turn`]).
 
 use std::time::Duration;
 
@@ -56,8 +61,8 @@ use crate::keys::{CZXID_MARK, KEEPER, Znode, keeper_path};
 use crate::token::TokenSource;
 
 /// How often a removal judges again after its transaction was refused
-/// for something other than the resource (another removal's, an ACL
-/// changed under it), before giving up (retryable).
+/// for something other than the resource (another process's removal, an
+/// ACL changed under it), before giving up (retryable).
 const ATTEMPTS: u32 = 10;
 
 pub(crate) async fn remove_idle(
@@ -76,29 +81,36 @@ pub(crate) async fn remove_idle(
             ),
         });
     }
+    if znode.dir.rsplit_once('/').map(|(parent, _)| parent) != Some(znode.prefix.as_str()) {
+        return Err(Error::UnsafeConfiguration {
+            backend: NAME,
+            reason: format!(
+                "{resource:?} is not removed: only names directly under the prefix {} are (a nested \
+                 name's parent may be another lock's znode, whose ACL a removal would have to open)",
+                znode.prefix
+            ),
+        });
+    }
     let client = rpc.live_main().await?;
     let idle_millis = i64::try_from(idle_for.as_millis()).unwrap_or(i64::MAX);
-    let mut denied = None;
+    // One at a time in this process: each changes the prefix's version and
+    // its ACL, which would refuse the others' transactions.
+    let _turn = rpc.removal_turn().await;
     for _ in 0..ATTEMPTS {
         let idle = match judge(rpc, &client, &znode, resource, idle_millis).await? {
             Judged::Kept(removal) => return Ok(removal),
             Judged::Idle(idle) => idle,
         };
-        match remove(rpc, &client, &znode, &idle).await? {
-            Removed::Done(removal) => return Ok(removal),
-            Removed::Again { refused } => denied = refused,
+        if let Removed::Done(removal) = remove(rpc, &client, &znode, &idle).await? {
+            return Ok(removal);
         }
         let pause = 10 + rand::random::<u64>() % 40;
         tokio::time::sleep(Duration::from_millis(pause)).await;
     }
-    match denied {
-        // Refused for want of a permission every time: say so.
-        Some(e) => Err(map_error(e, Call::idempotent("remove the resource znode"))),
-        None => Err(Error::Contention {
-            key: znode.dir,
-            attempts: ATTEMPTS,
-        }),
-    }
+    Err(Error::Contention {
+        key: znode.dir,
+        attempts: ATTEMPTS,
+    })
 }
 
 /// What [`judge`] found.
@@ -189,15 +201,13 @@ pub(crate) async fn judge(
 /// What [`remove`] did.
 pub(crate) enum Removed {
     Done(Removal),
-    /// Refused for something other than the resource: judge again.
-    /// `refused` is a permission error, if that was why.
-    Again {
-        refused: Option<zk::Error>,
-    },
+    /// Refused for something other than the resource (another process's
+    /// removal, an ACL changed under it): judge again.
+    Again,
 }
 
 /// The removal's transaction for a znode [`judge`] found idle, with
-/// DELETE on the parent around it.
+/// DELETE on the prefix's ACL around it.
 pub(crate) async fn remove(
     rpc: &Rpc,
     client: &zk::Client,
@@ -206,24 +216,17 @@ pub(crate) async fn remove(
 ) -> Result<Removed> {
     let (prefix, dir) = (znode.prefix.as_str(), znode.dir.as_str());
     let keeper = keeper_path(dir);
-    let parent = dir.rsplit_once('/').map_or(prefix, |(parent, _)| parent);
-    // A parent that is a resource znode itself lets its lock nodes, and so
-    // the znodes below, be deleted already: left as it is.
-    let closed = parent == prefix || !parent_is_resource(rpc, client, parent).await?;
-    let mut opened = None;
-    if closed {
-        let guard = Closing::new(client.clone(), parent, rpc.operation_timeout());
-        match allow_delete(rpc, client, parent).await {
-            Ok(true) => opened = Some(guard),
-            Ok(false) => {
-                guard.close().await;
-                return Ok(Removed::Again { refused: None });
-            }
-            Err(e) => {
-                // The change may have been applied: take it away.
-                guard.close().await;
-                return Err(e);
-            }
+    let closing = Closing::new(client.clone(), prefix, rpc.operation_timeout());
+    match allow_delete(rpc, client, prefix).await {
+        Ok(true) => {}
+        Ok(false) => {
+            closing.close().await;
+            return Ok(Removed::Again);
+        }
+        Err(e) => {
+            // The change may have been applied: take it away.
+            closing.close().await;
+            return Err(e);
         }
     }
     let removal = async {
@@ -239,27 +242,25 @@ pub(crate) async fn remove(
         Ok(done) => done.map_err(Failed::from),
         Err(_) => Err(Failed::Request(zk::Error::Timeout)),
     };
-    if let Some(guard) = opened {
-        guard.close().await;
-    }
+    closing.close().await;
     match removed {
         Ok(_) => {
             rpc.remember_resource(dir, None);
             Ok(Removed::Done(Removal::Removed))
         }
         // A grant came since the read (it wrote the znode's data), or a
-        // lock node or a nested resource's znode was created under it.
-        Err(Failed::At(1, zk::Error::BadVersion | zk::Error::NotEmpty)) => {
+        // lock node or a nested resource's znode was created under it (or
+        // under the keeper, by another client).
+        Err(Failed::At(0 | 1, zk::Error::BadVersion | zk::Error::NotEmpty)) => {
             Ok(Removed::Done(Removal::InUse))
         }
         // Another removal came since the read (the prefix's version), or
-        // removed this one (the keeper, the znode): judge again.
-        Err(Failed::At(_, zk::Error::BadVersion | zk::Error::NoNode)) => {
-            Ok(Removed::Again { refused: None })
+        // removed this one (the keeper, the znode), or DELETE was taken
+        // away again (another process's removal, an issuer connecting)
+        // before the transaction: judge again.
+        Err(Failed::At(_, zk::Error::BadVersion | zk::Error::NoNode | zk::Error::NoAuth)) => {
+            Ok(Removed::Again)
         }
-        // DELETE was taken away again (another removal, an issuer
-        // connecting) before the transaction.
-        Err(Failed::At(_, e @ zk::Error::NoAuth)) => Ok(Removed::Again { refused: Some(e) }),
         // Judged again if asked again: a lost answer is harmless.
         Err(Failed::At(_, e) | Failed::Request(e)) => {
             Err(map_error(e, Call::idempotent("remove the resource znode")))
@@ -282,14 +283,6 @@ impl From<zk::MultiWriteError> for Failed {
     }
 }
 
-/// Whether `parent` is a resource znode (it has a keeper).
-async fn parent_is_resource(rpc: &Rpc, client: &zk::Client, parent: &str) -> Result<bool> {
-    let found = rpc.timed(client.check_stat(&keeper_path(parent))).await;
-    found
-        .map(|stat| stat.is_some())
-        .map_err(|e| map_error(e, Call::read("read the parent's keeper")))
-}
-
 /// Refuses a prefix without [`CZXID_MARK`] (made by an earlier release,
 /// or by a `token=cversion` issuer), naming why.
 fn check_mark(mark: &[u8], prefix: &str, resource: &str) -> Result<()> {
@@ -308,24 +301,38 @@ fn check_mark(mark: &[u8], prefix: &str, resource: &str) -> Result<()> {
     })
 }
 
-/// Adds DELETE to every entry of `parent`'s ACL (at the ACL version
-/// read): `true` once it lets someone delete, `false` if another change
-/// came first.
-async fn allow_delete(rpc: &Rpc, client: &zk::Client, parent: &str) -> Result<bool> {
+/// Whether an ACL entry is one the prefix was made with (every
+/// permission but DELETE, or all of them): ours, not another's entry that
+/// a removal has no business changing.
+fn ours(acl: &zk::Acl) -> bool {
+    acl.permission() & prefix_permissions() == prefix_permissions()
+}
+
+/// Adds DELETE to our entries of the prefix's ACL (at the ACL version
+/// read): `true` once one lets us delete, `false` if another change came
+/// first.
+async fn allow_delete(rpc: &Rpc, client: &zk::Client, prefix: &str) -> Result<bool> {
     let failed = |e| map_error(e, Call::idempotent("let the resource znode be deleted"));
-    let (acls, stat) = rpc.timed(client.get_acl(parent)).await.map_err(failed)?;
+    let (acls, stat) = rpc.timed(client.get_acl(prefix)).await.map_err(failed)?;
+    if !acls.iter().any(ours) {
+        // Another identity's prefix: nothing of ours to open.
+        return Err(failed(zk::Error::NoAuth));
+    }
     if acls
         .iter()
-        .any(|a| a.permission().has(zk::Permission::DELETE))
+        .any(|a| ours(a) && a.permission().has(zk::Permission::DELETE))
     {
         return Ok(true);
     }
     let opened: Vec<zk::Acl> = acls
         .iter()
-        .map(|a| zk::Acl::new(a.permission() | zk::Permission::DELETE, a.auth_id().clone()))
+        .map(|a| match ours(a) {
+            true => zk::Acl::new(a.permission() | zk::Permission::DELETE, a.auth_id().clone()),
+            false => a.clone(),
+        })
         .collect();
     match rpc
-        .timed(client.set_acl(parent, &opened, Some(stat.aversion)))
+        .timed(client.set_acl(prefix, &opened, Some(stat.aversion)))
         .await
     {
         Ok(_) => Ok(true),
@@ -390,13 +397,16 @@ async fn close(client: zk::Client, parent: String, timeout: Duration) {
         };
         if !acls
             .iter()
-            .any(|a| a.permission().has(zk::Permission::DELETE))
+            .any(|a| ours(a) && a.permission().has(zk::Permission::DELETE))
         {
             return;
         }
         let closed: Vec<zk::Acl> = acls
             .iter()
-            .map(|a| zk::Acl::new(a.permission() & prefix_permissions(), a.auth_id().clone()))
+            .map(|a| match ours(a) {
+                true => zk::Acl::new(a.permission() & prefix_permissions(), a.auth_id().clone()),
+                false => a.clone(),
+            })
             .collect();
         let closing = client.set_acl(&parent, &closed, Some(stat.aversion));
         match tokio::time::timeout(timeout, closing).await {
@@ -471,7 +481,7 @@ mod tests {
         );
         let paused = remove(rpc, &client, &znode, &idle).await.expect("remove");
         assert!(
-            matches!(paused, Removed::Again { refused: None }),
+            matches!(paused, Removed::Again),
             "the paused removal went through"
         );
         let (kept, _) = client.get_data(&znode.dir).await.expect("still there");

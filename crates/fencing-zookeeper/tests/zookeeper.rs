@@ -480,12 +480,12 @@ async fn a_release_whose_answer_never_comes_is_an_unknown_outcome() {
     direct.release(&next).await.expect("release");
 }
 
-/// `remove_idle` with `token=czxid`: a held resource, or one with another
+/// `remove_idle` with `token=czxid`: a nested name is refused (its parent
+/// may be another lock's znode); a held resource, or one with another
 /// client's lock node, is kept; an idle one's znode and keeper go, the
-/// parent's ACL lets nobody delete again afterwards (the removal adds
-/// DELETE only for its transaction), and the next grant is above every
-/// token before. Both for a flat name (the prefix is the parent) and a
-/// nested one (a znode between).
+/// prefix's ACL lets nobody delete again afterwards (the removal adds
+/// DELETE only around its transaction), and the next grant is above every
+/// token before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_resource_znode_is_removed_and_later_tokens_are_higher() {
     use fencing_core::Removal;
@@ -496,48 +496,66 @@ async fn an_idle_resource_znode_is_removed_and_later_tokens_are_higher() {
     let client = issuer.client();
     let (idle, ttl) = (Duration::from_secs(1), Duration::from_secs(10));
     let nested = fencing_testkit::unique_name("idle");
-    let flat = nested.replace('/', "-");
-    for resource in [flat, nested] {
-        let path = issuer.resource_path(&resource);
-        let first = grant(&issuer, &resource, ttl).await;
-        tokio::time::sleep(idle + Duration::from_millis(200)).await;
-        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
-        assert_eq!(removal, Removal::InUse, "{resource}: removed while held");
-        issuer.release(&first).await.expect("release");
-        // Another client's lock node (kazoo's) keeps it as well.
-        let foreign = format!("{path}/0123abcd__lock__0000000001");
-        let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-        client
-            .create(&foreign, b"", &options)
-            .await
-            .expect("foreign");
-        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
-        assert_eq!(removal, Removal::InUse, "{resource}: removed under kazoo");
-        client.delete(&foreign, None).await.expect("delete foreign");
-        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
-        assert_eq!(removal, Removal::Removed, "{resource}");
-        assert!(
-            client.check_stat(&path).await.expect("stat").is_none(),
-            "{path} is still there"
-        );
-        let (parent, _) = path.rsplit_once('/').expect("a parent");
-        let (acls, _) = client.get_acl(parent).await.expect("get_acl");
-        assert!(
-            acls.iter()
-                .all(|a| !a.permission().has(zk::Permission::DELETE)),
-            "{parent} kept DELETE after the removal: {acls:?}"
-        );
-        let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
-        assert_eq!(removal, Removal::Absent, "{resource}");
-        let next = grant(&issuer, &resource, ttl).await;
-        assert!(
-            next.token() > first.token(),
-            "{resource}: {} after the removal, {} before",
-            next.token(),
-            first.token()
-        );
-        issuer.release(&next).await.expect("release");
+    // A nested name's parent may be another lock's znode: refused.
+    let lease = grant(&issuer, &nested, ttl).await;
+    issuer.release(&lease).await.expect("release");
+    tokio::time::sleep(idle + Duration::from_millis(200)).await;
+    match issuer.remove_idle(&nested, idle).await {
+        Err(Error::UnsafeConfiguration { reason, .. }) => {
+            assert!(
+                reason.contains(&nested) && reason.contains("directly under"),
+                "{reason}"
+            );
+        }
+        other => panic!("a nested name: {other:?}"),
     }
+    assert!(
+        client
+            .check_stat(&issuer.resource_path(&nested))
+            .await
+            .expect("stat")
+            .is_some()
+    );
+    let resource = nested.replace('/', "-");
+    let path = issuer.resource_path(&resource);
+    let first = grant(&issuer, &resource, ttl).await;
+    tokio::time::sleep(idle + Duration::from_millis(200)).await;
+    let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+    assert_eq!(removal, Removal::InUse, "{resource}: removed while held");
+    issuer.release(&first).await.expect("release");
+    // Another client's lock node (kazoo's) keeps it as well.
+    let foreign = format!("{path}/0123abcd__lock__0000000001");
+    let options = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    client
+        .create(&foreign, b"", &options)
+        .await
+        .expect("foreign");
+    let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+    assert_eq!(removal, Removal::InUse, "{resource}: removed under kazoo");
+    client.delete(&foreign, None).await.expect("delete foreign");
+    let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+    assert_eq!(removal, Removal::Removed, "{resource}");
+    assert!(
+        client.check_stat(&path).await.expect("stat").is_none(),
+        "{path} is still there"
+    );
+    let (parent, _) = path.rsplit_once('/').expect("a parent");
+    let (acls, _) = client.get_acl(parent).await.expect("get_acl");
+    assert!(
+        acls.iter()
+            .all(|a| !a.permission().has(zk::Permission::DELETE)),
+        "{parent} kept DELETE after the removal: {acls:?}"
+    );
+    let removal = issuer.remove_idle(&resource, idle).await.expect("remove");
+    assert_eq!(removal, Removal::Absent, "{resource}");
+    let next = grant(&issuer, &resource, ttl).await;
+    assert!(
+        next.token() > first.token(),
+        "{resource}: {} after the removal, {} before",
+        next.token(),
+        first.token()
+    );
+    issuer.release(&next).await.expect("release");
 }
 
 /// A process that remembers a resource znode's version from its last
@@ -553,7 +571,7 @@ async fn a_resource_znode_removed_and_made_again_is_never_taken_for_the_old_one(
     let other = under(remembers.prefix(), TokenSource::Czxid)
         .await
         .expect("connect");
-    let resource = fencing_testkit::unique_name("remade");
+    let resource = fencing_testkit::unique_name("remade").replace('/', "-");
     let path = remembers.resource_path(&resource);
     let ttl = Duration::from_secs(10);
     // Two grants: the second trusts the version the first left, and the
@@ -589,10 +607,12 @@ async fn a_resource_znode_removed_and_made_again_is_never_taken_for_the_old_one(
     other.release(&after).await.expect("release");
 }
 
-/// Removals from two issuers at once over the same idle names: each name
-/// is removed once, the others find it absent, none fails (each adds
-/// DELETE to the parent's ACL and takes it away again around its own
-/// transaction), and the prefix lets nobody delete afterwards.
+/// Removals at once over the same idle names, as `fence remove-idle`
+/// sends them (every name at once through one issuer) and from a second
+/// issuer (another process, one name after another): each name is
+/// removed once, the others find it absent, none fails (each opens the
+/// prefix's ACL for its own transaction and closes it again), and the
+/// prefix lets nobody delete afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removals_at_once_remove_each_name_once_and_close_the_prefix_again() {
     use fencing_core::Removal;
@@ -609,29 +629,42 @@ async fn removals_at_once_remove_each_name_once_and_close_the_prefix_again() {
         first.release(&lease).await.expect("release");
     }
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let sweep = |issuer: ZkIssuer, names: Vec<String>| async move {
-        let mut removed = Vec::new();
-        for name in names {
-            let removal = issuer
-                .remove_idle(&name, Duration::from_secs(1))
-                .await
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(
-                matches!(removal, Removal::Removed | Removal::Absent),
-                "{name}: {removal:?}"
-            );
-            if removal == Removal::Removed {
-                removed.push(name);
-            }
-        }
-        removed
+    let removal = |issuer: ZkIssuer, name: String| async move {
+        let removal = issuer
+            .remove_idle(&name, Duration::from_secs(1))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            matches!(removal, Removal::Removed | Removal::Absent),
+            "{name}: {removal:?}"
+        );
+        (removal == Removal::Removed).then_some(name)
     };
-    let mut reversed = names.clone();
-    reversed.reverse();
-    let (a, b) = tokio::join!(
-        tokio::spawn(sweep(first.clone(), names.clone())),
-        tokio::spawn(sweep(second, reversed))
-    );
+    let all_at_once = {
+        let (issuer, names) = (first.clone(), names.clone());
+        async move {
+            let mut each = tokio::task::JoinSet::new();
+            for name in names {
+                each.spawn(removal(issuer.clone(), name));
+            }
+            let mut removed = Vec::new();
+            while let Some(done) = each.join_next().await {
+                removed.extend(done.expect("a removal"));
+            }
+            removed
+        }
+    };
+    let one_by_one = {
+        let names: Vec<String> = names.iter().rev().cloned().collect();
+        async move {
+            let mut removed = Vec::new();
+            for name in names {
+                removed.extend(removal(second.clone(), name).await);
+            }
+            removed
+        }
+    };
+    let (a, b) = tokio::join!(tokio::spawn(all_at_once), tokio::spawn(one_by_one));
     let mut removed: Vec<String> = a
         .expect("sweep")
         .into_iter()
@@ -685,7 +718,7 @@ async fn removal_and_cversion_tokens_never_share_a_prefix() {
         .await
         .expect("an old prefix");
     let unmarked = under(&old, TokenSource::Czxid).await.expect("connect");
-    let resource = fencing_testkit::unique_name("unmarked");
+    let resource = fencing_testkit::unique_name("unmarked").replace('/', "-");
     let lease = grant(&unmarked, &resource, Duration::from_secs(10)).await;
     unmarked.release(&lease).await.expect("release");
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -722,33 +755,30 @@ async fn a_delete_left_on_a_parent_goes_with_the_next_removal() {
         return;
     };
     let client = issuer.client();
-    let nested = fencing_testkit::unique_name("left-open");
-    let flat = nested.replace('/', "-");
-    for resource in [flat, nested] {
-        let lease = grant(&issuer, &resource, Duration::from_secs(10)).await;
-        issuer.release(&lease).await.expect("release");
-        let path = issuer.resource_path(&resource);
-        let (parent, _) = path.rsplit_once('/').expect("a parent");
-        let (acls, stat) = client.get_acl(parent).await.expect("acl");
-        let open: Vec<zk::Acl> = acls
-            .iter()
-            .map(|a| zk::Acl::new(a.permission() | zk::Permission::DELETE, a.auth_id().clone()))
-            .collect();
-        client
-            .set_acl(parent, &open, Some(stat.aversion))
-            .await
-            .expect("a DELETE left behind");
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        let removal = issuer
-            .remove_idle(&resource, Duration::from_secs(1))
-            .await
-            .expect("remove");
-        assert_eq!(removal, Removal::Removed, "{resource}");
-        let (acls, _) = client.get_acl(parent).await.expect("acl");
-        assert!(
-            acls.iter()
-                .all(|a| !a.permission().has(zk::Permission::DELETE)),
-            "{parent} still lets anyone delete: {acls:?}"
-        );
-    }
+    let resource = fencing_testkit::unique_name("left-open").replace('/', "-");
+    let lease = grant(&issuer, &resource, Duration::from_secs(10)).await;
+    issuer.release(&lease).await.expect("release");
+    let path = issuer.resource_path(&resource);
+    let (parent, _) = path.rsplit_once('/').expect("a parent");
+    let (acls, stat) = client.get_acl(parent).await.expect("acl");
+    let open: Vec<zk::Acl> = acls
+        .iter()
+        .map(|a| zk::Acl::new(a.permission() | zk::Permission::DELETE, a.auth_id().clone()))
+        .collect();
+    client
+        .set_acl(parent, &open, Some(stat.aversion))
+        .await
+        .expect("a DELETE left behind");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let removal = issuer
+        .remove_idle(&resource, Duration::from_secs(1))
+        .await
+        .expect("remove");
+    assert_eq!(removal, Removal::Removed, "{resource}");
+    let (acls, _) = client.get_acl(parent).await.expect("acl");
+    assert!(
+        acls.iter()
+            .all(|a| !a.permission().has(zk::Permission::DELETE)),
+        "{parent} still lets anyone delete: {acls:?}"
+    );
 }
