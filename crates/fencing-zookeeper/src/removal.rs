@@ -427,7 +427,7 @@ async fn close(client: zk::Client, parent: String, timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use fencing_core::tls::TlsOptions;
-    use fencing_core::{FencingToken, LeaseRequest, TokenIssuer};
+    use fencing_core::{FencingToken, TokenIssuer};
     use fencing_harness::env::ZOOKEEPER;
 
     use super::*;
@@ -450,13 +450,8 @@ mod tests {
             .await
             .unwrap_or_else(|e| ZOOKEEPER.unavailable(&e));
         let resource = "paused-sweep";
-        let lease = issuer
-            .acquire(
-                &LeaseRequest::new(resource, Duration::from_secs(10)),
-                Duration::from_secs(5),
-            )
-            .await
-            .expect("acquire");
+        let ttl = Duration::from_secs(10);
+        let lease = fencing_testkit::issuer::grant(&issuer, resource, ttl).await;
         issuer.release(&lease).await.expect("release");
         tokio::time::sleep(Duration::from_millis(1200)).await;
         let (rpc, client) = (issuer.rpc(), issuer.client());
@@ -486,13 +481,7 @@ mod tests {
         );
         let (kept, _) = client.get_data(&znode.dir).await.expect("still there");
         assert_eq!(kept, data);
-        let next = issuer
-            .acquire(
-                &LeaseRequest::new(resource, Duration::from_secs(10)),
-                Duration::from_secs(5),
-            )
-            .await
-            .expect("acquire");
+        let next = fencing_testkit::issuer::grant(&issuer, resource, ttl).await;
         assert!(
             next.token() > floor,
             "{} under the floor {floor}",
