@@ -133,6 +133,62 @@ impl Rpc {
         Ok(client)
     }
 
+    /// The resource znode `znode` (its data and stat, and its children if
+    /// asked for) read in one request after the prefix znode (its data,
+    /// the mark, and its data version, which counts removals). The prefix
+    /// comes first: a write that checks the version read here is refused
+    /// if a removal came after it, whatever the rest of the read saw.
+    /// `NoNode` if the prefix is gone; `resource` is `None` if the
+    /// resource znode is.
+    pub(crate) async fn read_resource(
+        &self,
+        client: &zk::Client,
+        znode: &Znode,
+        with_children: bool,
+    ) -> ZkResult<Snapshot> {
+        let mut reader = client.new_multi_reader();
+        reader.add_get_data(&znode.prefix)?;
+        reader.add_get_data(&znode.dir)?;
+        if with_children {
+            reader.add_get_children(&znode.dir)?;
+        }
+        let mut results = self.timed(reader.commit()).await?.into_iter();
+        let (mark, prefix) = match results.next() {
+            Some(zk::MultiReadResult::Data { data, stat }) => (data, stat),
+            Some(zk::MultiReadResult::Error { err }) => return Err(err),
+            _ => return Err(unanswered()),
+        };
+        let (data, stat) = match results.next() {
+            Some(zk::MultiReadResult::Data { data, stat }) => (data, stat),
+            Some(zk::MultiReadResult::Error {
+                err: zk::Error::NoNode,
+            }) => {
+                return Ok(Snapshot {
+                    mark,
+                    prefix_version: prefix.version,
+                    resource: None,
+                });
+            }
+            Some(zk::MultiReadResult::Error { err }) => return Err(err),
+            _ => return Err(unanswered()),
+        };
+        let children = match results.next() {
+            Some(zk::MultiReadResult::Children { children }) => children,
+            Some(zk::MultiReadResult::Error { err }) => return Err(err),
+            None if !with_children => Vec::new(),
+            _ => return Err(unanswered()),
+        };
+        Ok(Snapshot {
+            mark,
+            prefix_version: prefix.version,
+            resource: Some(ResourceRead {
+                data,
+                stat,
+                children,
+            }),
+        })
+    }
+
     /// A resource znode's data and version as our last create left them.
     pub(crate) fn known_resource(&self, dir: &str) -> Option<Known> {
         self.resources.lock().expect("poisoned").get(dir).cloned()
@@ -419,6 +475,28 @@ pub(crate) struct Known {
     /// stale costs a refused transaction, itself a quorum write, on top of
     /// the read).
     pub(crate) trusted: bool,
+}
+
+/// What [`Rpc::read_resource`] read.
+pub(crate) struct Snapshot {
+    /// The prefix znode's data: [`CZXID_MARK`] or not.
+    pub(crate) mark: Vec<u8>,
+    /// The prefix znode's data version: it counts removals.
+    pub(crate) prefix_version: i32,
+    /// The resource znode, if it is there.
+    pub(crate) resource: Option<ResourceRead>,
+}
+
+/// A resource znode as [`Rpc::read_resource`] read it.
+pub(crate) struct ResourceRead {
+    pub(crate) data: Vec<u8>,
+    pub(crate) stat: zk::Stat,
+    /// Empty unless asked for.
+    pub(crate) children: Vec<String>,
+}
+
+fn unanswered() -> zk::Error {
+    zk::Error::UnexpectedError("a read of the resource znode answered without its results".into())
 }
 
 /// How many resource znodes' versions [`Rpc::known_resource`] keeps.

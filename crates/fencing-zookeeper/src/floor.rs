@@ -6,8 +6,8 @@ use fencing_core::adapter::Call;
 use fencing_core::{Error, FencingToken, Result};
 use zookeeper_client as zk;
 
-use crate::client::{Rpc, ZkResult};
-use crate::error::{NAME, map_error};
+use crate::client::{ResourceRead, Rpc, ZkResult};
+use crate::error::map_error;
 use crate::keys::{KEEPER, Znode};
 use crate::token::TokenSource;
 
@@ -51,33 +51,24 @@ pub(crate) async fn raise(
             rpc.make_resource(&client, &znode).await?;
             made = true;
         }
-        let mut reader = client.new_multi_reader();
-        reader.add_get_data(&znode.prefix).map_err(read)?;
-        reader.add_get_data(dir).map_err(read)?;
-        reader.add_get_children(dir).map_err(read)?;
-        let mut results = rpc.timed(reader.commit()).await.map_err(read)?.into_iter();
-        let (prefix, data, stat, children) = match (results.next(), results.next(), results.next())
-        {
-            (
-                Some(zk::MultiReadResult::Data { stat: prefix, .. }),
-                Some(zk::MultiReadResult::Data { data, stat }),
-                Some(zk::MultiReadResult::Children { children }),
-            ) => (prefix, data, stat, children),
-            (
-                _,
-                Some(zk::MultiReadResult::Error {
-                    err: zk::Error::NoNode,
-                }),
-                _,
-            ) => {
-                // Removed as idle since it was made: make it again.
+        let snapshot = match rpc.read_resource(&client, &znode, true).await {
+            Ok(snapshot) => snapshot,
+            // The prefix is gone: make it again.
+            Err(zk::Error::NoNode) => {
                 made = false;
                 continue;
             }
-            (Some(zk::MultiReadResult::Error { err }), _, _)
-            | (_, Some(zk::MultiReadResult::Error { err }), _)
-            | (_, _, Some(zk::MultiReadResult::Error { err })) => return Err(read(err)),
-            _ => return Err(Error::backend(NAME, true, format!("could not read {dir}"))),
+            Err(e) => return Err(read(e)),
+        };
+        let Some(ResourceRead {
+            data,
+            stat,
+            children,
+        }) = snapshot.resource
+        else {
+            // Removed as idle since it was made: make it again.
+            made = false;
+            continue;
         };
         // Any ephemeral child but the keeper: another client's lock node
         // holds or waits as ours do. A persistent one is the znode of a
@@ -103,7 +94,7 @@ pub(crate) async fn raise(
         // node in it.
         let write = async {
             let mut writer = client.new_multi_writer();
-            writer.add_check_version(&znode.prefix, prefix.version)?;
+            writer.add_check_version(&znode.prefix, snapshot.prefix_version)?;
             writer.add_set_data(dir, needed.to_string().as_bytes(), Some(stat.version))?;
             writer.commit().await.map_err(zk::Error::from)
         };

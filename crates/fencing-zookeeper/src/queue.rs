@@ -206,7 +206,18 @@ async fn create_lock_node(
     for attempt in 0..CREATE_ATTEMPTS {
         let (read, guessed) = match guess.take() {
             Some(k) => (k, true),
-            None => (read_resource(rpc, client, znode).await?, false),
+            None => {
+                let read = rpc.read_resource(client, znode, false).await?;
+                // No resource znode: NoNode, and the caller makes it.
+                let resource = read.resource.ok_or(zk::Error::NoNode)?;
+                let known = Known {
+                    data: resource.data,
+                    version: resource.stat.version,
+                    prefix_version: read.prefix_version,
+                    trusted: false,
+                };
+                (known, false)
+            }
         };
         let (data, version) = (read.data, read.version);
         let offset = parse_offset(&data)?;
@@ -276,35 +287,6 @@ async fn create_lock_node(
         };
     }
     Err(zk::Error::Throttled)
-}
-
-/// A resource znode's data and version, read in one request with the
-/// prefix znode's version; `NoNode` if the resource znode is not there.
-pub(crate) async fn read_resource(
-    rpc: &Rpc,
-    client: &zk::Client,
-    znode: &Znode,
-) -> ZkResult<Known> {
-    let mut reader = client.new_multi_reader();
-    reader.add_get_data(&znode.prefix)?;
-    reader.add_get_data(&znode.dir)?;
-    let mut results = rpc.timed(reader.commit()).await?.into_iter();
-    match (results.next(), results.next()) {
-        (
-            Some(zk::MultiReadResult::Data { stat: prefix, .. }),
-            Some(zk::MultiReadResult::Data { data, stat }),
-        ) => Ok(Known {
-            data,
-            version: stat.version,
-            prefix_version: prefix.version,
-            trusted: false,
-        }),
-        (_, Some(zk::MultiReadResult::Error { err }))
-        | (Some(zk::MultiReadResult::Error { err }), _) => Err(err),
-        _ => Err(zk::Error::UnexpectedError(
-            "a read of the resource znode answered without its results".into(),
-        )),
-    }
 }
 
 /// The children of `dir`, ours and other clients', read through

@@ -27,7 +27,7 @@
 //! lock node created since: `NotEmpty`; either keeps both), and a write
 //! of the prefix znode's data at the version read with the resource
 //! znode. That version counts removals, and every create and floor checks
-//! it too ([`crate::queue::read_resource`]): a process paused between its
+//! it too ([`Rpc::read_resource`]): a process paused between its
 //! read and its write (a create, a floor, another removal), across a
 //! removal and the znode made again at the same version, is refused and
 //! reads again rather than acting on the znode it read. The prefix has a
@@ -54,7 +54,7 @@ use fencing_core::{Error, Removal, Result};
 use zookeeper_client as zk;
 
 use crate::access::prefix_permissions;
-use crate::client::Rpc;
+use crate::client::{ResourceRead, Rpc};
 use crate::error::{NAME, map_error};
 use crate::floor::parse_offset;
 use crate::keys::{CZXID_MARK, KEEPER, Znode, keeper_path};
@@ -139,37 +139,15 @@ pub(crate) async fn judge(
     let (prefix, dir) = (znode.prefix.as_str(), znode.dir.as_str());
     let keeper = keeper_path(dir);
     let read = |e| map_error(e, Call::read("read the resource znode"));
-    let mut reader = client.new_multi_reader();
-    reader.add_get_data(prefix).map_err(read)?;
-    reader.add_get_data(dir).map_err(read)?;
-    reader.add_get_children(dir).map_err(read)?;
-    let mut results = rpc.timed(reader.commit()).await.map_err(read)?.into_iter();
-    let (mark, prefix_stat) = match results.next() {
-        Some(zk::MultiReadResult::Data { data, stat }) => (data, stat),
-        Some(zk::MultiReadResult::Error { err }) => return Err(read(err)),
-        _ => {
-            return Err(Error::backend(
-                NAME,
-                true,
-                format!("could not read {prefix}"),
-            ));
-        }
-    };
-    check_mark(&mark, prefix, resource)?;
-    let (data, stat, children) = match (results.next(), results.next()) {
-        (
-            Some(zk::MultiReadResult::Data { data, stat }),
-            Some(zk::MultiReadResult::Children { children }),
-        ) => (data, stat, children),
-        (
-            Some(zk::MultiReadResult::Error {
-                err: zk::Error::NoNode,
-            }),
-            _,
-        ) => return Ok(Judged::Kept(Removal::Absent)),
-        (Some(zk::MultiReadResult::Error { err }), _)
-        | (_, Some(zk::MultiReadResult::Error { err })) => return Err(read(err)),
-        _ => return Err(Error::backend(NAME, true, format!("could not read {dir}"))),
+    let snapshot = rpc.read_resource(client, znode, true).await.map_err(read)?;
+    check_mark(&snapshot.mark, prefix, resource)?;
+    let Some(ResourceRead {
+        data,
+        stat,
+        children,
+    }) = snapshot.resource
+    else {
+        return Ok(Judged::Kept(Removal::Absent));
     };
     if children.iter().any(|name| name != KEEPER) {
         return Ok(Judged::Kept(Removal::InUse));
@@ -179,7 +157,9 @@ pub(crate) async fn judge(
         // of ours is there.
         return Ok(Judged::Kept(Removal::Absent));
     }
-    if parse_offset(&data).map_err(read)? != 0 {
+    let offset =
+        parse_offset(&data).map_err(|e| map_error(e, Call::read("read the floor offset")))?;
+    if offset != 0 {
         return Ok(Judged::Kept(Removal::Floored));
     }
     // The leader's clock, as the grants' writes read it.
@@ -194,7 +174,7 @@ pub(crate) async fn judge(
     }
     Ok(Judged::Idle(Idle {
         version: stat.version,
-        prefix_version: prefix_stat.version,
+        prefix_version: snapshot.prefix_version,
     }))
 }
 
